@@ -10,6 +10,7 @@
 // rte_ring needs no EAL here: rte_ring_init() only fills the struct, and the
 // enqueue/dequeue functions are inline, so the ring is placed in our own
 // shared memory with rte_ring_get_memsize() bytes.
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -37,11 +38,22 @@ namespace {
 constexpr uint32_t kSlots = 1024;
 constexpr uint64_t kStop = ~uint64_t{0};
 
-inline void cpu_relax() {
+// Spin-wait step for every queue alike: pause, and after a while yield, so
+// that on an oversubscribed machine the peer gets the core instead of both
+// sides burning whole time slices.
+struct Backoff {
+  uint32_t spins = 0;
+  void wait() {
+    if (++spins < 256) {
 #if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
+      __builtin_ia32_pause();
 #endif
-}
+    } else {
+      spins = 0;
+      sched_yield();
+    }
+  }
+};
 
 // ---- queue adapters: place() constructs in shared memory; Side attaches ----
 
@@ -166,12 +178,15 @@ void drain(const Shared& s, uint32_t burst) {
   uint64_t buf[32];
   uint64_t expect = 0, errors = 0;
   ctl->ready.store(1, std::memory_order_release);
+  Backoff backoff;
   for (;;) {
     const uint32_t got = q.deq(buf, burst);
     for (uint32_t i = 0; i < got; ++i) errors += buf[i] != expect++;
     if (got == 0) {
       if (expect == ctl->total.load(std::memory_order_acquire)) break;
-      cpu_relax();
+      backoff.wait();
+    } else {
+      backoff.spins = 0;
     }
   }
   ctl->errors.store(errors, std::memory_order_release);
@@ -183,10 +198,12 @@ void echo(const Shared& s) {
   typename Q::Side pong(s.queue(1));
   s.control()->ready.store(1, std::memory_order_release);
   uint64_t v;
+  Backoff backoff;
   for (;;) {
-    while (ping.deq(&v, 1) == 0) cpu_relax();
+    while (ping.deq(&v, 1) == 0) backoff.wait();
+    backoff.spins = 0;
     if (v == kStop) break;
-    while (pong.enq(&v, 1) == 0) cpu_relax();
+    while (pong.enq(&v, 1) == 0) backoff.wait();
   }
 }
 
@@ -204,7 +221,8 @@ struct Peer {
     } else {
       thread_ = std::thread([s, fn] { fn(s); });
     }
-    while (s.control()->ready.load(std::memory_order_acquire) == 0) cpu_relax();
+    Backoff backoff;
+    while (s.control()->ready.load(std::memory_order_acquire) == 0) backoff.wait();
   }
   void join() {
     if (process_) {
@@ -227,12 +245,13 @@ void BM_Throughput(benchmark::State& state, bool process) {
   typename Q::Side q(s.queue(0));
   uint64_t next = 0;
   uint64_t buf[32];
+  Backoff backoff;
   for (auto _ : state) {
     for (uint32_t i = 0; i < burst; ++i) buf[i] = next + i;
     uint32_t done = 0;
     while (done < burst) {
       const uint32_t put = q.enq(buf + done, burst - done);
-      if (put == 0) cpu_relax();
+      if (put == 0) backoff.wait();
       done += put;
     }
     next += burst;
@@ -251,47 +270,94 @@ void BM_RoundTrip(benchmark::State& state, bool process) {
   typename Q::Side ping(s.queue(0));
   typename Q::Side pong(s.queue(1));
   uint64_t next = 0, errors = 0, v = 0;
+  Backoff backoff;
   for (auto _ : state) {
-    while (ping.enq(&next, 1) == 0) cpu_relax();
-    while (pong.deq(&v, 1) == 0) cpu_relax();
+    while (ping.enq(&next, 1) == 0) backoff.wait();
+    while (pong.deq(&v, 1) == 0) backoff.wait();
+    backoff.spins = 0;
     errors += v != next++;
   }
   const uint64_t stop = kStop;
-  while (ping.enq(&stop, 1) == 0) cpu_relax();
+  while (ping.enq(&stop, 1) == 0) backoff.wait();
   peer.join();
   state.counters["errors"] = static_cast<double>(errors);
   unmap(s);
 }
 
+// One thread enqueues a burst and dequeues it again: the per-item cost of
+// each queue's code with no cross-core traffic, which stays comparable even
+// when the machine is too busy for the two-sided runs to be scheduled well.
 template <class Q>
-void register_queue() {
-  for (bool process : {false, true}) {
-    const std::string where = process ? "process" : "thread";
-    benchmark::RegisterBenchmark(("Throughput/" + std::string(Q::kName) + "/" + where).c_str(),
-                                 [process](benchmark::State& st) { BM_Throughput<Q>(st, process); })
-        ->Arg(1)
-        ->Arg(32)
-        ->UseRealTime();
-    benchmark::RegisterBenchmark(("RoundTrip/" + std::string(Q::kName) + "/" + where).c_str(),
-                                 [process](benchmark::State& st) { BM_RoundTrip<Q>(st, process); })
-        ->UseRealTime();
+void BM_SameThread(benchmark::State& state) {
+  const auto burst = static_cast<uint32_t>(state.range(0));
+  Shared s = make_shared_queues<Q>();
+  typename Q::Side q(s.queue(0));
+  uint64_t in[32], out[32], next = 0, errors = 0;
+  for (auto _ : state) {
+    for (uint32_t i = 0; i < burst; ++i) in[i] = next + i;
+    const uint32_t put = q.enq(in, burst);
+    const uint32_t got = q.deq(out, burst);
+    errors += (put != burst) + (got != burst) + (out[burst - 1] != next + burst - 1);
+    benchmark::DoNotOptimize(out);
+    next += burst;
   }
+  state.SetItemsProcessed(static_cast<int64_t>(next));
+  state.counters["errors"] = static_cast<double>(errors);
+  unmap(s);
+}
+
+template <class Q>
+void register_same_thread() {
+  benchmark::RegisterBenchmark(("SameThread/" + std::string(Q::kName)).c_str(), BM_SameThread<Q>)
+      ->Arg(1)
+      ->Arg(32);
+}
+
+template <class Q>
+void register_throughput(bool process) {
+  benchmark::RegisterBenchmark(
+      ("Throughput/" + std::string(process ? "process/" : "thread/") + Q::kName).c_str(),
+      [process](benchmark::State& st) { BM_Throughput<Q>(st, process); })
+      ->Arg(1)
+      ->Arg(32)
+      ->UseRealTime();
+}
+
+template <class Q>
+void register_round_trip(bool process) {
+  benchmark::RegisterBenchmark(
+      ("RoundTrip/" + std::string(process ? "process/" : "thread/") + Q::kName).c_str(),
+      [process](benchmark::State& st) { BM_RoundTrip<Q>(st, process); })
+      ->UseRealTime();
+}
+
+// Registers kind for every queue that was found, so that the queues of one
+// workload sit next to each other in the output.
+template <class Fn>
+void for_each_queue(Fn fn) {
+  fn.template operator()<ConduitRing>();
+#ifdef CONDUIT_BENCH_HAVE_RTE_RING
+  fn.template operator()<RteRing>();
+#endif
+#ifdef CONDUIT_BENCH_HAVE_BOOST
+  fn.template operator()<BoostSpsc>();
+#endif
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  register_queue<ConduitRing>();
-#ifdef CONDUIT_BENCH_HAVE_RTE_RING
-  register_queue<RteRing>();
-#else
+#ifndef CONDUIT_BENCH_HAVE_RTE_RING
   std::fprintf(stderr, "rte_ring: DPDK not found at configure time, skipped\n");
 #endif
-#ifdef CONDUIT_BENCH_HAVE_BOOST
-  register_queue<BoostSpsc>();
-#else
+#ifndef CONDUIT_BENCH_HAVE_BOOST
   std::fprintf(stderr, "boost::lockfree::spsc_queue: Boost not found at configure time, skipped\n");
 #endif
+  for_each_queue([]<class Q>() { register_same_thread<Q>(); });
+  for (bool process : {false, true}) {
+    for_each_queue([process]<class Q>() { register_throughput<Q>(process); });
+    for_each_queue([process]<class Q>() { register_round_trip<Q>(process); });
+  }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();
