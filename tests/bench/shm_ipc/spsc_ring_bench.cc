@@ -1,7 +1,10 @@
 // conduit's SPSC ring vs DPDK rte_ring (SP/SC, burst) vs
 // boost::lockfree::spsc_queue, side by side in one run:
-//   Throughput/<queue>/<thread|process>/<burst>  both sides move bursts of 1 or 32 uint64_t
-//   RoundTrip/<queue>/<thread|process>           ping-pong of one uint64_t, time = round trip
+//   SameThread/<elem>/<queue>/<burst>             one thread enqueues then dequeues a burst
+//   Throughput/<thread|process>/<elem>/<queue>/<burst>  both sides move bursts of 1 or 32
+//   RoundTrip/<thread|process>/u64/<queue>        ping-pong of one uint64_t, time = round trip
+// <elem> is u64 (8 B, what rte_ring is usually measured with) or wr128 (the
+// real 128 B conduit_shm_send_wr, rte_ring's _elem API with esize 128).
 // Every queue lives in the same memfd mapping; in the process variants a
 // forked child maps the memfd again at its own address (as a client does).
 // The consumer checks that every value arrives once and in order; a
@@ -24,6 +27,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "shm/entries.h"
 #include "shm/spsc_ring.h"
 
 #ifdef CONDUIT_BENCH_HAVE_RTE_RING
@@ -57,9 +61,21 @@ struct Backoff {
 
 // ---- queue adapters: place() constructs in shared memory; Side attaches ----
 
+// The sequence number each workload checks, for both element types.
+inline uint64_t seq_of(uint64_t v) { return v; }
+inline void set_seq(uint64_t& v, uint64_t s) { v = s; }
+inline uint64_t seq_of(const conduit_shm_send_wr& w) { return w.wr_id; }
+inline void set_seq(conduit_shm_send_wr& w, uint64_t s) { w.wr_id = s; }
+template <class E>
+const char* elem_name() {
+  return sizeof(E) == 8 ? "u64" : "wr128";
+}
+
+template <class E>
 struct ConduitRing {
+  using Elem = E;
   static constexpr const char* kName = "conduit";
-  static size_t bytes() { return sizeof(conduit_shm_ring_ctrl) + kSlots * sizeof(uint64_t); }
+  static size_t bytes() { return sizeof(conduit_shm_ring_ctrl) + kSlots * sizeof(E); }
   static void place(void* mem) {
     new (mem) conduit_shm_ring_ctrl{};
     conduit::shm::reset_ring(static_cast<conduit_shm_ring_ctrl*>(mem), 0);
@@ -67,22 +83,27 @@ struct ConduitRing {
   struct Side {
     explicit Side(void* mem)
         : ctrl(static_cast<conduit_shm_ring_ctrl*>(mem)),
-          slots(reinterpret_cast<uint64_t*>(ctrl + 1)),
+          slots(reinterpret_cast<E*>(ctrl + 1)),
           p(ctrl, slots, kSlots, 0),
           c(ctrl, slots, kSlots, 0) {}
-    uint32_t enq(const uint64_t* v, uint32_t n) { return p.enqueue_burst(v, n); }
-    uint32_t deq(uint64_t* v, uint32_t n) { return c.dequeue_burst(v, n); }
+    uint32_t enq(const E* v, uint32_t n) { return p.enqueue_burst(v, n); }
+    uint32_t deq(E* v, uint32_t n) { return c.dequeue_burst(v, n); }
     conduit_shm_ring_ctrl* ctrl;
-    uint64_t* slots;
-    conduit::shm::SpscProducer<uint64_t> p;
-    conduit::shm::SpscConsumer<uint64_t> c;
+    E* slots;
+    conduit::shm::SpscProducer<E> p;
+    conduit::shm::SpscConsumer<E> c;
   };
 };
 
 #ifdef CONDUIT_BENCH_HAVE_RTE_RING
+template <class E>
 struct RteRing {
+  using Elem = E;
+  static_assert(sizeof(E) % 4 == 0, "rte_ring elements are multiples of 4 bytes");
   static constexpr const char* kName = "rte_ring";
-  static size_t bytes() { return static_cast<size_t>(rte_ring_get_memsize(kSlots)); }
+  static size_t bytes() {
+    return static_cast<size_t>(rte_ring_get_memsize_elem(sizeof(E), kSlots));
+  }
   static void place(void* mem) {
     if (rte_ring_init(static_cast<rte_ring*>(mem), "bench", kSlots,
                       RING_F_SP_ENQ | RING_F_SC_DEQ) != 0) {
@@ -92,11 +113,11 @@ struct RteRing {
   }
   struct Side {
     explicit Side(void* mem) : r(static_cast<rte_ring*>(mem)) {}
-    uint32_t enq(const uint64_t* v, uint32_t n) {
-      return rte_ring_sp_enqueue_burst_elem(r, v, sizeof(uint64_t), n, nullptr);
+    uint32_t enq(const E* v, uint32_t n) {
+      return rte_ring_sp_enqueue_burst_elem(r, v, sizeof(E), n, nullptr);
     }
-    uint32_t deq(uint64_t* v, uint32_t n) {
-      return rte_ring_sc_dequeue_burst_elem(r, v, sizeof(uint64_t), n, nullptr);
+    uint32_t deq(E* v, uint32_t n) {
+      return rte_ring_sc_dequeue_burst_elem(r, v, sizeof(E), n, nullptr);
     }
     rte_ring* r;
   };
@@ -104,17 +125,19 @@ struct RteRing {
 #endif
 
 #ifdef CONDUIT_BENCH_HAVE_BOOST
+template <class E>
 struct BoostSpsc {
+  using Elem = E;
   static constexpr const char* kName = "boost_spsc";
   // Compile-time capacity keeps the storage inside the object (no pointers),
   // so it works at different addresses in two processes.
-  using Queue = boost::lockfree::spsc_queue<uint64_t, boost::lockfree::capacity<kSlots>>;
+  using Queue = boost::lockfree::spsc_queue<E, boost::lockfree::capacity<kSlots>>;
   static size_t bytes() { return sizeof(Queue); }
   static void place(void* mem) { new (mem) Queue(); }
   struct Side {
     explicit Side(void* mem) : q(static_cast<Queue*>(mem)) {}
-    uint32_t enq(const uint64_t* v, uint32_t n) { return static_cast<uint32_t>(q->push(v, n)); }
-    uint32_t deq(uint64_t* v, uint32_t n) { return static_cast<uint32_t>(q->pop(v, n)); }
+    uint32_t enq(const E* v, uint32_t n) { return static_cast<uint32_t>(q->push(v, n)); }
+    uint32_t deq(E* v, uint32_t n) { return static_cast<uint32_t>(q->pop(v, n)); }
     Queue* q;
   };
 };
@@ -175,13 +198,13 @@ template <class Q>
 void drain(const Shared& s, uint32_t burst) {
   typename Q::Side q(s.queue(0));
   Control* ctl = s.control();
-  uint64_t buf[32];
+  typename Q::Elem buf[32];
   uint64_t expect = 0, errors = 0;
   ctl->ready.store(1, std::memory_order_release);
   Backoff backoff;
   for (;;) {
     const uint32_t got = q.deq(buf, burst);
-    for (uint32_t i = 0; i < got; ++i) errors += buf[i] != expect++;
+    for (uint32_t i = 0; i < got; ++i) errors += seq_of(buf[i]) != expect++;
     if (got == 0) {
       if (expect == ctl->total.load(std::memory_order_acquire)) break;
       backoff.wait();
@@ -244,10 +267,10 @@ void BM_Throughput(benchmark::State& state, bool process) {
   Peer peer(s, process, [burst](const Shared& sh) { drain<Q>(sh, burst); });
   typename Q::Side q(s.queue(0));
   uint64_t next = 0;
-  uint64_t buf[32];
+  typename Q::Elem buf[32]{};
   Backoff backoff;
   for (auto _ : state) {
-    for (uint32_t i = 0; i < burst; ++i) buf[i] = next + i;
+    for (uint32_t i = 0; i < burst; ++i) set_seq(buf[i], next + i);
     uint32_t done = 0;
     while (done < burst) {
       const uint32_t put = q.enq(buf + done, burst - done);
@@ -292,12 +315,13 @@ void BM_SameThread(benchmark::State& state) {
   const auto burst = static_cast<uint32_t>(state.range(0));
   Shared s = make_shared_queues<Q>();
   typename Q::Side q(s.queue(0));
-  uint64_t in[32], out[32], next = 0, errors = 0;
+  typename Q::Elem in[32]{}, out[32]{};
+  uint64_t next = 0, errors = 0;
   for (auto _ : state) {
-    for (uint32_t i = 0; i < burst; ++i) in[i] = next + i;
+    for (uint32_t i = 0; i < burst; ++i) set_seq(in[i], next + i);
     const uint32_t put = q.enq(in, burst);
     const uint32_t got = q.deq(out, burst);
-    errors += (put != burst) + (got != burst) + (out[burst - 1] != next + burst - 1);
+    errors += (put != burst) + (got != burst) + (seq_of(out[burst - 1]) != next + burst - 1);
     benchmark::DoNotOptimize(out);
     next += burst;
   }
@@ -308,16 +332,19 @@ void BM_SameThread(benchmark::State& state) {
 
 template <class Q>
 void register_same_thread() {
-  benchmark::RegisterBenchmark(("SameThread/" + std::string(Q::kName)).c_str(), BM_SameThread<Q>)
+  benchmark::RegisterBenchmark(
+      ("SameThread/" + std::string(elem_name<typename Q::Elem>()) + "/" + Q::kName).c_str(),
+      BM_SameThread<Q>)
       ->Arg(1)
       ->Arg(32);
 }
 
 template <class Q>
 void register_throughput(bool process) {
-  benchmark::RegisterBenchmark(
-      ("Throughput/" + std::string(process ? "process/" : "thread/") + Q::kName).c_str(),
-      [process](benchmark::State& st) { BM_Throughput<Q>(st, process); })
+  benchmark::RegisterBenchmark(("Throughput/" + std::string(process ? "process/" : "thread/") +
+                                elem_name<typename Q::Elem>() + "/" + Q::kName)
+                                   .c_str(),
+                               [process](benchmark::State& st) { BM_Throughput<Q>(st, process); })
       ->Arg(1)
       ->Arg(32)
       ->UseRealTime();
@@ -326,21 +353,21 @@ void register_throughput(bool process) {
 template <class Q>
 void register_round_trip(bool process) {
   benchmark::RegisterBenchmark(
-      ("RoundTrip/" + std::string(process ? "process/" : "thread/") + Q::kName).c_str(),
+      ("RoundTrip/" + std::string(process ? "process/" : "thread/") + "u64/" + Q::kName).c_str(),
       [process](benchmark::State& st) { BM_RoundTrip<Q>(st, process); })
       ->UseRealTime();
 }
 
 // Registers kind for every queue that was found, so that the queues of one
 // workload sit next to each other in the output.
-template <class Fn>
+template <class E, class Fn>
 void for_each_queue(Fn fn) {
-  fn.template operator()<ConduitRing>();
+  fn.template operator()<ConduitRing<E>>();
 #ifdef CONDUIT_BENCH_HAVE_RTE_RING
-  fn.template operator()<RteRing>();
+  fn.template operator()<RteRing<E>>();
 #endif
 #ifdef CONDUIT_BENCH_HAVE_BOOST
-  fn.template operator()<BoostSpsc>();
+  fn.template operator()<BoostSpsc<E>>();
 #endif
 }
 
@@ -353,10 +380,12 @@ int main(int argc, char** argv) {
 #ifndef CONDUIT_BENCH_HAVE_BOOST
   std::fprintf(stderr, "boost::lockfree::spsc_queue: Boost not found at configure time, skipped\n");
 #endif
-  for_each_queue([]<class Q>() { register_same_thread<Q>(); });
+  for_each_queue<uint64_t>([]<class Q>() { register_same_thread<Q>(); });
+  for_each_queue<conduit_shm_send_wr>([]<class Q>() { register_same_thread<Q>(); });
   for (bool process : {false, true}) {
-    for_each_queue([process]<class Q>() { register_throughput<Q>(process); });
-    for_each_queue([process]<class Q>() { register_round_trip<Q>(process); });
+    for_each_queue<uint64_t>([process]<class Q>() { register_throughput<Q>(process); });
+    for_each_queue<conduit_shm_send_wr>([process]<class Q>() { register_throughput<Q>(process); });
+    for_each_queue<uint64_t>([process]<class Q>() { register_round_trip<Q>(process); });
   }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
