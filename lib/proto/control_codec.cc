@@ -261,31 +261,28 @@ bool get(Reader&, DetachReply&) { return true; }
 void put(Writer& w, const CreateCqReply& m) {
   w.u32(m.cq_id);
   w.u32(m.entries);
-  w.u64(m.ring_offset);
 }
-bool get(Reader& r, CreateCqReply& m) {
-  return r.u32(m.cq_id) && r.u32(m.entries) && r.u64(m.ring_offset);
-}
+bool get(Reader& r, CreateCqReply& m) { return r.u32(m.cq_id) && r.u32(m.entries); }
 void put(Writer&, const DestroyCqReply&) {}
 bool get(Reader&, DestroyCqReply&) { return true; }
 void put(Writer& w, const CreateQpReply& m) {
   w.u32(m.qpn);
+  w.u32(m.qp_slot);
   w.u32(m.sq_entries);
   w.u32(m.rq_entries);
-  w.u64(m.sq_offset);
-  w.u64(m.rq_offset);
 }
 bool get(Reader& r, CreateQpReply& m) {
-  return r.u32(m.qpn) && r.u32(m.sq_entries) && r.u32(m.rq_entries) && r.u64(m.sq_offset) &&
-         r.u64(m.rq_offset) && range(r, m.qpn, 0, kMax24Bit, "QPN");
+  return r.u32(m.qpn) && r.u32(m.qp_slot) && r.u32(m.sq_entries) && r.u32(m.rq_entries) &&
+         range(r, m.qpn, 0, kMax24Bit, "QPN");
 }
 void put(Writer&, const DestroyQpReply&) {}
 bool get(Reader&, DestroyQpReply&) { return true; }
 void put(Writer& w, const RegMrReply& m) {
   w.u32(m.lkey);
   w.u32(m.rkey);
+  w.u64(m.iova);
 }
-bool get(Reader& r, RegMrReply& m) { return r.u32(m.lkey) && r.u32(m.rkey); }
+bool get(Reader& r, RegMrReply& m) { return r.u32(m.lkey) && r.u32(m.rkey) && r.u64(m.iova); }
 void put(Writer&, const DeregMrReply&) {}
 bool get(Reader&, DeregMrReply&) { return true; }
 void put(Writer&, const ModifyQpReply&) {}

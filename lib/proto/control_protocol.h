@@ -159,7 +159,7 @@ struct DestroyQpRequest {
   bool operator==(const DestroyQpRequest&) const = default;
 };
 struct RegMrRequest {
-  uint64_t offset = 0;  // within the client's region
+  uint64_t offset = 0;  // from the region base; must lie inside the region's arena
   uint64_t length = 0;  // > 0
   uint32_t access = 0;  // kAccess*
   bool operator==(const RegMrRequest&) const = default;
@@ -223,20 +223,18 @@ struct DetachReply {
   bool operator==(const DetachReply&) const = default;
 };
 struct CreateCqReply {
-  uint32_t cq_id = 0;
-  uint32_t entries = 0;      // actual depth (power of two)
-  uint64_t ring_offset = 0;  // CQ ring in the region
+  uint32_t cq_id = 0;    // also the CQ slot in the region (shm/layout.h ring table)
+  uint32_t entries = 0;  // ring depth (the region's cq_depth, a power of two)
   bool operator==(const CreateCqReply&) const = default;
 };
 struct DestroyCqReply {
   bool operator==(const DestroyCqReply&) const = default;
 };
 struct CreateQpReply {
-  uint32_t qpn = 0;
-  uint32_t sq_entries = 0;
+  uint32_t qpn = 0;         // 24-bit, unique in this daemon
+  uint32_t qp_slot = 0;     // the QP's SQ/RQ rings in the region (shm/layout.h ring table)
+  uint32_t sq_entries = 0;  // ring depths (the region's sq_depth / rq_depth)
   uint32_t rq_entries = 0;
-  uint64_t sq_offset = 0;  // send-queue ring in the region
-  uint64_t rq_offset = 0;  // receive-queue ring in the region
   bool operator==(const CreateQpReply&) const = default;
 };
 struct DestroyQpReply {
@@ -245,6 +243,7 @@ struct DestroyQpReply {
 struct RegMrReply {
   uint32_t lkey = 0;
   uint32_t rkey = 0;
+  uint64_t iova = 0;  // address peers name this MR's first byte by (RDMA remote_addr)
   bool operator==(const RegMrReply&) const = default;
 };
 struct DeregMrReply {
