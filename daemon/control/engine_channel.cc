@@ -14,6 +14,8 @@ struct EngineChannel::RingMemory {
   std::vector<EngineEvent> ev_slots;
 };
 
+EngineChannel::~EngineChannel() = default;
+
 int EngineChannel::create(uint32_t depth, std::unique_ptr<EngineChannel>* out) {
   if (!shm::is_pow2(depth)) return -EINVAL;
   std::unique_ptr<EngineChannel> ch(new EngineChannel());

@@ -26,6 +26,9 @@ class EngineChannel {
  public:
   // depth: entries per ring, a power of two.
   static int create(uint32_t depth, std::unique_ptr<EngineChannel>* out);
+  ~EngineChannel();
+  EngineChannel(const EngineChannel&) = delete;
+  EngineChannel& operator=(const EngineChannel&) = delete;
 
   // ---- control thread ----
   bool submit(const EngineCommand& cmd);
