@@ -297,12 +297,15 @@ RingView<T> Region::ring(uint32_t index) const {
 }
 
 RingView<conduit_shm_send_wr> Region::sq(uint32_t qp_slot) const {
+  if (qp_slot >= layout_.max_qps) return {};
   return ring<conduit_shm_send_wr>(layout_.sq_ring(qp_slot));
 }
 RingView<conduit_shm_recv_wr> Region::rq(uint32_t qp_slot) const {
+  if (qp_slot >= layout_.max_qps) return {};
   return ring<conduit_shm_recv_wr>(layout_.rq_ring(qp_slot));
 }
 RingView<conduit_shm_cqe> Region::cq(uint32_t cq_slot) const {
+  if (cq_slot >= layout_.max_cqs) return {};
   return ring<conduit_shm_cqe>(layout_.cq_ring(cq_slot));
 }
 
@@ -310,14 +313,17 @@ conduit_shm_wakeup* Region::engine_wakeup() const {
   return reinterpret_cast<conduit_shm_wakeup*>(base_ + layout_.engine_wakeup_offset());
 }
 conduit_shm_wakeup* Region::cq_wakeup(uint32_t cq_slot) const {
+  if (base_ == nullptr || cq_slot >= layout_.max_cqs) return nullptr;
   return reinterpret_cast<conduit_shm_wakeup*>(base_ + layout_.cq_wakeup_offset(cq_slot));
 }
 
 void Region::reset_qp_rings(uint32_t qp_slot, uint32_t start_index) const {
+  if (qp_slot >= layout_.max_qps) return;
   reset_ring(sq(qp_slot).ctrl, start_index);
   reset_ring(rq(qp_slot).ctrl, start_index);
 }
 void Region::reset_cq_ring(uint32_t cq_slot, uint32_t start_index) const {
+  if (cq_slot >= layout_.max_cqs) return;
   reset_ring(cq(cq_slot).ctrl, start_index);
 }
 

@@ -128,7 +128,7 @@ class Region {
   RingView<conduit_shm_recv_wr> rq(uint32_t qp_slot) const;
   RingView<conduit_shm_cqe> cq(uint32_t cq_slot) const;
   conduit_shm_wakeup* engine_wakeup() const;
-  conduit_shm_wakeup* cq_wakeup(uint32_t cq_slot) const;  // cq_slot < max_cqs
+  conduit_shm_wakeup* cq_wakeup(uint32_t cq_slot) const;  // nullptr if cq_slot >= max_cqs
   // The arena: [arena_offset, arena_offset + arena_size) of the region.
   uint8_t* arena() const { return base_ + layout_.arena_offset; }
   uint64_t arena_size() const { return layout_.arena_size; }
