@@ -10,6 +10,8 @@
 # Hosts are named by short logical names (s1, r, d, ...); the real namespace name is
 # "$NETNS_PREFIX<name>" (netns_name NAME prints it). Addresses come only from 198.18.0.0/15.
 # Every function returns non-zero on failure; netns_cleanup is idempotent.
+# Bash runs a trap only after the current foreground command returns: wait for long commands
+# with "CMD & wait $!" (wait is interrupted by signals) so INT/TERM clean up at once.
 #
 # Functions:
 #   netns_init [PREFIX]                  prefix (default cdt<PID>-), trap EXIT/INT/TERM
