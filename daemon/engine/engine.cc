@@ -1,0 +1,1034 @@
+#include "engine/engine.h"
+
+#include <poll.h>
+#include <rte_cycles.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+
+#include "cc/dcqcn_rp.h"
+#include "wire/psn.h"
+
+namespace conduit::engine {
+namespace {
+
+constexpr uint16_t kRxBurst = 32;
+constexpr uint32_t kRingBurst = 32;
+constexpr uint32_t kInlineSlotBytes = CONDUIT_SHM_MAX_INLINE;
+// Local keys of the engine's inline-data buffers: never handed to clients and
+// never reachable through an rkey (ClientMemory::add_local_buffer).
+constexpr uint32_t kInlineLkeyBase = 0xFF000000u;
+
+transport::QpState to_transport(proto::QpState s) {
+  switch (s) {
+    case proto::QpState::kReset:
+      return transport::QpState::kReset;
+    case proto::QpState::kInit:
+      return transport::QpState::kInit;
+    case proto::QpState::kRtr:
+      return transport::QpState::kRtr;
+    case proto::QpState::kRts:
+      return transport::QpState::kRts;
+    case proto::QpState::kSqd:
+      return transport::QpState::kSqd;
+    case proto::QpState::kSqe:
+    case proto::QpState::kError:
+      break;
+  }
+  return transport::QpState::kErr;
+}
+
+proto::QpState to_proto(transport::QpState s) {
+  switch (s) {
+    case transport::QpState::kReset:
+      return proto::QpState::kReset;
+    case transport::QpState::kInit:
+      return proto::QpState::kInit;
+    case transport::QpState::kRtr:
+      return proto::QpState::kRtr;
+    case transport::QpState::kRts:
+      return proto::QpState::kRts;
+    case transport::QpState::kSqd:
+      return proto::QpState::kSqd;
+    case transport::QpState::kErr:
+      break;
+  }
+  return proto::QpState::kError;
+}
+
+uint8_t to_shm_status(transport::WcStatus s) {
+  switch (s) {
+    case transport::WcStatus::kSuccess:
+      return CONDUIT_SHM_WC_SUCCESS;
+    case transport::WcStatus::kLocalLengthError:
+      return CONDUIT_SHM_WC_LOC_LEN_ERR;
+    case transport::WcStatus::kLocalProtectionError:
+      return CONDUIT_SHM_WC_LOC_PROT_ERR;
+    case transport::WcStatus::kWrFlushError:
+      return CONDUIT_SHM_WC_WR_FLUSH_ERR;
+    case transport::WcStatus::kRemoteInvalidRequest:
+      return CONDUIT_SHM_WC_REM_INV_REQ_ERR;
+    case transport::WcStatus::kRemoteAccessError:
+      return CONDUIT_SHM_WC_REM_ACCESS_ERR;
+    case transport::WcStatus::kRemoteOperationError:
+      return CONDUIT_SHM_WC_REM_OP_ERR;
+    case transport::WcStatus::kRetryExceeded:
+      return CONDUIT_SHM_WC_RETRY_EXC_ERR;
+    case transport::WcStatus::kRnrRetryExceeded:
+      return CONDUIT_SHM_WC_RNR_RETRY_EXC_ERR;
+    case transport::WcStatus::kBadResponse:
+      break;
+  }
+  return CONDUIT_SHM_WC_FATAL_ERR;
+}
+
+uint8_t to_shm_opcode(transport::WcOpcode op) {
+  switch (op) {
+    case transport::WcOpcode::kSend:
+      return CONDUIT_SHM_WC_SEND;
+    case transport::WcOpcode::kWrite:
+      return CONDUIT_SHM_WC_RDMA_WRITE;
+    case transport::WcOpcode::kRead:
+      return CONDUIT_SHM_WC_RDMA_READ;
+    case transport::WcOpcode::kRecv:
+      return CONDUIT_SHM_WC_RECV;
+    case transport::WcOpcode::kRecvWriteImm:
+      break;
+  }
+  return CONDUIT_SHM_WC_RECV_RDMA_WITH_IMM;
+}
+
+bool is_receive(transport::WcOpcode op) {
+  return op == transport::WcOpcode::kRecv || op == transport::WcOpcode::kRecvWriteImm;
+}
+
+// RoCEv2 over IPv4 carries an IPv4-mapped GID: ::ffff:a.b.c.d.
+bool gid_to_ipv4(const std::array<uint8_t, 16>& gid, net::Ipv4Addr* out) {
+  for (int i = 0; i < 10; ++i) {
+    if (gid[i] != 0) return false;
+  }
+  if (gid[10] != 0xFF || gid[11] != 0xFF) return false;
+  *out = net::Ipv4Addr::from_octets(gid[12], gid[13], gid[14], gid[15]);
+  return out->is_unicast();
+}
+
+template <class T>
+shm::RingView<T> ring_view(uint8_t* base, const shm::RegionLayout& layout, uint32_t ring) {
+  const conduit_shm_ring_desc d = layout.ring_desc(ring);
+  shm::RingView<T> v;
+  v.ctrl = reinterpret_cast<conduit_shm_ring_ctrl*>(base + d.ctrl_offset);
+  v.slots = reinterpret_cast<T*>(base + d.slots_offset);
+  v.capacity = d.capacity;
+  return v;
+}
+
+}  // namespace
+
+uint64_t tsc_now_ns() {
+  static const uint64_t hz = rte_get_tsc_hz();
+  const uint64_t c = rte_get_tsc_cycles();
+  return (c / hz) * 1'000'000'000ull + (c % hz) * 1'000'000'000ull / hz;
+}
+
+struct Engine::Client {
+  uint32_t id = 0;
+  uint8_t* region = nullptr;
+  shm::RegionLayout layout;
+  int doorbell_fd = -1;
+  ClientMemory mem;
+  std::vector<CqCtx> cqs;
+  std::vector<uint32_t> qpns;
+  conduit_shm_wakeup* engine_wakeup = nullptr;
+  bool broken = false;
+
+  std::span<uint8_t> bytes() const { return {region, layout.region_size}; }
+  shm::ArenaBounds arena() const { return {layout.arena_offset, layout.arena_size}; }
+};
+
+struct Engine::QpCtx {
+  uint32_t qpn = 0;
+  Client* client = nullptr;
+  uint32_t slot = 0;
+  std::unique_ptr<transport::Qp> qp;
+  shm::SpscConsumer<conduit_shm_send_wr> sq;
+  shm::SpscConsumer<conduit_shm_recv_wr> rq;
+  uint32_t send_cq = 0;
+  uint32_t recv_cq = 0;
+  size_t cls = 0;
+  sched::FlowId flow = sched::kInvalidId;
+  std::unique_ptr<cc::RateController> rc;
+  cc::NotificationPoint np;
+  // Inline send data lives here while the transport holds the WR.
+  std::vector<uint8_t> inline_buf;
+  uint32_t inline_lkey = 0;
+  uint32_t inline_slots = 0;
+  uint64_t inline_next = 0;
+  // An entry the QP could not take yet (its queue was full): retried first.
+  bool has_pending_send = false;
+  conduit_shm_send_wr pending_send{};
+  bool has_pending_recv = false;
+  transport::RecvWr pending_recv{};
+  // Peer addressing.
+  bool peer_set = false;
+  bool peer_resolved = false;
+  net::Ipv4Addr peer_ip{};
+  net::Ipv4Addr next_hop{};
+  uint64_t next_resolve_ns = 0;
+  wire::FrameAddr addr;
+  uint32_t queued_frames = 0;
+  transport::QpState reported_state = transport::QpState::kReset;
+  uint64_t tx_bytes = 0;
+  uint64_t rx_bytes = 0;
+  uint64_t cnps_rx = 0;
+  uint64_t rx_wrong_peer = 0;
+
+  explicit QpCtx(const cc::NpParams& np_params) : np(np_params) {}
+};
+
+Engine::Engine(const EngineConfig& config, dpdk::Port& port, control::EngineChannel& channel)
+    : config_(config), port_(port), channel_(channel), net_(config.net) {
+  if (config_.classes.empty()) {
+    TrafficClassSpec def;
+    def.name = "default";
+    config_.classes.push_back(def);
+  }
+  for (const auto& c : config_.classes) class_ids_.push_back(pacer_.add_class(c.sched));
+}
+
+Engine::~Engine() {
+  for (rte_mbuf* m : pending_frames_) {
+    if (m != nullptr) rte_pktmbuf_free(m);
+  }
+  for (uint16_t i = 0; i < tx_batch_len_; ++i) rte_pktmbuf_free(tx_batch_[i]);
+}
+
+void Engine::run() {
+  while (!stop_.load(std::memory_order_relaxed)) {
+    const uint64_t now = tsc_now_ns();
+    if (poll_once(now)) {
+      idle_loops_ = 0;
+    } else if (config_.idle_mode == IdleMode::kAdaptive &&
+               ++idle_loops_ >= config_.idle_loops_before_sleep) {
+      sleep_until_work(now);
+      idle_loops_ = 0;
+    }
+  }
+}
+
+bool Engine::poll_once(uint64_t now_ns) {
+  ++counters_.loops;
+  bool work = false;
+
+  // Events the ring could not take last time go first, in order.
+  while (!event_backlog_.empty() && channel_.post_event(event_backlog_.front())) {
+    event_backlog_.erase(event_backlog_.begin());
+  }
+  control::EngineCommand cmds[8];
+  const uint32_t ncmd = channel_.poll_commands(cmds, 8);
+  for (uint32_t i = 0; i < ncmd; ++i) handle_command(cmds[i], now_ns);
+  work |= ncmd > 0;
+
+  work |= run_timers(now_ns);
+  work |= rx(now_ns);
+  for (QpCtx* q : qp_list_) {
+    work |= drain_client_rings(*q);
+    work |= fill_pacer(*q, now_ns);
+  }
+  work |= tx(now_ns);
+  for (QpCtx* q : qp_list_) work |= deliver_completions(*q);
+  kick_cqs();
+  return work;
+}
+
+// ---- commands ----------------------------------------------------------------
+
+void Engine::handle_command(const control::EngineCommand& cmd, uint64_t now_ns) {
+  ++counters_.commands;
+  int status = 0;
+  switch (cmd.op) {
+    case control::EngineOp::kAddClient:
+      status = add_client(cmd);
+      break;
+    case control::EngineOp::kRemoveClient:
+      remove_client(cmd.client_id);
+      break;
+    case control::EngineOp::kAddCq:
+      status = add_cq(cmd);
+      break;
+    case control::EngineOp::kRemoveCq: {
+      Client* c = find_client(cmd.client_id);
+      if (c == nullptr || cmd.cq_slot >= c->cqs.size()) {
+        status = -ENOENT;
+      } else {
+        c->cqs[cmd.cq_slot] = CqCtx{};
+      }
+      break;
+    }
+    case control::EngineOp::kAddQp:
+      status = add_qp(cmd, now_ns);
+      break;
+    case control::EngineOp::kModifyQp:
+      status = modify_qp(cmd, now_ns);
+      break;
+    case control::EngineOp::kRemoveQp:
+      remove_qp(cmd.qpn);
+      break;
+    case control::EngineOp::kAddMr: {
+      Client* c = find_client(cmd.client_id);
+      if (c == nullptr) {
+        status = -ENOENT;
+      } else if (!c->mem.add_mr(c->bytes(), cmd.lkey, cmd.rkey, cmd.iova, cmd.region_offset,
+                                cmd.length, cmd.access)) {
+        status = -EINVAL;
+      }
+      break;
+    }
+    case control::EngineOp::kRemoveMr: {
+      Client* c = find_client(cmd.client_id);
+      status = (c != nullptr && c->mem.remove_mr(cmd.lkey)) ? 0 : -ENOENT;
+      break;
+    }
+    case control::EngineOp::kQueryQp:
+      post_qp_stats(cmd.cookie, cmd.qpn);
+      return;  // the stats event is the answer
+  }
+  control::EngineEvent ev;
+  ev.cookie = cmd.cookie;
+  ev.kind = control::EngineEventKind::kAck;
+  ev.status = status;
+  ev.qpn = cmd.qpn;
+  if (!channel_.post_event(ev)) event_backlog_.push_back(ev);
+}
+
+Engine::Client* Engine::find_client(uint32_t id) {
+  auto it = clients_.find(id);
+  return it == clients_.end() ? nullptr : it->second.get();
+}
+
+Engine::QpCtx* Engine::find_qp(uint32_t qpn) {
+  auto it = qps_.find(qpn);
+  return it == qps_.end() ? nullptr : it->second.get();
+}
+
+int Engine::add_client(const control::EngineCommand& cmd) {
+  if (cmd.region == nullptr || cmd.layout == nullptr) return -EINVAL;
+  if (clients_.count(cmd.client_id) != 0) return -EEXIST;
+  auto c = std::make_unique<Client>();
+  c->id = cmd.client_id;
+  c->region = cmd.region;
+  c->layout = *cmd.layout;  // our own copy; the one in shared memory is never read
+  c->doorbell_fd = cmd.doorbell_fd;
+  c->cqs.resize(c->layout.max_cqs);
+  c->engine_wakeup =
+      reinterpret_cast<conduit_shm_wakeup*>(c->region + c->layout.engine_wakeup_offset());
+  clients_.emplace(cmd.client_id, std::move(c));
+  return 0;
+}
+
+void Engine::remove_client(uint32_t client_id) {
+  Client* c = find_client(client_id);
+  if (c == nullptr) return;
+  const std::vector<uint32_t> qpns = c->qpns;
+  for (uint32_t qpn : qpns) remove_qp(qpn);
+  clients_.erase(client_id);
+}
+
+int Engine::add_cq(const control::EngineCommand& cmd) {
+  Client* c = find_client(cmd.client_id);
+  if (c == nullptr) return -ENOENT;
+  if (cmd.cq_slot >= c->layout.max_cqs) return -EINVAL;
+  auto view = ring_view<conduit_shm_cqe>(c->region, c->layout, c->layout.cq_ring(cmd.cq_slot));
+  CqCtx& cq = c->cqs[cmd.cq_slot];
+  cq.live = true;
+  // The control thread reset the ring before the command: start where it is.
+  cq.ring = view.producer(shm::load_prod(view.ctrl));
+  cq.wakeup = reinterpret_cast<conduit_shm_wakeup*>(c->region +
+                                                    c->layout.cq_wakeup_offset(cmd.cq_slot));
+  cq.event_fd = cmd.event_fd;
+  return 0;
+}
+
+int Engine::add_qp(const control::EngineCommand& cmd, uint64_t now_ns) {
+  Client* c = find_client(cmd.client_id);
+  if (c == nullptr) return -ENOENT;
+  if (cmd.qp_slot >= c->layout.max_qps || cmd.send_cq >= c->layout.max_cqs ||
+      cmd.recv_cq >= c->layout.max_cqs) {
+    return -EINVAL;
+  }
+  if (qps_.count(cmd.qpn) != 0) return -EEXIST;
+
+  auto q = std::make_unique<QpCtx>(config_.np);
+  q->qpn = cmd.qpn;
+  q->client = c;
+  q->slot = cmd.qp_slot;
+  q->send_cq = cmd.send_cq;
+  q->recv_cq = cmd.recv_cq;
+  q->cls = 0;
+  for (size_t i = 0; i < config_.classes.size(); ++i) {
+    if (config_.classes[i].name == cmd.traffic_class) q->cls = i;
+  }
+  transport::QpConfig qc = config_.qp_defaults;
+  qc.qpn = cmd.qpn;
+  qc.sq_depth = c->layout.sq_depth;
+  qc.rq_depth = c->layout.rq_depth;
+  q->qp = std::make_unique<transport::Qp>(qc, c->mem);
+
+  auto sq = ring_view<conduit_shm_send_wr>(c->region, c->layout, c->layout.sq_ring(cmd.qp_slot));
+  auto rq = ring_view<conduit_shm_recv_wr>(c->region, c->layout, c->layout.rq_ring(cmd.qp_slot));
+  q->sq = sq.consumer(shm::load_cons(sq.ctrl));
+  q->rq = rq.consumer(shm::load_cons(rq.ctrl));
+
+  // Inline data: one slot per SQ entry the transport can hold.
+  q->inline_slots = std::bit_ceil(std::max<uint32_t>(qc.sq_depth, 1));
+  q->inline_buf.assign(size_t{q->inline_slots} * kInlineSlotBytes, 0);
+  q->inline_lkey = kInlineLkeyBase | (cmd.qpn & 0xFFFFFF);
+  if (!c->mem.add_local_buffer(q->inline_lkey, q->inline_buf)) return -EEXIST;
+
+  const TrafficClassSpec& cls = config_.classes[q->cls];
+  q->rc = cc::make_controller(cls.cc, config_.line_rate_bps, now_ns);
+  if (!q->rc) {
+    c->mem.remove_mr(q->inline_lkey);
+    return -EINVAL;
+  }
+  q->flow = pacer_.add_flow(class_ids_[q->cls], q->rc->rate_bps());
+  if (q->flow == sched::kInvalidId) {
+    c->mem.remove_mr(q->inline_lkey);
+    return -ENOSPC;
+  }
+  q->addr.src_mac = net_.config().mac.bytes;
+  q->addr.src_ip = net_.config().addr.value;
+  q->addr.dscp = cls.dscp;
+  q->addr.ecn = cls.ecn;
+  q->addr.ttl = net_.config().ttl;
+  if (net_.config().vlan_id) {
+    q->addr.has_vlan = true;
+    q->addr.vlan_tci = static_cast<uint16_t>((cls.vlan_pcp & 7) << 13 | *net_.config().vlan_id);
+  }
+  if (flow_qp_.size() <= q->flow) flow_qp_.resize(q->flow + 1, nullptr);
+  flow_qp_[q->flow] = q.get();
+  c->qpns.push_back(cmd.qpn);
+  qp_list_.push_back(q.get());
+  qps_.emplace(cmd.qpn, std::move(q));
+  return 0;
+}
+
+int Engine::modify_qp(const control::EngineCommand& cmd, uint64_t now_ns) {
+  QpCtx* q = find_qp(cmd.qpn);
+  if (q == nullptr || q->client->id != cmd.client_id) return -ENOENT;
+  const proto::QpAttr& a = cmd.attr;
+  transport::QpAttr ta;
+  uint32_t mask = 0;
+  if (a.mask & proto::kAttrState) {
+    ta.state = to_transport(a.state);
+    mask |= transport::kAttrState;
+  }
+  if (a.mask & proto::kAttrAccess) {
+    ta.access_flags = a.access;
+    mask |= transport::kAttrAccessFlags;
+  }
+  if (a.mask & proto::kAttrPathMtu) {
+    ta.pmtu_bytes = proto::path_mtu_bytes(a.path_mtu);
+    mask |= transport::kAttrPathMtu;
+  }
+  if (a.mask & proto::kAttrDestQpn) {
+    ta.dest_qpn = a.dest_qpn;
+    mask |= transport::kAttrDestQpn;
+  }
+  if (a.mask & proto::kAttrRqPsn) {
+    ta.rq_psn = a.rq_psn;
+    mask |= transport::kAttrRqPsn;
+  }
+  if (a.mask & proto::kAttrSqPsn) {
+    ta.sq_psn = a.sq_psn;
+    mask |= transport::kAttrSqPsn;
+  }
+  if (a.mask & proto::kAttrTimeout) {
+    ta.timeout = a.timeout;
+    mask |= transport::kAttrTimeout;
+  }
+  if (a.mask & proto::kAttrRetryCnt) {
+    ta.retry_cnt = a.retry_cnt;
+    mask |= transport::kAttrRetryCnt;
+  }
+  if (a.mask & proto::kAttrRnrRetry) {
+    ta.rnr_retry = a.rnr_retry;
+    mask |= transport::kAttrRnrRetry;
+  }
+  if (a.mask & proto::kAttrMinRnrTimer) {
+    ta.min_rnr_timer = a.min_rnr_timer;
+    mask |= transport::kAttrMinRnrTimer;
+  }
+  net::Ipv4Addr peer{};
+  if ((a.mask & proto::kAttrDgid) && !gid_to_ipv4(a.dgid, &peer)) return -EINVAL;
+
+  if (q->qp->modify(ta, mask) != transport::Status::kOk) return -EINVAL;
+  q->reported_state = q->qp->state();
+
+  if (a.mask & proto::kAttrDgid) {
+    auto hop = net_.next_hop(peer);
+    if (!hop) return -ENETUNREACH;
+    q->peer_set = true;
+    q->peer_resolved = false;
+    q->peer_ip = peer;
+    q->next_hop = *hop;
+    q->next_resolve_ns = now_ns;
+    q->addr.dst_ip = peer.value;
+  }
+  if (a.mask & proto::kAttrDestQpn) {
+    q->addr.src_port = wire::udp_sport_for_qp(q->qpn, a.dest_qpn);
+  }
+  return 0;
+}
+
+void Engine::remove_qp(uint32_t qpn) {
+  auto it = qps_.find(qpn);
+  if (it == qps_.end()) return;
+  QpCtx* q = it->second.get();
+  transport::QpAttr err;
+  err.state = transport::QpState::kErr;
+  q->qp->modify(err, transport::kAttrState);
+  deliver_completions(*q);  // best effort: flushed WRs reach the CQ if it is still there
+  pacer_.remove_flow(q->flow);
+  flow_qp_[q->flow] = nullptr;
+  for (size_t tag = 0; tag < pending_frames_.size(); ++tag) {
+    rte_mbuf* m = pending_frames_[tag];
+    if (m != nullptr && m->hash.usr == q->flow) {
+      rte_pktmbuf_free(m);
+      pending_frames_[tag] = nullptr;
+      free_tags_.push_back(static_cast<uint32_t>(tag));
+    }
+  }
+  q->client->mem.remove_mr(q->inline_lkey);
+  auto& qpns = q->client->qpns;
+  qpns.erase(std::remove(qpns.begin(), qpns.end(), qpn), qpns.end());
+  qp_list_.erase(std::remove(qp_list_.begin(), qp_list_.end(), q), qp_list_.end());
+  qps_.erase(it);
+}
+
+void Engine::post_qp_state(QpCtx& q) {
+  control::EngineEvent ev;
+  ev.kind = control::EngineEventKind::kQpState;
+  ev.qpn = q.qpn;
+  ev.state = to_proto(q.qp->state());
+  if (!channel_.post_event(ev)) event_backlog_.push_back(ev);
+}
+
+void Engine::post_qp_stats(uint64_t cookie, uint32_t qpn) {
+  control::EngineEvent ev;
+  ev.cookie = cookie;
+  ev.kind = control::EngineEventKind::kQpStats;
+  ev.qpn = qpn;
+  if (QpCtx* q = find_qp(qpn)) {
+    ev.state = to_proto(q->qp->state());
+    ev.rate_bps = q->rc->rate_bps();
+    if (const auto* d = dynamic_cast<const cc::DcqcnRp*>(q->rc.get())) {
+      ev.alpha_ppm = static_cast<uint32_t>(d->alpha(tsc_now_ns()) * 1e6);
+    }
+    ev.cnps = q->cnps_rx;
+    ev.retransmits = q->qp->counters().tx_retransmits;
+    ev.tx_bytes = q->tx_bytes;
+    ev.rx_bytes = q->rx_bytes;
+  } else {
+    ev.status = -ENOENT;
+  }
+  if (!channel_.post_event(ev)) event_backlog_.push_back(ev);
+}
+
+// ---- timers ------------------------------------------------------------------
+
+bool Engine::run_timers(uint64_t now_ns) {
+  bool work = false;
+  net_.poll_timers(now_ns);
+  net::NetAction actions[8];
+  for (size_t n; (n = net_.take_actions(actions)) > 0;) {
+    for (size_t i = 0; i < n; ++i) {
+      if (actions[i].kind != net::NetAction::Kind::kTransmit) continue;
+      rte_mbuf* m = port_.alloc_mbuf();
+      if (m == nullptr) {
+        ++counters_.tx_no_mbuf;
+        continue;
+      }
+      std::memcpy(rte_pktmbuf_mtod(m, uint8_t*), actions[i].bytes.data(), actions[i].len);
+      m->data_len = m->pkt_len = actions[i].len;
+      transmit_now(m);
+      work = true;
+    }
+  }
+  for (QpCtx* q : qp_list_) {
+    if (now_ns >= q->qp->next_deadline_ns()) {
+      q->qp->on_timer(now_ns);
+      work = true;
+    }
+    if (now_ns >= q->rc->next_deadline_ns()) {
+      pacer_.set_rate(q->flow, q->rc->on_timer(now_ns), now_ns);
+    }
+    if (q->qp->state() != q->reported_state) {
+      q->reported_state = q->qp->state();
+      post_qp_state(*q);
+    }
+  }
+  return work;
+}
+
+// ---- receive -----------------------------------------------------------------
+
+bool Engine::rx(uint64_t now_ns) {
+  rte_mbuf* bufs[kRxBurst];
+  const uint16_t n = port_.rx_burst(0, bufs, kRxBurst);
+  std::array<uint8_t, 2048> reply;
+  for (uint16_t i = 0; i < n; ++i) {
+    rte_mbuf* m = bufs[i];
+    ++counters_.rx_frames;
+    if (m->nb_segs != 1) {
+      ++counters_.rx_multi_segment;
+      rte_pktmbuf_free(m);
+      continue;
+    }
+    std::span<const uint8_t> frame(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len);
+    const net::RxResult r = net_.on_rx_frame(frame, now_ns, reply);
+    if (r.verdict == net::RxVerdict::kDeliverUdp && r.udp.dst_port == config_.roce_udp_port) {
+      rx_roce(r.udp, frame, now_ns);
+    } else if (r.verdict == net::RxVerdict::kReply) {
+      if (rte_mbuf* out = port_.alloc_mbuf()) {
+        std::memcpy(rte_pktmbuf_mtod(out, uint8_t*), reply.data(), r.reply_len);
+        out->data_len = out->pkt_len = static_cast<uint32_t>(r.reply_len);
+        transmit_now(out);
+      } else {
+        ++counters_.tx_no_mbuf;
+      }
+    }
+    rte_pktmbuf_free(m);
+  }
+  return n > 0;
+}
+
+void Engine::rx_roce(const net::UdpDatagram& udp, std::span<const uint8_t> frame,
+                     uint64_t now_ns) {
+  ++counters_.rx_roce;
+  const auto ip_udp = frame.subspan(udp.ip_offset, net::NetStack::kIpv4UdpHeaderBytes);
+  const auto payload = frame.subspan(udp.payload_offset, udp.payload_len);
+  // The QP decides the PMTU the parser enforces: peek at the BTH's DestQP.
+  QpCtx* q = nullptr;
+  if (payload.size() >= wire::kBthBytes) {
+    q = find_qp(uint32_t{payload[5]} << 16 | uint32_t{payload[6]} << 8 | payload[7]);
+  }
+  if (q == nullptr) {
+    ++counters_.rx_unknown_qp;
+    return;
+  }
+  wire::ParseOptions opt;
+  opt.udp_dst_port = config_.roce_udp_port;
+  opt.pmtu_bytes = q->qp->attr().pmtu_bytes;
+  wire::ParsedFrame pf;
+  const wire::DropReason why = wire::parse_roce(ip_udp, payload, opt, pf);
+  if (why != wire::DropReason::kNone) {
+    ++counters_.rx_wire_drops[static_cast<size_t>(why)];
+    return;
+  }
+  // Only the connected peer may speak to a QP.
+  if (!q->peer_set || pf.addr.src_ip != q->peer_ip.value) {
+    ++q->rx_wrong_peer;
+    return;
+  }
+  if (pf.hdr.bth.opcode == static_cast<uint8_t>(wire::Opcode::kCnp)) {
+    ++counters_.rx_cnps;
+    ++q->cnps_rx;
+    pacer_.set_rate(q->flow, q->rc->on_cnp(now_ns), now_ns);
+    return;
+  }
+  q->qp->on_packet(now_ns, pf.hdr, pf.payload);
+  q->rx_bytes += pf.payload.size();
+  if ((udp.tos & 3) == wire::kEcnCe) {
+    ++counters_.rx_ce_marked;
+    if (q->np.on_ce_marked(now_ns)) send_cnp(*q, now_ns);
+  }
+}
+
+// ---- client rings --------------------------------------------------------------
+
+bool Engine::drain_client_rings(QpCtx& q) {
+  Client& c = *q.client;
+  if (c.broken) return false;
+  bool work = false;
+  const shm::WrLimits limits{transport::kMaxSge, transport::kMaxSge, kInlineSlotBytes};
+  auto lookup = [&c](uint32_t lkey) -> const shm::MrBounds* {
+    const ClientMemory::Mr* mr = c.mem.find_lkey(lkey);
+    return mr != nullptr && mr->client_mr ? &mr->bounds : nullptr;
+  };
+
+  // Receives first, so a SEND that arrives right after finds them.
+  for (;;) {
+    if (!q.has_pending_recv) {
+      conduit_shm_recv_wr raw;
+      if (q.rq.dequeue_burst(&raw, 1) == 0) break;  // copied out of shared memory
+      work = true;
+      shm::ValidRecvWr v;
+      const conduit_shm_wr_error err = shm::validate_recv_wr(raw, limits, c.arena(), lookup, &v);
+      if (err != CONDUIT_SHM_WR_OK) {
+        ++counters_.wr_rejected;
+        conduit_shm_cqe cqe{};
+        cqe.wr_id = raw.wr_id;
+        cqe.status = shm::wc_status_for(err);
+        cqe.opcode = CONDUIT_SHM_WC_RECV;
+        cqe.qp_num = q.qpn;
+        cqe.vendor_err = err;
+        push_cqe(c, q.recv_cq, cqe);
+        continue;
+      }
+      q.pending_recv = transport::RecvWr{};
+      q.pending_recv.wr_id = v.wr_id;
+      q.pending_recv.num_sge = static_cast<uint8_t>(v.num_sge);
+      for (uint32_t i = 0; i < v.num_sge; ++i) {
+        const ClientMemory::Mr* mr = c.mem.find_lkey(raw.sg_list[i].lkey);
+        q.pending_recv.sge[i] = {mr->iova + raw.sg_list[i].offset, raw.sg_list[i].length,
+                                 raw.sg_list[i].lkey};
+      }
+      q.has_pending_recv = true;
+    }
+    const transport::Status st = q.qp->post_recv(q.pending_recv);
+    if (st == transport::Status::kQueueFull) break;
+    q.has_pending_recv = false;
+    if (st != transport::Status::kOk) {
+      ++counters_.wr_rejected;
+      conduit_shm_cqe cqe{};
+      cqe.wr_id = q.pending_recv.wr_id;
+      cqe.status = st == transport::Status::kInvalidSge ? CONDUIT_SHM_WC_LOC_PROT_ERR
+                                                        : CONDUIT_SHM_WC_LOC_QP_OP_ERR;
+      cqe.opcode = CONDUIT_SHM_WC_RECV;
+      cqe.qp_num = q.qpn;
+      push_cqe(c, q.recv_cq, cqe);
+    }
+  }
+
+  for (;;) {
+    if (!q.has_pending_send) {
+      if (q.sq.dequeue_burst(&q.pending_send, 1) == 0) break;  // copied out of shared memory
+      q.has_pending_send = true;
+      work = true;
+    }
+    post_one_send(q, q.pending_send);
+    if (q.has_pending_send) break;  // the QP's send queue is full
+  }
+
+  if (q.sq.broken() || q.rq.broken()) {
+    // Impossible ring indices: the client is broken or hostile. Stop reading
+    // its rings and fail its QPs; the control thread disconnects it.
+    c.broken = true;
+    ++counters_.clients_broken;
+    for (uint32_t qpn : c.qpns) {
+      if (QpCtx* other = find_qp(qpn)) {
+        transport::QpAttr err;
+        err.state = transport::QpState::kErr;
+        other->qp->modify(err, transport::kAttrState);
+      }
+    }
+  }
+  return work;
+}
+
+void Engine::post_one_send(QpCtx& q, const conduit_shm_send_wr& raw) {
+  Client& c = *q.client;
+  const shm::WrLimits limits{transport::kMaxSge, transport::kMaxSge, kInlineSlotBytes};
+  auto lookup = [&c](uint32_t lkey) -> const shm::MrBounds* {
+    const ClientMemory::Mr* mr = c.mem.find_lkey(lkey);
+    return mr != nullptr && mr->client_mr ? &mr->bounds : nullptr;
+  };
+  auto reject = [&](uint8_t status, uint32_t vendor_err) {
+    ++counters_.wr_rejected;
+    conduit_shm_cqe cqe{};
+    cqe.wr_id = raw.wr_id;
+    cqe.status = status;
+    cqe.opcode = raw.opcode == CONDUIT_SHM_WR_RDMA_READ       ? CONDUIT_SHM_WC_RDMA_READ
+                 : raw.opcode == CONDUIT_SHM_WR_RDMA_WRITE ||
+                         raw.opcode == CONDUIT_SHM_WR_RDMA_WRITE_WITH_IMM
+                     ? CONDUIT_SHM_WC_RDMA_WRITE
+                     : CONDUIT_SHM_WC_SEND;
+    cqe.qp_num = q.qpn;
+    cqe.vendor_err = vendor_err;
+    push_cqe(c, q.send_cq, cqe);
+    q.has_pending_send = false;
+  };
+
+  shm::ValidSendWr v;
+  const conduit_shm_wr_error err = shm::validate_send_wr(raw, limits, c.arena(), lookup, &v);
+  if (err != CONDUIT_SHM_WR_OK) return reject(shm::wc_status_for(err), err);
+
+  transport::SendWr wr;
+  wr.wr_id = raw.wr_id;
+  switch (raw.opcode) {
+    case CONDUIT_SHM_WR_SEND:
+      wr.opcode = transport::WrOpcode::kSend;
+      break;
+    case CONDUIT_SHM_WR_SEND_WITH_IMM:
+      wr.opcode = transport::WrOpcode::kSendImm;
+      break;
+    case CONDUIT_SHM_WR_RDMA_WRITE:
+      wr.opcode = transport::WrOpcode::kWrite;
+      break;
+    case CONDUIT_SHM_WR_RDMA_WRITE_WITH_IMM:
+      wr.opcode = transport::WrOpcode::kWriteImm;
+      break;
+    default:
+      wr.opcode = transport::WrOpcode::kRead;
+      break;
+  }
+  wr.signaled = (raw.flags & CONDUIT_SHM_SEND_SIGNALED) != 0;
+  wr.solicited = (raw.flags & CONDUIT_SHM_SEND_SOLICITED) != 0;
+  wr.imm = raw.imm_data;
+  wr.remote_addr = raw.remote_addr;
+  wr.rkey = raw.rkey;
+  uint8_t* inline_slot = nullptr;
+  if (raw.flags & CONDUIT_SHM_SEND_INLINE) {
+    // The bytes live in the ring slot, which the client may reuse at once:
+    // keep a copy for as long as the transport may (re)send them.
+    inline_slot = q.inline_buf.data() + (q.inline_next & (q.inline_slots - 1)) * kInlineSlotBytes;
+    std::memcpy(inline_slot, raw.u.inline_data, raw.inline_len);
+    if (raw.inline_len > 0) {
+      wr.num_sge = 1;
+      wr.sge[0] = {reinterpret_cast<uintptr_t>(inline_slot), raw.inline_len, q.inline_lkey};
+    }
+  } else {
+    wr.num_sge = raw.num_sge;
+    for (uint32_t i = 0; i < raw.num_sge; ++i) {
+      const conduit_shm_sge& s = raw.u.sg_list[i];
+      wr.sge[i] = {c.mem.find_lkey(s.lkey)->iova + s.offset, s.length, s.lkey};
+    }
+  }
+  const transport::Status st = q.qp->post_send(wr);
+  if (st == transport::Status::kQueueFull) return;  // stays pending; retried next loop
+  if (st != transport::Status::kOk) {
+    return reject(st == transport::Status::kInvalidSge ? CONDUIT_SHM_WC_LOC_PROT_ERR
+                                                       : CONDUIT_SHM_WC_LOC_QP_OP_ERR,
+                  0);
+  }
+  if (inline_slot != nullptr) ++q.inline_next;
+  q.has_pending_send = false;
+}
+
+// ---- transmit ------------------------------------------------------------------
+
+bool Engine::resolve_peer(QpCtx& q, uint64_t now_ns) {
+  if (q.peer_resolved) return true;
+  if (!q.peer_set || now_ns < q.next_resolve_ns) return false;
+  const auto r = net_.resolve(q.next_hop, now_ns);
+  if (r.status == net::NeighbourTable::Resolve::kResolved) {
+    q.addr.dst_mac = r.mac.bytes;
+    q.peer_resolved = true;
+    return true;
+  }
+  q.next_resolve_ns = now_ns + 100'000;  // the neighbour table retries ARP itself
+  return false;
+}
+
+bool Engine::fill_pacer(QpCtx& q, uint64_t now_ns) {
+  if (!resolve_peer(q, now_ns)) return false;
+  bool work = false;
+  while (q.queued_frames < config_.max_frames_queued_per_qp) {
+    transport::TxPacket pkt;
+    if (!q.qp->poll_tx(now_ns, pkt)) break;
+    work = true;
+    rte_mbuf* m = port_.alloc_mbuf();
+    if (m == nullptr) {
+      ++counters_.tx_no_mbuf;  // the transport's timers retransmit it
+      break;
+    }
+    wire::PayloadGather gather;
+    for (uint8_t i = 0; i < pkt.payload_parts; ++i) gather.add(pkt.payload[i]);
+    std::span<uint8_t> room(rte_pktmbuf_mtod(m, uint8_t*), rte_pktmbuf_tailroom(m));
+    const wire::BuildResult b = wire::build_frame(room, q.addr, pkt.hdr, gather);
+    if (!b.ok()) {
+      ++counters_.tx_build_errors;
+      rte_pktmbuf_free(m);
+      continue;
+    }
+    m->data_len = m->pkt_len = static_cast<uint32_t>(b.len_bytes);
+    m->hash.usr = q.flow;  // lets remove_qp find the frames a dying QP left queued
+    uint32_t tag;
+    if (!free_tags_.empty()) {
+      tag = free_tags_.back();
+      free_tags_.pop_back();
+    } else {
+      tag = static_cast<uint32_t>(pending_frames_.size());
+      pending_frames_.push_back(nullptr);
+    }
+    if (!pacer_.enqueue(q.flow, sched::PacketRef{static_cast<uint32_t>(b.len_bytes), tag},
+                        now_ns)) {
+      rte_pktmbuf_free(m);
+      free_tags_.push_back(tag);
+      break;
+    }
+    pending_frames_[tag] = m;
+    ++q.queued_frames;
+  }
+  return work;
+}
+
+bool Engine::tx(uint64_t now_ns) {
+  sched::Departure deps[32];
+  const size_t n = pacer_.dequeue_burst(now_ns, deps, 32);
+  for (size_t i = 0; i < n; ++i) {
+    rte_mbuf* m = pending_frames_[deps[i].packet.tag];
+    pending_frames_[deps[i].packet.tag] = nullptr;
+    free_tags_.push_back(deps[i].packet.tag);
+    if (m == nullptr) continue;
+    if (deps[i].flow < flow_qp_.size() && flow_qp_[deps[i].flow] != nullptr) {
+      QpCtx* q = flow_qp_[deps[i].flow];
+      --q->queued_frames;
+      q->tx_bytes += m->pkt_len;
+      pacer_.set_rate(q->flow, q->rc->on_bytes_sent(now_ns, m->pkt_len), now_ns);
+    }
+    transmit_now(m);
+  }
+  flush_tx();
+  return n > 0;
+}
+
+void Engine::send_cnp(QpCtx& q, uint64_t now_ns) {
+  (void)now_ns;
+  if (!q.peer_resolved) return;
+  rte_mbuf* m = port_.alloc_mbuf();
+  if (m == nullptr) {
+    ++counters_.tx_no_mbuf;
+    return;
+  }
+  wire::FrameAddr a = q.addr;
+  a.dscp = config_.cnp_dscp;
+  std::span<uint8_t> room(rte_pktmbuf_mtod(m, uint8_t*), rte_pktmbuf_tailroom(m));
+  // The CNP goes to the data sender's QP: our peer's QPN.
+  const wire::BuildResult b = wire::build_cnp(room, a, q.qp->attr().dest_qpn);
+  if (!b.ok()) {
+    ++counters_.tx_build_errors;
+    rte_pktmbuf_free(m);
+    return;
+  }
+  m->data_len = m->pkt_len = static_cast<uint32_t>(b.len_bytes);
+  ++counters_.tx_cnps;
+  transmit_now(m);
+}
+
+void Engine::transmit_now(rte_mbuf* m) {
+  if (tx_batch_len_ == tx_batch_.size()) flush_tx();
+  if (tx_batch_len_ == tx_batch_.size()) {
+    ++counters_.tx_ring_full_drops;  // the device takes nothing: the transport retransmits
+    rte_pktmbuf_free(m);
+    return;
+  }
+  tx_batch_[tx_batch_len_++] = m;
+}
+
+void Engine::flush_tx() {
+  if (tx_batch_len_ == 0) return;
+  const uint16_t sent = port_.tx_burst(0, tx_batch_.data(), tx_batch_len_);
+  counters_.tx_frames += sent;
+  // What the device did not take stays, in order, for the next flush.
+  std::copy(tx_batch_.begin() + sent, tx_batch_.begin() + tx_batch_len_, tx_batch_.begin());
+  tx_batch_len_ = static_cast<uint16_t>(tx_batch_len_ - sent);
+}
+
+// ---- completions -----------------------------------------------------------------
+
+bool Engine::deliver_completions(QpCtx& q) {
+  Client& c = *q.client;
+  if (q.qp->cq_size() == 0) return false;
+  CqCtx& scq = c.cqs[q.send_cq];
+  CqCtx& rcq = c.cqs[q.recv_cq];
+  // A completion may go to either CQ: take only what both can hold, so none
+  // is polled out of the QP without a slot to land in.
+  uint32_t room = std::min(scq.live ? scq.ring.free_count() : 0u,
+                           rcq.live ? rcq.ring.free_count() : 0u);
+  if (!scq.live || !rcq.live) room = 32;  // a dead CQ: completions are dropped
+  room = std::min<uint32_t>(room, kRingBurst);
+  if (room == 0) return false;
+  transport::Completion done[kRingBurst];
+  const size_t n = q.qp->poll_cq(std::span(done, room));
+  for (size_t i = 0; i < n; ++i) {
+    const transport::Completion& d = done[i];
+    conduit_shm_cqe cqe{};
+    cqe.wr_id = d.wr_id;
+    cqe.byte_len = d.len_bytes;
+    cqe.imm_data = d.imm;
+    cqe.qp_num = q.qpn;
+    cqe.status = to_shm_status(d.status);
+    cqe.opcode = to_shm_opcode(d.opcode);
+    cqe.flags = d.has_imm ? CONDUIT_SHM_WC_WITH_IMM : 0;
+    if (is_receive(d.opcode)) {
+      cqe.src_qp = q.qp->attr().dest_qpn;
+      push_cqe(c, q.recv_cq, cqe);
+    } else {
+      push_cqe(c, q.send_cq, cqe);
+    }
+  }
+  return n > 0;
+}
+
+void Engine::push_cqe(Client& c, uint32_t cq_slot, const conduit_shm_cqe& cqe) {
+  if (cq_slot >= c.cqs.size()) return;
+  CqCtx& cq = c.cqs[cq_slot];
+  if (!cq.live) return;
+  cq.ring.try_enqueue(cqe);
+  cq.kick_pending = true;
+}
+
+void Engine::kick_cqs() {
+  for (auto& [id, c] : clients_) {
+    (void)id;
+    for (CqCtx& cq : c->cqs) {
+      if (!cq.kick_pending) continue;
+      cq.kick_pending = false;
+      if (cq.event_fd >= 0 && cq.wakeup != nullptr && shm::producer_should_kick(cq.wakeup)) {
+        const uint64_t one = 1;
+        (void)!::write(cq.event_fd, &one, sizeof(one));
+      }
+    }
+  }
+}
+
+// ---- idle --------------------------------------------------------------------------
+
+void Engine::sleep_until_work(uint64_t now_ns) {
+  // Arm every client's engine line, then look once more: a client that
+  // posted before seeing the flag is caught by this re-check (Dekker pairing
+  // of consumer_arm_wakeup's fence with producer_should_kick's).
+  for (auto& [id, c] : clients_) {
+    (void)id;
+    if (!c->broken) shm::consumer_arm_wakeup(c->engine_wakeup);
+  }
+  bool pending = false;
+  for (QpCtx* q : qp_list_) {
+    if (q->client->broken) continue;
+    pending |= q->sq.available() > 0 || q->rq.available() > 0 || q->has_pending_send ||
+               q->qp->cq_size() > 0 || q->queued_frames > 0;
+  }
+  uint64_t wake_ns = now_ns + uint64_t{config_.idle_sleep_us} * 1000;
+  wake_ns = std::min(wake_ns, net_.next_deadline_ns());
+  for (QpCtx* q : qp_list_) {
+    wake_ns = std::min({wake_ns, q->qp->next_deadline_ns(), q->rc->next_deadline_ns()});
+  }
+  if (!pending && wake_ns > now_ns) {
+    std::vector<pollfd> fds;
+    fds.push_back({channel_.engine_wake_fd(), POLLIN, 0});
+    for (auto& [id, c] : clients_) {
+      (void)id;
+      if (c->doorbell_fd >= 0) fds.push_back({c->doorbell_fd, POLLIN, 0});
+    }
+    const uint64_t wait_ns = wake_ns - now_ns;
+    timespec ts{static_cast<time_t>(wait_ns / 1'000'000'000ull),
+                static_cast<long>(wait_ns % 1'000'000'000ull)};
+    ++counters_.sleeps;
+    if (::ppoll(fds.data(), fds.size(), &ts, nullptr) > 0) {
+      for (const pollfd& p : fds) {
+        uint64_t v;
+        if (p.revents & POLLIN) (void)!::read(p.fd, &v, sizeof(v));
+      }
+    }
+  }
+  for (auto& [id, c] : clients_) {
+    (void)id;
+    if (!c->broken) shm::consumer_disarm_wakeup(c->engine_wakeup);
+  }
+}
+
+}  // namespace conduit::engine

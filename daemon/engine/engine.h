@@ -1,0 +1,173 @@
+// The engine: one poll-mode loop that joins a DPDK port, the clients'
+// shared-memory rings and the pure protocol layers.
+//
+// One iteration (poll_once), l2fwd style:
+//   1. control commands from the lock-free command ring (never a lock)
+//   2. timers that are due: QP ACK/RNR timers, DCQCN timers, ARP retries
+//   3. RX burst: NetStack (ARP, ICMP echo, IPv4/UDP demux) -> wire parse
+//      (ICRC) -> the QP's transport; CE marks feed the notification point
+//   4. client SQ/RQ rings: copy each entry, validate it, post it to the QP
+//   5. each QP's transmit side: frames built into mbufs, queued in the pacer
+//      (one flow per QP at its DCQCN rate, traffic classes by DWRR/strict)
+//   6. pacer departures -> TX burst; completions -> client CQ rings
+// When nothing happened for a while (idle mode adaptive), the engine arms the
+// clients' wakeup lines and sleeps in ppoll on their doorbells and the
+// control eventfd, at most until its next timer and never longer than
+// idle_sleep_us (the port has no interrupt here).
+//
+// Thread role: everything here runs on the engine thread, except stop(),
+// which any thread may call.
+#pragma once
+
+#include <rte_mbuf.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "cc/dcqcn_params.h"
+#include "cc/notification_point.h"
+#include "cc/rate_controller.h"
+#include "control/engine_channel.h"
+#include "dpdk/port.h"
+#include "engine/client_memory.h"
+#include "net/net_stack.h"
+#include "sched/tx_scheduler.h"
+#include "shm/entries.h"
+#include "shm/region.h"
+#include "shm/spsc_ring.h"
+#include "transport/qp.h"
+#include "wire/frame.h"
+
+namespace conduit::engine {
+
+struct TrafficClassSpec {
+  std::string name;
+  uint8_t dscp = 26;
+  uint8_t ecn = wire::kEcnEct0;
+  uint8_t vlan_pcp = 3;
+  sched::ClassConfig sched;
+  cc::ControllerConfig cc;
+};
+
+enum class IdleMode : uint8_t { kSpin, kAdaptive };
+
+struct EngineConfig {
+  net::NetStackConfig net;
+  uint16_t roce_udp_port = wire::kRoceUdpPort;
+  uint64_t line_rate_bps = 10'000'000'000ull;
+  std::vector<TrafficClassSpec> classes;  // the first is the default class
+  cc::NpParams np = cc::NpParams::mlx5_defaults();
+  uint8_t cnp_dscp = 48;
+  transport::QpConfig qp_defaults;  // qpn is set per QP
+  IdleMode idle_mode = IdleMode::kAdaptive;
+  uint32_t idle_loops_before_sleep = 2000;
+  uint32_t idle_sleep_us = 200;
+  uint32_t max_frames_queued_per_qp = 32;  // built frames waiting in the pacer
+};
+
+struct EngineCounters {
+  uint64_t loops = 0;
+  uint64_t sleeps = 0;
+  uint64_t rx_frames = 0;
+  uint64_t rx_roce = 0;
+  uint64_t rx_cnps = 0;
+  uint64_t rx_ce_marked = 0;
+  uint64_t rx_multi_segment = 0;  // dropped: we build and parse single-segment frames
+  uint64_t rx_unknown_qp = 0;
+  std::array<uint64_t, wire::kDropReasonCount> rx_wire_drops{};
+  uint64_t tx_frames = 0;
+  uint64_t tx_cnps = 0;
+  uint64_t tx_no_mbuf = 0;
+  uint64_t tx_build_errors = 0;
+  uint64_t tx_ring_full_drops = 0;  // the device would not take a frame
+  uint64_t wr_rejected = 0;         // invalid work requests (error completions)
+  uint64_t clients_broken = 0;      // impossible ring indices: client cut off
+  uint64_t commands = 0;
+};
+
+class Engine {
+ public:
+  Engine(const EngineConfig& config, dpdk::Port& port, control::EngineChannel& channel);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Runs until stop(). Each iteration reads the TSC clock.
+  void run();
+  void stop() { stop_.store(true, std::memory_order_relaxed); }
+  // One loop iteration at now_ns; true if it did any work.
+  bool poll_once(uint64_t now_ns);
+
+  const EngineCounters& counters() const { return counters_; }
+  const net::NetStack& net() const { return net_; }
+
+ private:
+  struct CqCtx {
+    bool live = false;
+    shm::SpscProducer<conduit_shm_cqe> ring;
+    conduit_shm_wakeup* wakeup = nullptr;
+    int event_fd = -1;
+    bool kick_pending = false;
+  };
+  struct Client;
+  struct QpCtx;
+
+  // Commands.
+  void handle_command(const control::EngineCommand& cmd, uint64_t now_ns);
+  int add_client(const control::EngineCommand& cmd);
+  void remove_client(uint32_t client_id);
+  int add_cq(const control::EngineCommand& cmd);
+  int add_qp(const control::EngineCommand& cmd, uint64_t now_ns);
+  int modify_qp(const control::EngineCommand& cmd, uint64_t now_ns);
+  void remove_qp(uint32_t qpn);
+  void post_qp_state(QpCtx& q);
+  void post_qp_stats(uint64_t cookie, uint32_t qpn);
+  Client* find_client(uint32_t id);
+  QpCtx* find_qp(uint32_t qpn);
+
+  // Datapath.
+  bool run_timers(uint64_t now_ns);
+  bool rx(uint64_t now_ns);
+  void rx_roce(const net::UdpDatagram& udp, std::span<const uint8_t> frame, uint64_t now_ns);
+  bool drain_client_rings(QpCtx& q);
+  void post_one_send(QpCtx& q, const conduit_shm_send_wr& wr);
+  bool fill_pacer(QpCtx& q, uint64_t now_ns);
+  bool resolve_peer(QpCtx& q, uint64_t now_ns);
+  bool tx(uint64_t now_ns);
+  void send_cnp(QpCtx& q, uint64_t now_ns);
+  void transmit_now(rte_mbuf* m);
+  void flush_tx();
+  bool deliver_completions(QpCtx& q);
+  void push_cqe(Client& c, uint32_t cq_slot, const conduit_shm_cqe& cqe);
+  void kick_cqs();
+  void sleep_until_work(uint64_t now_ns);
+
+  EngineConfig config_;
+  dpdk::Port& port_;
+  control::EngineChannel& channel_;
+  net::NetStack net_;
+  sched::TxScheduler pacer_;
+  std::vector<sched::ClassId> class_ids_;
+  std::atomic<bool> stop_{false};
+
+  std::unordered_map<uint32_t, std::unique_ptr<Client>> clients_;
+  std::unordered_map<uint32_t, std::unique_ptr<QpCtx>> qps_;
+  std::vector<QpCtx*> qp_list_;  // iteration order for the datapath
+  std::vector<QpCtx*> flow_qp_;  // pacer flow id -> QP
+  std::vector<rte_mbuf*> pending_frames_;  // pacer tag -> built frame (nullptr = free)
+  std::vector<uint32_t> free_tags_;
+  std::array<rte_mbuf*, 64> tx_batch_{};
+  uint16_t tx_batch_len_ = 0;
+  std::vector<control::EngineEvent> event_backlog_;  // event ring full: retried
+  uint32_t idle_loops_ = 0;
+  EngineCounters counters_;
+};
+
+// Monotonic nanoseconds from the TSC (rte_get_tsc_cycles / rte_get_tsc_hz).
+uint64_t tsc_now_ns();
+
+}  // namespace conduit::engine
