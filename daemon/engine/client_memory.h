@@ -27,9 +27,9 @@ class ClientMemory final : public transport::MemoryRegions {
     uint32_t rkey = 0;  // 0 for local-only buffers
     uint64_t iova = 0;
     std::span<uint8_t> bytes;
-    uint32_t access = 0;  // transport::MrAccess bits
+    uint32_t access = 0;     // transport::MrAccess bits
     bool client_mr = false;  // a client MR (false: a daemon buffer, local key only)
-    shm::MrBounds bounds;  // the same MR as the shm validators see it
+    shm::MrBounds bounds;    // the same MR as the shm validators see it
   };
 
   // A client MR: bytes [region_offset, +length) of the client's region.
@@ -50,8 +50,8 @@ class ClientMemory final : public transport::MemoryRegions {
                                     uint32_t access, std::span<uint8_t>& out) override;
 
  private:
-  static transport::MrStatus slice(const Mr& mr, uint64_t addr, uint32_t len_bytes,
-                                   uint32_t access, std::span<uint8_t>& out);
+  static transport::MrStatus slice(const Mr& mr, uint64_t addr, uint32_t len_bytes, uint32_t access,
+                                   std::span<uint8_t>& out);
   std::vector<Mr> mrs_;
 };
 

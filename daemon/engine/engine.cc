@@ -345,8 +345,8 @@ int Engine::add_cq(const control::EngineCommand& cmd) {
   cq.live = true;
   // The control thread reset the ring before the command: start where it is.
   cq.ring = view.producer(shm::load_prod(view.ctrl));
-  cq.wakeup = reinterpret_cast<conduit_shm_wakeup*>(c->region +
-                                                    c->layout.cq_wakeup_offset(cmd.cq_slot));
+  cq.wakeup =
+      reinterpret_cast<conduit_shm_wakeup*>(c->region + c->layout.cq_wakeup_offset(cmd.cq_slot));
   cq.event_fd = cmd.event_fd;
   return 0;
 }
@@ -460,6 +460,18 @@ int Engine::modify_qp(const control::EngineCommand& cmd, uint64_t now_ns) {
   if (a.mask & proto::kAttrMinRnrTimer) {
     ta.min_rnr_timer = a.min_rnr_timer;
     mask |= transport::kAttrMinRnrTimer;
+  }
+  // The control protocol does not carry the READ depths, and verbs users
+  // often leave the RTR/RTS timers implicit: those take the transport's
+  // defaults (QpAttr's initialisers) when a transition requires them.
+  if ((mask & transport::kAttrState) && ta.state == transport::QpState::kRtr &&
+      q->qp->state() == transport::QpState::kInit) {
+    mask |= transport::kAttrMaxDestRdAtomic | transport::kAttrMinRnrTimer;
+  }
+  if ((mask & transport::kAttrState) && ta.state == transport::QpState::kRts &&
+      q->qp->state() == transport::QpState::kRtr) {
+    mask |= transport::kAttrMaxRdAtomic | transport::kAttrTimeout | transport::kAttrRetryCnt |
+            transport::kAttrRnrRetry;
   }
   net::Ipv4Addr peer{};
   if ((a.mask & proto::kAttrDgid) && !gid_to_ipv4(a.dgid, &peer)) return -EINVAL;
@@ -605,8 +617,7 @@ bool Engine::rx(uint64_t now_ns) {
   return n > 0;
 }
 
-void Engine::rx_roce(const net::UdpDatagram& udp, std::span<const uint8_t> frame,
-                     uint64_t now_ns) {
+void Engine::rx_roce(const net::UdpDatagram& udp, std::span<const uint8_t> frame, uint64_t now_ns) {
   ++counters_.rx_roce;
   const auto ip_udp = frame.subspan(udp.ip_offset, net::NetStack::kIpv4UdpHeaderBytes);
   const auto payload = frame.subspan(udp.payload_offset, udp.payload_len);
@@ -629,7 +640,7 @@ void Engine::rx_roce(const net::UdpDatagram& udp, std::span<const uint8_t> frame
     return;
   }
   // Only the connected peer may speak to a QP.
-  if (!q->peer_set || pf.addr.src_ip != q->peer_ip.value) {
+  if (!q->peer_set || udp.src_ip != q->peer_ip) {
     ++q->rx_wrong_peer;
     return;
   }
@@ -741,7 +752,7 @@ void Engine::post_one_send(QpCtx& q, const conduit_shm_send_wr& raw) {
     conduit_shm_cqe cqe{};
     cqe.wr_id = raw.wr_id;
     cqe.status = status;
-    cqe.opcode = raw.opcode == CONDUIT_SHM_WR_RDMA_READ       ? CONDUIT_SHM_WC_RDMA_READ
+    cqe.opcode = raw.opcode == CONDUIT_SHM_WR_RDMA_READ ? CONDUIT_SHM_WC_RDMA_READ
                  : raw.opcode == CONDUIT_SHM_WR_RDMA_WRITE ||
                          raw.opcode == CONDUIT_SHM_WR_RDMA_WRITE_WITH_IMM
                      ? CONDUIT_SHM_WC_RDMA_WRITE
@@ -937,8 +948,8 @@ bool Engine::deliver_completions(QpCtx& q) {
   CqCtx& rcq = c.cqs[q.recv_cq];
   // A completion may go to either CQ: take only what both can hold, so none
   // is polled out of the QP without a slot to land in.
-  uint32_t room = std::min(scq.live ? scq.ring.free_count() : 0u,
-                           rcq.live ? rcq.ring.free_count() : 0u);
+  uint32_t room =
+      std::min(scq.live ? scq.ring.free_count() : 0u, rcq.live ? rcq.ring.free_count() : 0u);
   if (!scq.live || !rcq.live) room = 32;  // a dead CQ: completions are dropped
   room = std::min<uint32_t>(room, kRingBurst);
   if (room == 0) return false;

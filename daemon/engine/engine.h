@@ -156,8 +156,8 @@ class Engine {
 
   std::unordered_map<uint32_t, std::unique_ptr<Client>> clients_;
   std::unordered_map<uint32_t, std::unique_ptr<QpCtx>> qps_;
-  std::vector<QpCtx*> qp_list_;  // iteration order for the datapath
-  std::vector<QpCtx*> flow_qp_;  // pacer flow id -> QP
+  std::vector<QpCtx*> qp_list_;            // iteration order for the datapath
+  std::vector<QpCtx*> flow_qp_;            // pacer flow id -> QP
   std::vector<rte_mbuf*> pending_frames_;  // pacer tag -> built frame (nullptr = free)
   std::vector<uint32_t> free_tags_;
   std::array<rte_mbuf*, 64> tx_batch_{};

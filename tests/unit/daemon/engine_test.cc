@@ -1,0 +1,350 @@
+// Two engines, each with its own DPDK port, joined back to back by a pair of
+// rte_rings (A's TX ring is B's RX ring and the other way round): the real
+// engine, net (ARP), wire (ICRC), transport and pacer code on both sides.
+// The "clients" are this test writing the shared-memory rings directly, as
+// libconduit does, so each ring entry's path through the engine is visible.
+// Needs only EAL without hugepages; exits 77 when EAL cannot start.
+#include "engine/engine.h"
+
+#include <rte_eth_ring.h>
+#include <rte_ring.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+
+#include "dpdk/dpdk_error.h"
+#include "dpdk/eal.h"
+
+using namespace conduit;
+
+namespace {
+
+void need_eal() {
+  static dpdk::Eal* eal = [] {
+    const std::vector<std::string> args = {
+        "--no-huge",
+        "-m",
+        "512",
+        "--no-pci",
+        "--no-shconf",
+        "--no-telemetry",
+        "--file-prefix=conduit-unit-engine-" + std::to_string(getpid()),
+        "-l",
+        "0",
+        "--log-level=lib.eal:error",
+        "--log-level=pmd.*:error"};
+    try {
+      return new dpdk::Eal(args);
+    } catch (const dpdk::DpdkError& e) {
+      std::printf("skip: DPDK EAL cannot start here: %s\n", e.what());
+      std::exit(77);
+    }
+  }();
+  (void)eal;
+}
+
+constexpr uint32_t kLkey = 0x101;
+constexpr uint32_t kRkey = 0x202;
+constexpr uint64_t kIova = 0x7000'0000;
+
+// One host: a port, an engine, one client region with one QP and one CQ.
+struct Host {
+  std::unique_ptr<dpdk::Port> port;
+  std::unique_ptr<control::EngineChannel> channel;
+  std::unique_ptr<engine::Engine> engine;
+  shm::Region region;
+  shm::SpscProducer<conduit_shm_send_wr> sq;
+  shm::SpscProducer<conduit_shm_recv_wr> rq;
+  shm::SpscConsumer<conduit_shm_cqe> cq;
+  uint32_t qpn = 0;
+  uint64_t cookie = 0;
+
+  uint8_t* arena() const { return region.arena(); }
+
+  void submit(control::EngineCommand cmd) {
+    cmd.cookie = ++cookie;
+    cmd.client_id = 1;
+    REQUIRE(channel->submit(cmd));
+  }
+};
+
+void make_host(Host& h, const std::string& port_name, net::Ipv4Addr addr, uint32_t qpn) {
+  dpdk::PortConfig pc;
+  pc.device = port_name;
+  pc.rx_ring_size = 512;
+  pc.tx_ring_size = 512;
+  pc.mbuf_count = 4095;
+  pc.mbuf_cache = 64;
+  h.port = std::make_unique<dpdk::Port>(pc);
+  REQUIRE(control::EngineChannel::create(64, &h.channel) == 0);
+
+  engine::EngineConfig ec;
+  // Ring ports have no MAC of their own; any locally administered one will do.
+  ec.net.mac = net::MacAddr{{0x02, 0, 0, 0, 0, static_cast<uint8_t>(qpn)}};
+  ec.net.addr = addr;
+  ec.net.prefix_len = 24;
+  ec.net.udp_ports = {wire::kRoceUdpPort};
+  ec.idle_mode = engine::IdleMode::kSpin;
+  engine::TrafficClassSpec tc;
+  tc.name = "default";
+  tc.cc.kind = cc::ControllerKind::kNone;
+  ec.classes.push_back(tc);
+  h.engine = std::make_unique<engine::Engine>(ec, *h.port, *h.channel);
+
+  shm::RegionConfig rc;
+  rc.max_qps = 2;
+  rc.max_cqs = 2;
+  rc.arena_bytes = 8u << 20;
+  rc.huge_pages = shm::HugePages::kNever;
+  REQUIRE(shm::Region::create(rc, &h.region) == 0);
+  h.sq = h.region.sq(0).producer(0);
+  h.rq = h.region.rq(0).producer(0);
+  h.cq = h.region.cq(0).consumer(0);
+  h.qpn = qpn;
+
+  control::EngineCommand c;
+  c.op = control::EngineOp::kAddClient;
+  c.region = h.region.base();
+  c.layout = &h.region.layout();
+  h.submit(c);
+  c = {};
+  c.op = control::EngineOp::kAddCq;
+  c.cq_slot = 0;
+  h.submit(c);
+  c = {};
+  c.op = control::EngineOp::kAddMr;
+  c.lkey = kLkey;
+  c.rkey = kRkey;
+  c.access = shm::kMrLocalWrite | shm::kMrRemoteWrite | shm::kMrRemoteRead;
+  c.region_offset = h.region.layout().arena_offset;
+  c.length = h.region.arena_size();
+  c.iova = kIova;
+  h.submit(c);
+  c = {};
+  c.op = control::EngineOp::kAddQp;
+  c.qpn = qpn;
+  c.qp_slot = 0;
+  std::strcpy(c.traffic_class, "default");
+  h.submit(c);
+}
+
+void connect(Host& h, const Host& peer, net::Ipv4Addr peer_addr) {
+  control::EngineCommand c;
+  c.op = control::EngineOp::kModifyQp;
+  c.qpn = h.qpn;
+  c.attr.mask = proto::kAttrState | proto::kAttrAccess;
+  c.attr.state = proto::QpState::kInit;
+  c.attr.access = proto::kAccessAll;
+  h.submit(c);
+  c.attr = {};
+  c.attr.mask = proto::kAttrState | proto::kAttrPathMtu | proto::kAttrDestQpn | proto::kAttrRqPsn |
+                proto::kAttrDgid | proto::kAttrMinRnrTimer;
+  c.attr.state = proto::QpState::kRtr;
+  c.attr.path_mtu = 3;  // 1024 B
+  c.attr.dest_qpn = peer.qpn;
+  c.attr.rq_psn = 0xFFFFF0;  // PSNs wrap during the test
+  c.attr.min_rnr_timer = 1;
+  c.attr.dgid[10] = c.attr.dgid[11] = 0xFF;
+  c.attr.dgid[12] = static_cast<uint8_t>(peer_addr.value >> 24);
+  c.attr.dgid[13] = static_cast<uint8_t>(peer_addr.value >> 16);
+  c.attr.dgid[14] = static_cast<uint8_t>(peer_addr.value >> 8);
+  c.attr.dgid[15] = static_cast<uint8_t>(peer_addr.value);
+  h.submit(c);
+  c.attr = {};
+  c.attr.mask = proto::kAttrState | proto::kAttrSqPsn | proto::kAttrTimeout | proto::kAttrRetryCnt |
+                proto::kAttrRnrRetry;
+  c.attr.state = proto::QpState::kRts;
+  c.attr.sq_psn = 0xFFFFF0;
+  c.attr.timeout = 14;
+  c.attr.retry_cnt = 7;
+  c.attr.rnr_retry = 7;
+  h.submit(c);
+}
+
+// Runs both engines until pred() or the deadline; returns pred().
+template <class Pred>
+bool run_until(Host& a, Host& b, Pred pred, uint64_t budget_ms = 5000) {
+  const uint64_t deadline = engine::tsc_now_ns() + budget_ms * 1'000'000;
+  while (!pred()) {
+    const uint64_t now = engine::tsc_now_ns();
+    if (now > deadline) return false;
+    a.engine->poll_once(now);
+    b.engine->poll_once(now);
+  }
+  return true;
+}
+
+// Every control command was acknowledged with status 0.
+void expect_acks_ok(Host& h) {
+  control::EngineEvent ev[64];
+  uint32_t n;
+  while ((n = h.channel->poll_events(ev, 64)) > 0) {
+    for (uint32_t i = 0; i < n; ++i) {
+      if (ev[i].kind == control::EngineEventKind::kAck) {
+        INFO("command cookie " << ev[i].cookie);
+        CHECK(ev[i].status == 0);
+      }
+    }
+  }
+}
+
+struct Fixture {
+  rte_ring* ab = nullptr;
+  rte_ring* ba = nullptr;
+  Host a, b;
+  const net::Ipv4Addr addr_a = net::Ipv4Addr::from_octets(198, 18, 0, 1);
+  const net::Ipv4Addr addr_b = net::Ipv4Addr::from_octets(198, 18, 0, 2);
+
+  Fixture() {
+    need_eal();
+    static int instances = 0;  // port and ring names must be unique per process
+    const int id = ++instances;
+    const std::string s = std::to_string(id);
+    ab = rte_ring_create(("ab" + s).c_str(), 1024, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+    ba = rte_ring_create(("ba" + s).c_str(), 1024, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+    REQUIRE(ab != nullptr);
+    REQUIRE(ba != nullptr);
+    // Port A receives from ba and sends into ab; port B the other way round.
+    REQUIRE(rte_eth_from_rings(("eng_a" + s).c_str(), &ba, 1, &ab, 1, SOCKET_ID_ANY) >= 0);
+    REQUIRE(rte_eth_from_rings(("eng_b" + s).c_str(), &ab, 1, &ba, 1, SOCKET_ID_ANY) >= 0);
+    make_host(a, "net_ring_eng_a" + s, addr_a, 0x11);
+    make_host(b, "net_ring_eng_b" + s, addr_b, 0x22);
+    connect(a, b, addr_b);
+    connect(b, a, addr_a);
+  }
+};
+
+// What each side saw, for the failure message.
+std::string describe(const Host& h) {
+  const auto& c = h.engine->counters();
+  const auto& n = h.engine->net().counters();
+  std::string s = "qpn " + std::to_string(h.qpn) + ": rx_frames " + std::to_string(c.rx_frames) +
+                  " rx_roce " + std::to_string(c.rx_roce) + " unknown_qp " +
+                  std::to_string(c.rx_unknown_qp) + " tx_frames " + std::to_string(c.tx_frames) +
+                  " net_drops " + std::to_string(n.total_drops()) + " arp_req_rx " +
+                  std::to_string(n.rx_arp_requests) + " arp_rep_rx " +
+                  std::to_string(n.rx_arp_replies);
+  for (size_t i = 0; i < c.rx_wire_drops.size(); ++i) {
+    if (c.rx_wire_drops[i] != 0) {
+      s += std::string(" wire_drop[") + wire::drop_reason_name(static_cast<wire::DropReason>(i)) +
+           "]=" + std::to_string(c.rx_wire_drops[i]);
+    }
+  }
+  for (size_t i = 0; i < n.rx_drops.size(); ++i) {
+    if (n.rx_drops[i] != 0) {
+      s += std::string(" net_drop[") + net::rx_drop_name(static_cast<net::RxDrop>(i)) +
+           "]=" + std::to_string(n.rx_drops[i]);
+    }
+  }
+  return s;
+}
+
+conduit_shm_cqe wait_cqe(Fixture& f, Host& h) {
+  conduit_shm_cqe cqe{};
+  if (!run_until(f.a, f.b, [&] { return h.cq.try_dequeue(&cqe); })) {
+    FAIL("no completion; " << describe(f.a) << "; " << describe(f.b));
+  }
+  return cqe;
+}
+
+void post_recv(Host& h, uint64_t wr_id, uint64_t offset, uint32_t len) {
+  conduit_shm_recv_wr wr{};
+  wr.wr_id = wr_id;
+  wr.num_sge = 1;
+  wr.sg_list[0] = {offset, len, kLkey};
+  REQUIRE(h.rq.try_enqueue(wr));
+}
+
+void post_send(Host& h, uint64_t wr_id, uint8_t opcode, uint64_t offset, uint32_t len,
+               uint64_t remote_offset = 0, uint32_t imm = 0) {
+  conduit_shm_send_wr wr{};
+  wr.wr_id = wr_id;
+  wr.opcode = opcode;
+  wr.flags = CONDUIT_SHM_SEND_SIGNALED;
+  wr.num_sge = 1;
+  wr.u.sg_list[0] = {offset, len, kLkey};
+  if (opcode == CONDUIT_SHM_WR_SEND_WITH_IMM || opcode == CONDUIT_SHM_WR_RDMA_WRITE_WITH_IMM) {
+    wr.imm_data = imm;
+  }
+  if (opcode >= CONDUIT_SHM_WR_RDMA_WRITE) {
+    wr.remote_addr = kIova + remote_offset;
+    wr.rkey = kRkey;
+  }
+  REQUIRE(h.sq.try_enqueue(wr));
+}
+
+void fill_random(uint8_t* p, size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  for (size_t i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(rng());
+}
+
+}  // namespace
+
+TEST_CASE("engine: SEND, WRITE with immediate and READ between two engines", "[engine]") {
+  Fixture f;
+  REQUIRE(run_until(
+              f.a, f.b, [] { return false; }, 50) == false);  // apply commands
+  expect_acks_ok(f.a);
+  expect_acks_ok(f.b);
+
+  const uint32_t len = 300'000;  // many PMTU segments, PSNs wrap
+  fill_random(f.a.arena(), len, 7);
+
+  SECTION("SEND lands in the posted receive, byte-exact") {
+    post_recv(f.b, 77, 1 << 20, len);
+    post_send(f.a, 1, CONDUIT_SHM_WR_SEND_WITH_IMM, 0, len, 0, 0xABCD1234);
+    const conduit_shm_cqe rx = wait_cqe(f, f.b);
+    CHECK(rx.status == CONDUIT_SHM_WC_SUCCESS);
+    CHECK(rx.wr_id == 77);
+    CHECK(rx.opcode == CONDUIT_SHM_WC_RECV);
+    CHECK(rx.byte_len == len);
+    CHECK((rx.flags & CONDUIT_SHM_WC_WITH_IMM) != 0);
+    CHECK(rx.imm_data == 0xABCD1234);
+    CHECK(rx.src_qp == f.a.qpn);
+    const conduit_shm_cqe tx = wait_cqe(f, f.a);
+    CHECK(tx.status == CONDUIT_SHM_WC_SUCCESS);
+    CHECK(tx.wr_id == 1);
+    CHECK(std::memcmp(f.a.arena(), f.b.arena() + (1 << 20), len) == 0);
+  }
+
+  SECTION("RDMA WRITE places bytes at the remote address") {
+    post_send(f.a, 2, CONDUIT_SHM_WR_RDMA_WRITE, 0, len, 2 << 20);
+    const conduit_shm_cqe tx = wait_cqe(f, f.a);
+    CHECK(tx.status == CONDUIT_SHM_WC_SUCCESS);
+    CHECK(tx.opcode == CONDUIT_SHM_WC_RDMA_WRITE);
+    CHECK(std::memcmp(f.a.arena(), f.b.arena() + (2 << 20), len) == 0);
+  }
+
+  SECTION("RDMA READ fetches remote bytes") {
+    fill_random(f.b.arena() + (3 << 20), len, 9);
+    post_send(f.a, 3, CONDUIT_SHM_WR_RDMA_READ, 4 << 20, len, 3 << 20);
+    const conduit_shm_cqe tx = wait_cqe(f, f.a);
+    CHECK(tx.status == CONDUIT_SHM_WC_SUCCESS);
+    CHECK(tx.opcode == CONDUIT_SHM_WC_RDMA_READ);
+    CHECK(std::memcmp(f.a.arena() + (4 << 20), f.b.arena() + (3 << 20), len) == 0);
+  }
+
+  SECTION("a hostile work request gets an error completion, not a crash") {
+    post_send(f.a, 4, CONDUIT_SHM_WR_SEND, f.a.region.arena_size() - 10, 100);  // beyond the MR
+    const conduit_shm_cqe tx = wait_cqe(f, f.a);
+    CHECK(tx.wr_id == 4);
+    CHECK(tx.status == CONDUIT_SHM_WC_LOC_PROT_ERR);
+    conduit_shm_send_wr garbage;
+    std::memset(&garbage, 0xA5, sizeof(garbage));
+    REQUIRE(f.a.sq.try_enqueue(garbage));
+    const conduit_shm_cqe bad = wait_cqe(f, f.a);
+    CHECK(bad.status != CONDUIT_SHM_WC_SUCCESS);
+    // The QP still works afterwards.
+    post_send(f.a, 5, CONDUIT_SHM_WR_RDMA_WRITE, 0, 4096, 5 << 20);
+    CHECK(wait_cqe(f, f.a).status == CONDUIT_SHM_WC_SUCCESS);
+  }
+
+  CHECK(f.a.engine->counters().tx_frames > 0);
+  CHECK(f.b.engine->net().counters().rx_arp_requests +
+            f.a.engine->net().counters().rx_arp_requests >
+        0);
+}
