@@ -1,0 +1,359 @@
+#include "wire/frame.h"
+
+#include <array>
+#include <cstring>
+
+#include "wire/icrc.h"
+
+namespace conduit::wire {
+namespace {
+
+// Big-endian field access by byte offset. One accessor per field width keeps
+// the encoders and decoders below a readable list of (offset, field) pairs.
+inline void put_be16(uint8_t* p, uint16_t v) {
+  p[0] = static_cast<uint8_t>(v >> 8);
+  p[1] = static_cast<uint8_t>(v);
+}
+inline void put_be24(uint8_t* p, uint32_t v) {
+  p[0] = static_cast<uint8_t>(v >> 16);
+  p[1] = static_cast<uint8_t>(v >> 8);
+  p[2] = static_cast<uint8_t>(v);
+}
+inline void put_be32(uint8_t* p, uint32_t v) {
+  put_be16(p, static_cast<uint16_t>(v >> 16));
+  put_be16(p + 2, static_cast<uint16_t>(v));
+}
+inline void put_be64(uint8_t* p, uint64_t v) {
+  put_be32(p, static_cast<uint32_t>(v >> 32));
+  put_be32(p + 4, static_cast<uint32_t>(v));
+}
+inline uint16_t get_be16(const uint8_t* p) { return static_cast<uint16_t>(p[0] << 8 | p[1]); }
+inline uint32_t get_be24(const uint8_t* p) {
+  return uint32_t{p[0]} << 16 | uint32_t{p[1]} << 8 | p[2];
+}
+inline uint32_t get_be32(const uint8_t* p) { return uint32_t{get_be16(p)} << 16 | get_be16(p + 2); }
+inline uint64_t get_be64(const uint8_t* p) { return uint64_t{get_be32(p)} << 32 | get_be32(p + 4); }
+
+// Offsets inside the IPv4, UDP and BTH headers.
+constexpr size_t kIpTos = 1, kIpTotalLen = 2, kIpId = 4, kIpFrag = 6, kIpTtl = 8, kIpProto = 9,
+                 kIpCsum = 10, kIpSrc = 12, kIpDst = 16;
+constexpr size_t kUdpSport = 0, kUdpDport = 2, kUdpLen = 4, kUdpCsum = 6;
+constexpr uint16_t kIpFlagDf = 0x4000;
+constexpr uint16_t kIpFragMask = 0x3FFF;  // MF + fragment offset
+constexpr size_t kIpUdpBytes = kIpv4HeaderBytes + kUdpHeaderBytes;
+constexpr size_t kMaxIpTotalBytes = 0xFFFF;
+
+uint16_t ipv4_checksum(const uint8_t* h) {
+  uint32_t sum = 0;
+  for (size_t i = 0; i < kIpv4HeaderBytes; i += 2) sum += get_be16(h + i);
+  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
+  return static_cast<uint16_t>(~sum);
+}
+
+size_t eth_bytes(bool vlan) { return kEthHeaderBytes + (vlan ? kVlanTagBytes : 0); }
+
+void encode_roce_header(uint8_t* b, const RoceHeader& hdr, const OpcodeInfo& info) {
+  const Bth& bth = hdr.bth;
+  b[0] = bth.opcode;
+  b[1] = static_cast<uint8_t>((bth.solicited ? 0x80 : 0) | (bth.mig_req ? 0x40 : 0) |
+                              (bth.pad_count & 3) << 4);  // TVer 0
+  put_be16(b + 2, bth.pkey);
+  b[4] = static_cast<uint8_t>((bth.fecn ? 0x80 : 0) | (bth.becn ? 0x40 : 0));
+  put_be24(b + 5, bth.dest_qp);
+  b[8] = bth.ack_req ? 0x80 : 0;
+  put_be24(b + 9, bth.psn);
+  if (info.reth_offset) {
+    uint8_t* p = b + info.reth_offset;
+    put_be64(p, hdr.reth.va);
+    put_be32(p + 8, hdr.reth.rkey);
+    put_be32(p + 12, hdr.reth.dma_len);
+  }
+  if (info.atomic_eth_offset) {
+    uint8_t* p = b + info.atomic_eth_offset;
+    put_be64(p, hdr.atomic.va);
+    put_be32(p + 8, hdr.atomic.rkey);
+    put_be64(p + 12, hdr.atomic.swap_add);
+    put_be64(p + 20, hdr.atomic.compare);
+  }
+  if (info.aeth_offset) {
+    uint8_t* p = b + info.aeth_offset;
+    p[0] = hdr.aeth.syndrome;
+    put_be24(p + 1, hdr.aeth.msn);
+  }
+  if (info.atomic_ack_eth_offset) put_be64(b + info.atomic_ack_eth_offset, hdr.atomic_ack_orig);
+  if (info.imm_offset) put_be32(b + info.imm_offset, hdr.imm);
+  if (info.ieth_offset) put_be32(b + info.ieth_offset, hdr.ieth_rkey);
+  if (info.has(kOpCnp)) std::memset(b + kBthBytes, 0, kCnpReservedBytes);
+}
+
+void decode_roce_header(const uint8_t* b, const OpcodeInfo& info, RoceHeader& hdr) {
+  hdr = RoceHeader{};
+  Bth& bth = hdr.bth;
+  bth.opcode = b[0];
+  bth.solicited = (b[1] & 0x80) != 0;
+  bth.mig_req = (b[1] & 0x40) != 0;
+  bth.pad_count = (b[1] >> 4) & 3;
+  bth.pkey = get_be16(b + 2);
+  bth.fecn = (b[4] & 0x80) != 0;
+  bth.becn = (b[4] & 0x40) != 0;
+  bth.dest_qp = get_be24(b + 5);
+  bth.ack_req = (b[8] & 0x80) != 0;
+  bth.psn = get_be24(b + 9);
+  if (info.reth_offset) {
+    const uint8_t* p = b + info.reth_offset;
+    hdr.reth = Reth{get_be64(p), get_be32(p + 8), get_be32(p + 12)};
+  }
+  if (info.atomic_eth_offset) {
+    const uint8_t* p = b + info.atomic_eth_offset;
+    hdr.atomic = AtomicEth{get_be64(p), get_be32(p + 8), get_be64(p + 12), get_be64(p + 20)};
+  }
+  if (info.aeth_offset) {
+    const uint8_t* p = b + info.aeth_offset;
+    hdr.aeth = Aeth{p[0], get_be24(p + 1)};
+  }
+  if (info.atomic_ack_eth_offset) hdr.atomic_ack_orig = get_be64(b + info.atomic_ack_eth_offset);
+  if (info.imm_offset) hdr.imm = get_be32(b + info.imm_offset);
+  if (info.ieth_offset) hdr.ieth_rkey = get_be32(b + info.ieth_offset);
+}
+
+constexpr std::array<const char*, kDropReasonCount> kDropReasonNames = {
+    "none",
+    "truncated",
+    "ether_type",
+    "ip_version",
+    "ip_options",
+    "ip_total_length",
+    "ip_checksum",
+    "ip_fragment",
+    "ip_protocol",
+    "udp_length",
+    "udp_port",
+    "bth_version",
+    "opcode",
+    "pkey",
+    "pad_count",
+    "length",
+    "payload_too_long",
+    "payload_not_pmtu",
+    "icrc",
+};
+
+// Shared by parse_frame and parse_roce: `ip_udp` is the 28 header bytes (may
+// be empty when the ICRC is not verified), `udp_payload` BTH .. ICRC.
+DropReason parse_roce_impl(const uint8_t* ip_udp, std::span<const uint8_t> udp_payload,
+                           const ParseOptions& opt, ParsedFrame& out) {
+  const size_t n = udp_payload.size();
+  if (n < kBthBytes + kIcrcBytes) return DropReason::kTruncated;
+  const uint8_t* b = udp_payload.data();
+  // The ICRC is checked before anything after the UDP header is trusted, so
+  // a corrupted BTH counts as corruption, not as a protocol error.
+  if (opt.verify_icrc) {
+    if (ip_udp == nullptr) return DropReason::kIcrc;
+    const uint32_t crc =
+        icrc_ipv4(std::span<const uint8_t>(ip_udp, kIpUdpBytes), udp_payload.first(n - kIcrcBytes));
+    if (crc != icrc_load(b + n - kIcrcBytes)) return DropReason::kIcrc;
+  }
+  if ((b[1] & 0x0F) != 0) return DropReason::kBthVersion;
+  const OpcodeInfo& info = opcode_info(b[0]);
+  if (!info.has(kOpValid)) return DropReason::kOpcode;
+  if (opt.check_pkey && !pkey_match(get_be16(b + 2), opt.pkey)) return DropReason::kPkey;
+  if (n < info.header_bytes + kIcrcBytes) return DropReason::kTruncated;
+  const size_t after_headers = n - info.header_bytes - kIcrcBytes;
+  const uint8_t pad = (b[1] >> 4) & 3;
+  size_t payload_len = 0;
+  if (info.has(kOpPayload)) {
+    if (pad > after_headers) return DropReason::kPadCount;
+    if ((after_headers & 3) != 0) return DropReason::kLength;
+    payload_len = after_headers - pad;
+    if (const DropReason r = check_payload_length(info, payload_len, opt.pmtu_bytes);
+        r != DropReason::kNone) {
+      return r;
+    }
+  } else if (after_headers != 0 || pad != 0) {
+    return DropReason::kLength;
+  }
+  decode_roce_header(b, info, out.hdr);
+  out.payload = udp_payload.subspan(info.header_bytes, payload_len);
+  return DropReason::kNone;
+}
+
+}  // namespace
+
+uint16_t udp_sport_for_qp(uint32_t local_qpn, uint32_t remote_qpn) {
+  uint64_t v = uint64_t{local_qpn} * remote_qpn;
+  v ^= v >> 20;
+  v ^= v >> 40;
+  const uint32_t flow_label = static_cast<uint32_t>(v & 0xFFFFF);
+  const uint32_t low = (flow_label & 0x3FFF) ^ ((flow_label & 0xFC000) >> 14);
+  return static_cast<uint16_t>(low | 0xC000);
+}
+
+size_t roce_header_bytes(const RoceHeader& hdr) {
+  const OpcodeInfo& info = hdr.info();
+  return info.has(kOpValid) ? info.header_bytes : 0;
+}
+
+size_t frame_bytes(const RoceHeader& hdr, size_t payload_len_bytes, bool vlan) {
+  const size_t roce = roce_header_bytes(hdr);
+  if (roce == 0) return 0;
+  return eth_bytes(vlan) + kIpUdpBytes + roce + payload_len_bytes +
+         pad_bytes_for(payload_len_bytes) + kIcrcBytes;
+}
+
+const char* build_status_name(BuildStatus status) {
+  switch (status) {
+    case BuildStatus::kOk:
+      return "ok";
+    case BuildStatus::kBufferTooSmall:
+      return "buffer_too_small";
+    case BuildStatus::kBadOpcode:
+      return "bad_opcode";
+    case BuildStatus::kPayloadNotAllowed:
+      return "payload_not_allowed";
+    case BuildStatus::kPayloadTooLong:
+      return "payload_too_long";
+  }
+  return "unknown";
+}
+
+BuildResult build_frame(std::span<uint8_t> out, const FrameAddr& addr, RoceHeader& hdr,
+                        const PayloadGather& payload) {
+  const OpcodeInfo& info = hdr.info();
+  if (!info.has(kOpValid)) return {BuildStatus::kBadOpcode, 0};
+  const size_t payload_len = payload.len_bytes();
+  if (payload_len != 0 && !info.has(kOpPayload)) return {BuildStatus::kPayloadNotAllowed, 0};
+  const uint8_t pad = pad_bytes_for(payload_len);
+  const size_t ip_total = kIpUdpBytes + info.header_bytes + payload_len + pad + kIcrcBytes;
+  if (ip_total > kMaxIpTotalBytes) return {BuildStatus::kPayloadTooLong, 0};
+  const size_t l2 = eth_bytes(addr.has_vlan);
+  const size_t total = l2 + ip_total;
+  if (out.size() < total) return {BuildStatus::kBufferTooSmall, 0};
+  hdr.bth.pad_count = pad;
+
+  uint8_t* f = out.data();
+  std::memcpy(f, addr.dst_mac.data(), 6);
+  std::memcpy(f + 6, addr.src_mac.data(), 6);
+  if (addr.has_vlan) {
+    put_be16(f + 12, kEtherTypeVlan);
+    put_be16(f + 14, addr.vlan_tci);
+  }
+  put_be16(f + l2 - 2, kEtherTypeIpv4);
+
+  uint8_t* ip = f + l2;
+  ip[0] = 0x45;
+  ip[kIpTos] = static_cast<uint8_t>((addr.dscp & 0x3F) << 2 | (addr.ecn & 3));
+  put_be16(ip + kIpTotalLen, static_cast<uint16_t>(ip_total));
+  put_be16(ip + kIpId, addr.ip_id);
+  put_be16(ip + kIpFrag, kIpFlagDf);
+  ip[kIpTtl] = addr.ttl;
+  ip[kIpProto] = kIpProtoUdp;
+  put_be16(ip + kIpCsum, 0);
+  put_be32(ip + kIpSrc, addr.src_ip);
+  put_be32(ip + kIpDst, addr.dst_ip);
+  put_be16(ip + kIpCsum, ipv4_checksum(ip));
+
+  uint8_t* udp = ip + kIpv4HeaderBytes;
+  put_be16(udp + kUdpSport, addr.src_port);
+  put_be16(udp + kUdpDport, addr.dst_port);
+  put_be16(udp + kUdpLen, static_cast<uint16_t>(ip_total - kIpv4HeaderBytes));
+  put_be16(udp + kUdpCsum, 0);
+
+  uint8_t* roce = udp + kUdpHeaderBytes;
+  encode_roce_header(roce, hdr, info);
+  uint8_t* p = roce + info.header_bytes;
+  for (size_t i = 0; i < payload.count(); ++i) {
+    const auto seg = payload.segment(i);
+    std::memcpy(p, seg.data(), seg.size());
+    p += seg.size();
+  }
+  for (uint8_t i = 0; i < pad; ++i) *p++ = 0;
+
+  icrc_store(icrc_ipv4(std::span<const uint8_t>(ip, p)), p);
+  return {BuildStatus::kOk, total};
+}
+
+RoceHeader make_cnp_header(uint32_t dest_qp, uint16_t pkey) {
+  RoceHeader hdr;
+  hdr.bth.opcode = static_cast<uint8_t>(Opcode::kCnp);
+  hdr.bth.pkey = pkey;
+  hdr.bth.becn = true;
+  hdr.bth.dest_qp = dest_qp & 0xFFFFFF;
+  return hdr;
+}
+
+BuildResult build_cnp(std::span<uint8_t> out, const FrameAddr& addr, uint32_t dest_qp,
+                      uint16_t pkey) {
+  RoceHeader hdr = make_cnp_header(dest_qp, pkey);
+  return build_frame(out, addr, hdr, PayloadGather{});
+}
+
+const char* drop_reason_name(DropReason reason) {
+  const auto i = static_cast<size_t>(reason);
+  return i < kDropReasonCount ? kDropReasonNames[i] : "unknown";
+}
+
+DropReason check_payload_length(const OpcodeInfo& info, size_t payload_len_bytes,
+                                uint32_t pmtu_bytes) {
+  if (pmtu_bytes == 0) return DropReason::kNone;
+  if (payload_len_bytes > pmtu_bytes) return DropReason::kPayloadTooLong;
+  const bool full_sized =
+      info.has(kOpPayload) && (info.has(kOpMiddle) || (info.has(kOpFirst) && !info.has(kOpLast)));
+  if (full_sized && payload_len_bytes != pmtu_bytes) return DropReason::kPayloadNotPmtu;
+  return DropReason::kNone;
+}
+
+DropReason parse_roce(std::span<const uint8_t> ip_udp_headers, std::span<const uint8_t> udp_payload,
+                      const ParseOptions& opt, ParsedFrame& out) {
+  const uint8_t* ip_udp = ip_udp_headers.size() == kIpUdpBytes ? ip_udp_headers.data() : nullptr;
+  return parse_roce_impl(ip_udp, udp_payload, opt, out);
+}
+
+DropReason parse_frame(std::span<const uint8_t> frame, const ParseOptions& opt, ParsedFrame& out) {
+  const uint8_t* f = frame.data();
+  if (frame.size() < kEthHeaderBytes) return DropReason::kTruncated;
+  size_t l2 = kEthHeaderBytes;
+  uint16_t ether_type = get_be16(f + 12);
+  bool has_vlan = false;
+  uint16_t vlan_tci = 0;
+  if (ether_type == kEtherTypeVlan) {
+    if (frame.size() < kEthHeaderBytes + kVlanTagBytes) return DropReason::kTruncated;
+    has_vlan = true;
+    vlan_tci = get_be16(f + 14);
+    ether_type = get_be16(f + 16);
+    l2 += kVlanTagBytes;
+  }
+  if (ether_type != kEtherTypeIpv4) return DropReason::kEtherType;
+  if (frame.size() < l2 + kIpv4HeaderBytes) return DropReason::kTruncated;
+  const uint8_t* ip = f + l2;
+  if ((ip[0] >> 4) != 4) return DropReason::kIpVersion;
+  if ((ip[0] & 0x0F) != 5) return DropReason::kIpOptions;
+  const size_t ip_total = get_be16(ip + kIpTotalLen);
+  if (ip_total < kIpUdpBytes || ip_total > frame.size() - l2) return DropReason::kIpTotalLength;
+  if (opt.verify_ip_checksum && ipv4_checksum(ip) != 0) return DropReason::kIpChecksum;
+  if ((get_be16(ip + kIpFrag) & kIpFragMask) != 0) return DropReason::kIpFragment;
+  if (ip[kIpProto] != kIpProtoUdp) return DropReason::kIpProtocol;
+  const uint8_t* udp = ip + kIpv4HeaderBytes;
+  if (get_be16(udp + kUdpLen) != ip_total - kIpv4HeaderBytes) return DropReason::kUdpLength;
+  if (get_be16(udp + kUdpDport) != opt.udp_dst_port) return DropReason::kUdpPort;
+
+  const DropReason r = parse_roce_impl(
+      ip, std::span<const uint8_t>(udp + kUdpHeaderBytes, ip_total - kIpUdpBytes), opt, out);
+  if (r != DropReason::kNone) return r;
+
+  FrameAddr& a = out.addr;
+  std::memcpy(a.dst_mac.data(), f, 6);
+  std::memcpy(a.src_mac.data(), f + 6, 6);
+  a.has_vlan = has_vlan;
+  a.vlan_tci = vlan_tci;
+  a.src_ip = get_be32(ip + kIpSrc);
+  a.dst_ip = get_be32(ip + kIpDst);
+  a.src_port = get_be16(udp + kUdpSport);
+  a.dst_port = get_be16(udp + kUdpDport);
+  a.dscp = ip[kIpTos] >> 2;
+  a.ecn = ip[kIpTos] & 3;
+  a.ttl = ip[kIpTtl];
+  a.ip_id = get_be16(ip + kIpId);
+  return DropReason::kNone;
+}
+
+}  // namespace conduit::wire

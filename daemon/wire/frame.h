@@ -1,0 +1,225 @@
+// RoCEv2 frames: Ethernet (+ optional 802.1Q tag) | IPv4 (no options) | UDP |
+// BTH | extension headers | payload | pad | ICRC, built from and parsed into a
+// RoceHeader (wire/roce_header.h).
+//
+// Pure and allocation-free: every function works on caller-owned buffers,
+// never throws and keeps no state, so any thread may call it concurrently on
+// distinct buffers. A frame that fails validation is reported as a DropReason
+// for the caller to count; nothing here logs.
+//
+// Receive-side validation (parse_frame) checks, in order: Ethernet type
+// (optionally one VLAN tag), IPv4 version, IHL = 5 (options are rejected),
+// total length against the frame, header checksum, fragment bits, protocol,
+// UDP length, UDP destination port, BTH TVer, opcode (RC or CNP), P_Key,
+// header/pad/payload lengths against the opcode and the PMTU, and the ICRC.
+// The UDP checksum is not verified (RoCEv2 senders put 0 there; the ICRC
+// covers the UDP header).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "wire/roce_header.h"
+
+namespace conduit::wire {
+
+inline constexpr size_t kEthHeaderBytes = 14;
+inline constexpr size_t kVlanTagBytes = 4;
+inline constexpr size_t kIpv4HeaderBytes = 20;
+inline constexpr size_t kUdpHeaderBytes = 8;
+inline constexpr uint16_t kEtherTypeIpv4 = 0x0800;
+inline constexpr uint16_t kEtherTypeVlan = 0x8100;
+inline constexpr uint8_t kIpProtoUdp = 17;
+inline constexpr uint8_t kDefaultTtl = 64;
+
+// IPv4 ECN codepoints (low two bits of the ToS byte).
+inline constexpr uint8_t kEcnNotEct = 0;
+inline constexpr uint8_t kEcnEct1 = 1;
+inline constexpr uint8_t kEcnEct0 = 2;
+inline constexpr uint8_t kEcnCe = 3;
+
+// Addressing of one frame: everything below the BTH that the caller chooses.
+// IP addresses and ports are in host byte order.
+struct FrameAddr {
+  std::array<uint8_t, 6> dst_mac{};
+  std::array<uint8_t, 6> src_mac{};
+  bool has_vlan = false;  // emit / saw one 802.1Q tag
+  uint16_t vlan_tci = 0;  // PCP(3) DEI(1) VID(12); meaningful when has_vlan
+  uint32_t src_ip = 0;
+  uint32_t dst_ip = 0;
+  uint16_t src_port = 0xC000;  // per-QP entropy: udp_sport_for_qp()
+  uint16_t dst_port = kRoceUdpPort;
+  uint8_t dscp = 0;  // 6 bits
+  uint8_t ecn = kEcnNotEct;
+  uint8_t ttl = kDefaultTtl;
+  uint16_t ip_id = 0;  // sent with DF set; the ICRC covers it
+};
+
+// Linux's UDP source port for a RoCEv2 QP (rdma_calc_flow_label +
+// rdma_flow_label_to_udp_sport): constant per (local QPN, remote QPN) pair,
+// always in 0xC000..0xFFFF.
+uint16_t udp_sport_for_qp(uint32_t local_qpn, uint32_t remote_qpn);
+
+// A packet's payload as up to kMaxPayloadSegments non-owning byte ranges,
+// concatenated in order (one packet may span two scatter-gather elements).
+class PayloadGather {
+ public:
+  static constexpr size_t kMaxPayloadSegments = 4;
+
+  PayloadGather() = default;
+  PayloadGather(std::span<const uint8_t> a) { add(a); }  // NOLINT: implicit by design
+  PayloadGather(std::span<const uint8_t> a, std::span<const uint8_t> b) {
+    add(a);
+    add(b);
+  }
+
+  // Appends a range; false (and nothing appended) when all slots are used.
+  // Empty ranges are accepted and take no slot.
+  bool add(std::span<const uint8_t> seg) {
+    if (seg.empty()) return true;
+    if (count_ == kMaxPayloadSegments) return false;
+    segs_[count_++] = seg;
+    len_bytes_ += seg.size();
+    return true;
+  }
+
+  size_t len_bytes() const { return len_bytes_; }
+  size_t count() const { return count_; }
+  std::span<const uint8_t> segment(size_t i) const { return segs_[i]; }
+
+ private:
+  std::array<std::span<const uint8_t>, kMaxPayloadSegments> segs_{};
+  size_t count_ = 0;
+  size_t len_bytes_ = 0;
+};
+
+// Bytes from BTH to the end of the extension headers for hdr's opcode, or 0
+// for an opcode the table does not know.
+size_t roce_header_bytes(const RoceHeader& hdr);
+
+// Pad bytes that align a payload to 4 bytes (the BTH PadCnt).
+constexpr uint8_t pad_bytes_for(size_t payload_len_bytes) {
+  return static_cast<uint8_t>((4 - (payload_len_bytes & 3)) & 3);
+}
+
+// Size of the frame build_frame() writes (no FCS): Ethernet (+4 with a VLAN
+// tag) + IPv4 + UDP + BTH/extension headers + payload + pad + ICRC. 0 for an
+// unknown opcode.
+size_t frame_bytes(const RoceHeader& hdr, size_t payload_len_bytes, bool vlan);
+
+enum class BuildStatus : uint8_t {
+  kOk = 0,
+  kBufferTooSmall,     // out.size() < frame_bytes(...)
+  kBadOpcode,          // opcode not in the table (RC opcodes and CNP)
+  kPayloadNotAllowed,  // non-empty payload for an opcode without payload
+  kPayloadTooLong,     // the IPv4 total length would exceed 65535
+};
+
+struct BuildResult {
+  BuildStatus status = BuildStatus::kOk;
+  size_t len_bytes = 0;  // bytes written to the front of `out` when ok()
+
+  constexpr bool ok() const { return status == BuildStatus::kOk; }
+};
+
+const char* build_status_name(BuildStatus status);
+
+// Writes a complete frame to the front of `out`: Ethernet (+VLAN), IPv4 (DF,
+// addr.ip_id, header checksum), UDP (checksum 0), BTH and the opcode's
+// extension headers from `hdr`, the payload, zero pad bytes and the ICRC.
+// Sets hdr.bth.pad_count from the payload length (the only field of `hdr` it
+// changes); BTH reserved bits are sent as 0. On error nothing meaningful is in
+// `out` and len_bytes is 0.
+BuildResult build_frame(std::span<uint8_t> out, const FrameAddr& addr, RoceHeader& hdr,
+                        const PayloadGather& payload);
+
+// The header of a CNP (opcode 0x81, BECN set, PSN 0) addressed to the QP that
+// sent the CE-marked data, i.e. dest_qp = the data packet's sender's QPN.
+RoceHeader make_cnp_header(uint32_t dest_qp, uint16_t pkey = kDefaultPkey);
+
+// build_frame() of make_cnp_header(dest_qp, pkey) with its 16 zero bytes.
+BuildResult build_cnp(std::span<uint8_t> out, const FrameAddr& addr, uint32_t dest_qp,
+                      uint16_t pkey = kDefaultPkey);
+
+// Why a received frame was dropped. kNone means it was accepted. Values are
+// dense from 0 to kCount - 1 so callers can index counter arrays with them.
+enum class DropReason : uint8_t {
+  kNone = 0,
+  kTruncated,       // shorter than the headers it announces
+  kEtherType,       // not IPv4 (after at most one 802.1Q tag)
+  kIpVersion,       // IPv4 version field != 4
+  kIpOptions,       // IHL != 5
+  kIpTotalLength,   // total length < headers, or longer than the frame
+  kIpChecksum,      // header checksum wrong
+  kIpFragment,      // MF set or fragment offset != 0
+  kIpProtocol,      // not UDP
+  kUdpLength,       // UDP length != IP total length - 20
+  kUdpPort,         // destination port != ParseOptions::udp_dst_port
+  kBthVersion,      // BTH TVer != 0
+  kOpcode,          // not an RC opcode or CNP
+  kPkey,            // P_Key does not match ParseOptions::pkey
+  kPadCount,        // pad count larger than the bytes after the headers
+  kLength,          // length not what the opcode requires (headers-only
+                    // opcodes with payload or pad, CNP body size, payload +
+                    // pad not a multiple of 4)
+  kPayloadTooLong,  // payload > PMTU
+  kPayloadNotPmtu,  // first/middle packet whose payload is not exactly PMTU
+  kIcrc,            // ICRC mismatch
+  kCount,
+};
+
+inline constexpr size_t kDropReasonCount = static_cast<size_t>(DropReason::kCount);
+
+// Stable snake_case name for counters and logs ("none", "truncated", ...).
+const char* drop_reason_name(DropReason reason);
+
+struct ParseOptions {
+  uint16_t udp_dst_port = kRoceUdpPort;
+  // P_Key check as in IB (and rxe): the low 15 bits must be equal and at
+  // least one side a full member (bit 15). Off: any P_Key is accepted.
+  bool check_pkey = true;
+  uint16_t pkey = kDefaultPkey;
+  // 256..4096; 0 disables the PMTU checks. Payloads above it are dropped;
+  // first and middle packets (SEND, WRITE, READ response) must carry exactly
+  // this many bytes. A receiver that only learns the QP (and so its PMTU)
+  // after parsing can parse with 0 and call check_payload_length() later.
+  uint32_t pmtu_bytes = 4096;
+  bool verify_ip_checksum = true;
+  bool verify_icrc = true;  // off only for benchmarks and diagnostics
+};
+
+// A parsed frame. `payload` points into the frame passed to the parser (no
+// copy): it is valid while that buffer is.
+struct ParsedFrame {
+  FrameAddr addr;
+  RoceHeader hdr;  // extension members not used by the opcode are zero
+  std::span<const uint8_t> payload;
+};
+
+// Validates a whole Ethernet frame (without FCS; trailing bytes after the IP
+// total length, such as Ethernet minimum-size padding, are ignored) and
+// decodes it into `out`. `out` is only meaningful when kNone is returned.
+DropReason parse_frame(std::span<const uint8_t> frame, const ParseOptions& opt, ParsedFrame& out);
+
+// For callers that already demultiplexed Ethernet/IPv4/UDP: validates and
+// decodes `udp_payload` (BTH .. ICRC, exactly the UDP payload) into out.hdr and
+// out.payload; out.addr is left untouched. The ICRC covers the IPv4 and UDP
+// headers, so when opt.verify_icrc is set `ip_udp_headers` must be the 28
+// bytes of the IPv4 (no options) and UDP headers that carried it (else kIcrc);
+// without ICRC verification it may be empty.
+DropReason parse_roce(std::span<const uint8_t> ip_udp_headers, std::span<const uint8_t> udp_payload,
+                      const ParseOptions& opt, ParsedFrame& out);
+
+// The PMTU rules alone (also applied by the parsers when pmtu_bytes != 0):
+// payload <= pmtu, and first/middle packets carry exactly pmtu bytes.
+DropReason check_payload_length(const OpcodeInfo& info, size_t payload_len_bytes,
+                                uint32_t pmtu_bytes);
+
+// P_Key match rule used by the parsers.
+constexpr bool pkey_match(uint16_t a, uint16_t b) {
+  return (a & 0x7FFF) != 0 && (a & 0x7FFF) == (b & 0x7FFF) && ((a | b) & 0x8000) != 0;
+}
+
+}  // namespace conduit::wire

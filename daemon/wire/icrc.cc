@@ -1,0 +1,282 @@
+#include "wire/icrc.h"
+
+#include <array>
+#include <cstring>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <emmintrin.h>
+#include <wmmintrin.h>
+#define CONDUIT_WIRE_HAVE_CLMUL 1
+#else
+#define CONDUIT_WIRE_HAVE_CLMUL 0
+#endif
+
+namespace conduit::wire {
+namespace {
+
+constexpr uint32_t kPolyReflected = 0xEDB88320;
+
+// kTables[0] is the classic byte table; kTables[k][i] is the CRC of byte i
+// followed by k zero bytes, which lets slicing-by-8 consume 8 bytes per step.
+constexpr std::array<std::array<uint32_t, 256>, 8> make_tables() {
+  std::array<std::array<uint32_t, 256>, 8> t{};
+  for (uint32_t i = 0; i < 256; ++i) {
+    uint32_t c = i;
+    for (int b = 0; b < 8; ++b) c = (c >> 1) ^ ((c & 1) ? kPolyReflected : 0);
+    t[0][i] = c;
+  }
+  for (size_t k = 1; k < 8; ++k) {
+    for (uint32_t i = 0; i < 256; ++i) t[k][i] = (t[k - 1][i] >> 8) ^ t[0][t[k - 1][i] & 0xFF];
+  }
+  return t;
+}
+
+constexpr auto kTables = make_tables();
+
+inline uint32_t load_le32(const uint8_t* p) {
+  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+}
+
+// The raw forms work on the internal (inverted) register state.
+uint32_t raw_bytewise(uint32_t s, const uint8_t* p, size_t n) {
+  for (size_t i = 0; i < n; ++i) s = (s >> 8) ^ kTables[0][(s ^ p[i]) & 0xFF];
+  return s;
+}
+
+uint32_t raw_slice8(uint32_t s, const uint8_t* p, size_t n) {
+  while (n >= 8) {
+    const uint32_t lo = s ^ load_le32(p);
+    const uint32_t hi = load_le32(p + 4);
+    s = kTables[7][lo & 0xFF] ^ kTables[6][(lo >> 8) & 0xFF] ^ kTables[5][(lo >> 16) & 0xFF] ^
+        kTables[4][lo >> 24] ^ kTables[3][hi & 0xFF] ^ kTables[2][(hi >> 8) & 0xFF] ^
+        kTables[1][(hi >> 16) & 0xFF] ^ kTables[0][hi >> 24];
+    p += 8;
+    n -= 8;
+  }
+  return raw_bytewise(s, p, n);
+}
+
+// From this many bytes on, the carry-less-multiply path is used.
+constexpr size_t kClmulMinBytes = 16;
+
+#if CONDUIT_WIRE_HAVE_CLMUL
+// Constants for the reflected polynomial, after Intel's "Fast CRC Computation
+// for Generic Polynomials Using PCLMULQDQ". Folding a 128-bit value D bits
+// ahead multiplies its two halves by reflect32(x^(D+32) mod P) << 1 and
+// reflect32(x^(D-32) mod P) << 1; they are computed here at compile time
+// and pinned to the published values.
+constexpr uint64_t xpow_mod_reflected_shifted(unsigned e) {
+  uint64_t v = 1;
+  for (unsigned i = 0; i < e; ++i) {
+    v <<= 1;
+    if (v >> 32) v ^= 0x104C11DB7ull;
+  }
+  uint32_t r = 0;
+  for (int b = 0; b < 32; ++b) r |= static_cast<uint32_t>((v >> b) & 1) << (31 - b);
+  return uint64_t{r} << 1;
+}
+struct FoldConstants {
+  uint64_t lo, hi;
+};
+constexpr FoldConstants fold_constants(unsigned distance_bits) {
+  return {xpow_mod_reflected_shifted(distance_bits + 32),
+          xpow_mod_reflected_shifted(distance_bits - 32)};
+}
+constexpr FoldConstants kFold512 = fold_constants(512);
+constexpr FoldConstants kFold384 = fold_constants(384);
+constexpr FoldConstants kFold256 = fold_constants(256);
+constexpr FoldConstants kFold128 = fold_constants(128);
+static_assert(kFold512.lo == 0x154442bd4 && kFold512.hi == 0x1c6e41596);
+static_assert(kFold128.lo == 0x1751997d0 && kFold128.hi == 0x0ccaa009e);
+// 64 -> 32 bit fold, then Barrett reduction: mu = floor(x^64 / P) and P,
+// both bit-reflected (33 bits).
+constexpr uint64_t kFold64 = xpow_mod_reflected_shifted(64);
+static_assert(kFold64 == 0x163cd6124);
+constexpr uint64_t kBarrettMu = 0x1F7011641;
+constexpr uint64_t kBarrettPoly = 0x1DB710641;
+
+#define CONDUIT_CLMUL __attribute__((target("pclmul,sse2")))
+
+CONDUIT_CLMUL inline __m128i constants(FoldConstants k) {
+  return _mm_set_epi64x(static_cast<long long>(k.hi), static_cast<long long>(k.lo));
+}
+
+CONDUIT_CLMUL inline __m128i fold(__m128i x, __m128i k) {
+  return _mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11));
+}
+
+inline __m128i load128(const uint8_t* p) {
+  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+}
+
+// Reduces a 128-bit remainder (congruent to the message so far) to the
+// 32-bit CRC register.
+CONDUIT_CLMUL inline uint32_t reduce128(__m128i x) {
+  const __m128i mask32 = _mm_set_epi32(0, 0, 0, -1);
+  // 128 -> 64: low half times x^(128-32), added to the high half (which also
+  // appends 32 zero bits).
+  const __m128i k128 = constants(kFold128);
+  x = _mm_xor_si128(_mm_clmulepi64_si128(x, k128, 0x10), _mm_srli_si128(x, 8));
+  // 64 -> 32 (+32 zero bits).
+  const __m128i k64 = _mm_set_epi64x(0, static_cast<long long>(kFold64));
+  x = _mm_xor_si128(_mm_clmulepi64_si128(_mm_and_si128(x, mask32), k64, 0x00),
+                    _mm_srli_si128(x, 4));
+  // Barrett: q = (low32 * mu) mod x^32, r = x + q * P; the CRC is r's second dword.
+  const __m128i kb =
+      _mm_set_epi64x(static_cast<long long>(kBarrettMu), static_cast<long long>(kBarrettPoly));
+  __m128i q = _mm_clmulepi64_si128(_mm_and_si128(x, mask32), kb, 0x10);
+  q = _mm_clmulepi64_si128(_mm_and_si128(q, mask32), kb, 0x00);
+  x = _mm_xor_si128(x, q);
+  return static_cast<uint32_t>(_mm_cvtsi128_si32(_mm_srli_si128(x, 4)));
+}
+
+// Continues from `x`, a 128-bit remainder of everything before p (any n):
+// folds 64 bytes per step in four independent lanes, joins the lanes with
+// one multiply each (no serial chain), folds any remaining 16-byte blocks,
+// reduces to 32 bits and finishes the < 16-byte tail with the table.
+CONDUIT_CLMUL uint32_t raw_clmul_from(__m128i x, const uint8_t* p, size_t n) {
+  const __m128i k128 = constants(kFold128);
+  if (n >= 64) {
+    x = _mm_xor_si128(fold(x, k128), load128(p));
+    __m128i x1 = load128(p + 16);
+    __m128i x2 = load128(p + 32);
+    __m128i x3 = load128(p + 48);
+    p += 64;
+    n -= 64;
+    const __m128i k512 = constants(kFold512);
+    while (n >= 64) {
+      x = _mm_xor_si128(fold(x, k512), load128(p));
+      x1 = _mm_xor_si128(fold(x1, k512), load128(p + 16));
+      x2 = _mm_xor_si128(fold(x2, k512), load128(p + 32));
+      x3 = _mm_xor_si128(fold(x3, k512), load128(p + 48));
+      p += 64;
+      n -= 64;
+    }
+    x = _mm_xor_si128(_mm_xor_si128(fold(x, constants(kFold384)), fold(x1, constants(kFold256))),
+                      _mm_xor_si128(fold(x2, k128), x3));
+  }
+  while (n >= 16) {
+    x = _mm_xor_si128(fold(x, k128), load128(p));
+    p += 16;
+    n -= 16;
+  }
+  return raw_slice8(reduce128(x), p, n);
+}
+
+// n >= 16. The running register enters as an XOR into the first four bytes.
+CONDUIT_CLMUL uint32_t raw_clmul(uint32_t s, const uint8_t* p, size_t n) {
+  const __m128i x = _mm_xor_si128(load128(p), _mm_cvtsi32_si128(static_cast<int>(s)));
+  return raw_clmul_from(x, p + 16, n - 16);
+}
+
+// Three 16-byte blocks from `head`, then n bytes from p, in one fold stream.
+CONDUIT_CLMUL uint32_t raw_clmul_head48(uint32_t s, const uint8_t* head, const uint8_t* p,
+                                        size_t n) {
+  const __m128i k128 = constants(kFold128);
+  __m128i x = _mm_xor_si128(load128(head), _mm_cvtsi32_si128(static_cast<int>(s)));
+  x = _mm_xor_si128(fold(x, k128), load128(head + 16));
+  x = _mm_xor_si128(fold(x, k128), load128(head + 32));
+  return raw_clmul_from(x, p, n);
+}
+#endif
+
+bool detect_clmul() {
+#if CONDUIT_WIRE_HAVE_CLMUL
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse2");
+#else
+  return false;
+#endif
+}
+
+// Decided once at static initialisation (CPUID, no syscall).
+const bool kHaveClmul = detect_clmul();
+
+}  // namespace
+
+bool crc32_clmul_available() { return kHaveClmul; }
+
+uint32_t crc32_update_bytewise(uint32_t crc, std::span<const uint8_t> data) {
+  return ~raw_bytewise(~crc, data.data(), data.size());
+}
+
+uint32_t crc32_update_slice8(uint32_t crc, std::span<const uint8_t> data) {
+  return ~raw_slice8(~crc, data.data(), data.size());
+}
+
+uint32_t crc32_update_clmul(uint32_t crc, std::span<const uint8_t> data) {
+#if CONDUIT_WIRE_HAVE_CLMUL
+  if (data.size() >= kClmulMinBytes) return ~raw_clmul(~crc, data.data(), data.size());
+#endif
+  return crc32_update_slice8(crc, data);
+}
+
+uint32_t crc32_update(uint32_t crc, std::span<const uint8_t> data) {
+#if CONDUIT_WIRE_HAVE_CLMUL
+  if (data.size() >= kClmulMinBytes && kHaveClmul) {
+    return ~raw_clmul(~crc, data.data(), data.size());
+  }
+#endif
+  return ~raw_slice8(~crc, data.data(), data.size());
+}
+
+namespace {
+// zlib-convention CRC of the 8 masked LRH bytes (0xFF each); rxe's seed
+// 0xDEBB20E3 is the same state before the final inversion.
+constexpr uint32_t prefix_crc() {
+  uint32_t s = 0xFFFFFFFF;
+  for (int i = 0; i < 8; ++i) s = (s >> 8) ^ kTables[0][(s ^ 0xFF) & 0xFF];
+  return ~s;
+}
+constexpr uint32_t kLrhPrefixCrc = prefix_crc();
+static_assert(~kLrhPrefixCrc == 0xDEBB20E3);
+}  // namespace
+
+namespace {
+void mask_icrc_fields(uint8_t* b) {
+  b[1] = 0xFF;   // IPv4 ToS (DSCP + ECN)
+  b[8] = 0xFF;   // TTL
+  b[10] = 0xFF;  // header checksum
+  b[11] = 0xFF;
+  b[20 + 6] = 0xFF;  // UDP checksum
+  b[20 + 7] = 0xFF;
+  b[28 + 4] = 0xFF;  // BTH FECN, BECN, Resv6
+}
+}  // namespace
+
+uint32_t icrc_begin_ipv4(std::span<const uint8_t, kIcrcMaskedHeaderBytes> ip_udp_bth) {
+  std::array<uint8_t, kIcrcMaskedHeaderBytes> masked;
+  std::memcpy(masked.data(), ip_udp_bth.data(), masked.size());
+  mask_icrc_fields(masked.data());
+  return crc32_update(kLrhPrefixCrc, masked);
+}
+
+uint32_t icrc_ipv4(std::span<const uint8_t> first, std::span<const uint8_t> second) {
+  const size_t total = first.size() + second.size();
+  if (total < kIcrcMaskedHeaderBytes) return 0;
+  // The masked copy covers 48 bytes (three CRC blocks) when there are that
+  // many, so the carry-less path streams header and payload without an
+  // intermediate reduction.
+  constexpr size_t kHeadBytes = 48;
+  uint8_t head[kHeadBytes];
+  const size_t head_len = total < kHeadBytes ? total : kHeadBytes;
+  const size_t from_first = first.size() < head_len ? first.size() : head_len;
+  std::memcpy(head, first.data(), from_first);
+  if (head_len > from_first) std::memcpy(head + from_first, second.data(), head_len - from_first);
+  mask_icrc_fields(head);
+  first = first.subspan(from_first);
+  second = second.subspan(head_len - from_first);
+  uint32_t s = ~kLrhPrefixCrc;  // raw register after the 8 x 0xFF prefix
+#if CONDUIT_WIRE_HAVE_CLMUL
+  if (head_len == kHeadBytes && kHaveClmul) {
+    if (first.empty()) return ~raw_clmul_head48(s, head, second.data(), second.size());
+    s = raw_clmul_head48(s, head, first.data(), first.size());
+    return crc32_update(~s, second);
+  }
+#endif
+  s = raw_slice8(s, head, head_len);
+  s = raw_slice8(s, first.data(), first.size());
+  return ~raw_slice8(s, second.data(), second.size());
+}
+
+}  // namespace conduit::wire

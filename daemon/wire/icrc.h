@@ -1,0 +1,57 @@
+// CRC-32 (IEEE 802.3 / zlib: reflected polynomial 0xEDB88320) and the RoCEv2
+// invariant CRC (ICRC) built on it.
+//
+// crc32_update() follows zlib's crc32() convention: start from 0, feed the
+// previous result back in, and crc32_update(crc32_update(0, a), b) equals the
+// CRC of a followed by b, so an ICRC can be continued across segments.
+// The fastest available implementation (carry-less multiply when the CPU has
+// PCLMULQDQ, else slicing-by-8 tables) is chosen once, on first use. Pure
+// functions of their arguments; safe from any thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace conduit::wire {
+
+uint32_t crc32_update(uint32_t crc, std::span<const uint8_t> data);
+
+// The individual implementations, for tests and benchmarks. crc32_update_clmul
+// may only be called when crc32_clmul_available().
+uint32_t crc32_update_bytewise(uint32_t crc, std::span<const uint8_t> data);
+uint32_t crc32_update_slice8(uint32_t crc, std::span<const uint8_t> data);
+uint32_t crc32_update_clmul(uint32_t crc, std::span<const uint8_t> data);
+bool crc32_clmul_available();
+
+// ICRC over IPv4. The ICRC input is 8 bytes of 0xFF (the masked LRH), then the
+// IPv4 header, UDP header, BTH, extension headers, payload and pad, with the
+// variant fields set to all-ones: IPv4 ToS, TTL and header checksum, the UDP
+// checksum, and BTH byte 4 (FECN, BECN, reserved).
+inline constexpr size_t kIcrcMaskedHeaderBytes = 20 + 8 + 12;  // IPv4 + UDP + BTH
+
+// Starts an ICRC: `ip_udp_bth` is the first 40 bytes of the IPv4 datagram
+// (IPv4 header without options, UDP header, BTH), unmasked as on the wire.
+// Returns a running CRC to continue with crc32_update() over the bytes after
+// the BTH (extension headers, payload, pad); the final value is the ICRC.
+uint32_t icrc_begin_ipv4(std::span<const uint8_t, kIcrcMaskedHeaderBytes> ip_udp_bth);
+
+// The ICRC of an IPv4 datagram from its first byte up to (not including) the
+// ICRC field, given as `first` followed by `second` (e.g. the IPv4+UDP
+// headers and the UDP payload when they are not contiguous). Requires at
+// least 40 bytes in all (returns 0 otherwise). Faster than icrc_begin_ipv4()
+// + crc32_update() because header and payload go through one CRC stream.
+uint32_t icrc_ipv4(std::span<const uint8_t> first, std::span<const uint8_t> second = {});
+
+// The ICRC goes on the wire least-significant byte first.
+inline void icrc_store(uint32_t icrc, uint8_t* out) {
+  out[0] = static_cast<uint8_t>(icrc);
+  out[1] = static_cast<uint8_t>(icrc >> 8);
+  out[2] = static_cast<uint8_t>(icrc >> 16);
+  out[3] = static_cast<uint8_t>(icrc >> 24);
+}
+inline uint32_t icrc_load(const uint8_t* in) {
+  return uint32_t{in[0]} | uint32_t{in[1]} << 8 | uint32_t{in[2]} << 16 | uint32_t{in[3]} << 24;
+}
+
+}  // namespace conduit::wire

@@ -1,0 +1,564 @@
+#include "wire/frame.h"
+
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "pcap_file.h"
+#include "wire/icrc.h"
+
+using namespace conduit::wire;
+
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+
+FrameAddr test_addr(bool vlan) {
+  FrameAddr a;
+  a.dst_mac = {0x02, 0, 0, 0, 0, 0x02};
+  a.src_mac = {0x02, 0, 0, 0, 0, 0x01};
+  a.has_vlan = vlan;
+  a.vlan_tci = vlan ? 0x6064 : 0;  // PCP 3, VID 100
+  a.src_ip = 0xC6120001;           // 198.18.0.1
+  a.dst_ip = 0xC6120002;
+  a.src_port = udp_sport_for_qp(0x11, 0xABC);
+  a.dscp = 26;
+  a.ecn = kEcnEct0;
+  a.ip_id = 0;
+  return a;
+}
+
+RoceHeader random_header(uint8_t opcode, std::mt19937_64& rng) {
+  RoceHeader h;
+  h.bth.opcode = opcode;
+  h.bth.solicited = rng() & 1;
+  h.bth.mig_req = rng() & 1;
+  h.bth.pkey = 0xFFFF;
+  h.bth.fecn = rng() & 1;
+  h.bth.becn = rng() & 1;
+  h.bth.dest_qp = static_cast<uint32_t>(rng()) & 0xFFFFFF;
+  h.bth.ack_req = rng() & 1;
+  h.bth.psn = static_cast<uint32_t>(rng()) & 0xFFFFFF;
+  h.reth = Reth{rng(), static_cast<uint32_t>(rng()), static_cast<uint32_t>(rng())};
+  h.aeth = Aeth{static_cast<uint8_t>(rng()), static_cast<uint32_t>(rng()) & 0xFFFFFF};
+  h.imm = static_cast<uint32_t>(rng());
+  h.ieth_rkey = static_cast<uint32_t>(rng());
+  h.atomic = AtomicEth{rng(), static_cast<uint32_t>(rng()), rng(), rng()};
+  h.atomic_ack_orig = rng();
+  return h;
+}
+
+// The fields the opcode carries must survive; the others must come back zero.
+void check_same(const RoceHeader& sent, const RoceHeader& got) {
+  const OpcodeInfo& info = sent.info();
+  CHECK(got.bth.opcode == sent.bth.opcode);
+  CHECK(got.bth.solicited == sent.bth.solicited);
+  CHECK(got.bth.mig_req == sent.bth.mig_req);
+  CHECK(got.bth.pad_count == sent.bth.pad_count);
+  CHECK(got.bth.pkey == sent.bth.pkey);
+  CHECK(got.bth.fecn == sent.bth.fecn);
+  CHECK(got.bth.becn == sent.bth.becn);
+  CHECK(got.bth.dest_qp == sent.bth.dest_qp);
+  CHECK(got.bth.ack_req == sent.bth.ack_req);
+  CHECK(got.bth.psn == sent.bth.psn);
+  const Reth reth = info.reth_offset ? sent.reth : Reth{};
+  CHECK(got.reth.va == reth.va);
+  CHECK(got.reth.rkey == reth.rkey);
+  CHECK(got.reth.dma_len == reth.dma_len);
+  const Aeth aeth = info.aeth_offset ? sent.aeth : Aeth{};
+  CHECK(got.aeth.syndrome == aeth.syndrome);
+  CHECK(got.aeth.msn == aeth.msn);
+  CHECK(got.imm == (info.imm_offset ? sent.imm : 0));
+  CHECK(got.ieth_rkey == (info.ieth_offset ? sent.ieth_rkey : 0));
+  const AtomicEth at = info.atomic_eth_offset ? sent.atomic : AtomicEth{};
+  CHECK(got.atomic.va == at.va);
+  CHECK(got.atomic.rkey == at.rkey);
+  CHECK(got.atomic.swap_add == at.swap_add);
+  CHECK(got.atomic.compare == at.compare);
+  CHECK(got.atomic_ack_orig == (info.atomic_ack_eth_offset ? sent.atomic_ack_orig : 0));
+}
+
+void check_same_addr(const FrameAddr& a, const FrameAddr& b) {
+  CHECK(a.dst_mac == b.dst_mac);
+  CHECK(a.src_mac == b.src_mac);
+  CHECK(a.has_vlan == b.has_vlan);
+  CHECK(a.vlan_tci == b.vlan_tci);
+  CHECK(a.src_ip == b.src_ip);
+  CHECK(a.dst_ip == b.dst_ip);
+  CHECK(a.src_port == b.src_port);
+  CHECK(a.dst_port == b.dst_port);
+  CHECK(a.dscp == b.dscp);
+  CHECK(a.ecn == b.ecn);
+  CHECK(a.ttl == b.ttl);
+  CHECK(a.ip_id == b.ip_id);
+}
+
+Bytes build(const FrameAddr& addr, RoceHeader& hdr, const Bytes& payload) {
+  Bytes out(frame_bytes(hdr, payload.size(), addr.has_vlan));
+  const BuildResult r = build_frame(out, addr, hdr, PayloadGather(payload));
+  REQUIRE(r.ok());
+  REQUIRE(r.len_bytes == out.size());
+  return out;
+}
+
+// Wraps raw BTH.. bytes (without ICRC) into a frame with correct lengths, IP
+// checksum and ICRC, so each test can break exactly one thing.
+Bytes wrap(const Bytes& roce) {
+  RoceHeader ack;
+  ack.bth.opcode = static_cast<uint8_t>(Opcode::kAcknowledge);
+  Bytes f = build(test_addr(false), ack, {});
+  f.resize(14 + 28);
+  f.insert(f.end(), roce.begin(), roce.end());
+  f.resize(f.size() + 4);
+  const size_t ip_total = f.size() - 14;
+  f[16] = static_cast<uint8_t>(ip_total >> 8);
+  f[17] = static_cast<uint8_t>(ip_total);
+  f[38] = static_cast<uint8_t>((ip_total - 20) >> 8);
+  f[39] = static_cast<uint8_t>(ip_total - 20);
+  f[24] = f[25] = 0;
+  uint32_t sum = 0;
+  for (size_t i = 14; i < 34; i += 2) sum += uint32_t{f[i]} << 8 | f[i + 1];
+  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
+  f[24] = static_cast<uint8_t>(~sum >> 8);
+  f[25] = static_cast<uint8_t>(~sum);
+  icrc_store(icrc_ipv4(std::span<const uint8_t>(f.data() + 14, ip_total - 4)),
+             f.data() + f.size() - 4);
+  return f;
+}
+
+// Re-derives lengths, IP checksum and ICRC of a frame after a test edited it.
+Bytes rewrap(const Bytes& frame) { return wrap(Bytes(frame.begin() + 42, frame.end() - 4)); }
+
+DropReason parse(const Bytes& f, const ParseOptions& opt = {}) {
+  ParsedFrame pf;
+  return parse_frame(f, opt, pf);
+}
+
+Bytes bth(uint8_t opcode, uint8_t pad, size_t extra_zero_bytes) {
+  Bytes b = {opcode, static_cast<uint8_t>(pad << 4), 0xFF, 0xFF, 0, 0, 0, 0x11, 0x80, 0, 0, 1};
+  b.resize(b.size() + extra_zero_bytes);
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("frame: build -> parse round trip for every opcode, VLAN, pad and length") {
+  std::mt19937_64 rng(42);
+  int opcodes = 0;
+  for (int op = 0; op < 256; ++op) {
+    const OpcodeInfo& info = opcode_info(static_cast<uint8_t>(op));
+    if (!info.has(kOpValid)) continue;
+    ++opcodes;
+    const std::vector<size_t> lens =
+        info.has(kOpPayload) ? std::vector<size_t>{0, 1, 2, 3, 4, 5, 6, 7, 255, 256, 1021, 4096}
+                             : std::vector<size_t>{0};
+    for (const bool vlan : {false, true}) {
+      for (const size_t len : lens) {
+        INFO("opcode " << info.name << " vlan " << vlan << " len " << len);
+        Bytes payload(len);
+        for (auto& b : payload) b = static_cast<uint8_t>(rng());
+        const FrameAddr addr = test_addr(vlan);
+        RoceHeader hdr = random_header(static_cast<uint8_t>(op), rng);
+        if (info.has(kOpCnp)) hdr = make_cnp_header(0x123456);
+        const Bytes f = build(addr, hdr, payload);
+        CHECK(hdr.bth.pad_count == pad_bytes_for(len));
+        CHECK(f.size() ==
+              (vlan ? 18u : 14u) + 28 + info.header_bytes + len + pad_bytes_for(len) + 4);
+        ParseOptions opt;
+        opt.pmtu_bytes = 0;  // lengths here ignore the first/middle rule
+        ParsedFrame pf;
+        REQUIRE(parse_frame(f, opt, pf) == DropReason::kNone);
+        check_same(hdr, pf.hdr);
+        check_same_addr(addr, pf.addr);
+        CHECK(Bytes(pf.payload.begin(), pf.payload.end()) == payload);
+        CHECK(pf.payload.data() >= f.data());
+        // parse_roce from the UDP payload gives the same result.
+        const size_t l2 = vlan ? 18 : 14;
+        ParsedFrame pr;
+        REQUIRE(parse_roce(std::span<const uint8_t>(f.data() + l2, 28),
+                           std::span<const uint8_t>(f.data() + l2 + 28, f.size() - l2 - 28), opt,
+                           pr) == DropReason::kNone);
+        check_same(hdr, pr.hdr);
+        CHECK(pr.payload.size() == len);
+      }
+    }
+  }
+  CHECK(opcodes == 24);
+}
+
+TEST_CASE("frame: payload gathered from several segments equals one contiguous copy") {
+  Bytes payload(1000);
+  for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<uint8_t>(i * 7);
+  RoceHeader h1;
+  h1.bth.opcode = static_cast<uint8_t>(Opcode::kSendOnly);
+  RoceHeader h2 = h1;
+  const FrameAddr addr = test_addr(false);
+  const Bytes one = build(addr, h1, payload);
+  PayloadGather g;
+  const std::span<const uint8_t> p(payload);
+  REQUIRE(g.add(p.subspan(0, 3)));
+  REQUIRE(g.add(p.subspan(3, 0)));  // empty: takes no slot
+  REQUIRE(g.add(p.subspan(3, 500)));
+  REQUIRE(g.add(p.subspan(503, 1)));
+  REQUIRE(g.add(p.subspan(504)));
+  CHECK_FALSE(g.add(p.subspan(0, 1)));
+  CHECK(g.count() == 4);
+  CHECK(g.len_bytes() == 1000);
+  Bytes two(one.size());
+  REQUIRE(build_frame(two, addr, h2, g).ok());
+  CHECK(one == two);
+}
+
+TEST_CASE("frame: wire layout of IPv4, UDP and BTH") {
+  RoceHeader h;
+  h.bth.opcode = static_cast<uint8_t>(Opcode::kSendOnlyImm);
+  h.bth.solicited = true;
+  h.bth.dest_qp = 0xABCDEF;
+  h.bth.psn = 0x123456;
+  h.bth.ack_req = true;
+  h.imm = 0x01020304;
+  FrameAddr addr = test_addr(true);
+  addr.ip_id = 0x1234;
+  const Bytes f = build(addr, h, Bytes(5, 0xEE));
+  CHECK(f[12] == 0x81);
+  CHECK(f[13] == 0x00);
+  CHECK(f[14] == 0x60);  // TCI
+  CHECK(f[15] == 0x64);
+  CHECK(f[16] == 0x08);
+  const uint8_t* ip = f.data() + 18;
+  CHECK(ip[0] == 0x45);
+  CHECK(ip[1] == (26 << 2 | 2));  // DSCP 26, ECT(0)
+  CHECK((ip[2] << 8 | ip[3]) == 20 + 8 + 12 + 4 + 8 + 4);
+  CHECK((ip[4] << 8 | ip[5]) == 0x1234);
+  CHECK(ip[6] == 0x40);  // DF
+  CHECK(ip[7] == 0x00);
+  CHECK(ip[8] == 64);
+  CHECK(ip[9] == 17);
+  const uint8_t* udp = ip + 20;
+  CHECK((udp[2] << 8 | udp[3]) == 4791);
+  CHECK((udp[4] << 8 | udp[5]) == 8 + 12 + 4 + 8 + 4);
+  CHECK(udp[6] == 0);
+  CHECK(udp[7] == 0);
+  const uint8_t* b = udp + 8;
+  CHECK(b[0] == 0x05);
+  CHECK(b[1] == (0x80 | 3 << 4));  // SE, pad 3, TVer 0
+  CHECK(b[2] == 0xFF);
+  CHECK(b[4] == 0);
+  CHECK(b[5] == 0xAB);
+  CHECK(b[7] == 0xEF);
+  CHECK(b[8] == 0x80);
+  CHECK(b[9] == 0x12);
+  CHECK(b[11] == 0x56);
+  CHECK(b[12] == 1);  // ImmDt, big-endian as given
+  CHECK(b[15] == 4);
+  CHECK(b[16] == 0xEE);
+  CHECK(b[21] == 0);  // pad
+  CHECK(b[23] == 0);
+}
+
+TEST_CASE("frame: CNP matches the ConnectX-4 Lx capture byte for byte") {
+  FrameAddr addr;
+  addr.src_ip = 0x0A001101;
+  addr.dst_ip = 0x0A001201;
+  addr.src_port = 0;
+  addr.dscp = 0xC2 >> 2;
+  addr.ecn = 0xC2 & 3;
+  addr.ip_id = 0x718C;
+  Bytes f(14 + 60);
+  const BuildResult r = build_cnp(f, addr, 0x118);
+  REQUIRE(r.ok());
+  REQUIRE(r.len_bytes == f.size());
+  const Bytes want_ip = {0x45, 0xc2, 0x00, 0x3c, 0x71, 0x8c, 0x40, 0x00, 0x40, 0x11,
+                         0x91, 0x61, 0x0a, 0x00, 0x11, 0x01, 0x0a, 0x00, 0x12, 0x01,
+                         0x00, 0x00, 0x12, 0xb7, 0x00, 0x28, 0x00, 0x00, 0x81, 0x00,
+                         0xff, 0xff, 0x40, 0x00, 0x01, 0x18, 0x00, 0x00, 0x00, 0x00};
+  CHECK(Bytes(f.begin() + 14, f.begin() + 54) == want_ip);
+  CHECK(Bytes(f.begin() + 54, f.begin() + 70) == Bytes(16, 0));
+  CHECK(Bytes(f.begin() + 70, f.end()) == Bytes{0x82, 0xfd, 0x00, 0x2a});
+  ParsedFrame pf;
+  REQUIRE(parse_frame(f, {}, pf) == DropReason::kNone);
+  CHECK(pf.hdr.info().has(kOpCnp));
+  CHECK(pf.hdr.bth.becn);
+  CHECK_FALSE(pf.hdr.bth.fecn);
+  CHECK(pf.hdr.bth.dest_qp == 0x118);
+  CHECK(pf.hdr.bth.psn == 0);
+  CHECK(pf.payload.empty());
+  CHECK(pf.addr.ecn == kEcnEct0);
+  CHECK(pf.addr.dscp == 48);
+}
+
+TEST_CASE("frame: a CE-marked copy still parses; ToS/TTL rewrites are fine") {
+  RoceHeader h;
+  h.bth.opcode = static_cast<uint8_t>(Opcode::kWriteOnly);
+  h.reth = Reth{0x1000, 7, 3};
+  Bytes f = build(test_addr(false), h, Bytes{1, 2, 3});
+  // A router marks CE and decrements the TTL, fixing the IP checksum
+  // incrementally (RFC 1624) as a switch would.
+  f[15] |= kEcnCe;
+  f[22] -= 1;
+  f[24] = f[25] = 0;
+  uint32_t sum = 0;
+  for (size_t i = 14; i < 34; i += 2) sum += uint32_t{f[i]} << 8 | f[i + 1];
+  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
+  f[24] = static_cast<uint8_t>(~sum >> 8);
+  f[25] = static_cast<uint8_t>(~sum);
+  ParsedFrame pf;
+  REQUIRE(parse_frame(f, {}, pf) == DropReason::kNone);
+  CHECK(pf.addr.ecn == kEcnCe);
+  CHECK(pf.addr.ttl == 63);
+}
+
+TEST_CASE("frame: atomics parse cleanly so the responder can refuse them") {
+  std::mt19937_64 rng(1);
+  for (const Opcode op : {Opcode::kCompareSwap, Opcode::kFetchAdd, Opcode::kAtomicAcknowledge}) {
+    RoceHeader h = random_header(static_cast<uint8_t>(op), rng);
+    const Bytes f = build(test_addr(false), h, {});
+    ParsedFrame pf;
+    REQUIRE(parse_frame(f, {}, pf) == DropReason::kNone);
+    CHECK(pf.hdr.info().has(op == Opcode::kAtomicAcknowledge ? kOpResponse : kOpAtomic));
+    check_same(h, pf.hdr);
+  }
+  // An atomic request that is too short for its AtomicETH is truncated, not misread.
+  CHECK(parse(wrap(bth(0x13, 0, 24))) == DropReason::kTruncated);
+}
+
+TEST_CASE("frame: build errors") {
+  RoceHeader h;
+  Bytes big(70000);
+  Bytes out(80000);
+  h.bth.opcode = 0x24;  // UC SEND_ONLY: not ours
+  CHECK(build_frame(out, test_addr(false), h, {}).status == BuildStatus::kBadOpcode);
+  CHECK(frame_bytes(h, 0, false) == 0);
+  h.bth.opcode = static_cast<uint8_t>(Opcode::kAcknowledge);
+  CHECK(build_frame(out, test_addr(false), h, PayloadGather(Bytes(1))).status ==
+        BuildStatus::kPayloadNotAllowed);
+  h.bth.opcode = static_cast<uint8_t>(Opcode::kReadRequest);
+  CHECK(build_frame(out, test_addr(false), h, PayloadGather(Bytes(4))).status ==
+        BuildStatus::kPayloadNotAllowed);
+  h.bth.opcode = static_cast<uint8_t>(Opcode::kSendOnly);
+  CHECK(build_frame(out, test_addr(false), h, PayloadGather(big)).status ==
+        BuildStatus::kPayloadTooLong);
+  const size_t need = frame_bytes(h, 100, true);
+  Bytes small(need - 1);
+  const BuildResult r = build_frame(small, test_addr(true), h, PayloadGather(Bytes(100)));
+  CHECK(r.status == BuildStatus::kBufferTooSmall);
+  CHECK(r.len_bytes == 0);
+  CHECK(std::string(build_status_name(BuildStatus::kBufferTooSmall)) == "buffer_too_small");
+}
+
+TEST_CASE("frame: every drop reason") {
+  std::set<DropReason> seen;
+  auto expect = [&](const Bytes& f, DropReason want, const ParseOptions& opt = {}) {
+    INFO("want " << drop_reason_name(want));
+    CHECK(parse(f, opt) == want);
+    seen.insert(want);
+  };
+  RoceHeader h;
+  h.bth.opcode = static_cast<uint8_t>(Opcode::kSendOnly);
+  h.bth.dest_qp = 0x11;
+  const Bytes good = build(test_addr(false), h, Bytes(64, 0x5A));
+  expect(good, DropReason::kNone);
+  RoceHeader hv = h;
+  const Bytes good_vlan = build(test_addr(true), hv, Bytes(64, 0x5A));
+  expect(good_vlan, DropReason::kNone);
+
+  expect(Bytes(good.begin(), good.begin() + 13), DropReason::kTruncated);
+  expect(Bytes(good_vlan.begin(), good_vlan.begin() + 17), DropReason::kTruncated);
+  expect(Bytes(good.begin(), good.begin() + 33), DropReason::kTruncated);
+  expect(wrap(Bytes(11, 0)), DropReason::kTruncated);     // no room for BTH + ICRC
+  expect(wrap(bth(0x06, 0, 8)), DropReason::kTruncated);  // WRITE_FIRST without its RETH
+
+  Bytes f = good;
+  f[12] = 0x86;  // IPv6
+  f[13] = 0xDD;
+  expect(f, DropReason::kEtherType);
+  f = good_vlan;
+  f[16] = 0x81;  // a second (QinQ) tag
+  expect(f, DropReason::kEtherType);
+
+  f = good;
+  f[14] = 0x65;
+  expect(f, DropReason::kIpVersion);
+  f[14] = 0x46;
+  expect(f, DropReason::kIpOptions);
+
+  f = good;
+  f[17] += 1;  // one byte longer than the frame
+  expect(f, DropReason::kIpTotalLength);
+  f = good;
+  f[16] = 0;
+  f[17] = 27;
+  expect(f, DropReason::kIpTotalLength);
+
+  f = good;
+  f[25] ^= 1;
+  expect(f, DropReason::kIpChecksum);
+  ParseOptions no_csum;
+  no_csum.verify_ip_checksum = false;
+  expect(f, DropReason::kNone, no_csum);
+
+  // The remaining IP/UDP edits keep a valid IP checksum (no_csum) so the
+  // intended check is the one that fires.
+  f = good;
+  f[20] |= 0x20;  // MF
+  expect(f, DropReason::kIpFragment, no_csum);
+  f = good;
+  f[21] = 1;  // fragment offset
+  expect(f, DropReason::kIpFragment, no_csum);
+  f = good;
+  f[23] = 6;
+  expect(f, DropReason::kIpProtocol, no_csum);
+  f = good;
+  f[39] += 1;
+  expect(f, DropReason::kUdpLength);
+  f = good;
+  f[37] += 1;
+  expect(f, DropReason::kUdpPort);
+  ParseOptions other_port;
+  other_port.udp_dst_port = 4792;
+  expect(good, DropReason::kUdpPort, other_port);
+
+  f = good;
+  f[43] |= 0x01;
+  expect(rewrap(f), DropReason::kBthVersion);
+  f = good;
+  f[42] = 0x24;  // UC SEND_ONLY
+  expect(rewrap(f), DropReason::kOpcode);
+  f[42] = 0x64;  // UD SEND_ONLY
+  expect(rewrap(f), DropReason::kOpcode);
+
+  ParseOptions pk;
+  pk.pkey = 0x8001;
+  expect(good, DropReason::kPkey, pk);
+  pk.check_pkey = false;
+  expect(good, DropReason::kNone, pk);
+  pk.check_pkey = true;
+  pk.pkey = 0x7FFF;  // limited member vs our full-member 0xFFFF: allowed
+  expect(good, DropReason::kNone, pk);
+
+  expect(wrap(bth(0x04, 3, 0)), DropReason::kPadCount);     // pad 3, no bytes
+  expect(wrap(bth(0x04, 2, 4)), DropReason::kNone);         // 2 payload + 2 pad
+  expect(wrap(bth(0x04, 0, 3)), DropReason::kLength);       // not 4-byte aligned
+  expect(wrap(bth(0x11, 0, 4 + 4)), DropReason::kLength);   // ACK with a payload
+  expect(wrap(bth(0x11, 1, 4)), DropReason::kLength);       // ACK with a pad count
+  expect(wrap(bth(0x0C, 0, 16 + 4)), DropReason::kLength);  // READ request with payload
+  expect(wrap(bth(0x81, 0, 20)), DropReason::kLength);      // CNP body too long
+  expect(wrap(bth(0x81, 0, 12)), DropReason::kTruncated);   // CNP body too short
+
+  ParseOptions mtu;
+  mtu.pmtu_bytes = 256;
+  expect(wrap(bth(0x04, 0, 256)), DropReason::kNone, mtu);
+  expect(wrap(bth(0x04, 0, 260)), DropReason::kPayloadTooLong, mtu);
+  expect(wrap(bth(0x00, 0, 256)), DropReason::kNone, mtu);
+  expect(wrap(bth(0x00, 0, 252)), DropReason::kPayloadNotPmtu, mtu);  // SEND_FIRST short
+  expect(wrap(bth(0x01, 0, 128)), DropReason::kPayloadNotPmtu, mtu);  // SEND_MIDDLE short
+  expect(wrap(bth(0x07, 0, 128)), DropReason::kPayloadNotPmtu, mtu);  // WRITE_MIDDLE short
+  expect(wrap(bth(0x0E, 0, 128)), DropReason::kPayloadNotPmtu, mtu);  // READ_RESP_MIDDLE
+  expect(wrap(bth(0x02, 0, 128)), DropReason::kNone, mtu);            // SEND_LAST may be short
+  expect(wrap(bth(0x0D, 0, 4 + 256)), DropReason::kNone, mtu);        // READ_RESP_FIRST
+  mtu.pmtu_bytes = 0;
+  expect(wrap(bth(0x01, 0, 128)), DropReason::kNone, mtu);
+
+  f = good;
+  f[60] ^= 0x10;  // payload bit flip
+  expect(f, DropReason::kIcrc);
+  f = good;
+  f[f.size() - 1] ^= 0x01;
+  expect(f, DropReason::kIcrc);
+  f = good;
+  f[42] = 0x11;  // corrupted opcode: counted as corruption, not as a length error
+  expect(f, DropReason::kIcrc);
+  ParseOptions no_icrc;
+  no_icrc.verify_icrc = false;
+  f = good;
+  f[60] ^= 0x10;
+  expect(f, DropReason::kNone, no_icrc);
+
+  CHECK(seen.size() == kDropReasonCount);
+}
+
+TEST_CASE("frame: drop reason names are distinct and stable") {
+  std::set<std::string> names;
+  for (size_t i = 0; i < kDropReasonCount; ++i) {
+    const std::string n = drop_reason_name(static_cast<DropReason>(i));
+    CHECK(n != "unknown");
+    names.insert(n);
+  }
+  CHECK(names.size() == kDropReasonCount);
+  CHECK(std::string(drop_reason_name(DropReason::kIcrc)) == "icrc");
+  CHECK(std::string(drop_reason_name(DropReason::kCount)) == "unknown");
+}
+
+TEST_CASE("frame: parse_roce needs the IP/UDP headers to verify the ICRC") {
+  RoceHeader h;
+  h.bth.opcode = static_cast<uint8_t>(Opcode::kSendOnly);
+  const Bytes f = build(test_addr(false), h, Bytes(8, 1));
+  const std::span<const uint8_t> udp_payload(f.data() + 42, f.size() - 42);
+  ParsedFrame pf;
+  CHECK(parse_roce({}, udp_payload, {}, pf) == DropReason::kIcrc);
+  ParseOptions no_icrc;
+  no_icrc.verify_icrc = false;
+  CHECK(parse_roce({}, udp_payload, no_icrc, pf) == DropReason::kNone);
+  CHECK(pf.payload.size() == 8);
+}
+
+TEST_CASE("frame: pad_bytes_for and frame_bytes") {
+  CHECK(pad_bytes_for(0) == 0);
+  CHECK(pad_bytes_for(1) == 3);
+  CHECK(pad_bytes_for(2) == 2);
+  CHECK(pad_bytes_for(3) == 1);
+  CHECK(pad_bytes_for(4) == 0);
+  RoceHeader h;
+  h.bth.opcode = static_cast<uint8_t>(Opcode::kAcknowledge);
+  CHECK(frame_bytes(h, 0, false) == 62);  // the size of rxe's ACKs in the captures
+  h.bth.opcode = static_cast<uint8_t>(Opcode::kSendOnly);
+  CHECK(frame_bytes(h, 64, false) == 122);
+  CHECK(frame_bytes(h, 64, true) == 126);
+}
+
+TEST_CASE("frame: UDP source port follows Linux's flow-label formula") {
+  // Values from an independent evaluation of rdma_calc_flow_label() and
+  // rdma_flow_label_to_udp_sport() (include/rdma/ib_verbs.h).
+  CHECK(udp_sport_for_qp(0, 0) == 0xC000);
+  CHECK(udp_sport_for_qp(0x11, 0xABC) == 0xF67E);
+  CHECK(udp_sport_for_qp(0xFFFFFF, 0xFFFFFF) == 0xFF21);
+  CHECK(udp_sport_for_qp(1234, 5678) == 0xE991);
+  for (uint32_t q = 1; q < 5000; q += 7) {
+    const uint16_t p = udp_sport_for_qp(q, q * 3 + 1);
+    CHECK(p >= 0xC000);
+    CHECK(udp_sport_for_qp(q, q * 3 + 1) == p);  // constant per QP pair
+  }
+}
+
+TEST_CASE("frame: every RoCE frame in the rxe captures parses") {
+  size_t n = 0;
+  for (const char* name : {"rxe-perftest-send-write.pcap", "rxe-rc-pingpong.pcap"}) {
+    std::vector<test::Frame> frames;
+    std::string error;
+    REQUIRE(test::read_pcap(std::string(CONDUIT_WIRE_TEST_DATA) + "/" + name, frames, error));
+    for (const auto& f : frames) {
+      if (f.size() < 42 || f[12] != 0x08 || f[13] != 0 || f[23] != 17 || f[36] != 0x12 ||
+          f[37] != 0xB7) {
+        continue;
+      }
+      ++n;
+      ParsedFrame pf;
+      REQUIRE(parse_frame(f, {}, pf) == DropReason::kNone);
+      if (n == 1) {  // perftest frame 22 as tshark decodes it
+        CHECK(pf.hdr.bth.opcode == 4);
+        CHECK(pf.hdr.bth.dest_qp == 0x11);
+        CHECK(pf.hdr.bth.psn == 2573252);
+        CHECK(pf.payload.size() == 64);
+        CHECK(pf.addr.src_port == 49441);
+      }
+      if (pf.hdr.bth.opcode == static_cast<uint8_t>(Opcode::kAcknowledge)) {
+        CHECK(pf.hdr.aeth.type() == AethType::kAck);
+        CHECK(pf.hdr.aeth.value() == kAethCreditsUnlimited);
+      }
+    }
+  }
+  CHECK(n == 32);
+}

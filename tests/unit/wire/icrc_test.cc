@@ -1,0 +1,170 @@
+#include "wire/icrc.h"
+
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "pcap_file.h"
+#include "wire/frame.h"
+
+using namespace conduit::wire;
+
+namespace {
+
+std::vector<uint8_t> hex(const std::string& s) {
+  std::vector<uint8_t> out;
+  for (size_t i = 0; i + 1 < s.size();) {
+    if (s[i] == ' ') {
+      ++i;
+      continue;
+    }
+    out.push_back(static_cast<uint8_t>(std::stoi(s.substr(i, 2), nullptr, 16)));
+    i += 2;
+  }
+  return out;
+}
+
+// ConnectX-4 Lx CNP (IPv4 datagram without the ICRC) and its ICRC wire bytes.
+const std::vector<uint8_t> kCnpDatagram =
+    hex("45c2003c718c400040119161 0a001101 0a001201 000012b700280000 8100ffff4000011800000000"
+        "00000000000000000000000000000000");
+const std::vector<uint8_t> kCnpIcrc = hex("82fd002a");
+
+// scapy's UC SEND_ONLY vector (roce.uts).
+const std::vector<uint8_t> kScapyDatagram =
+    hex("4501004004784000 4011b4d5 c0a80007 c0a80007 c00012b7002caca2 2460ffff000000d300cf1710"
+        "4630818be28935d90e9a95505401be885e500000");
+const std::vector<uint8_t> kScapyIcrc = hex("78f353f3");
+
+uint32_t wire_icrc(const std::vector<uint8_t>& bytes) { return icrc_load(bytes.data()); }
+
+}  // namespace
+
+TEST_CASE("crc32: standard check value and zlib convention") {
+  const std::string s = "123456789";
+  const std::span<const uint8_t> d(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+  CHECK(crc32_update(0, d) == 0xCBF43926u);
+  CHECK(crc32_update_bytewise(0, d) == 0xCBF43926u);
+  CHECK(crc32_update_slice8(0, d) == 0xCBF43926u);
+  CHECK(crc32_update_clmul(0, d) == 0xCBF43926u);
+  CHECK(crc32_update(0, {}) == 0u);
+  CHECK(crc32_update(0x12345678u, {}) == 0x12345678u);
+}
+
+TEST_CASE("crc32: all implementations agree for every length and split point") {
+  std::mt19937 rng(7);
+  std::vector<uint8_t> buf(2200);
+  for (auto& b : buf) b = static_cast<uint8_t>(rng());
+  INFO("clmul available: " << crc32_clmul_available());
+  for (size_t len = 0; len <= buf.size(); len += (len < 300 ? 1 : 37)) {
+    const std::span<const uint8_t> d(buf.data(), len);
+    const uint32_t ref = crc32_update_bytewise(0, d);
+    REQUIRE(crc32_update_slice8(0, d) == ref);
+    REQUIRE(crc32_update_clmul(0, d) == ref);
+    REQUIRE(crc32_update(0, d) == ref);
+    // Continuation from a non-zero CRC exercises the initial-state injection.
+    REQUIRE(crc32_update_clmul(0xA5A5A5A5u, d) == crc32_update_bytewise(0xA5A5A5A5u, d));
+    const size_t split = len / 3;
+    REQUIRE(crc32_update(crc32_update(0, d.first(split)), d.subspan(split)) == ref);
+  }
+  // Unaligned starts.
+  for (size_t start = 1; start < 16; ++start) {
+    const std::span<const uint8_t> d(buf.data() + start, 1500);
+    REQUIRE(crc32_update_clmul(0, d) == crc32_update_bytewise(0, d));
+  }
+}
+
+TEST_CASE("icrc: ConnectX-4 Lx CNP known answer") {
+  CHECK(icrc_ipv4(kCnpDatagram) == wire_icrc(kCnpIcrc));
+  uint8_t out[4];
+  icrc_store(icrc_ipv4(kCnpDatagram), out);
+  CHECK(std::vector<uint8_t>(out, out + 4) == kCnpIcrc);
+}
+
+TEST_CASE("icrc: scapy UC SEND_ONLY known answer") {
+  CHECK(icrc_ipv4(kScapyDatagram) == wire_icrc(kScapyIcrc));
+}
+
+TEST_CASE("icrc: masked fields do not change it, covered fields do") {
+  for (const auto* v : {&kCnpDatagram, &kScapyDatagram}) {
+    const uint32_t good = icrc_ipv4(*v);
+    // ToS (a switch marks CE), TTL, IP checksum, UDP checksum, BTH FECN/BECN.
+    for (size_t off :
+         {size_t{1}, size_t{8}, size_t{10}, size_t{11}, size_t{26}, size_t{27}, size_t{32}}) {
+      auto m = *v;
+      m[off] ^= 0xC3;
+      CHECK(icrc_ipv4(m) == good);
+    }
+    auto ce = *v;
+    ce[1] |= kEcnCe;
+    CHECK(icrc_ipv4(ce) == good);
+    // Every other byte is covered: a flipped bit anywhere else changes it.
+    for (size_t off = 0; off < v->size(); ++off) {
+      if (off == 1 || off == 8 || off == 10 || off == 11 || off == 26 || off == 27 || off == 32) {
+        continue;
+      }
+      auto c = *v;
+      c[off] ^= 0x01;
+      INFO("offset " << off);
+      CHECK(icrc_ipv4(c) != good);
+    }
+  }
+}
+
+TEST_CASE("icrc: continuable from icrc_begin_ipv4 across segments") {
+  const auto& v = kScapyDatagram;
+  uint32_t crc = icrc_begin_ipv4(std::span<const uint8_t, kIcrcMaskedHeaderBytes>(v.data(), 40));
+  crc = crc32_update(crc, std::span<const uint8_t>(v.data() + 40, 7));
+  crc = crc32_update(crc, std::span<const uint8_t>(v.data() + 47, v.size() - 47));
+  CHECK(crc == wire_icrc(kScapyIcrc));
+  CHECK(icrc_ipv4(std::span<const uint8_t>(v.data(), 39)) == 0u);
+}
+
+TEST_CASE("icrc: every RoCE frame in the rxe captures verifies") {
+  size_t roce_frames = 0;
+  for (const char* name : {"rxe-perftest-send-write.pcap", "rxe-rc-pingpong.pcap"}) {
+    std::vector<test::Frame> frames;
+    std::string error;
+    REQUIRE(test::read_pcap(std::string(CONDUIT_WIRE_TEST_DATA) + "/" + name, frames, error));
+    for (const auto& f : frames) {
+      // IPv4/UDP to port 4791 without a VLAN tag (all the captures hold).
+      if (f.size() < 14 + 28 + 16 || f[12] != 0x08 || f[13] != 0x00 || f[14 + 9] != 17) continue;
+      if (f[14 + 22] != 0x12 || f[14 + 23] != 0xB7) continue;
+      ++roce_frames;
+      const size_t ip_total = size_t{f[16]} << 8 | f[17];
+      REQUIRE(ip_total <= f.size() - 14);
+      const std::span<const uint8_t> dgram(f.data() + 14, ip_total - 4);
+      CHECK(icrc_ipv4(dgram) == icrc_load(f.data() + 14 + ip_total - 4));
+      // A CE mark set on the way must not break it; a payload bit flip must.
+      auto ce = std::vector<uint8_t>(dgram.begin(), dgram.end());
+      ce[1] |= kEcnCe;
+      CHECK(icrc_ipv4(ce) == icrc_load(f.data() + 14 + ip_total - 4));
+      ce[ce.size() - 1] ^= 0x80;
+      CHECK(icrc_ipv4(ce) != icrc_load(f.data() + 14 + ip_total - 4));
+    }
+  }
+  CHECK(roce_frames == 32);
+}
+
+TEST_CASE("icrc: any split into two spans gives the same ICRC") {
+  std::mt19937 rng(3);
+  std::vector<uint8_t> d(40 + 4200);
+  for (auto& b : d) b = static_cast<uint8_t>(rng());
+  for (size_t len : {size_t{40}, size_t{44}, size_t{47}, size_t{48}, size_t{49}, size_t{63},
+                     size_t{104}, size_t{111}, size_t{1100}, size_t{4136}}) {
+    const std::span<const uint8_t> all(d.data(), len);
+    // Reference: the masked copy through the bytewise CRC.
+    std::vector<uint8_t> m(8 + len, 0xFF);
+    std::memcpy(m.data() + 8, all.data(), len);
+    for (size_t off : {1, 8, 10, 11, 26, 27, 32}) m[8 + off] = 0xFF;
+    const uint32_t ref = crc32_update_bytewise(0, m);
+    for (size_t split = 0; split <= len; split += (split < 60 ? 1 : 97)) {
+      INFO("len " << len << " split " << split);
+      REQUIRE(icrc_ipv4(all.first(split), all.subspan(split)) == ref);
+    }
+    uint32_t crc = icrc_begin_ipv4(all.first<kIcrcMaskedHeaderBytes>());
+    REQUIRE(crc32_update(crc, all.subspan(kIcrcMaskedHeaderBytes)) == ref);
+  }
+}
