@@ -9,12 +9,12 @@
 namespace conduit::sim {
 
 enum class EventType : uint8_t {
-  kHostTx,        // a host's link may take the next packet
-  kSwitchArrive,  // a data packet reaches the switch
-  kPortTxDone,    // a switch egress port finished a packet
-  kRecvArrive,    // a data packet reaches its receiver
-  kCnpArrive,     // a CNP reaches the sender
-  kRpTimer,       // a flow's controller deadline
+  kHostTx,          // a host's link may take the next packet
+  kUplinkArrive,    // the head packet of a host's uplink reaches the switch
+  kPortTxDone,      // a switch egress port finished a packet
+  kDownlinkArrive,  // the head packet of a switch port's downlink reaches its host
+  kCnpArrive,       // a CNP reaches the sender
+  kRpTimer,         // a flow's controller deadline
   kFlowStart,
   kFlowStop,
   kSample,  // queue percentile sample
