@@ -3,7 +3,7 @@
 // vdevs on a veth pair inside network namespaces; see the net/dpdk section of
 // the engineer's report for the exact commands.
 //
-//   ping_responder SECONDS DEVICE OUR_IP/PREFIX PEER_IP -- EAL ARGS...
+//   [MTU=9000] ping_responder SECONDS DEVICE OUR_IP/PREFIX PEER_IP -- EAL ARGS...
 //
 // It resolves PEER_IP once at start (an ARP request goes out), answers ARP
 // and ICMP echo for OUR_IP, and prints the NetStack and port counters at the
@@ -72,6 +72,7 @@ int main(int argc, char** argv) {
     pc.rx_ring_size = 512;
     pc.tx_ring_size = 512;
     pc.mbuf_count = 4095;
+    if (const char* mtu = std::getenv("MTU")) pc.mtu_bytes = static_cast<uint16_t>(std::atoi(mtu));
     dpdk::Port port(pc);
     const auto link = port.wait_for_link(2000);
     net::NetStackConfig nc;
