@@ -234,3 +234,23 @@ TEST_CASE("A jumbo MTU sizes the mbufs for whole frames", "[dpdk]") {
   CHECK(r->nb_segs == 1);
   rte_pktmbuf_free(r);
 }
+
+TEST_CASE("Several queues: each TX queue of a ring port loops to its RX queue", "[dpdk]") {
+  need_eal();
+  PortConfig c = small_port("net_ring6");
+  c.rx_queues = 2;
+  c.tx_queues = 2;
+  Port port(c);
+  CHECK(port.wait_for_link(100).up);
+  rte_mbuf* a = make_frame(port, 1, 64);
+  rte_mbuf* b = make_frame(port, 2, 65);
+  REQUIRE(port.tx_burst(1, &a, 1) == 1);
+  REQUIRE(port.tx_burst(0, &b, 1) == 1);
+  rte_mbuf* r = nullptr;
+  REQUIRE(port.rx_burst(1, &r, 1) == 1);
+  CHECK(rte_pktmbuf_pkt_len(r) == 64);
+  rte_pktmbuf_free(r);
+  REQUIRE(port.rx_burst(0, &r, 1) == 1);
+  CHECK(rte_pktmbuf_pkt_len(r) == 65);
+  rte_pktmbuf_free(r);
+}
