@@ -44,6 +44,23 @@ uint16_t ipv4_header_checksum(std::span<const uint8_t> header) {
   return checksum_finish(checksum_partial(header));
 }
 
+uint16_t ipv4_header_checksum(const Ipv4Header& header) {
+  static_assert(sizeof header == 20);
+  // The common case unrolled: five native-order 32-bit words, one swap.
+  uint64_t acc = 0;
+  for (size_t i = 0; i < 20; i += 4) {
+    uint32_t w;
+    std::memcpy(&w, reinterpret_cast<const uint8_t*>(&header) + i, 4);
+    acc += w;
+  }
+  acc = (acc & 0xFFFFFFFFu) + (acc >> 32);
+  acc = (acc & 0xFFFF) + (acc >> 16);
+  acc = (acc & 0xFFFF) + (acc >> 16);
+  auto folded = static_cast<uint16_t>(acc);
+  if constexpr (std::endian::native == std::endian::little) folded = __builtin_bswap16(folded);
+  return static_cast<uint16_t>(~folded);
+}
+
 uint32_t udp_pseudo_header_sum(Ipv4Addr src, Ipv4Addr dst, uint16_t udp_len_bytes) {
   uint64_t acc = (src.value >> 16) + (src.value & 0xFFFF) + (dst.value >> 16) +
                  (dst.value & 0xFFFF) + kIpProtoUdp + udp_len_bytes;

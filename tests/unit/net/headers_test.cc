@@ -84,8 +84,11 @@ TEST_CASE("Internet checksum: RFC 1071 example and known IPv4 header", "[checksu
   hdr[10] = 0xb8;
   hdr[11] = 0x61;
   CHECK(ipv4_header_checksum(hdr) == 0);
+  CHECK(ipv4_header_checksum(*load_header<Ipv4Header>(hdr, 0)) == 0);
   hdr[15] ^= 1;
   CHECK(ipv4_header_checksum(hdr) != 0);
+  CHECK(ipv4_header_checksum(*load_header<Ipv4Header>(hdr, 0)) ==
+        ipv4_header_checksum(std::span<const uint8_t>(hdr)));
 }
 
 TEST_CASE("Checksum pieces chain and odd tails pad with zero", "[checksum]") {
