@@ -1,7 +1,6 @@
 // Manual check (not a registered test): runs NetStack on a real DPDK port so
 // `ping` and `arping` from another host answer. Used to try af_packet/af_xdp
-// vdevs on a veth pair inside network namespaces; see the net/dpdk section of
-// the engineer's report for the exact commands.
+// vdevs on a veth pair inside network namespaces: netns_ping_check.sh runs it.
 //
 //   [MTU=9000] ping_responder SECONDS DEVICE OUR_IP/PREFIX PEER_IP -- EAL ARGS...
 //
