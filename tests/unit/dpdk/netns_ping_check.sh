@@ -7,7 +7,8 @@
 #   tests/unit/dpdk/netns_ping_check.sh BUILD_DIR 'net_af_xdp0,iface=IFACE,start_queue=0,queue_count=1'
 #
 # IFACE is replaced by the veth end inside the daemon's namespace.
-# Environment: VMTU (veth MTU, default 1500), MTU (port MTU), PSIZE (big ping size).
+# Environment: VMTU (veth MTU, default 1500), MTU (port MTU), MAX_FRAME (mbuf
+# sizing beyond the MTU), PSIZE (big ping size).
 set -u
 build=$1 vdev=$2
 a=cdtnet-a-$$ b=cdtnet-b-$$

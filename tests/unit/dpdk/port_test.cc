@@ -254,3 +254,22 @@ TEST_CASE("Several queues: each TX queue of a ring port loops to its RX queue", 
   CHECK(rte_pktmbuf_pkt_len(r) == 65);
   rte_pktmbuf_free(r);
 }
+
+TEST_CASE("max_frame_bytes sizes mbufs beyond the MTU", "[dpdk]") {
+  need_eal();
+  PortConfig c = small_port("net_ring7");
+  c.max_frame_bytes = 9216;
+  c.mbuf_count = 1023;
+  c.rx_ring_size = 128;
+  c.tx_ring_size = 128;
+  Port port(c);
+  CHECK(port.mtu_bytes() == 1500);
+  rte_mbuf* m = port.alloc_mbuf();
+  REQUIRE(m != nullptr);
+  CHECK(rte_pktmbuf_tailroom(m) >= 9216);
+  rte_pktmbuf_free(m);
+
+  c = small_port("net_ring7");
+  c.max_frame_bytes = 70000;
+  CHECK(error_of(c).find("do not fit one mbuf") != std::string::npos);
+}
