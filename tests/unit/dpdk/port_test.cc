@@ -269,7 +269,7 @@ TEST_CASE("max_frame_bytes sizes mbufs beyond the MTU", "[dpdk]") {
   CHECK(rte_pktmbuf_tailroom(m) >= 9216);
   rte_pktmbuf_free(m);
 
-  c = small_port("net_ring7");
+  c = small_port("net_ring8");  // net_ring7 is still held by `port`
   c.max_frame_bytes = 70000;
   CHECK(error_of(c).find("do not fit one mbuf") != std::string::npos);
 }
