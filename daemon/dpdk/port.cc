@@ -61,10 +61,14 @@ Port::Port(const PortConfig& config) : config_(config) {
     }
 
     // Pool: one mbuf must hold a whole frame at this MTU (single-segment RX).
+    const uint32_t frame_bytes =
+        std::max<uint32_t>(RTE_ETHER_HDR_LEN + mtu + kVlanAndCrcBytes, config_.max_frame_bytes);
     const uint32_t data_room =
-        std::max<uint32_t>(RTE_MBUF_DEFAULT_BUF_SIZE,
-                           RTE_PKTMBUF_HEADROOM + RTE_ETHER_HDR_LEN + mtu + kVlanAndCrcBytes);
-    if (data_room > UINT16_MAX) throw DpdkError(who + ": MTU too large for one mbuf");
+        std::max<uint32_t>(RTE_MBUF_DEFAULT_BUF_SIZE, RTE_PKTMBUF_HEADROOM + frame_bytes);
+    if (data_room > UINT16_MAX) {
+      throw DpdkError(who + ": frames of " + std::to_string(frame_bytes) +
+                      " bytes do not fit one mbuf (at most 65535 with headroom)");
+    }
     if (config_.mbuf_cache > RTE_MEMPOOL_CACHE_MAX_SIZE ||
         config_.mbuf_cache * 3ull / 2 > config_.mbuf_count) {
       throw DpdkError(who + ": mbuf cache " + std::to_string(config_.mbuf_cache) +

@@ -30,9 +30,14 @@ struct PortConfig {
   uint16_t tx_queues = 1;
   uint16_t rx_ring_size = 1024;  // descriptors per queue; the driver may round it
   uint16_t tx_ring_size = 1024;
-  uint32_t mbuf_count = 8191;       // pool size (2^n - 1 is the most memory-efficient)
-  uint16_t mbuf_cache = 256;        // per-lcore cache
-  uint16_t mtu_bytes = 1500;        // IP MTU; 0 keeps the driver's default
+  uint32_t mbuf_count = 8191;  // pool size (2^n - 1 is the most memory-efficient)
+  uint16_t mbuf_cache = 256;   // per-lcore cache
+  uint16_t mtu_bytes = 1500;   // IP MTU; 0 keeps the driver's default
+  // Size mbufs for frames up to this many bytes (without FCS) even when the
+  // MTU is smaller; 0 = from the MTU. For drivers that pass frames beyond the
+  // MTU they report: net_af_packet in DPDK 22.11 reports 1518-byte frames at
+  // most but carries whatever the interface MTU and its framesz allow.
+  uint32_t max_frame_bytes = 0;
   bool promiscuous = false;         // needed by some vdevs to see frames for our MAC
   bool tx_checksum_offload = true;  // IPv4/UDP TX checksum, when the device has it
   bool rx_checksum_offload = true;  // IPv4/UDP RX checksum check, when the device has it

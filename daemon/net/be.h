@@ -11,8 +11,10 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 namespace conduit::net {
@@ -35,6 +37,14 @@ struct BigEndian {
   }
 
   constexpr T host() const {
+    if constexpr (N == sizeof(T)) {
+      // One load and one bswap on the datapath; the loop below is for constexpr.
+      if (!std::is_constant_evaluated()) {
+        T v;
+        std::memcpy(&v, bytes_.data(), N);
+        return to_big(v);
+      }
+    }
     T v = 0;
     for (std::size_t i = 0; i < N; ++i) v = static_cast<T>((v << 8) | bytes_[i]);
     return v;
@@ -42,6 +52,13 @@ struct BigEndian {
 
   // Stores the low N bytes of v.
   constexpr void set(T v) {
+    if constexpr (N == sizeof(T)) {
+      if (!std::is_constant_evaluated()) {
+        const T be = to_big(v);
+        std::memcpy(bytes_.data(), &be, N);
+        return;
+      }
+    }
     for (std::size_t i = N; i-- > 0;) {
       bytes_[i] = static_cast<uint8_t>(v & 0xFF);
       v = static_cast<T>(N == 1 ? 0 : v >> 8);
@@ -49,6 +66,20 @@ struct BigEndian {
   }
 
   friend constexpr bool operator==(const BigEndian&, const BigEndian&) = default;
+
+  // Host order <-> big-endian order of a whole T (its own inverse).
+  static T to_big(T v) {
+    if constexpr (std::endian::native == std::endian::big || sizeof(T) == 1) {
+      return v;
+    } else if constexpr (sizeof(T) == 2) {
+      return __builtin_bswap16(v);
+    } else if constexpr (sizeof(T) == 4) {
+      return __builtin_bswap32(v);
+    } else {
+      static_assert(sizeof(T) == 8);
+      return __builtin_bswap64(v);
+    }
+  }
 
   // The wire bytes. Public and without an initializer so the type stays a
   // C-style POD: GCC ignores `packed` on structs with non-POD members, and

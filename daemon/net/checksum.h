@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <span>
 
+#include "net/ipv4.h"
 #include "net/ipv4_addr.h"
 
 namespace conduit::net {
@@ -21,6 +22,8 @@ uint16_t checksum_finish(uint32_t sum);
 // Checksum of a whole IPv4 header (checksum field included: a valid header
 // yields 0; with the field zeroed it yields the value to store).
 uint16_t ipv4_header_checksum(std::span<const uint8_t> header);
+// Same, for a header without options (the receive fast path).
+uint16_t ipv4_header_checksum(const Ipv4Header& header);
 
 // Partial sum of the UDP pseudo-header (src, dst, protocol, UDP length).
 uint32_t udp_pseudo_header_sum(Ipv4Addr src, Ipv4Addr dst, uint16_t udp_len_bytes);

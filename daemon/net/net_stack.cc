@@ -122,7 +122,7 @@ RxResult NetStack::on_rx_frame(std::span<const uint8_t> frame, uint64_t now_ns,
   // Broadcast MAC carries only ARP for us; IPv4 to ff:ff.. is not ours.
   if (ether_type == kEtherTypeIpv4) {
     if (eth->dst != config_.mac) return drop(RxDrop::kNotOurMac);
-    return on_ipv4(frame, l3, now_ns, reply);
+    return on_ipv4(frame, *eth, l3, reply);
   }
   return drop(RxDrop::kUnknownEtherType);
 }
@@ -171,9 +171,8 @@ RxResult NetStack::on_arp(std::span<const uint8_t> frame, size_t l3, uint64_t no
   return r;
 }
 
-RxResult NetStack::on_ipv4(std::span<const uint8_t> frame, size_t l3, uint64_t now_ns,
+RxResult NetStack::on_ipv4(std::span<const uint8_t> frame, const EthernetHeader& eth, size_t l3,
                            std::span<uint8_t> reply) {
-  (void)now_ns;
   const auto ip = load_header<Ipv4Header>(frame, l3);
   if (!ip) return drop(RxDrop::kIpTruncated);
   if (ip->version() != 4) return drop(RxDrop::kIpBadVersion);
@@ -183,28 +182,31 @@ RxResult NetStack::on_ipv4(std::span<const uint8_t> frame, size_t l3, uint64_t n
   if (total_len < sizeof(Ipv4Header)) return drop(RxDrop::kIpBadTotalLen);
   // Bytes past total_len are Ethernet padding and are ignored.
   if (frame.size() - l3 < total_len) return drop(RxDrop::kIpTruncated);
-  if (ipv4_header_checksum(frame.subspan(l3, sizeof(Ipv4Header))) != 0) {
+  if (ipv4_header_checksum(*ip) != 0) {
     return drop(RxDrop::kIpBadChecksum);
   }
   if (Ipv4Addr::from_be(ip->dst) != config_.addr) return drop(RxDrop::kIpNotForUs);
   const Ipv4Addr src = Ipv4Addr::from_be(ip->src);
   if (!is_peer_address(src)) return drop(RxDrop::kIpBadSource);
   if (ip->is_fragment()) return drop(RxDrop::kIpFragment);
+  // From here on the frame ends where the IP datagram ends (no padding).
+  const auto datagram = frame.first(l3 + total_len);
   switch (ip->protocol) {
     case kIpProtoUdp:
-      return on_udp(frame, l3, total_len);
+      return on_udp(datagram, eth, *ip, l3);
     case kIpProtoIcmp:
-      return on_icmp(frame, l3, total_len, reply);
+      return on_icmp(datagram, eth, *ip, l3, reply);
     default:
       return drop(RxDrop::kIpUnknownProtocol);
   }
 }
 
-RxResult NetStack::on_icmp(std::span<const uint8_t> frame, size_t l3, size_t ip_total_len,
-                           std::span<uint8_t> reply) {
+RxResult NetStack::on_icmp(std::span<const uint8_t> frame, const EthernetHeader& eth,
+                           const Ipv4Header& ip, size_t l3, std::span<uint8_t> reply) {
   const size_t l4 = l3 + sizeof(Ipv4Header);
+  const size_t ip_total_len = frame.size() - l3;
   const size_t icmp_len = ip_total_len - sizeof(Ipv4Header);
-  const auto icmp = load_header<IcmpEchoHeader>(frame.first(l3 + ip_total_len), l4);
+  const auto icmp = load_header<IcmpEchoHeader>(frame, l4);
   if (!icmp) return drop(RxDrop::kIcmpTruncated);
   if (checksum_finish(checksum_partial(frame.subspan(l4, icmp_len))) != 0) {
     return drop(RxDrop::kIcmpBadChecksum);
@@ -215,23 +217,21 @@ RxResult NetStack::on_icmp(std::span<const uint8_t> frame, size_t l3, size_t ip_
   ++counters_.rx_icmp_echo_requests;
   if (!config_.answer_ping) return drop(RxDrop::kIcmpDisabled);
 
-  const auto eth = load_header<EthernetHeader>(frame, 0);
-  const auto ip = load_header<Ipv4Header>(frame, l3);
   const size_t out_l3 = l2_header_len();
   const size_t out_len = std::max(out_l3 + ip_total_len, kEthMinFrameBytes);
   if (reply.size() < out_len) return drop(RxDrop::kReplyBufferTooSmall);
   std::fill(reply.begin(), reply.begin() + static_cast<std::ptrdiff_t>(out_len), uint8_t{0});
-  write_l2_header(reply, eth->src, kEtherTypeIpv4);
+  write_l2_header(reply, eth.src, kEtherTypeIpv4);
 
   Ipv4Header out_ip{};
   out_ip.version_ihl = kIpv4VersionIhlNoOptions;
-  out_ip.tos = ip->tos;
-  out_ip.total_len = ip->total_len;
+  out_ip.tos = ip.tos;
+  out_ip.total_len = ip.total_len;
   out_ip.flags_frag = Be16::from_host(kIpv4FlagDf);
   out_ip.ttl = config_.ttl;
   out_ip.protocol = kIpProtoIcmp;
   out_ip.src = config_.addr.to_be();
-  out_ip.dst = ip->src;
+  out_ip.dst = ip.src;
   store_header(reply, out_l3, out_ip);
   const uint16_t ip_csum = ipv4_header_checksum(reply.subspan(out_l3, sizeof(Ipv4Header)));
   out_ip.checksum = Be16::from_host(ip_csum);
@@ -255,34 +255,33 @@ RxResult NetStack::on_icmp(std::span<const uint8_t> frame, size_t l3, size_t ip_
   return r;
 }
 
-RxResult NetStack::on_udp(std::span<const uint8_t> frame, size_t l3, size_t ip_total_len) {
+RxResult NetStack::on_udp(std::span<const uint8_t> frame, const EthernetHeader& eth,
+                          const Ipv4Header& ip, size_t l3) {
   const size_t l4 = l3 + sizeof(Ipv4Header);
-  const auto udp = load_header<UdpHeader>(frame.first(l3 + ip_total_len), l4);
+  const auto udp = load_header<UdpHeader>(frame, l4);
   if (!udp) return drop(RxDrop::kUdpTruncated);
   const size_t udp_len = udp->length.host();
-  if (udp_len < sizeof(UdpHeader) || udp_len > ip_total_len - sizeof(Ipv4Header)) {
+  if (udp_len < sizeof(UdpHeader) || udp_len > frame.size() - l4) {
     return drop(RxDrop::kUdpTruncated);
   }
-  const auto ip = load_header<Ipv4Header>(frame, l3);
   const uint16_t dst_port = udp->dst_port.host();
   if (!port_open(dst_port)) return drop(RxDrop::kUdpPortClosed);
   if (config_.verify_udp_checksum && udp->checksum.host() != 0) {
     const uint32_t pseudo = udp_pseudo_header_sum(
-        Ipv4Addr::from_be(ip->src), Ipv4Addr::from_be(ip->dst), static_cast<uint16_t>(udp_len));
+        Ipv4Addr::from_be(ip.src), Ipv4Addr::from_be(ip.dst), static_cast<uint16_t>(udp_len));
     if (checksum_finish(checksum_partial(frame.subspan(l4, udp_len), pseudo)) != 0) {
       return drop(RxDrop::kUdpBadChecksum);
     }
   }
-  const auto eth = load_header<EthernetHeader>(frame, 0);
   ++counters_.rx_udp_delivered;
   RxResult r;
   r.verdict = RxVerdict::kDeliverUdp;
-  r.udp.src_mac = eth->src;
-  r.udp.src_ip = Ipv4Addr::from_be(ip->src);
-  r.udp.dst_ip = Ipv4Addr::from_be(ip->dst);
+  r.udp.src_mac = eth.src;
+  r.udp.src_ip = Ipv4Addr::from_be(ip.src);
+  r.udp.dst_ip = Ipv4Addr::from_be(ip.dst);
   r.udp.src_port = udp->src_port.host();
   r.udp.dst_port = dst_port;
-  r.udp.tos = ip->tos;
+  r.udp.tos = ip.tos;
   r.udp.ip_offset = static_cast<uint16_t>(l3);
   r.udp.payload_offset = static_cast<uint16_t>(l4 + sizeof(UdpHeader));
   r.udp.payload_len = static_cast<uint16_t>(udp_len - sizeof(UdpHeader));

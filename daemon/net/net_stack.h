@@ -20,6 +20,8 @@
 #include <span>
 #include <vector>
 
+#include "net/ethernet.h"
+#include "net/ipv4.h"
 #include "net/ipv4_addr.h"
 #include "net/mac_addr.h"
 #include "net/neighbour_table.h"
@@ -162,13 +164,15 @@ class NetStack {
 
  private:
   RxResult drop(RxDrop reason);
+  // Each step gets the headers already copied and checked by the one before.
   RxResult on_arp(std::span<const uint8_t> frame, size_t l3, uint64_t now_ns,
                   std::span<uint8_t> reply);
-  RxResult on_ipv4(std::span<const uint8_t> frame, size_t l3, uint64_t now_ns,
+  RxResult on_ipv4(std::span<const uint8_t> frame, const EthernetHeader& eth, size_t l3,
                    std::span<uint8_t> reply);
-  RxResult on_icmp(std::span<const uint8_t> frame, size_t l3, size_t ip_total_len,
-                   std::span<uint8_t> reply);
-  RxResult on_udp(std::span<const uint8_t> frame, size_t l3, size_t ip_total_len);
+  RxResult on_icmp(std::span<const uint8_t> frame, const EthernetHeader& eth, const Ipv4Header& ip,
+                   size_t l3, std::span<uint8_t> reply);
+  RxResult on_udp(std::span<const uint8_t> frame, const EthernetHeader& eth, const Ipv4Header& ip,
+                  size_t l3);
   size_t build_arp(std::span<uint8_t> out, uint16_t op, MacAddr eth_dst, MacAddr target_mac,
                    Ipv4Addr target_ip) const;
   bool on_link(Ipv4Addr ip) const;

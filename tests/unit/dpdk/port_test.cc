@@ -234,3 +234,42 @@ TEST_CASE("A jumbo MTU sizes the mbufs for whole frames", "[dpdk]") {
   CHECK(r->nb_segs == 1);
   rte_pktmbuf_free(r);
 }
+
+TEST_CASE("Several queues: each TX queue of a ring port loops to its RX queue", "[dpdk]") {
+  need_eal();
+  PortConfig c = small_port("net_ring6");
+  c.rx_queues = 2;
+  c.tx_queues = 2;
+  Port port(c);
+  CHECK(port.wait_for_link(100).up);
+  rte_mbuf* a = make_frame(port, 1, 64);
+  rte_mbuf* b = make_frame(port, 2, 65);
+  REQUIRE(port.tx_burst(1, &a, 1) == 1);
+  REQUIRE(port.tx_burst(0, &b, 1) == 1);
+  rte_mbuf* r = nullptr;
+  REQUIRE(port.rx_burst(1, &r, 1) == 1);
+  CHECK(rte_pktmbuf_pkt_len(r) == 64);
+  rte_pktmbuf_free(r);
+  REQUIRE(port.rx_burst(0, &r, 1) == 1);
+  CHECK(rte_pktmbuf_pkt_len(r) == 65);
+  rte_pktmbuf_free(r);
+}
+
+TEST_CASE("max_frame_bytes sizes mbufs beyond the MTU", "[dpdk]") {
+  need_eal();
+  PortConfig c = small_port("net_ring7");
+  c.max_frame_bytes = 9216;
+  c.mbuf_count = 1023;
+  c.rx_ring_size = 128;
+  c.tx_ring_size = 128;
+  Port port(c);
+  CHECK(port.mtu_bytes() == 1500);
+  rte_mbuf* m = port.alloc_mbuf();
+  REQUIRE(m != nullptr);
+  CHECK(rte_pktmbuf_tailroom(m) >= 9216);
+  rte_pktmbuf_free(m);
+
+  c = small_port("net_ring8");  // net_ring7 is still held by `port`
+  c.max_frame_bytes = 70000;
+  CHECK(error_of(c).find("do not fit one mbuf") != std::string::npos);
+}

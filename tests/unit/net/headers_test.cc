@@ -84,8 +84,11 @@ TEST_CASE("Internet checksum: RFC 1071 example and known IPv4 header", "[checksu
   hdr[10] = 0xb8;
   hdr[11] = 0x61;
   CHECK(ipv4_header_checksum(hdr) == 0);
+  CHECK(ipv4_header_checksum(*load_header<Ipv4Header>(hdr, 0)) == 0);
   hdr[15] ^= 1;
   CHECK(ipv4_header_checksum(hdr) != 0);
+  CHECK(ipv4_header_checksum(*load_header<Ipv4Header>(hdr, 0)) ==
+        ipv4_header_checksum(std::span<const uint8_t>(hdr)));
 }
 
 TEST_CASE("Checksum pieces chain and odd tails pad with zero", "[checksum]") {
@@ -99,6 +102,22 @@ TEST_CASE("Checksum pieces chain and odd tails pad with zero", "[checksum]") {
   // Large input: carries beyond 32 bits are folded, not lost.
   std::vector<uint8_t> ones(200000, 0xFF);
   CHECK(checksum_finish(checksum_partial(ones)) == ref_checksum(ones.data(), ones.size()));
+}
+
+TEST_CASE("Checksum matches the reference at every length and alignment", "[checksum]") {
+  std::vector<uint8_t> data(300);
+  uint32_t x = 99;
+  for (auto& b : data) b = static_cast<uint8_t>((x = x * 1664525u + 1013904223u) >> 24);
+  for (size_t off = 0; off < 8; ++off) {
+    for (size_t len = 0; off + len <= 260; ++len) {
+      const uint16_t got = checksum_finish(checksum_partial(std::span(data).subspan(off, len)));
+      if (got != ref_checksum(data.data() + off, len)) FAIL("offset " << off << " length " << len);
+    }
+  }
+  // A partial sum carried in is added once, in big-endian order.
+  const uint8_t two[] = {0x12, 0x34};
+  CHECK(checksum_finish(checksum_partial(two, 0x0001)) == static_cast<uint16_t>(~0x1235));
+  CHECK(checksum_finish(checksum_partial({}, 0xFFFF0001u)) == static_cast<uint16_t>(~0x0001));
 }
 
 TEST_CASE("UDP pseudo-header sum matches a hand-computed one", "[checksum]") {
