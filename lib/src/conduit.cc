@@ -2,9 +2,7 @@
 // (lib/proto) and the shared-memory region (shm-ipc).
 #include "conduit/conduit.h"
 
-#include <grp.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -131,32 +129,6 @@ struct conduit_qp {
 
 namespace {
 
-std::string connect_error(int rc, const std::string& path) {
-  switch (-rc) {
-    case ENOENT:
-    case ECONNREFUSED:
-      return "conduitd is not running: nothing listens on " + path +
-             " (start it with 'systemctl start conduitd', or point CONDUIT_SOCKET at the "
-             "socket it uses)";
-    case EACCES:
-    case EPERM: {
-      struct stat st {};
-      std::string owner = "the socket's group";
-      if (::stat(path.c_str(), &st) == 0) {
-        if (const struct group* gr = ::getgrgid(st.st_gid)) {
-          owner = std::string("group '") + gr->gr_name + "'";
-        }
-      }
-      return "permission denied on " + path + ": access is granted through " + owner +
-             "; add your user to it (usermod -aG GROUP $USER) and log in again";
-    }
-    case ENAMETOOLONG:
-      return "socket path too long: " + path;
-    default:
-      return "cannot connect to conduitd at " + path + ": " + std::strerror(-rc);
-  }
-}
-
 // One request/reply exchange. Caller holds ctx->control_mu.
 int call(conduit_context* ctx, proto::Request body, proto::ReplyMessage& reply,
          std::vector<int> fds_out = {}, std::vector<UniqueFd>* fds_in = nullptr) {
@@ -238,7 +210,7 @@ int conduit_open(const conduit_context_attr* attr, conduit_context** out) {
   auto ctx = std::make_unique<conduit_context>();
   ctx->socket_path = path;
   int rc = proto::connect_seqpacket(path, ctx->sock);
-  if (rc < 0) return set_error(rc, connect_error(rc, path));
+  if (rc < 0) return set_error(rc, proto::connect_error_message(rc, path));
   timeval tv{kReplyTimeoutS, 0};
   ::setsockopt(ctx->sock.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 

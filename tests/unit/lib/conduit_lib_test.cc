@@ -57,6 +57,7 @@ struct Daemon {
     l.max_cqs = 4;
     l.max_mrs = 8;
     l.max_mr_bytes = 4 << 20;
+    l.max_region_bytes = 4 << 20;
     l.default_region_bytes = 1 << 20;
     l.sq_depth = 64;
     l.rq_depth = 64;
