@@ -390,6 +390,27 @@ TEST_CASE("a killed client is released within one second", "[lib][control]") {
   CHECK(d.server->clients() == 1);
 }
 
+TEST_CASE("daemon stopped: a waiting client gets an error, not a hang", "[lib][control]") {
+  Daemon d;
+  conduit::Context ctx(d.path);
+  auto cq = ctx.create_cq(4);
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(100ms);
+    d.server->stop();
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  int rc = conduit_wait_cq(cq.get(), -1);  // forever, unless the daemon goes away
+  stopper.join();
+  CHECK(rc == -ECONNRESET);
+  CHECK(std::string(conduit_strerror(rc)).find("conduitd closed the connection") !=
+        std::string::npos);
+  CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+  // Later control calls fail cleanly too.
+  conduit_cq* other = nullptr;
+  rc = conduit_create_cq(ctx.get(), 4, &other);
+  CHECK(rc < 0);
+}
+
 TEST_CASE("control plane without an engine still serves and says so", "[lib][control]") {
   Daemon d(Daemon::small_limits(), /*with_engine=*/false);
   conduit::Context ctx(d.path);
