@@ -6,8 +6,9 @@
 // reported and the running policy stays). The main thread also pings the
 // systemd watchdog, but only while the control thread still answers.
 //
-// This build has no engine yet: clients can attach and create CQs, QPs and
-// MRs, but no data moves. --help and the systemd STATUS line say so.
+// The engine (daemon/engine) runs on its own thread: DPDK EAL and the port
+// named in the policy are brought up before the control socket opens, so a
+// port problem stops the daemon with a clear message before clients come.
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -19,8 +20,14 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "control/control_server.h"
+#include "dpdk/dpdk_error.h"
+#include "dpdk/eal.h"
+#include "dpdk/port.h"
+#include "engine/engine.h"
+#include "engine/engine_config.h"
 #include "policy/loader.h"
 #include "policy/policy_diff.h"
 #include "policy/policy_dump.h"
@@ -38,9 +45,6 @@ using conduit::control::ServerConfig;
 using conduit::policy::Policy;
 
 constexpr const char* kDefaultConfig = "/etc/conduit/conduitd.yaml";
-constexpr const char* kEngineState =
-    "control plane only: this build has no engine yet, so QPs are created and connected but "
-    "move no data";
 
 void print_help() {
   std::printf(
@@ -65,8 +69,10 @@ void print_help() {
       "Under systemd (config/conduitd.service, Type=notify) it reports READY, STATUS\n"
       "and watchdog pings. Inspect a running daemon with 'conduitctl status'.\n"
       "\n"
-      "State of this build: control plane only. There is no engine yet: clients can\n"
-      "attach, register memory and create and connect QPs, but no data moves.\n",
+      "The port (policy port.device, a PCI address or a DPDK vdev string such as\n"
+      "net_af_packet0,iface=eth1) is driven by DPDK in poll mode from one engine\n"
+      "thread; EAL arguments come from port.eal_args (e.g. --no-huge -m 512 where\n"
+      "there are no hugepages).\n",
       CONDUIT_VERSION, kDefaultConfig);
 }
 
@@ -157,7 +163,18 @@ int check_config(const std::string& path) {
 
 std::string status_line(const ControlServer& s) {
   return "STATUS=" + std::to_string(s.clients()) + " client(s), " + std::to_string(s.qps()) +
-         " QP(s); " + kEngineState;
+         " QP(s)";
+}
+
+std::vector<std::string> eal_args(const Policy& p) {
+  std::vector<std::string> args = p.port.eal_args;
+  // One engine lcore; more lcores shard QPs later.
+  if (std::find(args.begin(), args.end(), "-l") == args.end() &&
+      std::find(args.begin(), args.end(), "--lcores") == args.end()) {
+    args.push_back("-l");
+    args.push_back(std::to_string(p.daemon.lcores.empty() ? 0 : p.daemon.lcores.front()));
+  }
+  return args;
 }
 
 int run(const std::string& config_path) {
@@ -189,15 +206,47 @@ int run(const std::string& config_path) {
   hooks.class_exists = [&state](const std::string& name) {
     return state.running->find_class(name) != nullptr;
   };
+  // Data plane first: EAL, the port, the engine and its command channel.
+  std::unique_ptr<conduit::dpdk::Eal> eal;
+  std::unique_ptr<conduit::dpdk::Port> port;
+  std::unique_ptr<conduit::control::EngineChannel> channel;
+  std::unique_ptr<conduit::engine::Engine> engine;
+  try {
+    const Policy& p = *state.running;
+    eal = std::make_unique<conduit::dpdk::Eal>(eal_args(p));
+    conduit::dpdk::PortConfig pc;
+    pc.device = p.port.device;
+    pc.mtu_bytes = static_cast<uint16_t>(p.port.mtu_bytes);
+    port = std::make_unique<conduit::dpdk::Port>(pc);
+    if (int rc = conduit::control::EngineChannel::create(1024, &channel); rc < 0) {
+      spdlog::critical("cannot create the engine command channel: {}", strerror(-rc));
+      return 1;
+    }
+    conduit::net::MacAddr mac;
+    std::memcpy(mac.bytes.data(), port->mac().addr_bytes, 6);
+    const auto link = port->wait_for_link(2000);
+    engine = std::make_unique<conduit::engine::Engine>(
+        conduit::engine::engine_config_from_policy(p, mac, uint64_t{link.speed_mbps} * 1'000'000),
+        *port, *channel);
+    spdlog::info("port {} ({}) mac {} link {} {} Mb/s, address {}", port->name(), port->driver(),
+                 mac.to_string(), link.up ? "up" : "down", link.speed_mbps,
+                 conduit::net::Ipv4Addr{p.port.address.value}.to_string());
+  } catch (const std::exception& e) {
+    spdlog::critical("cannot start the data plane: {}", e.what());
+    return 1;
+  }
+  std::thread engine_thread([&engine] { engine->run(); });
+
   ControlServer server(server_config(*state.running), control_limits(*state.running), hooks,
-                       nullptr);
+                       channel.get());
   state.server = &server;
   std::string error;
   if (int rc = server.start(error); rc < 0) {
     spdlog::critical("cannot start the control socket: {}", error);
+    engine->stop();
+    engine_thread.join();
     return 1;
   }
-  spdlog::warn("{}", kEngineState);
 
   conduit::telemetry::SdNotifier notifier;
   notifier.notify("READY=1\n" + status_line(server));
@@ -244,6 +293,8 @@ int run(const std::string& config_path) {
     }
   }
   server.stop();
+  engine->stop();
+  engine_thread.join();
   spdlog::info("conduitd stopped");
   return 0;
 }
