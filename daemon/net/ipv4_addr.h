@@ -22,6 +22,12 @@ struct Ipv4Addr {
   constexpr bool is_zero() const { return value == 0; }
   constexpr bool is_limited_broadcast() const { return value == 0xFFFFFFFFu; }
   constexpr bool is_multicast() const { return (value >> 28) == 0xE; }
+  constexpr bool is_loopback() const { return (value >> 24) == 127; }
+  // An address a peer may use as its own: not 0.0.0.0, 127/8, multicast or
+  // the limited broadcast. (Subnet broadcasts depend on the prefix.)
+  constexpr bool is_unicast() const {
+    return !is_zero() && !is_loopback() && !is_multicast() && !is_limited_broadcast();
+  }
 
   // Dotted quad "a.b.c.d" with each part 0..255 and no leading '+' or spaces.
   static std::optional<Ipv4Addr> parse(std::string_view text);

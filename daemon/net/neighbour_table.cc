@@ -7,9 +7,7 @@
 namespace conduit::net {
 namespace {
 
-bool is_unicast_ip(Ipv4Addr ip) {
-  return !ip.is_zero() && !ip.is_limited_broadcast() && !ip.is_multicast();
-}
+bool is_unicast_ip(Ipv4Addr ip) { return ip.is_unicast(); }
 bool is_unicast_mac(MacAddr mac) { return !mac.is_zero() && !mac.is_multicast(); }
 
 }  // namespace

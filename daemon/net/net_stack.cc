@@ -17,9 +17,7 @@
 namespace conduit::net {
 namespace {
 
-bool is_unicast_ip(Ipv4Addr ip) {
-  return !ip.is_zero() && !ip.is_limited_broadcast() && !ip.is_multicast();
-}
+bool is_unicast_ip(Ipv4Addr ip) { return ip.is_unicast(); }
 
 // Room for the events one call can produce before the caller drains them:
 // a resolution failing or succeeding releases a whole per-hop queue.
@@ -79,6 +77,13 @@ bool NetStack::on_link(Ipv4Addr ip) const {
   return (ip.value & prefix_mask_) == (config_.addr.value & prefix_mask_);
 }
 
+bool NetStack::is_peer_address(Ipv4Addr ip) const {
+  // /31 and /32 have no subnet broadcast address (RFC 3021).
+  const bool subnet_broadcast =
+      config_.prefix_len < 31 && on_link(ip) && (ip.value & ~prefix_mask_) == ~prefix_mask_;
+  return is_unicast_ip(ip) && ip != config_.addr && !subnet_broadcast;
+}
+
 bool NetStack::port_open(uint16_t port) const {
   return (udp_port_bitmap_[port / 64] >> (port % 64)) & 1;
 }
@@ -136,7 +141,7 @@ RxResult NetStack::on_arp(std::span<const uint8_t> frame, size_t l3, uint64_t no
   // A zero sender IP is an RFC 5227 probe: answer it, learn nothing.
   const bool probe = op == kArpOpRequest && sender_ip.is_zero();
   if (arp->sender_mac.is_zero() || arp->sender_mac.is_multicast() ||
-      (!probe && (!is_unicast_ip(sender_ip) || sender_ip == config_.addr))) {
+      (!probe && !is_peer_address(sender_ip))) {
     return drop(RxDrop::kArpBadSender);
   }
   if (target_ip != config_.addr) {
@@ -183,7 +188,7 @@ RxResult NetStack::on_ipv4(std::span<const uint8_t> frame, size_t l3, uint64_t n
   }
   if (Ipv4Addr::from_be(ip->dst) != config_.addr) return drop(RxDrop::kIpNotForUs);
   const Ipv4Addr src = Ipv4Addr::from_be(ip->src);
-  if (!is_unicast_ip(src) || src == config_.addr) return drop(RxDrop::kIpBadSource);
+  if (!is_peer_address(src)) return drop(RxDrop::kIpBadSource);
   if (ip->is_fragment()) return drop(RxDrop::kIpFragment);
   switch (ip->protocol) {
     case kIpProtoUdp:
@@ -285,7 +290,7 @@ RxResult NetStack::on_udp(std::span<const uint8_t> frame, size_t l3, size_t ip_t
 }
 
 std::optional<Ipv4Addr> NetStack::next_hop(Ipv4Addr dst) {
-  if (!is_unicast_ip(dst) || dst == config_.addr) {
+  if (!is_peer_address(dst)) {
     ++counters_.no_route;
     return std::nullopt;
   }
@@ -297,7 +302,19 @@ std::optional<Ipv4Addr> NetStack::next_hop(Ipv4Addr dst) {
 
 NeighbourTable::ResolveResult NetStack::resolve(Ipv4Addr next_hop, uint64_t now_ns,
                                                 FrameHandle frame) {
+  // Only on-link peers can answer ARP; anything else is a routing bug upstream.
+  if (!on_link(next_hop) || !is_peer_address(next_hop)) {
+    ++counters_.no_route;
+    return {NeighbourTable::Resolve::kDropped, MacAddr{}};
+  }
   return neighbours_.resolve(next_hop, now_ns, frame, events_);
+}
+
+void NetStack::announce() {
+  // Gratuitous ARP (RFC 5227 announcement): a request for our own address,
+  // so peers replace a stale MAC for it (e.g. after a NIC or host change).
+  events_.push_back(
+      {NeighbourEvent::Kind::kSendRequest, config_.addr, MacAddr::broadcast(), kNoFrame});
 }
 
 void NetStack::poll_timers(uint64_t now_ns) { neighbours_.poll(now_ns, events_); }

@@ -99,7 +99,7 @@ struct NetCounters {
   uint64_t tx_arp_replies = 0;
   uint64_t tx_icmp_echo_replies = 0;
   uint64_t tx_arp_requests = 0;  // handed out through take_actions()
-  uint64_t no_route = 0;         // next_hop() found nothing
+  uint64_t no_route = 0;         // next_hop() found nothing, or resolve() got an off-link hop
   std::array<uint64_t, kRxDropCount> rx_drops{};
 
   uint64_t drops(RxDrop reason) const { return rx_drops[static_cast<size_t>(reason)]; }
@@ -124,8 +124,13 @@ class NetStack {
   // The MAC of next_hop, or queue `frame` until it is known (see
   // NeighbourTable::resolve for the exact contract: kResolved = send now to
   // .mac; kQueued = held, returned later as an action; kDropped = free it).
+  // next_hop must be an on-link peer (what next_hop() returns); anything
+  // else is kDropped and counted in no_route.
   NeighbourTable::ResolveResult resolve(Ipv4Addr next_hop, uint64_t now_ns,
                                         FrameHandle frame = kNoFrame);
+
+  // Queues a gratuitous ARP for our address (call once the port is up).
+  void announce();
 
   void poll_timers(uint64_t now_ns);
   // Earliest time poll_timers() has work (may be early, never late); UINT64_MAX if none.
@@ -167,6 +172,8 @@ class NetStack {
   size_t build_arp(std::span<uint8_t> out, uint16_t op, MacAddr eth_dst, MacAddr target_mac,
                    Ipv4Addr target_ip) const;
   bool on_link(Ipv4Addr ip) const;
+  // Unicast, not ours, not our subnet's broadcast address.
+  bool is_peer_address(Ipv4Addr ip) const;
   bool port_open(uint16_t port) const;
 
   NetStackConfig config_;

@@ -457,6 +457,7 @@ void parse_congestion_control(ErrorSink& s, const Field& f, CongestionControl& c
 struct ClassMarks {
   YAML::Mark name;
   YAML::Mark dscp;
+  bool default_unreadable = false;  // "no default class" would then be a follow-on error
 };
 
 void parse_traffic_class(ErrorSink& s, const Field& f, TrafficClass& tc, ClassMarks& marks) {
@@ -478,7 +479,11 @@ void parse_traffic_class(ErrorSink& s, const Field& f, TrafficClass& tc, ClassMa
       }
     }
   }
-  if (auto v = r.take("default")) assign(tc.is_default, detail::read_bool(s, *v));
+  if (auto v = r.take("default")) {
+    auto is_default = detail::read_bool(s, *v);
+    assign(tc.is_default, is_default);
+    marks.default_unreadable = !is_default;
+  }
   if (auto v = r.take("dscp")) {
     have_dscp = true;
     marks.dscp = v->mark;
@@ -540,6 +545,7 @@ void parse_traffic_classes(ErrorSink& s, const Field& f, std::vector<TrafficClas
     class_marks.push_back(m);
   }
   const TrafficClass* first_default = nullptr;
+  bool default_unreadable = false;
   for (size_t i = 0; i < classes.size(); ++i) {
     const TrafficClass& tc = classes[i];
     const Field& e = (*elements)[i];
@@ -564,6 +570,7 @@ void parse_traffic_classes(ErrorSink& s, const Field& f, std::vector<TrafficClas
       s.add(class_marks[i].dscp,
             e.path + ".dscp: DSCP " + std::to_string(tc.dscp) + " is the CNP DSCP (cnp.dscp)");
     }
+    default_unreadable = default_unreadable || class_marks[i].default_unreadable;
     if (tc.is_default) {
       if (first_default != nullptr) {
         s.add(e.mark, e.path + ": second default class (" + quote(first_default->name) +
@@ -573,7 +580,7 @@ void parse_traffic_classes(ErrorSink& s, const Field& f, std::vector<TrafficClas
       }
     }
   }
-  if (first_default == nullptr) {
+  if (first_default == nullptr && !default_unreadable) {
     s.add(f.mark, f.path +
                       ": no default class; set 'default: true' on the class that carries "
                       "traffic no other class claims");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <utility>
 
 namespace conduit::policy {
 namespace {
@@ -35,12 +36,15 @@ std::optional<std::string> did_you_mean(std::string_view word,
   if (word.empty() || word.size() > 64) return std::nullopt;
   size_t limit = std::clamp<size_t>(word.size() / 3, 1, 3);
   std::optional<std::string> best;
-  size_t best_distance = limit + 1;
+  // Ranked by distance, then by length difference: "qbit" is a typo of
+  // "gbit" rather than of "bit".
+  std::pair<size_t, size_t> best_rank{limit + 1, 0};
   for (std::string_view c : candidates) {
     if (c.size() > word.size() + limit || word.size() > c.size() + limit) continue;
-    size_t d = edit_distance(word, c);
-    if (d < best_distance) {
-      best_distance = d;
+    size_t length_gap = c.size() > word.size() ? c.size() - word.size() : word.size() - c.size();
+    std::pair<size_t, size_t> rank{edit_distance(word, c), length_gap};
+    if (rank < best_rank) {
+      best_rank = rank;
       best = std::string(c);
     }
   }

@@ -107,7 +107,6 @@ void TxScheduler::unlink_ready(FlowId id) {
 // the wheel.
 void TxScheduler::place(FlowId id, uint64_t now_ns) {
   Flow& f = flows_[id];
-  f.next_tx = std::max(f.next_tx, lag_floor(now_ns));
   if (due(f.next_tx, now_ns)) {
     push_ready(id);
   } else {
@@ -146,7 +145,9 @@ bool TxScheduler::enqueue(FlowId id, PacketRef packet, uint64_t now_ns) {
     return false;
   }
   if (f.state == State::kIdle) {
-    if (!f.has_last) f.next_tx = FineTime::from_ns(now_ns);
+    // Idle time earns no credit: the first packet may go now, not earlier.
+    f.next_tx =
+        f.has_last ? std::max(f.next_tx, FineTime::from_ns(now_ns)) : FineTime::from_ns(now_ns);
     place(id, now_ns);
   }
   return true;

@@ -149,11 +149,8 @@ DropReason parse_roce_impl(const uint8_t* ip_udp, std::span<const uint8_t> udp_p
   // a corrupted BTH counts as corruption, not as a protocol error.
   if (opt.verify_icrc) {
     if (ip_udp == nullptr) return DropReason::kIcrc;
-    std::array<uint8_t, kIcrcMaskedHeaderBytes> head;
-    std::memcpy(head.data(), ip_udp, kIpUdpBytes);
-    std::memcpy(head.data() + kIpUdpBytes, b, kBthBytes);
-    uint32_t crc = icrc_begin_ipv4(head);
-    crc = crc32_update(crc, udp_payload.subspan(kBthBytes, n - kBthBytes - kIcrcBytes));
+    const uint32_t crc =
+        icrc_ipv4(std::span<const uint8_t>(ip_udp, kIpUdpBytes), udp_payload.first(n - kIcrcBytes));
     if (crc != icrc_load(b + n - kIcrcBytes)) return DropReason::kIcrc;
   }
   if ((b[1] & 0x0F) != 0) return DropReason::kBthVersion;
@@ -271,9 +268,7 @@ BuildResult build_frame(std::span<uint8_t> out, const FrameAddr& addr, RoceHeade
   }
   for (uint8_t i = 0; i < pad; ++i) *p++ = 0;
 
-  uint32_t crc = icrc_begin_ipv4(std::span<const uint8_t, kIcrcMaskedHeaderBytes>(ip, 40));
-  crc = crc32_update(crc, std::span<const uint8_t>(ip + kIcrcMaskedHeaderBytes, p));
-  icrc_store(crc, p);
+  icrc_store(icrc_ipv4(std::span<const uint8_t>(ip, p)), p);
   return {BuildStatus::kOk, total};
 }
 

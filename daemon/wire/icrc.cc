@@ -56,16 +56,15 @@ uint32_t raw_slice8(uint32_t s, const uint8_t* p, size_t n) {
   return raw_bytewise(s, p, n);
 }
 
-// Below this many bytes the table path wins (no fold setup, no final
-// 16-byte tail through the table).
-constexpr size_t kClmulMinBytes = 64;
+// From this many bytes on, the carry-less-multiply path is used.
+constexpr size_t kClmulMinBytes = 16;
 
 #if CONDUIT_WIRE_HAVE_CLMUL
-// Folding constants for the reflected polynomial (Intel, "Fast CRC
-// Computation for Generic Polynomials Using PCLMULQDQ"): each is
-// reflect32(x^e mod P) << 1 with e = 4*128 +/- 32 for folding 64 bytes ahead
-// and e = 128 +/- 32 for folding 16 bytes ahead. Checked by recomputing them
-// below at compile time.
+// Constants for the reflected polynomial, after Intel's "Fast CRC Computation
+// for Generic Polynomials Using PCLMULQDQ". Folding a 128-bit value D bits
+// ahead multiplies its two halves by reflect32(x^(D+32) mod P) << 1 and
+// reflect32(x^(D-32) mod P) << 1; they are computed here at compile time
+// and pinned to the published values.
 constexpr uint64_t xpow_mod_reflected_shifted(unsigned e) {
   uint64_t v = 1;
   for (unsigned i = 0; i < e; ++i) {
@@ -76,57 +75,108 @@ constexpr uint64_t xpow_mod_reflected_shifted(unsigned e) {
   for (int b = 0; b < 32; ++b) r |= static_cast<uint32_t>((v >> b) & 1) << (31 - b);
   return uint64_t{r} << 1;
 }
-constexpr uint64_t kFold4Lo = xpow_mod_reflected_shifted(4 * 128 + 32);
-constexpr uint64_t kFold4Hi = xpow_mod_reflected_shifted(4 * 128 - 32);
-constexpr uint64_t kFold1Lo = xpow_mod_reflected_shifted(128 + 32);
-constexpr uint64_t kFold1Hi = xpow_mod_reflected_shifted(128 - 32);
-static_assert(kFold4Lo == 0x154442bd4 && kFold4Hi == 0x1c6e41596);
-static_assert(kFold1Lo == 0x1751997d0 && kFold1Hi == 0x0ccaa009e);
+struct FoldConstants {
+  uint64_t lo, hi;
+};
+constexpr FoldConstants fold_constants(unsigned distance_bits) {
+  return {xpow_mod_reflected_shifted(distance_bits + 32),
+          xpow_mod_reflected_shifted(distance_bits - 32)};
+}
+constexpr FoldConstants kFold512 = fold_constants(512);
+constexpr FoldConstants kFold384 = fold_constants(384);
+constexpr FoldConstants kFold256 = fold_constants(256);
+constexpr FoldConstants kFold128 = fold_constants(128);
+static_assert(kFold512.lo == 0x154442bd4 && kFold512.hi == 0x1c6e41596);
+static_assert(kFold128.lo == 0x1751997d0 && kFold128.hi == 0x0ccaa009e);
+// 64 -> 32 bit fold, then Barrett reduction: mu = floor(x^64 / P) and P,
+// both bit-reflected (33 bits).
+constexpr uint64_t kFold64 = xpow_mod_reflected_shifted(64);
+static_assert(kFold64 == 0x163cd6124);
+constexpr uint64_t kBarrettMu = 0x1F7011641;
+constexpr uint64_t kBarrettPoly = 0x1DB710641;
 
-__attribute__((target("pclmul,sse2"))) inline __m128i fold(__m128i x, __m128i k, __m128i next) {
-  const __m128i lo = _mm_clmulepi64_si128(x, k, 0x00);
-  const __m128i hi = _mm_clmulepi64_si128(x, k, 0x11);
-  return _mm_xor_si128(_mm_xor_si128(lo, hi), next);
+#define CONDUIT_CLMUL __attribute__((target("pclmul,sse2")))
+
+CONDUIT_CLMUL inline __m128i constants(FoldConstants k) {
+  return _mm_set_epi64x(static_cast<long long>(k.hi), static_cast<long long>(k.lo));
+}
+
+CONDUIT_CLMUL inline __m128i fold(__m128i x, __m128i k) {
+  return _mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11));
 }
 
 inline __m128i load128(const uint8_t* p) {
   return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
 }
 
-// Folds the message into one 128-bit value congruent to it modulo P (so
-// that, placed where the folded bytes ended, it yields the same CRC), then
-// finishes that value and the sub-16-byte tail with the table.
-__attribute__((target("pclmul,sse2"))) uint32_t raw_clmul(uint32_t s, const uint8_t* p, size_t n) {
-  // The running state enters as an XOR into the first four message bytes.
-  __m128i x0 = _mm_xor_si128(load128(p), _mm_cvtsi32_si128(static_cast<int>(s)));
-  __m128i x1 = load128(p + 16);
-  __m128i x2 = load128(p + 32);
-  __m128i x3 = load128(p + 48);
-  p += 64;
-  n -= 64;
-  const __m128i k4 =
-      _mm_set_epi64x(static_cast<long long>(kFold4Hi), static_cast<long long>(kFold4Lo));
-  while (n >= 64) {
-    x0 = fold(x0, k4, load128(p));
-    x1 = fold(x1, k4, load128(p + 16));
-    x2 = fold(x2, k4, load128(p + 32));
-    x3 = fold(x3, k4, load128(p + 48));
+// Reduces a 128-bit remainder (congruent to the message so far) to the
+// 32-bit CRC register.
+CONDUIT_CLMUL inline uint32_t reduce128(__m128i x) {
+  const __m128i mask32 = _mm_set_epi32(0, 0, 0, -1);
+  // 128 -> 64: low half times x^(128-32), added to the high half (which also
+  // appends 32 zero bits).
+  const __m128i k128 = constants(kFold128);
+  x = _mm_xor_si128(_mm_clmulepi64_si128(x, k128, 0x10), _mm_srli_si128(x, 8));
+  // 64 -> 32 (+32 zero bits).
+  const __m128i k64 = _mm_set_epi64x(0, static_cast<long long>(kFold64));
+  x = _mm_xor_si128(_mm_clmulepi64_si128(_mm_and_si128(x, mask32), k64, 0x00),
+                    _mm_srli_si128(x, 4));
+  // Barrett: q = (low32 * mu) mod x^32, r = x + q * P; the CRC is r's second dword.
+  const __m128i kb =
+      _mm_set_epi64x(static_cast<long long>(kBarrettMu), static_cast<long long>(kBarrettPoly));
+  __m128i q = _mm_clmulepi64_si128(_mm_and_si128(x, mask32), kb, 0x10);
+  q = _mm_clmulepi64_si128(_mm_and_si128(q, mask32), kb, 0x00);
+  x = _mm_xor_si128(x, q);
+  return static_cast<uint32_t>(_mm_cvtsi128_si32(_mm_srli_si128(x, 4)));
+}
+
+// Continues from `x`, a 128-bit remainder of everything before p (any n):
+// folds 64 bytes per step in four independent lanes, joins the lanes with
+// one multiply each (no serial chain), folds any remaining 16-byte blocks,
+// reduces to 32 bits and finishes the < 16-byte tail with the table.
+CONDUIT_CLMUL uint32_t raw_clmul_from(__m128i x, const uint8_t* p, size_t n) {
+  const __m128i k128 = constants(kFold128);
+  if (n >= 64) {
+    x = _mm_xor_si128(fold(x, k128), load128(p));
+    __m128i x1 = load128(p + 16);
+    __m128i x2 = load128(p + 32);
+    __m128i x3 = load128(p + 48);
     p += 64;
     n -= 64;
+    const __m128i k512 = constants(kFold512);
+    while (n >= 64) {
+      x = _mm_xor_si128(fold(x, k512), load128(p));
+      x1 = _mm_xor_si128(fold(x1, k512), load128(p + 16));
+      x2 = _mm_xor_si128(fold(x2, k512), load128(p + 32));
+      x3 = _mm_xor_si128(fold(x3, k512), load128(p + 48));
+      p += 64;
+      n -= 64;
+    }
+    x = _mm_xor_si128(_mm_xor_si128(fold(x, constants(kFold384)), fold(x1, constants(kFold256))),
+                      _mm_xor_si128(fold(x2, k128), x3));
   }
-  const __m128i k1 =
-      _mm_set_epi64x(static_cast<long long>(kFold1Hi), static_cast<long long>(kFold1Lo));
-  __m128i x = fold(x0, k1, x1);
-  x = fold(x, k1, x2);
-  x = fold(x, k1, x3);
   while (n >= 16) {
-    x = fold(x, k1, load128(p));
+    x = _mm_xor_si128(fold(x, k128), load128(p));
     p += 16;
     n -= 16;
   }
-  alignas(16) uint8_t folded[16];
-  _mm_store_si128(reinterpret_cast<__m128i*>(folded), x);
-  return raw_bytewise(raw_slice8(0, folded, 16), p, n);
+  return raw_slice8(reduce128(x), p, n);
+}
+
+// n >= 16. The running register enters as an XOR into the first four bytes.
+CONDUIT_CLMUL uint32_t raw_clmul(uint32_t s, const uint8_t* p, size_t n) {
+  const __m128i x = _mm_xor_si128(load128(p), _mm_cvtsi32_si128(static_cast<int>(s)));
+  return raw_clmul_from(x, p + 16, n - 16);
+}
+
+// Three 16-byte blocks from `head`, then n bytes from p, in one fold stream.
+CONDUIT_CLMUL uint32_t raw_clmul_head48(uint32_t s, const uint8_t* head, const uint8_t* p,
+                                        size_t n) {
+  const __m128i k128 = constants(kFold128);
+  __m128i x = _mm_xor_si128(load128(head), _mm_cvtsi32_si128(static_cast<int>(s)));
+  x = _mm_xor_si128(fold(x, k128), load128(head + 16));
+  x = _mm_xor_si128(fold(x, k128), load128(head + 32));
+  return raw_clmul_from(x, p, n);
 }
 #endif
 
@@ -182,23 +232,51 @@ constexpr uint32_t kLrhPrefixCrc = prefix_crc();
 static_assert(~kLrhPrefixCrc == 0xDEBB20E3);
 }  // namespace
 
+namespace {
+void mask_icrc_fields(uint8_t* b) {
+  b[1] = 0xFF;   // IPv4 ToS (DSCP + ECN)
+  b[8] = 0xFF;   // TTL
+  b[10] = 0xFF;  // header checksum
+  b[11] = 0xFF;
+  b[20 + 6] = 0xFF;  // UDP checksum
+  b[20 + 7] = 0xFF;
+  b[28 + 4] = 0xFF;  // BTH FECN, BECN, Resv6
+}
+}  // namespace
+
 uint32_t icrc_begin_ipv4(std::span<const uint8_t, kIcrcMaskedHeaderBytes> ip_udp_bth) {
   std::array<uint8_t, kIcrcMaskedHeaderBytes> masked;
   std::memcpy(masked.data(), ip_udp_bth.data(), masked.size());
-  masked[1] = 0xFF;   // IPv4 ToS (DSCP + ECN)
-  masked[8] = 0xFF;   // TTL
-  masked[10] = 0xFF;  // header checksum
-  masked[11] = 0xFF;
-  masked[20 + 6] = 0xFF;  // UDP checksum
-  masked[20 + 7] = 0xFF;
-  masked[28 + 4] = 0xFF;  // BTH FECN, BECN, Resv6
+  mask_icrc_fields(masked.data());
   return crc32_update(kLrhPrefixCrc, masked);
 }
 
-uint32_t icrc_ipv4(std::span<const uint8_t> ip_datagram_without_icrc) {
-  if (ip_datagram_without_icrc.size() < kIcrcMaskedHeaderBytes) return 0;
-  const uint32_t crc = icrc_begin_ipv4(ip_datagram_without_icrc.first<kIcrcMaskedHeaderBytes>());
-  return crc32_update(crc, ip_datagram_without_icrc.subspan(kIcrcMaskedHeaderBytes));
+uint32_t icrc_ipv4(std::span<const uint8_t> first, std::span<const uint8_t> second) {
+  const size_t total = first.size() + second.size();
+  if (total < kIcrcMaskedHeaderBytes) return 0;
+  // The masked copy covers 48 bytes (three CRC blocks) when there are that
+  // many, so the carry-less path streams header and payload without an
+  // intermediate reduction.
+  constexpr size_t kHeadBytes = 48;
+  uint8_t head[kHeadBytes];
+  const size_t head_len = total < kHeadBytes ? total : kHeadBytes;
+  const size_t from_first = first.size() < head_len ? first.size() : head_len;
+  std::memcpy(head, first.data(), from_first);
+  if (head_len > from_first) std::memcpy(head + from_first, second.data(), head_len - from_first);
+  mask_icrc_fields(head);
+  first = first.subspan(from_first);
+  second = second.subspan(head_len - from_first);
+  uint32_t s = ~kLrhPrefixCrc;  // raw register after the 8 x 0xFF prefix
+#if CONDUIT_WIRE_HAVE_CLMUL
+  if (head_len == kHeadBytes && kHaveClmul) {
+    if (first.empty()) return ~raw_clmul_head48(s, head, second.data(), second.size());
+    s = raw_clmul_head48(s, head, first.data(), first.size());
+    return crc32_update(~s, second);
+  }
+#endif
+  s = raw_slice8(s, head, head_len);
+  s = raw_slice8(s, first.data(), first.size());
+  return ~raw_slice8(s, second.data(), second.size());
 }
 
 }  // namespace conduit::wire

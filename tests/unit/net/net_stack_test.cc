@@ -524,3 +524,73 @@ TEST_CASE("rx_drop_name gives every reason a distinct name", "[stack]") {
   CHECK(names.count("unknown") == 0);
   CHECK(std::string(rx_drop_name(RxDrop::kIpFragment)) == "ip_fragment");
 }
+
+// Frames made by scapy (tests/fuzz/net/make_seeds.py): checksums from an
+// independent implementation.
+TEST_CASE("Known answers: scapy-built ping and UDP frames", "[stack][known]") {
+  const std::vector<uint8_t> ping = {
+      0x02, 0x00, 0x00, 0x00, 0x00, 0x01, 0x02, 0x00, 0x00, 0x00, 0x00, 0x02, 0x08, 0x00,
+      0x45, 0x00, 0x00, 0x54, 0x00, 0x00, 0x40, 0x00, 0x40, 0x01, 0xae, 0x81, 0xc6, 0x12,
+      0x00, 0x02, 0xc6, 0x12, 0x00, 0x01, 0x08, 0x00, 0x00, 0xe5, 0x00, 0x07, 0x00, 0x01,
+      0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d,
+      0x0e, 0x0f, 0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1a, 0x1b,
+      0x1c, 0x1d, 0x1e, 0x1f, 0x20, 0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x27, 0x28, 0x29,
+      0x2a, 0x2b, 0x2c, 0x2d, 0x2e, 0x2f, 0x30, 0x31, 0x32, 0x33, 0x34, 0x35, 0x36, 0x37};
+  const std::vector<uint8_t> udp = {
+      0x02, 0x00, 0x00, 0x00, 0x00, 0x01, 0x02, 0x00, 0x00, 0x00, 0x00, 0x02, 0x08,
+      0x00, 0x45, 0x00, 0x00, 0x26, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0xae, 0x9f,
+      0xc6, 0x12, 0x00, 0x02, 0xc6, 0x12, 0x00, 0x01, 0x48, 0x53, 0x48, 0x53, 0x00,
+      0x12, 0xc4, 0x23, 0x63, 0x6f, 0x6e, 0x64, 0x75, 0x69, 0x74, 0x2d, 0x63, 0x6d};
+  NetStack s(base_config());
+  const Rx rx = receive(s, ping);
+  REQUIRE(rx.result.verdict == RxVerdict::kReply);
+  // Same IPv4 header with the addresses swapped: the same checksum. ICMP type
+  // 8 -> 0 raises the checksum by 0x0800 (RFC 1624).
+  CHECK(get16(rx.reply, 24) == 0xae81);
+  CHECK(get16(rx.reply, 36) == 0x08e5);
+  const Rx u = receive(s, udp);
+  REQUIRE(u.result.verdict == RxVerdict::kDeliverUdp);
+  CHECK(u.result.udp.payload_len == 10);
+  CHECK(u.result.udp.src_port == kCmPort);
+}
+
+TEST_CASE("announce() sends a gratuitous ARP for our address", "[stack][arp]") {
+  NetStack s(base_config());
+  s.announce();
+  const auto actions = take_all(s);
+  REQUIRE(actions.size() == 1);
+  const std::vector<uint8_t> f(actions[0].bytes.begin(), actions[0].bytes.begin() + actions[0].len);
+  CHECK(MacAddr{{f[0], f[1], f[2], f[3], f[4], f[5]}}.is_broadcast());
+  CHECK(get16(f, 20) == 1);
+  CHECK(get32(f, 28) == kOurIp.value);  // sender
+  CHECK(get32(f, 38) == kOurIp.value);  // target
+  // Our own announcement looped back is not an ARP for us to answer.
+  CHECK(drop_of(s, f) == RxDrop::kArpBadSender);
+}
+
+TEST_CASE("Martian and broadcast addresses are never peers", "[stack][route]") {
+  NetStack s(base_config());
+  const Ipv4Addr bcast = Ipv4Addr::from_octets(198, 18, 0, 255);
+  const Ipv4Addr loop = Ipv4Addr::from_octets(127, 0, 0, 1);
+  CHECK_FALSE(s.next_hop(bcast));
+  CHECK_FALSE(s.next_hop(loop));
+  CHECK(drop_of(s, arp_frame(1, MacAddr::broadcast(), kPeerMac, bcast, MacAddr{}, kOurIp)) ==
+        RxDrop::kArpBadSender);
+  CHECK(drop_of(s, arp_frame(1, MacAddr::broadcast(), kPeerMac, loop, MacAddr{}, kOurIp)) ==
+        RxDrop::kArpBadSender);
+  CHECK(drop_of(s, ipv4_frame(17, udp_segment(1, 4791, {1}, false), bcast, kOurIp)) ==
+        RxDrop::kIpBadSource);
+  CHECK(drop_of(s, ipv4_frame(17, udp_segment(1, 4791, {1}, false), loop, kOurIp)) ==
+        RxDrop::kIpBadSource);
+  // resolve() only takes on-link peers.
+  CHECK(s.resolve(kRemoteIp, 0, 1).status == NeighbourTable::Resolve::kDropped);
+  CHECK(s.resolve(bcast, 0, 1).status == NeighbourTable::Resolve::kDropped);
+  CHECK(s.pending_actions() == 0);
+
+  NetStackConfig c = base_config();
+  c.prefix_len = 31;  // RFC 3021: both addresses are hosts
+  c.gateway.reset();
+  c.addr = Ipv4Addr::from_octets(198, 18, 0, 0);
+  NetStack p2p(c);
+  CHECK(p2p.next_hop(Ipv4Addr::from_octets(198, 18, 0, 1)) == Ipv4Addr::from_octets(198, 18, 0, 1));
+}

@@ -245,3 +245,22 @@ TEST_CASE("many paced flows each keep their own rate") {
     CHECK(std::abs(static_cast<double>(bytes[i]) - expect) <= 1000.0 * 1.01);
   }
 }
+
+TEST_CASE("idle time earns no burst; a late poll catches up by at most max_lag_ns") {
+  TxScheduler s;                                                // max_lag_ns 4000
+  const FlowId f = s.add_flow(s.add_class({}), 1'000'000'000);  // 1000 B = 8 us
+  Departure d;
+  s.enqueue(f, {1000, 0}, 0);
+  REQUIRE(s.dequeue(0, &d));
+  // Idle for 1 ms, then three packets: one goes now, the next 8 us later.
+  for (int i = 0; i < 3; ++i) s.enqueue(f, {1000, 0}, 1'000'000);
+  CHECK(s.dequeue(1'000'000, &d));
+  CHECK_FALSE(s.dequeue(1'000'000, &d));
+  CHECK(s.next_wakeup_ns(1'000'000) == 1'007'872);  // 1'008'000 slot-floored
+  // Polled 20 us late: only one packet is due, because the lag credit is
+  // 4 us (< one 8 us gap); the one after is spaced from the credited time.
+  for (int i = 0; i < 4; ++i) s.enqueue(f, {1000, 0}, 1'028'000);
+  CHECK(s.dequeue(1'028'000, &d));
+  CHECK_FALSE(s.dequeue(1'028'000, &d));
+  CHECK(s.next_wakeup_ns(1'028'000) == 1'031'936);  // 1'024'000 + 8'000, slot-floored
+}
