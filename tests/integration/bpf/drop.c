@@ -43,24 +43,24 @@ struct {
 } drop_stats SEC(".maps");
 
 SEC("tc")
-int drop(struct __sk_buff *skb) {
+int drop(struct __sk_buff* skb) {
   __u32 key = 0;
-  struct drop_cfg *cfg = bpf_map_lookup_elem(&drop_cfg, &key);
-  struct drop_stats *st = bpf_map_lookup_elem(&drop_stats, &key);
+  struct drop_cfg* cfg = bpf_map_lookup_elem(&drop_cfg, &key);
+  struct drop_stats* st = bpf_map_lookup_elem(&drop_stats, &key);
   if (!cfg || !st) return TC_ACT_OK;
 
-  void *data = (void *)(long)skb->data;
-  void *data_end = (void *)(long)skb->data_end;
-  struct ethhdr *eth = data;
-  if ((void *)(eth + 1) > data_end || eth->h_proto != bpf_htons(ETH_P_IP)) return TC_ACT_OK;
-  struct iphdr *ip = (void *)(eth + 1);
-  if ((void *)(ip + 1) > data_end) return TC_ACT_OK;
+  void* data = (void*)(long)skb->data;
+  void* data_end = (void*)(long)skb->data_end;
+  struct ethhdr* eth = data;
+  if ((void*)(eth + 1) > data_end || eth->h_proto != bpf_htons(ETH_P_IP)) return TC_ACT_OK;
+  struct iphdr* ip = (void*)(eth + 1);
+  if ((void*)(ip + 1) > data_end) return TC_ACT_OK;
   __sync_fetch_and_add(&st->packets, 1);
   if (ip->protocol != IPPROTO_UDP) return TC_ACT_OK;
   // Fragments after the first carry no UDP header.
   if (ip->frag_off & bpf_htons(0x1fff)) return TC_ACT_OK;
-  struct udphdr *udp = (void *)ip + ip->ihl * 4;
-  if (ip->ihl < 5 || (void *)(udp + 1) > data_end) return TC_ACT_OK;
+  struct udphdr* udp = (void*)ip + ip->ihl * 4;
+  if (ip->ihl < 5 || (void*)(udp + 1) > data_end) return TC_ACT_OK;
   if (cfg->udp_port != 0 && udp->dest != bpf_htons(cfg->udp_port)) return TC_ACT_OK;
   __sync_fetch_and_add(&st->matched, 1);
   if (cfg->share_ppm == 0) return TC_ACT_OK;

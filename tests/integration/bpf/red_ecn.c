@@ -32,12 +32,12 @@ struct red_cfg {
 };
 
 struct red_stats {
-  __u64 packets;       // IPv4 packets seen
-  __u64 bytes;         // their bytes
-  __u64 ect;           // of which ECT(0) or ECT(1)
-  __u64 marked;        // ECT packets this program set to CE
-  __u64 ce_in;         // packets that arrived already CE
-  __u64 not_ect_over;  // not-ECT packets while the queue was above kmin (RED would drop some)
+  __u64 packets;          // IPv4 packets seen
+  __u64 bytes;            // their bytes
+  __u64 ect;              // of which ECT(0) or ECT(1)
+  __u64 marked;           // ECT packets this program set to CE
+  __u64 ce_in;            // packets that arrived already CE
+  __u64 not_ect_over;     // not-ECT packets while the queue was above kmin (RED would drop some)
   __u64 queue_max_bytes;  // highest virtual queue depth seen
   __u64 queue_bytes;      // virtual queue depth after the last packet
 };
@@ -70,7 +70,7 @@ struct {
 } red_queue SEC(".maps");
 
 // Updates the virtual queue with one packet and returns its depth (including the packet).
-static __always_inline __u64 queue_enqueue(struct red_queue *q, const struct red_cfg *cfg,
+static __always_inline __u64 queue_enqueue(struct red_queue* q, const struct red_cfg* cfg,
                                            __u32 len) {
   __u64 now = bpf_ktime_get_ns();
   __u64 depth;
@@ -87,28 +87,28 @@ static __always_inline __u64 queue_enqueue(struct red_queue *q, const struct red
   return depth;
 }
 
-static __always_inline int red_should_mark(const struct red_cfg *cfg, __u64 depth) {
+static __always_inline int red_should_mark(const struct red_cfg* cfg, __u64 depth) {
   if (depth < cfg->kmin_bytes) return 0;
   if (depth >= cfg->kmax_bytes || cfg->kmax_bytes <= cfg->kmin_bytes) return 1;
-  __u64 p_ppm = (__u64)cfg->pmax_ppm * (depth - cfg->kmin_bytes) /
-                (cfg->kmax_bytes - cfg->kmin_bytes);
+  __u64 p_ppm =
+      (__u64)cfg->pmax_ppm * (depth - cfg->kmin_bytes) / (cfg->kmax_bytes - cfg->kmin_bytes);
   return (bpf_get_prandom_u32() % 1000000U) < p_ppm;
 }
 
 SEC("tc")
-int red_ecn(struct __sk_buff *skb) {
+int red_ecn(struct __sk_buff* skb) {
   __u32 key = 0;
-  struct red_cfg *cfg = bpf_map_lookup_elem(&red_cfg, &key);
-  struct red_stats *st = bpf_map_lookup_elem(&red_stats, &key);
-  struct red_queue *q = bpf_map_lookup_elem(&red_queue, &key);
+  struct red_cfg* cfg = bpf_map_lookup_elem(&red_cfg, &key);
+  struct red_stats* st = bpf_map_lookup_elem(&red_stats, &key);
+  struct red_queue* q = bpf_map_lookup_elem(&red_queue, &key);
   if (!cfg || !st || !q || cfg->rate_bps == 0) return TC_ACT_OK;
 
-  void *data = (void *)(long)skb->data;
-  void *data_end = (void *)(long)skb->data_end;
-  struct ethhdr *eth = data;
-  if ((void *)(eth + 1) > data_end || eth->h_proto != bpf_htons(ETH_P_IP)) return TC_ACT_OK;
-  struct iphdr *ip = (void *)(eth + 1);
-  if ((void *)(ip + 1) > data_end) return TC_ACT_OK;
+  void* data = (void*)(long)skb->data;
+  void* data_end = (void*)(long)skb->data_end;
+  struct ethhdr* eth = data;
+  if ((void*)(eth + 1) > data_end || eth->h_proto != bpf_htons(ETH_P_IP)) return TC_ACT_OK;
+  struct iphdr* ip = (void*)(eth + 1);
+  if ((void*)(ip + 1) > data_end) return TC_ACT_OK;
 
   __u64 depth = queue_enqueue(q, cfg, skb->len);
   __sync_fetch_and_add(&st->packets, 1);
@@ -129,10 +129,10 @@ int red_ecn(struct __sk_buff *skb) {
   if (!red_should_mark(cfg, depth)) return TC_ACT_OK;
 
   // The checksum covers 16-bit words: the first one is (version, IHL) and TOS.
-  __u16 old_word = *(__u16 *)ip;
+  __u16 old_word = *(__u16*)ip;
   __u8 tos = ip->tos | 3;
   __u16 new_word = old_word;
-  ((__u8 *)&new_word)[1] = tos;
+  ((__u8*)&new_word)[1] = tos;
   if (bpf_l3_csum_replace(skb, ETH_HLEN + offsetof(struct iphdr, check), old_word, new_word,
                           sizeof(__u16)) < 0)
     return TC_ACT_OK;
