@@ -3,7 +3,7 @@
 #   - the VM image builds (cold: from Debian packages) or comes from the cache,
 #   - the VM boots on a bridge next to a namespace host "c", rxe0 comes up,
 #   - ibv_rc_pingpong server and client inside the VM complete over rxe0 (RoCE v2, GID 1),
-#     with 64 B and 4096 B messages,
+#     with 64 B and 4096 B messages, and so do perftest's ib_send_bw and ib_write_bw,
 #   - host c and the VM reach each other (ping both ways) over the veth/bridge/tap path,
 #   - host c does ibv_rc_pingpong's out-of-band exchange (52-byte LID:QPN:PSN:GID record)
 #     with a server in the VM and checks the reply: the hook conduit-rc-pingpong will use.
@@ -35,6 +35,13 @@ for size in 64 4096; do
   wait \$spid
   cat /tmp/server.\$size
   echo pingpong \$size ok
+done
+for t in ib_send_bw ib_write_bw; do
+  \$t -d rxe0 -x 1 -n 5 -s 64 -F >/tmp/\$t.server 2>&1 & spid=\$!
+  sleep 2
+  \$t -d rxe0 -x 1 -n 5 -s 64 -F $RXE_VM_IP
+  wait \$spid
+  echo perftest \$t ok
 done
 ping -c 3 -W 5 $RXE_HOST_IP
 echo vm-to-host ok
@@ -96,6 +103,9 @@ cat "$work/vm.err"
 [[ $host_ping -eq 0 ]] || fail "host c could not ping the VM"
 for size in 64 4096; do
   grep -q "pingpong $size ok" "$work/vm.out" || fail "ping-pong $size did not complete"
+done
+for t in ib_send_bw ib_write_bw; do
+  grep -q "perftest $t ok" "$work/vm.out" || fail "perftest $t loopback did not complete"
 done
 # Both ends report 20 iterations per size: 2 sizes x 2 ends.
 [[ $(grep -c '^20 iters in' "$work/vm.out") -eq 4 ]] || fail "expected 4 '20 iters' reports"
