@@ -282,7 +282,14 @@ TEST_CASE("daemon, transport and clients cross-checks") {
 
 TEST_CASE("more than one YAML document is refused") {
   CHECK(errors_of(std::string(kPort) + "---\n" + std::string(kPort)) ==
-        Errors{"t.yaml:5:1: more than one YAML document; the policy is a single document"});
+        Errors{"t.yaml:4:1: more than one YAML document; the policy is a single document"});
+}
+
+TEST_CASE("a stray comma is an error, not a hang") {
+  // yaml-cpp 0.7's LoadAll loops forever on this input.
+  CHECK(errors_of(",") == Errors{"t.yaml:1:1: YAML syntax error: no document can be read here "
+                                 "(a stray ',', ']' or '}'?)"});
+  CHECK(errors_of(",ort: [[[[").size() == 1);
 }
 
 TEST_CASE("control bytes in values are escaped in messages") {
