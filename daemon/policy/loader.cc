@@ -809,10 +809,10 @@ LoadResult load_policy_string(std::string_view text, std::string_view name) {
     std::string owned(text);
     if (check_single_document(sink, owned)) parse_document(sink, YAML::Load(owned), policy);
   } catch (const YAML::Exception& e) {
-    sink.add(e.mark, "YAML syntax error: " + e.msg);
+    sink.add(e.mark, "YAML syntax error: " + printable(e.msg));
   } catch (const std::exception& e) {
     // yaml-cpp can throw outside its own hierarchy (bad_alloc on absurd input).
-    sink.add(YAML::Mark(), std::string("cannot parse: ") + e.what());
+    sink.add(YAML::Mark(), "cannot parse: " + printable(e.what()));
   }
   result.errors = sink.take();
   if (result.errors.empty()) result.policy = std::move(policy);

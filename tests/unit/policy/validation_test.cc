@@ -297,3 +297,13 @@ TEST_CASE("control bytes in values are escaped in messages") {
   REQUIRE(e.size() == 1);
   CHECK(e[0].find("'sp\\x01n'") != std::string::npos);
 }
+
+TEST_CASE("strings must be UTF-8 without control characters") {
+  CHECK(errors_of(std::string(kPort) + "daemon: {socket_group: \"a\\tb\"}\n") ==
+        Errors{"t.yaml:4:24: daemon.socket_group: contains a control character: 'a\\x09b'"});
+  CHECK(errors_of("port: {device: net_null0, address: 198.18.0.1/24, eal_args: [\"-\xff\"]}\n") ==
+        Errors{"t.yaml:1:62: port.eal_args[0]: is not valid UTF-8: '-\\xff'"});
+  CHECK(
+      errors_of("port: {device: net_null0, address: 198.18.0.1/24, eal_args: [\"--x=\xc3\xa9\"]}\n")
+          .empty());
+}
