@@ -365,14 +365,6 @@ void parse_port(ErrorSink& s, const Field& f, PortSection& p, Marks& marks) {
 
 // ---- traffic classes --------------------------------------------------------
 
-bool knob_applies_only_to_dcqcn(std::string_view key) {
-  if (key == "preset") return true;
-  for (const DcqcnKnob& k : detail::kDcqcnKnobs) {
-    if (k.name == key) return true;
-  }
-  return false;
-}
-
 void parse_congestion_control(ErrorSink& s, const Field& f, CongestionControl& cc,
                               std::optional<uint64_t> class_max_rate_bps) {
   if (f.node.IsScalar()) {
@@ -394,11 +386,12 @@ void parse_congestion_control(ErrorSink& s, const Field& f, CongestionControl& c
       cc.dcqcn = dcqcn_preset(*preset);
     }
   }
-  std::vector<Field> present;  // knobs and rate given, to check they fit the algorithm
+  std::vector<Field> dcqcn_only;  // preset and knobs given, refused for other algorithms
+  if (preset_field) dcqcn_only.push_back(*preset_field);
   for (const DcqcnKnob& k : detail::kDcqcnKnobs) {
     auto v = r.take(k.name);
     if (!v) continue;
-    present.push_back(*v);
+    dcqcn_only.push_back(*v);
     switch (k.kind) {
       case KnobKind::kDuration:
         assign(cc.dcqcn.*k.u64, detail::read_duration_ns(s, *v, k.min, k.max));
@@ -423,11 +416,8 @@ void parse_congestion_control(ErrorSink& s, const Field& f, CongestionControl& c
                                : cc.algorithm == CcAlgorithm::kFixed ? "fixed"
                                                                      : "none";
   if (cc.algorithm != CcAlgorithm::kDcqcn) {
-    if (preset_field) present.push_back(*preset_field);
-    for (const Field& k : present) {
-      if (knob_applies_only_to_dcqcn(k.path.substr(k.path.rfind('.') + 1))) {
-        s.add(k.mark, k.path + ": applies only to algorithm dcqcn, not " + algorithm_name);
-      }
+    for (const Field& k : dcqcn_only) {
+      s.add(k.mark, k.path + ": applies only to algorithm dcqcn, not " + algorithm_name);
     }
   } else {
     const DcqcnParams& d = cc.dcqcn;
