@@ -99,6 +99,8 @@ void Qp::on_progress(uint64_t now_ns) {
   if (una_psn_ == snd_max_psn_ || (!sr_ && attr_.timeout == 0) || rnr_deadline_ns_ != kNoDeadline) {
     ack_deadline_ns_ = kNoDeadline;
   } else {
+    timer_base_ns_ = now_ns;
+    timer_base_ns_ = now_ns;
     ack_deadline_ns_ = now_ns + retransmit_timeout_ns();
   }
 }
@@ -312,6 +314,7 @@ void Qp::on_timer(uint64_t now_ns) {
     } else {
       rewind_to(una_psn_);
     }
+    timer_base_ns_ = now_ns;
     ack_deadline_ns_ = now_ns + retransmit_timeout_ns();
   }
 }

@@ -305,6 +305,7 @@ class Qp {
   uint8_t rnr_retry_left_ = 0;
   bool rewound_without_progress_ = false;
   uint64_t ack_deadline_ns_ = kNoDeadline;
+  uint64_t timer_base_ns_ = 0;  // when the retransmission timer was last (re)started
   uint64_t rnr_deadline_ns_ = kNoDeadline;
   uint32_t rnr_psn_ = 0;
 

@@ -155,7 +155,10 @@ bool Qp::requester_poll(uint64_t now_ns, TxPacket& out) {
   if (state_ != QpState::kRts && state_ != QpState::kSqd) return false;
   if (rnr_deadline_ns_ != kNoDeadline) return false;  // waiting out an RNR NAK
   if (sr_ && sr_retransmit_poll(out)) {
-    if (ack_deadline_ns_ == kNoDeadline) ack_deadline_ns_ = now_ns + retransmit_timeout_ns();
+    if (ack_deadline_ns_ == kNoDeadline) {
+      timer_base_ns_ = now_ns;
+      ack_deadline_ns_ = now_ns + retransmit_timeout_ns();
+    }
     return true;
   }
   if (cur_wqe_ == sq_tail_) return false;
@@ -195,7 +198,11 @@ bool Qp::requester_poll(uint64_t now_ns, TxPacket& out) {
     pkts_since_ack_req_ = 0;
   }
   if (ack_deadline_ns_ == kNoDeadline && (sr_ || attr_.timeout != 0)) {
+    timer_base_ns_ = now_ns;
     ack_deadline_ns_ = now_ns + retransmit_timeout_ns();
+  } else if (sr_) {
+    // RTO-low or RTO-high depends on what is in flight now.
+    ack_deadline_ns_ = timer_base_ns_ + retransmit_timeout_ns();
   }
   return true;
 }
