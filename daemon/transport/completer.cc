@@ -174,7 +174,10 @@ RxResult Qp::completer_ack(uint64_t now_ns, const wire::RoceHeader& hdr) {
         ++counters_.rx_duplicates;
         return RxResult::kDuplicate;
       }
-      if (wire::psn_gt(psn, una_psn_) && advance_una(now_ns, wire::psn_add(psn, wire::kPsnMask))) {
+      // Under SR the NAKed packet may have arrived out of order: its PSN says
+      // nothing about the ones before it.
+      if (!sr_ && wire::psn_gt(psn, una_psn_) &&
+          advance_una(now_ns, wire::psn_add(psn, wire::kPsnMask))) {
         sequence_retry(now_ns);
         return RxResult::kAccepted;
       }
@@ -198,7 +201,9 @@ RxResult Qp::completer_ack(uint64_t now_ns, const wire::RoceHeader& hdr) {
       }
       // Everything before the NAKed PSN was received.
       bool blocked = false;
-      if (wire::psn_gt(psn, una_psn_)) {
+      const bool sack =
+          sr_ && aeth.value() == static_cast<uint8_t>(wire::NakCode::kPsnSequenceError);
+      if (wire::psn_gt(psn, una_psn_) && (!sr_ || sack)) {
         blocked = advance_una(now_ns, wire::psn_add(psn, wire::kPsnMask));
       }
       if (sr_ && aeth.value() == static_cast<uint8_t>(wire::NakCode::kPsnSequenceError)) {

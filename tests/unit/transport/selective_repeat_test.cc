@@ -154,3 +154,26 @@ TEST_CASE("selective repeat: the BDP cap bounds outstanding packets") {
   while (p.a.qp.poll_tx(p.now_ns, tx)) ++sent;
   CHECK(sent == 8);
 }
+
+TEST_CASE(
+    "selective repeat: an RNR NAK for an out-of-order packet acknowledges nothing before it") {
+  QpPair p(sr_attr());
+  p.filter = drop_once({100});
+  REQUIRE(p.b.qp.post_recv(make_recv(1, 0, 64)) == Status::kOk);
+  REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kSend, 1, 0, 10)) == Status::kOk);
+  REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kSend, 2, 0, 10)) == Status::kOk);
+  p.pump();
+  CHECK(p.b.qp.counters().rnr_naks_sent >= 1);
+  CHECK(p.a.qp.una_psn() == 100);
+  CHECK(p.a.drain_cq().empty());
+  REQUIRE(p.b.qp.post_recv(make_recv(2, 0x100, 64)) == Status::kOk);
+  run(p);
+  auto ca = p.a.drain_cq();
+  REQUIRE(ca.size() == 2);
+  CHECK(ca[0].status == WcStatus::kSuccess);
+  CHECK(ca[1].status == WcStatus::kSuccess);
+  auto cb = p.b.drain_cq();
+  REQUIRE(cb.size() == 2);
+  CHECK(cb[0].wr_id == 1);
+  CHECK(cb[1].wr_id == 2);
+}
