@@ -171,8 +171,19 @@ bool Qp::requester_poll(uint64_t now_ns, TxPacket& out) {
         w.wr.opcode == WrOpcode::kRead
             ? static_cast<uint32_t>(wire::psn_diff(wire::psn_add(w.first_psn, w.npkts), una_psn_))
             : outstanding + 1;
+    if (span > kSrWindow) return false;
+    // BDP cap on the request data we have in flight. The PSNs of READ
+    // responses still to come are data flowing the other way: not counted.
+    uint32_t read_pkts = 0;
+    for (uint32_t i = sq_head_; i != cur_wqe_; ++i) {
+      const SendWqe& r = sq_at(i);
+      if (r.wr.opcode != WrOpcode::kRead) continue;
+      const uint32_t end = wire::psn_add(r.first_psn, r.npkts);
+      const uint32_t from = wire::psn_gt(una_psn_, r.first_psn) ? una_psn_ : r.first_psn;
+      if (wire::psn_lt(from, end)) read_pkts += static_cast<uint32_t>(wire::psn_diff(end, from));
+    }
     const uint32_t bdp_pkts = std::max(1u, config_.sr_bdp_bytes >> pmtu_shift_);
-    if (span > kSrWindow || outstanding >= bdp_pkts) return false;
+    if (outstanding - std::min(outstanding, read_pkts) >= bdp_pkts) return false;
   }
   const bool fresh_wqe = cur_psn_ == w.first_psn && wire::psn_ge(cur_psn_, snd_max_psn_);
   // SQD: finish what was started, start nothing new.
