@@ -31,8 +31,11 @@
 //    recovery and resends only the holes below the highest SACKed PSN
 //    before any new data, until the cumulative ACK passes the PSN that was
 //    next at entry. One timer: RTO-low while <= rto_low_max_packets are in
-//    flight, RTO-high otherwise; on expiry every unacknowledged, unSACKed
-//    PSN is a hole. New data is limited to sr_bdp_bytes outstanding.
+//    flight, RTO-high otherwise; on expiry every unacknowledged PSN is
+//    resent (SACK bits are dropped: a resent SACKed packet draws the
+//    cumulative ACK). New request packets in flight are capped at
+//    sr_bdp_bytes / PMTU and at kSrWindow PSNs. A SEND/WRITE WR may have at
+//    most kMaxSge - 1 SGEs (the header takes one gather slot).
 //  - READ responses are still taken in order; a gap in them re-requests the
 //    READ from the first missing response only (not what follows it).
 //
@@ -128,7 +131,8 @@ class Qp {
   uint32_t qpn() const { return config_.qpn; }
 
   // Post a send WR (RTS or SQD; in ERR it completes at once with a flush
-  // error). SGEs are resolved now: a bad one refuses the post.
+  // error). SGEs are resolved now: a bad one refuses the post. The WR is
+  // copied; the memory its SGEs name must stay registered until it completes.
   Status post_send(const SendWr& wr);
   // Post a receive WR (INIT, RTR, RTS, SQD; flushed in ERR).
   Status post_recv(const RecvWr& wr);
