@@ -4,8 +4,7 @@
 #include <cstring>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <emmintrin.h>
-#include <wmmintrin.h>
+#include <immintrin.h>
 #define CONDUIT_WIRE_HAVE_CLMUL 1
 #else
 #define CONDUIT_WIRE_HAVE_CLMUL 0
@@ -82,6 +81,9 @@ constexpr FoldConstants fold_constants(unsigned distance_bits) {
   return {xpow_mod_reflected_shifted(distance_bits + 32),
           xpow_mod_reflected_shifted(distance_bits - 32)};
 }
+constexpr FoldConstants kFold2048 = fold_constants(2048);
+constexpr FoldConstants kFold1536 = fold_constants(1536);
+constexpr FoldConstants kFold1024 = fold_constants(1024);
 constexpr FoldConstants kFold512 = fold_constants(512);
 constexpr FoldConstants kFold384 = fold_constants(384);
 constexpr FoldConstants kFold256 = fold_constants(256);
@@ -130,13 +132,113 @@ CONDUIT_CLMUL inline uint32_t reduce128(__m128i x) {
   return static_cast<uint32_t>(_mm_cvtsi128_si32(_mm_srli_si128(x, 4)));
 }
 
+// Folds the < 64 remaining whole 16-byte blocks into x with independent
+// multiplies (x by the whole distance, each block by its own), so a short
+// message costs one multiply latency instead of a chain.
+CONDUIT_CLMUL inline __m128i fold_tail_blocks(__m128i x, const uint8_t*& p, size_t& n) {
+  switch (n / 16) {
+    case 3:
+      x = _mm_xor_si128(
+          _mm_xor_si128(fold(x, constants(kFold384)), fold(load128(p), constants(kFold256))),
+          _mm_xor_si128(fold(load128(p + 16), constants(kFold128)), load128(p + 32)));
+      break;
+    case 2:
+      x = _mm_xor_si128(
+          _mm_xor_si128(fold(x, constants(kFold256)), fold(load128(p), constants(kFold128))),
+          load128(p + 16));
+      break;
+    case 1:
+      x = _mm_xor_si128(fold(x, constants(kFold128)), load128(p));
+      break;
+    default:
+      break;
+  }
+  p += n & ~size_t{15};
+  n &= 15;
+  return x;
+}
+
+bool detect_vpclmul();
+// Decided once at static initialisation (CPUID, no syscall).
+const bool kHaveVpclmul = detect_vpclmul();
+// AVX-512 pays off from a few 256-byte rounds on.
+constexpr size_t kVpclmulMinBytes = 256;
+
+#define CONDUIT_VPCLMUL __attribute__((target("avx512f,vpclmulqdq,pclmul,sse2")))
+
+// The same (lo, hi) constant pair in all four 128-bit lanes. (Spelled out:
+// _mm512_broadcast_i32x4 trips GCC 12's -Wuninitialized.)
+CONDUIT_VPCLMUL inline __m512i constants4(FoldConstants k) {
+  const auto lo = static_cast<long long>(k.lo);
+  const auto hi = static_cast<long long>(k.hi);
+  return _mm512_set_epi64(hi, lo, hi, lo, hi, lo, hi, lo);
+}
+
+CONDUIT_VPCLMUL inline __m512i fold512(__m512i x, __m512i k, __m512i next) {
+  return _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(x, k, 0x00),
+                                   _mm512_clmulepi64_epi128(x, k, 0x11), next, 0x96);
+}
+
+// n >= 256. Consumes 64-byte blocks (four 128-bit lanes per register, four
+// registers per 256-byte round) until fewer than 64 bytes remain; returns
+// the 128-bit remainder of everything consumed. `carry_in` (128 bits) is
+// XORed into the first block: the running CRC register, or the remainder of
+// earlier data moved one block ahead.
+CONDUIT_VPCLMUL __m128i fold_bulk_avx512(__m128i carry_in, const uint8_t*& p, size_t& n) {
+  const __m512i k2048 = constants4(kFold2048);
+  const __m512i k512 = constants4(kFold512);
+  __m512i a0 = _mm512_xor_si512(_mm512_loadu_si512(p), _mm512_zextsi128_si512(carry_in));
+  __m512i a1 = _mm512_loadu_si512(p + 64);
+  __m512i a2 = _mm512_loadu_si512(p + 128);
+  __m512i a3 = _mm512_loadu_si512(p + 192);
+  p += 256;
+  n -= 256;
+  while (n >= 256) {
+    a0 = fold512(a0, k2048, _mm512_loadu_si512(p));
+    a1 = fold512(a1, k2048, _mm512_loadu_si512(p + 64));
+    a2 = fold512(a2, k2048, _mm512_loadu_si512(p + 128));
+    a3 = fold512(a3, k2048, _mm512_loadu_si512(p + 192));
+    p += 256;
+    n -= 256;
+  }
+  // Join the registers: each lane of a0 is 3 x 512 bits before the same lane of a3.
+  const __m512i k1536 = constants4(kFold1536);
+  const __m512i k1024 = constants4(kFold1024);
+  __m512i a = fold512(a0, k1536, fold512(a1, k1024, fold512(a2, k512, a3)));
+  while (n >= 64) {
+    a = fold512(a, k512, _mm512_loadu_si512(p));
+    p += 64;
+    n -= 64;
+  }
+  // Join the four lanes: lane i is (3 - i) blocks before lane 3.
+  const __m512i klanes = _mm512_set_epi64(
+      0, 0, static_cast<long long>(kFold128.hi), static_cast<long long>(kFold128.lo),
+      static_cast<long long>(kFold256.hi), static_cast<long long>(kFold256.lo),
+      static_cast<long long>(kFold384.hi), static_cast<long long>(kFold384.lo));
+  const __m512i t = fold512(a, klanes, _mm512_setzero_si512());  // lane 3 becomes 0
+  // Through memory: GCC 12 flags the lane-extract intrinsics with a false
+  // -Wuninitialized (their masked builtins start from an undefined vector).
+  alignas(64) uint8_t tb[64];
+  alignas(64) uint8_t ab[64];
+  _mm512_store_si512(tb, t);
+  _mm512_store_si512(ab, a);
+  const auto at = [](const uint8_t* b) {
+    return _mm_load_si128(reinterpret_cast<const __m128i*>(b));
+  };
+  return _mm_xor_si128(_mm_xor_si128(at(tb), at(tb + 16)), _mm_xor_si128(at(tb + 32), at(ab + 48)));
+}
+
 // Continues from `x`, a 128-bit remainder of everything before p (any n):
-// folds 64 bytes per step in four independent lanes, joins the lanes with
-// one multiply each (no serial chain), folds any remaining 16-byte blocks,
-// reduces to 32 bits and finishes the < 16-byte tail with the table.
+// AVX-512 for long runs, else four 128-bit lanes per 64 bytes, then the
+// remaining whole blocks, the reduction to 32 bits and the < 16-byte tail
+// through the table.
+template <bool kUseAvx512>
 CONDUIT_CLMUL uint32_t raw_clmul_from(__m128i x, const uint8_t* p, size_t n) {
   const __m128i k128 = constants(kFold128);
-  if (n >= 64) {
+  if (kUseAvx512 && n >= kVpclmulMinBytes) {
+    // x sits just before p: move it one block ahead, onto p's first block.
+    x = fold_bulk_avx512(fold(x, k128), p, n);
+  } else if (n >= 64) {
     x = _mm_xor_si128(fold(x, k128), load128(p));
     __m128i x1 = load128(p + 16);
     __m128i x2 = load128(p + 32);
@@ -155,28 +257,36 @@ CONDUIT_CLMUL uint32_t raw_clmul_from(__m128i x, const uint8_t* p, size_t n) {
     x = _mm_xor_si128(_mm_xor_si128(fold(x, constants(kFold384)), fold(x1, constants(kFold256))),
                       _mm_xor_si128(fold(x2, k128), x3));
   }
-  while (n >= 16) {
-    x = _mm_xor_si128(fold(x, k128), load128(p));
-    p += 16;
-    n -= 16;
-  }
+  x = fold_tail_blocks(x, p, n);
   return raw_slice8(reduce128(x), p, n);
 }
 
 // n >= 16. The running register enters as an XOR into the first four bytes.
+template <bool kUseAvx512>
 CONDUIT_CLMUL uint32_t raw_clmul(uint32_t s, const uint8_t* p, size_t n) {
-  const __m128i x = _mm_xor_si128(load128(p), _mm_cvtsi32_si128(static_cast<int>(s)));
-  return raw_clmul_from(x, p + 16, n - 16);
+  const __m128i reg = _mm_cvtsi32_si128(static_cast<int>(s));
+  if (kUseAvx512 && n >= kVpclmulMinBytes) {
+    // Start the wide loads at p itself (an aligned buffer stays aligned).
+    const __m128i x = fold_bulk_avx512(reg, p, n);
+    return raw_clmul_from<false>(x, p, n);
+  }
+  return raw_clmul_from<kUseAvx512>(_mm_xor_si128(load128(p), reg), p + 16, n - 16);
 }
 
 // Three 16-byte blocks from `head`, then n bytes from p, in one fold stream.
 CONDUIT_CLMUL uint32_t raw_clmul_head48(uint32_t s, const uint8_t* head, const uint8_t* p,
                                         size_t n) {
-  const __m128i k128 = constants(kFold128);
-  __m128i x = _mm_xor_si128(load128(head), _mm_cvtsi32_si128(static_cast<int>(s)));
-  x = _mm_xor_si128(fold(x, k128), load128(head + 16));
-  x = _mm_xor_si128(fold(x, k128), load128(head + 32));
-  return raw_clmul_from(x, p, n);
+  const __m128i h0 = _mm_xor_si128(load128(head), _mm_cvtsi32_si128(static_cast<int>(s)));
+  const __m128i x = _mm_xor_si128(
+      _mm_xor_si128(fold(h0, constants(kFold256)), fold(load128(head + 16), constants(kFold128))),
+      load128(head + 32));
+  return kHaveVpclmul ? raw_clmul_from<true>(x, p, n) : raw_clmul_from<false>(x, p, n);
+}
+
+bool detect_vpclmul() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("vpclmulqdq") &&
+         __builtin_cpu_supports("pclmul");
 }
 #endif
 
@@ -196,6 +306,14 @@ const bool kHaveClmul = detect_clmul();
 
 bool crc32_clmul_available() { return kHaveClmul; }
 
+bool crc32_avx512_available() {
+#if CONDUIT_WIRE_HAVE_CLMUL
+  return kHaveVpclmul;
+#else
+  return false;
+#endif
+}
+
 uint32_t crc32_update_bytewise(uint32_t crc, std::span<const uint8_t> data) {
   return ~raw_bytewise(~crc, data.data(), data.size());
 }
@@ -206,15 +324,27 @@ uint32_t crc32_update_slice8(uint32_t crc, std::span<const uint8_t> data) {
 
 uint32_t crc32_update_clmul(uint32_t crc, std::span<const uint8_t> data) {
 #if CONDUIT_WIRE_HAVE_CLMUL
-  if (data.size() >= kClmulMinBytes) return ~raw_clmul(~crc, data.data(), data.size());
+  if (data.size() >= kClmulMinBytes && kHaveClmul) {
+    return ~raw_clmul<false>(~crc, data.data(), data.size());
+  }
 #endif
   return crc32_update_slice8(crc, data);
+}
+
+uint32_t crc32_update_avx512(uint32_t crc, std::span<const uint8_t> data) {
+#if CONDUIT_WIRE_HAVE_CLMUL
+  if (data.size() >= kClmulMinBytes && kHaveVpclmul) {
+    return ~raw_clmul<true>(~crc, data.data(), data.size());
+  }
+#endif
+  return crc32_update_clmul(crc, data);
 }
 
 uint32_t crc32_update(uint32_t crc, std::span<const uint8_t> data) {
 #if CONDUIT_WIRE_HAVE_CLMUL
   if (data.size() >= kClmulMinBytes && kHaveClmul) {
-    return ~raw_clmul(~crc, data.data(), data.size());
+    return kHaveVpclmul ? ~raw_clmul<true>(~crc, data.data(), data.size())
+                        : ~raw_clmul<false>(~crc, data.data(), data.size());
   }
 #endif
   return ~raw_slice8(~crc, data.data(), data.size());
