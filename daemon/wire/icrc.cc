@@ -161,8 +161,8 @@ CONDUIT_CLMUL inline __m128i fold_tail_blocks(__m128i x, const uint8_t*& p, size
 bool detect_vpclmul();
 // Decided once at static initialisation (CPUID, no syscall).
 const bool kHaveVpclmul = detect_vpclmul();
-// AVX-512 pays off from a few 256-byte rounds on.
-constexpr size_t kVpclmulMinBytes = 256;
+// From one 64-byte register on, AVX-512 folding beats 128-bit lanes.
+constexpr size_t kVpclmulMinBytes = 64;
 
 #define CONDUIT_VPCLMUL __attribute__((target("avx512f,vpclmulqdq,pclmul,sse2")))
 
@@ -172,6 +172,13 @@ CONDUIT_VPCLMUL inline __m512i constants4(FoldConstants k) {
   const auto lo = static_cast<long long>(k.lo);
   const auto hi = static_cast<long long>(k.hi);
   return _mm512_set_epi64(hi, lo, hi, lo, hi, lo, hi, lo);
+}
+
+// 128-bit lane I of x. The zero-masking extract: the plain one trips a false
+// -Wuninitialized in GCC 12 (its builtin starts from an undefined vector).
+template <int I>
+CONDUIT_VPCLMUL inline __m128i lane(__m512i x) {
+  return _mm512_maskz_extracti32x4_epi32(0xF, x, I);
 }
 
 CONDUIT_VPCLMUL inline __m512i fold512(__m512i x, __m512i k, __m512i next) {
@@ -185,26 +192,29 @@ CONDUIT_VPCLMUL inline __m512i fold512(__m512i x, __m512i k, __m512i next) {
 // XORed into the first block: the running CRC register, or the remainder of
 // earlier data moved one block ahead.
 CONDUIT_VPCLMUL __m128i fold_bulk_avx512(__m128i carry_in, const uint8_t*& p, size_t& n) {
-  const __m512i k2048 = constants4(kFold2048);
   const __m512i k512 = constants4(kFold512);
-  __m512i a0 = _mm512_xor_si512(_mm512_loadu_si512(p), _mm512_zextsi128_si512(carry_in));
-  __m512i a1 = _mm512_loadu_si512(p + 64);
-  __m512i a2 = _mm512_loadu_si512(p + 128);
-  __m512i a3 = _mm512_loadu_si512(p + 192);
-  p += 256;
-  n -= 256;
-  while (n >= 256) {
-    a0 = fold512(a0, k2048, _mm512_loadu_si512(p));
-    a1 = fold512(a1, k2048, _mm512_loadu_si512(p + 64));
-    a2 = fold512(a2, k2048, _mm512_loadu_si512(p + 128));
-    a3 = fold512(a3, k2048, _mm512_loadu_si512(p + 192));
-    p += 256;
-    n -= 256;
+  __m512i a = _mm512_xor_si512(_mm512_loadu_si512(p), _mm512_zextsi128_si512(carry_in));
+  p += 64;
+  n -= 64;
+  if (n >= 192) {
+    const __m512i k2048 = constants4(kFold2048);
+    __m512i a1 = _mm512_loadu_si512(p);
+    __m512i a2 = _mm512_loadu_si512(p + 64);
+    __m512i a3 = _mm512_loadu_si512(p + 128);
+    p += 192;
+    n -= 192;
+    while (n >= 256) {
+      a = fold512(a, k2048, _mm512_loadu_si512(p));
+      a1 = fold512(a1, k2048, _mm512_loadu_si512(p + 64));
+      a2 = fold512(a2, k2048, _mm512_loadu_si512(p + 128));
+      a3 = fold512(a3, k2048, _mm512_loadu_si512(p + 192));
+      p += 256;
+      n -= 256;
+    }
+    // Join the registers: each lane of a is 3 x 512 bits before the same lane of a3.
+    a = fold512(a, constants4(kFold1536),
+                fold512(a1, constants4(kFold1024), fold512(a2, k512, a3)));
   }
-  // Join the registers: each lane of a0 is 3 x 512 bits before the same lane of a3.
-  const __m512i k1536 = constants4(kFold1536);
-  const __m512i k1024 = constants4(kFold1024);
-  __m512i a = fold512(a0, k1536, fold512(a1, k1024, fold512(a2, k512, a3)));
   while (n >= 64) {
     a = fold512(a, k512, _mm512_loadu_si512(p));
     p += 64;
@@ -216,16 +226,8 @@ CONDUIT_VPCLMUL __m128i fold_bulk_avx512(__m128i carry_in, const uint8_t*& p, si
       static_cast<long long>(kFold256.hi), static_cast<long long>(kFold256.lo),
       static_cast<long long>(kFold384.hi), static_cast<long long>(kFold384.lo));
   const __m512i t = fold512(a, klanes, _mm512_setzero_si512());  // lane 3 becomes 0
-  // Through memory: GCC 12 flags the lane-extract intrinsics with a false
-  // -Wuninitialized (their masked builtins start from an undefined vector).
-  alignas(64) uint8_t tb[64];
-  alignas(64) uint8_t ab[64];
-  _mm512_store_si512(tb, t);
-  _mm512_store_si512(ab, a);
-  const auto at = [](const uint8_t* b) {
-    return _mm_load_si128(reinterpret_cast<const __m128i*>(b));
-  };
-  return _mm_xor_si128(_mm_xor_si128(at(tb), at(tb + 16)), _mm_xor_si128(at(tb + 32), at(ab + 48)));
+  return _mm_xor_si128(_mm_xor_si128(lane<0>(t), lane<1>(t)),
+                       _mm_xor_si128(lane<2>(t), lane<3>(a)));
 }
 
 // Continues from `x`, a 128-bit remainder of everything before p (any n):
@@ -273,13 +275,22 @@ CONDUIT_CLMUL uint32_t raw_clmul(uint32_t s, const uint8_t* p, size_t n) {
   return raw_clmul_from<kUseAvx512>(_mm_xor_si128(load128(p), reg), p + 16, n - 16);
 }
 
-// Three 16-byte blocks from `head`, then n bytes from p, in one fold stream.
-CONDUIT_CLMUL uint32_t raw_clmul_head48(uint32_t s, const uint8_t* head, const uint8_t* p,
-                                        size_t n) {
-  const __m128i h0 = _mm_xor_si128(load128(head), _mm_cvtsi32_si128(static_cast<int>(s)));
+// The ICRC's first three 16-byte blocks straight from the (unmasked) datagram
+// at `head`, with the variant fields forced to ones in registers, then n
+// bytes from p, in one fold stream. Masking in registers instead of in a
+// copy avoids store-to-load forwarding stalls on the copy.
+CONDUIT_CLMUL uint32_t raw_clmul_icrc_head48(uint32_t s, const uint8_t* head, const uint8_t* p,
+                                             size_t n) {
+  // Bytes 1 (ToS), 8 (TTL), 10-11 (IP checksum); 26-27 (UDP checksum); 32 (BTH byte 4).
+  const __m128i m0 = _mm_setr_epi8(0, -1, 0, 0, 0, 0, 0, 0, -1, 0, -1, -1, 0, 0, 0, 0);
+  const __m128i m1 = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, -1, 0, 0, 0, 0);
+  const __m128i m2 = _mm_setr_epi8(-1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m128i h0 =
+      _mm_xor_si128(_mm_or_si128(load128(head), m0), _mm_cvtsi32_si128(static_cast<int>(s)));
+  const __m128i h1 = _mm_or_si128(load128(head + 16), m1);
+  const __m128i h2 = _mm_or_si128(load128(head + 32), m2);
   const __m128i x = _mm_xor_si128(
-      _mm_xor_si128(fold(h0, constants(kFold256)), fold(load128(head + 16), constants(kFold128))),
-      load128(head + 32));
+      _mm_xor_si128(fold(h0, constants(kFold256)), fold(h1, constants(kFold128))), h2);
   return kHaveVpclmul ? raw_clmul_from<true>(x, p, n) : raw_clmul_from<false>(x, p, n);
 }
 
@@ -384,26 +395,32 @@ uint32_t icrc_begin_ipv4(std::span<const uint8_t, kIcrcMaskedHeaderBytes> ip_udp
 uint32_t icrc_ipv4(std::span<const uint8_t> first, std::span<const uint8_t> second) {
   const size_t total = first.size() + second.size();
   if (total < kIcrcMaskedHeaderBytes) return 0;
-  // The masked copy covers 48 bytes (three CRC blocks) when there are that
-  // many, so the carry-less path streams header and payload without an
-  // intermediate reduction.
+  uint32_t s = ~kLrhPrefixCrc;  // raw register after the 8 x 0xFF prefix
+  // The masked header spans the first 48 bytes (three CRC blocks) when there
+  // are that many, so the carry-less path streams header and payload without
+  // an intermediate reduction.
   constexpr size_t kHeadBytes = 48;
+#if CONDUIT_WIRE_HAVE_CLMUL
+  if (kHaveClmul && first.size() >= kHeadBytes) {
+    s = raw_clmul_icrc_head48(s, first.data(), first.data() + kHeadBytes,
+                              first.size() - kHeadBytes);
+    return second.empty() ? ~s : crc32_update(~s, second);
+  }
+#endif
+  // General case: a masked copy of the header bytes.
   uint8_t head[kHeadBytes];
   const size_t head_len = total < kHeadBytes ? total : kHeadBytes;
   const size_t from_first = first.size() < head_len ? first.size() : head_len;
   std::memcpy(head, first.data(), from_first);
   if (head_len > from_first) std::memcpy(head + from_first, second.data(), head_len - from_first);
-  mask_icrc_fields(head);
   first = first.subspan(from_first);
   second = second.subspan(head_len - from_first);
-  uint32_t s = ~kLrhPrefixCrc;  // raw register after the 8 x 0xFF prefix
 #if CONDUIT_WIRE_HAVE_CLMUL
-  if (head_len == kHeadBytes && kHaveClmul) {
-    if (first.empty()) return ~raw_clmul_head48(s, head, second.data(), second.size());
-    s = raw_clmul_head48(s, head, first.data(), first.size());
-    return crc32_update(~s, second);
+  if (kHaveClmul && head_len == kHeadBytes) {  // first was shorter: the rest is in second
+    return ~raw_clmul_icrc_head48(s, head, second.data(), second.size());
   }
 #endif
+  mask_icrc_fields(head);
   s = raw_slice8(s, head, head_len);
   s = raw_slice8(s, first.data(), first.size());
   return ~raw_slice8(s, second.data(), second.size());
