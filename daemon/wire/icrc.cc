@@ -371,9 +371,7 @@ constexpr uint32_t prefix_crc() {
 }
 constexpr uint32_t kLrhPrefixCrc = prefix_crc();
 static_assert(~kLrhPrefixCrc == 0xDEBB20E3);
-}  // namespace
 
-namespace {
 void mask_icrc_fields(uint8_t* b) {
   b[1] = 0xFF;   // IPv4 ToS (DSCP + ECN)
   b[8] = 0xFF;   // TTL
@@ -382,6 +380,15 @@ void mask_icrc_fields(uint8_t* b) {
   b[20 + 6] = 0xFF;  // UDP checksum
   b[20 + 7] = 0xFF;
   b[28 + 4] = 0xFF;  // BTH FECN, BECN, Resv6
+}
+
+// Table path: masks the header copy in place, then the rest of both spans.
+uint32_t icrc_ipv4_tail_slice8(uint32_t s, uint8_t* head, size_t head_len,
+                               std::span<const uint8_t> first, std::span<const uint8_t> second) {
+  mask_icrc_fields(head);
+  s = raw_slice8(s, head, head_len);
+  s = raw_slice8(s, first.data(), first.size());
+  return ~raw_slice8(s, second.data(), second.size());
 }
 }  // namespace
 
@@ -420,10 +427,20 @@ uint32_t icrc_ipv4(std::span<const uint8_t> first, std::span<const uint8_t> seco
     return ~raw_clmul_icrc_head48(s, head, second.data(), second.size());
   }
 #endif
-  mask_icrc_fields(head);
-  s = raw_slice8(s, head, head_len);
-  s = raw_slice8(s, first.data(), first.size());
-  return ~raw_slice8(s, second.data(), second.size());
+  return icrc_ipv4_tail_slice8(s, head, head_len, first, second);
+}
+
+uint32_t icrc_ipv4_slice8(std::span<const uint8_t> first, std::span<const uint8_t> second) {
+  const size_t total = first.size() + second.size();
+  if (total < kIcrcMaskedHeaderBytes) return 0;
+  uint8_t head[kIcrcMaskedHeaderBytes];
+  const size_t from_first = first.size() < sizeof head ? first.size() : sizeof head;
+  std::memcpy(head, first.data(), from_first);
+  if (from_first < sizeof head) {
+    std::memcpy(head + from_first, second.data(), sizeof head - from_first);
+  }
+  return icrc_ipv4_tail_slice8(~kLrhPrefixCrc, head, sizeof head, first.subspan(from_first),
+                               second.subspan(sizeof head - from_first));
 }
 
 }  // namespace conduit::wire

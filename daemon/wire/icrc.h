@@ -47,6 +47,8 @@ uint32_t icrc_begin_ipv4(std::span<const uint8_t, kIcrcMaskedHeaderBytes> ip_udp
 // least 40 bytes in all (returns 0 otherwise). Faster than icrc_begin_ipv4()
 // + crc32_update() because header and payload go through one CRC stream.
 uint32_t icrc_ipv4(std::span<const uint8_t> first, std::span<const uint8_t> second = {});
+// The same with the table-driven CRC only (the fallback; for tests).
+uint32_t icrc_ipv4_slice8(std::span<const uint8_t> first, std::span<const uint8_t> second = {});
 
 // The ICRC goes on the wire least-significant byte first.
 inline void icrc_store(uint32_t icrc, uint8_t* out) {

@@ -89,6 +89,8 @@ TEST_CASE("icrc: ConnectX-4 Lx CNP known answer") {
 
 TEST_CASE("icrc: scapy UC SEND_ONLY known answer") {
   CHECK(icrc_ipv4(kScapyDatagram) == wire_icrc(kScapyIcrc));
+  CHECK(icrc_ipv4_slice8(kScapyDatagram) == wire_icrc(kScapyIcrc));
+  CHECK(icrc_ipv4_slice8(kCnpDatagram) == wire_icrc(kCnpIcrc));
 }
 
 TEST_CASE("icrc: masked fields do not change it, covered fields do") {
@@ -167,6 +169,7 @@ TEST_CASE("icrc: any split into two spans gives the same ICRC") {
     for (size_t split = 0; split <= len; split += (split < 60 ? 1 : 97)) {
       INFO("len " << len << " split " << split);
       REQUIRE(icrc_ipv4(all.first(split), all.subspan(split)) == ref);
+      REQUIRE(icrc_ipv4_slice8(all.first(split), all.subspan(split)) == ref);
     }
     uint32_t crc = icrc_begin_ipv4(all.first<kIcrcMaskedHeaderBytes>());
     REQUIRE(crc32_update(crc, all.subspan(kIcrcMaskedHeaderBytes)) == ref);
