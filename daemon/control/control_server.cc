@@ -1,0 +1,388 @@
+#include "control/control_server.h"
+
+#include <grp.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include "proto/control_codec.h"
+#include "proto/seqpacket.h"
+
+namespace conduit::control {
+
+namespace asio = boost::asio;
+using proto::UniqueFd;
+
+namespace {
+
+std::string errno_str(int err) { return std::strerror(err < 0 ? -err : err); }
+
+std::string list_ids(const std::vector<uint32_t>& ids) {
+  std::string s;
+  for (auto id : ids) s += (s.empty() ? "" : ",") + std::to_string(id);
+  return s.empty() ? "none" : s;
+}
+
+// Supplementary groups of the peer at connect time (Linux >= 4.13).
+std::vector<gid_t> peer_groups(int fd) {
+  std::vector<gid_t> groups(64);
+  socklen_t len = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &len) != 0) {
+    if (errno != ERANGE) return {};
+    groups.resize(len / sizeof(gid_t));
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &len) != 0) return {};
+  }
+  groups.resize(len / sizeof(gid_t));
+  return groups;
+}
+
+}  // namespace
+
+bool peer_allowed(const ServerConfig& config, uid_t uid, gid_t gid,
+                  const std::vector<gid_t>& supplementary, std::string& why) {
+  if (uid == 0 || uid == ::geteuid()) return true;
+  if (config.allowed_uids.empty() && config.allowed_gids.empty()) return true;
+  if (std::find(config.allowed_uids.begin(), config.allowed_uids.end(), uid) !=
+      config.allowed_uids.end()) {
+    return true;
+  }
+  for (gid_t g : config.allowed_gids) {
+    if (g == gid ||
+        std::find(supplementary.begin(), supplementary.end(), g) != supplementary.end()) {
+      return true;
+    }
+  }
+  std::vector<uint32_t> uids(config.allowed_uids.begin(), config.allowed_uids.end());
+  std::vector<uint32_t> gids(config.allowed_gids.begin(), config.allowed_gids.end());
+  std::string names;
+  for (gid_t g : config.allowed_gids) {
+    if (const group* gr = ::getgrgid(g))
+      names += std::string(names.empty() ? "" : ",") + gr->gr_name;
+  }
+  why = "permission denied: uid " + std::to_string(uid) +
+        " is not allowed by the conduitd policy (allowed uids: " + list_ids(uids) +
+        "; allowed gids: " + list_ids(gids) + (names.empty() ? "" : " = " + names) +
+        "); add the user to an allowed group or ask the operator to extend access.allowed_*";
+  return false;
+}
+
+struct ControlServer::Impl {
+  struct Session {
+    uint32_t client_id = 0;
+    std::string refused;  // non-empty: answer with -EACCES and close
+    asio::posix::stream_descriptor sock;
+    explicit Session(asio::io_context& io) : sock(io) {}
+  };
+
+  Impl(ControlServer& owner, ControlLimits limits, ServiceHooks hooks, EngineChannel* engine)
+      : owner(owner),
+        service(limits, std::move(hooks), engine),
+        engine(engine),
+        listener(io),
+        engine_wake(io),
+        timer(io) {}
+
+  ControlServer& owner;
+  asio::io_context io;
+  ControlService service;
+  EngineChannel* engine;
+  asio::posix::stream_descriptor listener;
+  asio::posix::stream_descriptor engine_wake;
+  asio::steady_timer timer;
+  std::map<Session*, std::shared_ptr<Session>> sessions;
+  std::vector<uint8_t> rx;
+  std::vector<UniqueFd> rx_fds;
+  bool stopping = false;
+
+  void publish() {
+    owner.clients_.store(service.client_count(), std::memory_order_relaxed);
+    owner.qps_.store(service.qp_count(), std::memory_order_relaxed);
+  }
+
+  void accept_loop() {
+    listener.async_wait(asio::posix::stream_descriptor::wait_read, [this](auto ec) {
+      if (ec || stopping) return;
+      for (;;) {
+        int fd =
+            ::accept4(listener.native_handle(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+          if (errno == EINTR) continue;
+          if (errno != EAGAIN && errno != EWOULDBLOCK) {
+            spdlog::warn("control: accept failed: {}", errno_str(errno));
+          }
+          break;
+        }
+        on_accept(fd);
+      }
+      accept_loop();
+    });
+  }
+
+  void on_accept(int fd) {
+    auto s = std::make_shared<Session>(io);
+    s->sock.assign(fd);
+    ucred cred{};
+    socklen_t len = sizeof(cred);
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+      spdlog::warn("control: SO_PEERCRED failed: {}", errno_str(errno));
+      return;  // s closes the socket
+    }
+    std::string why;
+    if (!peer_allowed(owner.config_, cred.uid, cred.gid, peer_groups(fd), why)) {
+      spdlog::warn("control: refused pid {} uid {}: not in the allowed uids/gids", cred.pid,
+                   cred.uid);
+      s->refused = why;
+    } else {
+      s->client_id = service.open_client(PeerCred{cred.pid, cred.uid, cred.gid});
+      if (s->client_id == 0) {
+        s->refused = "too many clients: conduitd serves at most its clients.max_clients";
+        spdlog::warn("control: refused pid {}: client limit reached", cred.pid);
+      } else {
+        spdlog::info("control: client {} connected (pid {}, uid {}, gid {})", s->client_id,
+                     cred.pid, cred.uid, cred.gid);
+      }
+    }
+    sessions[s.get()] = s;
+    publish();
+    read_loop(s);
+  }
+
+  void read_loop(const std::shared_ptr<Session>& s) {
+    s->sock.async_wait(asio::posix::stream_descriptor::wait_read, [this, s](auto ec) {
+      if (ec || stopping) return;
+      // Drain every queued datagram; SEQPACKET preserves their boundaries.
+      for (;;) {
+        ssize_t n = proto::recv_datagram(s->sock.native_handle(), rx, rx_fds, MSG_DONTWAIT);
+        if (n == -EAGAIN || n == -EWOULDBLOCK) break;
+        if (n == 0 || (n < 0 && n != -EMSGSIZE)) {
+          close_session(s, n == 0 ? "hung up" : errno_str(static_cast<int>(n)));
+          return;
+        }
+        if (!on_datagram(s, n)) return;
+      }
+      read_loop(s);
+    });
+  }
+
+  // Returns false when the session was closed.
+  bool on_datagram(const std::shared_ptr<Session>& s, ssize_t n) {
+    proto::ReplyMessage reply;
+    std::vector<int> fds;
+    proto::Header h;
+    const bool have_header = n > 0 && proto::peek_header(rx, h);
+    const auto type =
+        static_cast<proto::MsgType>(have_header && (h.type & ~proto::kReplyFlag) >= 1 &&
+                                            (h.type & ~proto::kReplyFlag) <= proto::kMaxMsgType
+                                        ? (h.type & ~proto::kReplyFlag)
+                                        : 1);
+    const uint32_t seq = have_header ? h.seq : 0;
+    bool close_after = false;
+    proto::RequestMessage req;
+    proto::CodecError err;
+    if (n < 0) {
+      reply = proto::make_error_reply(type, seq, -EMSGSIZE, "control message too large");
+      close_after = true;
+    } else if (!s->refused.empty()) {
+      reply = proto::make_error_reply(type, seq, -EACCES, s->refused);
+      close_after = true;
+    } else if (!proto::decode_request(rx, req, err)) {
+      spdlog::warn("control: client {}: bad request: {}", s->client_id, err.reason);
+      reply = proto::make_error_reply(type, seq, err.code, err.reason);
+      // A client speaking another protocol version gets its answer and stays;
+      // garbage closes the connection.
+      close_after = err.code != -EPROTONOSUPPORT && err.code != -EINVAL;
+    } else {
+      auto out = service.handle(s->client_id, req, rx_fds);
+      reply = std::move(out.reply);
+      fds = std::move(out.fds);
+      if (reply.status < 0) {
+        spdlog::info("control: client {} {}: {}", s->client_id, proto::msg_type_name(req.type()),
+                     reply.reason);
+      }
+    }
+    rx_fds.clear();
+    const auto bytes = proto::encode_reply(reply);
+    int rc = proto::send_datagram(s->sock.native_handle(), bytes, fds);
+    publish();
+    if (rc < 0) {
+      // -EAGAIN: the client does not read its replies; it is broken or hostile.
+      close_session(s, "reply not deliverable: " + errno_str(rc));
+      return false;
+    }
+    if (close_after) {
+      close_session(s, "closed after error");
+      return false;
+    }
+    return true;
+  }
+
+  void close_session(const std::shared_ptr<Session>& s, const std::string& why) {
+    if (s->client_id != 0) {
+      spdlog::info("control: client {} disconnected ({}); releasing its resources", s->client_id,
+                   why);
+      service.close_client(s->client_id);
+    }
+    boost::system::error_code ignored;
+    s->sock.close(ignored);
+    sessions.erase(s.get());
+    publish();
+  }
+
+  void engine_loop() {
+    if (engine == nullptr) return;
+    engine_wake.async_wait(asio::posix::stream_descriptor::wait_read, [this](auto ec) {
+      if (ec || stopping) return;
+      engine->drain_control_wake();
+      service.process_engine_events();
+      publish();
+      engine_loop();
+    });
+  }
+
+  // Retries commands a full engine ring refused.
+  void tick() {
+    timer.expires_after(std::chrono::milliseconds(100));
+    timer.async_wait([this](auto ec) {
+      if (ec || stopping) return;
+      service.process_engine_events();
+      tick();
+    });
+  }
+
+  void shutdown() {
+    stopping = true;
+    boost::system::error_code ignored;
+    listener.close(ignored);
+    engine_wake.cancel(ignored);
+    timer.cancel();
+    auto all = sessions;
+    for (auto& [p, s] : all) close_session(s, "daemon stopping");
+    service.process_engine_events();
+    engine_wake.release();  // the EngineChannel owns that descriptor
+  }
+};
+
+ControlServer::ControlServer(ServerConfig config, ControlLimits limits, ServiceHooks hooks,
+                             EngineChannel* engine)
+    : config_(std::move(config)),
+      impl_(std::make_unique<Impl>(*this, limits, std::move(hooks), engine)) {}
+
+ControlServer::~ControlServer() { stop(); }
+
+int ControlServer::start(std::string& error) {
+  const std::string& path = config_.socket_path;
+  sockaddr_un addr{};
+  if (path.empty() || path.size() >= sizeof(addr.sun_path)) {
+    error = "control socket path '" + path + "' is empty or longer than " +
+            std::to_string(sizeof(addr.sun_path) - 1) + " bytes";
+    return -ENAMETOOLONG;
+  }
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  std::error_code fec;
+  if (!dir.empty() && !std::filesystem::exists(dir, fec)) {
+    std::filesystem::create_directories(dir, fec);
+    if (fec) {
+      error = "cannot create " + dir.string() + ": " + fec.message() +
+              " (under systemd, RuntimeDirectory=conduit creates /run/conduit)";
+      return -fec.value();
+    }
+  }
+  UniqueFd s(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!s.valid()) {
+    error = "socket(AF_UNIX, SOCK_SEQPACKET): " + errno_str(errno);
+    return -errno;
+  }
+  // Replace a stale socket left by a crashed daemon, but never a live one or a
+  // file that is not a socket.
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      error = path + " exists and is not a socket; refusing to replace it";
+      return -EEXIST;
+    }
+    UniqueFd probe;
+    if (proto::connect_seqpacket(path, probe) >= 0) {
+      error = "another conduitd is already serving " + path;
+      return -EADDRINUSE;
+    }
+    ::unlink(path.c_str());
+  }
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  if (::bind(s.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    int e = errno;
+    error = "bind " + path + ": " + errno_str(e);
+    return -e;
+  }
+  if (!config_.socket_group.empty()) {
+    const group* gr = ::getgrnam(config_.socket_group.c_str());
+    if (gr == nullptr) {
+      error = "socket group '" + config_.socket_group + "' does not exist (create it with " +
+              "groupadd, or change access.socket_group in the policy)";
+      ::unlink(path.c_str());
+      return -ENOENT;
+    }
+    if (::chown(path.c_str(), static_cast<uid_t>(-1), gr->gr_gid) != 0) {
+      int e = errno;
+      error = "chown " + path + " to group " + config_.socket_group + ": " + errno_str(e);
+      ::unlink(path.c_str());
+      return -e;
+    }
+  }
+  if (::chmod(path.c_str(), config_.socket_mode) != 0) {
+    int e = errno;
+    error = "chmod " + path + ": " + errno_str(e);
+    ::unlink(path.c_str());
+    return -e;
+  }
+  if (::listen(s.get(), 64) != 0) {
+    int e = errno;
+    error = "listen " + path + ": " + errno_str(e);
+    ::unlink(path.c_str());
+    return -e;
+  }
+  Impl& im = *impl_;
+  im.listener.assign(s.release());
+  if (im.engine != nullptr) im.engine_wake.assign(im.engine->control_wake_fd());
+  im.accept_loop();
+  im.engine_loop();
+  im.tick();
+  thread_ = std::thread([&im] {
+    try {
+      im.io.run();
+    } catch (const std::exception& e) {
+      spdlog::critical("control thread stopped: {}", e.what());
+    }
+  });
+  spdlog::info("control: listening on {} (mode {:o}{}{})", path, config_.socket_mode,
+               config_.socket_group.empty() ? "" : ", group ", config_.socket_group);
+  return 0;
+}
+
+void ControlServer::post(std::function<void()> fn) { asio::post(impl_->io, std::move(fn)); }
+
+void ControlServer::stop() {
+  if (!thread_.joinable()) return;
+  Impl& im = *impl_;
+  asio::post(im.io, [&im] {
+    im.shutdown();
+    im.io.stop();
+  });
+  thread_.join();
+  ::unlink(config_.socket_path.c_str());
+}
+
+}  // namespace conduit::control

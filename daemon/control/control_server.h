@@ -1,0 +1,72 @@
+// conduitd's control socket: a Unix SOCK_SEQPACKET server on its own thread
+// (Boost.Asio), one ControlService behind it.
+//
+// Each accepted connection is checked with SO_PEERCRED against the allowed
+// uids/gids; a refused peer gets -EACCES with the reason in reply to its first
+// request, then the connection is closed. A connection that hangs up (exit,
+// crash, SIGKILL) is released at once: its QPs go to ERROR through the engine
+// command ring and its region is unmapped when the engine acks.
+//
+// Thread roles: start()/stop()/post() from any one thread (main); everything
+// else runs on the control thread. clients()/qps() are safe from any thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "control/control_service.h"
+
+namespace conduit::control {
+
+struct ServerConfig {
+  std::string socket_path = "/run/conduit/conduitd.sock";
+  mode_t socket_mode = 0660;
+  std::string socket_group;  // group name owning the socket; empty: the daemon's group
+  // Who may use the daemon, by SO_PEERCRED. Root and the daemon's own uid are
+  // always allowed. When both lists are empty, anyone who can open the socket
+  // (mode and group above) may.
+  std::vector<uid_t> allowed_uids;
+  std::vector<gid_t> allowed_gids;  // the peer's primary group or a supplementary one
+};
+
+class ControlServer {
+ public:
+  ControlServer(ServerConfig config, ControlLimits limits, ServiceHooks hooks,
+                EngineChannel* engine);
+  ~ControlServer();
+  ControlServer(const ControlServer&) = delete;
+  ControlServer& operator=(const ControlServer&) = delete;
+
+  // Creates the socket (replacing a stale one), applies mode and group, and
+  // starts the control thread. 0, or a negative errno with `error` saying what
+  // to fix.
+  int start(std::string& error);
+  // Stops accepting, releases every client, joins the thread. Idempotent.
+  void stop();
+  // Runs fn on the control thread.
+  void post(std::function<void()> fn);
+
+  uint32_t clients() const { return clients_.load(std::memory_order_relaxed); }
+  uint32_t qps() const { return qps_.load(std::memory_order_relaxed); }
+  const std::string& socket_path() const { return config_.socket_path; }
+
+ private:
+  struct Impl;
+  ServerConfig config_;
+  std::unique_ptr<Impl> impl_;
+  std::thread thread_;
+  std::atomic<uint32_t> clients_{0};
+  std::atomic<uint32_t> qps_{0};
+};
+
+// Whether a peer may connect, and if not, why (for the -EACCES reply).
+bool peer_allowed(const ServerConfig& config, uid_t uid, gid_t gid,
+                  const std::vector<gid_t>& supplementary, std::string& why);
+
+}  // namespace conduit::control

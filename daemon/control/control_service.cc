@@ -1,0 +1,683 @@
+#include "control/control_service.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <random>
+
+#include "proto/control_codec.h"
+
+namespace conduit::control {
+namespace {
+
+using proto::MsgType;
+using proto::ReplyMessage;
+
+// QPNs 0 and 1 are the InfiniBand special QPs; never hand them out.
+constexpr uint32_t kFirstQpn = 2;
+
+uint64_t now_ns() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+ControlService::Outcome ok(MsgType type, uint32_t seq, proto::ReplyBody body) {
+  ControlService::Outcome o;
+  o.reply.seq = seq;
+  o.reply.type = type;
+  o.reply.status = 0;
+  o.reply.body = std::move(body);
+  return o;
+}
+
+ControlService::Outcome fail(MsgType type, uint32_t seq, int code, std::string reason) {
+  return ControlService::Outcome{proto::make_error_reply(type, seq, code, std::move(reason)), {}};
+}
+
+std::string bytes_str(uint64_t b) {
+  if (b >= (1ull << 30) && b % (1ull << 30) == 0) return std::to_string(b >> 30) + " GiB";
+  if (b >= (1ull << 20) && b % (1ull << 20) == 0) return std::to_string(b >> 20) + " MiB";
+  return std::to_string(b) + " bytes";
+}
+
+uint32_t first_free(const std::vector<bool>& busy) {
+  for (uint32_t i = 0; i < busy.size(); ++i) {
+    if (!busy[i]) return i;
+  }
+  return UINT32_MAX;
+}
+
+}  // namespace
+
+ControlService::ControlService(ControlLimits limits, ServiceHooks hooks, EngineChannel* engine)
+    : limits_(limits), hooks_(std::move(hooks)), engine_(engine), start_ns_(now_ns()) {
+  // A random first QPN makes a restarted daemon unlikely to reuse a QPN a
+  // remote peer still has state for.
+  std::random_device rd;
+  next_qpn_ = kFirstQpn + rd() % (proto::kMax24Bit - kFirstQpn);
+}
+
+ControlService::~ControlService() {
+  // Regions still in pending_ belong to an engine that never acked; the engine
+  // is stopped before the service is destroyed, so releasing them now is safe.
+}
+
+ControlService::Client* ControlService::find(uint32_t id) {
+  auto it = clients_.find(id);
+  return it == clients_.end() ? nullptr : &it->second;
+}
+
+uint32_t ControlService::open_client(const PeerCred& cred) {
+  if (clients_.size() >= limits_.max_clients) {
+    ++refused_clients_;
+    return 0;
+  }
+  uint32_t id = next_client_id_++;
+  if (next_client_id_ == 0) next_client_id_ = 1;
+  Client& c = clients_[id];
+  c.id = id;
+  c.cred = cred;
+  return id;
+}
+
+uint64_t ControlService::to_engine(EngineCommand cmd) {
+  if (engine_ == nullptr) return 0;
+  cmd.cookie = next_cookie_++;
+  // Commands keep their order: once one waits in the backlog, all later ones do.
+  if (!backlog_.empty() || !engine_->submit(cmd)) {
+    ++engine_ring_full_;
+    backlog_.push_back(cmd);
+  }
+  return cmd.cookie;
+}
+
+void ControlService::flush_backlog() {
+  while (!backlog_.empty() && engine_->submit(backlog_.front())) backlog_.pop_front();
+}
+
+ControlService::Outcome ControlService::handle(uint32_t client_id, const proto::RequestMessage& req,
+                                               std::vector<proto::UniqueFd>& fds_in) {
+  ++requests_;
+  Client* cp = find(client_id);
+  const MsgType type = req.type();
+  const uint32_t seq = req.seq;
+  Outcome out;
+  if (cp == nullptr) {
+    out = fail(type, seq, -ENOTCONN, "unknown client");
+  } else if (!fds_in.empty() && !(type == MsgType::kCreateCq &&
+                                  std::get<proto::CreateCqRequest>(req.body).has_eventfd)) {
+    out = fail(type, seq, -EINVAL, "unexpected file descriptor with this request");
+  } else {
+    Client& c = *cp;
+    const bool needs_attach = type != MsgType::kAttach && type != MsgType::kStats &&
+                              type != MsgType::kStatus && type != MsgType::kListQps &&
+                              type != MsgType::kPolicyShow && type != MsgType::kPolicyReload;
+    if (needs_attach && !c.attached) {
+      out = fail(type, seq, -ENOTCONN, "attach first: this request needs an attached client");
+    } else {
+      std::visit(
+          [&](const auto& r) {
+            using T = std::decay_t<decltype(r)>;
+            if constexpr (std::is_same_v<T, proto::AttachRequest>) {
+              out = attach(c, r, seq);
+            } else if constexpr (std::is_same_v<T, proto::DetachRequest>) {
+              remove_client(c);  // keeps the connection; the client may attach again
+              out = ok(type, seq, proto::DetachReply{});
+            } else if constexpr (std::is_same_v<T, proto::CreateCqRequest>) {
+              out = create_cq(c, r, seq, fds_in);
+            } else if constexpr (std::is_same_v<T, proto::DestroyCqRequest>) {
+              out = destroy_cq(c, r, seq);
+            } else if constexpr (std::is_same_v<T, proto::CreateQpRequest>) {
+              out = create_qp(c, r, seq);
+            } else if constexpr (std::is_same_v<T, proto::DestroyQpRequest>) {
+              out = destroy_qp(c, r, seq);
+            } else if constexpr (std::is_same_v<T, proto::RegMrRequest>) {
+              out = reg_mr(c, r, seq);
+            } else if constexpr (std::is_same_v<T, proto::DeregMrRequest>) {
+              out = dereg_mr(c, r, seq);
+            } else if constexpr (std::is_same_v<T, proto::ModifyQpRequest>) {
+              out = modify_qp(c, r, seq);
+            } else if constexpr (std::is_same_v<T, proto::QueryQpRequest>) {
+              out = query_qp(c, r, seq);
+            } else if constexpr (std::is_same_v<T, proto::StatsRequest>) {
+              out = ok(type, seq, proto::StatsReply{counters()});
+            } else if constexpr (std::is_same_v<T, proto::StatusRequest>) {
+              out = status(seq);
+            } else if constexpr (std::is_same_v<T, proto::ListQpsRequest>) {
+              out = list_qps(r, seq);
+            } else if constexpr (std::is_same_v<T, proto::PolicyShowRequest>) {
+              out = policy_show(r, seq);
+            } else if constexpr (std::is_same_v<T, proto::PolicyReloadRequest>) {
+              out = policy_reload(c, seq);
+            }
+          },
+          req.body);
+    }
+  }
+  fds_in.clear();  // anything not taken is closed here
+  if (out.reply.status < 0) ++errors_;
+  return out;
+}
+
+ControlService::Outcome ControlService::attach(Client& c, const proto::AttachRequest& r,
+                                               uint32_t seq) {
+  const MsgType t = MsgType::kAttach;
+  if (c.attached) return fail(t, seq, -EALREADY, "already attached on this connection");
+  if (r.shm_abi_version != CONDUIT_SHM_ABI_VERSION) {
+    return fail(t, seq, -EPROTONOSUPPORT,
+                "ABI mismatch: libconduit uses shared-memory ABI " +
+                    std::to_string(r.shm_abi_version) + ", conduitd speaks " +
+                    std::to_string(CONDUIT_SHM_ABI_VERSION) +
+                    "; rebuild the application against the installed libconduit");
+  }
+  const uint64_t arena = r.region_bytes == 0 ? limits_.default_region_bytes : r.region_bytes;
+  if (arena > limits_.max_mr_bytes) {
+    return fail(t, seq, -EDQUOT,
+                "quota exceeded: asked for " + bytes_str(arena) +
+                    " of registrable memory, the per-client limit is " +
+                    bytes_str(limits_.max_mr_bytes) + " (policy: clients.max_mr_bytes)");
+  }
+  shm::RegionConfig cfg;
+  cfg.max_qps = limits_.max_qps;
+  cfg.max_cqs = limits_.max_cqs;
+  cfg.sq_depth = limits_.sq_depth;
+  cfg.rq_depth = limits_.rq_depth;
+  cfg.cq_depth = limits_.cq_depth;
+  cfg.arena_bytes = arena;
+  cfg.huge_pages = limits_.huge_pages;
+  cfg.name = "conduit-client";
+  auto region = std::make_unique<shm::Region>();
+  if (int rc = shm::Region::create(cfg, region.get()); rc < 0) {
+    return fail(t, seq, rc,
+                std::string("cannot create the shared-memory region (") + std::strerror(-rc) +
+                    "); check memlock limits (LimitMEMLOCK) and free memory");
+  }
+  shm::EventFd doorbell;
+  if (int rc = shm::EventFd::create(&doorbell); rc < 0) {
+    return fail(t, seq, rc, std::string("cannot create doorbell eventfd: ") + std::strerror(-rc));
+  }
+  c.region = std::move(region);
+  c.doorbell.reset(::dup(doorbell.fd()));  // EventFd closes its own copy
+  if (!c.doorbell.valid()) {
+    c.region.reset();
+    return fail(t, seq, -errno, "cannot duplicate doorbell eventfd");
+  }
+  c.name = r.client_name;
+  c.attached = true;
+  c.qp_slot_busy.assign(limits_.max_qps, false);
+  c.cq_slot_busy.assign(limits_.max_cqs, false);
+  ++attaches_;
+
+  EngineCommand cmd;
+  cmd.op = EngineOp::kAddClient;
+  cmd.client_id = c.id;
+  cmd.region = c.region->base();
+  cmd.layout = &c.region->layout();
+  cmd.doorbell_fd = c.doorbell.get();
+  to_engine(cmd);
+
+  proto::AttachReply rep;
+  rep.client_id = c.id;
+  rep.shm_abi_version = CONDUIT_SHM_ABI_VERSION;
+  rep.region_bytes = c.region->size();
+  rep.max_qps = limits_.max_qps;
+  rep.max_cqs = limits_.max_cqs;
+  rep.max_mrs = limits_.max_mrs;
+  rep.max_mr_bytes = limits_.max_mr_bytes;
+  Outcome o = ok(t, seq, rep);
+  o.fds = {c.region->fd(), c.doorbell.get()};
+  return o;
+}
+
+ControlService::Outcome ControlService::create_cq(Client& c, const proto::CreateCqRequest& r,
+                                                  uint32_t seq,
+                                                  std::vector<proto::UniqueFd>& fds_in) {
+  const MsgType t = MsgType::kCreateCq;
+  if (r.has_eventfd != (fds_in.size() == 1)) {
+    return fail(t, seq, -EINVAL,
+                r.has_eventfd ? "has_eventfd is set but no single descriptor came with it"
+                              : "descriptor sent without has_eventfd");
+  }
+  if (c.cqs.size() >= limits_.max_cqs) {
+    return fail(t, seq, -EDQUOT,
+                "quota exceeded: " + std::to_string(limits_.max_cqs) +
+                    " CQs per client (policy: clients.max_cqs)");
+  }
+  const uint32_t depth = c.region->layout().cq_depth;
+  if (r.entries > depth) {
+    return fail(t, seq, -EINVAL,
+                "CQ of " + std::to_string(r.entries) + " entries is deeper than this daemon's " +
+                    std::to_string(depth) + " (policy: clients.cq_depth)");
+  }
+  const uint32_t slot = first_free(c.cq_slot_busy);
+  if (slot == UINT32_MAX) {
+    return fail(t, seq, -EBUSY, "every CQ slot is still being released by the engine; retry");
+  }
+  c.cq_slot_busy[slot] = true;
+  c.region->reset_cq_ring(slot, 0);
+  Cq& cq = c.cqs[slot];
+  cq.slot = slot;
+  if (r.has_eventfd) cq.event_fd = std::move(fds_in[0]);
+
+  EngineCommand cmd;
+  cmd.op = EngineOp::kAddCq;
+  cmd.client_id = c.id;
+  cmd.cq_slot = slot;
+  cmd.event_fd = cq.event_fd.get();
+  to_engine(cmd);
+  return ok(t, seq, proto::CreateCqReply{slot, depth});
+}
+
+ControlService::Outcome ControlService::destroy_cq(Client& c, const proto::DestroyCqRequest& r,
+                                                   uint32_t seq) {
+  const MsgType t = MsgType::kDestroyCq;
+  auto it = c.cqs.find(r.cq_id);
+  if (it == c.cqs.end()) return fail(t, seq, -ENOENT, "no CQ " + std::to_string(r.cq_id));
+  for (const auto& [qpn, qp] : c.qps) {
+    if (qp.send_cq == r.cq_id || qp.recv_cq == r.cq_id) {
+      return fail(t, seq, -EBUSY,
+                  "CQ " + std::to_string(r.cq_id) + " is still used by QP " + std::to_string(qpn) +
+                      "; destroy the QP first");
+    }
+  }
+  release_cq(c, it->second);
+  c.cqs.erase(it);
+  return ok(t, seq, proto::DestroyCqReply{});
+}
+
+void ControlService::release_cq(Client& c, Cq& cq) {
+  EngineCommand cmd;
+  cmd.op = EngineOp::kRemoveCq;
+  cmd.client_id = c.id;
+  cmd.cq_slot = cq.slot;
+  const uint64_t cookie = to_engine(cmd);
+  if (cookie == 0) {  // no engine: nobody else uses the slot
+    c.cq_slot_busy[cq.slot] = false;
+    return;
+  }
+  Pending& p = pending_[cookie];
+  p.client_id = c.id;
+  p.kind = Pending::kCqSlot;
+  p.slot = cq.slot;
+  p.fd = std::move(cq.event_fd);
+}
+
+ControlService::Outcome ControlService::create_qp(Client& c, const proto::CreateQpRequest& r,
+                                                  uint32_t seq) {
+  const MsgType t = MsgType::kCreateQp;
+  if (c.qps.size() >= limits_.max_qps) {
+    return fail(t, seq, -EDQUOT,
+                "quota exceeded: " + std::to_string(limits_.max_qps) +
+                    " QPs per client (policy: clients.max_qps)");
+  }
+  if (!c.cqs.contains(r.send_cq) || !c.cqs.contains(r.recv_cq)) {
+    return fail(t, seq, -ENOENT,
+                "no CQ " + std::to_string(c.cqs.contains(r.send_cq) ? r.recv_cq : r.send_cq));
+  }
+  const auto& l = c.region->layout();
+  if (r.sq_entries > l.sq_depth || r.rq_entries > l.rq_depth) {
+    return fail(t, seq, -EINVAL,
+                "queue deeper than this daemon's rings (send " + std::to_string(l.sq_depth) +
+                    ", receive " + std::to_string(l.rq_depth) + "; policy: clients.sq_depth)");
+  }
+  if (!r.traffic_class.empty() && hooks_.class_exists && !hooks_.class_exists(r.traffic_class)) {
+    return fail(t, seq, -ENOENT,
+                "traffic class '" + r.traffic_class + "' is not defined in the policy");
+  }
+  const uint32_t slot = first_free(c.qp_slot_busy);
+  if (slot == UINT32_MAX) {
+    return fail(t, seq, -EBUSY, "every QP slot is still being released by the engine; retry");
+  }
+  const uint32_t qpn = allocate_qpn();
+  if (qpn == 0) return fail(t, seq, -ENOSPC, "no free QP numbers");
+  c.qp_slot_busy[slot] = true;
+  c.region->reset_qp_rings(slot, 0);
+  qp_owner_[qpn] = c.id;
+  Qp& qp = c.qps[qpn];
+  qp.qpn = qpn;
+  qp.slot = slot;
+  qp.send_cq = r.send_cq;
+  qp.recv_cq = r.recv_cq;
+  qp.traffic_class = r.traffic_class;
+
+  EngineCommand cmd;
+  cmd.op = EngineOp::kAddQp;
+  cmd.client_id = c.id;
+  cmd.qpn = qpn;
+  cmd.qp_slot = slot;
+  cmd.send_cq = r.send_cq;
+  cmd.recv_cq = r.recv_cq;
+  std::memcpy(cmd.traffic_class, r.traffic_class.data(), r.traffic_class.size());
+  to_engine(cmd);
+  return ok(t, seq, proto::CreateQpReply{qpn, slot, l.sq_depth, l.rq_depth});
+}
+
+uint32_t ControlService::allocate_qpn() {
+  for (uint32_t tries = 0; tries < proto::kMax24Bit; ++tries) {
+    uint32_t q = next_qpn_;
+    next_qpn_ = next_qpn_ >= proto::kMax24Bit ? kFirstQpn : next_qpn_ + 1;
+    if (!qp_owner_.contains(q)) return q;
+  }
+  return 0;
+}
+
+ControlService::Outcome ControlService::destroy_qp(Client& c, const proto::DestroyQpRequest& r,
+                                                   uint32_t seq) {
+  auto it = c.qps.find(r.qpn);
+  if (it == c.qps.end()) {
+    return fail(MsgType::kDestroyQp, seq, -ENOENT, "no QP " + std::to_string(r.qpn));
+  }
+  release_qp(c, it->second);
+  c.qps.erase(it);
+  return ok(MsgType::kDestroyQp, seq, proto::DestroyQpReply{});
+}
+
+void ControlService::release_qp(Client& c, Qp& qp) {
+  EngineCommand cmd;
+  cmd.op = EngineOp::kRemoveQp;
+  cmd.client_id = c.id;
+  cmd.qpn = qp.qpn;
+  cmd.qp_slot = qp.slot;
+  const uint64_t cookie = to_engine(cmd);
+  if (cookie == 0) {
+    c.qp_slot_busy[qp.slot] = false;
+    qp_owner_.erase(qp.qpn);
+    return;
+  }
+  Pending& p = pending_[cookie];
+  p.client_id = c.id;
+  p.kind = Pending::kQpSlot;
+  p.slot = qp.slot;
+  p.qpn = qp.qpn;
+}
+
+uint32_t ControlService::allocate_key_index() {
+  // 24-bit index; the low byte of a key is random so a stale key is unlikely
+  // to name a new MR (the verbs "key" byte plays the same role).
+  for (uint32_t tries = 0; tries < (1u << 24); ++tries) {
+    uint32_t k = next_key_index_;
+    next_key_index_ = (next_key_index_ + 1) & 0xFFFFFF;
+    if (next_key_index_ == 0) next_key_index_ = 1;
+    if (!key_owner_.contains(k)) return k;
+  }
+  return 0;
+}
+
+ControlService::Outcome ControlService::reg_mr(Client& c, const proto::RegMrRequest& r,
+                                               uint32_t seq) {
+  const MsgType t = MsgType::kRegMr;
+  const auto& l = c.region->layout();
+  // The decoder proved offset + length does not wrap.
+  if (r.offset < l.arena_offset || r.offset + r.length > l.arena_offset + l.arena_size) {
+    return fail(t, seq, -EFAULT,
+                "memory region [" + std::to_string(r.offset) + ", +" + std::to_string(r.length) +
+                    ") is outside this client's registrable memory [" +
+                    std::to_string(l.arena_offset) + ", +" + std::to_string(l.arena_size) + ")");
+  }
+  if (c.mrs.size() >= limits_.max_mrs) {
+    return fail(t, seq, -EDQUOT,
+                "quota exceeded: " + std::to_string(limits_.max_mrs) +
+                    " memory regions per client (policy: clients.max_mrs)");
+  }
+  if (c.mr_bytes + r.length > limits_.max_mr_bytes) {
+    return fail(t, seq, -EDQUOT,
+                "quota exceeded: registering " + bytes_str(r.length) + " would make " +
+                    bytes_str(c.mr_bytes + r.length) + " registered, the limit is " +
+                    bytes_str(limits_.max_mr_bytes) + " (policy: clients.max_mr_bytes)");
+  }
+  const uint32_t index = allocate_key_index();
+  if (index == 0) return fail(t, seq, -ENOSPC, "no free memory keys");
+  static thread_local std::mt19937 rng{std::random_device{}()};
+  Mr mr;
+  mr.lkey = (index << 8) | (rng() & 0xFF);
+  mr.rkey = (index << 8) | (rng() & 0xFF);
+  mr.offset = r.offset;
+  mr.length = r.length;
+  mr.access = r.access;
+  key_owner_[index] = c.id;
+  c.mrs[mr.lkey] = mr;
+  c.mr_bytes += r.length;
+
+  EngineCommand cmd;
+  cmd.op = EngineOp::kAddMr;
+  cmd.client_id = c.id;
+  cmd.lkey = mr.lkey;
+  cmd.rkey = mr.rkey;
+  cmd.access = mr.access;
+  cmd.region_offset = mr.offset;
+  cmd.length = mr.length;
+  cmd.iova = mr.offset;  // peers address an MR by its region offset
+  to_engine(cmd);
+  return ok(t, seq, proto::RegMrReply{mr.lkey, mr.rkey, mr.offset});
+}
+
+ControlService::Outcome ControlService::dereg_mr(Client& c, const proto::DeregMrRequest& r,
+                                                 uint32_t seq) {
+  auto it = c.mrs.find(r.lkey);
+  if (it == c.mrs.end()) {
+    return fail(MsgType::kDeregMr, seq, -ENOENT,
+                "no memory region with lkey " + std::to_string(r.lkey));
+  }
+  EngineCommand cmd;
+  cmd.op = EngineOp::kRemoveMr;
+  cmd.client_id = c.id;
+  cmd.lkey = it->second.lkey;
+  cmd.rkey = it->second.rkey;
+  to_engine(cmd);
+  // Key indices are not reused until 2^24 registrations later, so no ack wait.
+  key_owner_.erase(it->second.lkey >> 8);
+  c.mr_bytes -= it->second.length;
+  c.mrs.erase(it);
+  return ok(MsgType::kDeregMr, seq, proto::DeregMrReply{});
+}
+
+ControlService::Outcome ControlService::modify_qp(Client& c, const proto::ModifyQpRequest& r,
+                                                  uint32_t seq) {
+  const MsgType t = MsgType::kModifyQp;
+  auto it = c.qps.find(r.qpn);
+  if (it == c.qps.end()) return fail(t, seq, -ENOENT, "no QP " + std::to_string(r.qpn));
+  std::string why;
+  if (int rc = check_qp_transition(it->second.attrs.state, r.attr, why); rc < 0) {
+    return fail(t, seq, rc, "QP " + std::to_string(r.qpn) + ": " + why);
+  }
+  EngineCommand cmd;
+  cmd.op = EngineOp::kModifyQp;
+  cmd.client_id = c.id;
+  cmd.qpn = r.qpn;
+  cmd.attr = r.attr;
+  to_engine(cmd);
+  apply_qp_transition(it->second.attrs, r.attr);
+  return ok(t, seq, proto::ModifyQpReply{});
+}
+
+ControlService::Outcome ControlService::query_qp(Client& c, const proto::QueryQpRequest& r,
+                                                 uint32_t seq) {
+  auto it = c.qps.find(r.qpn);
+  if (it == c.qps.end()) {
+    return fail(MsgType::kQueryQp, seq, -ENOENT, "no QP " + std::to_string(r.qpn));
+  }
+  proto::QueryQpReply rep;
+  rep.qpn = r.qpn;
+  rep.traffic_class = it->second.traffic_class;
+  rep.attr = it->second.attrs.attr;
+  rep.attr.state = it->second.attrs.state;
+  rep.attr.mask |= proto::kAttrState;
+  return ok(MsgType::kQueryQp, seq, rep);
+}
+
+ControlService::Outcome ControlService::list_qps(const proto::ListQpsRequest& r, uint32_t seq) {
+  proto::ListQpsReply rep;
+  for (auto it = qp_owner_.lower_bound(r.start_qpn); it != qp_owner_.end(); ++it) {
+    if (rep.qps.size() == r.max_entries) {
+      rep.next_qpn = it->first;
+      break;
+    }
+    Client* c = find(it->second);
+    if (c == nullptr) continue;
+    auto q = c->qps.find(it->first);
+    if (q == c->qps.end()) continue;  // being released
+    proto::QpSummary s = q->second.last_stats;
+    s.qpn = q->first;
+    s.client_id = c->id;
+    s.pid = static_cast<uint32_t>(c->cred.pid);
+    s.state = q->second.attrs.state;
+    s.dest_qpn = q->second.attrs.attr.dest_qpn;
+    s.dgid = q->second.attrs.attr.dgid;
+    s.traffic_class = q->second.traffic_class;
+    rep.qps.push_back(s);
+  }
+  return ok(MsgType::kListQps, seq, rep);
+}
+
+ControlService::Outcome ControlService::status(uint32_t seq) {
+  proto::StatusReply rep;
+  rep.version = hooks_.version;
+  rep.uptime_s = (now_ns() - start_ns_) / 1'000'000'000ull;
+  rep.engine_running = engine_ != nullptr ? 1 : 0;
+  rep.engine_state = engine_ != nullptr
+                         ? "engine attached"
+                         : "control plane only: no engine in this build, QPs do not move data";
+  rep.clients = client_count();
+  rep.qps = qp_count();
+  rep.policy_path = hooks_.policy_path;
+  return ok(MsgType::kStatus, seq, rep);
+}
+
+ControlService::Outcome ControlService::policy_show(const proto::PolicyShowRequest& r,
+                                                    uint32_t seq) {
+  if (!hooks_.policy_text) {
+    return fail(MsgType::kPolicyShow, seq, -EOPNOTSUPP, "no policy loaded");
+  }
+  const std::string text = hooks_.policy_text();
+  proto::PolicyShowReply rep;
+  rep.total_bytes = text.size();
+  if (r.offset < text.size()) rep.chunk = text.substr(r.offset, proto::kMaxTextChunkBytes);
+  return ok(MsgType::kPolicyShow, seq, rep);
+}
+
+ControlService::Outcome ControlService::policy_reload(const Client& c, uint32_t seq) {
+  const MsgType t = MsgType::kPolicyReload;
+  if (c.cred.uid != 0 && c.cred.uid != ::geteuid()) {
+    return fail(t, seq, -EPERM, "policy reload needs root or the user conduitd runs as");
+  }
+  if (!hooks_.reload_policy) return fail(t, seq, -EOPNOTSUPP, "this daemon cannot reload");
+  std::string message;
+  const int rc = hooks_.reload_policy(message);
+  if (rc < 0) return fail(t, seq, rc, message);
+  return ok(t, seq, proto::PolicyReloadReply{message});
+}
+
+void ControlService::remove_client(Client& c) {
+  if (!c.attached) return;
+  // QPs first (they reference CQs), then CQs, MRs, and finally the region.
+  for (auto& [qpn, qp] : c.qps) release_qp(c, qp);
+  c.qps.clear();
+  for (auto& [id, cq] : c.cqs) release_cq(c, cq);
+  c.cqs.clear();
+  for (auto& [lkey, mr] : c.mrs) key_owner_.erase(lkey >> 8);
+  c.mrs.clear();
+  c.mr_bytes = 0;
+  c.attached = false;
+
+  EngineCommand cmd;
+  cmd.op = EngineOp::kRemoveClient;
+  cmd.client_id = c.id;
+  const uint64_t cookie = to_engine(cmd);
+  if (cookie == 0) {  // no engine: unmap now
+    c.region.reset();
+    c.doorbell.reset();
+    return;
+  }
+  Pending& p = pending_[cookie];
+  p.client_id = c.id;
+  p.kind = Pending::kRegion;
+  p.region = std::move(c.region);
+  p.doorbell = std::move(c.doorbell);
+}
+
+void ControlService::close_client(uint32_t client_id) {
+  Client* c = find(client_id);
+  if (c == nullptr) return;
+  ++disconnects_;
+  remove_client(*c);
+  clients_.erase(client_id);
+}
+
+void ControlService::process_engine_events() {
+  if (engine_ == nullptr) return;
+  flush_backlog();
+  EngineEvent ev[32];
+  uint32_t n;
+  while ((n = engine_->poll_events(ev, 32)) > 0) {
+    for (uint32_t i = 0; i < n; ++i) {
+      const EngineEvent& e = ev[i];
+      if (e.kind == EngineEventKind::kAck) {
+        auto it = pending_.find(e.cookie);
+        if (it == pending_.end()) continue;
+        Pending& p = it->second;
+        Client* c = find(p.client_id);
+        if (p.kind == Pending::kQpSlot) {
+          qp_owner_.erase(p.qpn);
+          if (c != nullptr && p.slot < c->qp_slot_busy.size()) c->qp_slot_busy[p.slot] = false;
+        } else if (p.kind == Pending::kCqSlot) {
+          if (c != nullptr && p.slot < c->cq_slot_busy.size()) c->cq_slot_busy[p.slot] = false;
+        }
+        pending_.erase(it);  // unmaps a region, closes fds
+      } else {
+        auto owner = qp_owner_.find(e.qpn);
+        if (owner == qp_owner_.end()) continue;
+        Client* c = find(owner->second);
+        if (c == nullptr) continue;
+        auto q = c->qps.find(e.qpn);
+        if (q == c->qps.end()) continue;
+        q->second.attrs.state = e.state;
+        if (e.kind == EngineEventKind::kQpStats) {
+          proto::QpSummary& s = q->second.last_stats;
+          s.rate_bps = e.rate_bps;
+          s.alpha_ppm = e.alpha_ppm;
+          s.cnps = e.cnps;
+          s.retransmits = e.retransmits;
+          s.tx_bytes = e.tx_bytes;
+          s.rx_bytes = e.rx_bytes;
+        }
+      }
+    }
+  }
+}
+
+std::vector<proto::Counter> ControlService::counters() const {
+  uint64_t cqs = 0, mrs = 0, mr_bytes = 0, attached = 0;
+  for (const auto& [id, c] : clients_) {
+    cqs += c.cqs.size();
+    mrs += c.mrs.size();
+    mr_bytes += c.mr_bytes;
+    attached += c.attached ? 1 : 0;
+  }
+  std::vector<proto::Counter> v = {
+      {"control.connections", clients_.size()},
+      {"control.clients_attached", attached},
+      {"control.qps", qp_owner_.size()},
+      {"control.cqs", cqs},
+      {"control.mrs", mrs},
+      {"control.mr_bytes", mr_bytes},
+      {"control.requests", requests_},
+      {"control.errors", errors_},
+      {"control.attaches", attaches_},
+      {"control.disconnects", disconnects_},
+      {"control.refused_clients", refused_clients_},
+      {"control.engine_ring_full", engine_ring_full_},
+      {"control.engine_backlog", backlog_.size()},
+      {"control.pending_releases", pending_.size()},
+      {"engine.attached", engine_ != nullptr ? 1u : 0u},
+      {"uptime_s", (now_ns() - start_ns_) / 1'000'000'000ull},
+  };
+  if (hooks_.extra_counters) {
+    for (auto& c : hooks_.extra_counters()) v.push_back(std::move(c));
+  }
+  return v;
+}
+
+}  // namespace conduit::control

@@ -1,0 +1,192 @@
+// The control plane's state and request handling, without the socket: per
+// client regions, CQs, QPs and MRs, quotas, QPN and key allocation, and the
+// commands that tell the engine about each change (engine_command.h).
+//
+// Thread role: one thread only (the control thread); not thread-safe.
+// Ownership: the service owns every client's shm::Region. A region (and a CQ's
+// eventfd, a QP/CQ slot) is released only when the engine has acknowledged the
+// command that stops it using it; with no engine attached, at once.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "control/engine_channel.h"
+#include "control/qp_state_machine.h"
+#include "proto/control_protocol.h"
+#include "proto/unique_fd.h"
+#include "shm/region.h"
+
+namespace conduit::control {
+
+// Per-client quotas and region sizing (from the policy's `clients` section).
+struct ControlLimits {
+  uint32_t max_clients = 64;
+  uint32_t max_qps = 64;                        // per client; also the region's QP slots
+  uint32_t max_cqs = 64;                        // per client; also the region's CQ slots
+  uint32_t max_mrs = 256;                       // per client
+  uint64_t max_mr_bytes = 1ull << 30;           // per client: arena size cap and registered bytes
+  uint64_t default_region_bytes = 64ull << 20;  // arena when the client asks for 0
+  uint32_t sq_depth = 256;                      // ring depths, powers of two
+  uint32_t rq_depth = 256;
+  uint32_t cq_depth = 1024;
+  shm::HugePages huge_pages = shm::HugePages::kAuto;
+};
+
+struct PeerCred {
+  pid_t pid = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+// What the service needs from the rest of the daemon. Every member may be empty.
+struct ServiceHooks {
+  std::string version;                                          // for kStatus
+  std::string policy_path;                                      // for kStatus
+  std::function<std::string()> policy_text;                     // kPolicyShow
+  std::function<int(std::string& message)> reload_policy;       // kPolicyReload: 0 or -errno
+  std::function<bool(const std::string&)> class_exists;         // kCreateQp traffic class check
+  std::function<std::vector<proto::Counter>()> extra_counters;  // appended to kStats
+};
+
+class ControlService {
+ public:
+  // engine may be null: the daemon then runs the control plane only.
+  ControlService(ControlLimits limits, ServiceHooks hooks, EngineChannel* engine);
+  ~ControlService();
+  ControlService(const ControlService&) = delete;
+  ControlService& operator=(const ControlService&) = delete;
+
+  // A connection was accepted from `cred`; returns its client id, or 0 when
+  // the daemon is at max_clients (the caller closes the connection).
+  uint32_t open_client(const PeerCred& cred);
+
+  struct Outcome {
+    proto::ReplyMessage reply;
+    std::vector<int> fds;  // descriptors to send with the reply; borrowed from the service
+  };
+  // Handles one decoded request. `fds_in` holds the descriptors that came with
+  // it; the service takes the ones it needs (a CQ's eventfd).
+  Outcome handle(uint32_t client_id, const proto::RequestMessage& req,
+                 std::vector<proto::UniqueFd>& fds_in);
+
+  // The connection closed (detach or hang-up): every resource of the client is
+  // released and the engine told to move its QPs to ERROR and forget them.
+  void close_client(uint32_t client_id);
+
+  // Submits commands a full ring refused, then drains the engine's event ring:
+  // acks release deferred resources, state events update the QP table. Call
+  // when EngineChannel::control_wake_fd() is readable and periodically.
+  void process_engine_events();
+
+  // Resources whose release waits for an engine ack (0 when idle or no engine).
+  size_t pending_releases() const { return pending_.size(); }
+  uint32_t client_count() const { return static_cast<uint32_t>(clients_.size()); }
+  uint32_t qp_count() const { return static_cast<uint32_t>(qp_owner_.size()); }
+  bool engine_attached() const { return engine_ != nullptr; }
+  std::vector<proto::Counter> counters() const;
+
+ private:
+  struct Cq {
+    uint32_t slot = 0;
+    proto::UniqueFd event_fd;
+  };
+  struct Qp {
+    uint32_t qpn = 0;
+    uint32_t slot = 0;
+    uint32_t send_cq = 0;
+    uint32_t recv_cq = 0;
+    std::string traffic_class;
+    QpAttrs attrs;
+    proto::QpSummary last_stats;  // from the engine's kQpStats
+  };
+  struct Mr {
+    uint32_t lkey = 0;
+    uint32_t rkey = 0;
+    uint64_t offset = 0;
+    uint64_t length = 0;
+    uint32_t access = 0;
+  };
+  struct Client {
+    uint32_t id = 0;
+    PeerCred cred;
+    std::string name;
+    bool attached = false;
+    std::unique_ptr<shm::Region> region;  // heap: the engine holds its layout pointer
+    proto::UniqueFd doorbell;             // engine's wakeup eventfd for this client
+    std::map<uint32_t, Cq> cqs;           // by CQ id (= slot)
+    std::map<uint32_t, Qp> qps;           // by QPN
+    std::map<uint32_t, Mr> mrs;           // by lkey
+    uint64_t mr_bytes = 0;
+    std::vector<bool> qp_slot_busy;  // includes slots awaiting an engine ack
+    std::vector<bool> cq_slot_busy;
+  };
+  // Something to release when the engine acks `cookie`.
+  struct Pending {
+    uint32_t client_id = 0;
+    enum Kind { kQpSlot, kCqSlot, kRegion } kind = kQpSlot;
+    uint32_t slot = 0;
+    uint32_t qpn = 0;
+    proto::UniqueFd fd;                   // CQ eventfd kept open until the engine forgets it
+    std::unique_ptr<shm::Region> region;  // for kRegion
+    proto::UniqueFd doorbell;
+  };
+
+  using Result = std::pair<int, std::string>;  // status, reason
+  Outcome attach(Client& c, const proto::AttachRequest& r, uint32_t seq);
+  Outcome create_cq(Client& c, const proto::CreateCqRequest& r, uint32_t seq,
+                    std::vector<proto::UniqueFd>& fds_in);
+  Outcome destroy_cq(Client& c, const proto::DestroyCqRequest& r, uint32_t seq);
+  Outcome create_qp(Client& c, const proto::CreateQpRequest& r, uint32_t seq);
+  Outcome destroy_qp(Client& c, const proto::DestroyQpRequest& r, uint32_t seq);
+  Outcome reg_mr(Client& c, const proto::RegMrRequest& r, uint32_t seq);
+  Outcome dereg_mr(Client& c, const proto::DeregMrRequest& r, uint32_t seq);
+  Outcome modify_qp(Client& c, const proto::ModifyQpRequest& r, uint32_t seq);
+  Outcome query_qp(Client& c, const proto::QueryQpRequest& r, uint32_t seq);
+  Outcome list_qps(const proto::ListQpsRequest& r, uint32_t seq);
+  Outcome status(uint32_t seq);
+  Outcome policy_show(const proto::PolicyShowRequest& r, uint32_t seq);
+  Outcome policy_reload(const Client& c, uint32_t seq);
+
+  // Sends cmd to the engine; returns its cookie, or 0 when there is no engine.
+  // A full ring queues it (in order) in backlog_, flushed by process_engine_events().
+  uint64_t to_engine(EngineCommand cmd);
+  void flush_backlog();
+  void release_qp(Client& c, Qp& qp);
+  void release_cq(Client& c, Cq& cq);
+  void remove_client(Client& c);
+  uint32_t allocate_qpn();
+  uint32_t allocate_key_index();
+  Client* find(uint32_t id);
+
+  ControlLimits limits_;
+  ServiceHooks hooks_;
+  EngineChannel* engine_;
+  std::map<uint32_t, Client> clients_;
+  std::map<uint32_t, uint32_t> qp_owner_;   // QPN -> client id (also QPNs awaiting acks)
+  std::map<uint32_t, uint32_t> key_owner_;  // key index -> client id
+  std::map<uint64_t, Pending> pending_;     // engine cookie -> what to release
+  std::deque<EngineCommand> backlog_;       // commands the full ring did not take yet
+  uint32_t next_client_id_ = 1;
+  uint32_t next_qpn_;
+  uint32_t next_key_index_ = 1;
+  uint64_t next_cookie_ = 1;
+  uint64_t start_ns_;
+
+  // Counters (read by counters()).
+  uint64_t requests_ = 0;
+  uint64_t errors_ = 0;
+  uint64_t attaches_ = 0;
+  uint64_t disconnects_ = 0;
+  uint64_t refused_clients_ = 0;
+  uint64_t engine_ring_full_ = 0;
+};
+
+}  // namespace conduit::control

@@ -1,0 +1,114 @@
+// The message set between the control thread and the engine (poll-mode lcore).
+//
+// The control thread owns every client resource (regions, QPN/key allocation,
+// quotas) and tells the engine about changes through EngineChannel's command
+// ring; the engine answers through the event ring. The engine never takes a
+// lock and never blocks on the control thread.
+//
+// Commands (control -> engine). `cookie` is echoed in the kAck event.
+//   kAddClient     a client attached: `region` (daemon mapping, valid until the
+//                  kRemoveClient ack), `layout` (daemon's private copy; same
+//                  lifetime), `doorbell_fd`: the eventfd the client kicks after
+//                  posting while the region's engine line is armed; the engine
+//                  sleeps on it (epoll) when idle.
+//   kRemoveClient  the client detached or hung up: move each of its QPs to
+//                  ERROR, complete outstanding WRs with WR_FLUSH_ERR (their CQs
+//                  are going away too, so this is best effort), fail peers'
+//                  requests, forget its CQs/MRs, and stop touching `region`.
+//                  The control thread unmaps the region only after the ack.
+//   kAddCq         CQ slot `cq_slot` of `client_id` is live; `event_fd` (or -1)
+//                  is the client's eventfd to kick after publishing CQEs when
+//                  the CQ's wakeup line is armed (shm/doorbell.h).
+//   kRemoveCq      stop producing into the CQ; ack before the slot is reused.
+//   kAddQp         QP `qpn` in slot `qp_slot`, RESET state, completions to
+//                  `send_cq` / `recv_cq` (CQ slots), `traffic_class`.
+//   kModifyQp      apply `attr` (already validated: proto::validate_qp_attr and
+//                  the RESET->INIT->RTR->RTS rules in QpStateMachine). Moving to
+//                  ERROR flushes outstanding WRs with WR_FLUSH_ERR.
+//   kRemoveQp      to ERROR, flush, forget; ack before the slot/QPN is reused.
+//   kAddMr         MR `lkey`/`rkey` = region bytes [region_offset, +length),
+//                  `access` (shm::MrAccess bits); `iova` is what peers send as
+//                  remote_addr for its first byte.
+//   kRemoveMr      forget the MR; later WRs naming it fail with BAD_LKEY.
+//   kQueryQp       reply with a kQpStats event for `qpn`.
+//
+// Events (engine -> control).
+//   kAck           command `cookie` done; `status` 0 or negative errno.
+//   kQpState       the engine moved `qpn` to `state` on its own (retry
+//                  exhausted, fatal error); the control thread updates its table.
+//   kQpStats       answer to kQueryQp: `state`, rate, alpha, counters.
+//
+// Everything is trivially copyable: the rings copy entries with memcpy. The
+// pointers in kAddClient are into this process (the daemon's own mapping);
+// nothing here is in shared memory with clients.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "proto/control_protocol.h"
+#include "shm/region.h"
+
+namespace conduit::control {
+
+enum class EngineOp : uint16_t {
+  kAddClient = 1,
+  kRemoveClient,
+  kAddCq,
+  kRemoveCq,
+  kAddQp,
+  kModifyQp,
+  kRemoveQp,
+  kAddMr,
+  kRemoveMr,
+  kQueryQp,
+};
+const char* engine_op_name(EngineOp op);
+
+struct EngineCommand {
+  uint64_t cookie = 0;
+  EngineOp op = EngineOp::kAddClient;
+  uint32_t client_id = 0;
+  // kAddClient
+  uint8_t* region = nullptr;
+  const shm::RegionLayout* layout = nullptr;
+  int doorbell_fd = -1;
+  // kAddCq / kRemoveCq
+  uint32_t cq_slot = 0;
+  int event_fd = -1;
+  // kAddQp / kModifyQp / kRemoveQp / kQueryQp
+  uint32_t qpn = 0;
+  uint32_t qp_slot = 0;
+  uint32_t send_cq = 0;
+  uint32_t recv_cq = 0;
+  char traffic_class[proto::kMaxClassNameBytes + 1] = {};
+  proto::QpAttr attr;  // plain data: no owning members
+  // kAddMr / kRemoveMr
+  uint32_t lkey = 0;
+  uint32_t rkey = 0;
+  uint32_t access = 0;
+  uint64_t region_offset = 0;
+  uint64_t length = 0;
+  uint64_t iova = 0;
+};
+
+enum class EngineEventKind : uint16_t { kAck = 1, kQpState, kQpStats };
+
+struct EngineEvent {
+  uint64_t cookie = 0;
+  EngineEventKind kind = EngineEventKind::kAck;
+  int32_t status = 0;  // kAck: 0 or negative errno
+  uint32_t qpn = 0;
+  proto::QpState state = proto::QpState::kReset;
+  uint64_t rate_bps = 0;
+  uint32_t alpha_ppm = 0;
+  uint64_t cnps = 0;
+  uint64_t retransmits = 0;
+  uint64_t tx_bytes = 0;
+  uint64_t rx_bytes = 0;
+};
+
+static_assert(std::is_trivially_copyable_v<EngineCommand>);
+static_assert(std::is_trivially_copyable_v<EngineEvent>);
+
+}  // namespace conduit::control

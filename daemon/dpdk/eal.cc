@@ -1,0 +1,59 @@
+#include "dpdk/eal.h"
+
+#include <rte_eal.h>
+#include <rte_errno.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "dpdk/dpdk_error.h"
+
+namespace conduit::dpdk {
+namespace {
+
+// rte_eal_init may run once per process; remember that it was tried.
+std::atomic<bool> g_eal_used{false};
+
+std::string joined(const std::vector<std::string>& args) {
+  std::string s;
+  for (const auto& a : args) s += (s.empty() ? "" : " ") + a;
+  return s;
+}
+
+}  // namespace
+
+std::string dpdk_reason(const std::string& what, int errnum) {
+  const int e = errnum < 0 ? -errnum : errnum;
+  return what + ": " + rte_strerror(e) + " (errno " + std::to_string(e) + ")";
+}
+
+Eal::Eal(const std::vector<std::string>& args) : args_(args) {
+  if (g_eal_used.exchange(true)) {
+    throw DpdkError("DPDK EAL was already initialised in this process; create one Eal only");
+  }
+  // EAL keeps pointers into argv and may reorder it: give it stable copies.
+  static std::vector<std::string> storage;
+  static std::vector<char*> argv;
+  storage.clear();
+  storage.push_back("conduitd");
+  storage.insert(storage.end(), args.begin(), args.end());
+  argv.clear();
+  for (auto& s : storage) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  const int argc = static_cast<int>(storage.size());
+  if (rte_eal_init(argc, argv.data()) < 0) {
+    const int err = rte_errno;
+    std::string hint;
+    if (err == EALREADY) hint = " (EAL already initialised)";
+    if (err == EACCES) hint = " (needs root or access to hugepages/devices)";
+    if (err == ENOMEM) {
+      hint = " (no memory: give hugepages, or use --no-huge -m <MB>)";
+    }
+    throw DpdkError(dpdk_reason(
+        "DPDK EAL initialisation failed with arguments [" + joined(args) + "]" + hint, err));
+  }
+}
+
+Eal::~Eal() { rte_eal_cleanup(); }
+
+}  // namespace conduit::dpdk

@@ -1,0 +1,252 @@
+#include "net/neighbour_table.h"
+
+#include <algorithm>
+#include <bit>
+#include <stdexcept>
+
+namespace conduit::net {
+namespace {
+
+bool is_unicast_ip(Ipv4Addr ip) { return ip.is_unicast(); }
+bool is_unicast_mac(MacAddr mac) { return !mac.is_zero() && !mac.is_multicast(); }
+
+}  // namespace
+
+NeighbourTable::NeighbourTable(const NeighbourConfig& config) : config_(config) {
+  if (config_.capacity == 0 || config_.capacity > (1u << 20)) {
+    throw std::invalid_argument("neighbour table capacity must be 1..1048576");
+  }
+  if (config_.max_requests == 0) throw std::invalid_argument("ARP max_requests must be >= 1");
+  if (config_.retry_interval_ns == 0) {
+    throw std::invalid_argument("ARP retry interval must be > 0");
+  }
+  if (config_.reachable_ns == 0) throw std::invalid_argument("ARP reachable time must be > 0");
+  entries_.resize(config_.capacity);
+  free_.reserve(config_.capacity);
+  for (size_t i = config_.capacity; i-- > 0;) free_.push_back(static_cast<int32_t>(i));
+  // Load factor <= 1/2 keeps linear probe chains short.
+  index_.assign(std::bit_ceil(config_.capacity * 2), kEmptySlot);
+  pending_.resize(config_.capacity * config_.max_pending_per_hop, kNoFrame);
+}
+
+size_t NeighbourTable::home_slot(Ipv4Addr ip) const {
+  // Fibonacci hashing: hosts in one subnet differ in the low bits only.
+  const uint32_t h = ip.value * 0x9E3779B1u;
+  return (static_cast<uint64_t>(h) * index_.size()) >> 32;
+}
+
+int32_t NeighbourTable::lookup(Ipv4Addr ip) const {
+  const size_t mask = index_.size() - 1;
+  for (size_t s = home_slot(ip);; s = (s + 1) & mask) {
+    const int32_t idx = index_[s];
+    if (idx == kEmptySlot) return -1;
+    if (entries_[idx].ip == ip) return idx;
+  }
+}
+
+int32_t NeighbourTable::insert(Ipv4Addr ip) {
+  if (free_.empty()) return -1;
+  const int32_t idx = free_.back();
+  free_.pop_back();
+  entries_[idx] = Entry{};
+  entries_[idx].ip = ip;
+  entries_[idx].in_use = true;
+  const size_t mask = index_.size() - 1;
+  size_t s = home_slot(ip);
+  while (index_[s] != kEmptySlot) s = (s + 1) & mask;
+  index_[s] = idx;
+  ++size_;
+  return idx;
+}
+
+void NeighbourTable::erase(int32_t idx) {
+  const size_t mask = index_.size() - 1;
+  size_t hole = home_slot(entries_[idx].ip);
+  while (index_[hole] != idx) hole = (hole + 1) & mask;
+  index_[hole] = kEmptySlot;
+  // Backward-shift deletion: pull later members of the probe chain into the
+  // hole when their home slot does not lie (cyclically) in (hole, j].
+  for (size_t j = (hole + 1) & mask; index_[j] != kEmptySlot; j = (j + 1) & mask) {
+    const size_t home = home_slot(entries_[index_[j]].ip);
+    const bool home_in_range = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
+    if (!home_in_range) {
+      index_[hole] = index_[j];
+      index_[j] = kEmptySlot;
+      hole = j;
+    }
+  }
+  entries_[idx].in_use = false;
+  free_.push_back(idx);
+  --size_;
+}
+
+void NeighbourTable::arm(uint64_t deadline_ns) {
+  next_deadline_ns_ = std::min(next_deadline_ns_, deadline_ns);
+}
+
+void NeighbourTable::release_pending(Entry& e, int32_t idx, std::vector<NeighbourEvent>& events) {
+  const size_t base = static_cast<size_t>(idx) * config_.max_pending_per_hop;
+  for (uint32_t i = 0; i < e.pending_count; ++i) {
+    events.push_back({NeighbourEvent::Kind::kTransmitQueued, e.ip, e.mac, pending_[base + i]});
+    pending_[base + i] = kNoFrame;
+  }
+  counters_.frames_released += e.pending_count;
+  e.pending_count = 0;
+}
+
+void NeighbourTable::drop_pending(Entry& e, int32_t idx, std::vector<NeighbourEvent>& events) {
+  const size_t base = static_cast<size_t>(idx) * config_.max_pending_per_hop;
+  for (uint32_t i = 0; i < e.pending_count; ++i) {
+    events.push_back({NeighbourEvent::Kind::kDropQueued, e.ip, MacAddr{}, pending_[base + i]});
+    pending_[base + i] = kNoFrame;
+  }
+  counters_.failed_drops += e.pending_count;
+  e.pending_count = 0;
+}
+
+NeighbourTable::ResolveResult NeighbourTable::resolve(Ipv4Addr ip, uint64_t now_ns,
+                                                      FrameHandle frame,
+                                                      std::vector<NeighbourEvent>& events) {
+  int32_t idx = lookup(ip);
+  if (idx >= 0) {
+    Entry& e = entries_[idx];
+    if (e.state == NeighbourState::kStatic) return {Resolve::kResolved, e.mac};
+    if (e.state == NeighbourState::kReachable) {
+      // In the last refresh window, confirm the neighbour with a unicast
+      // request (at most one per retry interval) while still using it.
+      const uint64_t window_start =
+          e.deadline_ns > config_.refresh_window_ns ? e.deadline_ns - config_.refresh_window_ns : 0;
+      if (now_ns >= window_start &&
+          (!e.refresh_sent || now_ns - e.last_refresh_ns >= config_.retry_interval_ns)) {
+        e.refresh_sent = true;
+        e.last_refresh_ns = now_ns;
+        events.push_back({NeighbourEvent::Kind::kSendRequest, ip, e.mac, kNoFrame});
+        ++counters_.refreshes_sent;
+        ++counters_.requests_sent;
+      }
+      return {Resolve::kResolved, e.mac};
+    }
+    // Incomplete: queue behind the outstanding request.
+    if (frame == kNoFrame) return {Resolve::kQueued, MacAddr{}};
+    if (e.pending_count >= config_.max_pending_per_hop) {
+      ++counters_.queue_overflow_drops;
+      return {Resolve::kDropped, MacAddr{}};
+    }
+    pending_[static_cast<size_t>(idx) * config_.max_pending_per_hop + e.pending_count++] = frame;
+    ++counters_.frames_queued;
+    return {Resolve::kQueued, MacAddr{}};
+  }
+
+  if (!is_unicast_ip(ip)) return {Resolve::kDropped, MacAddr{}};
+  idx = insert(ip);
+  if (idx < 0) {
+    ++counters_.table_full_drops;
+    return {Resolve::kDropped, MacAddr{}};
+  }
+  Entry& e = entries_[idx];
+  e.state = NeighbourState::kIncomplete;
+  e.requests_sent = 1;
+  e.deadline_ns = now_ns + config_.retry_interval_ns;
+  arm(e.deadline_ns);
+  events.push_back({NeighbourEvent::Kind::kSendRequest, ip, MacAddr::broadcast(), kNoFrame});
+  ++counters_.requests_sent;
+  if (frame == kNoFrame) return {Resolve::kQueued, MacAddr{}};
+  if (config_.max_pending_per_hop == 0) {
+    // Nothing may wait: resolution is started, the frame is not taken.
+    ++counters_.queue_overflow_drops;
+    return {Resolve::kDropped, MacAddr{}};
+  }
+  pending_[static_cast<size_t>(idx) * config_.max_pending_per_hop] = frame;
+  e.pending_count = 1;
+  ++counters_.frames_queued;
+  return {Resolve::kQueued, MacAddr{}};
+}
+
+void NeighbourTable::learn(Ipv4Addr ip, MacAddr mac, uint64_t now_ns, bool create,
+                           std::vector<NeighbourEvent>& events) {
+  if (!is_unicast_ip(ip) || !is_unicast_mac(mac)) return;
+  int32_t idx = lookup(ip);
+  if (idx < 0) {
+    if (!create) return;
+    idx = insert(ip);
+    if (idx < 0) {
+      ++counters_.table_full_drops;
+      return;
+    }
+  }
+  Entry& e = entries_[idx];
+  if (e.state == NeighbourState::kStatic) {
+    if (e.mac != mac) ++counters_.static_conflicts;
+    return;
+  }
+  const bool was_incomplete = e.state == NeighbourState::kIncomplete && e.requests_sent > 0;
+  e.mac = mac;
+  e.state = NeighbourState::kReachable;
+  e.requests_sent = 0;
+  e.refresh_sent = false;
+  e.deadline_ns = now_ns + config_.reachable_ns;
+  arm(e.deadline_ns);
+  if (was_incomplete) {
+    ++counters_.resolved;
+    release_pending(e, idx, events);
+  }
+}
+
+bool NeighbourTable::add_static(Ipv4Addr ip, MacAddr mac, std::vector<NeighbourEvent>& events) {
+  if (!is_unicast_ip(ip) || !is_unicast_mac(mac)) return false;
+  int32_t idx = lookup(ip);
+  if (idx < 0) idx = insert(ip);
+  if (idx < 0) return false;
+  Entry& e = entries_[idx];
+  e.mac = mac;
+  e.state = NeighbourState::kStatic;
+  e.deadline_ns = 0;
+  release_pending(e, idx, events);
+  return true;
+}
+
+bool NeighbourTable::remove(Ipv4Addr ip, std::vector<NeighbourEvent>& events) {
+  const int32_t idx = lookup(ip);
+  if (idx < 0) return false;
+  drop_pending(entries_[idx], idx, events);
+  erase(idx);
+  return true;
+}
+
+void NeighbourTable::poll(uint64_t now_ns, std::vector<NeighbourEvent>& events) {
+  if (now_ns < next_deadline_ns_) return;
+  uint64_t next = UINT64_MAX;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    Entry& e = entries_[i];
+    if (!e.in_use || e.state == NeighbourState::kStatic) continue;
+    const auto idx = static_cast<int32_t>(i);
+    if (now_ns >= e.deadline_ns) {
+      if (e.state == NeighbourState::kReachable) {
+        ++counters_.aged_out;
+        erase(idx);
+        continue;
+      }
+      if (e.requests_sent >= config_.max_requests) {
+        ++counters_.resolve_failed;
+        drop_pending(e, idx, events);
+        erase(idx);
+        continue;
+      }
+      ++e.requests_sent;
+      ++counters_.requests_sent;
+      e.deadline_ns = now_ns + config_.retry_interval_ns;
+      events.push_back({NeighbourEvent::Kind::kSendRequest, e.ip, MacAddr::broadcast(), kNoFrame});
+    }
+    next = std::min(next, e.deadline_ns);
+  }
+  next_deadline_ns_ = next;
+}
+
+std::optional<NeighbourInfo> NeighbourTable::find(Ipv4Addr ip) const {
+  const int32_t idx = lookup(ip);
+  if (idx < 0) return std::nullopt;
+  const Entry& e = entries_[idx];
+  return NeighbourInfo{e.ip, e.mac, e.state, e.requests_sent, e.pending_count, e.deadline_ns};
+}
+
+}  // namespace conduit::net

@@ -1,0 +1,156 @@
+// IPv4 neighbour (ARP) cache with resolution state, for one port.
+//
+// Pure logic: it never builds frames or reads a clock. It reports what to do
+// as NeighbourEvents appended to a caller-owned vector: send an ARP request,
+// transmit a frame that was waiting, drop a frame that was waiting.
+//
+// Frames waiting for resolution are opaque FrameHandles (the engine passes
+// mbuf pointers); the table only stores and returns them, so every handle
+// given to resolve() comes back exactly once: as a kTransmitQueued event, as
+// a kDropQueued event, or immediately as a kDropped result.
+//
+// States: an entry is static (from policy, never ages), incomplete (requests
+// outstanding, frames queued) or reachable (MAC known until expires). A
+// reachable entry that is used in its last refresh window sends a unicast
+// request so a live neighbour is confirmed before it ages out.
+//
+// Not thread-safe: one engine thread owns it. All storage is allocated in the
+// constructor; resolve/learn/poll do not allocate (the event vector aside,
+// which the caller drains).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "net/ipv4_addr.h"
+#include "net/mac_addr.h"
+
+namespace conduit::net {
+
+using FrameHandle = uint64_t;
+// resolve() without a frame: start (or use) resolution only.
+inline constexpr FrameHandle kNoFrame = ~FrameHandle{0};
+
+struct NeighbourConfig {
+  size_t capacity = 256;                       // entries: static + incomplete + reachable
+  size_t max_pending_per_hop = 16;             // frames queued per unresolved next hop
+  uint32_t max_requests = 3;                   // requests sent before a resolution fails
+  uint64_t retry_interval_ns = 1'000'000'000;  // between requests
+  uint64_t reachable_ns = 60'000'000'000;      // lifetime of a learned entry
+  uint64_t refresh_window_ns = 5'000'000'000;  // refresh when used this close to expiry
+};
+
+struct NeighbourEvent {
+  enum class Kind : uint8_t {
+    kSendRequest,     // ARP request for `ip` to `mac` (broadcast, or unicast when refreshing)
+    kTransmitQueued,  // `frame` may go now, to Ethernet destination `mac`
+    kDropQueued,      // `frame` was waiting and its resolution failed: free it
+  };
+  Kind kind;
+  Ipv4Addr ip{};
+  MacAddr mac{};
+  FrameHandle frame = kNoFrame;
+};
+
+enum class NeighbourState : uint8_t { kIncomplete, kReachable, kStatic };
+
+struct NeighbourInfo {
+  Ipv4Addr ip{};
+  MacAddr mac{};  // zero while incomplete
+  NeighbourState state;
+  uint32_t requests_sent;
+  size_t frames_queued;
+  uint64_t deadline_ns;  // incomplete: next request; reachable: expiry; static: 0
+};
+
+struct NeighbourCounters {
+  uint64_t requests_sent = 0;
+  uint64_t resolved = 0;        // incomplete -> reachable
+  uint64_t resolve_failed = 0;  // max_requests sent without a reply
+  uint64_t frames_queued = 0;
+  uint64_t frames_released = 0;
+  uint64_t queue_overflow_drops = 0;  // a frame arrived for a full per-hop queue
+  uint64_t failed_drops = 0;          // queued frames dropped when resolution failed
+  uint64_t table_full_drops = 0;      // no free entry for a new next hop
+  uint64_t aged_out = 0;
+  uint64_t refreshes_sent = 0;
+  uint64_t static_conflicts = 0;  // ARP claimed a static neighbour's IP with another MAC
+};
+
+class NeighbourTable {
+ public:
+  enum class Resolve : uint8_t { kResolved, kQueued, kDropped };
+  struct ResolveResult {
+    Resolve status;
+    MacAddr mac{};  // valid when kResolved
+  };
+
+  // Throws std::invalid_argument on a zero capacity, retry interval or
+  // max_requests (setup time only).
+  explicit NeighbourTable(const NeighbourConfig& config);
+
+  // The MAC for next hop `ip`, or queue `frame` behind its resolution.
+  // kResolved: the frame (if any) was not taken, send it to .mac.
+  // kQueued: the table holds `frame` and will return it in an event.
+  // kDropped: the frame was not taken and must be freed (queue or table full).
+  ResolveResult resolve(Ipv4Addr ip, uint64_t now_ns, FrameHandle frame,
+                        std::vector<NeighbourEvent>& events);
+
+  // An ARP packet said ip is at mac. Updates an existing dynamic entry
+  // (releasing its queue when it was incomplete); creates one only when
+  // `create` (a request addressed to us: RFC 826's merge rule). Static
+  // entries never change.
+  void learn(Ipv4Addr ip, MacAddr mac, uint64_t now_ns, bool create,
+             std::vector<NeighbourEvent>& events);
+
+  // A static entry; replaces a dynamic one (releasing its queue). False when
+  // the table is full or the address/MAC is not a unicast one.
+  bool add_static(Ipv4Addr ip, MacAddr mac, std::vector<NeighbourEvent>& events);
+  // Removes any entry for ip; queued frames are dropped through events.
+  bool remove(Ipv4Addr ip, std::vector<NeighbourEvent>& events);
+
+  // Sends due retries, fails exhausted resolutions, ages out entries.
+  void poll(uint64_t now_ns, std::vector<NeighbourEvent>& events);
+  // No timer is due before this time (may be early, never late); UINT64_MAX if none.
+  uint64_t next_deadline_ns() const { return next_deadline_ns_; }
+
+  std::optional<NeighbourInfo> find(Ipv4Addr ip) const;
+  size_t size() const { return size_; }
+  const NeighbourCounters& counters() const { return counters_; }
+  const NeighbourConfig& config() const { return config_; }
+
+ private:
+  struct Entry {
+    Ipv4Addr ip{};
+    MacAddr mac{};
+    NeighbourState state = NeighbourState::kIncomplete;
+    bool in_use = false;
+    uint32_t requests_sent = 0;
+    uint64_t deadline_ns = 0;
+    uint64_t last_refresh_ns = 0;
+    bool refresh_sent = false;
+    uint32_t pending_count = 0;
+  };
+  static constexpr int32_t kEmptySlot = -1;
+
+  int32_t lookup(Ipv4Addr ip) const;
+  int32_t insert(Ipv4Addr ip);  // -1 when full
+  void erase(int32_t idx);
+  size_t home_slot(Ipv4Addr ip) const;
+  void arm(uint64_t deadline_ns);
+  void release_pending(Entry& e, int32_t idx, std::vector<NeighbourEvent>& events);
+  void drop_pending(Entry& e, int32_t idx, std::vector<NeighbourEvent>& events);
+
+  NeighbourConfig config_;
+  std::vector<Entry> entries_;        // pool, capacity entries
+  std::vector<int32_t> free_;         // free pool indices (stack)
+  std::vector<int32_t> index_;        // open addressing: slot -> pool index or kEmptySlot
+  std::vector<FrameHandle> pending_;  // capacity x max_pending_per_hop
+  size_t size_ = 0;
+  uint64_t next_deadline_ns_ = UINT64_MAX;
+  NeighbourCounters counters_;
+};
+
+}  // namespace conduit::net

@@ -1,0 +1,24 @@
+// Text forms of the addresses in the policy: IPv4, IPv4/prefix, MAC.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "policy/policy.h"
+
+namespace conduit::policy {
+
+// Dotted quad, decimal, no leading zeros ("010" would read as octal elsewhere).
+std::optional<Ipv4Address> parse_ipv4(std::string_view text);
+std::string format_ipv4(Ipv4Address a);
+
+// Six hex pairs separated by ':' or '-', either case.
+std::optional<MacAddress> parse_mac(std::string_view text);
+std::string format_mac(const MacAddress& m);
+
+// The network mask for a prefix length 0..32 (host order).
+uint32_t prefix_mask(uint8_t prefix_len);
+
+}  // namespace conduit::policy

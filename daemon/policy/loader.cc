@@ -1,0 +1,811 @@
+#include "policy/loader.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <set>
+
+#include "policy/address.h"
+#include "policy/dcqcn_knobs.h"
+#include "policy/quote.h"
+#include "policy/units.h"
+#include "policy/yaml_reader.h"
+
+namespace conduit::policy {
+namespace {
+
+using detail::DcqcnKnob;
+using detail::EnumNames;
+using detail::ErrorSink;
+using detail::Field;
+using detail::kMaxRateBps;
+using detail::kMinRateBps;
+using detail::KnobKind;
+using detail::MapReader;
+
+constexpr size_t kMaxTrafficClasses = 16;
+constexpr size_t kMaxClassNameBytes = 32;
+constexpr size_t kMaxSocketPathBytes = 107;  // sun_path holds 108 bytes with the NUL
+constexpr uint64_t kMaxLcore = 1023;
+constexpr uint64_t kMaxId = 4'294'967'294;  // (uid_t)-1 means "no id"
+// IPv4 20 + UDP 8 + BTH 12 + RETH 16 + ImmDt 4 + ICRC 4: the largest header
+// stack in front of a full PMTU payload (RDMA WRITE only with immediate).
+constexpr uint32_t kRoceOverheadBytes = 64;
+
+// Positions of values that checks across sections point back at.
+struct Marks {
+  YAML::Mark root;
+  std::optional<YAML::Mark> port_mtu;
+  std::optional<YAML::Mark> pmtu;
+  std::optional<YAML::Mark> bdp_cap;
+};
+
+template <typename T, typename V>
+void assign(T& out, const std::optional<V>& v) {
+  if (v) out = static_cast<T>(*v);
+}
+
+const EnumNames<LogLevel> kLogLevels = {
+    {"trace", LogLevel::kTrace}, {"debug", LogLevel::kDebug}, {"info", LogLevel::kInfo},
+    {"warn", LogLevel::kWarn},   {"error", LogLevel::kError}, {"critical", LogLevel::kCritical},
+    {"off", LogLevel::kOff}};
+const EnumNames<IdleMode> kIdleModes = {{"spin", IdleMode::kSpin},
+                                        {"adaptive", IdleMode::kAdaptive}};
+const EnumNames<EcnCodepoint> kEcnCodepoints = {{"ect0", EcnCodepoint::kEct0},
+                                                {"ect1", EcnCodepoint::kEct1},
+                                                {"not_ect", EcnCodepoint::kNotEct}};
+const EnumNames<CcAlgorithm> kCcAlgorithms = {
+    {"dcqcn", CcAlgorithm::kDcqcn}, {"fixed", CcAlgorithm::kFixed}, {"none", CcAlgorithm::kNone}};
+const EnumNames<DcqcnPreset> kDcqcnPresets = {{"mlx5", DcqcnPreset::kMlx5},
+                                              {"paper", DcqcnPreset::kPaper}};
+const EnumNames<LossRecovery> kLossRecoveries = {{"go_back_n", LossRecovery::kGoBackN},
+                                                 {"selective", LossRecovery::kSelective}};
+
+bool is_name_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '-';
+}
+
+bool is_hex(char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+// [DDDD:]BB:DD.F as DPDK's allow list takes it.
+bool is_pci_address(std::string_view s) {
+  if (s.size() == 12) {
+    for (size_t i = 0; i < 4; ++i) {
+      if (!is_hex(s[i])) return false;
+    }
+    if (s[4] != ':') return false;
+    s.remove_prefix(5);
+  }
+  if (s.size() != 7) return false;
+  return is_hex(s[0]) && is_hex(s[1]) && s[2] == ':' && is_hex(s[3]) && is_hex(s[4]) &&
+         s[5] == '.' && s[6] >= '0' && s[6] <= '7';
+}
+
+// net_<driver><n>[,key=value...] as DPDK's --vdev takes it.
+bool is_net_vdev(std::string_view s) {
+  if (s.substr(0, 4) != "net_") return false;
+  size_t comma = s.find(',');
+  std::string_view name = s.substr(0, comma);
+  if (name.size() <= 4) return false;
+  for (char c : name) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return false;
+  }
+  if (comma == std::string_view::npos) return true;
+  std::string_view args = s.substr(comma + 1);
+  while (true) {
+    size_t next = args.find(',');
+    std::string_view kv = args.substr(0, next);
+    size_t eq = kv.find('=');
+    if (eq == 0 || eq == std::string_view::npos) return false;
+    for (char c : kv) {
+      if (static_cast<unsigned char>(c) <= 0x20 || static_cast<unsigned char>(c) >= 0x7F) {
+        return false;
+      }
+    }
+    if (next == std::string_view::npos) return true;
+    args.remove_prefix(next + 1);
+  }
+}
+
+std::optional<Ipv4Address> read_ipv4(ErrorSink& s, const Field& f) {
+  auto text = detail::read_string(s, f);
+  if (!text) return std::nullopt;
+  auto ip = parse_ipv4(*text);
+  if (!ip) s.add(f.mark, f.path + ": " + quote(*text) + " is not an IPv4 address (a.b.c.d)");
+  return ip;
+}
+
+bool is_unicast_host(Ipv4Address ip) {
+  return ip.value != 0 && (ip.value >> 28) != 0xE && (ip.value >> 28) != 0xF;
+}
+
+// ---- daemon ---------------------------------------------------------------
+
+void parse_daemon(ErrorSink& s, const Field& f, DaemonSection& d) {
+  MapReader r(s, f);
+  if (auto v = r.take("control_socket")) {
+    if (auto path = detail::read_string(s, *v)) {
+      if (path->empty() || path->front() != '/') {
+        s.add(v->mark, v->path + ": must be an absolute path, got " + quote(*path));
+      } else if (path->size() > kMaxSocketPathBytes) {
+        s.add(v->mark, v->path + ": longer than " + std::to_string(kMaxSocketPathBytes) +
+                           " bytes, the limit of a Unix socket path");
+      } else {
+        d.control_socket = *path;
+      }
+    }
+  }
+  if (auto v = r.take("socket_group")) {
+    if (auto group = detail::read_string(s, *v)) {
+      bool ok = group->size() <= 32 && std::all_of(group->begin(), group->end(), is_name_char);
+      if (!ok) {
+        s.add(v->mark, v->path + ": " + quote(*group) + " is not a group name or number");
+      } else {
+        d.socket_group = *group;
+      }
+    }
+  }
+  if (auto v = r.take("lcores")) {
+    if (auto list = detail::read_list(s, *v)) {
+      std::vector<uint32_t> lcores;
+      bool ok = true;
+      for (const Field& e : *list) {
+        auto id = detail::read_uint(s, e, 0, kMaxLcore);
+        if (!id) {
+          ok = false;
+        } else if (std::find(lcores.begin(), lcores.end(), *id) != lcores.end()) {
+          s.add(e.mark, e.path + ": lcore " + std::to_string(*id) + " is listed twice");
+          ok = false;
+        } else {
+          lcores.push_back(static_cast<uint32_t>(*id));
+        }
+      }
+      if (list->empty()) {
+        s.add(v->mark, v->path + ": needs at least one lcore");
+      } else if (ok) {
+        d.lcores = std::move(lcores);
+      }
+    }
+  }
+  if (auto v = r.take("log_level")) assign(d.log_level, detail::read_enum(s, *v, kLogLevels));
+  if (auto v = r.take("metrics_address")) {
+    if (auto text = detail::read_string(s, *v)) {
+      if (*text == "off") {
+        d.metrics.reset();
+      } else {
+        size_t colon = text->rfind(':');
+        std::optional<Ipv4Address> ip;
+        uint64_t port = 0;
+        if (colon != std::string::npos) {
+          ip = parse_ipv4(std::string_view(*text).substr(0, colon));
+          std::string_view digits = std::string_view(*text).substr(colon + 1);
+          if (digits.empty() || digits.size() > 5) ip.reset();
+          for (char c : digits) {
+            if (c < '0' || c > '9') ip.reset();
+            port = port * 10 + static_cast<uint64_t>(c - '0');
+          }
+        }
+        if (!ip || port == 0 || port > 65535) {
+          s.add(v->mark,
+                v->path + ": expected IPV4:PORT (e.g. 127.0.0.1:9464) or off, got " + quote(*text));
+        } else {
+          d.metrics = SocketAddress{*ip, static_cast<uint16_t>(port)};
+        }
+      }
+    }
+  }
+  if (auto v = r.take("idle_mode")) assign(d.idle_mode, detail::read_enum(s, *v, kIdleModes));
+  r.finish();
+}
+
+// ---- port -------------------------------------------------------------------
+
+void parse_neighbours(ErrorSink& s, const Field& f, const PortSection& port, bool have_address,
+                      std::vector<Neighbour>& out) {
+  if (f.node.IsNull()) return;
+  if (!f.node.IsMap()) {
+    s.add(f.mark, f.path + ": expected a mapping of IPv4 address to MAC address, got " +
+                      detail::describe(f.node));
+    return;
+  }
+  for (auto it = f.node.begin(); it != f.node.end(); ++it) {
+    Field key{it->first, it->first.Mark(), f.path};
+    auto ip = read_ipv4(s, key);
+    if (!ip) continue;
+    Field value{it->second, it->second.IsNull() ? key.mark : it->second.Mark(),
+                f.path + "." + format_ipv4(*ip)};
+    auto text = detail::read_string(s, value);
+    if (!text) continue;
+    auto mac = parse_mac(*text);
+    if (!mac) {
+      s.add(value.mark,
+            value.path + ": " + quote(*text) + " is not a MAC address (aa:bb:cc:dd:ee:ff)");
+      continue;
+    }
+    if ((mac->bytes[0] & 1) != 0 || *mac == MacAddress{}) {
+      s.add(value.mark, value.path + ": " + quote(*text) + " is not a unicast MAC address");
+      continue;
+    }
+    if (have_address && ((ip->value ^ port.address.value) & prefix_mask(port.prefix_len)) != 0) {
+      s.add(key.mark, f.path + ": " + format_ipv4(*ip) + " is outside the port's subnet " +
+                          format_ipv4(port.address) + "/" + std::to_string(port.prefix_len));
+      continue;
+    }
+    auto dup =
+        std::find_if(out.begin(), out.end(), [&](const Neighbour& n) { return n.ip == *ip; });
+    if (dup != out.end()) {
+      s.add(key.mark, f.path + ": " + format_ipv4(*ip) + " is listed twice");
+      continue;
+    }
+    out.push_back(Neighbour{*ip, *mac});
+  }
+}
+
+void parse_port(ErrorSink& s, const Field& f, PortSection& p, Marks& marks) {
+  MapReader r(s, f);
+  bool have_device = false;
+  bool have_address = false;  // present and valid, so subnet checks can use it
+  bool address_given = false;
+  if (auto v = r.take("device")) {
+    have_device = true;
+    if (auto dev = detail::read_string(s, *v)) {
+      if (is_pci_address(*dev)) {
+        p.device = *dev;
+        p.device_kind = DeviceKind::kPci;
+      } else if (is_net_vdev(*dev)) {
+        p.device = *dev;
+        p.device_kind = DeviceKind::kVdev;
+      } else {
+        s.add(v->mark, v->path + ": " + quote(*dev) +
+                           " is neither a PCI address (0000:3b:00.0) nor a DPDK net vdev "
+                           "(net_memif0,role=server,...)");
+      }
+    }
+  }
+  if (auto v = r.take("eal_args")) {
+    if (auto list = detail::read_list(s, *v)) {
+      std::vector<std::string> args;
+      for (const Field& e : *list) {
+        auto arg = detail::read_string(s, e);
+        if (arg && arg->empty()) {
+          s.add(e.mark, e.path + ": empty argument");
+        } else if (arg) {
+          args.push_back(*arg);
+        }
+      }
+      if (args.size() == list->size()) p.eal_args = std::move(args);
+    }
+  }
+  if (auto v = r.take("address")) {
+    address_given = true;
+    have_address = true;
+    if (auto text = detail::read_string(s, *v)) {
+      size_t slash = text->find('/');
+      std::optional<Ipv4Address> ip;
+      uint64_t prefix = 0;
+      if (slash != std::string::npos) {
+        ip = parse_ipv4(std::string_view(*text).substr(0, slash));
+        std::string_view digits = std::string_view(*text).substr(slash + 1);
+        if (digits.empty() || digits.size() > 2) ip.reset();
+        for (char c : digits) {
+          if (c < '0' || c > '9') ip.reset();
+          prefix = prefix * 10 + static_cast<uint64_t>(c - '0');
+        }
+      }
+      if (!ip || prefix < 1 || prefix > 32) {
+        s.add(v->mark,
+              v->path + ": expected IPV4/PREFIX (e.g. 198.18.0.1/24), got " + quote(*text));
+        have_address = false;
+      } else if (!is_unicast_host(*ip)) {
+        s.add(v->mark, v->path + ": " + format_ipv4(*ip) + " is not a unicast host address");
+        have_address = false;
+      } else {
+        p.address = *ip;
+        p.prefix_len = static_cast<uint8_t>(prefix);
+      }
+    } else {
+      have_address = false;
+    }
+  }
+  if (auto v = r.take("gateway")) {
+    if (auto ip = read_ipv4(s, *v)) {
+      if (!is_unicast_host(*ip)) {
+        s.add(v->mark, v->path + ": " + format_ipv4(*ip) + " is not a unicast host address");
+      } else if (have_address && ((ip->value ^ p.address.value) & prefix_mask(p.prefix_len)) != 0) {
+        s.add(v->mark, v->path + ": " + format_ipv4(*ip) + " is outside the port's subnet " +
+                           format_ipv4(p.address) + "/" + std::to_string(p.prefix_len));
+      } else if (have_address && *ip == p.address) {
+        s.add(v->mark, v->path + ": is the port's own address");
+      } else {
+        p.gateway = *ip;
+      }
+    }
+  }
+  if (auto v = r.take("neighbours")) parse_neighbours(s, *v, p, have_address, p.neighbours);
+  if (auto v = r.take("mtu")) {
+    marks.port_mtu = v->mark;
+    assign(p.mtu_bytes, detail::read_uint(s, *v, 576, 9216));
+  }
+  std::optional<Field> roce_port_field = r.take("roce_udp_port");
+  if (roce_port_field) assign(p.roce_udp_port, detail::read_uint(s, *roce_port_field, 1, 65535));
+  if (auto v = r.take("cm_udp_port")) {
+    if (auto port = detail::read_uint(s, *v, 1, 65535)) {
+      if (*port == p.roce_udp_port) {
+        s.add(v->mark, v->path + ": " + std::to_string(*port) +
+                           " is also the RoCE UDP port (port.roce_udp_port)");
+      } else {
+        p.cm_udp_port = static_cast<uint16_t>(*port);
+      }
+    }
+  } else if (roce_port_field && p.roce_udp_port == p.cm_udp_port) {
+    s.add(roce_port_field->mark, roce_port_field->path + ": " + std::to_string(p.roce_udp_port) +
+                                     " is also the connection-manager port "
+                                     "(port.cm_udp_port, default 4792)");
+  }
+  if (r.is_map()) {
+    if (!have_device) {
+      s.add(r.mark(), "port: missing required key 'device' (PCI address or DPDK vdev)");
+    }
+    if (!address_given) {
+      s.add(r.mark(), "port: missing required key 'address' (e.g. 198.18.0.1/24)");
+    }
+  }
+  r.finish();
+}
+
+// ---- traffic classes --------------------------------------------------------
+
+bool knob_applies_only_to_dcqcn(std::string_view key) {
+  if (key == "preset") return true;
+  for (const DcqcnKnob& k : detail::kDcqcnKnobs) {
+    if (k.name == key) return true;
+  }
+  return false;
+}
+
+void parse_congestion_control(ErrorSink& s, const Field& f, CongestionControl& cc,
+                              std::optional<uint64_t> class_max_rate_bps) {
+  if (f.node.IsScalar()) {
+    auto algorithm = detail::read_enum(s, f, kCcAlgorithms);
+    if (algorithm == CcAlgorithm::kFixed) {
+      s.add(f.mark, f.path + ": fixed needs a rate: write {algorithm: fixed, rate: 10gbit}");
+    } else if (algorithm) {
+      cc.algorithm = *algorithm;
+    }
+    return;
+  }
+  MapReader r(s, f);
+  if (!r.is_map()) return;
+  if (auto v = r.take("algorithm")) assign(cc.algorithm, detail::read_enum(s, *v, kCcAlgorithms));
+  std::optional<Field> preset_field = r.take("preset");
+  if (auto v = preset_field) {
+    if (auto preset = detail::read_enum(s, *v, kDcqcnPresets)) {
+      cc.preset = *preset;
+      cc.dcqcn = dcqcn_preset(*preset);
+    }
+  }
+  std::vector<Field> present;  // knobs and rate given, to check they fit the algorithm
+  for (const DcqcnKnob& k : detail::kDcqcnKnobs) {
+    auto v = r.take(k.name);
+    if (!v) continue;
+    present.push_back(*v);
+    switch (k.kind) {
+      case KnobKind::kDuration:
+        assign(cc.dcqcn.*k.u64, detail::read_duration_ns(s, *v, k.min, k.max));
+        break;
+      case KnobKind::kRate:
+        assign(cc.dcqcn.*k.u64, detail::read_rate_bps(s, *v, k.min, k.max));
+        break;
+      case KnobKind::kSize:
+        assign(cc.dcqcn.*k.u64, detail::read_size_bytes(s, *v, k.min, k.max));
+        break;
+      case KnobKind::kInteger:
+        assign(cc.dcqcn.*k.u32, detail::read_uint(s, *v, k.min, k.max));
+        break;
+      case KnobKind::kBool:
+        assign(cc.dcqcn.*k.flag, detail::read_bool(s, *v));
+        break;
+    }
+  }
+  auto rate = r.take("rate");
+  if (rate) assign(cc.fixed_rate_bps, detail::read_rate_bps(s, *rate, kMinRateBps, kMaxRateBps));
+  std::string algorithm_name = cc.algorithm == CcAlgorithm::kDcqcn   ? "dcqcn"
+                               : cc.algorithm == CcAlgorithm::kFixed ? "fixed"
+                                                                     : "none";
+  if (cc.algorithm != CcAlgorithm::kDcqcn) {
+    if (preset_field) present.push_back(*preset_field);
+    for (const Field& k : present) {
+      if (knob_applies_only_to_dcqcn(k.path.substr(k.path.rfind('.') + 1))) {
+        s.add(k.mark, k.path + ": applies only to algorithm dcqcn, not " + algorithm_name);
+      }
+    }
+  } else {
+    const DcqcnParams& d = cc.dcqcn;
+    if (d.rpg_max_rate_bps != 0 && d.rpg_min_rate_bps > d.rpg_max_rate_bps) {
+      s.add(f.mark, f.path + ": rpg_min_rate " + format_rate(d.rpg_min_rate_bps) +
+                        " is above rpg_max_rate " + format_rate(d.rpg_max_rate_bps));
+    }
+    if (d.rate_to_set_on_first_cnp_bps != 0 &&
+        d.rate_to_set_on_first_cnp_bps < d.rpg_min_rate_bps) {
+      s.add(f.mark, f.path + ": rate_to_set_on_first_cnp " +
+                        format_rate(d.rate_to_set_on_first_cnp_bps) + " is below rpg_min_rate " +
+                        format_rate(d.rpg_min_rate_bps));
+    }
+  }
+  if (cc.algorithm == CcAlgorithm::kFixed) {
+    if (!rate) {
+      s.add(f.mark, f.path + ": algorithm fixed needs a rate (e.g. rate: 10gbit)");
+    } else if (class_max_rate_bps && cc.fixed_rate_bps > *class_max_rate_bps) {
+      s.add(rate->mark, rate->path + ": " + format_rate(cc.fixed_rate_bps) +
+                            " is above the class max_rate " + format_rate(*class_max_rate_bps));
+    }
+  } else if (rate) {
+    s.add(rate->mark, rate->path + ": applies only to algorithm fixed, not " + algorithm_name);
+  }
+  r.finish();
+}
+
+// Where a class's name and DSCP sit, for the duplicate checks.
+struct ClassMarks {
+  YAML::Mark name;
+  YAML::Mark dscp;
+  bool default_unreadable = false;  // "no default class" would then be a follow-on error
+};
+
+void parse_traffic_class(ErrorSink& s, const Field& f, TrafficClass& tc, ClassMarks& marks) {
+  MapReader r(s, f);
+  marks = {f.mark, f.mark};
+  if (!r.is_map()) return;
+  bool have_name = false;
+  bool have_dscp = false;
+  if (auto v = r.take("name")) {
+    have_name = true;
+    marks.name = v->mark;
+    if (auto name = detail::read_string(s, *v)) {
+      if (name->empty() || name->size() > kMaxClassNameBytes ||
+          !std::all_of(name->begin(), name->end(), is_name_char)) {
+        s.add(v->mark,
+              v->path + ": " + quote(*name) + " is not a class name (1..32 of A-Z a-z 0-9 _ -)");
+      } else {
+        tc.name = *name;
+      }
+    }
+  }
+  if (auto v = r.take("default")) {
+    auto is_default = detail::read_bool(s, *v);
+    assign(tc.is_default, is_default);
+    marks.default_unreadable = !is_default;
+  }
+  if (auto v = r.take("dscp")) {
+    have_dscp = true;
+    marks.dscp = v->mark;
+    assign(tc.dscp, detail::read_uint(s, *v, 0, 63));
+  }
+  if (auto v = r.take("ecn")) {
+    if (v->node.IsScalar() && v->node.Scalar() == "ce") {
+      s.add(v->mark, v->path + ": senders do not set CE (switches do); use ect0, ect1 or not_ect");
+    } else {
+      assign(tc.ecn, detail::read_enum(s, *v, kEcnCodepoints));
+    }
+  }
+  if (auto v = r.take("priority")) assign(tc.priority, detail::read_uint(s, *v, 0, 7));
+  if (auto v = r.take("weight")) {
+    if (v->node.IsScalar() && v->node.Scalar() == "strict") {
+      tc.strict = true;
+    } else if (v->node.IsScalar() && !v->node.Scalar().empty() &&
+               !std::isdigit(static_cast<unsigned char>(v->node.Scalar()[0])) &&
+               v->node.Scalar()[0] != '-') {
+      s.add(v->mark,
+            v->path + ": expected strict or an integer 1..1000, got " + quote(v->node.Scalar()));
+    } else {
+      assign(tc.weight, detail::read_uint(s, *v, 1, 1000));
+    }
+  }
+  if (auto v = r.take("max_rate")) {
+    if (auto rate = detail::read_rate_bps(s, *v, kMinRateBps, kMaxRateBps)) tc.max_rate_bps = rate;
+  }
+  if (auto v = r.take("congestion_control")) {
+    parse_congestion_control(s, *v, tc.congestion_control, tc.max_rate_bps);
+  }
+  if (!have_name) s.add(f.mark, f.path + ": missing required key 'name'");
+  if (!have_dscp) s.add(f.mark, f.path + ": missing required key 'dscp'");
+  r.finish();
+}
+
+void parse_traffic_classes(ErrorSink& s, const Field& f, std::vector<TrafficClass>& out,
+                           const CnpSection& cnp) {
+  if (!f.node.IsSequence() || f.node.size() == 0) {
+    s.add(f.mark,
+          f.path + ": expected a list of at least one traffic class, got " +
+              (f.node.IsSequence() ? std::string("an empty list") : detail::describe(f.node)));
+    return;
+  }
+  auto elements = detail::read_list(s, f);
+  if (!elements) return;
+  if (elements->size() > kMaxTrafficClasses) {
+    s.add(f.mark, f.path + ": " + std::to_string(elements->size()) + " classes; at most " +
+                      std::to_string(kMaxTrafficClasses) + " are supported");
+    return;
+  }
+  std::vector<TrafficClass> classes;
+  std::vector<ClassMarks> class_marks;
+  for (const Field& e : *elements) {
+    TrafficClass tc;
+    ClassMarks m;
+    parse_traffic_class(s, e, tc, m);
+    classes.push_back(std::move(tc));
+    class_marks.push_back(m);
+  }
+  const TrafficClass* first_default = nullptr;
+  bool default_unreadable = false;
+  for (size_t i = 0; i < classes.size(); ++i) {
+    const TrafficClass& tc = classes[i];
+    const Field& e = (*elements)[i];
+    for (size_t j = 0; j < i; ++j) {
+      const TrafficClass& other = classes[j];
+      if (!tc.name.empty() && tc.name == other.name) {
+        s.add(class_marks[i].name, e.path + ".name: duplicate class name " + quote(tc.name) +
+                                       " (also " + (*elements)[j].path + ")");
+      }
+      if (tc.dscp == other.dscp) {
+        s.add(class_marks[i].dscp, e.path + ".dscp: duplicate DSCP " + std::to_string(tc.dscp) +
+                                       " (also class " + quote(other.name) + ", " +
+                                       (*elements)[j].path + ")");
+      }
+      if (tc.strict && other.strict && tc.priority == other.priority) {
+        s.add(e.mark, e.path + ": strict classes " + quote(other.name) + " and " + quote(tc.name) +
+                          " share priority " + std::to_string(tc.priority) +
+                          ", so their order is undefined");
+      }
+    }
+    if (tc.dscp == cnp.dscp) {
+      s.add(class_marks[i].dscp,
+            e.path + ".dscp: DSCP " + std::to_string(tc.dscp) + " is the CNP DSCP (cnp.dscp)");
+    }
+    default_unreadable = default_unreadable || class_marks[i].default_unreadable;
+    if (tc.is_default) {
+      if (first_default != nullptr) {
+        s.add(e.mark, e.path + ": second default class (" + quote(first_default->name) +
+                          " is already the default)");
+      } else {
+        first_default = &tc;
+      }
+    }
+  }
+  if (first_default == nullptr && !default_unreadable) {
+    s.add(f.mark, f.path +
+                      ": no default class; set 'default: true' on the class that carries "
+                      "traffic no other class claims");
+  }
+  out = std::move(classes);
+}
+
+// ---- cnp, transport, clients ------------------------------------------------
+
+void parse_cnp(ErrorSink& s, const Field& f, CnpSection& c) {
+  MapReader r(s, f);
+  if (auto v = r.take("dscp")) assign(c.dscp, detail::read_uint(s, *v, 0, 63));
+  if (auto v = r.take("ecn")) assign(c.ecn, detail::read_enum(s, *v, kEcnCodepoints));
+  if (auto v = r.take("priority")) assign(c.priority, detail::read_uint(s, *v, 0, 7));
+  if (auto v = r.take("min_time_between_cnps")) {
+    assign(c.min_time_between_cnps_ns, detail::read_duration_ns(s, *v, 0, 100'000'000));
+  }
+  r.finish();
+}
+
+void parse_transport(ErrorSink& s, const Field& f, TransportSection& t, Marks& marks) {
+  MapReader r(s, f);
+  if (auto v = r.take("pmtu")) {
+    marks.pmtu = v->mark;
+    if (auto pmtu = detail::read_size_bytes(s, *v, 256, 4096)) {
+      if ((*pmtu & (*pmtu - 1)) != 0) {
+        s.add(v->mark, v->path + ": " + std::to_string(*pmtu) +
+                           " is not a path MTU (256, 512, 1024, 2048 or 4096)");
+      } else {
+        t.pmtu_bytes = static_cast<uint32_t>(*pmtu);
+      }
+    }
+  }
+  if (auto v = r.take("timeout")) assign(t.timeout_exponent, detail::read_uint(s, *v, 0, 31));
+  if (auto v = r.take("retry_cnt")) assign(t.retry_cnt, detail::read_uint(s, *v, 0, 7));
+  if (auto v = r.take("rnr_retry")) assign(t.rnr_retry, detail::read_uint(s, *v, 0, 7));
+  if (auto v = r.take("min_rnr_timer")) {
+    bool is_code = v->node.IsScalar() && !v->node.Scalar().empty() &&
+                   std::all_of(v->node.Scalar().begin(), v->node.Scalar().end(),
+                               [](char c) { return c >= '0' && c <= '9'; });
+    if (is_code) {
+      assign(t.min_rnr_timer, detail::read_uint(s, *v, 0, 31));
+    } else if (auto ns = detail::read_duration_ns(s, *v, 1, rnr_timer_ns(0))) {
+      // The smallest timer at least as long as asked; code 0 is the longest.
+      uint32_t code = 0;
+      for (uint32_t c = 1; c <= 31; ++c) {
+        if (rnr_timer_ns(c) >= *ns) {
+          code = c;
+          break;
+        }
+      }
+      t.min_rnr_timer = code;
+    }
+  }
+  if (auto v = r.take("ack_frequency")) assign(t.ack_frequency, detail::read_uint(s, *v, 1, 1024));
+  if (auto v = r.take("loss_recovery")) {
+    assign(t.loss_recovery, detail::read_enum(s, *v, kLossRecoveries));
+  }
+  if (auto v = r.take("bdp_cap")) {
+    marks.bdp_cap = v->mark;
+    assign(t.bdp_cap_bytes, detail::read_size_bytes(s, *v, 0, 1ull << 30));
+  }
+  if (auto v = r.take("max_outstanding_reads")) {
+    assign(t.max_outstanding_reads, detail::read_uint(s, *v, 1, 255));
+  }
+  r.finish();
+}
+
+std::optional<std::vector<uint32_t>> read_ids(ErrorSink& s, const Field& f) {
+  auto list = detail::read_list(s, f);
+  if (!list) return std::nullopt;
+  std::vector<uint32_t> ids;
+  bool ok = true;
+  for (const Field& e : *list) {
+    auto id = detail::read_uint(s, e, 0, kMaxId);
+    if (!id) {
+      ok = false;
+    } else if (std::find(ids.begin(), ids.end(), *id) != ids.end()) {
+      s.add(e.mark, e.path + ": " + std::to_string(*id) + " is listed twice");
+      ok = false;
+    } else {
+      ids.push_back(static_cast<uint32_t>(*id));
+    }
+  }
+  if (!ok) return std::nullopt;
+  return ids;
+}
+
+void parse_clients(ErrorSink& s, const Field& f, ClientsSection& c) {
+  MapReader r(s, f);
+  if (auto v = r.take("allowed_uids")) assign(c.allowed_uids, read_ids(s, *v));
+  if (auto v = r.take("allowed_gids")) assign(c.allowed_gids, read_ids(s, *v));
+  if (auto v = r.take("quotas")) {
+    MapReader q(s, *v);
+    ClientQuotas& quotas = c.quotas;
+    if (auto x = q.take("max_qps")) assign(quotas.max_qps, detail::read_uint(s, *x, 1, 65536));
+    if (auto x = q.take("max_cqs")) assign(quotas.max_cqs, detail::read_uint(s, *x, 1, 65536));
+    if (auto x = q.take("max_mrs")) assign(quotas.max_mrs, detail::read_uint(s, *x, 1, 1 << 20));
+    std::optional<Field> registered = q.take("max_registered_memory");
+    if (registered) {
+      assign(quotas.max_registered_bytes,
+             detail::read_size_bytes(s, *registered, 4096, 1ull << 44));
+    }
+    std::optional<Field> region = q.take("max_region_size");
+    if (region) {
+      assign(quotas.max_region_bytes, detail::read_size_bytes(s, *region, 4096, 1ull << 44));
+    }
+    if (quotas.max_region_bytes > quotas.max_registered_bytes) {
+      const Field& where = region ? *region : registered ? *registered : *v;
+      s.add(where.mark, v->path + ": max_region_size " + format_size(quotas.max_region_bytes) +
+                            " is above max_registered_memory " +
+                            format_size(quotas.max_registered_bytes));
+    }
+    q.finish();
+  }
+  r.finish();
+}
+
+// ---- the document -----------------------------------------------------------
+
+void check_across_sections(ErrorSink& s, const Policy& p, const Marks& marks) {
+  const TransportSection& t = p.transport;
+  if (t.pmtu_bytes + kRoceOverheadBytes > p.port.mtu_bytes) {
+    s.add(marks.pmtu.value_or(marks.port_mtu.value_or(marks.root)),
+          "transport.pmtu: " + std::to_string(t.pmtu_bytes) + " does not fit port.mtu " +
+              std::to_string(p.port.mtu_bytes) + ": a full packet needs an IP MTU of " +
+              std::to_string(t.pmtu_bytes + kRoceOverheadBytes));
+  }
+  if (t.bdp_cap_bytes != 0 && t.bdp_cap_bytes < t.pmtu_bytes) {
+    s.add(marks.bdp_cap.value_or(marks.root), "transport.bdp_cap: " + format_size(t.bdp_cap_bytes) +
+                                                  " is below one packet (transport.pmtu " +
+                                                  std::to_string(t.pmtu_bytes) +
+                                                  "); use 0 for no cap");
+  }
+}
+
+void parse_document(ErrorSink& s, const YAML::Node& root, Policy& p) {
+  Marks marks;
+  marks.root = root.Mark();
+  if (root.IsNull()) {
+    s.add(YAML::Mark(), "the policy is empty; at least port.device and port.address are needed");
+    return;
+  }
+  MapReader r(s, Field{root, root.Mark(), ""});
+  if (!r.is_map()) return;
+  if (auto v = r.take("version")) detail::read_uint(s, *v, 1, 1);
+  if (auto v = r.take("daemon")) parse_daemon(s, *v, p.daemon);
+  if (auto v = r.take("port")) {
+    parse_port(s, *v, p.port, marks);
+  } else {
+    s.add(root.Mark(), "missing required section 'port' (needs at least device and address)");
+  }
+  if (auto v = r.take("cnp")) parse_cnp(s, *v, p.cnp);
+  if (auto v = r.take("traffic_classes")) {
+    parse_traffic_classes(s, *v, p.traffic_classes, p.cnp);
+  } else if (p.cnp.dscp == p.traffic_classes.front().dscp) {
+    s.add(root.Mark(),
+          "cnp.dscp: " + std::to_string(p.cnp.dscp) + " is the DSCP of the built-in default class");
+  }
+  if (auto v = r.take("transport")) parse_transport(s, *v, p.transport, marks);
+  if (auto v = r.take("clients")) parse_clients(s, *v, p.clients);
+  r.finish();
+  check_across_sections(s, p, marks);
+}
+
+}  // namespace
+
+std::string PolicyError::to_string() const {
+  if (line == 0) return file + ": " + message;
+  return file + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " + message;
+}
+
+std::string LoadResult::error_text() const {
+  std::string out;
+  for (const auto& e : errors) out += e.to_string() + "\n";
+  return out;
+}
+
+LoadResult load_policy_string(std::string_view text, std::string_view name) {
+  ErrorSink sink(name);
+  LoadResult result;
+  Policy policy;
+  try {
+    std::vector<YAML::Node> docs = YAML::LoadAll(std::string(text));
+    if (docs.size() > 1) {
+      sink.add(docs[1].Mark(), "more than one YAML document; the policy is a single document");
+    } else {
+      parse_document(sink, docs.empty() ? YAML::Node() : docs.front(), policy);
+    }
+  } catch (const YAML::Exception& e) {
+    sink.add(e.mark, "YAML syntax error: " + e.msg);
+  } catch (const std::exception& e) {
+    // yaml-cpp can throw outside its own hierarchy (bad_alloc on absurd input).
+    sink.add(YAML::Mark(), std::string("cannot parse: ") + e.what());
+  }
+  result.errors = sink.take();
+  if (result.errors.empty()) result.policy = std::move(policy);
+  return result;
+}
+
+LoadResult load_policy_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    LoadResult r;
+    r.errors.push_back({path, 0, 0, std::string("cannot open: ") + std::strerror(errno)});
+    return r;
+  }
+  std::string text;
+  char buf[4096];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    text.append(buf, static_cast<size_t>(in.gcount()));
+    if (text.size() > kMaxPolicyFileBytes) {
+      LoadResult r;
+      r.errors.push_back(
+          {path, 0, 0,
+           "larger than " + std::to_string(kMaxPolicyFileBytes) + " bytes; not a policy file"});
+      return r;
+    }
+  }
+  if (in.bad()) {
+    LoadResult r;
+    r.errors.push_back({path, 0, 0, std::string("read error: ") + std::strerror(errno)});
+    return r;
+  }
+  return load_policy_string(text, path);
+}
+
+}  // namespace conduit::policy

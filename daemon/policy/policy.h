@@ -1,0 +1,195 @@
+// The daemon's typed policy: what conduitd.yaml says, after validation.
+//
+// Every quantity carries its unit in its name (_bps, _ns, _bytes). A
+// default-constructed Policy is the policy of a file that sets nothing except
+// the two required keys (port.device, port.address); see config/POLICY.md for
+// every key, its default and its range. Plain values: copy freely, no
+// ownership, no thread affinity (the daemon keeps the running policy behind a
+// shared_ptr<const Policy> and swaps it on a successful reload).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace conduit::policy {
+
+// An IPv4 address in host byte order (10.0.0.1 == 0x0A000001).
+struct Ipv4Address {
+  uint32_t value = 0;
+  bool operator==(const Ipv4Address&) const = default;
+};
+
+struct MacAddress {
+  std::array<uint8_t, 6> bytes{};
+  bool operator==(const MacAddress&) const = default;
+};
+
+struct SocketAddress {
+  Ipv4Address ip;
+  uint16_t port = 0;
+  bool operator==(const SocketAddress&) const = default;
+};
+
+enum class LogLevel { kTrace, kDebug, kInfo, kWarn, kError, kCritical, kOff };
+
+// spin: the engine lcore polls forever. adaptive: after a run of empty polls
+// it backs off and sleeps until a client doorbell or a short timer.
+enum class IdleMode { kSpin, kAdaptive };
+
+struct DaemonSection {
+  std::string control_socket = "/run/conduit/conduitd.sock";
+  std::string socket_group;            // group owning the socket; empty = daemon's own group
+  std::vector<uint32_t> lcores = {1};  // engine lcores, one engine each; unique, non-empty
+  LogLevel log_level = LogLevel::kInfo;
+  std::optional<SocketAddress> metrics = SocketAddress{{0x7F000001}, 9464};  // nullopt = off
+  IdleMode idle_mode = IdleMode::kAdaptive;
+  bool operator==(const DaemonSection&) const = default;
+};
+
+enum class DeviceKind { kPci, kVdev };
+
+struct Neighbour {
+  Ipv4Address ip;
+  MacAddress mac;
+  bool operator==(const Neighbour&) const = default;
+};
+
+struct PortSection {
+  std::string device;  // "0000:3b:00.0" or "net_memif0,role=server,..."; required
+  DeviceKind device_kind = DeviceKind::kPci;
+  std::vector<std::string> eal_args;   // extra EAL arguments, passed through in order
+  Ipv4Address address;                 // required, with prefix_len
+  uint8_t prefix_len = 0;              // 1..32
+  std::optional<Ipv4Address> gateway;  // inside address/prefix_len when set
+  std::vector<Neighbour> neighbours;   // static ARP entries, file order, unique ip
+  uint32_t mtu_bytes = 1500;           // IP MTU, 576..9216
+  uint16_t roce_udp_port = 4791;
+  uint16_t cm_udp_port = 4792;  // native connection manager; != roce_udp_port
+  bool operator==(const PortSection&) const = default;
+};
+
+// The ECN field the sender puts on data packets. CE is the switch's to set.
+enum class EcnCodepoint { kNotEct = 0, kEct1 = 1, kEct0 = 2 };
+
+enum class CcAlgorithm { kDcqcn, kFixed, kNone };
+enum class DcqcnPreset { kMlx5, kPaper };
+
+// The DCQCN reaction-point knobs, named as the mlx5 firmware names them.
+// Integer knobs keep mlx5's encoding (documented per field); times, rates and
+// sizes are converted to ns, bit/s and bytes.
+struct DcqcnParams {
+  uint64_t rpg_time_reset_ns = 0;              // rate-increase timer period T
+  uint64_t rpg_byte_reset_bytes = 0;           // byte-counter period B; 0 disables it
+  uint32_t rpg_threshold = 0;                  // F: increase events before AI/HAI, 1..31
+  uint64_t rpg_ai_rate_bps = 0;                // additive increase step R_AI
+  uint64_t rpg_hai_rate_bps = 0;               // hyper increase step R_HAI
+  uint32_t rpg_gd = 0;                         // cut = RC * alpha / 2^(gd-10); 11 gives alpha/2
+  uint32_t rpg_min_dec_fac_percent = 0;        // one cut keeps at least this % of RC, 1..100
+  uint64_t rpg_min_rate_bps = 0;               // rate floor
+  uint64_t rpg_max_rate_bps = 0;               // rate ceiling; 0 = line rate
+  uint64_t rate_to_set_on_first_cnp_bps = 0;   // 0 = the first CNP cuts normally
+  uint64_t rate_reduce_monitor_period_ns = 0;  // at most one cut per period; 0 = per CNP
+  uint32_t initial_alpha_value = 0;            // alpha after the first CNP, in 1/1024, 0..1023
+  uint32_t dce_tcp_g = 0;                      // alpha <- (G/1024) alpha [+ (1024-G)/1024], 0..1023
+  uint64_t dce_tcp_rtt_ns = 0;                 // alpha update period K
+  bool clamp_tgt_rate = false;                 // RT <- RC on every CNP
+  bool clamp_tgt_rate_after_time_inc = false;  // also after a timer-driven increase
+  bool operator==(const DcqcnParams&) const = default;
+};
+
+// The knob values of a named starting point (config/POLICY.md lists them).
+DcqcnParams dcqcn_preset(DcqcnPreset preset);
+
+struct CongestionControl {
+  CcAlgorithm algorithm = CcAlgorithm::kDcqcn;
+  DcqcnPreset preset = DcqcnPreset::kMlx5;  // what dcqcn started from (shown by the dump)
+  DcqcnParams dcqcn = dcqcn_preset(DcqcnPreset::kMlx5);  // meaningful for kDcqcn
+  uint64_t fixed_rate_bps = 0;                           // meaningful for kFixed, > 0
+  bool operator==(const CongestionControl&) const = default;
+};
+
+struct TrafficClass {
+  std::string name;         // [A-Za-z0-9_-], 1..32 chars, unique
+  bool is_default = false;  // exactly one class is the default
+  uint8_t dscp = 26;        // 0..63, unique, != cnp.dscp
+  EcnCodepoint ecn = EcnCodepoint::kEct0;
+  uint8_t priority = 3;                  // 802.1p / PFC priority 0..7
+  bool strict = false;                   // strict priority (served before weighted classes)
+  uint32_t weight = 1;                   // DWRR weight 1..1000 when !strict
+  std::optional<uint64_t> max_rate_bps;  // class shaper; nullopt = none
+  CongestionControl congestion_control;
+  bool operator==(const TrafficClass&) const = default;
+};
+
+// The traffic class a file without `traffic_classes` gets: "default",
+// DSCP 26 ECT(0), priority 3, weight 1, DCQCN with the mlx5 preset.
+TrafficClass builtin_default_class();
+
+struct CnpSection {
+  uint8_t dscp = 48;
+  EcnCodepoint ecn = EcnCodepoint::kEct0;  // a ConnectX-4 Lx CNP carries ToS 0xC2
+  uint8_t priority = 6;
+  uint64_t min_time_between_cnps_ns = 2'000;  // NP: per-flow CNP spacing
+  bool operator==(const CnpSection&) const = default;
+};
+
+enum class LossRecovery { kGoBackN, kSelective };
+
+struct TransportSection {
+  uint32_t pmtu_bytes = 1024;      // 256, 512, 1024, 2048 or 4096
+  uint32_t timeout_exponent = 14;  // local ACK timeout 4.096 us * 2^t; 0 = no timer; 0..31
+  uint32_t retry_cnt = 7;          // 0..7
+  uint32_t rnr_retry = 7;          // 0..7, 7 = infinite
+  uint32_t min_rnr_timer = 12;     // IB RNR timer code 0..31 (12 = 0.64 ms)
+  uint32_t ack_frequency = 64;     // AckReq at least every N packets, 1..1024
+  LossRecovery loss_recovery = LossRecovery::kGoBackN;
+  uint64_t bdp_cap_bytes = 0;           // outstanding bytes per QP; 0 = no cap
+  uint32_t max_outstanding_reads = 16;  // RDMA READ/atomic requests in flight per QP, 1..255
+  bool operator==(const TransportSection&) const = default;
+
+  // 4096 ns * 2^timeout_exponent; 0 when the timer is off.
+  uint64_t local_ack_timeout_ns() const;
+};
+
+// The time an IB RNR timer code stands for (code 0 = 655.36 ms). code <= 31.
+uint64_t rnr_timer_ns(uint32_t code);
+
+struct ClientQuotas {
+  uint32_t max_qps = 256;
+  uint32_t max_cqs = 256;
+  uint32_t max_mrs = 1024;
+  uint64_t max_registered_bytes = 4ull << 30;  // all regions of one client together
+  uint64_t max_region_bytes = 1ull << 30;      // one region; <= max_registered_bytes
+  bool operator==(const ClientQuotas&) const = default;
+};
+
+struct ClientsSection {
+  // A peer may attach when its uid or one of its gids is listed. Both empty:
+  // anyone who can open the control socket (its group and mode are the gate).
+  std::vector<uint32_t> allowed_uids;
+  std::vector<uint32_t> allowed_gids;
+  ClientQuotas quotas;  // per client process
+  bool operator==(const ClientsSection&) const = default;
+};
+
+struct Policy {
+  DaemonSection daemon;
+  PortSection port;
+  std::vector<TrafficClass> traffic_classes = {builtin_default_class()};  // 1..16, file order
+  CnpSection cnp;
+  TransportSection transport;
+  ClientsSection clients;
+  bool operator==(const Policy&) const = default;
+
+  // The class with is_default; a valid policy always has exactly one.
+  const TrafficClass& default_class() const;
+  // nullptr when no class has this name / DSCP.
+  const TrafficClass* find_class(std::string_view name) const;
+  const TrafficClass* class_for_dscp(uint8_t dscp) const;
+};
+
+}  // namespace conduit::policy

@@ -1,0 +1,29 @@
+#include "policy/policy_diff.h"
+
+namespace conduit::policy {
+
+std::vector<std::string> restart_required_changes(const Policy& running, const Policy& next) {
+  std::vector<std::string> keys;
+  auto check = [&](bool same, const char* key) {
+    if (!same) keys.emplace_back(key);
+  };
+  const DaemonSection& a = running.daemon;
+  const DaemonSection& b = next.daemon;
+  check(a.control_socket == b.control_socket, "daemon.control_socket");
+  check(a.socket_group == b.socket_group, "daemon.socket_group");
+  check(a.lcores == b.lcores, "daemon.lcores");
+  check(a.metrics == b.metrics, "daemon.metrics_address");
+  const PortSection& p = running.port;
+  const PortSection& q = next.port;
+  check(p.device == q.device, "port.device");
+  check(p.eal_args == q.eal_args, "port.eal_args");
+  check(p.address == q.address && p.prefix_len == q.prefix_len, "port.address");
+  check(p.gateway == q.gateway, "port.gateway");
+  check(p.neighbours == q.neighbours, "port.neighbours");
+  check(p.mtu_bytes == q.mtu_bytes, "port.mtu");
+  check(p.roce_udp_port == q.roce_udp_port, "port.roce_udp_port");
+  check(p.cm_udp_port == q.cm_udp_port, "port.cm_udp_port");
+  return keys;
+}
+
+}  // namespace conduit::policy

@@ -1,0 +1,265 @@
+#include "policy/yaml_reader.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "policy/quote.h"
+#include "policy/suggest.h"
+#include "policy/units.h"
+
+namespace conduit::policy::detail {
+namespace {
+
+std::string join_names(const std::vector<std::string_view>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i != 0) out += i + 1 == names.size() ? " or " : ", ";
+    out += names[i];
+  }
+  return out;
+}
+
+// The scalar text of f, or an error naming what was expected instead.
+std::optional<std::string> scalar(ErrorSink& sink, const Field& f, std::string_view expected) {
+  if (!f.node.IsScalar()) {
+    sink.add(f.mark, f.path + ": expected " + std::string(expected) + ", got " + describe(f.node));
+    return std::nullopt;
+  }
+  return f.node.Scalar();
+}
+
+bool all_digits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isdigit(static_cast<unsigned char>(c)) != 0;
+  });
+}
+
+std::string range_text(uint64_t min, uint64_t max, std::string (*format)(uint64_t)) {
+  return format(min) + ".." + format(max);
+}
+
+std::string plain(uint64_t v) { return std::to_string(v); }
+
+using UnitParser = std::optional<uint64_t> (*)(std::string_view, std::string*);
+
+std::optional<uint64_t> read_quantity(ErrorSink& sink, const Field& f, uint64_t min, uint64_t max,
+                                      std::string_view what, UnitParser parse,
+                                      std::string (*format)(uint64_t)) {
+  auto text = scalar(sink, f, what);
+  if (!text) return std::nullopt;
+  std::string error;
+  auto value = parse(*text, &error);
+  if (!value) {
+    sink.add(f.mark, f.path + ": " + error);
+    return std::nullopt;
+  }
+  if (*value < min || *value > max) {
+    sink.add(f.mark,
+             f.path + ": " + quote(*text) + " is out of range " + range_text(min, max, format));
+    return std::nullopt;
+  }
+  return value;
+}
+
+}  // namespace
+
+void ErrorSink::add(const YAML::Mark& mark, std::string message) {
+  if (errors_.size() >= kMaxErrors) {
+    truncated_ = true;
+    return;
+  }
+  PolicyError e;
+  e.file = file_;
+  if (!mark.is_null() && mark.line >= 0 && mark.column >= 0) {
+    e.line = static_cast<uint32_t>(mark.line) + 1;
+    e.column = static_cast<uint32_t>(mark.column) + 1;
+  }
+  e.message = std::move(message);
+  errors_.push_back(std::move(e));
+}
+
+std::vector<PolicyError> ErrorSink::take() {
+  std::stable_sort(errors_.begin(), errors_.end(), [](const auto& a, const auto& b) {
+    return std::pair(a.line, a.column) < std::pair(b.line, b.column);
+  });
+  if (truncated_) {
+    PolicyError e;
+    e.file = file_;
+    e.message = "too many errors; stopped after " + std::to_string(kMaxErrors);
+    errors_.push_back(std::move(e));
+    truncated_ = false;
+  }
+  return std::move(errors_);
+}
+
+std::string describe(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map:
+      return "a mapping";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Scalar:
+      return "the value " + quote(node.Scalar());
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined:
+      break;
+  }
+  return "nothing";
+}
+
+MapReader::MapReader(ErrorSink& sink, const Field& f) : sink_(sink), path_(f.path), mark_(f.mark) {
+  if (f.node.IsNull()) {
+    is_map_ = true;
+    return;
+  }
+  if (!f.node.IsMap()) {
+    sink_.add(mark_, (path_.empty() ? std::string("policy") : path_) +
+                         ": expected a mapping of keys, got " + describe(f.node));
+    return;
+  }
+  is_map_ = true;
+  for (auto it = f.node.begin(); it != f.node.end(); ++it) {
+    // Copies: the iterator hands out a temporary proxy.
+    const YAML::Node key = it->first;
+    if (!key.IsScalar()) {
+      sink_.add(key.Mark(), child("") + ": keys must be plain names, got " + describe(key));
+      continue;
+    }
+    auto dup = std::find_if(entries_.begin(), entries_.end(),
+                            [&](const Entry& e) { return e.key == key.Scalar(); });
+    if (dup != entries_.end()) {
+      sink_.add(key.Mark(), child(key.Scalar()) + ": duplicate key (first set on line " +
+                                std::to_string(dup->key_node.Mark().line + 1) + ")");
+      continue;
+    }
+    entries_.push_back({key.Scalar(), key, it->second, false});
+  }
+}
+
+std::string MapReader::child(std::string_view key) const {
+  return path_.empty() ? std::string(key) : path_ + "." + std::string(key);
+}
+
+std::optional<Field> MapReader::take(std::string_view key) {
+  known_.push_back(key);
+  for (auto& e : entries_) {
+    if (e.key == key) {
+      e.used = true;
+      YAML::Mark mark = e.value.IsNull() ? e.key_node.Mark() : e.value.Mark();
+      return Field{e.value, mark, child(key)};
+    }
+  }
+  return std::nullopt;
+}
+
+void MapReader::finish() {
+  for (const auto& e : entries_) {
+    if (e.used) continue;
+    std::string msg =
+        (path_.empty() ? std::string() : path_ + ": ") + "unknown key " + quote(e.key);
+    if (auto s = did_you_mean(e.key, known_)) {
+      msg += "; did you mean '" + *s + "'?";
+    } else if (!known_.empty()) {
+      msg += " (known keys: " + join_names(known_) + ")";
+    }
+    sink_.add(e.key_node.Mark(), std::move(msg));
+  }
+}
+
+std::optional<std::string> read_string(ErrorSink& sink, const Field& f) {
+  auto text = scalar(sink, f, "a string");
+  if (!text) return std::nullopt;
+  if (text->find('\0') != std::string::npos) {
+    sink.add(f.mark, f.path + ": contains a NUL byte");
+    return std::nullopt;
+  }
+  return text;
+}
+
+std::optional<uint64_t> read_uint(ErrorSink& sink, const Field& f, uint64_t min, uint64_t max) {
+  auto text = scalar(sink, f, "an integer");
+  if (!text) return std::nullopt;
+  std::string_view digits = *text;
+  bool negative = !digits.empty() && digits.front() == '-';
+  if (negative) digits.remove_prefix(1);
+  if (!all_digits(digits)) {
+    sink.add(f.mark, f.path + ": expected an integer, got " + quote(*text));
+    return std::nullopt;
+  }
+  uint64_t value = 0;
+  bool overflow = false;
+  for (char c : digits) {
+    if (__builtin_mul_overflow(value, 10, &value) ||
+        __builtin_add_overflow(value, static_cast<uint64_t>(c - '0'), &value)) {
+      overflow = true;
+    }
+  }
+  bool is_zero = value == 0 && !overflow;
+  if ((negative && !is_zero) || overflow || value < min || value > max) {
+    sink.add(f.mark, f.path + ": " + *text + " is out of range " + range_text(min, max, plain));
+    return std::nullopt;
+  }
+  return value;
+}
+
+std::optional<bool> read_bool(ErrorSink& sink, const Field& f) {
+  auto text = scalar(sink, f, "true or false");
+  if (!text) return std::nullopt;
+  std::string lower;
+  for (char c : *text) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  // 0/1 too, because that is how the mlx5 sysfs files spell the clamp knobs.
+  if (lower == "true" || lower == "1") return true;
+  if (lower == "false" || lower == "0") return false;
+  sink.add(f.mark, f.path + ": expected true or false, got " + quote(*text));
+  return std::nullopt;
+}
+
+std::optional<uint64_t> read_rate_bps(ErrorSink& sink, const Field& f, uint64_t min, uint64_t max) {
+  return read_quantity(sink, f, min, max, "a rate such as 25gbit", parse_rate_bps, format_rate);
+}
+
+std::optional<uint64_t> read_duration_ns(ErrorSink& sink, const Field& f, uint64_t min,
+                                         uint64_t max) {
+  return read_quantity(sink, f, min, max, "a duration such as 300us", parse_duration_ns,
+                       format_duration);
+}
+
+std::optional<uint64_t> read_size_bytes(ErrorSink& sink, const Field& f, uint64_t min,
+                                        uint64_t max) {
+  return read_quantity(sink, f, min, max, "a size such as 4KiB", parse_size_bytes, format_size);
+}
+
+std::optional<size_t> read_choice(ErrorSink& sink, const Field& f,
+                                  const std::vector<std::string_view>& names) {
+  auto text = scalar(sink, f, "one of " + join_names(names));
+  if (!text) return std::nullopt;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (*text == names[i]) return i;
+  }
+  std::string msg =
+      f.path + ": unknown value " + quote(*text) + " (expected " + join_names(names) + ")";
+  if (auto s = did_you_mean(*text, names)) msg += "; did you mean '" + *s + "'?";
+  sink.add(f.mark, std::move(msg));
+  return std::nullopt;
+}
+
+std::optional<std::vector<Field>> read_list(ErrorSink& sink, const Field& f) {
+  std::vector<Field> out;
+  if (f.node.IsNull()) return out;  // every entry commented out
+  if (f.node.IsScalar()) {
+    out.push_back(f);
+    return out;
+  }
+  if (!f.node.IsSequence()) {
+    sink.add(f.mark, f.path + ": expected a list, got " + describe(f.node));
+    return std::nullopt;
+  }
+  size_t i = 0;
+  for (auto it = f.node.begin(); it != f.node.end(); ++it, ++i) {
+    YAML::Mark mark = it->IsNull() ? f.mark : it->Mark();
+    out.push_back(Field{*it, mark, f.path + "[" + std::to_string(i) + "]"});
+  }
+  return out;
+}
+
+}  // namespace conduit::policy::detail

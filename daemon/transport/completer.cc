@@ -1,0 +1,296 @@
+// Completer: handles ACK/NAK and READ responses, completes send WQEs in
+// order, runs the local ACK and RNR timers, and spends the retry budgets
+// (go-back-N). When a budget runs out the QP goes to ERR and every
+// outstanding WR is flushed: nothing waits forever.
+#include <cstring>
+
+#include "transport/qp.h"
+#include "wire/psn.h"
+
+namespace conduit::transport {
+namespace {
+
+WcOpcode wc_opcode(WrOpcode op) {
+  switch (op) {
+    case WrOpcode::kSend:
+    case WrOpcode::kSendImm:
+      return WcOpcode::kSend;
+    case WrOpcode::kWrite:
+    case WrOpcode::kWriteImm:
+      return WcOpcode::kWrite;
+    case WrOpcode::kRead:
+      return WcOpcode::kRead;
+  }
+  return WcOpcode::kSend;
+}
+
+WcStatus nak_status(uint8_t code) {
+  switch (static_cast<wire::NakCode>(code)) {
+    case wire::NakCode::kInvalidRequest:
+      return WcStatus::kRemoteInvalidRequest;
+    case wire::NakCode::kRemoteAccessError:
+      return WcStatus::kRemoteAccessError;
+    case wire::NakCode::kRemoteOperationalError:
+      return WcStatus::kRemoteOperationError;
+    default:
+      return WcStatus::kBadResponse;  // RD codes and reserved values on an RC QP
+  }
+}
+
+}  // namespace
+
+void Qp::complete_head(WcStatus status) {
+  SendWqe& w = sq_at(sq_head_);
+  if (status != WcStatus::kSuccess || w.wr.signaled) {
+    Completion c;
+    c.wr_id = w.wr.wr_id;
+    c.status = status;
+    c.opcode = wc_opcode(w.wr.opcode);
+    c.len_bytes = w.len_bytes;
+    push_completion(c);
+  }
+  if (cur_wqe_ == sq_head_) {
+    // Completed before the cursor passed it again (a rewind was overtaken).
+    ++cur_wqe_;
+    const uint32_t end = wire::psn_add(w.first_psn, w.npkts);
+    if (wire::psn_lt(cur_psn_, end)) cur_psn_ = end;
+  } else if (w.wr.opcode == WrOpcode::kRead) {
+    --reads_started_;
+  }
+  ++sq_head_;
+}
+
+void Qp::complete_through(uint32_t psn) {
+  while (sq_head_ != sq_tail_) {
+    const SendWqe& w = sq_at(sq_head_);
+    if (w.wr.opcode == WrOpcode::kRead) return;  // only its responses complete it
+    const uint32_t last = wire::psn_add(w.first_psn, w.npkts - 1);
+    if (wire::psn_gt(last, psn)) return;
+    complete_head(WcStatus::kSuccess);
+  }
+}
+
+bool Qp::advance_una(uint64_t now_ns, uint32_t psn) {
+  complete_through(psn);
+  uint32_t target = wire::psn_next(psn);
+  bool blocked = false;
+  if (sq_head_ != sq_tail_ && sq_at(sq_head_).wr.opcode == WrOpcode::kRead) {
+    // Only READ responses move una_psn_ through a READ: stop at the point the
+    // responses have reached. Acknowledging more means responses were lost.
+    const SendWqe& r = sq_at(sq_head_);
+    const uint32_t have = wire::psn_gt(una_psn_, r.first_psn) ? una_psn_ : r.first_psn;
+    if (wire::psn_gt(target, have)) {
+      target = have;
+      blocked = true;
+    }
+  }
+  if (wire::psn_gt(target, una_psn_)) {
+    una_psn_ = target;
+    on_progress(now_ns);
+  }
+  return blocked;
+}
+
+void Qp::on_progress(uint64_t now_ns) {
+  retry_left_ = attr_.retry_cnt;
+  rnr_retry_left_ = attr_.rnr_retry;
+  rewound_without_progress_ = false;
+  if (wire::psn_lt(cur_psn_, una_psn_)) rewind_to(una_psn_);
+  if (una_psn_ == snd_max_psn_ || attr_.timeout == 0 || rnr_deadline_ns_ != kNoDeadline) {
+    ack_deadline_ns_ = kNoDeadline;
+  } else {
+    ack_deadline_ns_ = now_ns + ack_timeout_ns(attr_.timeout);
+  }
+}
+
+bool Qp::consume_retry(uint64_t now_ns) {
+  (void)now_ns;
+  if (retry_left_ == 0) {
+    fail(WcStatus::kRetryExceeded);
+    return false;
+  }
+  --retry_left_;
+  return true;
+}
+
+void Qp::sequence_retry(uint64_t now_ns) {
+  // Responses sent before our last rewind keep arriving; one rewind per
+  // round of progress is enough (the ACK timer covers a lost retransmission).
+  if (rewound_without_progress_ || rnr_deadline_ns_ != kNoDeadline) return;
+  if (!consume_retry(now_ns)) return;
+  ++counters_.retries;
+  rewind_to(una_psn_);
+  rewound_without_progress_ = true;
+  if (attr_.timeout != 0) ack_deadline_ns_ = now_ns + ack_timeout_ns(attr_.timeout);
+}
+
+void Qp::fail(WcStatus status) {
+  if (sq_head_ != sq_tail_) complete_head(status);
+  enter_error();
+}
+
+RxResult Qp::completer_rx(uint64_t now_ns, const wire::RoceHeader& hdr,
+                          std::span<const uint8_t> payload) {
+  const uint32_t flags = hdr.info().flags;
+  // Nothing at or beyond snd_max was ever asked for.
+  if (wire::psn_ge(hdr.bth.psn, snd_max_psn_)) {
+    ++counters_.drop_stale_response;
+    return RxResult::kDropped;
+  }
+  if (flags & wire::kOpRead) return completer_read_response(now_ns, hdr, payload);
+  if (hdr.bth.opcode == static_cast<uint8_t>(wire::Opcode::kAcknowledge)) {
+    return completer_ack(now_ns, hdr);
+  }
+  ++counters_.drop_stale_response;  // atomic ACK: we never send atomics
+  return RxResult::kDropped;
+}
+
+RxResult Qp::completer_ack(uint64_t now_ns, const wire::RoceHeader& hdr) {
+  const uint32_t psn = hdr.bth.psn;
+  const wire::Aeth aeth = hdr.aeth;
+  switch (aeth.type()) {
+    case wire::AethType::kAck: {
+      if (wire::psn_lt(psn, una_psn_)) {
+        ++counters_.rx_duplicates;
+        return RxResult::kDuplicate;
+      }
+      // An ACK past an unfinished READ means its responses were lost.
+      if (advance_una(now_ns, psn)) sequence_retry(now_ns);
+      return RxResult::kAccepted;
+    }
+    case wire::AethType::kRnrNak: {
+      ++counters_.rnr_naks_received;
+      if (wire::psn_lt(psn, una_psn_)) {
+        ++counters_.rx_duplicates;
+        return RxResult::kDuplicate;
+      }
+      if (wire::psn_gt(psn, una_psn_) && advance_una(now_ns, wire::psn_add(psn, wire::kPsnMask))) {
+        sequence_retry(now_ns);
+        return RxResult::kAccepted;
+      }
+      if (rnr_deadline_ns_ != kNoDeadline && rnr_psn_ == psn) return RxResult::kDuplicate;
+      if (rnr_retry_left_ == 0) {
+        fail(WcStatus::kRnrRetryExceeded);
+        return RxResult::kAccepted;
+      }
+      if (attr_.rnr_retry != 7) --rnr_retry_left_;
+      rnr_psn_ = psn;
+      rnr_deadline_ns_ = now_ns + rnr_timer_ns(aeth.value());
+      ack_deadline_ns_ = kNoDeadline;
+      rewind_to(psn);
+      return RxResult::kAccepted;
+    }
+    case wire::AethType::kNak: {
+      ++counters_.naks_received;
+      if (wire::psn_lt(psn, una_psn_)) {
+        ++counters_.rx_duplicates;
+        return RxResult::kDuplicate;
+      }
+      // Everything before the NAKed PSN was received.
+      bool blocked = false;
+      if (wire::psn_gt(psn, una_psn_)) {
+        blocked = advance_una(now_ns, wire::psn_add(psn, wire::kPsnMask));
+      }
+      if (aeth.value() == static_cast<uint8_t>(wire::NakCode::kPsnSequenceError) || blocked) {
+        sequence_retry(now_ns);
+      } else {
+        fail(nak_status(aeth.value()));
+      }
+      return RxResult::kAccepted;
+    }
+    case wire::AethType::kReserved:
+      break;
+  }
+  ++counters_.drop_bad_opcode;
+  return RxResult::kDropped;
+}
+
+RxResult Qp::completer_read_response(uint64_t now_ns, const wire::RoceHeader& hdr,
+                                     std::span<const uint8_t> payload) {
+  const uint32_t psn = hdr.bth.psn;
+  const uint32_t flags = hdr.info().flags;
+  if (wire::psn_lt(psn, una_psn_)) {
+    ++counters_.rx_duplicates;
+    return RxResult::kDuplicate;
+  }
+  if ((flags & wire::kOpAeth) && hdr.aeth.type() != wire::AethType::kAck) {
+    ++counters_.drop_bad_opcode;
+    return RxResult::kDropped;
+  }
+  // A READ response acknowledges every request before it.
+  if (advance_una(now_ns, wire::psn_add(psn, wire::kPsnMask))) {
+    sequence_retry(now_ns);  // an earlier READ is missing responses
+    ++counters_.rx_out_of_sequence;
+    return RxResult::kOutOfSequence;
+  }
+  if (sq_head_ == sq_tail_) {
+    ++counters_.drop_stale_response;
+    return RxResult::kDropped;
+  }
+  SendWqe& w = sq_at(sq_head_);
+  if (w.wr.opcode != WrOpcode::kRead ||
+      !wire::psn_in_range(psn, w.first_psn, wire::psn_add(w.first_psn, w.npkts))) {
+    ++counters_.drop_stale_response;
+    return RxResult::kDropped;
+  }
+  if (wire::psn_lt(una_psn_, w.first_psn)) {
+    una_psn_ = w.first_psn;
+    on_progress(now_ns);
+  }
+  if (psn != una_psn_) {
+    ++counters_.rx_out_of_sequence;
+    sequence_retry(now_ns);
+    return RxResult::kOutOfSequence;
+  }
+  const uint32_t off = static_cast<uint32_t>(wire::psn_diff(psn, w.first_psn)) << pmtu_shift_;
+  const uint32_t remaining = w.len_bytes - off;
+  const bool last = remaining <= attr_.pmtu_bytes;
+  const uint32_t n = last ? remaining : attr_.pmtu_bytes;
+  if (payload.size() != n || last != static_cast<bool>(flags & wire::kOpLast)) {
+    ++counters_.drop_bad_length;
+    return RxResult::kDropped;
+  }
+  // Scatter into the local SGEs (checked for local write at post time).
+  uint32_t skip = off;
+  size_t done = 0;
+  for (uint32_t i = 0; i < w.wr.num_sge && done < n; ++i) {
+    const uint32_t sz = static_cast<uint32_t>(w.seg[i].size());
+    if (skip >= sz) {
+      skip -= sz;
+      continue;
+    }
+    const size_t take = std::min<size_t>(sz - skip, n - done);
+    std::memcpy(w.seg[i].data() + skip, payload.data() + done, take);
+    done += take;
+    skip = 0;
+  }
+  una_psn_ = wire::psn_next(psn);
+  if (last) complete_head(WcStatus::kSuccess);
+  on_progress(now_ns);
+  return RxResult::kAccepted;
+}
+
+void Qp::on_timer(uint64_t now_ns) {
+  if (state_ != QpState::kRts && state_ != QpState::kSqd) return;
+  if (rnr_deadline_ns_ <= now_ns) {
+    rnr_deadline_ns_ = kNoDeadline;
+    rewind_to(wire::psn_lt(rnr_psn_, una_psn_) ? una_psn_ : rnr_psn_);
+    if (una_psn_ != snd_max_psn_ && attr_.timeout != 0) {
+      ack_deadline_ns_ = now_ns + ack_timeout_ns(attr_.timeout);
+    }
+  }
+  if (ack_deadline_ns_ <= now_ns) {
+    ++counters_.timeouts;
+    if (una_psn_ == snd_max_psn_) {
+      ack_deadline_ns_ = kNoDeadline;
+      return;
+    }
+    if (!consume_retry(now_ns)) return;
+    ++counters_.retries;
+    rewind_to(una_psn_);
+    rewound_without_progress_ = true;
+    ack_deadline_ns_ = now_ns + ack_timeout_ns(attr_.timeout);
+  }
+}
+
+}  // namespace conduit::transport

@@ -1,0 +1,393 @@
+// QP state changes, posting work requests and the completion queue.
+#include "transport/qp.h"
+
+#include <bit>
+
+#include "wire/psn.h"
+
+namespace conduit::transport {
+namespace {
+
+using wire::psn_mask;
+
+// 1 GiB: a READ of it at PMTU 256 spans 2^22 PSNs, well inside the 2^23 PSN half range.
+constexpr uint32_t kMaxPayloadPerWr = 1u << 30;
+constexpr uint32_t kMaxReadDepth = 16;
+
+uint32_t round_pow2(uint32_t v) { return std::bit_ceil(v < 2 ? 2u : v); }
+
+// Which attributes each transition requires and which it may also set
+// (the verbs table, without the path/port/P_Key attributes conduit has no use for).
+struct Transition {
+  QpState from, to;
+  uint32_t required, optional;
+};
+constexpr Transition kTransitions[] = {
+    {QpState::kReset, QpState::kInit, 0, kAttrAccessFlags},
+    {QpState::kInit, QpState::kInit, 0, kAttrAccessFlags},
+    {QpState::kInit, QpState::kRtr,
+     kAttrPathMtu | kAttrDestQpn | kAttrRqPsn | kAttrMaxDestRdAtomic | kAttrMinRnrTimer,
+     kAttrAccessFlags},
+    {QpState::kRtr, QpState::kRts,
+     kAttrSqPsn | kAttrTimeout | kAttrRetryCnt | kAttrRnrRetry | kAttrMaxRdAtomic,
+     kAttrAccessFlags | kAttrMinRnrTimer},
+    {QpState::kRts, QpState::kRts, 0,
+     kAttrAccessFlags | kAttrMinRnrTimer | kAttrTimeout | kAttrRetryCnt | kAttrRnrRetry},
+    {QpState::kRts, QpState::kSqd, 0, 0},
+    {QpState::kSqd, QpState::kSqd, 0,
+     kAttrAccessFlags | kAttrMinRnrTimer | kAttrTimeout | kAttrRetryCnt | kAttrRnrRetry |
+         kAttrMaxRdAtomic | kAttrMaxDestRdAtomic},
+    {QpState::kSqd, QpState::kRts, 0,
+     kAttrAccessFlags | kAttrMinRnrTimer | kAttrTimeout | kAttrRetryCnt | kAttrRnrRetry},
+    {QpState::kErr, QpState::kErr, 0, 0},
+};
+
+}  // namespace
+
+const char* qp_state_name(QpState s) {
+  switch (s) {
+    case QpState::kReset:
+      return "RESET";
+    case QpState::kInit:
+      return "INIT";
+    case QpState::kRtr:
+      return "RTR";
+    case QpState::kRts:
+      return "RTS";
+    case QpState::kSqd:
+      return "SQD";
+    case QpState::kErr:
+      return "ERR";
+  }
+  return "?";
+}
+
+const char* status_name(Status s) {
+  switch (s) {
+    case Status::kOk:
+      return "ok";
+    case Status::kInvalidState:
+      return "invalid state";
+    case Status::kInvalidTransition:
+      return "invalid transition";
+    case Status::kMissingAttr:
+      return "missing attribute";
+    case Status::kInvalidAttr:
+      return "invalid attribute";
+    case Status::kQueueFull:
+      return "queue full";
+    case Status::kInvalidSge:
+      return "invalid SGE";
+    case Status::kInvalidWr:
+      return "invalid work request";
+  }
+  return "?";
+}
+
+const char* wc_status_name(WcStatus s) {
+  switch (s) {
+    case WcStatus::kSuccess:
+      return "success";
+    case WcStatus::kLocalLengthError:
+      return "local length error";
+    case WcStatus::kLocalProtectionError:
+      return "local protection error";
+    case WcStatus::kWrFlushError:
+      return "WR flush error";
+    case WcStatus::kBadResponse:
+      return "bad response";
+    case WcStatus::kRemoteInvalidRequest:
+      return "remote invalid request";
+    case WcStatus::kRemoteAccessError:
+      return "remote access error";
+    case WcStatus::kRemoteOperationError:
+      return "remote operation error";
+    case WcStatus::kRetryExceeded:
+      return "retry exceeded";
+    case WcStatus::kRnrRetryExceeded:
+      return "RNR retry exceeded";
+  }
+  return "?";
+}
+
+uint64_t rnr_timer_ns(uint8_t code) {
+  // IB_RNR_TIMER_* in units of 10 us; code 0 is 655.36 ms.
+  static constexpr uint32_t kTens_us[32] = {65536, 1,    2,    3,     4,     6,     8,     12,
+                                            16,    24,   32,   48,    64,    96,    128,   192,
+                                            256,   384,  512,  768,   1024,  1536,  2048,  3072,
+                                            4096,  6144, 8192, 12288, 16384, 24576, 32768, 49152};
+  return static_cast<uint64_t>(kTens_us[code & 31]) * 10'000;
+}
+
+Qp::Qp(const QpConfig& config, MemoryRegions& mrs) : config_(config), mrs_(mrs) {
+  config_.qpn = psn_mask(config_.qpn);
+  if (config_.window_packets == 0) config_.window_packets = 1;
+  if (config_.window_packets > (1u << 20)) config_.window_packets = 1u << 20;
+  if (config_.ack_req_every_packets == 0) config_.ack_req_every_packets = 1;
+  sq_.resize(round_pow2(config_.sq_depth));
+  sq_mask_ = static_cast<uint32_t>(sq_.size()) - 1;
+  rq_.resize(round_pow2(config_.rq_depth));
+  rq_mask_ = static_cast<uint32_t>(rq_.size()) - 1;
+  cq_.resize(round_pow2(static_cast<uint32_t>(sq_.size() + rq_.size())));
+  cq_mask_ = static_cast<uint32_t>(cq_.size()) - 1;
+  reads_.resize(kMaxReadDepth);
+  resp_fifo_.resize(round_pow2(2 * kMaxReadDepth + 2));
+  reset_all();
+}
+
+void Qp::reset_all() {
+  attr_ = QpAttr{};
+  sq_head_ = sq_tail_ = 0;
+  rq_head_ = rq_tail_ = 0;
+  cq_head_ = cq_tail_ = 0;
+  cur_wqe_ = 0;
+  reads_started_ = 0;
+  pkts_since_ack_req_ = 0;
+  rewound_without_progress_ = false;
+  ack_deadline_ns_ = rnr_deadline_ns_ = kNoDeadline;
+  msn_ = 0;
+  nak_seq_sent_ = false;
+  in_msg_ = InMessage::kNone;
+  recv_offset_ = write_offset_ = 0;
+  write_mem_ = {};
+  for (auto& r : reads_) r = ReadResource{};
+  read_next_ = 0;
+  resp_head_ = resp_tail_ = 0;
+}
+
+Status Qp::modify(const QpAttr& a, uint32_t mask) {
+  const QpState to = (mask & kAttrState) ? a.state : state_;
+  if (to == QpState::kReset) {
+    state_ = QpState::kReset;
+    reset_all();
+    return Status::kOk;
+  }
+  if (to == QpState::kErr) {
+    if (state_ == QpState::kReset) return Status::kInvalidTransition;
+    if (state_ != QpState::kErr) enter_error();
+    return Status::kOk;
+  }
+  const Transition* t = nullptr;
+  for (const auto& cand : kTransitions) {
+    if (cand.from == state_ && cand.to == to) t = &cand;
+  }
+  if (t == nullptr) return Status::kInvalidTransition;
+  const uint32_t attrs = mask & ~kAttrState;
+  if ((attrs & t->required) != t->required) return Status::kMissingAttr;
+  if ((attrs & ~(t->required | t->optional)) != 0) return Status::kInvalidAttr;
+
+  // Validate everything before changing anything.
+  if (attrs & kAttrPathMtu) {
+    const uint32_t m = a.pmtu_bytes;
+    if (m < 256 || m > 4096 || !std::has_single_bit(m)) return Status::kInvalidAttr;
+  }
+  if ((attrs & kAttrDestQpn) && a.dest_qpn > wire::kPsnMask) return Status::kInvalidAttr;
+  if ((attrs & kAttrRqPsn) && a.rq_psn > wire::kPsnMask) return Status::kInvalidAttr;
+  if ((attrs & kAttrSqPsn) && a.sq_psn > wire::kPsnMask) return Status::kInvalidAttr;
+  if ((attrs & kAttrTimeout) && a.timeout > 31) return Status::kInvalidAttr;
+  if ((attrs & kAttrRetryCnt) && a.retry_cnt > 7) return Status::kInvalidAttr;
+  if ((attrs & kAttrRnrRetry) && a.rnr_retry > 7) return Status::kInvalidAttr;
+  if ((attrs & kAttrMinRnrTimer) && a.min_rnr_timer > 31) return Status::kInvalidAttr;
+  if ((attrs & kAttrMaxRdAtomic) && (a.max_rd_atomic == 0 || a.max_rd_atomic > kMaxReadDepth))
+    return Status::kInvalidAttr;
+  if ((attrs & kAttrMaxDestRdAtomic) &&
+      (a.max_dest_rd_atomic == 0 || a.max_dest_rd_atomic > kMaxReadDepth))
+    return Status::kInvalidAttr;
+  if ((attrs & kAttrAccessFlags) &&
+      (a.access_flags & ~(kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead)) != 0)
+    return Status::kInvalidAttr;
+
+  if (attrs & kAttrAccessFlags) attr_.access_flags = a.access_flags;
+  if (attrs & kAttrPathMtu) {
+    attr_.pmtu_bytes = a.pmtu_bytes;
+    pmtu_shift_ = static_cast<uint32_t>(std::countr_zero(a.pmtu_bytes));
+  }
+  if (attrs & kAttrDestQpn) attr_.dest_qpn = a.dest_qpn;
+  if (attrs & kAttrRqPsn) {
+    attr_.rq_psn = a.rq_psn;
+    epsn_ = a.rq_psn;
+  }
+  if (attrs & kAttrSqPsn) {
+    attr_.sq_psn = a.sq_psn;
+    next_post_psn_ = cur_psn_ = snd_max_psn_ = una_psn_ = a.sq_psn;
+  }
+  if (attrs & kAttrTimeout) attr_.timeout = a.timeout;
+  if (attrs & kAttrRetryCnt) {
+    attr_.retry_cnt = a.retry_cnt;
+    retry_left_ = a.retry_cnt;
+  }
+  if (attrs & kAttrRnrRetry) {
+    attr_.rnr_retry = a.rnr_retry;
+    rnr_retry_left_ = a.rnr_retry;
+  }
+  if (attrs & kAttrMinRnrTimer) attr_.min_rnr_timer = a.min_rnr_timer;
+  if (attrs & kAttrMaxRdAtomic) attr_.max_rd_atomic = a.max_rd_atomic;
+  if (attrs & kAttrMaxDestRdAtomic) attr_.max_dest_rd_atomic = a.max_dest_rd_atomic;
+  state_ = to;
+  attr_.state = to;
+  return Status::kOk;
+}
+
+uint32_t Qp::npkts_for(uint32_t len_bytes) const {
+  if (len_bytes == 0) return 1;
+  return ((len_bytes - 1) >> pmtu_shift_) + 1;
+}
+
+bool Qp::cq_has_room_for_post() const {
+  // Every outstanding WR yields at most one completion: reserve room for all.
+  const uint32_t pending = (cq_tail_ - cq_head_) + (sq_tail_ - sq_head_) + (rq_tail_ - rq_head_);
+  return pending < cq_.size();
+}
+
+void Qp::push_completion(const Completion& c) {
+  // Cannot overflow: posting reserves a slot per WR (cq_has_room_for_post).
+  cq_[cq_tail_ & cq_mask_] = c;
+  ++cq_tail_;
+}
+
+size_t Qp::poll_cq(std::span<Completion> out) {
+  size_t n = 0;
+  while (n < out.size() && cq_head_ != cq_tail_) {
+    out[n++] = cq_[cq_head_ & cq_mask_];
+    ++cq_head_;
+  }
+  return n;
+}
+
+Status Qp::post_send(const SendWr& wr) {
+  if (wr.num_sge > kMaxSge) return Status::kInvalidWr;
+  if (static_cast<uint8_t>(wr.opcode) > static_cast<uint8_t>(WrOpcode::kRead))
+    return Status::kInvalidWr;
+  if (state_ != QpState::kRts && state_ != QpState::kSqd && state_ != QpState::kErr)
+    return Status::kInvalidState;
+  if (sq_tail_ - sq_head_ == sq_.size() || !cq_has_room_for_post()) return Status::kQueueFull;
+
+  SendWqe& w = sq_at(sq_tail_);
+  w.wr = wr;
+  w.len_bytes = 0;
+  const uint32_t access = wr.opcode == WrOpcode::kRead ? kAccessLocalWrite : 0u;
+  for (uint32_t i = 0; i < wr.num_sge; ++i) {
+    const Sge& s = wr.sge[i];
+    if (s.len_bytes > kMaxPayloadPerWr - w.len_bytes) return Status::kInvalidWr;
+    if (mrs_.lookup_local(s.lkey, s.addr, s.len_bytes, access, w.seg[i]) != MrStatus::kOk)
+      return Status::kInvalidSge;
+    w.len_bytes += s.len_bytes;
+  }
+  if (state_ == QpState::kErr) {
+    Completion c;
+    c.wr_id = wr.wr_id;
+    c.status = WcStatus::kWrFlushError;
+    push_completion(c);
+    return Status::kOk;
+  }
+  w.first_psn = next_post_psn_;
+  w.npkts = npkts_for(w.len_bytes);  // READ: one PSN per response packet
+  next_post_psn_ = wire::psn_add(next_post_psn_, w.npkts);
+  ++sq_tail_;
+  return Status::kOk;
+}
+
+Status Qp::post_recv(const RecvWr& wr) {
+  if (wr.num_sge > kMaxSge) return Status::kInvalidWr;
+  if (state_ == QpState::kReset) return Status::kInvalidState;
+  if (rq_tail_ - rq_head_ == rq_.size() || !cq_has_room_for_post()) return Status::kQueueFull;
+  RecvWqe& r = rq_[rq_tail_ & rq_mask_];
+  r.wr_id = wr.wr_id;
+  r.num_sge = wr.num_sge;
+  r.len_bytes = 0;
+  for (uint32_t i = 0; i < wr.num_sge; ++i) {
+    const Sge& s = wr.sge[i];
+    if (s.len_bytes > kMaxPayloadPerWr - r.len_bytes) return Status::kInvalidWr;
+    if (mrs_.lookup_local(s.lkey, s.addr, s.len_bytes, kAccessLocalWrite, r.seg[i]) !=
+        MrStatus::kOk)
+      return Status::kInvalidSge;
+    r.len_bytes += s.len_bytes;
+  }
+  if (state_ == QpState::kErr) {
+    Completion c;
+    c.wr_id = wr.wr_id;
+    c.status = WcStatus::kWrFlushError;
+    c.opcode = WcOpcode::kRecv;
+    push_completion(c);
+    return Status::kOk;
+  }
+  ++rq_tail_;
+  return Status::kOk;
+}
+
+void Qp::enter_error() {
+  state_ = QpState::kErr;
+  attr_.state = QpState::kErr;
+  while (sq_head_ != sq_tail_) {
+    const SendWqe& w = sq_at(sq_head_);
+    Completion c;
+    c.wr_id = w.wr.wr_id;
+    c.status = WcStatus::kWrFlushError;
+    push_completion(c);
+    ++sq_head_;
+  }
+  while (rq_head_ != rq_tail_) {
+    Completion c;
+    c.wr_id = rq_[rq_head_ & rq_mask_].wr_id;
+    c.status = WcStatus::kWrFlushError;
+    c.opcode = WcOpcode::kRecv;
+    push_completion(c);
+    ++rq_head_;
+  }
+  cur_wqe_ = sq_head_;
+  reads_started_ = 0;
+  ack_deadline_ns_ = rnr_deadline_ns_ = kNoDeadline;
+  // Queued ACK/NAK items stay: a fatal NAK must still reach the requester.
+  // READ responses stop (responder_poll skips items of inactive resources).
+  for (auto& r : reads_) r.active = false;
+  in_msg_ = InMessage::kNone;
+}
+
+RxResult Qp::on_packet(uint64_t now_ns, const wire::RoceHeader& hdr,
+                       std::span<const uint8_t> payload) {
+  ++counters_.rx_packets;
+  const wire::OpcodeInfo& info = hdr.info();
+  if (hdr.bth.dest_qp != config_.qpn) {
+    ++counters_.drop_wrong_qp;
+    return RxResult::kDropped;
+  }
+  if (!(info.flags & wire::kOpValid) || (info.flags & wire::kOpCnp)) {
+    ++counters_.drop_bad_opcode;
+    return RxResult::kDropped;
+  }
+  if (payload.size() > attr_.pmtu_bytes) {
+    ++counters_.drop_bad_length;
+    return RxResult::kDropped;
+  }
+  if (info.flags & wire::kOpRequest) {
+    if (state_ != QpState::kRtr && state_ != QpState::kRts && state_ != QpState::kSqd) {
+      ++counters_.drop_state;
+      return RxResult::kDropped;
+    }
+    return responder_rx(hdr, payload);
+  }
+  if (state_ != QpState::kRts && state_ != QpState::kSqd) {
+    ++counters_.drop_state;
+    return RxResult::kDropped;
+  }
+  return completer_rx(now_ns, hdr, payload);
+}
+
+bool Qp::poll_tx(uint64_t now_ns, TxPacket& out) {
+  if (state_ == QpState::kReset || state_ == QpState::kInit) return false;
+  if (responder_poll(out)) {
+    ++counters_.tx_packets;
+    return true;
+  }
+  if (requester_poll(now_ns, out)) {
+    ++counters_.tx_packets;
+    return true;
+  }
+  return false;
+}
+
+uint64_t Qp::next_deadline_ns() const {
+  return ack_deadline_ns_ < rnr_deadline_ns_ ? ack_deadline_ns_ : rnr_deadline_ns_;
+}
+
+}  // namespace conduit::transport

@@ -1,0 +1,147 @@
+// Requester: turns send WQEs into request packets (segmentation by PMTU,
+// AckReq policy, send window, initiator READ depth) and rewinds for go-back-N.
+#include "transport/qp.h"
+#include "wire/psn.h"
+
+namespace conduit::transport {
+namespace {
+
+using wire::Opcode;
+
+// Fills out.payload with [offset, offset + len) of the WQE's scatter-gather list.
+void gather(const std::array<std::span<uint8_t>, kMaxSge>& seg, uint32_t num_sge, uint32_t offset,
+            uint32_t len, TxPacket& out) {
+  out.payload_parts = 0;
+  out.payload_bytes = len;
+  for (uint32_t i = 0; i < num_sge && len > 0; ++i) {
+    const uint32_t sz = static_cast<uint32_t>(seg[i].size());
+    if (offset >= sz) {
+      offset -= sz;
+      continue;
+    }
+    const uint32_t take = sz - offset < len ? sz - offset : len;
+    out.payload[out.payload_parts++] = std::span<const uint8_t>(seg[i].data() + offset, take);
+    len -= take;
+    offset = 0;
+  }
+}
+
+uint8_t op(Opcode o) { return static_cast<uint8_t>(o); }
+
+}  // namespace
+
+void Qp::build_request(SendWqe& w, uint32_t psn, TxPacket& out) {
+  wire::RoceHeader& h = out.hdr;
+  h = wire::RoceHeader{};
+  h.bth.dest_qp = attr_.dest_qpn;
+  h.bth.psn = psn;
+  const uint32_t offset = static_cast<uint32_t>(wire::psn_diff(psn, w.first_psn)) << pmtu_shift_;
+  out.payload_parts = 0;
+  out.payload_bytes = 0;
+
+  if (w.wr.opcode == WrOpcode::kRead) {
+    // A resent READ asks only for what is still missing (as rxe does).
+    h.bth.opcode = op(Opcode::kReadRequest);
+    h.bth.ack_req = true;
+    h.reth = wire::Reth{w.wr.remote_addr + offset, w.wr.rkey, w.len_bytes - offset};
+    pkts_since_ack_req_ = 0;
+    return;
+  }
+  const uint32_t remaining = w.len_bytes - offset;
+  const bool first = offset == 0;
+  const bool last = remaining <= attr_.pmtu_bytes;
+  const uint32_t n = last ? remaining : attr_.pmtu_bytes;
+  const bool imm = w.wr.opcode == WrOpcode::kSendImm || w.wr.opcode == WrOpcode::kWriteImm;
+  if (w.wr.opcode == WrOpcode::kSend || w.wr.opcode == WrOpcode::kSendImm) {
+    if (first && last) {
+      h.bth.opcode = op(imm ? Opcode::kSendOnlyImm : Opcode::kSendOnly);
+    } else if (first) {
+      h.bth.opcode = op(Opcode::kSendFirst);
+    } else if (last) {
+      h.bth.opcode = op(imm ? Opcode::kSendLastImm : Opcode::kSendLast);
+    } else {
+      h.bth.opcode = op(Opcode::kSendMiddle);
+    }
+  } else {
+    if (first && last) {
+      h.bth.opcode = op(imm ? Opcode::kWriteOnlyImm : Opcode::kWriteOnly);
+    } else if (first) {
+      h.bth.opcode = op(Opcode::kWriteFirst);
+    } else if (last) {
+      h.bth.opcode = op(imm ? Opcode::kWriteLastImm : Opcode::kWriteLast);
+    } else {
+      h.bth.opcode = op(Opcode::kWriteMiddle);
+    }
+    if (first) h.reth = wire::Reth{w.wr.remote_addr, w.wr.rkey, w.len_bytes};
+  }
+  if (last) {
+    h.imm = w.wr.imm;
+    h.bth.solicited = w.wr.solicited;
+  }
+  ++pkts_since_ack_req_;
+  if (last || pkts_since_ack_req_ >= config_.ack_req_every_packets) {
+    h.bth.ack_req = true;
+    pkts_since_ack_req_ = 0;
+  }
+  gather(w.seg, w.wr.num_sge, offset, n, out);
+}
+
+bool Qp::requester_poll(uint64_t now_ns, TxPacket& out) {
+  if (state_ != QpState::kRts && state_ != QpState::kSqd) return false;
+  if (rnr_deadline_ns_ != kNoDeadline) return false;  // waiting out an RNR NAK
+  if (cur_wqe_ == sq_tail_) return false;
+  if (static_cast<uint32_t>(wire::psn_diff(cur_psn_, una_psn_)) >= config_.window_packets)
+    return false;
+  SendWqe& w = sq_at(cur_wqe_);
+  const bool fresh_wqe = cur_psn_ == w.first_psn && wire::psn_ge(cur_psn_, snd_max_psn_);
+  // SQD: finish what was started, start nothing new.
+  if (fresh_wqe && state_ == QpState::kSqd) return false;
+  if (w.wr.opcode == WrOpcode::kRead && fresh_wqe && reads_started_ >= attr_.max_rd_atomic)
+    return false;
+
+  const uint32_t psn = cur_psn_;
+  build_request(w, psn, out);
+  if (wire::psn_lt(psn, snd_max_psn_)) ++counters_.tx_retransmits;
+
+  const uint32_t end_psn = wire::psn_add(w.first_psn, w.npkts);
+  cur_psn_ = w.wr.opcode == WrOpcode::kRead ? end_psn : wire::psn_next(psn);
+  if (cur_psn_ == end_psn) {
+    if (w.wr.opcode == WrOpcode::kRead) ++reads_started_;
+    ++cur_wqe_;
+  }
+  if (wire::psn_gt(cur_psn_, snd_max_psn_)) snd_max_psn_ = cur_psn_;
+  // The packet that fills the window asks for an ACK, or the window would
+  // only reopen through the ACK timer.
+  if (static_cast<uint32_t>(wire::psn_diff(cur_psn_, una_psn_)) >= config_.window_packets) {
+    out.hdr.bth.ack_req = true;
+    pkts_since_ack_req_ = 0;
+  }
+  if (ack_deadline_ns_ == kNoDeadline && attr_.timeout != 0) {
+    ack_deadline_ns_ = now_ns + ack_timeout_ns(attr_.timeout);
+  }
+  return true;
+}
+
+void Qp::recount_reads_started() {
+  reads_started_ = 0;
+  for (uint32_t i = sq_head_; i != cur_wqe_; ++i) {
+    if (sq_at(i).wr.opcode == WrOpcode::kRead) ++reads_started_;
+  }
+}
+
+void Qp::rewind_to(uint32_t psn) {
+  uint32_t i = sq_head_;
+  for (; i != sq_tail_; ++i) {
+    const SendWqe& w = sq_at(i);
+    if (wire::psn_lt(psn, wire::psn_add(w.first_psn, w.npkts))) break;
+  }
+  cur_wqe_ = i;
+  cur_psn_ = psn;
+  // A rewound READ restarts at a response boundary inside it; other WQEs at
+  // the packet with that PSN. Before the WQE's start means its first packet.
+  if (i != sq_tail_ && wire::psn_lt(psn, sq_at(i).first_psn)) cur_psn_ = sq_at(i).first_psn;
+  pkts_since_ack_req_ = 0;
+  recount_reads_started();
+}
+
+}  // namespace conduit::transport

@@ -1,0 +1,356 @@
+// Responder: checks each request against the expected PSN, places SEND and
+// RDMA WRITE payload, serves RDMA READ, and queues ACK/NAK/READ responses in
+// PSN order (an ACK never overtakes READ responses for earlier PSNs).
+#include <cstring>
+
+#include "transport/qp.h"
+#include "wire/psn.h"
+
+namespace conduit::transport {
+namespace {
+
+using wire::Aeth;
+using wire::NakCode;
+using wire::Opcode;
+
+constexpr uint32_t kMaxReadPkts = 1u << 22;
+
+// Copies payload into [offset, ...) of a scatter list; the caller checked room.
+void scatter(const std::array<std::span<uint8_t>, kMaxSge>& seg, uint32_t num_sge, uint32_t offset,
+             std::span<const uint8_t> payload) {
+  size_t done = 0;
+  for (uint32_t i = 0; i < num_sge && done < payload.size(); ++i) {
+    const size_t sz = seg[i].size();
+    if (offset >= sz) {
+      offset -= static_cast<uint32_t>(sz);
+      continue;
+    }
+    const size_t take = std::min(sz - offset, payload.size() - done);
+    std::memcpy(seg[i].data() + offset, payload.data() + done, take);
+    done += take;
+    offset = 0;
+  }
+}
+
+}  // namespace
+
+bool Qp::payload_length_ok(uint32_t flags, size_t len) const {
+  if (!(flags & wire::kOpPayload)) return len == 0;
+  if (!(flags & wire::kOpLast)) return len == attr_.pmtu_bytes;  // first, middle: full
+  if (!(flags & wire::kOpFirst)) return len >= 1;                // last of several
+  return true;                                                   // only: 0..PMTU
+}
+
+RxResult Qp::responder_rx(const wire::RoceHeader& hdr, std::span<const uint8_t> payload) {
+  const uint32_t psn = hdr.bth.psn;
+  const int32_t d = wire::psn_diff(psn, epsn_);
+  if (d < 0) return responder_duplicate(hdr);
+  if (d > 0) {
+    ++counters_.rx_out_of_sequence;
+    if (!nak_seq_sent_) {  // one NAK per gap, until ePSN arrives
+      nak_seq_sent_ = true;
+      ++counters_.naks_sent;
+      queue_ack(Aeth::nak(msn_, NakCode::kPsnSequenceError), epsn_);
+    }
+    return RxResult::kOutOfSequence;
+  }
+  const uint32_t flags = hdr.info().flags;
+  if (flags & (wire::kOpAtomic | wire::kOpIeth)) {
+    return responder_fatal(NakCode::kInvalidRequest, psn);  // not supported
+  }
+  const bool first = flags & wire::kOpFirst;
+  // Opcode sequence: middle/last only inside a message of the same kind.
+  switch (in_msg_) {
+    case InMessage::kNone:
+      if (!first) return responder_fatal(NakCode::kInvalidRequest, psn);
+      break;
+    case InMessage::kSend:
+      if (first || !(flags & wire::kOpSend)) return responder_fatal(NakCode::kInvalidRequest, psn);
+      break;
+    case InMessage::kWrite:
+      if (first || !(flags & wire::kOpWrite)) return responder_fatal(NakCode::kInvalidRequest, psn);
+      break;
+  }
+  if (!payload_length_ok(flags, payload.size())) {
+    return responder_fatal(NakCode::kInvalidRequest, psn);
+  }
+  if (flags & wire::kOpSend) return responder_send(hdr, payload);
+  if (flags & wire::kOpWrite) return responder_write(hdr, payload);
+  return responder_read(hdr);
+}
+
+RxResult Qp::responder_send(const wire::RoceHeader& hdr, std::span<const uint8_t> payload) {
+  const uint32_t flags = hdr.info().flags;
+  const uint32_t psn = hdr.bth.psn;
+  if (flags & wire::kOpFirst) {
+    if (rq_head_ == rq_tail_) return responder_rnr(psn);
+    recv_offset_ = 0;
+  }
+  RecvWqe& r = rq_[rq_head_ & rq_mask_];
+  if (payload.size() > r.len_bytes - recv_offset_) {
+    Completion c;
+    c.wr_id = r.wr_id;
+    c.status = WcStatus::kLocalLengthError;
+    c.opcode = WcOpcode::kRecv;
+    push_completion(c);
+    ++rq_head_;
+    return responder_fatal(NakCode::kInvalidRequest, psn);
+  }
+  scatter(r.seg, r.num_sge, recv_offset_, payload);
+  recv_offset_ += static_cast<uint32_t>(payload.size());
+  epsn_ = wire::psn_next(epsn_);
+  nak_seq_sent_ = false;
+  if (flags & wire::kOpLast) {
+    Completion c;
+    c.wr_id = r.wr_id;
+    c.opcode = WcOpcode::kRecv;
+    c.len_bytes = recv_offset_;
+    c.has_imm = flags & wire::kOpImm;
+    c.imm = c.has_imm ? hdr.imm : 0;
+    push_completion(c);
+    ++rq_head_;
+    msn_ = wire::psn_next(msn_);
+    in_msg_ = InMessage::kNone;
+  } else {
+    in_msg_ = InMessage::kSend;
+  }
+  if (hdr.bth.ack_req) queue_ack(Aeth::ack(msn_), psn);
+  return RxResult::kAccepted;
+}
+
+RxResult Qp::responder_write(const wire::RoceHeader& hdr, std::span<const uint8_t> payload) {
+  const uint32_t flags = hdr.info().flags;
+  const uint32_t psn = hdr.bth.psn;
+  const bool last = flags & wire::kOpLast;
+  const bool imm = flags & wire::kOpImm;
+  // WRITE with immediate consumes a receive WQE: RNR before touching memory.
+  if (last && imm && rq_head_ == rq_tail_) return responder_rnr(psn);
+  if (flags & wire::kOpFirst) {
+    if (!(attr_.access_flags & kAccessRemoteWrite)) {
+      return responder_fatal(NakCode::kRemoteAccessError, psn);
+    }
+    write_mem_ = {};
+    if (hdr.reth.dma_len != 0 &&
+        mrs_.lookup_remote(hdr.reth.rkey, hdr.reth.va, hdr.reth.dma_len, kAccessRemoteWrite,
+                           write_mem_) != MrStatus::kOk) {
+      return responder_fatal(NakCode::kRemoteAccessError, psn);
+    }
+    write_offset_ = 0;
+  }
+  if (payload.size() > write_mem_.size() - write_offset_ ||
+      (last && write_offset_ + payload.size() != write_mem_.size())) {
+    return responder_fatal(NakCode::kInvalidRequest, psn);  // payload vs RETH length
+  }
+  if (!payload.empty()) {
+    std::memcpy(write_mem_.data() + write_offset_, payload.data(), payload.size());
+  }
+  write_offset_ += static_cast<uint32_t>(payload.size());
+  epsn_ = wire::psn_next(epsn_);
+  nak_seq_sent_ = false;
+  if (last) {
+    if (imm) {
+      Completion c;
+      c.wr_id = rq_[rq_head_ & rq_mask_].wr_id;
+      c.opcode = WcOpcode::kRecvWriteImm;
+      c.len_bytes = write_offset_;
+      c.has_imm = true;
+      c.imm = hdr.imm;
+      push_completion(c);
+      ++rq_head_;
+    }
+    msn_ = wire::psn_next(msn_);
+    in_msg_ = InMessage::kNone;
+  } else {
+    in_msg_ = InMessage::kWrite;
+  }
+  if (hdr.bth.ack_req) queue_ack(Aeth::ack(msn_), psn);
+  return RxResult::kAccepted;
+}
+
+RxResult Qp::responder_read(const wire::RoceHeader& hdr) {
+  const uint32_t psn = hdr.bth.psn;
+  if (!(attr_.access_flags & kAccessRemoteRead)) {
+    return responder_fatal(NakCode::kRemoteAccessError, psn);
+  }
+  const uint32_t len = hdr.reth.dma_len;
+  const uint32_t npkts = npkts_for(len);
+  if (npkts > kMaxReadPkts) return responder_fatal(NakCode::kInvalidRequest, psn);
+  std::span<uint8_t> mem;
+  if (len != 0 && mrs_.lookup_remote(hdr.reth.rkey, hdr.reth.va, len, kAccessRemoteRead, mem) !=
+                      MrStatus::kOk) {
+    return responder_fatal(NakCode::kRemoteAccessError, psn);
+  }
+  const auto index = static_cast<uint8_t>(read_next_ % attr_.max_dest_rd_atomic);
+  ReadResource& r = reads_[index];
+  // A slot still sending its first play means the requester exceeded our
+  // responder depth; a replay of an old READ may be abandoned.
+  if (r.active && !r.replay) return responder_fatal(NakCode::kInvalidRequest, psn);
+  msn_ = wire::psn_next(msn_);
+  r.first_psn = psn;
+  r.npkts = npkts;
+  r.mem = mem;
+  r.start_psn = r.next_psn = psn;
+  r.msn = msn_;
+  ++r.gen;
+  r.active = true;
+  r.replay = false;
+  r.valid = true;
+  if (!queue_read(index)) {
+    // Cannot happen within the responder depth (the FIFO holds 2 items per
+    // READ slot); treat it as the requester overrunning us.
+    r.active = false;
+    return responder_fatal(NakCode::kInvalidRequest, psn);
+  }
+  ++read_next_;
+  epsn_ = wire::psn_add(epsn_, npkts);
+  nak_seq_sent_ = false;
+  return RxResult::kAccepted;
+}
+
+RxResult Qp::responder_duplicate(const wire::RoceHeader& hdr) {
+  ++counters_.rx_duplicates;
+  const uint32_t psn = hdr.bth.psn;
+  if (hdr.bth.opcode == static_cast<uint8_t>(Opcode::kReadRequest)) {
+    // Replay from the PSN asked for, out of the saved READ state.
+    for (uint32_t i = 0; i < attr_.max_dest_rd_atomic; ++i) {
+      ReadResource& r = reads_[i];
+      if (!r.valid || !wire::psn_in_range(psn, r.first_psn, wire::psn_add(r.first_psn, r.npkts)))
+        continue;
+      const uint32_t gen = r.gen;
+      const bool active = r.active, replay = r.replay;
+      const uint32_t start = r.start_psn, next = r.next_psn;
+      r.start_psn = r.next_psn = psn;
+      ++r.gen;
+      r.active = true;
+      r.replay = true;
+      if (!queue_read(static_cast<uint8_t>(i))) {
+        r.gen = gen;
+        r.active = active;
+        r.replay = replay;
+        r.start_psn = start;
+        r.next_psn = next;
+        ++counters_.drop_response_queue_full;
+        return RxResult::kDropped;
+      }
+      return RxResult::kDuplicate;
+    }
+    return RxResult::kDuplicate;  // too old to replay: the requester has it already
+  }
+  if (hdr.info().flags & wire::kOpAtomic) return RxResult::kDuplicate;
+  queue_ack(Aeth::ack(msn_), wire::psn_add(epsn_, wire::kPsnMask));  // ePSN - 1
+  return RxResult::kDuplicate;
+}
+
+RxResult Qp::responder_rnr(uint32_t psn) {
+  ++counters_.rnr_naks_sent;
+  queue_ack(Aeth::rnr_nak(msn_, attr_.min_rnr_timer), psn);
+  // The requester goes back to this PSN after the RNR wait; the packets behind
+  // it need no sequence NAK of their own.
+  nak_seq_sent_ = true;
+  return RxResult::kDropped;
+}
+
+RxResult Qp::responder_fatal(NakCode code, uint32_t psn) {
+  ++counters_.naks_sent;
+  queue_ack(Aeth::nak(msn_, code), psn);
+  enter_error();
+  return RxResult::kDropped;
+}
+
+void Qp::queue_ack(Aeth aeth, uint32_t psn) {
+  const uint32_t size = static_cast<uint32_t>(resp_fifo_.size());
+  if (resp_tail_ != resp_head_) {
+    Response& last = resp_fifo_[(resp_tail_ - 1) & (size - 1)];
+    // Coalesce: a newer ACK replaces a queued ACK (it acknowledges more).
+    if (last.kind == RespItem::kAck && last.aeth.type() == wire::AethType::kAck &&
+        aeth.type() == wire::AethType::kAck) {
+      last.aeth = aeth;
+      last.psn = psn;
+      return;
+    }
+  }
+  if (resp_tail_ - resp_head_ == size) {
+    ++counters_.drop_response_queue_full;
+    return;
+  }
+  Response& item = resp_fifo_[resp_tail_ & (size - 1)];
+  item.kind = RespItem::kAck;
+  item.aeth = aeth;
+  item.psn = psn;
+  ++resp_tail_;
+}
+
+bool Qp::queue_read(uint8_t index) {
+  const uint32_t size = static_cast<uint32_t>(resp_fifo_.size());
+  if (resp_tail_ - resp_head_ == size) return false;
+  Response& item = resp_fifo_[resp_tail_ & (size - 1)];
+  item.kind = RespItem::kRead;
+  item.read_index = index;
+  item.read_gen = reads_[index].gen;
+  ++resp_tail_;
+  return true;
+}
+
+void Qp::build_read_response(ReadResource& r, TxPacket& out) {
+  wire::RoceHeader& h = out.hdr;
+  h = wire::RoceHeader{};
+  h.bth.dest_qp = attr_.dest_qpn;
+  h.bth.psn = r.next_psn;
+  const uint32_t off = static_cast<uint32_t>(wire::psn_diff(r.next_psn, r.first_psn))
+                       << pmtu_shift_;
+  const uint32_t remaining = static_cast<uint32_t>(r.mem.size()) - off;
+  const bool last = remaining <= attr_.pmtu_bytes;
+  const bool first = r.next_psn == r.start_psn;
+  const uint32_t n = last ? remaining : attr_.pmtu_bytes;
+  Opcode o = Opcode::kReadResponseMiddle;
+  if (first && last) {
+    o = Opcode::kReadResponseOnly;
+  } else if (first) {
+    o = Opcode::kReadResponseFirst;
+  } else if (last) {
+    o = Opcode::kReadResponseLast;
+  }
+  h.bth.opcode = static_cast<uint8_t>(o);
+  h.aeth = Aeth::ack(r.msn);
+  out.payload_parts = 0;
+  out.payload_bytes = n;
+  if (n != 0) {
+    out.payload[0] = r.mem.subspan(off, n);
+    out.payload_parts = 1;
+  }
+  r.next_psn = wire::psn_next(r.next_psn);
+  if (last) {
+    r.active = false;
+    r.replay = false;
+  }
+}
+
+bool Qp::responder_poll(TxPacket& out) {
+  const uint32_t mask = static_cast<uint32_t>(resp_fifo_.size()) - 1;
+  while (resp_head_ != resp_tail_) {
+    Response& item = resp_fifo_[resp_head_ & mask];
+    if (item.kind == RespItem::kAck) {
+      wire::RoceHeader& h = out.hdr;
+      h = wire::RoceHeader{};
+      h.bth.opcode = static_cast<uint8_t>(Opcode::kAcknowledge);
+      h.bth.dest_qp = attr_.dest_qpn;
+      h.bth.psn = item.psn;
+      h.aeth = item.aeth;
+      out.payload_parts = 0;
+      out.payload_bytes = 0;
+      ++resp_head_;
+      return true;
+    }
+    ReadResource& r = reads_[item.read_index];
+    if (item.read_gen != r.gen || !r.active) {
+      ++resp_head_;  // superseded by a replay, or the QP went to ERR
+      continue;
+    }
+    build_read_response(r, out);
+    if (!r.active) ++resp_head_;
+    return true;
+  }
+  return false;
+}
+
+}  // namespace conduit::transport

@@ -1,0 +1,280 @@
+/* libconduit: verbs-like RDMA over conduitd's shared-memory rings.
+ *
+ * A process opens a context on the daemon's control socket; the daemon maps a
+ * region of shared memory for it. Memory for RDMA is allocated from that
+ * region (conduit_alloc_mr), queue pairs and completion queues live in it, and
+ * posting a work request is a copy into a ring plus, only when the daemon is
+ * asleep, one eventfd write. Connect a QP to a peer manually with the peer's
+ * QPN, PSN and GID (the out-of-band exchange ibv_rc_pingpong and perftest do).
+ *
+ * Errors: every function returning int returns 0 (or a count) on success and a
+ * negative errno value on failure. conduit_strerror(rc), called on the same
+ * thread right after the failing call, returns a message that says what to do
+ * (which socket has no daemon, which group grants access, which quota is
+ * exhausted); otherwise it returns a generic description of rc.
+ *
+ * Threads: control calls (open/close, create/destroy, alloc/dereg, connect,
+ * modify/query) may be made from any thread; they are serialized per context.
+ * conduit_post_send / conduit_post_recv on one QP, and conduit_poll_cq /
+ * conduit_wait_cq on one CQ, must each be called by one thread at a time.
+ *
+ * Ownership: destroy QPs before their CQs, and everything before
+ * conduit_close (which destroys whatever is left).
+ */
+#ifndef CONDUIT_CONDUIT_H_
+#define CONDUIT_CONDUIT_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define CONDUIT_API __attribute__((visibility("default")))
+#else
+#define CONDUIT_API
+#endif
+
+/* Where conduitd listens unless the caller or $CONDUIT_SOCKET says otherwise. */
+#define CONDUIT_DEFAULT_SOCKET "/run/conduit/conduitd.sock"
+
+struct conduit_context;
+struct conduit_cq;
+struct conduit_qp;
+
+/* ---- context ------------------------------------------------------------- */
+
+struct conduit_context_attr {
+  const char* socket_path; /* NULL: $CONDUIT_SOCKET, else CONDUIT_DEFAULT_SOCKET */
+  uint64_t region_bytes;   /* memory this process will register; 0: daemon default */
+  const char* client_name; /* shown by conduitctl; NULL: none */
+};
+
+/* attr may be NULL (all defaults). */
+CONDUIT_API int conduit_open(const struct conduit_context_attr* attr, struct conduit_context** out);
+/* Destroys every remaining QP, CQ and MR, detaches and closes the socket. */
+CONDUIT_API int conduit_close(struct conduit_context* ctx);
+/* See the note on errors above. Never NULL. */
+CONDUIT_API const char* conduit_strerror(int err);
+/* The library version, e.g. "0.1.0". */
+CONDUIT_API const char* conduit_version(void);
+
+/* ---- memory regions ------------------------------------------------------ */
+
+enum conduit_access_flags {
+  CONDUIT_ACCESS_LOCAL_WRITE = 1 << 0, /* receives and RDMA READ results land here */
+  CONDUIT_ACCESS_REMOTE_WRITE = 1 << 1,
+  CONDUIT_ACCESS_REMOTE_READ = 1 << 2,
+};
+
+struct conduit_mr {
+  void* addr;      /* start of the memory in this process */
+  size_t length;   /* bytes */
+  uint32_t lkey;   /* names the MR in local scatter-gather elements */
+  uint32_t rkey;   /* give to the peer for RDMA WRITE/READ into this MR */
+  uint64_t iova;   /* give to the peer as the remote address of addr */
+  uint32_t access; /* conduit_access_flags */
+};
+
+/* Allocates `length` bytes (page aligned, zeroed) in the shared region and
+ * registers them. -EDQUOT: quota exceeded; -ENOMEM: the region is full. */
+CONDUIT_API int conduit_alloc_mr(struct conduit_context* ctx, size_t length, uint32_t access,
+                                 struct conduit_mr** out);
+/* Deregisters and frees the memory. */
+CONDUIT_API int conduit_free_mr(struct conduit_mr* mr);
+
+/* ---- completion queues ---------------------------------------------------- */
+
+enum conduit_wc_status {
+  CONDUIT_WC_SUCCESS = 0,
+  CONDUIT_WC_LOC_LEN_ERR = 1,
+  CONDUIT_WC_LOC_QP_OP_ERR = 2,
+  CONDUIT_WC_LOC_PROT_ERR = 3,
+  CONDUIT_WC_WR_FLUSH_ERR = 4,
+  CONDUIT_WC_REM_ACCESS_ERR = 5,
+  CONDUIT_WC_REM_INV_REQ_ERR = 6,
+  CONDUIT_WC_REM_OP_ERR = 7,
+  CONDUIT_WC_RETRY_EXC_ERR = 8,
+  CONDUIT_WC_RNR_RETRY_EXC_ERR = 9,
+  CONDUIT_WC_FATAL_ERR = 10,
+};
+
+enum conduit_wc_opcode {
+  CONDUIT_WC_SEND = 1,
+  CONDUIT_WC_RDMA_WRITE = 2,
+  CONDUIT_WC_RDMA_READ = 3,
+  CONDUIT_WC_RECV = 4,
+  CONDUIT_WC_RECV_RDMA_WITH_IMM = 5,
+};
+
+#define CONDUIT_WC_WITH_IMM 1u
+
+struct conduit_wc {
+  uint64_t wr_id;
+  uint32_t status;   /* enum conduit_wc_status */
+  uint32_t opcode;   /* enum conduit_wc_opcode */
+  uint32_t byte_len; /* receives and RDMA READ: bytes transferred */
+  uint32_t imm_data; /* host order; valid when wc_flags has CONDUIT_WC_WITH_IMM */
+  uint32_t qp_num;
+  uint32_t src_qp;
+  uint32_t wc_flags;
+  uint32_t vendor_err; /* daemon detail code for errors */
+};
+
+CONDUIT_API const char* conduit_wc_status_str(uint32_t status);
+
+/* entries: at least this many completions fit (the daemon's depth may be larger). */
+CONDUIT_API int conduit_create_cq(struct conduit_context* ctx, uint32_t entries,
+                                  struct conduit_cq** out);
+CONDUIT_API int conduit_destroy_cq(struct conduit_cq* cq);
+/* Copies up to max completions into wc; returns how many (0 if none). */
+CONDUIT_API int conduit_poll_cq(struct conduit_cq* cq, int max, struct conduit_wc* wc);
+/* Blocks until the CQ has completions or timeout_ms passes (-1: forever).
+ * Returns the number available (> 0), 0 on timeout, or -errno. */
+CONDUIT_API int conduit_wait_cq(struct conduit_cq* cq, int timeout_ms);
+
+/* ---- queue pairs ---------------------------------------------------------- */
+
+struct conduit_qp_init_attr {
+  struct conduit_cq* send_cq;
+  struct conduit_cq* recv_cq;
+  uint32_t max_send_wr;      /* 0: the daemon's depth */
+  uint32_t max_recv_wr;      /* 0: the daemon's depth */
+  const char* traffic_class; /* policy class name; NULL: the default class */
+};
+
+CONDUIT_API int conduit_create_qp(struct conduit_context* ctx,
+                                  const struct conduit_qp_init_attr* attr, struct conduit_qp** out);
+CONDUIT_API int conduit_destroy_qp(struct conduit_qp* qp);
+CONDUIT_API uint32_t conduit_qp_num(const struct conduit_qp* qp);
+
+enum conduit_qp_state {
+  CONDUIT_QPS_RESET = 0,
+  CONDUIT_QPS_INIT = 1,
+  CONDUIT_QPS_RTR = 2,
+  CONDUIT_QPS_RTS = 3,
+  CONDUIT_QPS_SQD = 4,
+  CONDUIT_QPS_SQE = 5,
+  CONDUIT_QPS_ERR = 6,
+};
+
+/* Path MTU, verbs numbering. */
+enum conduit_mtu {
+  CONDUIT_MTU_256 = 1,
+  CONDUIT_MTU_512 = 2,
+  CONDUIT_MTU_1024 = 3,
+  CONDUIT_MTU_2048 = 4,
+  CONDUIT_MTU_4096 = 5,
+};
+
+/* What the peer told us out of band, plus our own start PSN. */
+struct conduit_qp_connect_attr {
+  uint32_t remote_qpn;    /* 24 bit */
+  uint32_t remote_psn;    /* peer's first send PSN = our first expected PSN */
+  uint32_t local_psn;     /* our first send PSN (tell the peer) */
+  uint8_t remote_gid[16]; /* e.g. ::ffff:198.18.0.2 for RoCEv2 over IPv4 */
+  uint32_t mtu;           /* enum conduit_mtu */
+  uint32_t access;        /* conduit_access_flags remote peers may use on this QP */
+  uint8_t timeout;        /* local ACK timeout 4.096 us * 2^timeout; 0..31 (14 is common) */
+  uint8_t retry_cnt;      /* 0..7 */
+  uint8_t rnr_retry;      /* 0..7; 7 = retry forever */
+  uint8_t min_rnr_timer;  /* 0..31, IB encoding (12 = 0.64 ms) */
+};
+
+/* RESET -> INIT -> RTR -> RTS in one call. */
+CONDUIT_API int conduit_connect_qp(struct conduit_qp* qp,
+                                   const struct conduit_qp_connect_attr* attr);
+
+/* Low-level state changes, as ibv_modify_qp. attr_mask: CONDUIT_QP_* bits. */
+enum conduit_qp_attr_mask {
+  CONDUIT_QP_STATE = 1 << 0,
+  CONDUIT_QP_ACCESS = 1 << 1,
+  CONDUIT_QP_PATH_MTU = 1 << 2,
+  CONDUIT_QP_DEST_QPN = 1 << 3,
+  CONDUIT_QP_RQ_PSN = 1 << 4,
+  CONDUIT_QP_SQ_PSN = 1 << 5,
+  CONDUIT_QP_DGID = 1 << 6,
+  CONDUIT_QP_TIMEOUT = 1 << 7,
+  CONDUIT_QP_RETRY_CNT = 1 << 8,
+  CONDUIT_QP_RNR_RETRY = 1 << 9,
+  CONDUIT_QP_MIN_RNR_TIMER = 1 << 10,
+};
+
+struct conduit_qp_attr {
+  uint32_t state; /* enum conduit_qp_state */
+  uint32_t access;
+  uint32_t path_mtu; /* enum conduit_mtu */
+  uint32_t dest_qpn;
+  uint32_t rq_psn;
+  uint32_t sq_psn;
+  uint8_t dgid[16];
+  uint8_t timeout;
+  uint8_t retry_cnt;
+  uint8_t rnr_retry;
+  uint8_t min_rnr_timer;
+};
+
+CONDUIT_API int conduit_modify_qp(struct conduit_qp* qp, const struct conduit_qp_attr* attr,
+                                  uint32_t attr_mask);
+CONDUIT_API int conduit_query_qp(struct conduit_qp* qp, struct conduit_qp_attr* out);
+
+/* ---- work requests -------------------------------------------------------- */
+
+enum conduit_wr_opcode {
+  CONDUIT_WR_SEND = 1,
+  CONDUIT_WR_SEND_WITH_IMM = 2,
+  CONDUIT_WR_RDMA_WRITE = 3,
+  CONDUIT_WR_RDMA_WRITE_WITH_IMM = 4,
+  CONDUIT_WR_RDMA_READ = 5,
+};
+
+enum conduit_send_flags {
+  CONDUIT_SEND_SIGNALED = 1 << 0, /* a completion also on success */
+  CONDUIT_SEND_SOLICITED = 1 << 1,
+  CONDUIT_SEND_FENCE = 1 << 2,
+  CONDUIT_SEND_INLINE = 1 << 3, /* copy the payload into the WR (<= 96 bytes) */
+};
+
+/* Up to this many SGEs per work request. */
+#define CONDUIT_MAX_SGE 6
+
+struct conduit_sge {
+  uint64_t addr;   /* pointer into a conduit_mr, as an integer */
+  uint32_t length; /* bytes */
+  uint32_t lkey;   /* that MR's lkey */
+};
+
+struct conduit_send_wr {
+  uint64_t wr_id;
+  struct conduit_send_wr* next; /* NULL ends the list */
+  struct conduit_sge* sg_list;
+  int num_sge;
+  uint32_t opcode;      /* enum conduit_wr_opcode */
+  uint32_t send_flags;  /* conduit_send_flags */
+  uint32_t imm_data;    /* *_WITH_IMM, host order */
+  uint64_t remote_addr; /* RDMA: the peer's iova + offset */
+  uint32_t rkey;        /* RDMA: the peer's rkey */
+};
+
+struct conduit_recv_wr {
+  uint64_t wr_id;
+  struct conduit_recv_wr* next;
+  struct conduit_sge* sg_list;
+  int num_sge;
+};
+
+/* Posts a list of WRs. On failure *bad_wr is the first one not posted (those
+ * before it are posted). -ENOMEM: the send queue is full; -EINVAL: a WR is
+ * malformed (conduit_strerror says which field). */
+CONDUIT_API int conduit_post_send(struct conduit_qp* qp, struct conduit_send_wr* wr,
+                                  struct conduit_send_wr** bad_wr);
+CONDUIT_API int conduit_post_recv(struct conduit_qp* qp, struct conduit_recv_wr* wr,
+                                  struct conduit_recv_wr** bad_wr);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* CONDUIT_CONDUIT_H_ */

@@ -1,0 +1,161 @@
+// Header-only C++ RAII wrapper over <conduit/conduit.h>.
+//
+// Every wrapper owns one C object and frees it in its destructor; failures
+// throw conduit::Error carrying the negative errno and libconduit's message.
+// Destroy order is the same as in C: QPs before their CQs, everything before
+// its Context (declare them after the Context, so they are destroyed first).
+// Thread roles are those of the C API.
+#pragma once
+
+#include <conduit/conduit.h>
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace conduit {
+
+class Error : public std::runtime_error {
+ public:
+  Error(int code, const std::string& what_failed)
+      : std::runtime_error(what_failed + ": " + conduit_strerror(code)), code_(code) {}
+  int code() const { return code_; }  // negative errno
+
+ private:
+  int code_;
+};
+
+namespace detail {
+inline int check(int rc, const char* what) {
+  if (rc < 0) throw Error(rc, what);
+  return rc;
+}
+struct CloseContext {
+  void operator()(conduit_context* c) const { conduit_close(c); }
+};
+struct FreeMr {
+  void operator()(conduit_mr* m) const { conduit_free_mr(m); }
+};
+struct DestroyCq {
+  void operator()(conduit_cq* c) const { conduit_destroy_cq(c); }
+};
+struct DestroyQp {
+  void operator()(conduit_qp* q) const { conduit_destroy_qp(q); }
+};
+}  // namespace detail
+
+class MemoryRegion {
+ public:
+  explicit MemoryRegion(conduit_mr* mr) : mr_(mr) {}
+  void* addr() const { return mr_->addr; }
+  template <class T = uint8_t>
+  T* data() const {
+    return static_cast<T*>(mr_->addr);
+  }
+  size_t length() const { return mr_->length; }
+  uint32_t lkey() const { return mr_->lkey; }
+  uint32_t rkey() const { return mr_->rkey; }
+  uint64_t iova() const { return mr_->iova; }
+  // An SGE covering [offset, offset + len) of this MR.
+  conduit_sge sge(size_t offset, uint32_t len) const {
+    return conduit_sge{reinterpret_cast<uint64_t>(data() + offset), len, mr_->lkey};
+  }
+  conduit_mr* get() const { return mr_.get(); }
+
+ private:
+  std::unique_ptr<conduit_mr, detail::FreeMr> mr_;
+};
+
+class CompletionQueue {
+ public:
+  explicit CompletionQueue(conduit_cq* cq) : cq_(cq) {}
+  // Fills wc (up to its size) and shrinks it to what arrived.
+  size_t poll(std::vector<conduit_wc>& wc) {
+    int n = detail::check(conduit_poll_cq(cq_.get(), static_cast<int>(wc.size()), wc.data()),
+                          "conduit_poll_cq");
+    wc.resize(static_cast<size_t>(n));
+    return static_cast<size_t>(n);
+  }
+  int poll(conduit_wc* wc, int max) {
+    return detail::check(conduit_poll_cq(cq_.get(), max, wc), "conduit_poll_cq");
+  }
+  // True when completions are ready, false on timeout.
+  bool wait(int timeout_ms) {
+    return detail::check(conduit_wait_cq(cq_.get(), timeout_ms), "conduit_wait_cq") > 0;
+  }
+  conduit_cq* get() const { return cq_.get(); }
+
+ private:
+  std::unique_ptr<conduit_cq, detail::DestroyCq> cq_;
+};
+
+class QueuePair {
+ public:
+  explicit QueuePair(conduit_qp* qp) : qp_(qp) {}
+  uint32_t qpn() const { return conduit_qp_num(qp_.get()); }
+  void connect(const conduit_qp_connect_attr& attr) {
+    detail::check(conduit_connect_qp(qp_.get(), &attr), "conduit_connect_qp");
+  }
+  conduit_qp_attr query() {
+    conduit_qp_attr a{};
+    detail::check(conduit_query_qp(qp_.get(), &a), "conduit_query_qp");
+    return a;
+  }
+  void post_send(conduit_send_wr& wr) {
+    conduit_send_wr* bad = nullptr;
+    detail::check(conduit_post_send(qp_.get(), &wr, &bad), "conduit_post_send");
+  }
+  void post_recv(conduit_recv_wr& wr) {
+    conduit_recv_wr* bad = nullptr;
+    detail::check(conduit_post_recv(qp_.get(), &wr, &bad), "conduit_post_recv");
+  }
+  conduit_qp* get() const { return qp_.get(); }
+
+ private:
+  std::unique_ptr<conduit_qp, detail::DestroyQp> qp_;
+};
+
+class Context {
+ public:
+  // socket_path empty: $CONDUIT_SOCKET or CONDUIT_DEFAULT_SOCKET.
+  explicit Context(const std::string& socket_path = "", uint64_t region_bytes = 0,
+                   const std::string& client_name = "") {
+    conduit_context_attr attr{};
+    attr.socket_path = socket_path.empty() ? nullptr : socket_path.c_str();
+    attr.region_bytes = region_bytes;
+    attr.client_name = client_name.empty() ? nullptr : client_name.c_str();
+    conduit_context* c = nullptr;
+    detail::check(conduit_open(&attr, &c), "conduit_open");
+    ctx_.reset(c);
+  }
+  MemoryRegion alloc_mr(size_t length, uint32_t access) {
+    conduit_mr* mr = nullptr;
+    detail::check(conduit_alloc_mr(ctx_.get(), length, access, &mr), "conduit_alloc_mr");
+    return MemoryRegion(mr);
+  }
+  CompletionQueue create_cq(uint32_t entries) {
+    conduit_cq* cq = nullptr;
+    detail::check(conduit_create_cq(ctx_.get(), entries, &cq), "conduit_create_cq");
+    return CompletionQueue(cq);
+  }
+  QueuePair create_qp(CompletionQueue& send_cq, CompletionQueue& recv_cq,
+                      const std::string& traffic_class = "", uint32_t max_send_wr = 0,
+                      uint32_t max_recv_wr = 0) {
+    conduit_qp_init_attr attr{};
+    attr.send_cq = send_cq.get();
+    attr.recv_cq = recv_cq.get();
+    attr.max_send_wr = max_send_wr;
+    attr.max_recv_wr = max_recv_wr;
+    attr.traffic_class = traffic_class.empty() ? nullptr : traffic_class.c_str();
+    conduit_qp* qp = nullptr;
+    detail::check(conduit_create_qp(ctx_.get(), &attr, &qp), "conduit_create_qp");
+    return QueuePair(qp);
+  }
+  conduit_context* get() const { return ctx_.get(); }
+
+ private:
+  std::unique_ptr<conduit_context, detail::CloseContext> ctx_;
+};
+
+}  // namespace conduit

@@ -1,0 +1,689 @@
+// libconduit: the C API of <conduit/conduit.h> over the control protocol
+// (lib/proto) and the shared-memory region (shm-ipc).
+#include "conduit/conduit.h"
+
+#include <grp.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "proto/control_codec.h"
+#include "proto/seqpacket.h"
+#include "shm/doorbell.h"
+#include "shm/region.h"
+
+#ifndef CONDUIT_VERSION
+#define CONDUIT_VERSION "unknown"
+#endif
+
+namespace {
+
+using conduit::proto::UniqueFd;
+namespace proto = conduit::proto;
+namespace shm = conduit::shm;
+
+// How long a control call waits for conduitd before giving up.
+constexpr int kReplyTimeoutS = 10;
+constexpr uint64_t kMrAlign = 4096;
+
+// The detailed message of the last failure on this thread (see conduit.h).
+thread_local int t_err_code = 0;
+thread_local std::string t_err_msg;
+
+int set_error(int code, std::string msg) {
+  t_err_code = code;
+  t_err_msg = std::move(msg);
+  return code;
+}
+
+// First-fit allocator over the region's arena (offsets from the region base).
+class ArenaAllocator {
+ public:
+  void init(uint64_t offset, uint64_t size) {
+    free_.clear();
+    if (size > 0) free_[offset] = size;
+  }
+  // Returns the region offset, or UINT64_MAX when nothing fits.
+  uint64_t alloc(uint64_t len) {
+    len = (len + kMrAlign - 1) & ~(kMrAlign - 1);
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      if (it->second < len) continue;
+      const uint64_t off = it->first;
+      const uint64_t rest = it->second - len;
+      free_.erase(it);
+      if (rest > 0) free_[off + len] = rest;
+      return off;
+    }
+    return UINT64_MAX;
+  }
+  void release(uint64_t off, uint64_t len) {
+    len = (len + kMrAlign - 1) & ~(kMrAlign - 1);
+    auto next = free_.lower_bound(off);
+    if (next != free_.end() && off + len == next->first) {  // merge with the block after
+      len += next->second;
+      next = free_.erase(next);
+    }
+    if (next != free_.begin()) {  // merge with the block before
+      auto prev = std::prev(next);
+      if (prev->first + prev->second == off) {
+        prev->second += len;
+        return;
+      }
+    }
+    free_[off] = len;
+  }
+
+ private:
+  std::map<uint64_t, uint64_t> free_;
+};
+
+struct MrImpl {
+  conduit_mr pub;  // first: conduit_mr* converts to MrImpl*
+  conduit_context* ctx;
+  uint64_t region_offset;
+  uint64_t alloc_len;
+};
+
+}  // namespace
+
+struct conduit_context {
+  std::mutex control_mu;  // serializes control calls (one socket, in-order replies)
+  UniqueFd sock;
+  uint32_t seq = 0;
+  std::string socket_path;
+  proto::AttachReply info;
+  shm::Region region;
+  shm::EventFd doorbell;
+  ArenaAllocator arena;
+  std::shared_mutex mr_mu;  // post paths read mrs; alloc/free write it
+  std::map<uint32_t, MrImpl*> mrs;
+  std::set<conduit_cq*> cqs;
+  std::set<conduit_qp*> qps;
+};
+
+struct conduit_cq {
+  conduit_context* ctx;
+  uint32_t id;
+  shm::EventFd efd;
+  shm::SpscConsumer<conduit_shm_cqe> ring;
+  conduit_shm_wakeup* wake;
+};
+
+struct conduit_qp {
+  conduit_context* ctx;
+  uint32_t qpn;
+  uint32_t slot;
+  conduit_cq* send_cq;
+  conduit_cq* recv_cq;
+  shm::SpscProducer<conduit_shm_send_wr> sq;
+  shm::SpscProducer<conduit_shm_recv_wr> rq;
+};
+
+namespace {
+
+std::string connect_error(int rc, const std::string& path) {
+  switch (-rc) {
+    case ENOENT:
+    case ECONNREFUSED:
+      return "conduitd is not running: nothing listens on " + path +
+             " (start it with 'systemctl start conduitd', or point CONDUIT_SOCKET at the "
+             "socket it uses)";
+    case EACCES:
+    case EPERM: {
+      struct stat st {};
+      std::string owner = "the socket's group";
+      if (::stat(path.c_str(), &st) == 0) {
+        if (const struct group* gr = ::getgrgid(st.st_gid)) {
+          owner = std::string("group '") + gr->gr_name + "'";
+        }
+      }
+      return "permission denied on " + path + ": access is granted through " + owner +
+             "; add your user to it (usermod -aG GROUP $USER) and log in again";
+    }
+    case ENAMETOOLONG:
+      return "socket path too long: " + path;
+    default:
+      return "cannot connect to conduitd at " + path + ": " + std::strerror(-rc);
+  }
+}
+
+// One request/reply exchange. Caller holds ctx->control_mu.
+int call(conduit_context* ctx, proto::Request body, proto::ReplyMessage& reply,
+         std::vector<int> fds_out = {}, std::vector<UniqueFd>* fds_in = nullptr) {
+  proto::RequestMessage req{++ctx->seq, std::move(body)};
+  const auto bytes = proto::encode_request(req);
+  int rc = proto::send_datagram(ctx->sock.get(), bytes, fds_out);
+  if (rc < 0) {
+    return set_error(rc == -EPIPE ? -ECONNRESET : rc,
+                     rc == -EPIPE ? "conduitd closed the connection (stopped or restarted?)"
+                                  : std::string("sending to conduitd: ") + std::strerror(-rc));
+  }
+  std::vector<uint8_t> buf;
+  std::vector<UniqueFd> fds;
+  ssize_t n = proto::recv_datagram(ctx->sock.get(), buf, fds);
+  if (n == 0) {
+    return set_error(-ECONNRESET, "conduitd closed the connection (stopped or restarted?)");
+  }
+  if (n == -EAGAIN || n == -EWOULDBLOCK) {
+    return set_error(-ETIMEDOUT, "conduitd did not answer within " +
+                                     std::to_string(kReplyTimeoutS) + " s on " + ctx->socket_path);
+  }
+  if (n < 0) return set_error(static_cast<int>(n), "receiving from conduitd failed");
+  proto::CodecError err;
+  if (!proto::decode_reply(buf, reply, err)) {
+    return set_error(err.code, "bad reply from conduitd: " + err.reason);
+  }
+  if (reply.seq != req.seq || reply.type != req.type()) {
+    return set_error(-EPROTO, "conduitd answered a different request");
+  }
+  if (reply.status < 0) return set_error(reply.status, reply.reason);
+  if (fds_in != nullptr) *fds_in = std::move(fds);
+  return 0;
+}
+
+bool valid_ptr(const void* p, const char* what) {
+  if (p != nullptr) return true;
+  set_error(-EINVAL, std::string(what) + " is NULL");
+  return false;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* conduit_version(void) { return CONDUIT_VERSION; }
+
+const char* conduit_strerror(int err) {
+  if (err != 0 && err == t_err_code && !t_err_msg.empty()) return t_err_msg.c_str();
+  switch (-err) {
+    case 0:
+      return "success";
+    case EDQUOT:
+      return "quota exceeded (see the daemon policy's clients section)";
+    case EPROTONOSUPPORT:
+      return "ABI mismatch between libconduit and conduitd";
+    case ECONNRESET:
+      return "conduitd closed the connection";
+    default:
+      break;
+  }
+  thread_local char buf[128];
+  const char* s = strerror_r(err < 0 ? -err : err, buf, sizeof(buf));
+  return s;
+}
+
+int conduit_open(const conduit_context_attr* attr, conduit_context** out) {
+  if (!valid_ptr(out, "out")) return -EINVAL;
+  *out = nullptr;
+  conduit_context_attr defaults{};
+  if (attr == nullptr) attr = &defaults;
+  const char* env = std::getenv("CONDUIT_SOCKET");
+  std::string path = attr->socket_path != nullptr       ? attr->socket_path
+                     : (env != nullptr && *env != '\0') ? env
+                                                        : CONDUIT_DEFAULT_SOCKET;
+  std::string name = attr->client_name != nullptr ? attr->client_name : "";
+  if (!proto::is_valid_name(name, proto::kMaxClientNameBytes)) {
+    return set_error(-EINVAL, "client name must be at most 64 of [A-Za-z0-9_.-]");
+  }
+  auto ctx = std::make_unique<conduit_context>();
+  ctx->socket_path = path;
+  int rc = proto::connect_seqpacket(path, ctx->sock);
+  if (rc < 0) return set_error(rc, connect_error(rc, path));
+  timeval tv{kReplyTimeoutS, 0};
+  ::setsockopt(ctx->sock.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+
+  proto::ReplyMessage reply;
+  std::vector<UniqueFd> fds;
+  rc = call(ctx.get(), proto::AttachRequest{CONDUIT_SHM_ABI_VERSION, attr->region_bytes, name},
+            reply, {}, &fds);
+  if (rc < 0) return rc;
+  if (fds.size() != 2) {
+    return set_error(-EPROTO, "conduitd's attach reply did not carry the region and doorbell");
+  }
+  ctx->info = std::get<proto::AttachReply>(reply.body);
+  rc = shm::Region::attach(fds[0].release(), &ctx->region);
+  if (rc < 0) {
+    return set_error(rc, rc == -EPROTO ? "ABI mismatch: the shared-memory region from conduitd "
+                                         "does not match this libconduit's layout; rebuild "
+                                         "against the installed libconduit"
+                                       : std::string("cannot map the region from conduitd: ") +
+                                             std::strerror(-rc));
+  }
+  ctx->doorbell = shm::EventFd(fds[1].release());
+  ctx->arena.init(ctx->region.layout().arena_offset, ctx->region.arena_size());
+  *out = ctx.release();
+  return 0;
+}
+
+int conduit_close(conduit_context* ctx) {
+  if (ctx == nullptr) return 0;
+  // Objects are freed even when the daemon refuses or is gone: detaching
+  // releases everything on its side anyway.
+  while (!ctx->qps.empty()) conduit_destroy_qp(*ctx->qps.begin());
+  for (conduit_cq* cq : std::set<conduit_cq*>(ctx->cqs)) {
+    if (conduit_destroy_cq(cq) < 0) {
+      ctx->cqs.erase(cq);
+      delete cq;
+    }
+  }
+  while (!ctx->mrs.empty()) conduit_free_mr(&ctx->mrs.begin()->second->pub);
+  {
+    std::lock_guard lock(ctx->control_mu);
+    proto::ReplyMessage reply;
+    call(ctx, proto::DetachRequest{}, reply);  // the daemon also cleans up on hang-up
+  }
+  delete ctx;
+  return 0;
+}
+
+// ---- memory -----------------------------------------------------------------
+
+int conduit_alloc_mr(conduit_context* ctx, size_t length, uint32_t access, conduit_mr** out) {
+  if (!valid_ptr(ctx, "ctx") || !valid_ptr(out, "out")) return -EINVAL;
+  if (length == 0) return set_error(-EINVAL, "memory region length is 0");
+  std::lock_guard lock(ctx->control_mu);
+  const uint64_t off = ctx->arena.alloc(length);
+  if (off == UINT64_MAX) {
+    return set_error(-ENOMEM, "the shared region has no free block of " + std::to_string(length) +
+                                  " bytes; open the context with a larger region_bytes");
+  }
+  proto::ReplyMessage reply;
+  int rc = call(ctx, proto::RegMrRequest{off, length, access}, reply);
+  if (rc < 0) {
+    ctx->arena.release(off, length);
+    return rc;
+  }
+  const auto& r = std::get<proto::RegMrReply>(reply.body);
+  auto* mr = new MrImpl{};
+  mr->pub.addr = ctx->region.base() + off;
+  mr->pub.length = length;
+  mr->pub.lkey = r.lkey;
+  mr->pub.rkey = r.rkey;
+  mr->pub.iova = r.iova;
+  mr->pub.access = access;
+  mr->ctx = ctx;
+  mr->region_offset = off;
+  mr->alloc_len = length;
+  std::memset(mr->pub.addr, 0, length);
+  std::unique_lock wlock(ctx->mr_mu);
+  ctx->mrs[r.lkey] = mr;
+  *out = &mr->pub;
+  return 0;
+}
+
+int conduit_free_mr(conduit_mr* pub) {
+  if (pub == nullptr) return 0;
+  auto* mr = reinterpret_cast<MrImpl*>(pub);
+  conduit_context* ctx = mr->ctx;
+  std::lock_guard lock(ctx->control_mu);
+  proto::ReplyMessage reply;
+  int rc = call(ctx, proto::DeregMrRequest{pub->lkey}, reply);
+  {
+    std::unique_lock wlock(ctx->mr_mu);
+    ctx->mrs.erase(pub->lkey);
+  }
+  // Even if the daemon is gone, the local memory bookkeeping is released.
+  ctx->arena.release(mr->region_offset, mr->alloc_len);
+  delete mr;
+  return rc == -ECONNRESET ? 0 : rc;
+}
+
+// ---- CQs ----------------------------------------------------------------------
+
+const char* conduit_wc_status_str(uint32_t status) {
+  static const char* const kNames[] = {"success",
+                                       "local length error",
+                                       "local QP operation error",
+                                       "local protection error",
+                                       "WR flushed",
+                                       "remote access error",
+                                       "remote invalid request",
+                                       "remote operation error",
+                                       "transport retry counter exceeded",
+                                       "RNR retry counter exceeded",
+                                       "fatal error"};
+  return status < sizeof(kNames) / sizeof(kNames[0]) ? kNames[status] : "unknown status";
+}
+
+int conduit_create_cq(conduit_context* ctx, uint32_t entries, conduit_cq** out) {
+  if (!valid_ptr(ctx, "ctx") || !valid_ptr(out, "out")) return -EINVAL;
+  if (entries == 0) entries = 1;
+  auto cq = std::make_unique<conduit_cq>();
+  cq->ctx = ctx;
+  if (int rc = shm::EventFd::create(&cq->efd); rc < 0) {
+    return set_error(rc, std::string("eventfd: ") + std::strerror(-rc));
+  }
+  std::lock_guard lock(ctx->control_mu);
+  proto::ReplyMessage reply;
+  int rc = call(ctx, proto::CreateCqRequest{entries, true}, reply, {cq->efd.fd()});
+  if (rc < 0) return rc;
+  const auto& r = std::get<proto::CreateCqReply>(reply.body);
+  if (r.cq_id >= ctx->region.layout().max_cqs) {
+    return set_error(-EPROTO, "conduitd returned a CQ outside the region");
+  }
+  cq->id = r.cq_id;
+  auto view = ctx->region.cq(r.cq_id);
+  cq->ring = view.consumer(shm::load_cons(view.ctrl));
+  cq->wake = ctx->region.cq_wakeup(r.cq_id);
+  ctx->cqs.insert(cq.get());
+  *out = cq.release();
+  return 0;
+}
+
+int conduit_destroy_cq(conduit_cq* cq) {
+  if (cq == nullptr) return 0;
+  conduit_context* ctx = cq->ctx;
+  std::lock_guard lock(ctx->control_mu);
+  proto::ReplyMessage reply;
+  int rc = call(ctx, proto::DestroyCqRequest{cq->id}, reply);
+  if (rc < 0 && rc != -ECONNRESET) return rc;  // e.g. -EBUSY: a QP still uses it
+  ctx->cqs.erase(cq);
+  delete cq;
+  return 0;
+}
+
+int conduit_poll_cq(conduit_cq* cq, int max, conduit_wc* wc) {
+  if (cq == nullptr || wc == nullptr || max < 0) return -EINVAL;
+  int done = 0;
+  conduit_shm_cqe buf[32];
+  while (done < max) {
+    const uint32_t want = static_cast<uint32_t>(max - done) < 32 ? max - done : 32;
+    const uint32_t n = cq->ring.dequeue_burst(buf, want);
+    for (uint32_t i = 0; i < n; ++i) {
+      conduit_wc& w = wc[done + static_cast<int>(i)];
+      w.wr_id = buf[i].wr_id;
+      w.status = buf[i].status;
+      w.opcode = buf[i].opcode;
+      w.byte_len = buf[i].byte_len;
+      w.imm_data = buf[i].imm_data;
+      w.qp_num = buf[i].qp_num;
+      w.src_qp = buf[i].src_qp;
+      w.wc_flags = buf[i].flags;
+      w.vendor_err = buf[i].vendor_err;
+    }
+    done += static_cast<int>(n);
+    if (n < want) break;
+  }
+  if (done == 0 && cq->ring.broken()) {
+    return set_error(-EPIPE, "CQ ring indices are corrupt; the context is unusable");
+  }
+  return done;
+}
+
+int conduit_wait_cq(conduit_cq* cq, int timeout_ms) {
+  if (cq == nullptr) return -EINVAL;
+  return shm::wait_for_entries(cq->ring, cq->wake, cq->efd, timeout_ms);
+}
+
+// ---- QPs ----------------------------------------------------------------------
+
+int conduit_create_qp(conduit_context* ctx, const conduit_qp_init_attr* attr, conduit_qp** out) {
+  if (!valid_ptr(ctx, "ctx") || !valid_ptr(attr, "attr") || !valid_ptr(out, "out")) return -EINVAL;
+  if (!valid_ptr(attr->send_cq, "send_cq") || !valid_ptr(attr->recv_cq, "recv_cq")) return -EINVAL;
+  const auto& l = ctx->region.layout();
+  proto::CreateQpRequest req;
+  req.send_cq = attr->send_cq->id;
+  req.recv_cq = attr->recv_cq->id;
+  req.sq_entries = attr->max_send_wr == 0 ? l.sq_depth : attr->max_send_wr;
+  req.rq_entries = attr->max_recv_wr == 0 ? l.rq_depth : attr->max_recv_wr;
+  req.traffic_class = attr->traffic_class != nullptr ? attr->traffic_class : "";
+  if (!proto::is_valid_name(req.traffic_class, proto::kMaxClassNameBytes)) {
+    return set_error(-EINVAL, "traffic class must be at most 32 of [A-Za-z0-9_.-]");
+  }
+  std::lock_guard lock(ctx->control_mu);
+  proto::ReplyMessage reply;
+  int rc = call(ctx, req, reply);
+  if (rc < 0) return rc;
+  const auto& r = std::get<proto::CreateQpReply>(reply.body);
+  if (r.qp_slot >= l.max_qps)
+    return set_error(-EPROTO, "conduitd returned a QP outside the region");
+  auto qp = std::make_unique<conduit_qp>();
+  qp->ctx = ctx;
+  qp->qpn = r.qpn;
+  qp->slot = r.qp_slot;
+  qp->send_cq = attr->send_cq;
+  qp->recv_cq = attr->recv_cq;
+  auto sq = ctx->region.sq(r.qp_slot);
+  auto rq = ctx->region.rq(r.qp_slot);
+  qp->sq = sq.producer(shm::load_prod(sq.ctrl));
+  qp->rq = rq.producer(shm::load_prod(rq.ctrl));
+  ctx->qps.insert(qp.get());
+  *out = qp.release();
+  return 0;
+}
+
+int conduit_destroy_qp(conduit_qp* qp) {
+  if (qp == nullptr) return 0;
+  conduit_context* ctx = qp->ctx;
+  std::lock_guard lock(ctx->control_mu);
+  proto::ReplyMessage reply;
+  int rc = call(ctx, proto::DestroyQpRequest{qp->qpn}, reply);
+  ctx->qps.erase(qp);
+  delete qp;
+  return rc == -ECONNRESET ? 0 : rc;
+}
+
+uint32_t conduit_qp_num(const conduit_qp* qp) { return qp == nullptr ? 0 : qp->qpn; }
+
+int conduit_modify_qp(conduit_qp* qp, const conduit_qp_attr* attr, uint32_t mask) {
+  if (!valid_ptr(qp, "qp") || !valid_ptr(attr, "attr")) return -EINVAL;
+  // Only the fields in the mask travel; the protocol rejects stray values.
+  proto::QpAttr a;
+  a.mask = mask;
+  if (mask & CONDUIT_QP_STATE) a.state = static_cast<proto::QpState>(attr->state & 0xFF);
+  if (mask & CONDUIT_QP_ACCESS) a.access = attr->access;
+  if (mask & CONDUIT_QP_PATH_MTU) a.path_mtu = static_cast<uint8_t>(attr->path_mtu);
+  if (mask & CONDUIT_QP_DEST_QPN) a.dest_qpn = attr->dest_qpn;
+  if (mask & CONDUIT_QP_RQ_PSN) a.rq_psn = attr->rq_psn;
+  if (mask & CONDUIT_QP_SQ_PSN) a.sq_psn = attr->sq_psn;
+  if (mask & CONDUIT_QP_DGID) std::memcpy(a.dgid.data(), attr->dgid, 16);
+  if (mask & CONDUIT_QP_TIMEOUT) a.timeout = attr->timeout;
+  if (mask & CONDUIT_QP_RETRY_CNT) a.retry_cnt = attr->retry_cnt;
+  if (mask & CONDUIT_QP_RNR_RETRY) a.rnr_retry = attr->rnr_retry;
+  if (mask & CONDUIT_QP_MIN_RNR_TIMER) a.min_rnr_timer = attr->min_rnr_timer;
+  std::string why;
+  if ((mask & CONDUIT_QP_STATE) && attr->state > CONDUIT_QPS_ERR) {
+    return set_error(-EINVAL, "unknown QP state " + std::to_string(attr->state));
+  }
+  if ((mask & CONDUIT_QP_PATH_MTU) && attr->path_mtu > 0xFF) {
+    return set_error(-EINVAL, "path MTU must be a conduit_mtu value (1..5)");
+  }
+  if (!proto::validate_qp_attr(a, why)) return set_error(-EINVAL, why);
+  std::lock_guard lock(qp->ctx->control_mu);
+  proto::ReplyMessage reply;
+  return call(qp->ctx, proto::ModifyQpRequest{qp->qpn, a}, reply);
+}
+
+int conduit_query_qp(conduit_qp* qp, conduit_qp_attr* out) {
+  if (!valid_ptr(qp, "qp") || !valid_ptr(out, "out")) return -EINVAL;
+  std::lock_guard lock(qp->ctx->control_mu);
+  proto::ReplyMessage reply;
+  int rc = call(qp->ctx, proto::QueryQpRequest{qp->qpn}, reply);
+  if (rc < 0) return rc;
+  const auto& a = std::get<proto::QueryQpReply>(reply.body).attr;
+  *out = conduit_qp_attr{};
+  out->state = static_cast<uint32_t>(a.state);
+  out->access = a.access;
+  out->path_mtu = a.path_mtu;
+  out->dest_qpn = a.dest_qpn;
+  out->rq_psn = a.rq_psn;
+  out->sq_psn = a.sq_psn;
+  std::memcpy(out->dgid, a.dgid.data(), 16);
+  out->timeout = a.timeout;
+  out->retry_cnt = a.retry_cnt;
+  out->rnr_retry = a.rnr_retry;
+  out->min_rnr_timer = a.min_rnr_timer;
+  return 0;
+}
+
+int conduit_connect_qp(conduit_qp* qp, const conduit_qp_connect_attr* c) {
+  if (!valid_ptr(qp, "qp") || !valid_ptr(c, "attr")) return -EINVAL;
+  conduit_qp_attr a{};
+  a.state = CONDUIT_QPS_INIT;
+  a.access = c->access;
+  if (int rc = conduit_modify_qp(qp, &a, CONDUIT_QP_STATE | CONDUIT_QP_ACCESS); rc < 0) return rc;
+  a = conduit_qp_attr{};
+  a.state = CONDUIT_QPS_RTR;
+  a.path_mtu = c->mtu;
+  a.dest_qpn = c->remote_qpn;
+  a.rq_psn = c->remote_psn;
+  std::memcpy(a.dgid, c->remote_gid, 16);
+  a.min_rnr_timer = c->min_rnr_timer;
+  if (int rc =
+          conduit_modify_qp(qp, &a,
+                            CONDUIT_QP_STATE | CONDUIT_QP_PATH_MTU | CONDUIT_QP_DEST_QPN |
+                                CONDUIT_QP_RQ_PSN | CONDUIT_QP_DGID | CONDUIT_QP_MIN_RNR_TIMER);
+      rc < 0) {
+    return rc;
+  }
+  a = conduit_qp_attr{};
+  a.state = CONDUIT_QPS_RTS;
+  a.sq_psn = c->local_psn;
+  a.timeout = c->timeout;
+  a.retry_cnt = c->retry_cnt;
+  a.rnr_retry = c->rnr_retry;
+  return conduit_modify_qp(qp, &a,
+                           CONDUIT_QP_STATE | CONDUIT_QP_SQ_PSN | CONDUIT_QP_TIMEOUT |
+                               CONDUIT_QP_RETRY_CNT | CONDUIT_QP_RNR_RETRY);
+}
+
+}  // extern "C"
+
+namespace {
+
+// Turns SGEs (process pointers) into shm SGEs (lkey + offset in the MR).
+int translate_sges(conduit_context* ctx, const conduit_sge* sg, int num, conduit_shm_sge* out,
+                   uint64_t wr_id) {
+  if (num < 0 || num > static_cast<int>(CONDUIT_SHM_MAX_SGE)) {
+    return set_error(-EINVAL, "WR " + std::to_string(wr_id) + ": num_sge " + std::to_string(num) +
+                                  " is outside 0.." + std::to_string(CONDUIT_SHM_MAX_SGE));
+  }
+  if (num > 0 && sg == nullptr) return set_error(-EINVAL, "sg_list is NULL");
+  std::shared_lock lock(ctx->mr_mu);
+  for (int i = 0; i < num; ++i) {
+    auto it = ctx->mrs.find(sg[i].lkey);
+    if (it == ctx->mrs.end()) {
+      return set_error(-EINVAL, "WR " + std::to_string(wr_id) + " sge " + std::to_string(i) +
+                                    ": no memory region with lkey " + std::to_string(sg[i].lkey));
+    }
+    const auto base = reinterpret_cast<uint64_t>(it->second->pub.addr);
+    const uint64_t len = it->second->pub.length;
+    if (sg[i].addr < base || sg[i].addr - base > len || sg[i].length > len - (sg[i].addr - base)) {
+      return set_error(-EINVAL, "WR " + std::to_string(wr_id) + " sge " + std::to_string(i) +
+                                    " lies outside its memory region");
+    }
+    out[i].offset = sg[i].addr - base;
+    out[i].length = sg[i].length;
+    out[i].lkey = sg[i].lkey;
+  }
+  return 0;
+}
+
+void ring_doorbell(conduit_context* ctx) {
+  if (shm::producer_should_kick(ctx->region.engine_wakeup())) ctx->doorbell.kick();
+}
+
+}  // namespace
+
+extern "C" {
+
+int conduit_post_send(conduit_qp* qp, conduit_send_wr* wr, conduit_send_wr** bad_wr) {
+  if (bad_wr != nullptr) *bad_wr = wr;
+  if (qp == nullptr) return -EINVAL;
+  int rc = 0;
+  bool posted = false;
+  for (; wr != nullptr; wr = wr->next) {
+    conduit_shm_send_wr e{};
+    e.wr_id = wr->wr_id;
+    if (wr->opcode < CONDUIT_WR_SEND || wr->opcode > CONDUIT_WR_RDMA_READ) {
+      rc = set_error(-EINVAL, "WR " + std::to_string(wr->wr_id) + ": unknown opcode " +
+                                  std::to_string(wr->opcode));
+      break;
+    }
+    if ((wr->send_flags & ~CONDUIT_SHM_SEND_FLAGS_ALL) != 0) {
+      rc = set_error(-EINVAL, "WR " + std::to_string(wr->wr_id) + ": unknown send flags");
+      break;
+    }
+    e.opcode = static_cast<uint8_t>(wr->opcode);
+    e.flags = static_cast<uint8_t>(wr->send_flags);
+    const bool imm =
+        wr->opcode == CONDUIT_WR_SEND_WITH_IMM || wr->opcode == CONDUIT_WR_RDMA_WRITE_WITH_IMM;
+    const bool rdma = wr->opcode >= CONDUIT_WR_RDMA_WRITE;
+    e.imm_data = imm ? wr->imm_data : 0;
+    e.remote_addr = rdma ? wr->remote_addr : 0;
+    e.rkey = rdma ? wr->rkey : 0;
+    if (wr->send_flags & CONDUIT_SEND_INLINE) {
+      if (wr->opcode == CONDUIT_WR_RDMA_READ) {
+        rc = set_error(-EINVAL, "WR " + std::to_string(wr->wr_id) + ": RDMA READ cannot be inline");
+        break;
+      }
+      uint32_t total = 0;
+      for (int i = 0; i < wr->num_sge && rc == 0; ++i) {
+        if (total + wr->sg_list[i].length > CONDUIT_SHM_MAX_INLINE) {
+          rc = set_error(-EINVAL, "WR " + std::to_string(wr->wr_id) + ": inline data over " +
+                                      std::to_string(CONDUIT_SHM_MAX_INLINE) + " bytes");
+          break;
+        }
+        std::memcpy(e.u.inline_data + total, reinterpret_cast<const void*>(wr->sg_list[i].addr),
+                    wr->sg_list[i].length);
+        total += wr->sg_list[i].length;
+      }
+      if (rc < 0) break;
+      e.inline_len = total;
+    } else {
+      rc = translate_sges(qp->ctx, wr->sg_list, wr->num_sge, e.u.sg_list, wr->wr_id);
+      if (rc < 0) break;
+      e.num_sge = static_cast<uint8_t>(wr->num_sge);
+    }
+    if (!qp->sq.try_enqueue(e)) {
+      rc = set_error(qp->sq.broken() ? -EPIPE : -ENOMEM,
+                     qp->sq.broken() ? "send queue indices are corrupt"
+                                     : "send queue full (" + std::to_string(qp->sq.capacity()) +
+                                           " entries): poll the CQ, then post again");
+      break;
+    }
+    posted = true;
+  }
+  if (posted) ring_doorbell(qp->ctx);
+  if (rc == 0 && bad_wr != nullptr) *bad_wr = nullptr;
+  if (rc < 0 && bad_wr != nullptr) *bad_wr = wr;
+  return rc;
+}
+
+int conduit_post_recv(conduit_qp* qp, conduit_recv_wr* wr, conduit_recv_wr** bad_wr) {
+  if (bad_wr != nullptr) *bad_wr = wr;
+  if (qp == nullptr) return -EINVAL;
+  int rc = 0;
+  bool posted = false;
+  for (; wr != nullptr; wr = wr->next) {
+    conduit_shm_recv_wr e{};
+    e.wr_id = wr->wr_id;
+    rc = translate_sges(qp->ctx, wr->sg_list, wr->num_sge, e.sg_list, wr->wr_id);
+    if (rc < 0) break;
+    e.num_sge = static_cast<uint8_t>(wr->num_sge);
+    if (!qp->rq.try_enqueue(e)) {
+      rc = set_error(qp->rq.broken() ? -EPIPE : -ENOMEM,
+                     qp->rq.broken() ? "receive queue indices are corrupt"
+                                     : "receive queue full (" + std::to_string(qp->rq.capacity()) +
+                                           " entries)");
+      break;
+    }
+    posted = true;
+  }
+  if (posted) ring_doorbell(qp->ctx);
+  if (rc == 0 && bad_wr != nullptr) *bad_wr = nullptr;
+  if (rc < 0 && bad_wr != nullptr) *bad_wr = wr;
+  return rc;
+}
+
+}  // extern "C"

@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: GPL-2.0
+// drop: loss injection for tests (the kernel here has no netem). Attached with tc clsact on
+// ingress or egress; drops a configured share of the IPv4 UDP frames to one destination port
+// (default 4791, RoCEv2), chosen with bpf_get_prandom_u32, and counts what it did.
+//
+// Configuration: array map "drop_cfg" (one struct drop_cfg, key 0) written with bpftool
+// (scripts/lib/tcbpf.sh). Until configured (share_ppm 0) nothing is dropped.
+// Counters: array map "drop_stats" (struct drop_stats, key 0).
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/pkt_cls.h>
+#include <linux/udp.h>
+
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_helpers.h>
+
+struct drop_cfg {
+  __u32 share_ppm;  // share of matching frames to drop, parts per million (1000000 = all)
+  __u16 udp_port;   // destination port to match; 0 = every IPv4 UDP frame
+  __u16 pad;
+};
+
+struct drop_stats {
+  __u64 packets;  // IPv4 frames seen
+  __u64 matched;  // frames to the configured UDP port
+  __u64 dropped;  // matched frames dropped
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct drop_cfg);
+} drop_cfg SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct drop_stats);
+} drop_stats SEC(".maps");
+
+SEC("tc")
+int drop(struct __sk_buff* skb) {
+  __u32 key = 0;
+  struct drop_cfg* cfg = bpf_map_lookup_elem(&drop_cfg, &key);
+  struct drop_stats* st = bpf_map_lookup_elem(&drop_stats, &key);
+  if (!cfg || !st) return TC_ACT_OK;
+
+  void* data = (void*)(long)skb->data;
+  void* data_end = (void*)(long)skb->data_end;
+  struct ethhdr* eth = data;
+  if ((void*)(eth + 1) > data_end || eth->h_proto != bpf_htons(ETH_P_IP)) return TC_ACT_OK;
+  struct iphdr* ip = (void*)(eth + 1);
+  if ((void*)(ip + 1) > data_end) return TC_ACT_OK;
+  __sync_fetch_and_add(&st->packets, 1);
+  if (ip->protocol != IPPROTO_UDP) return TC_ACT_OK;
+  // Fragments after the first carry no UDP header.
+  if (ip->frag_off & bpf_htons(0x1fff)) return TC_ACT_OK;
+  struct udphdr* udp = (void*)ip + ip->ihl * 4;
+  if (ip->ihl < 5 || (void*)(udp + 1) > data_end) return TC_ACT_OK;
+  if (cfg->udp_port != 0 && udp->dest != bpf_htons(cfg->udp_port)) return TC_ACT_OK;
+  __sync_fetch_and_add(&st->matched, 1);
+  if (cfg->share_ppm == 0) return TC_ACT_OK;
+  if (cfg->share_ppm < 1000000U && (bpf_get_prandom_u32() % 1000000U) >= cfg->share_ppm)
+    return TC_ACT_OK;
+  __sync_fetch_and_add(&st->dropped, 1);
+  return TC_ACT_SHOT;
+}
+
+char LICENSE[] SEC("license") = "GPL";

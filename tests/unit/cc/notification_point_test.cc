@@ -1,0 +1,33 @@
+#include "cc/notification_point.h"
+
+#include <catch2/catch.hpp>
+
+using namespace conduit::cc;
+
+TEST_CASE("NP: one CNP at once, then at most one per min_time_between_cnps") {
+  NpParams p;
+  p.min_time_between_cnps = 4;
+  NotificationPoint np(p);
+  CHECK(np.on_ce_marked(1000));  // first mark: CNP now
+  CHECK_FALSE(np.on_ce_marked(2000));
+  CHECK_FALSE(np.on_ce_marked(4999));
+  CHECK(np.on_ce_marked(5000));  // 4 us after the last CNP
+  CHECK_FALSE(np.on_ce_marked(5001));
+  CHECK(np.on_ce_marked(100'000));  // after a quiet gap: at once
+  CHECK(np.marks() == 6);
+  CHECK(np.cnps() == 3);
+}
+
+TEST_CASE("NP: a steady stream of marks yields one CNP per interval") {
+  NotificationPoint np(NpParams::paper());  // 50 us
+  int cnps = 0;
+  for (uint64_t t = 0; t < 1'000'000; t += 100) cnps += np.on_ce_marked(t) ? 1 : 0;
+  CHECK(cnps == 20);  // 1 ms / 50 us
+}
+
+TEST_CASE("NP: an interval of zero sends a CNP for every mark") {
+  NpParams p;
+  p.min_time_between_cnps = 0;
+  NotificationPoint np(p);
+  for (int i = 0; i < 5; ++i) CHECK(np.on_ce_marked(7));
+}

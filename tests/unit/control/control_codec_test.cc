@@ -1,0 +1,324 @@
+#include "proto/control_codec.h"
+
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+
+#include <catch2/catch.hpp>
+#include <cerrno>
+
+#include "proto/seqpacket.h"
+
+using namespace conduit::proto;
+
+namespace {
+
+QpAttr rtr_attr() {
+  QpAttr a;
+  a.mask = kAttrState | kAttrPathMtu | kAttrDestQpn | kAttrRqPsn | kAttrDgid | kAttrMinRnrTimer;
+  a.state = QpState::kRtr;
+  a.path_mtu = 3;
+  a.dest_qpn = 0xABCDEF;
+  a.rq_psn = 0x123456;
+  a.dgid = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 198, 18, 0, 1};
+  a.min_rnr_timer = 12;
+  return a;
+}
+
+std::vector<Request> all_requests() {
+  ModifyQpRequest m{77, rtr_attr()};
+  return {AttachRequest{3, 1 << 20, "trainer-0"},
+          DetachRequest{},
+          CreateCqRequest{256, true},
+          DestroyCqRequest{4},
+          CreateQpRequest{1, 2, 128, 64, "bulk"},
+          DestroyQpRequest{77},
+          RegMrRequest{4096, 65536, kAccessLocalWrite | kAccessRemoteRead},
+          DeregMrRequest{0x1234},
+          m,
+          QueryQpRequest{77},
+          StatsRequest{},
+          StatusRequest{},
+          ListQpsRequest{5, 100},
+          PolicyShowRequest{1000},
+          PolicyReloadRequest{}};
+}
+
+std::vector<ReplyBody> all_replies() {
+  QpSummary q;
+  q.qpn = 17;
+  q.client_id = 3;
+  q.pid = 4242;
+  q.state = QpState::kRts;
+  q.dest_qpn = 99;
+  q.traffic_class = "bulk";
+  q.rate_bps = 25'000'000'000;
+  q.alpha_ppm = 1000000;
+  q.cnps = 5;
+  QpAttr full = rtr_attr();
+  full.mask = kAttrAll;
+  full.access = kAccessAll;
+  full.timeout = 14;
+  full.retry_cnt = 7;
+  full.rnr_retry = 7;
+  return {AttachReply{1, 3, 1 << 22, 64, 64, 128, 1 << 22},
+          DetachReply{},
+          CreateCqReply{2, 256},
+          DestroyCqReply{},
+          CreateQpReply{17, 3, 128, 64},
+          DestroyQpReply{},
+          RegMrReply{0x100, 0x200, 1 << 20},
+          DeregMrReply{},
+          ModifyQpReply{},
+          QueryQpReply{17, "bulk", full},
+          StatsReply{{{"control.requests", 12}, {"clients", 1}}},
+          StatusReply{"0.1.0", 33, 0, "control plane only", 2, 3, "/etc/conduit/conduitd.yaml"},
+          ListQpsReply{{q, q}, 18},
+          PolicyShowReply{10, "a: 1\nb: 2\n"},
+          PolicyReloadReply{"policy reloaded"}};
+}
+
+bool decodes(const std::vector<uint8_t>& bytes, CodecError& err) {
+  RequestMessage out;
+  return decode_request(bytes, out, err);
+}
+
+}  // namespace
+
+TEST_CASE("every request round-trips", "[control][codec]") {
+  uint32_t seq = 1;
+  for (const auto& body : all_requests()) {
+    RequestMessage in{seq++, body};
+    auto bytes = encode_request(in);
+    RequestMessage out;
+    CodecError err;
+    INFO(msg_type_name(in.type()));
+    REQUIRE(decode_request(bytes, out, err));
+    CHECK(out.seq == in.seq);
+    CHECK(out.type() == in.type());
+    CHECK(out.body == in.body);
+  }
+}
+
+TEST_CASE("every reply round-trips, ok and error", "[control][codec]") {
+  uint32_t seq = 100;
+  size_t i = 0;
+  for (const auto& body : all_replies()) {
+    ReplyMessage in;
+    in.seq = seq++;
+    in.type = static_cast<MsgType>(++i);
+    in.body = body;
+    auto bytes = encode_reply(in);
+    ReplyMessage out;
+    CodecError err;
+    INFO(msg_type_name(in.type));
+    REQUIRE(decode_reply(bytes, out, err));
+    CHECK(out.seq == in.seq);
+    CHECK(out.type == in.type);
+    CHECK(out.status == 0);
+    CHECK(out.body == in.body);
+
+    auto e = make_error_reply(in.type, in.seq, -EDQUOT, "QP quota of 64 reached");
+    REQUIRE(decode_reply(encode_reply(e), out, err));
+    CHECK(out.status == -EDQUOT);
+    CHECK(out.reason == "QP quota of 64 reached");
+  }
+}
+
+TEST_CASE("every truncation of every message is rejected", "[control][codec]") {
+  for (const auto& body : all_requests()) {
+    auto bytes = encode_request(RequestMessage{9, body});
+    for (size_t len = 0; len < bytes.size(); ++len) {
+      std::vector<uint8_t> cut(bytes.begin(), bytes.begin() + static_cast<long>(len));
+      CodecError err;
+      CHECK_FALSE(decodes(cut, err));
+      // Fix body_len so only the body is short: must still fail.
+      if (len >= kHeaderBytes) {
+        uint32_t body_len = static_cast<uint32_t>(len - kHeaderBytes);
+        for (int i = 0; i < 4; ++i) cut[12 + i] = static_cast<uint8_t>(body_len >> (8 * i));
+        CHECK_FALSE(decodes(cut, err));
+        CHECK(err.code == -EBADMSG);
+      }
+    }
+  }
+}
+
+TEST_CASE("header checks: magic, version, length, type, direction", "[control][codec]") {
+  auto good = encode_request(RequestMessage{1, StatusRequest{}});
+  CodecError err;
+  REQUIRE(decodes(good, err));
+
+  auto bad = good;
+  bad[0] ^= 0xFF;
+  CHECK_FALSE(decodes(bad, err));
+  CHECK(err.code == -EPROTO);
+
+  bad = good;
+  bad[4] = 2;
+  CHECK_FALSE(decodes(bad, err));
+  CHECK(err.code == -EPROTONOSUPPORT);
+  CHECK(err.reason.find("version 2") != std::string::npos);
+
+  bad = good;
+  bad.push_back(0);  // trailing byte, body_len still 0
+  CHECK_FALSE(decodes(bad, err));
+  CHECK(err.code == -EBADMSG);
+
+  bad = good;
+  bad[12] = 1;  // body_len 1 but nothing follows
+  CHECK_FALSE(decodes(bad, err));
+
+  bad.push_back(0);  // body_len 1 and a byte follows: trailing bytes in a body-less message
+  CHECK_FALSE(decodes(bad, err));
+  CHECK(err.code == -EBADMSG);
+
+  for (uint16_t t : {0, 16, 0x7FFF}) {
+    bad = good;
+    bad[6] = static_cast<uint8_t>(t);
+    bad[7] = static_cast<uint8_t>(t >> 8);
+    CHECK_FALSE(decodes(bad, err));
+    CHECK(err.code == -EOPNOTSUPP);
+  }
+
+  bad = good;
+  bad[7] |= 0x80;  // a reply where a request is expected
+  CHECK_FALSE(decodes(bad, err));
+  CHECK(err.code == -EPROTO);
+  ReplyMessage r;
+  CHECK_FALSE(decode_reply(good, r, err));  // and the other way round
+
+  std::vector<uint8_t> huge(kMaxMessageBytes + 1, 0);
+  CHECK_FALSE(decodes(huge, err));
+  CHECK(err.code == -EMSGSIZE);
+}
+
+TEST_CASE("field ranges are enforced", "[control][codec]") {
+  CodecError err;
+  auto rejects = [&](Request body, const char* fragment) {
+    bool ok = decodes(encode_request(RequestMessage{1, std::move(body)}), err);
+    INFO(fragment << " / " << err.reason);
+    CHECK_FALSE(ok);
+    CHECK(err.code == -EINVAL);
+    CHECK(err.reason.find(fragment) != std::string::npos);
+  };
+  rejects(CreateCqRequest{0, false}, "CQ entries");
+  rejects(CreateCqRequest{kMaxQueueEntries + 1, false}, "CQ entries");
+  rejects(CreateQpRequest{1, 1, 0, 1, ""}, "send queue entries");
+  rejects(CreateQpRequest{1, 1, 1, kMaxQueueEntries + 1, ""}, "receive queue entries");
+  rejects(CreateQpRequest{1, 1, 1, 1, "bulk class"}, "traffic class");
+  {
+    // The encoder cuts long strings, so build the over-long class by hand.
+    auto bytes = encode_request(RequestMessage{1, CreateQpRequest{1, 1, 1, 1, ""}});
+    bytes[kHeaderBytes + 16] = kMaxClassNameBytes + 1;
+    bytes.insert(bytes.end(), kMaxClassNameBytes + 1, 'a');
+    uint32_t body_len = static_cast<uint32_t>(bytes.size() - kHeaderBytes);
+    bytes[12] = static_cast<uint8_t>(body_len);
+    CHECK_FALSE(decodes(bytes, err));
+    CHECK(err.reason.find("longer than") != std::string::npos);
+  }
+  rejects(AttachRequest{1, 0, "bad/name"}, "client name");
+  rejects(RegMrRequest{0, 0, 0}, "length is 0");
+  rejects(RegMrRequest{~0ull - 10, 100, 0}, "wraps");
+  rejects(RegMrRequest{0, 100, 1u << 5}, "access");
+  rejects(DestroyQpRequest{1u << 24}, "QPN");
+  rejects(ListQpsRequest{0, 0}, "max entries");
+  rejects(ListQpsRequest{0, kMaxListEntries + 1}, "max entries");
+
+  auto modify = [&](auto mutate, const char* fragment) {
+    ModifyQpRequest m{5, rtr_attr()};
+    mutate(m.attr);
+    rejects(m, fragment);
+  };
+  modify([](QpAttr& a) { a.path_mtu = 0; }, "path MTU");
+  modify([](QpAttr& a) { a.path_mtu = 6; }, "path MTU");
+  modify([](QpAttr& a) { a.dest_qpn = 1u << 24; }, "remote QPN");
+  modify([](QpAttr& a) { a.rq_psn = 1u << 24; }, "receive PSN");
+  modify([](QpAttr& a) { a.sq_psn = 1; }, "not in the attribute mask");
+  modify([](QpAttr& a) { a.retry_cnt = 1; }, "not in the attribute mask");
+  modify(
+      [](QpAttr& a) {
+        a.mask |= kAttrRetryCnt;
+        a.retry_cnt = 8;
+      },
+      "retry_cnt");
+  modify(
+      [](QpAttr& a) {
+        a.mask |= kAttrRnrRetry;
+        a.rnr_retry = 9;
+      },
+      "rnr_retry");
+  modify(
+      [](QpAttr& a) {
+        a.mask |= kAttrTimeout;
+        a.timeout = 32;
+      },
+      "timeout");
+  modify([](QpAttr& a) { a.mask |= 1u << 20; }, "mask");
+  modify([](QpAttr& a) { a.mask &= ~kAttrDgid; }, "GID");
+
+  // A QP state byte beyond ERROR is rejected even though the mask is fine.
+  auto bytes = encode_request(RequestMessage{1, ModifyQpRequest{5, rtr_attr()}});
+  bytes[kHeaderBytes + 4 + 4] = 7;  // qpn(4) mask(4) state(1)
+  CHECK_FALSE(decodes(bytes, err));
+  CHECK(err.reason.find("state") != std::string::npos);
+}
+
+TEST_CASE("free text rejects control characters, reply status must be errno", "[control][codec]") {
+  ReplyMessage r = make_error_reply(MsgType::kStatus, 1, -EPERM, "bad\x01reason");
+  ReplyMessage out;
+  CodecError err;
+  CHECK_FALSE(decode_reply(encode_reply(r), out, err));
+
+  r = make_error_reply(MsgType::kStatus, 1, -EPERM, "fine\nreason\twith tab");
+  CHECK(decode_reply(encode_reply(r), out, err));
+
+  r.status = -5000;
+  CHECK_FALSE(decode_reply(encode_reply(r), out, err));
+  r.status = 3;
+  CHECK_FALSE(decode_reply(encode_reply(r), out, err));
+}
+
+TEST_CASE("encoder cuts over-long reasons instead of producing bad messages", "[control][codec]") {
+  auto r = make_error_reply(MsgType::kAttach, 1, -EACCES, std::string(5000, 'x'));
+  ReplyMessage out;
+  CodecError err;
+  REQUIRE(decode_reply(encode_reply(r), out, err));
+  CHECK(out.reason.size() == kMaxReasonBytes);
+}
+
+TEST_CASE("seqpacket carries one message and its descriptors", "[control][seqpacket]") {
+  int sv[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
+  UniqueFd a(sv[0]), b(sv[1]);
+  UniqueFd efd(::eventfd(0, EFD_CLOEXEC));
+  REQUIRE(efd.valid());
+
+  auto bytes = encode_request(RequestMessage{7, CreateCqRequest{16, true}});
+  int fds[] = {efd.get()};
+  REQUIRE(send_datagram(a.get(), bytes, fds) == 0);
+
+  std::vector<uint8_t> buf;
+  std::vector<UniqueFd> got;
+  REQUIRE(recv_datagram(b.get(), buf, got) == static_cast<ssize_t>(bytes.size()));
+  CHECK(buf == bytes);
+  REQUIRE(got.size() == 1);
+  // The received descriptor is the same eventfd: a write through it is visible here.
+  uint64_t one = 1, v = 0;
+  REQUIRE(::write(got[0].get(), &one, sizeof(one)) == sizeof(one));
+  REQUIRE(::read(efd.get(), &v, sizeof(v)) == sizeof(v));
+  CHECK(v == 1);
+
+  // Oversized datagram: reported as -EMSGSIZE, not silently truncated.
+  std::vector<uint8_t> big(kMaxMessageBytes + 100, 0);
+  REQUIRE(send_datagram(a.get(), big) == 0);
+  CHECK(recv_datagram(b.get(), buf, got) == -EMSGSIZE);
+
+  CHECK(recv_datagram(b.get(), buf, got, MSG_DONTWAIT) == -EAGAIN);
+  a.reset();
+  CHECK(recv_datagram(b.get(), buf, got) == 0);  // hang-up
+}
+
+TEST_CASE("connect to a missing socket says ENOENT", "[control][seqpacket]") {
+  UniqueFd s;
+  CHECK(connect_seqpacket("/nonexistent/conduit/test.sock", s) == -ENOENT);
+  CHECK(connect_seqpacket(std::string(200, 'x'), s) == -ENAMETOOLONG);
+}

@@ -1,0 +1,269 @@
+// The control server and service, driven with raw protocol messages (what a
+// buggy or hostile client could send), plus the QP state rules and peer checks.
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cerrno>
+
+#include "control/control_server.h"
+#include "control/qp_state_machine.h"
+#include "proto/control_codec.h"
+#include "proto/seqpacket.h"
+
+using namespace conduit;
+using namespace conduit::control;
+using proto::QpState;
+
+namespace {
+
+struct Server {
+  Server() {
+    spdlog::set_level(spdlog::level::off);
+    ControlLimits l;
+    l.max_qps = 2;
+    l.max_cqs = 2;
+    l.max_mrs = 2;
+    l.max_mr_bytes = 1 << 20;
+    l.default_region_bytes = 1 << 20;
+    l.sq_depth = 16;
+    l.rq_depth = 16;
+    l.cq_depth = 32;
+    l.huge_pages = shm::HugePages::kNever;
+    ServiceHooks hooks;
+    hooks.version = "test";
+    hooks.reload_policy = [](std::string& m) {
+      m = "reloaded";
+      return 0;
+    };
+    server =
+        std::make_unique<ControlServer>(ServerConfig{path, 0600, {}, {}, {}}, l, hooks, nullptr);
+    std::string err;
+    REQUIRE(server->start(err) == 0);
+  }
+  std::string path = "/tmp/conduit-ctl-test-" + std::to_string(::getpid()) + ".sock";
+  std::unique_ptr<ControlServer> server;
+};
+
+struct RawClient {
+  explicit RawClient(const std::string& path) {
+    REQUIRE(proto::connect_seqpacket(path, sock) >= 0);
+  }
+  // Sends bytes, returns the decoded reply (status) or fails the test.
+  proto::ReplyMessage exchange(const std::vector<uint8_t>& bytes, std::vector<int> fds = {}) {
+    REQUIRE(proto::send_datagram(sock.get(), bytes, fds) == 0);
+    std::vector<uint8_t> buf;
+    rx_fds.clear();
+    REQUIRE(proto::recv_datagram(sock.get(), buf, rx_fds) > 0);
+    proto::ReplyMessage r;
+    proto::CodecError err;
+    REQUIRE(proto::decode_reply(buf, r, err));
+    return r;
+  }
+  proto::ReplyMessage request(proto::Request body, std::vector<int> fds = {}) {
+    return exchange(proto::encode_request(proto::RequestMessage{++seq, std::move(body)}), fds);
+  }
+  bool hung_up() {
+    std::vector<uint8_t> buf;
+    std::vector<proto::UniqueFd> fds;
+    return proto::recv_datagram(sock.get(), buf, fds) == 0;
+  }
+  proto::UniqueFd sock;
+  std::vector<proto::UniqueFd> rx_fds;
+  uint32_t seq = 0;
+};
+
+proto::AttachRequest attach_req() { return proto::AttachRequest{CONDUIT_SHM_ABI_VERSION, 0, "t"}; }
+
+}  // namespace
+
+TEST_CASE("attach hands over the region and doorbell; ABI mismatch is explained",
+          "[control][server]") {
+  Server s;
+  RawClient c(s.path);
+  auto r = c.request(proto::AttachRequest{CONDUIT_SHM_ABI_VERSION + 7, 0, "old"});
+  CHECK(r.status == -EPROTONOSUPPORT);
+  CHECK(r.reason.find("ABI mismatch") != std::string::npos);
+
+  r = c.request(attach_req());
+  REQUIRE(r.status == 0);
+  CHECK(c.rx_fds.size() == 2);
+  auto a = std::get<proto::AttachReply>(r.body);
+  CHECK(a.max_qps == 2);
+  shm::Region region;
+  REQUIRE(shm::Region::attach(c.rx_fds[0].release(), &region) == 0);
+  CHECK(region.size() == a.region_bytes);
+  CHECK(region.layout().max_qps == 2);
+
+  r = c.request(attach_req());
+  CHECK(r.status == -EALREADY);
+}
+
+TEST_CASE("requests before attach, unknown ids and MRs outside the arena are refused",
+          "[control][server]") {
+  Server s;
+  RawClient c(s.path);
+  auto r = c.request(proto::CreateCqRequest{4, false});
+  CHECK(r.status == -ENOTCONN);
+  CHECK(r.reason.find("attach first") != std::string::npos);
+  // Operator requests need no attach.
+  r = c.request(proto::StatusRequest{});
+  REQUIRE(r.status == 0);
+  auto st = std::get<proto::StatusReply>(r.body);
+  CHECK(st.engine_running == 0);
+  CHECK(st.engine_state.find("control plane only") != std::string::npos);
+
+  REQUIRE(c.request(attach_req()).status == 0);
+  shm::Region region;
+  REQUIRE(shm::Region::attach(c.rx_fds[0].release(), &region) == 0);
+  const auto& l = region.layout();
+
+  CHECK(c.request(proto::DestroyQpRequest{12345}).status == -ENOENT);
+  CHECK(c.request(proto::DestroyCqRequest{9}).status == -ENOENT);
+  CHECK(c.request(proto::DeregMrRequest{9}).status == -ENOENT);
+  CHECK(c.request(proto::RegMrRequest{0, 4096, 0}).status == -EFAULT);  // the header page
+  CHECK(c.request(proto::RegMrRequest{l.arena_offset + l.arena_size - 10, 20, 0}).status ==
+        -EFAULT);
+  CHECK(c.request(proto::RegMrRequest{l.arena_offset, l.arena_size, 0}).status == 0);
+  // Registered bytes quota: the whole arena is already registered once.
+  r = c.request(proto::RegMrRequest{l.arena_offset, 4096, 0});
+  CHECK(r.status == -EDQUOT);
+  CHECK(r.reason.find("max_mr_bytes") != std::string::npos);
+
+  // CQ with has_eventfd but no descriptor; and a descriptor without the flag.
+  CHECK(c.request(proto::CreateCqRequest{4, true}).status == -EINVAL);
+  CHECK(c.request(proto::CreateCqRequest{4, false}, {STDIN_FILENO}).status == -EINVAL);
+  CHECK(c.request(proto::CreateCqRequest{64, false}).status == -EINVAL);  // deeper than 32
+  auto cq = c.request(proto::CreateCqRequest{4, false});
+  REQUIRE(cq.status == 0);
+  const uint32_t cq_id = std::get<proto::CreateCqReply>(cq.body).cq_id;
+  CHECK(c.request(proto::CreateQpRequest{cq_id, cq_id + 1, 4, 4, ""}).status == -ENOENT);
+  CHECK(c.request(proto::CreateQpRequest{cq_id, cq_id, 17, 4, ""}).status == -EINVAL);
+  CHECK(c.request(proto::CreateQpRequest{cq_id, cq_id, 16, 16, ""}).status == 0);
+}
+
+TEST_CASE("malformed datagrams get an error reply; garbage closes the connection",
+          "[control][server]") {
+  Server s;
+  {
+    RawClient c(s.path);
+    auto bytes = proto::encode_request(proto::RequestMessage{5, proto::StatusRequest{}});
+    bytes[4] = 9;  // protocol version 9
+    auto r = c.exchange(bytes);
+    CHECK(r.status == -EPROTONOSUPPORT);
+    CHECK(r.seq == 5);
+    // The connection stays usable for a client that then speaks version 1.
+    CHECK(c.request(proto::StatusRequest{}).status == 0);
+  }
+  {
+    RawClient c(s.path);
+    std::vector<uint8_t> junk(40, 0xAB);
+    auto r = c.exchange(junk);
+    CHECK(r.status == -EPROTO);
+    CHECK(c.hung_up());
+  }
+  {
+    RawClient c(s.path);
+    std::vector<uint8_t> huge(proto::kMaxMessageBytes + 10, 0);
+    auto r = c.exchange(huge);
+    CHECK(r.status == -EMSGSIZE);
+    CHECK(c.hung_up());
+  }
+  // The server is still healthy.
+  RawClient c(s.path);
+  CHECK(c.request(proto::StatusRequest{}).status == 0);
+}
+
+TEST_CASE("operator requests: stats, list, policy", "[control][server]") {
+  Server s;
+  RawClient c(s.path);
+  REQUIRE(c.request(attach_req()).status == 0);
+  auto cq = std::get<proto::CreateCqReply>(c.request(proto::CreateCqRequest{4, false}).body);
+  auto qp = std::get<proto::CreateQpReply>(
+      c.request(proto::CreateQpRequest{cq.cq_id, cq.cq_id, 4, 4, ""}).body);
+
+  RawClient admin(s.path);
+  auto stats = std::get<proto::StatsReply>(admin.request(proto::StatsRequest{}).body);
+  auto value = [&](const std::string& name) -> int64_t {
+    for (const auto& k : stats.counters) {
+      if (k.name == name) return static_cast<int64_t>(k.value);
+    }
+    return -1;
+  };
+  CHECK(value("control.qps") == 1);
+  CHECK(value("control.cqs") == 1);
+  CHECK(value("control.clients_attached") == 1);
+  CHECK(value("control.connections") == 2);
+
+  auto list = std::get<proto::ListQpsReply>(admin.request(proto::ListQpsRequest{0, 10}).body);
+  REQUIRE(list.qps.size() == 1);
+  CHECK(list.qps[0].qpn == qp.qpn);
+  CHECK(list.qps[0].pid == static_cast<uint32_t>(::getpid()));
+  CHECK(list.next_qpn == 0);
+
+  CHECK(admin.request(proto::PolicyShowRequest{0}).status == -EOPNOTSUPP);
+  auto rel = admin.request(proto::PolicyReloadRequest{});  // we run as the daemon's uid
+  REQUIRE(rel.status == 0);
+  CHECK(std::get<proto::PolicyReloadReply>(rel.body).message == "reloaded");
+}
+
+TEST_CASE("peer credentials are checked against the policy", "[control]") {
+  ServerConfig cfg;
+  std::string why;
+  CHECK(peer_allowed(cfg, 1234, 1234, {}, why));  // no lists: the socket mode decides
+  cfg.allowed_gids = {2000};
+  CHECK(peer_allowed(cfg, 0, 0, {}, why));            // root
+  CHECK(peer_allowed(cfg, ::geteuid(), 5, {}, why));  // the daemon's own user
+  CHECK(peer_allowed(cfg, 1234, 2000, {}, why));      // primary group
+  CHECK(peer_allowed(cfg, 1234, 1, {7, 2000}, why));  // supplementary group
+  CHECK_FALSE(peer_allowed(cfg, 1234, 1, {7}, why));
+  CHECK(why.find("uid 1234") != std::string::npos);
+  CHECK(why.find("2000") != std::string::npos);
+  cfg.allowed_uids = {1234};
+  CHECK(peer_allowed(cfg, 1234, 1, {}, why));
+}
+
+TEST_CASE("QP transitions follow the verbs rules", "[control][qp]") {
+  std::string why;
+  proto::QpAttr a;
+  a.mask = proto::kAttrState | proto::kAttrAccess;
+  a.state = QpState::kInit;
+  a.access = proto::kAccessRemoteWrite;
+  CHECK(check_qp_transition(QpState::kReset, a, why) == 0);
+  CHECK(check_qp_transition(QpState::kRtr, a, why) == -EINVAL);
+  CHECK(why.find("RTR -> INIT") != std::string::npos);
+
+  proto::QpAttr rtr;
+  rtr.mask = proto::kAttrState | proto::kAttrPathMtu | proto::kAttrDestQpn | proto::kAttrRqPsn;
+  rtr.state = QpState::kRtr;
+  rtr.path_mtu = 3;
+  CHECK(check_qp_transition(QpState::kInit, rtr, why) == -EINVAL);
+  CHECK(why.find("needs dgid") != std::string::npos);
+  rtr.mask |= proto::kAttrDgid;
+  CHECK(check_qp_transition(QpState::kInit, rtr, why) == 0);
+  rtr.mask |= proto::kAttrRetryCnt;
+  CHECK(check_qp_transition(QpState::kInit, rtr, why) == -EINVAL);
+  CHECK(why.find("does not take retry_cnt") != std::string::npos);
+
+  proto::QpAttr err;
+  err.mask = proto::kAttrState;
+  err.state = QpState::kError;
+  for (auto from : {QpState::kReset, QpState::kInit, QpState::kRtr, QpState::kRts}) {
+    CHECK(check_qp_transition(from, err, why) == 0);
+  }
+  proto::QpAttr sqd = err;
+  sqd.state = QpState::kSqd;
+  CHECK(check_qp_transition(QpState::kRts, sqd, why) == -EINVAL);
+
+  QpAttrs qp;
+  apply_qp_transition(qp, a);
+  CHECK(qp.state == QpState::kInit);
+  CHECK(qp.attr.access == proto::kAccessRemoteWrite);
+  proto::QpAttr reset;
+  reset.mask = proto::kAttrState;
+  reset.state = QpState::kReset;
+  apply_qp_transition(qp, reset);
+  CHECK(qp.state == QpState::kReset);
+  CHECK(qp.attr.access == 0);
+}

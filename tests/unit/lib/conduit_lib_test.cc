@@ -1,0 +1,405 @@
+// libconduit against a real control server (daemon/control) on a temporary
+// socket, with a test engine thread on the command ring.
+#include <conduit/conduit.h>
+#include <signal.h>
+#include <spawn.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <conduit/conduit.hpp>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include "control/control_server.h"
+#include "shm/doorbell.h"
+#include "test_engine.h"
+
+using namespace conduit;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string temp_socket_path() {
+  static int n = 0;
+  return "/tmp/conduit-test-" + std::to_string(::getpid()) + "-" + std::to_string(++n) + ".sock";
+}
+
+struct Daemon {
+  explicit Daemon(control::ControlLimits limits = small_limits(), bool with_engine = true) {
+    spdlog::set_level(spdlog::level::warn);
+    if (with_engine) {
+      REQUIRE(control::EngineChannel::create(256, &channel) == 0);
+      engine = std::make_unique<test::TestEngine>(*channel);
+    }
+    control::ServerConfig cfg;
+    cfg.socket_path = path;
+    control::ServiceHooks hooks;
+    hooks.version = "test";
+    hooks.policy_text = [] { return std::string("classes:\n  bulk: {}\n"); };
+    hooks.class_exists = [](const std::string& c) { return c == "bulk"; };
+    server = std::make_unique<control::ControlServer>(cfg, limits, hooks, channel.get());
+    std::string err;
+    REQUIRE(server->start(err) == 0);
+  }
+  ~Daemon() {
+    server->stop();
+    engine.reset();
+  }
+  static control::ControlLimits small_limits() {
+    control::ControlLimits l;
+    l.max_qps = 4;
+    l.max_cqs = 4;
+    l.max_mrs = 8;
+    l.max_mr_bytes = 4 << 20;
+    l.default_region_bytes = 1 << 20;
+    l.sq_depth = 64;
+    l.rq_depth = 64;
+    l.cq_depth = 128;
+    l.huge_pages = shm::HugePages::kNever;
+    return l;
+  }
+  std::string path = temp_socket_path();
+  std::unique_ptr<control::EngineChannel> channel;
+  std::unique_ptr<test::TestEngine> engine;
+  std::unique_ptr<control::ControlServer> server;
+};
+
+conduit_context* open_ctx(const std::string& path, uint64_t region_bytes = 0) {
+  conduit_context_attr attr{};
+  attr.socket_path = path.c_str();
+  attr.region_bytes = region_bytes;
+  attr.client_name = "unit-test";
+  conduit_context* ctx = nullptr;
+  int rc = conduit_open(&attr, &ctx);
+  INFO(conduit_strerror(rc));
+  REQUIRE(rc == 0);
+  return ctx;
+}
+
+bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(2ms);
+  }
+  return pred();
+}
+
+}  // namespace
+
+TEST_CASE("no daemon: the error names the socket", "[lib]") {
+  conduit_context_attr attr{};
+  std::string path = "/tmp/conduit-test-nobody-listens.sock";
+  attr.socket_path = path.c_str();
+  conduit_context* ctx = nullptr;
+  int rc = conduit_open(&attr, &ctx);
+  CHECK(rc == -ENOENT);
+  CHECK(ctx == nullptr);
+  std::string msg = conduit_strerror(rc);
+  CHECK(msg.find("conduitd is not running") != std::string::npos);
+  CHECK(msg.find(path) != std::string::npos);
+  // A different error code gets the generic text, not the stale message.
+  CHECK(std::string(conduit_strerror(-EINVAL)).find(path) == std::string::npos);
+}
+
+TEST_CASE("socket is created with the configured mode", "[lib][control]") {
+  Daemon d;
+  struct stat st {};
+  REQUIRE(::stat(d.path.c_str(), &st) == 0);
+  CHECK(S_ISSOCK(st.st_mode));
+  CHECK((st.st_mode & 0777) == 0660);
+  // A second daemon on the same path refuses to steal it.
+  control::ControlServer second(control::ServerConfig{d.path, 0660, {}, {}, {}},
+                                Daemon::small_limits(), {}, nullptr);
+  std::string err;
+  CHECK(second.start(err) == -EADDRINUSE);
+  CHECK(err.find("already serving") != std::string::npos);
+}
+
+TEST_CASE("open, register, create, connect, query, destroy", "[lib][control]") {
+  Daemon d;
+  conduit_context* ctx = open_ctx(d.path);
+  conduit_mr* mr = nullptr;
+  REQUIRE(conduit_alloc_mr(ctx, 10000, CONDUIT_ACCESS_LOCAL_WRITE | CONDUIT_ACCESS_REMOTE_WRITE,
+                           &mr) == 0);
+  CHECK(mr->length == 10000);
+  CHECK(reinterpret_cast<uintptr_t>(mr->addr) % 4096 == 0);
+  CHECK(mr->lkey != mr->rkey);
+  conduit_cq* cq = nullptr;
+  REQUIRE(conduit_create_cq(ctx, 32, &cq) == 0);
+  conduit_qp_init_attr qa{};
+  qa.send_cq = cq;
+  qa.recv_cq = cq;
+  qa.traffic_class = "bulk";
+  conduit_qp* qp = nullptr;
+  REQUIRE(conduit_create_qp(ctx, &qa, &qp) == 0);
+  const uint32_t qpn = conduit_qp_num(qp);
+  CHECK(qpn >= 2);
+  CHECK(qpn <= 0xFFFFFF);
+
+  conduit_qp_attr a{};
+  REQUIRE(conduit_query_qp(qp, &a) == 0);
+  CHECK(a.state == CONDUIT_QPS_RESET);
+
+  conduit_qp_connect_attr ca{};
+  ca.remote_qpn = 0x123456;
+  ca.remote_psn = 0xABCDE;
+  ca.local_psn = 0x111;
+  ca.remote_gid[10] = 0xff;
+  ca.remote_gid[11] = 0xff;
+  ca.remote_gid[12] = 198;
+  ca.remote_gid[13] = 18;
+  ca.remote_gid[15] = 2;
+  ca.mtu = CONDUIT_MTU_4096;
+  ca.timeout = 14;
+  ca.retry_cnt = 7;
+  ca.rnr_retry = 7;
+  ca.min_rnr_timer = 12;
+  ca.access = CONDUIT_ACCESS_REMOTE_WRITE;
+  REQUIRE(conduit_connect_qp(qp, &ca) == 0);
+  REQUIRE(conduit_query_qp(qp, &a) == 0);
+  CHECK(a.state == CONDUIT_QPS_RTS);
+  CHECK(a.dest_qpn == 0x123456);
+  CHECK(a.rq_psn == 0xABCDE);
+  CHECK(a.sq_psn == 0x111);
+  CHECK(a.path_mtu == CONDUIT_MTU_4096);
+  CHECK(a.dgid[12] == 198);
+  CHECK(a.timeout == 14);
+  CHECK(a.access == CONDUIT_ACCESS_REMOTE_WRITE);
+
+  // The engine heard about every step, in order.
+  control::EngineCommand c;
+  REQUIRE(d.engine->wait_for(control::EngineOp::kAddQp, 0, 1s, &c));
+  CHECK(c.qpn == qpn);
+  CHECK(std::string(c.traffic_class) == "bulk");
+  REQUIRE(d.engine->wait_for(control::EngineOp::kAddMr, 0, 1s, &c));
+  CHECK(c.lkey == mr->lkey);
+  CHECK(c.length == 10000);
+  auto modifies = [&] {
+    int n = 0;
+    for (const auto& cmd : d.engine->commands()) n += cmd.op == control::EngineOp::kModifyQp;
+    return n;
+  };
+  CHECK(eventually([&] { return modifies() == 3; }, 1s));
+
+  // Connecting again from RTS is refused with the verbs rule as the reason.
+  int rc = conduit_connect_qp(qp, &ca);
+  CHECK(rc == -EINVAL);
+  CHECK(std::string(conduit_strerror(rc)).find("RTS -> INIT") != std::string::npos);
+
+  // A CQ in use cannot be destroyed.
+  rc = conduit_destroy_cq(cq);
+  CHECK(rc == -EBUSY);
+  CHECK(conduit_destroy_qp(qp) == 0);
+  CHECK(conduit_destroy_cq(cq) == 0);
+  CHECK(conduit_free_mr(mr) == 0);
+  CHECK(conduit_close(ctx) == 0);
+  CHECK(d.engine->wait_for(control::EngineOp::kRemoveClient, 0, 1s));
+}
+
+TEST_CASE("quotas give clear errors", "[lib][control]") {
+  Daemon d;
+  conduit_context* ctx = nullptr;
+  conduit_context_attr attr{};
+  attr.socket_path = d.path.c_str();
+  attr.region_bytes = 64 << 20;  // above max_mr_bytes (4 MiB)
+  int rc = conduit_open(&attr, &ctx);
+  CHECK(rc == -EDQUOT);
+  CHECK(std::string(conduit_strerror(rc)).find("quota exceeded") != std::string::npos);
+
+  ctx = open_ctx(d.path, 2 << 20);
+  conduit_cq* cq = nullptr;
+  REQUIRE(conduit_create_cq(ctx, 8, &cq) == 0);
+  conduit_qp_init_attr qa{};
+  qa.send_cq = cq;
+  qa.recv_cq = cq;
+  std::vector<conduit_qp*> qps;
+  for (int i = 0; i < 4; ++i) {
+    conduit_qp* qp = nullptr;
+    REQUIRE(conduit_create_qp(ctx, &qa, &qp) == 0);
+    qps.push_back(qp);
+  }
+  conduit_qp* extra = nullptr;
+  rc = conduit_create_qp(ctx, &qa, &extra);
+  CHECK(rc == -EDQUOT);
+  CHECK(std::string(conduit_strerror(rc)).find("4 QPs per client") != std::string::npos);
+
+  // Unknown traffic class.
+  CHECK(conduit_destroy_qp(qps.back()) == 0);
+  qps.pop_back();
+  qa.traffic_class = "gold";
+  rc = conduit_create_qp(ctx, &qa, &extra);
+  CHECK(rc == -ENOENT);
+  CHECK(std::string(conduit_strerror(rc)).find("'gold'") != std::string::npos);
+
+  // The region is 2 MiB: a 3 MiB MR does not fit locally.
+  conduit_mr* mr = nullptr;
+  rc = conduit_alloc_mr(ctx, 3 << 20, 0, &mr);
+  CHECK(rc == -ENOMEM);
+  // Freed memory is reusable.
+  REQUIRE(conduit_alloc_mr(ctx, 2 << 20, 0, &mr) == 0);
+  CHECK(conduit_free_mr(mr) == 0);
+  REQUIRE(conduit_alloc_mr(ctx, 2 << 20, 0, &mr) == 0);
+  CHECK(conduit_free_mr(mr) == 0);
+  CHECK(conduit_close(ctx) == 0);
+}
+
+TEST_CASE("post and poll through the rings with the engine's side played by the test",
+          "[lib][control]") {
+  Daemon d;
+  conduit::Context ctx(d.path, 1 << 20, "rings");
+  auto mr = ctx.alloc_mr(8192, CONDUIT_ACCESS_LOCAL_WRITE);
+  auto cq = ctx.create_cq(16);
+  auto qp = ctx.create_qp(cq, cq);
+
+  control::EngineCommand add_client, add_qp, add_cq;
+  REQUIRE(d.engine->wait_for(control::EngineOp::kAddClient, 0, 1s, &add_client));
+  REQUIRE(d.engine->wait_for(control::EngineOp::kAddQp, 0, 1s, &add_qp));
+  REQUIRE(d.engine->wait_for(control::EngineOp::kAddCq, 0, 1s, &add_cq));
+  const shm::RegionLayout& layout = *add_client.layout;
+
+  // Engine view of the QP's SQ (in the daemon's own mapping of the region).
+  auto desc = layout.ring_desc(layout.sq_ring(add_qp.qp_slot));
+  auto* ctrl = reinterpret_cast<conduit_shm_ring_ctrl*>(add_client.region + desc.ctrl_offset);
+  auto* slots = reinterpret_cast<conduit_shm_send_wr*>(add_client.region + desc.slots_offset);
+  shm::SpscConsumer<conduit_shm_send_wr> sq(ctrl, slots, desc.capacity, shm::load_cons(ctrl));
+
+  // Arm the engine's wakeup line so the client must ring the doorbell.
+  auto* engine_line =
+      reinterpret_cast<conduit_shm_wakeup*>(add_client.region + layout.engine_wakeup_offset());
+  shm::consumer_arm_wakeup(engine_line);
+
+  conduit_sge sge[2] = {mr.sge(100, 50), mr.sge(4096, 10)};
+  conduit_send_wr wr{};
+  wr.wr_id = 77;
+  wr.sg_list = sge;
+  wr.num_sge = 2;
+  wr.opcode = CONDUIT_WR_RDMA_WRITE_WITH_IMM;
+  wr.send_flags = CONDUIT_SEND_SIGNALED;
+  wr.imm_data = 0xC0FFEE;
+  wr.remote_addr = 0x1000;
+  wr.rkey = 0x4242;
+  qp.post_send(wr);
+
+  conduit_shm_send_wr got{};
+  REQUIRE(sq.try_dequeue(&got));
+  CHECK(got.wr_id == 77);
+  CHECK(got.opcode == CONDUIT_SHM_WR_RDMA_WRITE_WITH_IMM);
+  CHECK(got.flags == CONDUIT_SHM_SEND_SIGNALED);
+  CHECK(got.num_sge == 2);
+  CHECK(got.u.sg_list[0].offset == 100);
+  CHECK(got.u.sg_list[0].length == 50);
+  CHECK(got.u.sg_list[0].lkey == mr.lkey());
+  CHECK(got.u.sg_list[1].offset == 4096);
+  CHECK(got.imm_data == 0xC0FFEE);
+  CHECK(got.rkey == 0x4242);
+  // The doorbell eventfd was kicked (the line was armed) and the line cleared.
+  shm::EventFd doorbell(::dup(add_client.doorbell_fd));
+  CHECK(doorbell.drain() >= 1);
+  CHECK(engine_line->needs_wakeup == 0);
+
+  // An SGE outside its MR never reaches the ring.
+  conduit_sge bad = mr.sge(8000, 500);
+  wr.sg_list = &bad;
+  wr.num_sge = 1;
+  conduit_send_wr* bad_wr = nullptr;
+  int rc = conduit_post_send(qp.get(), &wr, &bad_wr);
+  CHECK(rc == -EINVAL);
+  CHECK(bad_wr == &wr);
+  CHECK(std::string(conduit_strerror(rc)).find("outside its memory region") != std::string::npos);
+  CHECK(sq.available() == 0);
+
+  // Engine side of the CQ: publish a completion while the client waits on it.
+  auto cdesc = layout.ring_desc(layout.cq_ring(add_cq.cq_slot));
+  auto* cctrl = reinterpret_cast<conduit_shm_ring_ctrl*>(add_client.region + cdesc.ctrl_offset);
+  auto* cslots = reinterpret_cast<conduit_shm_cqe*>(add_client.region + cdesc.slots_offset);
+  shm::SpscProducer<conduit_shm_cqe> cqp(cctrl, cslots, cdesc.capacity, shm::load_prod(cctrl));
+  auto* cq_line = reinterpret_cast<conduit_shm_wakeup*>(add_client.region +
+                                                        layout.cq_wakeup_offset(add_cq.cq_slot));
+  std::thread producer([&] {
+    std::this_thread::sleep_for(50ms);
+    conduit_shm_cqe e{};
+    e.wr_id = 77;
+    e.status = CONDUIT_SHM_WC_SUCCESS;
+    e.opcode = CONDUIT_SHM_WC_RDMA_WRITE;
+    e.qp_num = add_qp.qpn;
+    REQUIRE(cqp.try_enqueue(e));
+    if (shm::producer_should_kick(cq_line)) {
+      shm::EventFd efd(::dup(add_cq.event_fd));
+      efd.kick();
+    }
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  CHECK(cq.wait(5000));
+  producer.join();
+  CHECK(std::chrono::steady_clock::now() - t0 < 4s);
+  std::vector<conduit_wc> wc(4);
+  REQUIRE(cq.poll(wc) == 1);
+  CHECK(wc[0].wr_id == 77);
+  CHECK(wc[0].status == CONDUIT_WC_SUCCESS);
+  CHECK(wc[0].opcode == CONDUIT_WC_RDMA_WRITE);
+  CHECK(wc[0].qp_num == qp.qpn());
+  CHECK_FALSE(cq.wait(20));  // nothing more: times out
+}
+
+TEST_CASE("a killed client is released within one second", "[lib][control]") {
+  Daemon d;
+  std::string exe = (std::filesystem::path(TEST_HELPER_DIR) / "hangup_client").string();
+  int out[2];
+  REQUIRE(::pipe(out) == 0);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  posix_spawn_file_actions_addclose(&fa, out[0]);
+  char* argv[] = {exe.data(), d.path.data(), nullptr};
+  pid_t pid = 0;
+  REQUIRE(posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv, environ) == 0);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(out[1]);
+  FILE* f = ::fdopen(out[0], "r");
+  unsigned qa = 0, qb = 0;
+  REQUIRE(std::fscanf(f, "ready %u %u", &qa, &qb) == 2);
+  std::fclose(f);
+  REQUIRE(d.server->clients() == 1);
+  REQUIRE(d.server->qps() == 2);
+
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  auto t0 = std::chrono::steady_clock::now();
+  REQUIRE(eventually([&] { return d.server->clients() == 0 && d.server->qps() == 0; }, 1s));
+  // The engine was told: both QPs removed (to ERROR, flushed), then the client.
+  CHECK(d.engine->wait_for(control::EngineOp::kRemoveClient, 0, 1s));
+  CHECK(std::chrono::steady_clock::now() - t0 < 1s);
+  int removed = 0;
+  for (const auto& c : d.engine->commands()) {
+    if (c.op == control::EngineOp::kRemoveQp && (c.qpn == qa || c.qpn == qb)) ++removed;
+  }
+  CHECK(removed == 2);
+
+  // Another client is untouched and the daemon keeps serving.
+  conduit::Context other(d.path);
+  auto cq = other.create_cq(4);
+  CHECK(d.server->clients() == 1);
+}
+
+TEST_CASE("control plane without an engine still serves and says so", "[lib][control]") {
+  Daemon d(Daemon::small_limits(), /*with_engine=*/false);
+  conduit::Context ctx(d.path);
+  auto cq = ctx.create_cq(4);
+  auto qp = ctx.create_qp(cq, cq);
+  CHECK(qp.query().state == CONDUIT_QPS_RESET);
+  try {
+    conduit::Context too_big(d.path, 1ull << 40);
+    FAIL("expected a quota error");
+  } catch (const conduit::Error& e) {
+    CHECK(e.code() == -EDQUOT);
+    CHECK(std::string(e.what()).find("conduit_open") != std::string::npos);
+  }
+}

@@ -1,0 +1,74 @@
+// A stand-in for the engine in control-plane tests: a thread that takes
+// commands off the EngineChannel, records them, and acks each one. The tests
+// use the recorded kAddClient pointers to play the engine's data-path role
+// (consume SQ entries, produce CQEs) from the test thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "control/engine_channel.h"
+
+namespace conduit::test {
+
+class TestEngine {
+ public:
+  explicit TestEngine(control::EngineChannel& ch) : ch_(ch), thread_([this] { run(); }) {}
+  ~TestEngine() {
+    stop_ = true;
+    thread_.join();
+  }
+
+  std::vector<control::EngineCommand> commands() {
+    std::lock_guard lock(mu_);
+    return log_;
+  }
+  // Waits up to timeout for a command with this op (and client, if non-zero).
+  bool wait_for(control::EngineOp op, uint32_t client_id, std::chrono::milliseconds timeout,
+                control::EngineCommand* out = nullptr) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      {
+        std::lock_guard lock(mu_);
+        for (const auto& c : log_) {
+          if (c.op == op && (client_id == 0 || c.client_id == client_id)) {
+            if (out != nullptr) *out = c;
+            return true;
+          }
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return false;
+  }
+
+ private:
+  void run() {
+    control::EngineCommand cmd[16];
+    while (!stop_) {
+      uint32_t n = ch_.poll_commands(cmd, 16);
+      for (uint32_t i = 0; i < n; ++i) {
+        {
+          std::lock_guard lock(mu_);
+          log_.push_back(cmd[i]);
+        }
+        control::EngineEvent ev;
+        ev.cookie = cmd[i].cookie;
+        ev.kind = control::EngineEventKind::kAck;
+        while (!ch_.post_event(ev) && !stop_) std::this_thread::yield();
+      }
+      if (n == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+
+  control::EngineChannel& ch_;
+  std::mutex mu_;
+  std::vector<control::EngineCommand> log_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace conduit::test

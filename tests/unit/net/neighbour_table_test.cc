@@ -1,0 +1,282 @@
+#include "net/neighbour_table.h"
+
+#include <catch2/catch.hpp>
+#include <stdexcept>
+
+#include "test_frames.h"
+
+using namespace conduit::net;
+using namespace conduit::net::test;
+using Kind = NeighbourEvent::Kind;
+using Resolve = NeighbourTable::Resolve;
+
+namespace {
+
+constexpr uint64_t kSec = 1'000'000'000;
+
+NeighbourConfig small_config() {
+  NeighbourConfig c;
+  c.capacity = 4;
+  c.max_pending_per_hop = 2;
+  c.max_requests = 3;
+  c.retry_interval_ns = kSec;
+  c.reachable_ns = 30 * kSec;
+  c.refresh_window_ns = 5 * kSec;
+  return c;
+}
+
+size_t count(const std::vector<NeighbourEvent>& ev, Kind k) {
+  size_t n = 0;
+  for (const auto& e : ev) n += e.kind == k;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("Resolution sends a request, queues frames and releases them on reply", "[neigh]") {
+  NeighbourTable t(small_config());
+  std::vector<NeighbourEvent> ev;
+  auto r = t.resolve(kPeerIp, 100, 11, ev);
+  CHECK(r.status == Resolve::kQueued);
+  REQUIRE(ev.size() == 1);
+  CHECK(ev[0].kind == Kind::kSendRequest);
+  CHECK(ev[0].ip == kPeerIp);
+  CHECK(ev[0].mac.is_broadcast());
+  ev.clear();
+
+  // A second frame waits behind the same request: no new request.
+  CHECK(t.resolve(kPeerIp, 200, 12, ev).status == Resolve::kQueued);
+  CHECK(ev.empty());
+  // The per-hop queue holds 2: the third frame is refused and counted.
+  CHECK(t.resolve(kPeerIp, 300, 13, ev).status == Resolve::kDropped);
+  CHECK(t.counters().queue_overflow_drops == 1);
+  CHECK(t.find(kPeerIp)->frames_queued == 2);
+
+  t.learn(kPeerIp, kPeerMac, 400, false, ev);
+  REQUIRE(ev.size() == 2);
+  CHECK(ev[0].kind == Kind::kTransmitQueued);
+  CHECK(ev[0].frame == 11);  // FIFO
+  CHECK(ev[1].frame == 12);
+  CHECK(ev[0].mac == kPeerMac);
+  CHECK(t.counters().resolved == 1);
+  CHECK(t.counters().frames_released == 2);
+  ev.clear();
+
+  r = t.resolve(kPeerIp, 500, 14, ev);
+  CHECK(r.status == Resolve::kResolved);
+  CHECK(r.mac == kPeerMac);
+  CHECK(ev.empty());
+  CHECK(t.find(kPeerIp)->state == NeighbourState::kReachable);
+}
+
+TEST_CASE("Unanswered resolution retries at the interval, then fails and drops", "[neigh]") {
+  NeighbourTable t(small_config());
+  std::vector<NeighbourEvent> ev;
+  t.resolve(kPeerIp, 0, 1, ev);
+  t.resolve(kPeerIp, 10, 2, ev);
+  ev.clear();
+  CHECK(t.next_deadline_ns() == kSec);
+
+  t.poll(kSec - 1, ev);  // not yet due
+  CHECK(ev.empty());
+  t.poll(kSec, ev);
+  CHECK(count(ev, Kind::kSendRequest) == 1);
+  ev.clear();
+  CHECK(t.next_deadline_ns() == 2 * kSec);
+  t.poll(2 * kSec, ev);
+  CHECK(count(ev, Kind::kSendRequest) == 1);  // third and last request
+  ev.clear();
+  CHECK(t.counters().requests_sent == 3);
+
+  t.poll(3 * kSec, ev);  // max_requests sent, no answer
+  REQUIRE(ev.size() == 2);
+  CHECK(ev[0].kind == Kind::kDropQueued);
+  CHECK(ev[0].frame == 1);
+  CHECK(ev[1].frame == 2);
+  CHECK(t.counters().resolve_failed == 1);
+  CHECK(t.counters().failed_drops == 2);
+  CHECK_FALSE(t.find(kPeerIp));
+  CHECK(t.size() == 0);
+  CHECK(t.next_deadline_ns() == UINT64_MAX);
+}
+
+TEST_CASE("Entries age out and are refreshed when used near expiry", "[neigh]") {
+  NeighbourTable t(small_config());
+  std::vector<NeighbourEvent> ev;
+  t.resolve(kPeerIp, 0, kNoFrame, ev);
+  t.learn(kPeerIp, kPeerMac, 0, false, ev);
+  ev.clear();
+  CHECK(t.find(kPeerIp)->deadline_ns == 30 * kSec);
+
+  // Outside the refresh window: no request.
+  t.resolve(kPeerIp, 20 * kSec, kNoFrame, ev);
+  CHECK(ev.empty());
+  // Inside it: one unicast request, rate-limited to one per retry interval.
+  auto r = t.resolve(kPeerIp, 26 * kSec, kNoFrame, ev);
+  CHECK(r.status == Resolve::kResolved);
+  REQUIRE(ev.size() == 1);
+  CHECK(ev[0].kind == Kind::kSendRequest);
+  CHECK(ev[0].mac == kPeerMac);
+  t.resolve(kPeerIp, 26 * kSec + 10, kNoFrame, ev);
+  CHECK(ev.size() == 1);
+  t.resolve(kPeerIp, 27 * kSec, kNoFrame, ev);
+  CHECK(ev.size() == 2);
+  ev.clear();
+
+  // The reply extends the lifetime.
+  t.learn(kPeerIp, kPeerMac, 27 * kSec, false, ev);
+  CHECK(t.find(kPeerIp)->deadline_ns == 57 * kSec);
+  t.poll(56 * kSec, ev);
+  CHECK(t.find(kPeerIp));
+  t.poll(57 * kSec, ev);
+  CHECK_FALSE(t.find(kPeerIp));
+  CHECK(t.counters().aged_out == 1);
+  CHECK(ev.empty());
+}
+
+TEST_CASE("Static neighbours resolve at once, never age, and ignore ARP", "[neigh]") {
+  NeighbourTable t(small_config());
+  std::vector<NeighbourEvent> ev;
+  REQUIRE(t.add_static(kGwIp, kGwMac, ev));
+  auto r = t.resolve(kGwIp, 0, 5, ev);
+  CHECK(r.status == Resolve::kResolved);
+  CHECK(r.mac == kGwMac);
+  t.learn(kGwIp, kPeerMac, 1, true, ev);  // a spoofed claim
+  CHECK(t.find(kGwIp)->mac == kGwMac);
+  CHECK(t.counters().static_conflicts == 1);
+  t.poll(UINT64_MAX - 1, ev);
+  CHECK(t.find(kGwIp)->state == NeighbourState::kStatic);
+  CHECK(ev.empty());
+
+  CHECK_FALSE(t.add_static(Ipv4Addr{}, kGwMac, ev));
+  CHECK_FALSE(t.add_static(kPeerIp, MacAddr::broadcast(), ev));
+  CHECK_FALSE(t.add_static(kPeerIp, MacAddr{}, ev));
+  CHECK_FALSE(t.add_static(Ipv4Addr::from_octets(224, 0, 0, 1), kGwMac, ev));
+}
+
+TEST_CASE("A static entry added while resolving releases the queue", "[neigh]") {
+  NeighbourTable t(small_config());
+  std::vector<NeighbourEvent> ev;
+  t.resolve(kPeerIp, 0, 7, ev);
+  ev.clear();
+  REQUIRE(t.add_static(kPeerIp, kPeerMac, ev));
+  REQUIRE(ev.size() == 1);
+  CHECK(ev[0].kind == Kind::kTransmitQueued);
+  CHECK(ev[0].frame == 7);
+}
+
+TEST_CASE("learn creates entries only when asked, and never from bad addresses", "[neigh]") {
+  NeighbourTable t(small_config());
+  std::vector<NeighbourEvent> ev;
+  t.learn(kPeerIp, kPeerMac, 0, false, ev);  // unsolicited reply: ignored
+  CHECK_FALSE(t.find(kPeerIp));
+  t.learn(kPeerIp, kPeerMac, 0, true, ev);  // request to us: merged in
+  CHECK(t.find(kPeerIp)->state == NeighbourState::kReachable);
+  t.learn(kGwIp, MacAddr::broadcast(), 0, true, ev);
+  t.learn(kGwIp, MacAddr{}, 0, true, ev);
+  t.learn(Ipv4Addr{}, kGwMac, 0, true, ev);
+  t.learn(Ipv4Addr::from_octets(255, 255, 255, 255), kGwMac, 0, true, ev);
+  CHECK(t.size() == 1);
+  // A changed MAC is taken (the peer's NIC was replaced).
+  t.learn(kPeerIp, kGwMac, 5, false, ev);
+  CHECK(t.find(kPeerIp)->mac == kGwMac);
+  CHECK(ev.empty());
+}
+
+TEST_CASE("A full table refuses new next hops and counts them", "[neigh]") {
+  NeighbourTable t(small_config());
+  std::vector<NeighbourEvent> ev;
+  for (uint8_t i = 1; i <= 4; ++i) {
+    CHECK(t.resolve(Ipv4Addr::from_octets(198, 18, 1, i), 0, i, ev).status == Resolve::kQueued);
+  }
+  CHECK(t.resolve(Ipv4Addr::from_octets(198, 18, 1, 5), 0, 5, ev).status == Resolve::kDropped);
+  CHECK(t.counters().table_full_drops == 1);
+  t.learn(Ipv4Addr::from_octets(198, 18, 1, 6), kPeerMac, 0, true, ev);
+  CHECK(t.counters().table_full_drops == 2);
+  CHECK_FALSE(t.add_static(Ipv4Addr::from_octets(198, 18, 1, 7), kGwMac, ev));
+  // Removing one frees its slot; its queued frame is handed back.
+  ev.clear();
+  CHECK(t.remove(Ipv4Addr::from_octets(198, 18, 1, 2), ev));
+  REQUIRE(ev.size() == 1);
+  CHECK(ev[0].kind == Kind::kDropQueued);
+  CHECK(ev[0].frame == 2);
+  CHECK_FALSE(t.remove(Ipv4Addr::from_octets(198, 18, 1, 2), ev));
+  CHECK(t.resolve(Ipv4Addr::from_octets(198, 18, 1, 5), 0, 5, ev).status == Resolve::kQueued);
+  // Every other entry is still found after the deletion shifted probe chains.
+  for (uint8_t i : {1, 3, 4, 5}) CHECK(t.find(Ipv4Addr::from_octets(198, 18, 1, i)));
+}
+
+TEST_CASE("Hash table survives churn: every handle comes back exactly once", "[neigh]") {
+  NeighbourConfig c = small_config();
+  c.capacity = 64;
+  c.max_pending_per_hop = 3;
+  NeighbourTable t(c);
+  std::vector<NeighbourEvent> ev;
+  std::vector<int> seen(100000, 0);
+  FrameHandle next = 0;
+  uint64_t now = 0;
+  uint32_t rng = 12345;
+  auto rand = [&] { return rng = rng * 1103515245u + 12345u, rng >> 8; };
+  size_t given = 0;
+  for (int step = 0; step < 20000; ++step) {
+    now += rand() % (kSec / 4);
+    const Ipv4Addr ip = Ipv4Addr::from_octets(198, 18, static_cast<uint8_t>(rand() % 2),
+                                              static_cast<uint8_t>(1 + rand() % 100));
+    switch (rand() % 4) {
+      case 0:
+      case 1: {
+        const FrameHandle h = next++;
+        const auto r = t.resolve(ip, now, h, ev);
+        ++given;
+        if (r.status != Resolve::kQueued) ++seen[h];  // not taken: back to the caller now
+        break;
+      }
+      case 2:
+        t.learn(ip, kPeerMac, now, rand() % 2, ev);
+        break;
+      case 3:
+        t.poll(now, ev);
+        break;
+    }
+    for (const auto& e : ev) {
+      if (e.kind != Kind::kSendRequest) ++seen[e.frame];
+    }
+    ev.clear();
+    REQUIRE(t.size() <= c.capacity);
+  }
+  // Drain: remove every remaining entry.
+  for (uint8_t a = 0; a < 2; ++a) {
+    for (int i = 1; i <= 100; ++i) t.remove(Ipv4Addr::from_octets(198, 18, a, uint8_t(i)), ev);
+  }
+  for (const auto& e : ev) {
+    if (e.kind != Kind::kSendRequest) ++seen[e.frame];
+  }
+  CHECK(t.size() == 0);
+  for (FrameHandle h = 0; h < next; ++h) {
+    if (seen[h] != 1) FAIL("handle " << h << " returned " << seen[h] << " times");
+  }
+  CHECK(given == next);
+}
+
+TEST_CASE("Bad neighbour configuration is rejected at setup", "[neigh]") {
+  NeighbourConfig c = small_config();
+  c.capacity = 0;
+  CHECK_THROWS_AS(NeighbourTable(c), std::invalid_argument);
+  c = small_config();
+  c.max_requests = 0;
+  CHECK_THROWS_AS(NeighbourTable(c), std::invalid_argument);
+  c = small_config();
+  c.retry_interval_ns = 0;
+  CHECK_THROWS_AS(NeighbourTable(c), std::invalid_argument);
+}
+
+TEST_CASE("Zero-length per-hop queue still resolves but takes no frame", "[neigh]") {
+  NeighbourConfig c = small_config();
+  c.max_pending_per_hop = 0;
+  NeighbourTable t(c);
+  std::vector<NeighbourEvent> ev;
+  CHECK(t.resolve(kPeerIp, 0, 3, ev).status == Resolve::kDropped);
+  CHECK(count(ev, Kind::kSendRequest) == 1);
+  CHECK(t.resolve(kPeerIp, 1, 4, ev).status == Resolve::kDropped);
+  CHECK(t.counters().queue_overflow_drops == 2);
+}

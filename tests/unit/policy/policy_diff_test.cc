@@ -1,0 +1,28 @@
+#include "policy/policy_diff.h"
+
+#include <catch2/catch.hpp>
+
+#include "policy/loader.h"
+#include "policy_test_util.h"
+
+using namespace conduit::policy;
+using namespace conduit::policy::test;
+
+TEST_CASE("restart_required_changes lists start-up-bound keys only") {
+  Policy a = *load(kPort).policy;
+  Policy b = a;
+  CHECK(restart_required_changes(a, b).empty());
+
+  b.daemon.log_level = LogLevel::kDebug;
+  b.traffic_classes[0].dscp = 10;
+  b.cnp.min_time_between_cnps_ns = 50'000;
+  b.transport.retry_cnt = 1;
+  b.clients.quotas.max_qps = 1;
+  CHECK(restart_required_changes(a, b).empty());
+
+  b.port.mtu_bytes = 9000;
+  b.daemon.lcores = {1, 2};
+  b.port.device = "net_null1";
+  CHECK(restart_required_changes(a, b) ==
+        std::vector<std::string>{"daemon.lcores", "port.device", "port.mtu"});
+}

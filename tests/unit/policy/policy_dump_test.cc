@@ -1,0 +1,64 @@
+#include "policy/policy_dump.h"
+
+#include <catch2/catch.hpp>
+
+#include "policy/loader.h"
+#include "policy_test_util.h"
+
+using namespace conduit::policy;
+using namespace conduit::policy::test;
+
+TEST_CASE("the dump of the defaults reloads to the same policy") {
+  Policy p = *load(kPort).policy;
+  std::string yaml = to_yaml(p);
+  CHECK(yaml.find("rpg_time_reset: 300us") != std::string::npos);
+  CHECK(yaml.find("rpg_ai_rate: 5mbit") != std::string::npos);
+  CHECK(yaml.find("max_registered_memory: 4GiB") != std::string::npos);
+  CHECK(yaml.find("metrics_address: 127.0.0.1:9464") != std::string::npos);
+  LoadResult again = load(yaml);
+  INFO(yaml << again.error_text());
+  REQUIRE(again.ok());
+  CHECK(*again.policy == p);
+}
+
+TEST_CASE("the dump round-trips every kind of value") {
+  Policy p = *load(kPort).policy;
+  p.daemon.socket_group = "rdma";
+  p.daemon.lcores = {3, 1};
+  p.daemon.log_level = LogLevel::kOff;
+  p.daemon.metrics.reset();
+  p.daemon.idle_mode = IdleMode::kSpin;
+  p.port.device = "net_memif0,role=server,socket=/tmp/a:b.sock,x=";
+  p.port.eal_args = {"--no-huge", "-m", "512", "#not-a-comment", "a: b", ""};
+  p.port.eal_args.pop_back();  // empty arguments are invalid
+  p.port.gateway = Ipv4Address{0xC61200FE};
+  p.port.neighbours = {{Ipv4Address{0xC6120002}, MacAddress{{2, 0, 0, 0, 0, 2}}}};
+  TrafficClass fixed;
+  fixed.name = "f";
+  fixed.dscp = 10;
+  fixed.strict = true;
+  fixed.ecn = EcnCodepoint::kNotEct;
+  fixed.max_rate_bps = 3'000'000'001ull;
+  fixed.congestion_control.algorithm = CcAlgorithm::kFixed;
+  fixed.congestion_control.fixed_rate_bps = 1'234'567ull;
+  TrafficClass none;
+  none.name = "n";
+  none.dscp = 0;
+  none.congestion_control.algorithm = CcAlgorithm::kNone;
+  p.traffic_classes.push_back(fixed);
+  p.traffic_classes.push_back(none);
+  p.traffic_classes[0].congestion_control.preset = DcqcnPreset::kPaper;
+  p.traffic_classes[0].congestion_control.dcqcn = dcqcn_preset(DcqcnPreset::kPaper);
+  p.traffic_classes[0].congestion_control.dcqcn.rpg_time_reset_ns = 1'234;
+  p.cnp.min_time_between_cnps_ns = 0;
+  p.transport.min_rnr_timer = 0;
+  p.transport.bdp_cap_bytes = 100'000;
+  p.clients.allowed_uids = {0, 4294967294u};
+  p.clients.quotas.max_region_bytes = 4096;
+
+  std::string yaml = to_yaml(p);
+  LoadResult again = load(yaml);
+  INFO(yaml << again.error_text());
+  REQUIRE(again.ok());
+  CHECK(*again.policy == p);
+}

@@ -1,0 +1,292 @@
+// Every class of error, with its exact position and text.
+#include <catch2/catch.hpp>
+
+#include "policy/loader.h"
+#include "policy_test_util.h"
+
+using namespace conduit::policy;
+using namespace conduit::policy::test;
+using Errors = std::vector<std::string>;
+
+TEST_CASE("unknown key, with and without a suggestion") {
+  CHECK(errors_of(std::string(kPort) + "daemon:\n  contrl_socket: /x\n") ==
+        Errors{"t.yaml:5:3: daemon: unknown key 'contrl_socket'; did you mean 'control_socket'?"});
+  CHECK(errors_of(std::string(kPort) + "trasnport: {}\n") ==
+        Errors{"t.yaml:4:1: unknown key 'trasnport'; did you mean 'transport'?"});
+  CHECK(errors_of(std::string(kPort) + "cnp: {colour: red}\n") ==
+        Errors{"t.yaml:4:7: cnp: unknown key 'colour' (known keys: dscp, ecn, priority or "
+               "min_time_between_cnps)"});
+}
+
+TEST_CASE("unknown DCQCN knob gets the mlx5 name suggested") {
+  CHECK(errors_of(std::string(kPort) + "traffic_classes:\n"
+                                       "  - name: a\n"
+                                       "    default: true\n"
+                                       "    dscp: 26\n"
+                                       "    congestion_control:\n"
+                                       "      rpg_time_rest: 300us\n") ==
+        Errors{"t.yaml:9:7: traffic_classes[0].congestion_control: unknown key 'rpg_time_rest'; "
+               "did you mean 'rpg_time_reset'?"});
+}
+
+TEST_CASE("wrong type") {
+  CHECK(errors_of("port: [1, 2]\n") ==
+        Errors{"t.yaml:1:7: port: expected a mapping of keys, got a list"});
+  CHECK(errors_of(std::string(kPort) + "cnp:\n  dscp: [1]\n") ==
+        Errors{"t.yaml:5:9: cnp.dscp: expected an integer, got a list"});
+  CHECK(errors_of(std::string(kPort) + "cnp:\n  dscp: high\n") ==
+        Errors{"t.yaml:5:9: cnp.dscp: expected an integer, got 'high'"});
+  CHECK(errors_of(std::string(kPort) + "daemon:\n  log_level: {a: 1}\n") ==
+        Errors{"t.yaml:5:14: daemon.log_level: expected one of trace, debug, info, warn, error, "
+               "critical or off, got a mapping"});
+  CHECK(errors_of(std::string(kPort) + "transport:\n  pmtu:\n") ==
+        Errors{"t.yaml:5:3: transport.pmtu: expected a size such as 4KiB, got nothing"});
+  CHECK(errors_of(std::string(kPort) + "daemon: {lcores: {a: 1}}\n") ==
+        Errors{"t.yaml:4:18: daemon.lcores: expected a list, got a mapping"});
+  CHECK(errors_of("- 1\n- 2\n") ==
+        Errors{"t.yaml:1:1: policy: expected a mapping of keys, got a list"});
+  CHECK(errors_of(std::string(kPort) + "traffic_classes: roce\n") ==
+        Errors{"t.yaml:4:18: traffic_classes: expected a list of at least one traffic class, "
+               "got the value 'roce'"});
+  CHECK(errors_of(std::string(kPort) +
+                  "traffic_classes:\n  - {name: a, default: maybe, dscp: 1}\n") ==
+        Errors{"t.yaml:5:24: traffic_classes[0].default: expected true or false, got 'maybe'"});
+}
+
+TEST_CASE("out-of-range values") {
+  CHECK(errors_of(std::string(kPort) + "cnp: {dscp: 64}\n") ==
+        Errors{"t.yaml:4:13: cnp.dscp: 64 is out of range 0..63"});
+  CHECK(errors_of(std::string(kPort) + "cnp: {priority: -1}\n") ==
+        Errors{"t.yaml:4:17: cnp.priority: -1 is out of range 0..7"});
+  CHECK(errors_of(std::string(kPort) + "transport: {retry_cnt: 99999999999999999999999}\n") ==
+        Errors{"t.yaml:4:24: transport.retry_cnt: 99999999999999999999999 is out of range 0..7"});
+  CHECK(errors_of(std::string(kPort) + "cnp: {min_time_between_cnps: 1s}\n") ==
+        Errors{"t.yaml:4:30: cnp.min_time_between_cnps: '1s' is out of range 0..100ms"});
+  CHECK(errors_of(std::string(kPort) +
+                  "traffic_classes:\n"
+                  "  - {name: a, default: true, dscp: 1, max_rate: 2tbit}\n") ==
+        Errors{"t.yaml:5:49: traffic_classes[0].max_rate: '2tbit' is out of range 1kbit..1tbit"});
+  CHECK(errors_of(std::string(kPort) + "transport: {pmtu: 8KiB}\n") ==
+        Errors{"t.yaml:4:19: transport.pmtu: '8KiB' is out of range 256B..4KiB"});
+  CHECK(errors_of("port: {device: net_null0, address: 198.18.0.1/24, mtu: 100000}\n") ==
+        Errors{"t.yaml:1:56: port.mtu: 100000 is out of range 576..9216"});
+}
+
+TEST_CASE("bad units are reported at the value") {
+  CHECK(
+      errors_of(std::string(kPort) + "traffic_classes:\n"
+                                     "  - name: a\n"
+                                     "    default: true\n"
+                                     "    dscp: 26\n"
+                                     "    max_rate: 10Gibt\n"
+                                     "    congestion_control:\n"
+                                     "      rpg_time_reset: -5us\n"
+                                     "      rpg_hai_rate: 1e400gbit\n"
+                                     "      rpg_byte_reset: 4kb\n") ==
+      Errors{"t.yaml:8:15: traffic_classes[0].max_rate: unknown rate unit 'Gibt' in '10Gibt'; did "
+             "you mean 'gbit'?",
+             "t.yaml:10:23: traffic_classes[0].congestion_control.rpg_time_reset: duration must "
+             "not be negative",
+             "t.yaml:11:21: traffic_classes[0].congestion_control.rpg_hai_rate: exponent notation "
+             "is not accepted in '1e400gbit'",
+             "t.yaml:12:23: traffic_classes[0].congestion_control.rpg_byte_reset: unknown size "
+             "unit 'kb' in '4kb'; did you mean 'kB'?"});
+}
+
+TEST_CASE("duplicate DSCP, duplicate class name, DSCP of CNP") {
+  CHECK(errors_of(std::string(kPort) + "traffic_classes:\n"
+                                       "  - name: a\n"
+                                       "    default: true\n"
+                                       "    dscp: 26\n"
+                                       "  - name: a\n"
+                                       "    dscp: 26\n"
+                                       "  - name: c\n"
+                                       "    dscp: 48\n") ==
+        Errors{"t.yaml:8:11: traffic_classes[1].name: duplicate class name 'a' (also "
+               "traffic_classes[0])",
+               "t.yaml:9:11: traffic_classes[1].dscp: duplicate DSCP 26 (also class 'a', "
+               "traffic_classes[0])",
+               "t.yaml:11:11: traffic_classes[2].dscp: DSCP 48 is the CNP DSCP (cnp.dscp)"});
+}
+
+TEST_CASE("no default class, or two") {
+  CHECK(errors_of(std::string(kPort) + "traffic_classes:\n  - {name: a, dscp: 1}\n") ==
+        Errors{"t.yaml:5:3: traffic_classes: no default class; set 'default: true' on the class "
+               "that carries traffic no other class claims"});
+  CHECK(errors_of(std::string(kPort) + "traffic_classes:\n"
+                                       "  - {name: a, default: true, dscp: 1}\n"
+                                       "  - {name: b, default: true, dscp: 2}\n") ==
+        Errors{"t.yaml:6:5: traffic_classes[1]: second default class ('a' is already the "
+               "default)"});
+  CHECK(errors_of(std::string(kPort) + "traffic_classes: []\n") ==
+        Errors{"t.yaml:4:18: traffic_classes: expected a list of at least one traffic class, "
+               "got an empty list"});
+}
+
+TEST_CASE("missing required keys") {
+  CHECK(errors_of("daemon: {}\n") ==
+        Errors{"t.yaml:1:1: missing required section 'port' (needs at least device and "
+               "address)"});
+  CHECK(errors_of("port:\n  mtu: 1500\n") ==
+        Errors{"t.yaml:2:3: port: missing required key 'device' (PCI address or DPDK vdev)",
+               "t.yaml:2:3: port: missing required key 'address' (e.g. 198.18.0.1/24)"});
+  CHECK(errors_of(std::string(kPort) + "traffic_classes:\n  - {default: true}\n") ==
+        Errors{"t.yaml:5:5: traffic_classes[0]: missing required key 'name'",
+               "t.yaml:5:5: traffic_classes[0]: missing required key 'dscp'"});
+  CHECK(errors_of("") == Errors{"t.yaml:1:1: the policy is empty; at least port.device and "
+                                "port.address are needed"});
+}
+
+TEST_CASE("YAML syntax errors carry line and column") {
+  CHECK(errors_of("port:\n  device: [net_null0\n") ==
+        Errors{"t.yaml:3:1: YAML syntax error: end of sequence flow not found"});
+  CHECK(errors_of("port:\n  device: x\n address: y\n") ==
+        Errors{"t.yaml:3:2: YAML syntax error: end of map not found"});
+  Errors tab = errors_of("port:\n\tdevice: x\n");
+  REQUIRE(tab.size() == 1);
+  CHECK(tab[0].rfind("t.yaml:2:", 0) == 0);
+  CHECK(tab[0].find("YAML syntax error") != std::string::npos);
+}
+
+TEST_CASE("duplicate YAML keys are errors, not silently last-wins") {
+  CHECK(errors_of(std::string(kPort) + "cnp:\n  dscp: 40\n  dscp: 41\n") ==
+        Errors{"t.yaml:6:3: cnp.dscp: duplicate key (first set on line 5)"});
+  CHECK(errors_of(std::string(kPort) + "port: {}\n") ==
+        Errors{"t.yaml:4:1: port: duplicate key (first set on line 1)"});
+}
+
+TEST_CASE("several errors are reported at once, in file order") {
+  Errors e = errors_of(
+      "daemon:\n"
+      "  idle_mode: spni\n"
+      "  lcores: [1, 1]\n"
+      "port:\n"
+      "  device: eth0\n"
+      "  address: 10.0.0.1/33\n"
+      "transport:\n"
+      "  loss_recovery: selctive\n"
+      "  pmtu: 2048\n");
+  CHECK(e == Errors{"t.yaml:2:14: daemon.idle_mode: unknown value 'spni' (expected spin or "
+                    "adaptive); did you mean 'spin'?",
+                    "t.yaml:3:15: daemon.lcores[1]: lcore 1 is listed twice",
+                    "t.yaml:5:11: port.device: 'eth0' is neither a PCI address (0000:3b:00.0) nor "
+                    "a DPDK net vdev (net_memif0,role=server,...)",
+                    "t.yaml:6:12: port.address: expected IPV4/PREFIX (e.g. 198.18.0.1/24), got "
+                    "'10.0.0.1/33'",
+                    "t.yaml:8:18: transport.loss_recovery: unknown value 'selctive' (expected "
+                    "go_back_n or selective); did you mean 'selective'?",
+                    "t.yaml:9:9: transport.pmtu: 2048 does not fit port.mtu 1500: a full packet "
+                    "needs an IP MTU of 2112"});
+}
+
+TEST_CASE("error reporting stops after kMaxErrors") {
+  std::string text(kPort);
+  text += "daemon:\n";
+  for (int i = 0; i < 80; ++i) text += "  k" + std::to_string(i) + ": 1\n";
+  LoadResult r = load(text);
+  REQUIRE(r.errors.size() == kMaxErrors + 1);
+  CHECK(r.errors.back().message == "too many errors; stopped after 50");
+  CHECK(r.errors.back().line == 0);
+}
+
+TEST_CASE("congestion control: knobs must fit the algorithm") {
+  std::string head =
+      std::string(kPort) + "traffic_classes:\n  - name: a\n    default: true\n" + "    dscp: 26\n";
+  CHECK(errors_of(head + "    congestion_control: {algorithm: none, rpg_gd: 11}\n") ==
+        Errors{"t.yaml:8:51: traffic_classes[0].congestion_control.rpg_gd: applies only to "
+               "algorithm dcqcn, not none"});
+  CHECK(errors_of(head + "    congestion_control: {algorithm: fixed}\n") ==
+        Errors{"t.yaml:8:25: traffic_classes[0].congestion_control: algorithm fixed needs a "
+               "rate (e.g. rate: 10gbit)"});
+  CHECK(errors_of(head + "    congestion_control: fixed\n") ==
+        Errors{"t.yaml:8:25: traffic_classes[0].congestion_control: fixed needs a rate: write "
+               "{algorithm: fixed, rate: 10gbit}"});
+  CHECK(errors_of(head + "    congestion_control: {algorithm: dcqcn, rate: 1gbit}\n") ==
+        Errors{"t.yaml:8:50: traffic_classes[0].congestion_control.rate: applies only to "
+               "algorithm fixed, not dcqcn"});
+  CHECK(errors_of(head + "    max_rate: 1gbit\n" +
+                  "    congestion_control: {algorithm: fixed, rate: 2gbit}\n") ==
+        Errors{"t.yaml:9:50: traffic_classes[0].congestion_control.rate: 2gbit is above the "
+               "class max_rate 1gbit"});
+  CHECK(errors_of(head + "    congestion_control: {rpg_min_rate: 2gbit, rpg_max_rate: 1gbit}\n") ==
+        Errors{"t.yaml:8:25: traffic_classes[0].congestion_control: rpg_min_rate 2gbit is above "
+               "rpg_max_rate 1gbit"});
+  CHECK(errors_of(head + "    congestion_control: {algorithm: tcp}\n") ==
+        Errors{"t.yaml:8:37: traffic_classes[0].congestion_control.algorithm: unknown value "
+               "'tcp' (expected dcqcn, fixed or none)"});
+  CHECK(errors_of(head + "    ecn: ce\n") ==
+        Errors{"t.yaml:8:10: traffic_classes[0].ecn: senders do not set CE (switches do); use "
+               "ect0, ect1 or not_ect"});
+}
+
+TEST_CASE("strict classes must not share a priority") {
+  CHECK(errors_of(std::string(kPort) +
+                  "traffic_classes:\n"
+                  "  - {name: a, default: true, dscp: 1, weight: strict, priority: 5}\n"
+                  "  - {name: b, dscp: 2, weight: strict, priority: 5}\n") ==
+        Errors{"t.yaml:6:5: traffic_classes[1]: strict classes 'a' and 'b' share priority 5, so "
+               "their order is undefined"});
+}
+
+TEST_CASE("port addresses, neighbours and UDP ports are checked") {
+  std::string dev = "port:\n  device: net_null0\n";
+  CHECK(errors_of(dev + "  address: 198.18.0.1/24\n  gateway: 10.0.0.1\n") ==
+        Errors{"t.yaml:4:12: port.gateway: 10.0.0.1 is outside the port's subnet "
+               "198.18.0.1/24"});
+  CHECK(errors_of(dev + "  address: 224.0.0.1/24\n") ==
+        Errors{"t.yaml:3:12: port.address: 224.0.0.1 is not a unicast host address"});
+  CHECK(errors_of(dev + "  address: 198.18.0.1/24\n  neighbours:\n    198.18.0.2: "
+                        "\"ff:ff:ff:ff:ff:ff\"\n") ==
+        Errors{"t.yaml:5:17: port.neighbours.198.18.0.2: 'ff:ff:ff:ff:ff:ff' is not a unicast "
+               "MAC address"});
+  CHECK(errors_of(dev +
+                  "  address: 198.18.0.1/24\n  neighbours:\n    198.18.0.2: zz\n"
+                  "    198.18.1.2: 02:00:00:00:00:01\n    198.18.00.3: 02:00:00:00:00:01\n") ==
+        Errors{"t.yaml:5:17: port.neighbours.198.18.0.2: 'zz' is not a MAC address "
+               "(aa:bb:cc:dd:ee:ff)",
+               "t.yaml:6:5: port.neighbours: 198.18.1.2 is outside the port's subnet "
+               "198.18.0.1/24",
+               "t.yaml:7:5: port.neighbours: '198.18.00.3' is not an IPv4 address (a.b.c.d)"});
+  CHECK(errors_of(dev + "  address: 198.18.0.1/24\n  cm_udp_port: 4791\n") ==
+        Errors{"t.yaml:4:16: port.cm_udp_port: 4791 is also the RoCE UDP port "
+               "(port.roce_udp_port)"});
+  CHECK(errors_of(dev + "  address: 198.18.0.1/24\n  roce_udp_port: 4792\n") ==
+        Errors{"t.yaml:4:18: port.roce_udp_port: 4792 is also the connection-manager port "
+               "(port.cm_udp_port, default 4792)"});
+  CHECK(errors_of("port: {device: 'net_memif0,role', address: 198.18.0.1/24}\n").size() == 1);
+  CHECK(errors_of("port: {device: 3b:00.0, address: 198.18.0.1/24}\n").empty());
+}
+
+TEST_CASE("daemon, transport and clients cross-checks") {
+  CHECK(errors_of(std::string(kPort) + "daemon: {control_socket: relative.sock}\n") ==
+        Errors{"t.yaml:4:26: daemon.control_socket: must be an absolute path, got "
+               "'relative.sock'"});
+  CHECK(errors_of(std::string(kPort) + "daemon: {metrics_address: localhost}\n") ==
+        Errors{"t.yaml:4:27: daemon.metrics_address: expected IPV4:PORT (e.g. 127.0.0.1:9464) "
+               "or off, got 'localhost'"});
+  CHECK(errors_of(std::string(kPort) + "daemon: {lcores: []}\n") ==
+        Errors{"t.yaml:4:18: daemon.lcores: needs at least one lcore"});
+  CHECK(errors_of(std::string(kPort) + "transport: {bdp_cap: 100}\n") ==
+        Errors{"t.yaml:4:22: transport.bdp_cap: 100B is below one packet (transport.pmtu "
+               "1024); use 0 for no cap"});
+  CHECK(errors_of(std::string(kPort) +
+                  "clients:\n  quotas: {max_registered_memory: 1GiB, max_region_size: 2GiB}\n") ==
+        Errors{"t.yaml:5:58: clients.quotas: max_region_size 2GiB is above "
+               "max_registered_memory 1GiB"});
+  CHECK(errors_of(std::string(kPort) + "clients: {allowed_uids: [5, 5, -1]}\n") ==
+        Errors{"t.yaml:4:29: clients.allowed_uids[1]: 5 is listed twice",
+               "t.yaml:4:32: clients.allowed_uids[2]: -1 is out of range 0..4294967294"});
+  CHECK(errors_of(std::string(kPort) + "version: 2\n") ==
+        Errors{"t.yaml:4:10: version: 2 is out of range 1..1"});
+}
+
+TEST_CASE("more than one YAML document is refused") {
+  CHECK(errors_of(std::string(kPort) + "---\n" + std::string(kPort)) ==
+        Errors{"t.yaml:5:1: more than one YAML document; the policy is a single document"});
+}
+
+TEST_CASE("control bytes in values are escaped in messages") {
+  Errors e = errors_of(std::string(kPort) + "daemon: {idle_mode: \"sp\\x01n\"}\n");
+  REQUIRE(e.size() == 1);
+  CHECK(e[0].find("'sp\\x01n'") != std::string::npos);
+}

@@ -1,0 +1,175 @@
+#include <catch2/catch.hpp>
+
+#include "qp_pair.h"
+
+using namespace conduit::transport;
+using namespace conduit::transport::test;
+
+namespace {
+
+constexpr uint32_t kRtrMask =
+    kAttrState | kAttrPathMtu | kAttrDestQpn | kAttrRqPsn | kAttrMaxDestRdAtomic | kAttrMinRnrTimer;
+constexpr uint32_t kRtsMask =
+    kAttrState | kAttrSqPsn | kAttrTimeout | kAttrRetryCnt | kAttrRnrRetry | kAttrMaxRdAtomic;
+
+QpAttr with_state(QpAttr a, QpState s) {
+  a.state = s;
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("qp: RESET -> INIT -> RTR -> RTS with the required attributes") {
+  HeapMemoryRegions mrs;
+  Qp qp(QpConfig{}, mrs);
+  QpAttr a = default_attr();
+  CHECK(qp.state() == QpState::kReset);
+  REQUIRE(qp.modify(with_state(a, QpState::kInit), kAttrState | kAttrAccessFlags) == Status::kOk);
+  CHECK(qp.state() == QpState::kInit);
+  REQUIRE(qp.modify(with_state(a, QpState::kRtr), kRtrMask) == Status::kOk);
+  CHECK(qp.state() == QpState::kRtr);
+  REQUIRE(qp.modify(with_state(a, QpState::kRts), kRtsMask) == Status::kOk);
+  CHECK(qp.state() == QpState::kRts);
+  REQUIRE(qp.modify(with_state(a, QpState::kSqd), kAttrState) == Status::kOk);
+  CHECK(qp.state() == QpState::kSqd);
+  REQUIRE(qp.modify(with_state(a, QpState::kRts), kAttrState) == Status::kOk);
+  CHECK(qp.state() == QpState::kRts);
+  REQUIRE(qp.modify(with_state(a, QpState::kErr), kAttrState) == Status::kOk);
+  CHECK(qp.state() == QpState::kErr);
+  REQUIRE(qp.modify(with_state(a, QpState::kReset), kAttrState) == Status::kOk);
+  CHECK(qp.state() == QpState::kReset);
+}
+
+TEST_CASE("qp: transitions the verbs diagram does not have are rejected") {
+  HeapMemoryRegions mrs;
+  Qp qp(QpConfig{}, mrs);
+  QpAttr a = default_attr();
+  CHECK(qp.modify(with_state(a, QpState::kRtr), kRtrMask) == Status::kInvalidTransition);
+  CHECK(qp.modify(with_state(a, QpState::kRts), kRtsMask) == Status::kInvalidTransition);
+  CHECK(qp.modify(with_state(a, QpState::kSqd), kAttrState) == Status::kInvalidTransition);
+  CHECK(qp.modify(with_state(a, QpState::kErr), kAttrState) == Status::kInvalidTransition);
+  CHECK(qp.state() == QpState::kReset);
+  REQUIRE(qp.modify(with_state(a, QpState::kInit), kAttrState) == Status::kOk);
+  CHECK(qp.modify(with_state(a, QpState::kRts), kRtsMask) == Status::kInvalidTransition);
+  CHECK(qp.modify(with_state(a, QpState::kSqd), kAttrState) == Status::kInvalidTransition);
+  REQUIRE(qp.modify(with_state(a, QpState::kRtr), kRtrMask) == Status::kOk);
+  CHECK(qp.modify(with_state(a, QpState::kInit), kAttrState) == Status::kInvalidTransition);
+  CHECK(qp.modify(with_state(a, QpState::kRtr), kAttrState) == Status::kInvalidTransition);
+  CHECK(qp.modify(with_state(a, QpState::kSqd), kAttrState) == Status::kInvalidTransition);
+  REQUIRE(qp.modify(with_state(a, QpState::kRts), kRtsMask) == Status::kOk);
+  CHECK(qp.modify(with_state(a, QpState::kRtr), kAttrState) == Status::kInvalidTransition);
+  CHECK(qp.modify(with_state(a, QpState::kInit), kAttrState) == Status::kInvalidTransition);
+  CHECK(qp.state() == QpState::kRts);
+}
+
+TEST_CASE("qp: missing, misplaced and out-of-range attributes change nothing") {
+  HeapMemoryRegions mrs;
+  Qp qp(QpConfig{}, mrs);
+  QpAttr a = default_attr();
+  REQUIRE(qp.modify(with_state(a, QpState::kInit), kAttrState) == Status::kOk);
+  CHECK(qp.modify(with_state(a, QpState::kRtr), kRtrMask & ~kAttrPathMtu) == Status::kMissingAttr);
+  CHECK(qp.modify(with_state(a, QpState::kRtr), kRtrMask & ~kAttrRqPsn) == Status::kMissingAttr);
+  CHECK(qp.modify(with_state(a, QpState::kRtr), kRtrMask | kAttrSqPsn) == Status::kInvalidAttr);
+  for (uint32_t bad_mtu : {0u, 128u, 300u, 1500u, 8192u}) {
+    QpAttr b = with_state(a, QpState::kRtr);
+    b.pmtu_bytes = bad_mtu;
+    CHECK(qp.modify(b, kRtrMask) == Status::kInvalidAttr);
+  }
+  QpAttr b = with_state(a, QpState::kRtr);
+  b.rq_psn = 1u << 24;
+  CHECK(qp.modify(b, kRtrMask) == Status::kInvalidAttr);
+  b = with_state(a, QpState::kRtr);
+  b.max_dest_rd_atomic = 0;
+  CHECK(qp.modify(b, kRtrMask) == Status::kInvalidAttr);
+  b = with_state(a, QpState::kRtr);
+  b.min_rnr_timer = 32;
+  CHECK(qp.modify(b, kRtrMask) == Status::kInvalidAttr);
+  CHECK(qp.state() == QpState::kInit);
+  for (uint32_t mtu : {256u, 512u, 1024u, 2048u, 4096u}) {
+    HeapMemoryRegions m2;
+    Qp q2(QpConfig{}, m2);
+    REQUIRE(q2.modify(with_state(a, QpState::kInit), kAttrState) == Status::kOk);
+    b = with_state(a, QpState::kRtr);
+    b.pmtu_bytes = mtu;
+    CHECK(q2.modify(b, kRtrMask) == Status::kOk);
+    CHECK(q2.attr().pmtu_bytes == mtu);
+  }
+  REQUIRE(qp.modify(with_state(a, QpState::kRtr), kRtrMask) == Status::kOk);
+  CHECK(qp.modify(with_state(a, QpState::kRts), kRtsMask & ~kAttrTimeout) == Status::kMissingAttr);
+  b = with_state(a, QpState::kRts);
+  b.retry_cnt = 8;
+  CHECK(qp.modify(b, kRtsMask) == Status::kInvalidAttr);
+  b = with_state(a, QpState::kRts);
+  b.rnr_retry = 9;
+  CHECK(qp.modify(b, kRtsMask) == Status::kInvalidAttr);
+  b = with_state(a, QpState::kRts);
+  b.timeout = 32;
+  CHECK(qp.modify(b, kRtsMask) == Status::kInvalidAttr);
+  b = with_state(a, QpState::kRts);
+  b.max_rd_atomic = 17;
+  CHECK(qp.modify(b, kRtsMask) == Status::kInvalidAttr);
+  CHECK(qp.state() == QpState::kRtr);
+  // RTS -> RTS may change the timeout but not the PMTU.
+  REQUIRE(qp.modify(with_state(a, QpState::kRts), kRtsMask) == Status::kOk);
+  b = a;
+  b.timeout = 3;
+  CHECK(qp.modify(b, kAttrTimeout) == Status::kOk);
+  CHECK(qp.attr().timeout == 3);
+  CHECK(qp.modify(b, kAttrPathMtu) == Status::kInvalidAttr);
+}
+
+TEST_CASE("qp: posting depends on the state") {
+  Endpoint e(QpPair::make_cfg(1));
+  CHECK(e.qp.post_recv(make_recv(1, 0, 64)) == Status::kInvalidState);
+  CHECK(e.qp.post_send(make_wr(WrOpcode::kSend, 1, 0, 64)) == Status::kInvalidState);
+  QpAttr a = default_attr();
+  REQUIRE(e.qp.modify(with_state(a, QpState::kInit), kAttrState) == Status::kOk);
+  CHECK(e.qp.post_recv(make_recv(1, 0, 64)) == Status::kOk);
+  CHECK(e.qp.post_send(make_wr(WrOpcode::kSend, 1, 0, 64)) == Status::kInvalidState);
+  REQUIRE(e.qp.modify(with_state(a, QpState::kRtr), kRtrMask) == Status::kOk);
+  CHECK(e.qp.post_send(make_wr(WrOpcode::kSend, 1, 0, 64)) == Status::kInvalidState);
+  REQUIRE(e.qp.modify(with_state(a, QpState::kRts), kRtsMask) == Status::kOk);
+  CHECK(e.qp.post_send(make_wr(WrOpcode::kSend, 2, 0, 64)) == Status::kOk);
+  // Bad SGEs are refused at post time.
+  SendWr bad = make_wr(WrOpcode::kSend, 3, 0, 64);
+  bad.sge[0].lkey = 0x999;
+  CHECK(e.qp.post_send(bad) == Status::kInvalidSge);
+  bad = make_wr(WrOpcode::kSend, 3, kMrBytes - 10, 64);
+  CHECK(e.qp.post_send(bad) == Status::kInvalidSge);
+  bad = make_wr(WrOpcode::kSend, 3, 0, 64);
+  bad.num_sge = kMaxSge + 1;
+  CHECK(e.qp.post_send(bad) == Status::kInvalidWr);
+  // ERR: both queues flush, and later posts complete at once with a flush error.
+  REQUIRE(e.qp.modify(with_state(a, QpState::kErr), kAttrState) == Status::kOk);
+  CHECK(e.qp.post_send(make_wr(WrOpcode::kSend, 4, 0, 64)) == Status::kOk);
+  CHECK(e.qp.post_recv(make_recv(5, 0, 64)) == Status::kOk);
+  auto cq = e.drain_cq();
+  REQUIRE(cq.size() == 4);
+  CHECK(cq[0].wr_id == 2);
+  CHECK(cq[1].wr_id == 1);
+  CHECK(cq[1].opcode == WcOpcode::kRecv);
+  CHECK(cq[2].wr_id == 4);
+  CHECK(cq[3].wr_id == 5);
+  for (const auto& c : cq) CHECK(c.status == WcStatus::kWrFlushError);
+}
+
+TEST_CASE("qp: the send queue and completion queue bound posting") {
+  QpConfig cfg = QpPair::make_cfg(1);
+  cfg.sq_depth = 4;
+  cfg.rq_depth = 4;
+  Endpoint e(cfg);
+  bring_up(e.qp, default_attr(), 2, 0, 0);
+  for (int i = 0; i < 4; ++i)
+    CHECK(e.qp.post_send(make_wr(WrOpcode::kSend, i, 0, 8)) == Status::kOk);
+  CHECK(e.qp.post_send(make_wr(WrOpcode::kSend, 9, 0, 8)) == Status::kQueueFull);
+}
+
+TEST_CASE("qp: timer helpers") {
+  CHECK(ack_timeout_ns(0) == 0);
+  CHECK(ack_timeout_ns(1) == 8192);
+  CHECK(ack_timeout_ns(14) == 4096ull << 14);  // 67.1 ms
+  CHECK(rnr_timer_ns(1) == 10'000);
+  CHECK(rnr_timer_ns(0) == 655'360'000);
+  CHECK(rnr_timer_ns(31) == 491'520'000);
+  CHECK(rnr_timer_ns(14) == 1'280'000);
+}

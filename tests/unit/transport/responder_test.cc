@@ -1,0 +1,322 @@
+#include <catch2/catch.hpp>
+
+#include "qp_pair.h"
+#include "wire/psn.h"
+
+using namespace conduit::transport;
+using namespace conduit::transport::test;
+using conduit::wire::AethType;
+using conduit::wire::NakCode;
+using conduit::wire::Opcode;
+using conduit::wire::RoceHeader;
+
+namespace {
+
+// A responder (QP 0x22, expecting PSN 100) fed hand-made requests.
+struct Responder {
+  Endpoint e{QpPair::make_cfg(0x22)};
+  uint64_t now_ns = 1000;
+  explicit Responder(QpAttr a = default_attr()) { bring_up(e.qp, a, 0x11, 7000, 100); }
+
+  RxResult rx(Opcode o, uint32_t psn, std::vector<uint8_t> payload = {}, bool ack_req = true,
+              conduit::wire::Reth reth = {}, uint32_t imm = 0) {
+    RoceHeader h;
+    h.bth.opcode = op(o);
+    h.bth.dest_qp = 0x22;
+    h.bth.psn = psn;
+    h.bth.ack_req = ack_req;
+    h.reth = reth;
+    h.imm = imm;
+    return e.qp.on_packet(now_ns, h, payload);
+  }
+  std::vector<Packet> tx() {
+    std::vector<Packet> v;
+    TxPacket t;
+    while (e.qp.poll_tx(now_ns, t)) v.push_back(copy_packet(t));
+    return v;
+  }
+};
+
+std::vector<uint8_t> bytes(size_t n, uint8_t v = 0xAB) { return std::vector<uint8_t>(n, v); }
+
+conduit::wire::Reth reth(uint64_t off, uint32_t len, uint32_t rkey = 0x8000) {
+  return conduit::wire::Reth{kBase + off, rkey, len};
+}
+
+}  // namespace
+
+TEST_CASE("responder: in-order SEND is ACKed with the MSN") {
+  Responder r;
+  REQUIRE(r.e.qp.post_recv(make_recv(1, 0, 100)) == Status::kOk);
+  CHECK(r.rx(Opcode::kSendOnly, 100, bytes(10)) == RxResult::kAccepted);
+  auto t = r.tx();
+  REQUIRE(t.size() == 1);
+  CHECK(t[0].hdr.bth.opcode == op(Opcode::kAcknowledge));
+  CHECK(t[0].hdr.bth.psn == 100);
+  CHECK(t[0].hdr.bth.dest_qp == 0x11);
+  CHECK(t[0].hdr.aeth.type() == AethType::kAck);
+  CHECK(t[0].hdr.aeth.msn == 1);
+  CHECK(r.e.qp.expected_psn() == 101);
+}
+
+TEST_CASE("responder: a duplicate SEND is re-ACKed and not delivered twice") {
+  Responder r;
+  REQUIRE(r.e.qp.post_recv(make_recv(1, 0, 100)) == Status::kOk);
+  REQUIRE(r.e.qp.post_recv(make_recv(2, 0, 100)) == Status::kOk);
+  CHECK(r.rx(Opcode::kSendOnly, 100, bytes(10)) == RxResult::kAccepted);
+  r.tx();
+  CHECK(r.rx(Opcode::kSendOnly, 100, bytes(10), false) == RxResult::kDuplicate);
+  auto t = r.tx();
+  REQUIRE(t.size() == 1);
+  CHECK(t[0].hdr.bth.psn == 100);  // ePSN - 1
+  CHECK(t[0].hdr.aeth.type() == AethType::kAck);
+  CHECK(r.e.drain_cq().size() == 1);
+  CHECK(r.e.qp.counters().rx_duplicates == 1);
+}
+
+TEST_CASE("responder: one sequence NAK per gap, carrying the expected PSN") {
+  Responder r;
+  REQUIRE(r.e.qp.post_recv(make_recv(1, 0, 100)) == Status::kOk);
+  CHECK(r.rx(Opcode::kSendOnly, 102, bytes(1)) == RxResult::kOutOfSequence);
+  CHECK(r.rx(Opcode::kSendOnly, 103, bytes(1)) == RxResult::kOutOfSequence);
+  CHECK(r.rx(Opcode::kSendOnly, 150, bytes(1)) == RxResult::kOutOfSequence);
+  auto t = r.tx();
+  REQUIRE(t.size() == 1);
+  CHECK(t[0].hdr.bth.psn == 100);
+  CHECK(t[0].hdr.aeth.type() == AethType::kNak);
+  CHECK(t[0].hdr.aeth.value() == static_cast<uint8_t>(NakCode::kPsnSequenceError));
+  CHECK(t[0].hdr.aeth.syndrome == 0x60);
+  // ePSN arrives: the next gap gets its own NAK.
+  CHECK(r.rx(Opcode::kSendOnly, 100, bytes(1)) == RxResult::kAccepted);
+  r.tx();
+  CHECK(r.rx(Opcode::kSendOnly, 105, bytes(1)) == RxResult::kOutOfSequence);
+  t = r.tx();
+  REQUIRE(t.size() == 1);
+  CHECK(t[0].hdr.bth.psn == 101);
+  CHECK(t[0].hdr.aeth.syndrome == 0x60);
+}
+
+TEST_CASE("responder: RNR NAK with the min RNR timer when no receive is posted") {
+  QpAttr a = default_attr();
+  a.min_rnr_timer = 14;
+  Responder r(a);
+  CHECK(r.rx(Opcode::kSendFirst, 100, bytes(1024), false) == RxResult::kDropped);
+  auto t = r.tx();
+  REQUIRE(t.size() == 1);
+  CHECK(t[0].hdr.aeth.type() == AethType::kRnrNak);
+  CHECK(t[0].hdr.aeth.value() == 14);
+  CHECK(t[0].hdr.aeth.syndrome == 0x20 + 14);
+  CHECK(t[0].hdr.bth.psn == 100);
+  CHECK(r.e.qp.expected_psn() == 100);
+  // Packets behind it get no sequence NAK.
+  CHECK(r.rx(Opcode::kSendLast, 101, bytes(1)) == RxResult::kOutOfSequence);
+  CHECK(r.tx().empty());
+  // WRITE with immediate needs a receive too.
+  CHECK(r.rx(Opcode::kWriteOnlyImm, 100, bytes(4), true, reth(0, 4)) == RxResult::kDropped);
+  t = r.tx();
+  REQUIRE(t.size() == 1);
+  CHECK(t[0].hdr.aeth.type() == AethType::kRnrNak);
+  CHECK(r.e.qp.counters().rnr_naks_sent == 2);
+  // With a receive posted, the message goes through.
+  REQUIRE(r.e.qp.post_recv(make_recv(1, 0, 4096)) == Status::kOk);
+  CHECK(r.rx(Opcode::kSendFirst, 100, bytes(1024), false) == RxResult::kAccepted);
+  CHECK(r.rx(Opcode::kSendLast, 101, bytes(1)) == RxResult::kAccepted);
+}
+
+TEST_CASE("responder: RDMA WRITE is placed only after the rkey, bounds and access check") {
+  struct Case {
+    const char* what;
+    uint32_t qp_access;
+    conduit::wire::Reth reth;
+  };
+  const Case cases[] = {
+      {"bad rkey", kAllAccess, reth(0, 16, 0x8005)},
+      {"out of bounds", kAllAccess, reth(kMrBytes - 8, 16)},
+      {"below the region", kAllAccess, {kBase - 8, 0x8000, 16}},
+      {"QP without remote write", kAccessRemoteRead, reth(0, 16)},
+  };
+  for (const auto& c : cases) {
+    SECTION(c.what) {
+      QpAttr a = default_attr();
+      a.access_flags = c.qp_access;
+      Responder r(a);
+      REQUIRE(r.e.qp.post_recv(make_recv(9, 0, 16)) == Status::kOk);
+      CHECK(r.rx(Opcode::kWriteOnly, 100, bytes(16, 0x5A), true, c.reth) == RxResult::kDropped);
+      auto t = r.tx();
+      REQUIRE(t.size() == 1);
+      CHECK(t[0].hdr.aeth.syndrome == 0x62);
+      CHECK(t[0].hdr.bth.psn == 100);
+      CHECK(r.e.qp.state() == QpState::kErr);
+      for (uint32_t i = 0; i < 32; ++i) CHECK(r.e.mem()[i] == 0);
+      auto cq = r.e.drain_cq();
+      REQUIRE(cq.size() == 1);
+      CHECK(cq[0].status == WcStatus::kWrFlushError);
+    }
+  }
+  SECTION("region without remote write") {
+    Responder r;
+    r.e.mrs.add(0x900000, 4096, kAccessLocalWrite | kAccessRemoteRead);  // rkey 0x8001
+    CHECK(r.rx(Opcode::kWriteOnly, 100, bytes(16), true, {0x900000, 0x8001, 16}) ==
+          RxResult::kDropped);
+    auto t = r.tx();
+    REQUIRE(t.size() == 1);
+    CHECK(t[0].hdr.aeth.syndrome == 0x62);
+  }
+}
+
+TEST_CASE("responder: WRITE payload beyond the RETH length is an invalid request") {
+  Responder r;
+  CHECK(r.rx(Opcode::kWriteFirst, 100, bytes(1024), false, reth(0, 1500)) == RxResult::kAccepted);
+  CHECK(r.rx(Opcode::kWriteLast, 101, bytes(1000)) == RxResult::kDropped);
+  auto t = r.tx();
+  REQUIRE(t.size() == 1);
+  CHECK(t[0].hdr.aeth.syndrome == 0x61);
+  CHECK(r.e.qp.state() == QpState::kErr);
+}
+
+TEST_CASE("responder: a SEND larger than the receive is a local length error") {
+  Responder r;
+  REQUIRE(r.e.qp.post_recv(make_recv(1, 0, 1500)) == Status::kOk);
+  REQUIRE(r.e.qp.post_recv(make_recv(2, 0, 1500)) == Status::kOk);
+  CHECK(r.rx(Opcode::kSendFirst, 100, bytes(1024), false) == RxResult::kAccepted);
+  CHECK(r.rx(Opcode::kSendLast, 101, bytes(1000)) == RxResult::kDropped);
+  auto t = r.tx();
+  REQUIRE(t.size() == 1);
+  CHECK(t[0].hdr.aeth.syndrome == 0x61);
+  CHECK(r.e.qp.state() == QpState::kErr);
+  auto cq = r.e.drain_cq();
+  REQUIRE(cq.size() == 2);
+  CHECK(cq[0].wr_id == 1);
+  CHECK(cq[0].status == WcStatus::kLocalLengthError);
+  CHECK(cq[1].wr_id == 2);
+  CHECK(cq[1].status == WcStatus::kWrFlushError);
+}
+
+TEST_CASE("responder: opcode sequence and payload length are checked") {
+  SECTION("middle without first") {
+    Responder r;
+    REQUIRE(r.e.qp.post_recv(make_recv(1, 0, 4096)) == Status::kOk);
+    CHECK(r.rx(Opcode::kSendMiddle, 100, bytes(1024)) == RxResult::kDropped);
+    CHECK(r.tx()[0].hdr.aeth.syndrome == 0x61);
+  }
+  SECTION("a new SEND inside a WRITE") {
+    Responder r;
+    REQUIRE(r.e.qp.post_recv(make_recv(1, 0, 4096)) == Status::kOk);
+    CHECK(r.rx(Opcode::kWriteFirst, 100, bytes(1024), false, reth(0, 4096)) == RxResult::kAccepted);
+    CHECK(r.rx(Opcode::kSendOnly, 101, bytes(10)) == RxResult::kDropped);
+    CHECK(r.tx()[0].hdr.aeth.syndrome == 0x61);
+  }
+  SECTION("a first packet shorter than the PMTU") {
+    Responder r;
+    REQUIRE(r.e.qp.post_recv(make_recv(1, 0, 4096)) == Status::kOk);
+    CHECK(r.rx(Opcode::kSendFirst, 100, bytes(1000)) == RxResult::kDropped);
+    CHECK(r.tx()[0].hdr.aeth.syndrome == 0x61);
+  }
+  SECTION("a READ request with payload") {
+    Responder r;
+    CHECK(r.rx(Opcode::kReadRequest, 100, bytes(4), true, reth(0, 4)) == RxResult::kDropped);
+    CHECK(r.tx()[0].hdr.aeth.syndrome == 0x61);
+  }
+  SECTION("payload above the PMTU is dropped before the state machine") {
+    Responder r;
+    CHECK(r.rx(Opcode::kSendOnly, 100, bytes(1025)) == RxResult::kDropped);
+    CHECK(r.tx().empty());
+    CHECK(r.e.qp.counters().drop_bad_length == 1);
+    CHECK(r.e.qp.state() == QpState::kRts);
+  }
+}
+
+TEST_CASE("responder: atomics and SEND with invalidate are answered with NAK invalid request") {
+  for (Opcode o : {Opcode::kCompareSwap, Opcode::kFetchAdd, Opcode::kSendOnlyInvalidate}) {
+    Responder r;
+    REQUIRE(r.e.qp.post_recv(make_recv(1, 0, 4096)) == Status::kOk);
+    CHECK(r.rx(o, 100) == RxResult::kDropped);
+    auto t = r.tx();
+    REQUIRE(t.size() == 1);
+    CHECK(t[0].hdr.aeth.syndrome == 0x61);
+    CHECK(r.e.qp.state() == QpState::kErr);
+  }
+}
+
+TEST_CASE("responder: READ access errors") {
+  SECTION("bad rkey") {
+    Responder r;
+    CHECK(r.rx(Opcode::kReadRequest, 100, {}, true, reth(0, 16, 0x8100)) == RxResult::kDropped);
+    CHECK(r.tx()[0].hdr.aeth.syndrome == 0x62);
+  }
+  SECTION("QP without remote read") {
+    QpAttr a = default_attr();
+    a.access_flags = kAccessRemoteWrite;
+    Responder r(a);
+    CHECK(r.rx(Opcode::kReadRequest, 100, {}, true, reth(0, 16)) == RxResult::kDropped);
+    CHECK(r.tx()[0].hdr.aeth.syndrome == 0x62);
+  }
+  SECTION("out of bounds") {
+    Responder r;
+    CHECK(r.rx(Opcode::kReadRequest, 100, {}, true, reth(kMrBytes, 1)) == RxResult::kDropped);
+    CHECK(r.tx()[0].hdr.aeth.syndrome == 0x62);
+  }
+}
+
+TEST_CASE("responder: READ responses, ordering with ACKs, and replay of a duplicate READ") {
+  Responder r;
+  for (uint32_t i = 0; i < 3000; ++i) r.e.mem()[i] = static_cast<uint8_t>(i * 13);
+  REQUIRE(r.e.qp.post_recv(make_recv(1, 0x10000, 64)) == Status::kOk);
+  CHECK(r.rx(Opcode::kReadRequest, 100, {}, true, reth(0, 3000)) == RxResult::kAccepted);
+  CHECK(r.rx(Opcode::kSendOnly, 103, bytes(5)) == RxResult::kAccepted);
+  auto t = r.tx();
+  REQUIRE(t.size() == 4);
+  CHECK(t[0].hdr.bth.opcode == op(Opcode::kReadResponseFirst));
+  CHECK(t[0].hdr.aeth.msn == 1);
+  CHECK(t[1].hdr.bth.opcode == op(Opcode::kReadResponseMiddle));
+  CHECK(t[2].hdr.bth.opcode == op(Opcode::kReadResponseLast));
+  CHECK(t[2].hdr.bth.psn == 102);
+  CHECK(t[3].hdr.bth.opcode == op(Opcode::kAcknowledge));  // after the READ's responses
+  CHECK(t[3].hdr.bth.psn == 103);
+  CHECK(t[3].hdr.aeth.msn == 2);
+  // The requester lost the middle response and asks again from PSN 101.
+  CHECK(r.rx(Opcode::kReadRequest, 101, {}, true, reth(1024, 3000 - 1024)) == RxResult::kDuplicate);
+  t = r.tx();
+  REQUIRE(t.size() == 2);
+  CHECK(t[0].hdr.bth.opcode == op(Opcode::kReadResponseFirst));
+  CHECK(t[0].hdr.bth.psn == 101);
+  CHECK(t[0].payload == std::vector<uint8_t>(r.e.mem() + 1024, r.e.mem() + 2048));
+  CHECK(t[1].hdr.bth.opcode == op(Opcode::kReadResponseLast));
+  CHECK(t[1].hdr.bth.psn == 102);
+  CHECK(r.e.qp.expected_psn() == 104);
+}
+
+TEST_CASE("responder: more READs than the responder depth is an invalid request") {
+  QpAttr a = default_attr();
+  a.max_dest_rd_atomic = 2;
+  Responder r(a);
+  CHECK(r.rx(Opcode::kReadRequest, 100, {}, true, reth(0, 16)) == RxResult::kAccepted);
+  CHECK(r.rx(Opcode::kReadRequest, 101, {}, true, reth(0, 16)) == RxResult::kAccepted);
+  CHECK(r.rx(Opcode::kReadRequest, 102, {}, true, reth(0, 16)) == RxResult::kDropped);
+  auto t = r.tx();
+  REQUIRE(t.size() == 1);
+  CHECK(t[0].hdr.aeth.syndrome == 0x61);
+}
+
+TEST_CASE("responder: packets in the wrong state or for another QP are dropped") {
+  Responder r;
+  RoceHeader h;
+  h.bth.opcode = op(Opcode::kSendOnly);
+  h.bth.dest_qp = 0x23;
+  h.bth.psn = 100;
+  CHECK(r.e.qp.on_packet(0, h, {}) == RxResult::kDropped);
+  CHECK(r.e.qp.counters().drop_wrong_qp == 1);
+  h.bth.dest_qp = 0x22;
+  h.bth.opcode = 0x81;  // CNP: not for the transport
+  CHECK(r.e.qp.on_packet(0, h, {}) == RxResult::kDropped);
+  h.bth.opcode = 0x42;  // unknown
+  CHECK(r.e.qp.on_packet(0, h, {}) == RxResult::kDropped);
+  CHECK(r.e.qp.counters().drop_bad_opcode == 2);
+  Endpoint init(QpPair::make_cfg(0x22));
+  QpAttr a;
+  a.state = QpState::kInit;
+  REQUIRE(init.qp.modify(a, kAttrState) == Status::kOk);
+  h.bth.opcode = op(Opcode::kSendOnly);
+  CHECK(init.qp.on_packet(0, h, {}) == RxResult::kDropped);
+  CHECK(init.qp.counters().drop_state == 1);
+}
