@@ -224,6 +224,15 @@ int run(const std::string& config_path) {
     }
     conduit::net::MacAddr mac;
     std::memcpy(mac.bytes.data(), port->mac().addr_bytes, 6);
+    if (mac.is_zero()) {
+      // Some vdevs (net_ring, net_null) have no MAC: use a locally
+      // administered one derived from our address, stable across restarts.
+      const uint32_t a = p.port.address.value;
+      mac = conduit::net::MacAddr{{0x02, 0x00, static_cast<uint8_t>(a >> 24),
+                                   static_cast<uint8_t>(a >> 16), static_cast<uint8_t>(a >> 8),
+                                   static_cast<uint8_t>(a)}};
+      spdlog::warn("port {} has no MAC address; using {}", port->name(), mac.to_string());
+    }
     const auto link = port->wait_for_link(2000);
     engine = std::make_unique<conduit::engine::Engine>(
         conduit::engine::engine_config_from_policy(p, mac, uint64_t{link.speed_mbps} * 1'000'000),

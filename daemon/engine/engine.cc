@@ -112,7 +112,7 @@ bool gid_to_ipv4(const std::array<uint8_t, 16>& gid, net::Ipv4Addr* out) {
   }
   if (gid[10] != 0xFF || gid[11] != 0xFF) return false;
   *out = net::Ipv4Addr::from_octets(gid[12], gid[13], gid[14], gid[15]);
-  return out->is_unicast();
+  return out->is_unicast() || out->is_loopback();
 }
 
 template <class T>
@@ -476,6 +476,7 @@ int Engine::modify_qp(const control::EngineCommand& cmd, uint64_t now_ns) {
   }
   net::Ipv4Addr peer{};
   if ((a.mask & proto::kAttrDgid) && !gid_to_ipv4(a.dgid, &peer)) return -EINVAL;
+  if (peer.is_loopback()) peer = net_.config().addr;  // ::ffff:127.x names this host
 
   if (q->qp->modify(ta, mask) != transport::Status::kOk) return -EINVAL;
   q->reported_state = q->qp->state();
