@@ -43,6 +43,12 @@ class ClientMemory final : public transport::MemoryRegions {
 
   // Client MR by lkey, for validating work requests (nullptr if unknown).
   const Mr* find_lkey(uint32_t lkey) const;
+  // The shm validators' view of a client MR; nullptr for unknown keys and for
+  // daemon buffers (a client must not name those in an SGE).
+  const shm::MrBounds* client_bounds(uint32_t lkey) const {
+    const Mr* mr = find_lkey(lkey);
+    return mr != nullptr && mr->client_mr ? &mr->bounds : nullptr;
+  }
 
   transport::MrStatus lookup_local(uint32_t lkey, uint64_t addr, uint32_t len_bytes,
                                    uint32_t access, std::span<uint8_t>& out) override;

@@ -21,6 +21,8 @@ constexpr uint32_t kInlineSlotBytes = CONDUIT_SHM_MAX_INLINE;
 // Local keys of the engine's inline-data buffers: never handed to clients and
 // never reachable through an rkey (ClientMemory::add_local_buffer).
 constexpr uint32_t kInlineLkeyBase = 0xFF000000u;
+// The transport takes at most kMaxSge SGEs; inline data fits one inline slot.
+constexpr shm::WrLimits kWrLimits{transport::kMaxSge, transport::kMaxSge, kInlineSlotBytes};
 
 transport::QpState to_transport(proto::QpState s) {
   switch (s) {
@@ -668,11 +670,7 @@ bool Engine::drain_client_rings(QpCtx& q) {
   Client& c = *q.client;
   if (c.broken) return false;
   bool work = false;
-  const shm::WrLimits limits{transport::kMaxSge, transport::kMaxSge, kInlineSlotBytes};
-  auto lookup = [&c](uint32_t lkey) -> const shm::MrBounds* {
-    const ClientMemory::Mr* mr = c.mem.find_lkey(lkey);
-    return mr != nullptr && mr->client_mr ? &mr->bounds : nullptr;
-  };
+  auto lookup = [&c](uint32_t lkey) { return c.mem.client_bounds(lkey); };
 
   // Receives first, so a SEND that arrives right after finds them.
   for (;;) {
@@ -681,7 +679,7 @@ bool Engine::drain_client_rings(QpCtx& q) {
       if (q.rq.dequeue_burst(&raw, 1) == 0) break;  // copied out of shared memory
       work = true;
       shm::ValidRecvWr v;
-      const conduit_shm_wr_error err = shm::validate_recv_wr(raw, limits, c.arena(), lookup, &v);
+      const conduit_shm_wr_error err = shm::validate_recv_wr(raw, kWrLimits, c.arena(), lookup, &v);
       if (err != CONDUIT_SHM_WR_OK) {
         ++counters_.wr_rejected;
         conduit_shm_cqe cqe{};
@@ -746,11 +744,7 @@ bool Engine::drain_client_rings(QpCtx& q) {
 
 void Engine::post_one_send(QpCtx& q, const conduit_shm_send_wr& raw) {
   Client& c = *q.client;
-  const shm::WrLimits limits{transport::kMaxSge, transport::kMaxSge, kInlineSlotBytes};
-  auto lookup = [&c](uint32_t lkey) -> const shm::MrBounds* {
-    const ClientMemory::Mr* mr = c.mem.find_lkey(lkey);
-    return mr != nullptr && mr->client_mr ? &mr->bounds : nullptr;
-  };
+  auto lookup = [&c](uint32_t lkey) { return c.mem.client_bounds(lkey); };
   auto reject = [&](uint8_t status, uint32_t vendor_err) {
     ++counters_.wr_rejected;
     conduit_shm_cqe cqe{};
@@ -768,7 +762,7 @@ void Engine::post_one_send(QpCtx& q, const conduit_shm_send_wr& raw) {
   };
 
   shm::ValidSendWr v;
-  const conduit_shm_wr_error err = shm::validate_send_wr(raw, limits, c.arena(), lookup, &v);
+  const conduit_shm_wr_error err = shm::validate_send_wr(raw, kWrLimits, c.arena(), lookup, &v);
   if (err != CONDUIT_SHM_WR_OK) return reject(shm::wc_status_for(err), err);
 
   transport::SendWr wr;
