@@ -208,12 +208,22 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
       value = argv[++i];
     }
     if (is("-s", "--size")) {
-      uint64_t v = 0;
-      if (!parse_size(value, v) || v == 0 || v > kMaxMessageBytes) {
-        return fail("option " + name + ": '" + std::string(value) +
-                    "' is not a size from 1 B to 1 GiB (e.g. 65536, 64K, 1MiB)");
+      // One size, or a comma-separated list (conduit's extension of perftest's -s).
+      o.sizes.clear();
+      std::string_view rest = value;
+      for (;;) {
+        const size_t comma = rest.find(',');
+        const std::string_view item = rest.substr(0, comma);
+        uint64_t v = 0;
+        if (!parse_size(item, v) || v == 0 || v > kMaxMessageBytes || o.sizes.size() >= 64) {
+          return fail("option " + name + ": '" + std::string(value) +
+                      "' is not a size (or list of at most 64 sizes) from 1 B to 1 GiB "
+                      "(e.g. 65536, 64K, 1MiB, 1,4K,16M)");
+        }
+        o.sizes.push_back(v);
+        if (comma == std::string_view::npos) break;
+        rest = rest.substr(comma + 1);
       }
-      o.sizes = {v};
       have_size = true;
     } else if (is("-n", "--iters")) {
       if (!parse_uint_in<uint64_t>(value, 1, 1'000'000'000'000ull, o.iterations)) {
@@ -327,7 +337,8 @@ The client chooses the parameters and sends them to the server, so the
 server needs only the test name (and --socket/--gid where they differ).
 
 Options:
-  -s, --size BYTES       message size (65536 for bw, 2 for lat; 64K, 1MiB work)
+  -s, --size BYTES       message size (65536 for bw, 2 for lat; 64K, 1MiB work),
+                         or a list: -s 1,1025,16M
   -a, --all              sweep sizes 2 B .. 8 MiB (powers of two)
   -n, --iters N          messages per size (5000 bw, 1000 lat)
   -D, --duration SEC     run each size SEC seconds instead of -n

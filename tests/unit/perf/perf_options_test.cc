@@ -101,6 +101,15 @@ TEST_CASE("defaults shrink with many QPs") {
   CHECK(p.o.effective_cq_mod() == 16);
 }
 
+TEST_CASE("-s takes a list of sizes") {
+  auto p = parse({"send_bw", "-s", "1,1025,16M"});
+  REQUIRE(p.ok);
+  CHECK(p.o.sizes == std::vector<uint64_t>{1, 1025, 16u << 20});
+  CHECK_FALSE(parse({"send_bw", "-s", "1,,2"}).ok);
+  CHECK_FALSE(parse({"send_bw", "-s", "1,"}).ok);
+  CHECK_FALSE(parse({"send_bw", "-s", ",1"}).ok);
+}
+
 TEST_CASE("sizes parse with binary suffixes and reject junk") {
   uint64_t v = 0;
   CHECK((parse_size("2", v) && v == 2));
@@ -125,8 +134,8 @@ TEST_CASE("bad command lines are rejected with a reason") {
       {{"send_gw"}, "unknown test"},
       {{"send_bw", "a", "b"}, "unexpected argument"},
       {{"send_bw", "-s"}, "needs a value"},
-      {{"send_bw", "-s", "0"}, "size from 1 B"},
-      {{"send_bw", "-s", "2G"}, "size from 1 B"},
+      {{"send_bw", "-s", "0"}, "from 1 B to 1 GiB"},
+      {{"send_bw", "-s", "2G"}, "from 1 B to 1 GiB"},
       {{"send_bw", "-q", "0"}, "from 1 to 4096"},
       {{"send_bw", "-q", "4097"}, "from 1 to 4096"},
       {{"send_bw", "-q", "1x"}, "not a number"},
