@@ -250,6 +250,12 @@ bool TcpLineChannel::try_recv_line(std::string& line, std::string& error) {
   return take_line(line, error);
 }
 
+void TcpLineChannel::wait_readable(int timeout_ms) const {
+  if (fd_ < 0 || buf_.find('\n') != std::string::npos) return;
+  pollfd p{fd_, POLLIN, 0};
+  poll(&p, 1, timeout_ms);
+}
+
 std::string TcpLineChannel::local_address() const {
   sockaddr_storage ss{};
   socklen_t len = sizeof(ss);

@@ -36,6 +36,9 @@ class TcpLineChannel {
   // A full line if one is already readable; false otherwise (error set on a broken channel).
   bool try_recv_line(std::string& line, std::string& error);
 
+  // Waits up to timeout_ms until a line may be ready (buffered bytes or a readable socket).
+  void wait_readable(int timeout_ms) const;
+
   // The address of our end, e.g. "198.18.0.1"; empty if unknown.
   std::string local_address() const;
   std::string peer_address() const;
