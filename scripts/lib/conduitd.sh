@@ -47,7 +47,7 @@ transport:
 clients:
   quotas:
     max_qps: 1024
-    max_cqs: 64
+    max_cqs: 1024
     max_registered_memory: 4GiB
     max_region_size: 2GiB
 YAML

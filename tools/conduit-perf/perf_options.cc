@@ -75,7 +75,8 @@ uint32_t PerfOptions::effective_tx_depth() const {
 uint32_t PerfOptions::effective_rx_depth() const {
   if (rx_depth != 0) return rx_depth;
   if (is_latency(test)) return 16;
-  return std::clamp<uint32_t>(16384 / qps, 16, 512);
+  // conduitd's receive rings hold 256 entries.
+  return std::clamp<uint32_t>(16384 / qps, 16, 256);
 }
 
 uint32_t PerfOptions::effective_cq_mod() const {
@@ -348,7 +349,7 @@ Options:
                          and the WRITE target after each size)
   -e, --events           sleep on the CQ instead of busy polling
   -t, --tx-depth N       sends in flight per QP (128; fewer with many QPs)
-  -r, --rx-depth N       receives posted per QP (512; fewer with many QPs)
+  -r, --rx-depth N       receives posted per QP (256; fewer with many QPs)
   -Q, --cq-mod N         request a completion every N sends (64)
   -m, --mtu BYTES        path MTU 256..4096 (1024)
   -T, --class NAME       the policy's traffic class for the QPs

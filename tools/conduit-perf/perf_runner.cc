@@ -27,6 +27,7 @@ namespace {
 constexpr uint64_t kCheckBudgetBytes = 128ull << 20;  // all QPs' MRs with --check
 constexpr uint32_t kSpinsBeforeYield = 1000;
 constexpr uint32_t kLoopsPerChannelPoll = 256;
+constexpr uint32_t kMaxCqEntries = 1024;  // conduitd's CQ ring depth (control_service.h)
 
 uint64_t now_ns() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -90,8 +91,8 @@ class Endpoint {
     for (auto& q : qps_) {
       if (q.qp != nullptr) conduit_destroy_qp(q.qp);
     }
-    if (send_cq_ != nullptr) conduit_destroy_cq(send_cq_);
-    if (recv_cq_ != nullptr) conduit_destroy_cq(recv_cq_);
+    for (conduit_cq* cq : send_cqs_) conduit_destroy_cq(cq);
+    for (conduit_cq* cq : recv_cqs_) conduit_destroy_cq(cq);
     for (auto& q : qps_) {
       if (q.mr != nullptr) conduit_free_mr(q.mr);
     }
@@ -106,10 +107,19 @@ class Endpoint {
     attr.region_bytes = mr_bytes * p.qps + (8ull << 20) + uint64_t{p.qps} * (256u << 10);
     attr.client_name = o.is_server() ? "conduit-perf-server" : "conduit-perf-client";
     check_rc(conduit_open(&attr, &ctx_), "conduit_open");
-    const uint32_t send_entries = std::min<uint64_t>(65536, uint64_t{p.qps} * (p.tx_depth + 1));
-    const uint32_t recv_entries = std::min<uint64_t>(65536, uint64_t{p.qps} * (p.rx_depth + 1));
-    check_rc(conduit_create_cq(ctx_, send_entries, &send_cq_), "conduit_create_cq (send)");
-    check_rc(conduit_create_cq(ctx_, recv_entries, &recv_cq_), "conduit_create_cq (recv)");
+    // conduitd's CQ rings hold kMaxCqEntries: QPs share a CQ pair only as far as every
+    // completion they can have outstanding (all WRs signaled, every receive) fits.
+    const uint32_t per_qp = std::max(p.tx_depth, p.rx_depth) + 1;
+    qps_per_cq_ = std::max<uint32_t>(1, kMaxCqEntries / per_qp);
+    const uint32_t groups = (p.qps + qps_per_cq_ - 1) / qps_per_cq_;
+    const uint32_t entries = std::min(kMaxCqEntries, qps_per_cq_ * per_qp);
+    for (uint32_t g = 0; g < groups; ++g) {
+      conduit_cq* cq = nullptr;
+      check_rc(conduit_create_cq(ctx_, entries, &cq), "conduit_create_cq (send)");
+      send_cqs_.push_back(cq);
+      check_rc(conduit_create_cq(ctx_, entries, &cq), "conduit_create_cq (recv)");
+      recv_cqs_.push_back(cq);
+    }
     std::mt19937 rng(static_cast<uint32_t>(now_ns() ^ static_cast<uint64_t>(getpid())));
     qps_.resize(p.qps);
     for (uint32_t i = 0; i < p.qps; ++i) {
@@ -120,8 +130,8 @@ class Endpoint {
                                 &q.mr),
                "conduit_alloc_mr");
       conduit_qp_init_attr qa{};
-      qa.send_cq = send_cq_;
-      qa.recv_cq = recv_cq_;
+      qa.send_cq = send_cqs_[i / qps_per_cq_];
+      qa.recv_cq = recv_cqs_[i / qps_per_cq_];
       qa.max_send_wr = p.tx_depth;
       qa.max_recv_wr = p.rx_depth;
       qa.traffic_class = o.traffic_class.empty() ? nullptr : o.traffic_class.c_str();
@@ -162,14 +172,15 @@ class Endpoint {
   }
 
   std::vector<QpSide>& qps() { return qps_; }
-  conduit_cq* send_cq() const { return send_cq_; }
-  conduit_cq* recv_cq() const { return recv_cq_; }
+  const std::vector<conduit_cq*>& send_cqs() const { return send_cqs_; }
+  const std::vector<conduit_cq*>& recv_cqs() const { return recv_cqs_; }
   uint8_t* buffer(uint32_t i) const { return static_cast<uint8_t*>(qps_[i].mr->addr); }
 
  private:
   conduit_context* ctx_ = nullptr;
-  conduit_cq* send_cq_ = nullptr;
-  conduit_cq* recv_cq_ = nullptr;
+  std::vector<conduit_cq*> send_cqs_;  // one pair per qps_per_cq_ QPs
+  std::vector<conduit_cq*> recv_cqs_;
+  uint32_t qps_per_cq_ = 1;
   std::vector<QpSide> qps_;
 };
 
@@ -271,7 +282,7 @@ void Session::idle() {
   }
   if (o_.events) {
     // Sleep until a completion or 5 ms (the TCP channel and timeouts are checked after).
-    conduit_wait_cq(roles_.receives ? ep_.recv_cq() : ep_.send_cq(), 5);
+    conduit_wait_cq(roles_.receives ? ep_.recv_cqs()[0] : ep_.send_cqs()[0], 5);
     return;
   }
   // Two cores are shared with the daemons here: after a while, yield instead of spinning.
@@ -537,58 +548,64 @@ void Session::run_bw(size_t size_index, uint64_t size) {
           work = true;
         }
       }
-      const int n = conduit_poll_cq(ep_.send_cq(), static_cast<int>(wc.size()), wc.data());
-      check_rc(n, "conduit_poll_cq (send)");
-      const uint64_t t = n > 0 ? now_ns() : 0;
-      for (int i = 0; i < n; ++i) {
-        const conduit_wc& c = wc[static_cast<size_t>(i)];
-        const uint32_t qi = static_cast<uint32_t>(c.wr_id >> 40);
-        const uint64_t seq = c.wr_id & ((1ull << 40) - 1);
-        if (c.status != CONDUIT_WC_SUCCESS) {
-          fail(std::string("work request on QP 0x") + std::to_string(c.qp_num) +
-               " failed: " + conduit_wc_status_str(c.status) + " (vendor_err " +
-               std::to_string(c.vendor_err) + ")");
+      for (conduit_cq* cq : ep_.send_cqs()) {
+        const int n = conduit_poll_cq(cq, static_cast<int>(wc.size()), wc.data());
+        check_rc(n, "conduit_poll_cq (send)");
+        const uint64_t t = n > 0 ? now_ns() : 0;
+        for (int i = 0; i < n; ++i) {
+          const conduit_wc& c = wc[static_cast<size_t>(i)];
+          const uint32_t qi = static_cast<uint32_t>(c.wr_id >> 40);
+          const uint64_t seq = c.wr_id & ((1ull << 40) - 1);
+          if (c.status != CONDUIT_WC_SUCCESS) {
+            char qpn[16];
+            std::snprintf(qpn, sizeof(qpn), "0x%06x", c.qp_num);
+            fail(std::string("work request on QP ") + qpn +
+                 " failed: " + conduit_wc_status_str(c.status) + " (vendor_err " +
+                 std::to_string(c.vendor_err) + ")");
+          }
+          if (qi >= p_.qps) fail("completion with an unknown wr_id");
+          QpSide& q = ep_.qps()[qi];
+          if (p_.test == TestKind::kReadBw && p_.check) {
+            if (c.byte_len != size) ++mismatches;
+            uint8_t* dst =
+                ep_.buffer(qi) + layout_.rx_offset(static_cast<uint32_t>(seq % layout_.rx_slots));
+            const uint32_t src_slot = static_cast<uint32_t>(seq % layout_.tx_slots);
+            if (!check_pattern(dst, size, read_source_seed(qi, size_index, src_slot))) ++mismatches;
+            std::memset(dst, 0, size);
+          }
+          meter.add(t, (seq + 1 - q.completed) * size);
+          q.completed = seq + 1;
+          work = true;
         }
-        if (qi >= p_.qps) fail("completion with an unknown wr_id");
-        QpSide& q = ep_.qps()[qi];
-        if (p_.test == TestKind::kReadBw && p_.check) {
-          if (c.byte_len != size) ++mismatches;
-          uint8_t* dst =
-              ep_.buffer(qi) + layout_.rx_offset(static_cast<uint32_t>(seq % layout_.rx_slots));
-          const uint32_t src_slot = static_cast<uint32_t>(seq % layout_.tx_slots);
-          if (!check_pattern(dst, size, read_source_seed(qi, size_index, src_slot))) ++mismatches;
-          std::memset(dst, 0, size);
-        }
-        meter.add(t, (seq + 1 - q.completed) * size);
-        q.completed = seq + 1;
-        work = true;
       }
       if (!end_ns && sender_done()) end_ns = now_ns();
     }
     if (roles_.receives) {
-      const int n = conduit_poll_cq(ep_.recv_cq(), static_cast<int>(wc.size()), wc.data());
-      check_rc(n, "conduit_poll_cq (recv)");
-      for (int i = 0; i < n; ++i) {
-        const conduit_wc& c = wc[static_cast<size_t>(i)];
-        if (c.status != CONDUIT_WC_SUCCESS) {
-          fail(std::string("receive failed: ") + conduit_wc_status_str(c.status) + " (vendor_err " +
-               std::to_string(c.vendor_err) + ")");
-        }
-        const uint32_t qi = static_cast<uint32_t>(c.wr_id >> 40);
-        if (qi >= p_.qps) fail("receive completion with an unknown wr_id");
-        QpSide& q = ep_.qps()[qi];
-        if (p_.check) {
-          const uint32_t slot = static_cast<uint32_t>(c.wr_id & 0xFFFFFFFFu);
-          if (c.byte_len != size || !check_pattern(ep_.buffer(qi) + layout_.rx_offset(slot), size,
-                                                   message_seed(qi, size_index, q.rx_in_size))) {
-            ++mismatches;
+      for (conduit_cq* cq : ep_.recv_cqs()) {
+        const int n = conduit_poll_cq(cq, static_cast<int>(wc.size()), wc.data());
+        check_rc(n, "conduit_poll_cq (recv)");
+        for (int i = 0; i < n; ++i) {
+          const conduit_wc& c = wc[static_cast<size_t>(i)];
+          if (c.status != CONDUIT_WC_SUCCESS) {
+            fail(std::string("receive failed: ") + conduit_wc_status_str(c.status) +
+                 " (vendor_err " + std::to_string(c.vendor_err) + ")");
           }
+          const uint32_t qi = static_cast<uint32_t>(c.wr_id >> 40);
+          if (qi >= p_.qps) fail("receive completion with an unknown wr_id");
+          QpSide& q = ep_.qps()[qi];
+          if (p_.check) {
+            const uint32_t slot = static_cast<uint32_t>(c.wr_id & 0xFFFFFFFFu);
+            if (c.byte_len != size || !check_pattern(ep_.buffer(qi) + layout_.rx_offset(slot), size,
+                                                     message_seed(qi, size_index, q.rx_in_size))) {
+              ++mismatches;
+            }
+          }
+          ++q.rx_done_total;
+          ++q.rx_in_size;
+          ++received;
+          post_receives(qi);
+          work = true;
         }
-        ++q.rx_done_total;
-        ++q.rx_in_size;
-        ++received;
-        post_receives(qi);
-        work = true;
       }
     }
     if (!end_sent && sender_done()) {
@@ -701,7 +718,7 @@ void Session::run_lat(size_t size_index, uint64_t size) {
 
   auto reap_sends = [&](bool block) {
     for (;;) {
-      const int n = conduit_poll_cq(ep_.send_cq(), static_cast<int>(wc.size()), wc.data());
+      const int n = conduit_poll_cq(ep_.send_cqs()[0], static_cast<int>(wc.size()), wc.data());
       check_rc(n, "conduit_poll_cq (send)");
       for (int i = 0; i < n; ++i) {
         if (wc[static_cast<size_t>(i)].status != CONDUIT_WC_SUCCESS) {
@@ -737,7 +754,7 @@ void Session::run_lat(size_t size_index, uint64_t size) {
           return true;
         }
       } else {
-        const int n = conduit_poll_cq(ep_.recv_cq(), 1, wc.data());
+        const int n = conduit_poll_cq(ep_.recv_cqs()[0], 1, wc.data());
         check_rc(n, "conduit_poll_cq (recv)");
         if (n == 1) {
           if (wc[0].status != CONDUIT_WC_SUCCESS) {

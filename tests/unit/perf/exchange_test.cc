@@ -114,7 +114,7 @@ TEST_CASE("parameters from options fill every default") {
   TestParams p = params_from_options(o);
   CHECK(p.iterations == 5000);
   CHECK(p.tx_depth == 128);
-  CHECK(p.rx_depth == 512);
+  CHECK(p.rx_depth == 256);
   CHECK(p.cq_mod == 64);
   CHECK(p.mtu == 1024);
   std::string error;
