@@ -59,7 +59,10 @@ conduitd_start() {
   local host=$1 config=$2 log=$3 sock
   sock=$(awk '$1 == "control_socket:" {print $2; exit}' "$config")
   rm -f "$sock"
-  netns_exec "$host" "$CONDUIT_BUILD/daemon/conduitd" --config "$config" >"$log" 2>&1 &
+  # Not through netns_exec: a backgrounded function is a subshell, and its PID is not the
+  # daemon's. ip netns exec execs the command, so $! is conduitd itself.
+  ip netns exec "$(netns_name "$host")" "$CONDUIT_BUILD/daemon/conduitd" --config "$config" \
+    >"$log" 2>&1 &
   CONDUITD_PIDS[$host]=$!
   for _ in $(seq 100); do
     if ! kill -0 "${CONDUITD_PIDS[$host]}" 2>/dev/null; then
