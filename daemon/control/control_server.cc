@@ -151,8 +151,8 @@ struct ControlServer::Impl {
         s->refused = "too many clients: conduitd serves at most its clients.max_clients";
         spdlog::warn("control: refused pid {}: client limit reached", cred.pid);
       } else {
-        spdlog::info("control: client {} connected (pid {}, uid {}, gid {})", s->client_id,
-                     cred.pid, cred.uid, cred.gid);
+        spdlog::debug("control: connection {} from pid {} (uid {}, gid {})", s->client_id, cred.pid,
+                      cred.uid, cred.gid);
       }
     }
     sessions[s.get()] = s;
@@ -231,8 +231,9 @@ struct ControlServer::Impl {
 
   void close_session(const std::shared_ptr<Session>& s, const std::string& why) {
     if (s->client_id != 0) {
-      spdlog::info("control: client {} disconnected ({}); releasing its resources", s->client_id,
-                   why);
+      spdlog::log(service.is_attached(s->client_id) ? spdlog::level::info : spdlog::level::debug,
+                  "control: client {} disconnected ({}); releasing its resources", s->client_id,
+                  why);
       service.close_client(s->client_id);
     }
     boost::system::error_code ignored;
@@ -370,6 +371,16 @@ int ControlServer::start(std::string& error) {
   spdlog::info("control: listening on {} (mode {:o}{}{})", path, config_.socket_mode,
                config_.socket_group.empty() ? "" : ", group ", config_.socket_group);
   return 0;
+}
+
+void ControlServer::update(const ServerConfig& access, const ControlLimits& limits) {
+  post([this, access, limits] {
+    // The socket itself (path, mode, group) is bound at start; only the
+    // per-connection checks change.
+    config_.allowed_uids = access.allowed_uids;
+    config_.allowed_gids = access.allowed_gids;
+    impl_->service.set_limits(limits);
+  });
 }
 
 void ControlServer::post(std::function<void()> fn) { asio::post(impl_->io, std::move(fn)); }

@@ -49,6 +49,9 @@ class ControlServer {
   int start(std::string& error);
   // Stops accepting, releases every client, joins the thread. Idempotent.
   void stop();
+  // Policy reload: new access lists and limits for connections and attaches
+  // from now on. Safe from any thread (applied on the control thread).
+  void update(const ServerConfig& access, const ControlLimits& limits);
   // Runs fn on the control thread.
   void post(std::function<void()> fn);
 

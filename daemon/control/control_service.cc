@@ -7,6 +7,8 @@
 #include <cstring>
 #include <random>
 
+#include <spdlog/spdlog.h>
+
 #include "proto/control_codec.h"
 
 namespace conduit::control {
@@ -68,6 +70,12 @@ ControlService::~ControlService() {
 ControlService::Client* ControlService::find(uint32_t id) {
   auto it = clients_.find(id);
   return it == clients_.end() ? nullptr : &it->second;
+}
+
+uint32_t ControlService::client_count() const {
+  uint32_t n = 0;
+  for (const auto& [id, c] : clients_) n += c.attached ? 1 : 0;
+  return n;
 }
 
 uint32_t ControlService::open_client(const PeerCred& cred) {
@@ -174,11 +182,12 @@ ControlService::Outcome ControlService::attach(Client& c, const proto::AttachReq
                     "; rebuild the application against the installed libconduit");
   }
   const uint64_t arena = r.region_bytes == 0 ? limits_.default_region_bytes : r.region_bytes;
-  if (arena > limits_.max_mr_bytes) {
+  if (arena > limits_.max_region_bytes) {
     return fail(t, seq, -EDQUOT,
                 "quota exceeded: asked for " + bytes_str(arena) +
                     " of registrable memory, the per-client limit is " +
-                    bytes_str(limits_.max_mr_bytes) + " (policy: clients.max_mr_bytes)");
+                    bytes_str(limits_.max_region_bytes) +
+                    " (policy: clients.quotas.max_region_bytes)");
   }
   shm::RegionConfig cfg;
   cfg.max_qps = limits_.max_qps;
@@ -207,6 +216,8 @@ ControlService::Outcome ControlService::attach(Client& c, const proto::AttachReq
   }
   c.name = r.client_name;
   c.attached = true;
+  spdlog::info("control: client {} attached (pid {}, uid {}, name '{}', region {} bytes)", c.id,
+               c.cred.pid, c.cred.uid, c.name, c.region->size());
   c.qp_slot_busy.assign(limits_.max_qps, false);
   c.cq_slot_busy.assign(limits_.max_cqs, false);
   ++attaches_;
@@ -227,6 +238,7 @@ ControlService::Outcome ControlService::attach(Client& c, const proto::AttachReq
   rep.max_cqs = limits_.max_cqs;
   rep.max_mrs = limits_.max_mrs;
   rep.max_mr_bytes = limits_.max_mr_bytes;
+  c.limits = limits_;
   Outcome o = ok(t, seq, rep);
   o.fds = {c.region->fd(), c.doorbell.get()};
   return o;
@@ -241,16 +253,16 @@ ControlService::Outcome ControlService::create_cq(Client& c, const proto::Create
                 r.has_eventfd ? "has_eventfd is set but no single descriptor came with it"
                               : "descriptor sent without has_eventfd");
   }
-  if (c.cqs.size() >= limits_.max_cqs) {
+  if (c.cqs.size() >= c.limits.max_cqs) {
     return fail(t, seq, -EDQUOT,
-                "quota exceeded: " + std::to_string(limits_.max_cqs) +
-                    " CQs per client (policy: clients.max_cqs)");
+                "quota exceeded: " + std::to_string(c.limits.max_cqs) +
+                    " CQs per client (policy: clients.quotas.max_cqs)");
   }
   const uint32_t depth = c.region->layout().cq_depth;
   if (r.entries > depth) {
     return fail(t, seq, -EINVAL,
                 "CQ of " + std::to_string(r.entries) + " entries is deeper than this daemon's " +
-                    std::to_string(depth) + " (policy: clients.cq_depth)");
+                    std::to_string(depth) + "");
   }
   const uint32_t slot = first_free(c.cq_slot_busy);
   if (slot == UINT32_MAX) {
@@ -308,10 +320,10 @@ void ControlService::release_cq(Client& c, Cq& cq) {
 ControlService::Outcome ControlService::create_qp(Client& c, const proto::CreateQpRequest& r,
                                                   uint32_t seq) {
   const MsgType t = MsgType::kCreateQp;
-  if (c.qps.size() >= limits_.max_qps) {
+  if (c.qps.size() >= c.limits.max_qps) {
     return fail(t, seq, -EDQUOT,
-                "quota exceeded: " + std::to_string(limits_.max_qps) +
-                    " QPs per client (policy: clients.max_qps)");
+                "quota exceeded: " + std::to_string(c.limits.max_qps) +
+                    " QPs per client (policy: clients.quotas.max_qps)");
   }
   if (!c.cqs.contains(r.send_cq) || !c.cqs.contains(r.recv_cq)) {
     return fail(t, seq, -ENOENT,
@@ -321,7 +333,7 @@ ControlService::Outcome ControlService::create_qp(Client& c, const proto::Create
   if (r.sq_entries > l.sq_depth || r.rq_entries > l.rq_depth) {
     return fail(t, seq, -EINVAL,
                 "queue deeper than this daemon's rings (send " + std::to_string(l.sq_depth) +
-                    ", receive " + std::to_string(l.rq_depth) + "; policy: clients.sq_depth)");
+                    ", receive " + std::to_string(l.rq_depth) + ")");
   }
   if (!r.traffic_class.empty() && hooks_.class_exists && !hooks_.class_exists(r.traffic_class)) {
     return fail(t, seq, -ENOENT,
@@ -417,16 +429,17 @@ ControlService::Outcome ControlService::reg_mr(Client& c, const proto::RegMrRequ
                     ") is outside this client's registrable memory [" +
                     std::to_string(l.arena_offset) + ", +" + std::to_string(l.arena_size) + ")");
   }
-  if (c.mrs.size() >= limits_.max_mrs) {
+  if (c.mrs.size() >= c.limits.max_mrs) {
     return fail(t, seq, -EDQUOT,
-                "quota exceeded: " + std::to_string(limits_.max_mrs) +
-                    " memory regions per client (policy: clients.max_mrs)");
+                "quota exceeded: " + std::to_string(c.limits.max_mrs) +
+                    " memory regions per client (policy: clients.quotas.max_mrs)");
   }
-  if (c.mr_bytes + r.length > limits_.max_mr_bytes) {
+  if (c.mr_bytes + r.length > c.limits.max_mr_bytes) {
     return fail(t, seq, -EDQUOT,
                 "quota exceeded: registering " + bytes_str(r.length) + " would make " +
                     bytes_str(c.mr_bytes + r.length) + " registered, the limit is " +
-                    bytes_str(limits_.max_mr_bytes) + " (policy: clients.max_mr_bytes)");
+                    bytes_str(c.limits.max_mr_bytes) +
+                    " (policy: clients.quotas.max_registered_bytes)");
   }
   const uint32_t index = allocate_key_index();
   if (index == 0) return fail(t, seq, -ENOSPC, "no free memory keys");

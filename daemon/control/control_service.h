@@ -32,7 +32,8 @@ struct ControlLimits {
   uint32_t max_qps = 64;                        // per client; also the region's QP slots
   uint32_t max_cqs = 64;                        // per client; also the region's CQ slots
   uint32_t max_mrs = 256;                       // per client
-  uint64_t max_mr_bytes = 1ull << 30;           // per client: arena size cap and registered bytes
+  uint64_t max_mr_bytes = 1ull << 30;           // per client: registered bytes, all MRs together
+  uint64_t max_region_bytes = 1ull << 30;       // per client: registrable memory (the arena)
   uint64_t default_region_bytes = 64ull << 20;  // arena when the client asks for 0
   uint32_t sq_depth = 256;                      // ring depths, powers of two
   uint32_t rq_depth = 256;
@@ -64,6 +65,10 @@ class ControlService {
   ControlService(const ControlService&) = delete;
   ControlService& operator=(const ControlService&) = delete;
 
+  // New limits for clients that attach from now on (policy reload); clients
+  // already attached keep the region and quotas they got.
+  void set_limits(const ControlLimits& limits) { limits_ = limits; }
+
   // A connection was accepted from `cred`; returns its client id, or 0 when
   // the daemon is at max_clients (the caller closes the connection).
   uint32_t open_client(const PeerCred& cred);
@@ -88,7 +93,12 @@ class ControlService {
 
   // Resources whose release waits for an engine ack (0 when idle or no engine).
   size_t pending_releases() const { return pending_.size(); }
-  uint32_t client_count() const { return static_cast<uint32_t>(clients_.size()); }
+  uint32_t connection_count() const { return static_cast<uint32_t>(clients_.size()); }
+  uint32_t client_count() const;  // attached clients
+  bool is_attached(uint32_t client_id) const {
+    auto it = clients_.find(client_id);
+    return it != clients_.end() && it->second.attached;
+  }
   uint32_t qp_count() const { return static_cast<uint32_t>(qp_owner_.size()); }
   bool engine_attached() const { return engine_ != nullptr; }
   std::vector<proto::Counter> counters() const;
@@ -119,6 +129,7 @@ class ControlService {
     PeerCred cred;
     std::string name;
     bool attached = false;
+    ControlLimits limits;                 // as they were at attach
     std::unique_ptr<shm::Region> region;  // heap: the engine holds its layout pointer
     proto::UniqueFd doorbell;             // engine's wakeup eventfd for this client
     std::map<uint32_t, Cq> cqs;           // by CQ id (= slot)

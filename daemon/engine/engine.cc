@@ -112,7 +112,7 @@ bool gid_to_ipv4(const std::array<uint8_t, 16>& gid, net::Ipv4Addr* out) {
   }
   if (gid[10] != 0xFF || gid[11] != 0xFF) return false;
   *out = net::Ipv4Addr::from_octets(gid[12], gid[13], gid[14], gid[15]);
-  return out->is_unicast();
+  return out->is_unicast() || out->is_loopback();
 }
 
 template <class T>
@@ -174,6 +174,7 @@ struct Engine::QpCtx {
   // Peer addressing.
   bool peer_set = false;
   bool peer_resolved = false;
+  bool peer_local = false;  // the peer QP lives on this host: loopback, no port
   net::Ipv4Addr peer_ip{};
   net::Ipv4Addr next_hop{};
   uint64_t next_resolve_ns = 0;
@@ -475,14 +476,17 @@ int Engine::modify_qp(const control::EngineCommand& cmd, uint64_t now_ns) {
   }
   net::Ipv4Addr peer{};
   if ((a.mask & proto::kAttrDgid) && !gid_to_ipv4(a.dgid, &peer)) return -EINVAL;
+  if (peer.is_loopback()) peer = net_.config().addr;  // ::ffff:127.x names this host
 
   if (q->qp->modify(ta, mask) != transport::Status::kOk) return -EINVAL;
   q->reported_state = q->qp->state();
 
   if (a.mask & proto::kAttrDgid) {
-    auto hop = net_.next_hop(peer);
+    // Our own address is a valid peer (loopback between local clients).
+    auto hop = peer == net_.config().addr ? std::optional(peer) : net_.next_hop(peer);
     if (!hop) return -ENETUNREACH;
     q->peer_set = true;
+    q->peer_local = peer == net_.config().addr;
     q->peer_resolved = false;
     q->peer_ip = peer;
     q->next_hop = *hop;
@@ -824,6 +828,11 @@ void Engine::post_one_send(QpCtx& q, const conduit_shm_send_wr& raw) {
 bool Engine::resolve_peer(QpCtx& q, uint64_t now_ns) {
   if (q.peer_resolved) return true;
   if (!q.peer_set || now_ns < q.next_resolve_ns) return false;
+  if (q.peer_local) {  // both QPs on this host: frames never touch the port
+    q.addr.dst_mac = net_.config().mac.bytes;
+    q.peer_resolved = true;
+    return true;
+  }
   const auto r = net_.resolve(q.next_hop, now_ns);
   if (r.status == net::NeighbourTable::Resolve::kResolved) {
     q.addr.dst_mac = r.mac.bytes;
@@ -885,16 +894,45 @@ bool Engine::tx(uint64_t now_ns) {
     pending_frames_[deps[i].packet.tag] = nullptr;
     free_tags_.push_back(deps[i].packet.tag);
     if (m == nullptr) continue;
-    if (deps[i].flow < flow_qp_.size() && flow_qp_[deps[i].flow] != nullptr) {
-      QpCtx* q = flow_qp_[deps[i].flow];
+    QpCtx* q = deps[i].flow < flow_qp_.size() ? flow_qp_[deps[i].flow] : nullptr;
+    if (q != nullptr) {
       --q->queued_frames;
       q->tx_bytes += m->pkt_len;
       pacer_.set_rate(q->flow, q->rc->on_bytes_sent(now_ns, m->pkt_len), now_ns);
+      if (q->peer_local) {
+        loopback(m, *q, now_ns);
+        continue;
+      }
     }
     transmit_now(m);
   }
   flush_tx();
   return n > 0;
+}
+
+// A frame for a QP on this host goes straight to the receive path, after the
+// same build (ICRC included) and before the same parse as on the wire; only
+// the port and the neighbour logic are skipped.
+void Engine::loopback(rte_mbuf* m, const QpCtx& q, uint64_t now_ns) {
+  std::span<const uint8_t> frame(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len);
+  const size_t l2 =
+      q.addr.has_vlan ? wire::kEthHeaderBytes + wire::kVlanTagBytes : wire::kEthHeaderBytes;
+  const size_t l4_end = l2 + net::NetStack::kIpv4UdpHeaderBytes;
+  if (frame.size() >= l4_end) {
+    net::UdpDatagram udp;
+    udp.src_mac = net_.config().mac;
+    udp.src_ip = net_.config().addr;
+    udp.dst_ip = net_.config().addr;
+    udp.src_port = q.addr.src_port;
+    udp.dst_port = config_.roce_udp_port;
+    udp.tos = static_cast<uint8_t>(q.addr.dscp << 2 | q.addr.ecn);
+    udp.ip_offset = static_cast<uint16_t>(l2);
+    udp.payload_offset = static_cast<uint16_t>(l4_end);
+    udp.payload_len = static_cast<uint16_t>(frame.size() - l4_end);
+    ++counters_.loopback_frames;
+    rx_roce(udp, frame, now_ns);
+  }
+  rte_pktmbuf_free(m);
 }
 
 void Engine::send_cnp(QpCtx& q, uint64_t now_ns) {

@@ -9,7 +9,8 @@
 //   4. client SQ/RQ rings: copy each entry, validate it, post it to the QP
 //   5. each QP's transmit side: frames built into mbufs, queued in the pacer
 //      (one flow per QP at its DCQCN rate, traffic classes by DWRR/strict)
-//   6. pacer departures -> TX burst; completions -> client CQ rings
+//   6. pacer departures -> TX burst (or, between two QPs of this host, straight
+//      back into step 3's parse); completions -> client CQ rings
 // When nothing happened for a while (idle mode adaptive), the engine arms the
 // clients' wakeup lines and sleeps in ppoll on their doorbells and the
 // control eventfd, at most until its next timer and never longer than
@@ -80,6 +81,7 @@ struct EngineCounters {
   uint64_t rx_unknown_qp = 0;
   std::array<uint64_t, wire::kDropReasonCount> rx_wire_drops{};
   uint64_t tx_frames = 0;
+  uint64_t loopback_frames = 0;  // between two QPs of this host, not through the port
   uint64_t tx_cnps = 0;
   uint64_t tx_no_mbuf = 0;
   uint64_t tx_build_errors = 0;
@@ -139,6 +141,7 @@ class Engine {
   bool resolve_peer(QpCtx& q, uint64_t now_ns);
   bool tx(uint64_t now_ns);
   void send_cnp(QpCtx& q, uint64_t now_ns);
+  void loopback(rte_mbuf* m, const QpCtx& q, uint64_t now_ns);
   void transmit_now(rte_mbuf* m);
   void flush_tx();
   bool deliver_completions(QpCtx& q);

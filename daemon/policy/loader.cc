@@ -1,5 +1,6 @@
 #include "policy/loader.h"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <iterator>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "policy/address.h"
 #include "policy/dcqcn_knobs.h"
@@ -363,14 +365,6 @@ void parse_port(ErrorSink& s, const Field& f, PortSection& p, Marks& marks) {
 
 // ---- traffic classes --------------------------------------------------------
 
-bool knob_applies_only_to_dcqcn(std::string_view key) {
-  if (key == "preset") return true;
-  for (const DcqcnKnob& k : detail::kDcqcnKnobs) {
-    if (k.name == key) return true;
-  }
-  return false;
-}
-
 void parse_congestion_control(ErrorSink& s, const Field& f, CongestionControl& cc,
                               std::optional<uint64_t> class_max_rate_bps) {
   if (f.node.IsScalar()) {
@@ -392,11 +386,12 @@ void parse_congestion_control(ErrorSink& s, const Field& f, CongestionControl& c
       cc.dcqcn = dcqcn_preset(*preset);
     }
   }
-  std::vector<Field> present;  // knobs and rate given, to check they fit the algorithm
+  std::vector<Field> dcqcn_only;  // preset and knobs given, refused for other algorithms
+  if (preset_field) dcqcn_only.push_back(*preset_field);
   for (const DcqcnKnob& k : detail::kDcqcnKnobs) {
     auto v = r.take(k.name);
     if (!v) continue;
-    present.push_back(*v);
+    dcqcn_only.push_back(*v);
     switch (k.kind) {
       case KnobKind::kDuration:
         assign(cc.dcqcn.*k.u64, detail::read_duration_ns(s, *v, k.min, k.max));
@@ -421,11 +416,8 @@ void parse_congestion_control(ErrorSink& s, const Field& f, CongestionControl& c
                                : cc.algorithm == CcAlgorithm::kFixed ? "fixed"
                                                                      : "none";
   if (cc.algorithm != CcAlgorithm::kDcqcn) {
-    if (preset_field) present.push_back(*preset_field);
-    for (const Field& k : present) {
-      if (knob_applies_only_to_dcqcn(k.path.substr(k.path.rfind('.') + 1))) {
-        s.add(k.mark, k.path + ": applies only to algorithm dcqcn, not " + algorithm_name);
-      }
+    for (const Field& k : dcqcn_only) {
+      s.add(k.mark, k.path + ": applies only to algorithm dcqcn, not " + algorithm_name);
     }
   } else {
     const DcqcnParams& d = cc.dcqcn;
@@ -746,6 +738,46 @@ void parse_document(ErrorSink& s, const YAML::Node& root, Policy& p) {
   check_across_sections(s, p, marks);
 }
 
+// Records where each document starts; ignores everything else.
+class DocumentStarts : public YAML::EventHandler {
+ public:
+  std::vector<YAML::Mark> starts;
+  void OnDocumentStart(const YAML::Mark& mark) override { starts.push_back(mark); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
+// Checks the text holds exactly one document before building nodes.
+// YAML::LoadAll cannot be used: yaml-cpp 0.7 accepts a stray ',' as an
+// empty document without consuming it, so LoadAll loops forever, allocating
+// (jbeder/yaml-cpp#1040, fixed upstream after 0.8). Here at most two
+// documents are read, and a second document starting where the first did is
+// that stuck parser.
+bool check_single_document(ErrorSink& sink, const std::string& text) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentStarts handler;
+  for (int docs = 0; docs < 2 && parser.HandleNextDocument(handler); ++docs) {
+  }
+  if (handler.starts.size() < 2) return true;
+  if (handler.starts[1].pos == handler.starts[0].pos) {
+    sink.add(handler.starts[0],
+             "YAML syntax error: no document can be read here (a stray ',', ']' or '}'?)");
+  } else {
+    sink.add(handler.starts[1], "more than one YAML document; the policy is a single document");
+  }
+  return false;
+}
+
 }  // namespace
 
 std::string PolicyError::to_string() const {
@@ -764,17 +796,13 @@ LoadResult load_policy_string(std::string_view text, std::string_view name) {
   LoadResult result;
   Policy policy;
   try {
-    std::vector<YAML::Node> docs = YAML::LoadAll(std::string(text));
-    if (docs.size() > 1) {
-      sink.add(docs[1].Mark(), "more than one YAML document; the policy is a single document");
-    } else {
-      parse_document(sink, docs.empty() ? YAML::Node() : docs.front(), policy);
-    }
+    std::string owned(text);
+    if (check_single_document(sink, owned)) parse_document(sink, YAML::Load(owned), policy);
   } catch (const YAML::Exception& e) {
-    sink.add(e.mark, "YAML syntax error: " + e.msg);
+    sink.add(e.mark, "YAML syntax error: " + printable(e.msg));
   } catch (const std::exception& e) {
     // yaml-cpp can throw outside its own hierarchy (bad_alloc on absurd input).
-    sink.add(YAML::Mark(), std::string("cannot parse: ") + e.what());
+    sink.add(YAML::Mark(), "cannot parse: " + printable(e.what()));
   }
   result.errors = sink.take();
   if (result.errors.empty()) result.policy = std::move(policy);

@@ -128,7 +128,9 @@ std::string to_yaml(const Policy& p) {
   out << YAML::Key << "address" << YAML::Value
       << format_ipv4(port.address) + "/" + std::to_string(port.prefix_len);
   if (port.gateway) out << YAML::Key << "gateway" << YAML::Value << format_ipv4(*port.gateway);
-  out << YAML::Key << "neighbours" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "neighbours" << YAML::Value;
+  if (port.neighbours.empty()) out << YAML::Flow;  // "{}" on the key's line
+  out << YAML::BeginMap;
   for (const auto& n : port.neighbours) {
     out << YAML::Key << format_ipv4(n.ip) << YAML::Value << YAML::DoubleQuoted << format_mac(n.mac);
   }

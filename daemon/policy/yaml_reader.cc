@@ -40,6 +40,30 @@ std::string range_text(uint64_t min, uint64_t max, std::string (*format)(uint64_
 
 std::string plain(uint64_t v) { return std::to_string(v); }
 
+// Well-formed UTF-8 (no overlongs, surrogates or code points past U+10FFFF).
+bool is_utf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+    unsigned char c = byte(i);
+    size_t len = c < 0x80           ? 1
+                 : (c >> 5) == 0x6  ? 2
+                 : (c >> 4) == 0xE  ? 3
+                 : (c >> 3) == 0x1E ? 4
+                                    : 0;
+    if (len == 0 || i + len > s.size()) return false;
+    uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1Fu) : len == 3 ? (c & 0x0Fu) : (c & 0x07u);
+    for (size_t k = 1; k < len; ++k) {
+      if ((byte(i + k) & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (byte(i + k) & 0x3Fu);
+    }
+    static constexpr uint32_t kMinForLength[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMinForLength[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += len;
+  }
+  return true;
+}
+
 using UnitParser = std::optional<uint64_t> (*)(std::string_view, std::string*);
 
 std::optional<uint64_t> read_quantity(ErrorSink& sink, const Field& f, uint64_t min, uint64_t max,
@@ -169,8 +193,18 @@ void MapReader::finish() {
 std::optional<std::string> read_string(ErrorSink& sink, const Field& f) {
   auto text = scalar(sink, f, "a string");
   if (!text) return std::nullopt;
-  if (text->find('\0') != std::string::npos) {
-    sink.add(f.mark, f.path + ": contains a NUL byte");
+  // Strings end up in argv, file names and logs: no control bytes, and
+  // UTF-8 so the dump can write them back unchanged.
+  bool control = std::any_of(text->begin(), text->end(), [](char c) {
+    auto u = static_cast<unsigned char>(c);
+    return u < 0x20 || u == 0x7F;
+  });
+  if (control) {
+    sink.add(f.mark, f.path + ": contains a control character: " + quote(*text));
+    return std::nullopt;
+  }
+  if (!is_utf8(*text)) {
+    sink.add(f.mark, f.path + ": is not valid UTF-8: " + quote(*text));
     return std::nullopt;
   }
   return text;

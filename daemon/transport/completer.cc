@@ -85,7 +85,7 @@ bool Qp::advance_una(uint64_t now_ns, uint32_t psn) {
     }
   }
   if (wire::psn_gt(target, una_psn_)) {
-    una_psn_ = target;
+    set_una(target);
     on_progress(now_ns);
   }
   return blocked;
@@ -96,10 +96,12 @@ void Qp::on_progress(uint64_t now_ns) {
   rnr_retry_left_ = attr_.rnr_retry;
   rewound_without_progress_ = false;
   if (wire::psn_lt(cur_psn_, una_psn_)) rewind_to(una_psn_);
-  if (una_psn_ == snd_max_psn_ || attr_.timeout == 0 || rnr_deadline_ns_ != kNoDeadline) {
+  if (una_psn_ == snd_max_psn_ || (!sr_ && attr_.timeout == 0) || rnr_deadline_ns_ != kNoDeadline) {
     ack_deadline_ns_ = kNoDeadline;
   } else {
-    ack_deadline_ns_ = now_ns + ack_timeout_ns(attr_.timeout);
+    timer_base_ns_ = now_ns;
+    timer_base_ns_ = now_ns;
+    ack_deadline_ns_ = now_ns + retransmit_timeout_ns();
   }
 }
 
@@ -117,6 +119,14 @@ void Qp::sequence_retry(uint64_t now_ns) {
   // Responses sent before our last rewind keep arriving; one rewind per
   // round of progress is enough (the ACK timer covers a lost retransmission).
   if (rewound_without_progress_ || rnr_deadline_ns_ != kNoDeadline) return;
+  if (sr_) {
+    // Only READ responses are taken in order under SR: ask again for the
+    // missing part of the READ at una_psn_, and resend nothing else.
+    rewound_without_progress_ = true;
+    read_retry_pending_ = true;
+    read_retry_psn_ = una_psn_;
+    return;
+  }
   if (!consume_retry(now_ns)) return;
   ++counters_.retries;
   rewind_to(una_psn_);
@@ -164,7 +174,10 @@ RxResult Qp::completer_ack(uint64_t now_ns, const wire::RoceHeader& hdr) {
         ++counters_.rx_duplicates;
         return RxResult::kDuplicate;
       }
-      if (wire::psn_gt(psn, una_psn_) && advance_una(now_ns, wire::psn_add(psn, wire::kPsnMask))) {
+      // Under SR the NAKed packet may have arrived out of order: its PSN says
+      // nothing about the ones before it.
+      if (!sr_ && wire::psn_gt(psn, una_psn_) &&
+          advance_una(now_ns, wire::psn_add(psn, wire::kPsnMask))) {
         sequence_retry(now_ns);
         return RxResult::kAccepted;
       }
@@ -188,10 +201,16 @@ RxResult Qp::completer_ack(uint64_t now_ns, const wire::RoceHeader& hdr) {
       }
       // Everything before the NAKed PSN was received.
       bool blocked = false;
-      if (wire::psn_gt(psn, una_psn_)) {
+      const bool sack =
+          sr_ && aeth.value() == static_cast<uint8_t>(wire::NakCode::kPsnSequenceError);
+      if (wire::psn_gt(psn, una_psn_) && (!sr_ || sack)) {
         blocked = advance_una(now_ns, wire::psn_add(psn, wire::kPsnMask));
       }
-      if (aeth.value() == static_cast<uint8_t>(wire::NakCode::kPsnSequenceError) || blocked) {
+      if (sr_ && aeth.value() == static_cast<uint8_t>(wire::NakCode::kPsnSequenceError)) {
+        if (blocked) sequence_retry(now_ns);
+        sr_sack(now_ns, psn, aeth.msn);
+      } else if (aeth.value() == static_cast<uint8_t>(wire::NakCode::kPsnSequenceError) ||
+                 blocked) {
         sequence_retry(now_ns);
       } else {
         fail(nak_status(aeth.value()));
@@ -234,7 +253,7 @@ RxResult Qp::completer_read_response(uint64_t now_ns, const wire::RoceHeader& hd
     return RxResult::kDropped;
   }
   if (wire::psn_lt(una_psn_, w.first_psn)) {
-    una_psn_ = w.first_psn;
+    set_una(w.first_psn);
     on_progress(now_ns);
   }
   if (psn != una_psn_) {
@@ -264,7 +283,7 @@ RxResult Qp::completer_read_response(uint64_t now_ns, const wire::RoceHeader& hd
     done += take;
     skip = 0;
   }
-  una_psn_ = wire::psn_next(psn);
+  set_una(wire::psn_next(psn));
   if (last) complete_head(WcStatus::kSuccess);
   on_progress(now_ns);
   return RxResult::kAccepted;
@@ -287,9 +306,38 @@ void Qp::on_timer(uint64_t now_ns) {
     }
     if (!consume_retry(now_ns)) return;
     ++counters_.retries;
-    rewind_to(una_psn_);
     rewound_without_progress_ = true;
-    ack_deadline_ns_ = now_ns + ack_timeout_ns(attr_.timeout);
+    if (sr_) {
+      // Everything unacknowledged counts as lost, SACKed or not: a resent
+      // SACKed packet is a duplicate the responder answers with its
+      // cumulative ACK, which is what went missing if nothing else did.
+      for (auto& w : sack_bits_) w = 0;
+      in_recovery_ = true;
+      recovery_psn_ = snd_max_psn_;
+      hole_cursor_ = una_psn_;
+      sack_high_ = snd_max_psn_;
+    } else {
+      rewind_to(una_psn_);
+    }
+    timer_base_ns_ = now_ns;
+    ack_deadline_ns_ = now_ns + retransmit_timeout_ns();
+  }
+}
+
+void Qp::sr_sack(uint64_t now_ns, uint32_t cum_psn, uint32_t sacked_psn) {
+  (void)now_ns;
+  (void)cum_psn;
+  if (!wire::psn_in_range(sacked_psn, una_psn_, snd_max_psn_)) return;
+  const uint32_t i = sacked_psn & (kSrWindow - 1);
+  sack_bits_[i / 64] |= 1ull << (i % 64);
+  const uint32_t high = wire::psn_next(sacked_psn);
+  if (!in_recovery_) {
+    in_recovery_ = true;
+    recovery_psn_ = snd_max_psn_;
+    hole_cursor_ = una_psn_;
+    sack_high_ = high;
+  } else if (wire::psn_gt(high, sack_high_)) {
+    sack_high_ = high;
   }
 }
 

@@ -27,7 +27,7 @@ constexpr Transition kTransitions[] = {
     {QpState::kInit, QpState::kInit, 0, kAttrAccessFlags},
     {QpState::kInit, QpState::kRtr,
      kAttrPathMtu | kAttrDestQpn | kAttrRqPsn | kAttrMaxDestRdAtomic | kAttrMinRnrTimer,
-     kAttrAccessFlags},
+     kAttrAccessFlags | kAttrSelectiveRepeat},
     {QpState::kRtr, QpState::kRts,
      kAttrSqPsn | kAttrTimeout | kAttrRetryCnt | kAttrRnrRetry | kAttrMaxRdAtomic,
      kAttrAccessFlags | kAttrMinRnrTimer},
@@ -131,6 +131,8 @@ Qp::Qp(const QpConfig& config, MemoryRegions& mrs) : config_(config), mrs_(mrs) 
   cq_.resize(round_pow2(static_cast<uint32_t>(sq_.size() + rq_.size())));
   cq_mask_ = static_cast<uint32_t>(cq_.size()) - 1;
   reads_.resize(kMaxReadDepth);
+  sack_bits_.resize(kSrWindow / 64);
+  sr_slots_.resize(kSrWindow);
   resp_fifo_.resize(round_pow2(2 * kMaxReadDepth + 2));
   reset_all();
 }
@@ -153,6 +155,40 @@ void Qp::reset_all() {
   for (auto& r : reads_) r = ReadResource{};
   read_next_ = 0;
   resp_head_ = resp_tail_ = 0;
+  sr_ = false;
+  seg_bytes_ = attr_.pmtu_bytes;
+  next_recv_seq_ = recv_seq_done_ = 0;
+  in_recovery_ = read_retry_pending_ = false;
+  for (auto& w : sack_bits_) w = 0;
+  for (auto& s : sr_slots_) s = SrSlot{};
+}
+
+void SrPlacement::encode(uint8_t* out) const {
+  auto put32 = [&out](uint32_t v) {
+    for (int i = 3; i >= 0; --i) *out++ = static_cast<uint8_t>(v >> (8 * i));
+  };
+  put32(static_cast<uint32_t>(va >> 32));
+  put32(static_cast<uint32_t>(va));
+  put32(rkey);
+  put32(msg_len_bytes);
+  put32(msg_first_psn);
+  put32(recv_seq);
+}
+
+SrPlacement SrPlacement::decode(const uint8_t* in) {
+  auto get32 = [&in]() {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; ++i) v = (v << 8) | *in++;
+    return v;
+  };
+  SrPlacement p;
+  p.va = static_cast<uint64_t>(get32()) << 32;
+  p.va |= get32();
+  p.rkey = get32();
+  p.msg_len_bytes = get32();
+  p.msg_first_psn = get32() & wire::kPsnMask;
+  p.recv_seq = get32();
+  return p;
 }
 
 Status Qp::modify(const QpAttr& a, uint32_t mask) {
@@ -223,14 +259,49 @@ Status Qp::modify(const QpAttr& a, uint32_t mask) {
   if (attrs & kAttrMinRnrTimer) attr_.min_rnr_timer = a.min_rnr_timer;
   if (attrs & kAttrMaxRdAtomic) attr_.max_rd_atomic = a.max_rd_atomic;
   if (attrs & kAttrMaxDestRdAtomic) attr_.max_dest_rd_atomic = a.max_dest_rd_atomic;
+  if (attrs & kAttrSelectiveRepeat) {
+    attr_.selective_repeat = a.selective_repeat;
+    sr_ = a.selective_repeat;
+  }
+  seg_bytes_ = sr_ ? attr_.pmtu_bytes - SrPlacement::kBytes : attr_.pmtu_bytes;
   state_ = to;
   attr_.state = to;
   return Status::kOk;
 }
 
-uint32_t Qp::npkts_for(uint32_t len_bytes) const {
+uint32_t Qp::npkts_for(uint32_t len_bytes, bool read) const {
   if (len_bytes == 0) return 1;
-  return ((len_bytes - 1) >> pmtu_shift_) + 1;
+  if (read || !sr_) return ((len_bytes - 1) >> pmtu_shift_) + 1;
+  return (len_bytes - 1) / seg_bytes_ + 1;
+}
+
+Qp::SendWqe* Qp::wqe_for_psn(uint32_t psn) {
+  for (uint32_t i = sq_head_; i != cur_wqe_ && i != sq_tail_; ++i) {
+    SendWqe& w = sq_at(i);
+    if (wire::psn_in_range(psn, w.first_psn, wire::psn_add(w.first_psn, w.npkts))) return &w;
+  }
+  // The cursor's WQE may be partly sent.
+  if (cur_wqe_ != sq_tail_) {
+    SendWqe& w = sq_at(cur_wqe_);
+    if (wire::psn_in_range(psn, w.first_psn, cur_psn_)) return &w;
+  }
+  return nullptr;
+}
+
+void Qp::set_una(uint32_t psn) {
+  if (sr_) {
+    // Clear the SACK bits of the PSNs the cumulative ACK passes (ring reuse).
+    uint32_t n = static_cast<uint32_t>(wire::psn_diff(psn, una_psn_));
+    for (uint32_t p = una_psn_; n > 0 && n <= kSrWindow; --n, p = wire::psn_next(p)) {
+      const uint32_t i = p & (kSrWindow - 1);
+      sack_bits_[i / 64] &= ~(1ull << (i % 64));
+    }
+    if (n > kSrWindow) {
+      for (auto& w : sack_bits_) w = 0;
+    }
+    if (in_recovery_ && wire::psn_ge(psn, recovery_psn_)) in_recovery_ = false;
+  }
+  una_psn_ = psn;
 }
 
 bool Qp::cq_has_room_for_post() const {
@@ -255,7 +326,7 @@ size_t Qp::poll_cq(std::span<Completion> out) {
 }
 
 Status Qp::post_send(const SendWr& wr) {
-  if (wr.num_sge > kMaxSge) return Status::kInvalidWr;
+  if (wr.num_sge > (sr_ ? kMaxSge - 1 : kMaxSge)) return Status::kInvalidWr;
   if (static_cast<uint8_t>(wr.opcode) > static_cast<uint8_t>(WrOpcode::kRead))
     return Status::kInvalidWr;
   if (state_ != QpState::kRts && state_ != QpState::kSqd && state_ != QpState::kErr)
@@ -281,7 +352,11 @@ Status Qp::post_send(const SendWr& wr) {
     return Status::kOk;
   }
   w.first_psn = next_post_psn_;
-  w.npkts = npkts_for(w.len_bytes);  // READ: one PSN per response packet
+  w.npkts = npkts_for(w.len_bytes, wr.opcode == WrOpcode::kRead);  // READ: per response
+  if (wr.opcode == WrOpcode::kSend || wr.opcode == WrOpcode::kSendImm ||
+      wr.opcode == WrOpcode::kWriteImm) {
+    w.recv_seq = next_recv_seq_++;
+  }
   next_post_psn_ = wire::psn_add(next_post_psn_, w.npkts);
   ++sq_tail_;
   return Status::kOk;

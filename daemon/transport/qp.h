@@ -12,6 +12,33 @@
 //   n = qp.poll_cq(span)                     completions for the client
 //   if (now >= qp.next_deadline_ns()) qp.on_timer(now)
 //
+// Selective repeat (QpAttr::selective_repeat, conduit peers only). Go-back-N
+// is the default and what a verbs peer gets. With SR:
+//  - Every SEND/RDMA WRITE packet's payload starts with a 24-byte placement
+//    header (SrPlacement below, big-endian): message VA and rkey (WRITE),
+//    message length, the message's first PSN and its receive sequence number
+//    (SEND and WRITE with immediate: which receive WQE it consumes). Each
+//    packet then carries PMTU - 24 data bytes, so the responder can place any
+//    packet on its own: offset = (PSN - first PSN) * (PMTU - 24). Opcodes and
+//    RETH/ImmDt stay as in RC, so tshark still decodes the packets.
+//  - The responder accepts request packets up to kSrWindow PSNs ahead of
+//    ePSN, places them, and answers each out-of-order one with a NAK
+//    (sequence error) whose BTH PSN is ePSN (the cumulative ACK) and whose
+//    AETH MSN field carries the PSN of the packet that arrived (the SACK).
+//    Completions are still delivered in PSN order, as ePSN passes them.
+//    READ requests are only accepted in order.
+//  - The requester keeps a SACK bitmap; on the first SACK it enters
+//    recovery and resends only the holes below the highest SACKed PSN
+//    before any new data, until the cumulative ACK passes the PSN that was
+//    next at entry. One timer: RTO-low while <= rto_low_max_packets are in
+//    flight, RTO-high otherwise; on expiry every unacknowledged PSN is
+//    resent (SACK bits are dropped: a resent SACKed packet draws the
+//    cumulative ACK). New request packets in flight are capped at
+//    sr_bdp_bytes / PMTU and at kSrWindow PSNs. A SEND/WRITE WR may have at
+//    most kMaxSge - 1 SGEs (the header takes one gather slot).
+//  - READ responses are still taken in order; a gap in them re-requests the
+//    READ from the first missing response only (not what follows it).
+//
 // The roles live in separate files, as in rxe: requester.cc (builds request
 // packets), responder.cc (handles requests, emits ACK/NAK/READ responses),
 // completer.cc (handles responses, timers, retries, completions). qp.cc has
@@ -73,9 +100,24 @@ struct QpCounters {
   uint64_t retries = 0;  // go-back-N rewinds
 };
 
+// Per-packet placement data in selective-repeat mode (start of the payload).
+struct SrPlacement {
+  static constexpr uint32_t kBytes = 24;
+  uint64_t va = 0;  // WRITE: the message's remote address
+  uint32_t rkey = 0;
+  uint32_t msg_len_bytes = 0;
+  uint32_t msg_first_psn = 0;
+  uint32_t recv_seq = 0;  // SEND / WRITE with immediate: receive WQE number
+
+  void encode(uint8_t* out) const;
+  static SrPlacement decode(const uint8_t* in);
+};
+
 class Qp {
  public:
   static constexpr uint64_t kNoDeadline = std::numeric_limits<uint64_t>::max();
+  // Selective repeat: PSNs tracked beyond the cumulative ACK, on both sides.
+  static constexpr uint32_t kSrWindow = 1024;
 
   // `mrs` must outlive the Qp. Allocates the queues (setup time only).
   Qp(const QpConfig& config, MemoryRegions& mrs);
@@ -89,7 +131,8 @@ class Qp {
   uint32_t qpn() const { return config_.qpn; }
 
   // Post a send WR (RTS or SQD; in ERR it completes at once with a flush
-  // error). SGEs are resolved now: a bad one refuses the post.
+  // error). SGEs are resolved now: a bad one refuses the post. The WR is
+  // copied; the memory its SGEs name must stay registered until it completes.
   Status post_send(const SendWr& wr);
   // Post a receive WR (INIT, RTR, RTS, SQD; flushed in ERR).
   Status post_recv(const RecvWr& wr);
@@ -123,7 +166,18 @@ class Qp {
     std::array<std::span<uint8_t>, kMaxSge> seg{};
     uint32_t len_bytes = 0;
     uint32_t first_psn = 0;
-    uint32_t npkts = 0;  // PSNs the WR occupies (READ: one per response packet)
+    uint32_t npkts = 0;     // PSNs the WR occupies (READ: one per response packet)
+    uint32_t recv_seq = 0;  // SR: receive WQE it consumes at the responder
+  };
+  // SR responder: one request PSN received ahead of (or at) ePSN.
+  struct SrSlot {
+    bool received = false;
+    bool last = false;
+    bool consume_recv = false;
+    bool write_imm = false;
+    bool has_imm = false;
+    uint32_t imm = 0;
+    uint32_t len_bytes = 0;
   };
   struct RecvWqe {
     uint64_t wr_id = 0;
@@ -160,10 +214,22 @@ class Qp {
   void push_completion(const Completion& c);
   bool cq_has_room_for_post() const;
   SendWqe& sq_at(uint32_t index) { return sq_[index & sq_mask_]; }
-  uint32_t npkts_for(uint32_t len_bytes) const;
+  uint32_t npkts_for(uint32_t len_bytes, bool read) const;
+  uint32_t seg_bytes_for(WrOpcode op) const {
+    return op == WrOpcode::kRead ? attr_.pmtu_bytes : seg_bytes_;
+  }
+  SendWqe* wqe_for_psn(uint32_t psn);
+  void set_una(uint32_t psn);
+  bool sacked(uint32_t psn) const {
+    const uint32_t i = psn & (kSrWindow - 1);
+    return (sack_bits_[i / 64] >> (i % 64)) & 1;
+  }
 
   // requester.cc
   bool requester_poll(uint64_t now_ns, TxPacket& out);
+  bool sr_retransmit_poll(TxPacket& out);
+  void after_send(uint32_t psn);
+  uint64_t retransmit_timeout_ns() const;
   void build_request(SendWqe& w, uint32_t psn, TxPacket& out);
   void rewind_to(uint32_t psn);
   void recount_reads_started();
@@ -176,6 +242,8 @@ class Qp {
   RxResult responder_send(const wire::RoceHeader& hdr, std::span<const uint8_t> payload);
   RxResult responder_write(const wire::RoceHeader& hdr, std::span<const uint8_t> payload);
   RxResult responder_read(const wire::RoceHeader& hdr);
+  RxResult responder_sr(const wire::RoceHeader& hdr, std::span<const uint8_t> payload);
+  void sr_advance();
   void queue_ack(wire::Aeth aeth, uint32_t psn);
   bool queue_read(uint8_t index);
   bool responder_poll(TxPacket& out);
@@ -200,12 +268,15 @@ class Qp {
   void sequence_retry(uint64_t now_ns);
   bool consume_retry(uint64_t now_ns);
   void fail(WcStatus status);
+  void sr_sack(uint64_t now_ns, uint32_t cum_psn, uint32_t sacked_psn);
 
   QpConfig config_;
   MemoryRegions& mrs_;
   QpAttr attr_;
   QpState state_ = QpState::kReset;
   uint32_t pmtu_shift_ = 10;
+  bool sr_ = false;
+  uint32_t seg_bytes_ = 1024;  // data bytes per SEND/WRITE packet (SR: PMTU - 24)
   QpCounters counters_;
 
   // Send queue: [sq_head_, sq_tail_) posted and not completed; free-running.
@@ -221,6 +292,16 @@ class Qp {
   uint32_t snd_max_psn_ = 0;    // one past the highest PSN ever sent
   uint32_t reads_started_ = 0;  // READ WQEs in [sq_head_, cur_wqe_)
   uint32_t pkts_since_ack_req_ = 0;
+  uint32_t next_recv_seq_ = 0;  // SR: receive WQEs our SENDs / WRITE_IMMs consume
+  std::array<uint8_t, SrPlacement::kBytes> sr_hdr_buf_{};  // payload piece 0 in SR
+  // SR loss recovery.
+  std::vector<uint64_t> sack_bits_;  // kSrWindow bits indexed by PSN
+  bool in_recovery_ = false;
+  uint32_t recovery_psn_ = 0;  // leave recovery when una_psn_ passes it
+  uint32_t hole_cursor_ = 0;   // next PSN to consider resending
+  uint32_t sack_high_ = 0;     // one past the highest SACKed PSN: holes lie below it
+  bool read_retry_pending_ = false;
+  uint32_t read_retry_psn_ = 0;
 
   // Completer.
   uint32_t una_psn_ = 0;  // oldest unacknowledged request PSN
@@ -228,6 +309,7 @@ class Qp {
   uint8_t rnr_retry_left_ = 0;
   bool rewound_without_progress_ = false;
   uint64_t ack_deadline_ns_ = kNoDeadline;
+  uint64_t timer_base_ns_ = 0;  // when the retransmission timer was last (re)started
   uint64_t rnr_deadline_ns_ = kNoDeadline;
   uint32_t rnr_psn_ = 0;
 
@@ -248,6 +330,8 @@ class Qp {
   std::vector<ReadResource> reads_;  // max_dest_rd_atomic entries
   uint32_t read_next_ = 0;           // next slot to (re)use, round robin
   std::vector<Response> resp_fifo_;  // ring, 2 * 16 + 2 entries
+  std::vector<SrSlot> sr_slots_;     // SR: kSrWindow entries indexed by PSN
+  uint32_t recv_seq_done_ = 0;       // SR: receive WQEs consumed so far
   uint32_t resp_head_ = 0;
   uint32_t resp_tail_ = 0;
 

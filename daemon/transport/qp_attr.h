@@ -23,6 +23,7 @@ enum QpAttrMask : uint32_t {
   kAttrMinRnrTimer = 1u << 9,
   kAttrMaxRdAtomic = 1u << 10,      // initiator depth: READs this QP has outstanding
   kAttrMaxDestRdAtomic = 1u << 11,  // responder depth: READs it serves at once
+  kAttrSelectiveRepeat = 1u << 12,  // both ends are conduit and agreed on SR (see qp.h)
 };
 
 struct QpAttr {
@@ -38,6 +39,7 @@ struct QpAttr {
   uint8_t min_rnr_timer = 12;      // 5-bit IB_RNR_TIMER code the responder sends
   uint8_t max_rd_atomic = 4;       // 1..16
   uint8_t max_dest_rd_atomic = 4;  // 1..16
+  bool selective_repeat = false;   // IRN-style selective repeat instead of go-back-N
 };
 
 // Fixed at creation (not modifiable): queue sizes and datapath knobs.
@@ -47,6 +49,13 @@ struct QpConfig {
   uint32_t rq_depth = 256;              // receive WRs posted (rounded up to a power of 2)
   uint32_t window_packets = 1024;       // request PSNs in flight (sent, not acknowledged)
   uint32_t ack_req_every_packets = 64;  // AckReq at least this often (and on every last)
+  // Selective repeat only (IRN): outstanding request bytes are capped at one
+  // BDP, and the retransmission timer is rto_low_ns while at most
+  // rto_low_max_packets are in flight, rto_high_ns otherwise.
+  uint32_t sr_bdp_bytes = 131072;
+  uint64_t rto_low_ns = 100'000;
+  uint64_t rto_high_ns = 320'000;
+  uint32_t rto_low_max_packets = 3;
 };
 
 // Local ACK timeout in ns for the 5-bit exponent (0 = no timer: returns 0).

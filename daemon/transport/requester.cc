@@ -1,5 +1,7 @@
 // Requester: turns send WQEs into request packets (segmentation by PMTU,
 // AckReq policy, send window, initiator READ depth) and rewinds for go-back-N.
+#include <algorithm>
+
 #include "transport/qp.h"
 #include "wire/psn.h"
 
@@ -8,11 +10,10 @@ namespace {
 
 using wire::Opcode;
 
-// Fills out.payload with [offset, offset + len) of the WQE's scatter-gather list.
+// Appends [offset, offset + len) of the WQE's scatter-gather list to out.payload.
 void gather(const std::array<std::span<uint8_t>, kMaxSge>& seg, uint32_t num_sge, uint32_t offset,
             uint32_t len, TxPacket& out) {
-  out.payload_parts = 0;
-  out.payload_bytes = len;
+  out.payload_bytes += len;
   for (uint32_t i = 0; i < num_sge && len > 0; ++i) {
     const uint32_t sz = static_cast<uint32_t>(seg[i].size());
     if (offset >= sz) {
@@ -35,11 +36,12 @@ void Qp::build_request(SendWqe& w, uint32_t psn, TxPacket& out) {
   h = wire::RoceHeader{};
   h.bth.dest_qp = attr_.dest_qpn;
   h.bth.psn = psn;
-  const uint32_t offset = static_cast<uint32_t>(wire::psn_diff(psn, w.first_psn)) << pmtu_shift_;
+  const auto k = static_cast<uint32_t>(wire::psn_diff(psn, w.first_psn));
   out.payload_parts = 0;
   out.payload_bytes = 0;
 
   if (w.wr.opcode == WrOpcode::kRead) {
+    const uint32_t offset = k << pmtu_shift_;
     // A resent READ asks only for what is still missing (as rxe does).
     h.bth.opcode = op(Opcode::kReadRequest);
     h.bth.ack_req = true;
@@ -47,10 +49,11 @@ void Qp::build_request(SendWqe& w, uint32_t psn, TxPacket& out) {
     pkts_since_ack_req_ = 0;
     return;
   }
+  const uint32_t offset = k * seg_bytes_;
   const uint32_t remaining = w.len_bytes - offset;
   const bool first = offset == 0;
-  const bool last = remaining <= attr_.pmtu_bytes;
-  const uint32_t n = last ? remaining : attr_.pmtu_bytes;
+  const bool last = remaining <= seg_bytes_;
+  const uint32_t n = last ? remaining : seg_bytes_;
   const bool imm = w.wr.opcode == WrOpcode::kSendImm || w.wr.opcode == WrOpcode::kWriteImm;
   if (w.wr.opcode == WrOpcode::kSend || w.wr.opcode == WrOpcode::kSendImm) {
     if (first && last) {
@@ -83,16 +86,105 @@ void Qp::build_request(SendWqe& w, uint32_t psn, TxPacket& out) {
     h.bth.ack_req = true;
     pkts_since_ack_req_ = 0;
   }
+  if (sr_) {
+    SrPlacement p;
+    p.va = w.wr.remote_addr;
+    p.rkey = w.wr.rkey;
+    p.msg_len_bytes = w.len_bytes;
+    p.msg_first_psn = w.first_psn;
+    p.recv_seq = w.recv_seq;
+    p.encode(sr_hdr_buf_.data());
+    out.payload[0] = std::span<const uint8_t>(sr_hdr_buf_);
+    out.payload_parts = 1;
+    out.payload_bytes = SrPlacement::kBytes;
+  }
   gather(w.seg, w.wr.num_sge, offset, n, out);
+}
+
+uint64_t Qp::retransmit_timeout_ns() const {
+  if (!sr_) return ack_timeout_ns(attr_.timeout);
+  const auto in_flight = static_cast<uint32_t>(wire::psn_diff(snd_max_psn_, una_psn_));
+  return in_flight <= config_.rto_low_max_packets ? config_.rto_low_ns : config_.rto_high_ns;
+}
+
+void Qp::after_send(uint32_t psn) {
+  if (wire::psn_lt(psn, snd_max_psn_)) ++counters_.tx_retransmits;
+}
+
+// Selective repeat: a READ re-request or a hole to resend, before new data.
+bool Qp::sr_retransmit_poll(TxPacket& out) {
+  if (read_retry_pending_) {
+    read_retry_pending_ = false;
+    SendWqe* w = wqe_for_psn(read_retry_psn_);
+    if (w != nullptr && w->wr.opcode == WrOpcode::kRead &&
+        wire::psn_ge(read_retry_psn_, una_psn_)) {
+      build_request(*w, read_retry_psn_, out);
+      after_send(read_retry_psn_);
+      return true;
+    }
+  }
+  if (!in_recovery_) return false;
+  for (uint32_t scanned = 0; scanned < kSrWindow && wire::psn_lt(hole_cursor_, sack_high_);
+       ++scanned) {
+    if (wire::psn_lt(hole_cursor_, una_psn_)) hole_cursor_ = una_psn_;
+    if (!wire::psn_lt(hole_cursor_, sack_high_)) break;
+    const uint32_t psn = hole_cursor_;
+    if (sacked(psn)) {
+      hole_cursor_ = wire::psn_next(psn);
+      continue;
+    }
+    SendWqe* w = wqe_for_psn(psn);
+    if (w == nullptr) {
+      hole_cursor_ = wire::psn_next(psn);
+      continue;
+    }
+    if (w->wr.opcode == WrOpcode::kRead) {
+      // Re-request the READ from its first missing response; skip its range.
+      hole_cursor_ = wire::psn_add(w->first_psn, w->npkts);
+    } else {
+      hole_cursor_ = wire::psn_next(psn);
+    }
+    build_request(*w, psn, out);
+    after_send(psn);
+    return true;
+  }
+  return false;
 }
 
 bool Qp::requester_poll(uint64_t now_ns, TxPacket& out) {
   if (state_ != QpState::kRts && state_ != QpState::kSqd) return false;
   if (rnr_deadline_ns_ != kNoDeadline) return false;  // waiting out an RNR NAK
+  if (sr_ && sr_retransmit_poll(out)) {
+    if (ack_deadline_ns_ == kNoDeadline) {
+      timer_base_ns_ = now_ns;
+      ack_deadline_ns_ = now_ns + retransmit_timeout_ns();
+    }
+    return true;
+  }
   if (cur_wqe_ == sq_tail_) return false;
-  if (static_cast<uint32_t>(wire::psn_diff(cur_psn_, una_psn_)) >= config_.window_packets)
-    return false;
+  const auto outstanding = static_cast<uint32_t>(wire::psn_diff(cur_psn_, una_psn_));
+  if (outstanding >= config_.window_packets) return false;
   SendWqe& w = sq_at(cur_wqe_);
+  if (sr_ && outstanding != 0) {
+    // The SACK bitmap must cover every outstanding PSN, and IRN's BDP cap.
+    const uint32_t span =
+        w.wr.opcode == WrOpcode::kRead
+            ? static_cast<uint32_t>(wire::psn_diff(wire::psn_add(w.first_psn, w.npkts), una_psn_))
+            : outstanding + 1;
+    if (span > kSrWindow) return false;
+    // BDP cap on the request data we have in flight. The PSNs of READ
+    // responses still to come are data flowing the other way: not counted.
+    uint32_t read_pkts = 0;
+    for (uint32_t i = sq_head_; i != cur_wqe_; ++i) {
+      const SendWqe& r = sq_at(i);
+      if (r.wr.opcode != WrOpcode::kRead) continue;
+      const uint32_t end = wire::psn_add(r.first_psn, r.npkts);
+      const uint32_t from = wire::psn_gt(una_psn_, r.first_psn) ? una_psn_ : r.first_psn;
+      if (wire::psn_lt(from, end)) read_pkts += static_cast<uint32_t>(wire::psn_diff(end, from));
+    }
+    const uint32_t bdp_pkts = std::max(1u, config_.sr_bdp_bytes >> pmtu_shift_);
+    if (outstanding - std::min(outstanding, read_pkts) >= bdp_pkts) return false;
+  }
   const bool fresh_wqe = cur_psn_ == w.first_psn && wire::psn_ge(cur_psn_, snd_max_psn_);
   // SQD: finish what was started, start nothing new.
   if (fresh_wqe && state_ == QpState::kSqd) return false;
@@ -101,7 +193,7 @@ bool Qp::requester_poll(uint64_t now_ns, TxPacket& out) {
 
   const uint32_t psn = cur_psn_;
   build_request(w, psn, out);
-  if (wire::psn_lt(psn, snd_max_psn_)) ++counters_.tx_retransmits;
+  after_send(psn);
 
   const uint32_t end_psn = wire::psn_add(w.first_psn, w.npkts);
   cur_psn_ = w.wr.opcode == WrOpcode::kRead ? end_psn : wire::psn_next(psn);
@@ -116,8 +208,12 @@ bool Qp::requester_poll(uint64_t now_ns, TxPacket& out) {
     out.hdr.bth.ack_req = true;
     pkts_since_ack_req_ = 0;
   }
-  if (ack_deadline_ns_ == kNoDeadline && attr_.timeout != 0) {
-    ack_deadline_ns_ = now_ns + ack_timeout_ns(attr_.timeout);
+  if (ack_deadline_ns_ == kNoDeadline && (sr_ || attr_.timeout != 0)) {
+    timer_base_ns_ = now_ns;
+    ack_deadline_ns_ = now_ns + retransmit_timeout_ns();
+  } else if (sr_) {
+    // RTO-low or RTO-high depends on what is in flight now.
+    ack_deadline_ns_ = timer_base_ns_ + retransmit_timeout_ns();
   }
   return true;
 }

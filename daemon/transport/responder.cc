@@ -42,6 +42,7 @@ bool Qp::payload_length_ok(uint32_t flags, size_t len) const {
 }
 
 RxResult Qp::responder_rx(const wire::RoceHeader& hdr, std::span<const uint8_t> payload) {
+  if (sr_) return responder_sr(hdr, payload);
   const uint32_t psn = hdr.bth.psn;
   const int32_t d = wire::psn_diff(psn, epsn_);
   if (d < 0) return responder_duplicate(hdr);
@@ -173,7 +174,7 @@ RxResult Qp::responder_read(const wire::RoceHeader& hdr) {
     return responder_fatal(NakCode::kRemoteAccessError, psn);
   }
   const uint32_t len = hdr.reth.dma_len;
-  const uint32_t npkts = npkts_for(len);
+  const uint32_t npkts = npkts_for(len, true);
   if (npkts > kMaxReadPkts) return responder_fatal(NakCode::kInvalidRequest, psn);
   std::span<uint8_t> mem;
   if (len != 0 && mrs_.lookup_remote(hdr.reth.rkey, hdr.reth.va, len, kAccessRemoteRead, mem) !=
@@ -204,6 +205,127 @@ RxResult Qp::responder_read(const wire::RoceHeader& hdr) {
   ++read_next_;
   epsn_ = wire::psn_add(epsn_, npkts);
   nak_seq_sent_ = false;
+  if (sr_) {
+    // Requests that arrived ahead of this READ are now in order: ACK them
+    // (after the READ's responses, which the FIFO keeps first).
+    const uint32_t read_end = epsn_;
+    sr_advance();
+    if (epsn_ != read_end) queue_ack(Aeth::ack(msn_), wire::psn_add(epsn_, wire::kPsnMask));
+  }
+  return RxResult::kAccepted;
+}
+
+void Qp::sr_advance() {
+  for (;;) {
+    SrSlot& s = sr_slots_[epsn_ & (kSrWindow - 1)];
+    if (!s.received) return;
+    if (s.last) {
+      msn_ = wire::psn_next(msn_);
+      if (s.consume_recv) {
+        Completion c;
+        c.wr_id = rq_[rq_head_ & rq_mask_].wr_id;
+        c.opcode = s.write_imm ? WcOpcode::kRecvWriteImm : WcOpcode::kRecv;
+        c.len_bytes = s.len_bytes;
+        c.has_imm = s.has_imm;
+        c.imm = s.imm;
+        push_completion(c);
+        ++rq_head_;
+        ++recv_seq_done_;
+      }
+    }
+    s = SrSlot{};
+    epsn_ = wire::psn_next(epsn_);
+  }
+}
+
+RxResult Qp::responder_sr(const wire::RoceHeader& hdr, std::span<const uint8_t> payload) {
+  const uint32_t psn = hdr.bth.psn;
+  const int32_t d = wire::psn_diff(psn, epsn_);
+  if (d < 0) return responder_duplicate(hdr);
+  if (d >= static_cast<int32_t>(kSrWindow)) {
+    ++counters_.rx_out_of_sequence;  // beyond what we track: the requester resends
+    return RxResult::kOutOfSequence;
+  }
+  const uint32_t flags = hdr.info().flags;
+  if (flags & (wire::kOpAtomic | wire::kOpIeth | wire::kOpRead)) {
+    if (d != 0) {  // taken in order only; the requester resends it as a hole
+      ++counters_.rx_out_of_sequence;
+      return RxResult::kOutOfSequence;
+    }
+    if (!(flags & wire::kOpRead)) return responder_fatal(NakCode::kInvalidRequest, psn);
+    if (!payload.empty()) return responder_fatal(NakCode::kInvalidRequest, psn);
+    return responder_read(hdr);
+  }
+  SrSlot& slot = sr_slots_[psn & (kSrWindow - 1)];
+  if (slot.received) {
+    ++counters_.rx_duplicates;
+    return RxResult::kDuplicate;
+  }
+  if (payload.size() < SrPlacement::kBytes) return responder_fatal(NakCode::kInvalidRequest, psn);
+  const SrPlacement p = SrPlacement::decode(payload.data());
+  const auto data = payload.subspan(SrPlacement::kBytes);
+  const int32_t k = wire::psn_diff(psn, p.msg_first_psn);
+  const uint64_t offset = static_cast<uint64_t>(k) * seg_bytes_;
+  if (k < 0 || offset > p.msg_len_bytes) return responder_fatal(NakCode::kInvalidRequest, psn);
+  const uint32_t remaining = p.msg_len_bytes - static_cast<uint32_t>(offset);
+  const bool last = remaining <= seg_bytes_;
+  if (data.size() != (last ? remaining : seg_bytes_) || last != bool(flags & wire::kOpLast) ||
+      (k == 0) != bool(flags & wire::kOpFirst)) {
+    return responder_fatal(NakCode::kInvalidRequest, psn);
+  }
+  const bool imm = flags & wire::kOpImm;
+  const bool consume_recv = (flags & wire::kOpSend) || imm;
+  RecvWqe* r = nullptr;
+  if (consume_recv) {
+    const uint32_t idx = p.recv_seq - recv_seq_done_;
+    if (idx >= kSrWindow) return responder_fatal(NakCode::kInvalidRequest, psn);
+    if (idx >= rq_tail_ - rq_head_) return responder_rnr(psn);
+    r = &rq_[(rq_head_ + idx) & rq_mask_];
+  }
+  if (flags & wire::kOpWrite) {
+    if (!(attr_.access_flags & kAccessRemoteWrite)) {
+      return responder_fatal(NakCode::kRemoteAccessError, psn);
+    }
+    std::span<uint8_t> mem;
+    if (!data.empty() &&
+        mrs_.lookup_remote(p.rkey, p.va + offset, static_cast<uint32_t>(data.size()),
+                           kAccessRemoteWrite, mem) != MrStatus::kOk) {
+      return responder_fatal(NakCode::kRemoteAccessError, psn);
+    }
+    if (!data.empty()) std::memcpy(mem.data(), data.data(), data.size());
+  } else {
+    if (p.msg_len_bytes > r->len_bytes) {
+      if (r == &rq_[rq_head_ & rq_mask_]) {
+        Completion c;
+        c.wr_id = r->wr_id;
+        c.status = WcStatus::kLocalLengthError;
+        c.opcode = WcOpcode::kRecv;
+        push_completion(c);
+        ++rq_head_;
+      }
+      return responder_fatal(NakCode::kInvalidRequest, psn);
+    }
+    scatter(r->seg, r->num_sge, static_cast<uint32_t>(offset), data);
+  }
+  slot.received = true;
+  slot.last = last;
+  slot.consume_recv = consume_recv && last;
+  slot.write_imm = (flags & wire::kOpWrite) && imm;
+  slot.has_imm = imm && last;
+  slot.imm = hdr.imm;
+  slot.len_bytes = p.msg_len_bytes;
+  if (d == 0) {
+    const uint32_t before = epsn_;
+    sr_advance();
+    // Filling a hole moves ePSN by more than one: tell the requester at once.
+    if (hdr.bth.ack_req || wire::psn_diff(epsn_, before) > 1) {
+      queue_ack(Aeth::ack(msn_), wire::psn_add(epsn_, wire::kPsnMask));
+    }
+  } else {
+    ++counters_.rx_out_of_sequence;
+    // SACK: cumulative ACK in the BTH PSN, the arrived PSN in the MSN field.
+    queue_ack(Aeth{0x60, psn}, epsn_);
+  }
   return RxResult::kAccepted;
 }
 

@@ -15,6 +15,7 @@ struct TxPacket {
   wire::RoceHeader hdr;
   // Payload pieces in order; they point into registered memory and stay valid
   // until the caller's next call into the QP (build the frame before that).
+  // At most kMaxSge pieces (selective repeat: the placement header + kMaxSge - 1).
   std::array<std::span<const uint8_t>, kMaxSge> payload{};
   uint8_t payload_parts = 0;
   uint32_t payload_bytes = 0;

@@ -149,8 +149,13 @@ DropReason parse_roce_impl(const uint8_t* ip_udp, std::span<const uint8_t> udp_p
   // a corrupted BTH counts as corruption, not as a protocol error.
   if (opt.verify_icrc) {
     if (ip_udp == nullptr) return DropReason::kIcrc;
+    // One span when the headers sit right before the payload (always, from
+    // parse_frame): no copy of the header needed.
     const uint32_t crc =
-        icrc_ipv4(std::span<const uint8_t>(ip_udp, kIpUdpBytes), udp_payload.first(n - kIcrcBytes));
+        ip_udp + kIpUdpBytes == b
+            ? icrc_ipv4(std::span<const uint8_t>(ip_udp, kIpUdpBytes + n - kIcrcBytes))
+            : icrc_ipv4(std::span<const uint8_t>(ip_udp, kIpUdpBytes),
+                        udp_payload.first(n - kIcrcBytes));
     if (crc != icrc_load(b + n - kIcrcBytes)) return DropReason::kIcrc;
   }
   if ((b[1] & 0x0F) != 0) return DropReason::kBthVersion;

@@ -4,8 +4,7 @@
 #include <cstring>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <emmintrin.h>
-#include <wmmintrin.h>
+#include <immintrin.h>
 #define CONDUIT_WIRE_HAVE_CLMUL 1
 #else
 #define CONDUIT_WIRE_HAVE_CLMUL 0
@@ -82,6 +81,9 @@ constexpr FoldConstants fold_constants(unsigned distance_bits) {
   return {xpow_mod_reflected_shifted(distance_bits + 32),
           xpow_mod_reflected_shifted(distance_bits - 32)};
 }
+constexpr FoldConstants kFold2048 = fold_constants(2048);
+constexpr FoldConstants kFold1536 = fold_constants(1536);
+constexpr FoldConstants kFold1024 = fold_constants(1024);
 constexpr FoldConstants kFold512 = fold_constants(512);
 constexpr FoldConstants kFold384 = fold_constants(384);
 constexpr FoldConstants kFold256 = fold_constants(256);
@@ -130,13 +132,115 @@ CONDUIT_CLMUL inline uint32_t reduce128(__m128i x) {
   return static_cast<uint32_t>(_mm_cvtsi128_si32(_mm_srli_si128(x, 4)));
 }
 
+// Folds the < 64 remaining whole 16-byte blocks into x with independent
+// multiplies (x by the whole distance, each block by its own), so a short
+// message costs one multiply latency instead of a chain.
+CONDUIT_CLMUL inline __m128i fold_tail_blocks(__m128i x, const uint8_t*& p, size_t& n) {
+  switch (n / 16) {
+    case 3:
+      x = _mm_xor_si128(
+          _mm_xor_si128(fold(x, constants(kFold384)), fold(load128(p), constants(kFold256))),
+          _mm_xor_si128(fold(load128(p + 16), constants(kFold128)), load128(p + 32)));
+      break;
+    case 2:
+      x = _mm_xor_si128(
+          _mm_xor_si128(fold(x, constants(kFold256)), fold(load128(p), constants(kFold128))),
+          load128(p + 16));
+      break;
+    case 1:
+      x = _mm_xor_si128(fold(x, constants(kFold128)), load128(p));
+      break;
+    default:
+      break;
+  }
+  p += n & ~size_t{15};
+  n &= 15;
+  return x;
+}
+
+bool detect_vpclmul();
+// Decided once at static initialisation (CPUID, no syscall).
+const bool kHaveVpclmul = detect_vpclmul();
+// From one 64-byte register on, AVX-512 folding beats 128-bit lanes.
+constexpr size_t kVpclmulMinBytes = 64;
+
+#define CONDUIT_VPCLMUL __attribute__((target("avx512f,vpclmulqdq,pclmul,sse2")))
+
+// The same (lo, hi) constant pair in all four 128-bit lanes. (Spelled out:
+// _mm512_broadcast_i32x4 trips GCC 12's -Wuninitialized.)
+CONDUIT_VPCLMUL inline __m512i constants4(FoldConstants k) {
+  const auto lo = static_cast<long long>(k.lo);
+  const auto hi = static_cast<long long>(k.hi);
+  return _mm512_set_epi64(hi, lo, hi, lo, hi, lo, hi, lo);
+}
+
+// 128-bit lane I of x. The zero-masking extract: the plain one trips a false
+// -Wuninitialized in GCC 12 (its builtin starts from an undefined vector).
+template <int I>
+CONDUIT_VPCLMUL inline __m128i lane(__m512i x) {
+  return _mm512_maskz_extracti32x4_epi32(0xF, x, I);
+}
+
+CONDUIT_VPCLMUL inline __m512i fold512(__m512i x, __m512i k, __m512i next) {
+  return _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(x, k, 0x00),
+                                   _mm512_clmulepi64_epi128(x, k, 0x11), next, 0x96);
+}
+
+// n >= 256. Consumes 64-byte blocks (four 128-bit lanes per register, four
+// registers per 256-byte round) until fewer than 64 bytes remain; returns
+// the 128-bit remainder of everything consumed. `carry_in` (128 bits) is
+// XORed into the first block: the running CRC register, or the remainder of
+// earlier data moved one block ahead.
+CONDUIT_VPCLMUL __m128i fold_bulk_avx512(__m128i carry_in, const uint8_t*& p, size_t& n) {
+  const __m512i k512 = constants4(kFold512);
+  __m512i a = _mm512_xor_si512(_mm512_loadu_si512(p), _mm512_zextsi128_si512(carry_in));
+  p += 64;
+  n -= 64;
+  if (n >= 192) {
+    const __m512i k2048 = constants4(kFold2048);
+    __m512i a1 = _mm512_loadu_si512(p);
+    __m512i a2 = _mm512_loadu_si512(p + 64);
+    __m512i a3 = _mm512_loadu_si512(p + 128);
+    p += 192;
+    n -= 192;
+    while (n >= 256) {
+      a = fold512(a, k2048, _mm512_loadu_si512(p));
+      a1 = fold512(a1, k2048, _mm512_loadu_si512(p + 64));
+      a2 = fold512(a2, k2048, _mm512_loadu_si512(p + 128));
+      a3 = fold512(a3, k2048, _mm512_loadu_si512(p + 192));
+      p += 256;
+      n -= 256;
+    }
+    // Join the registers: each lane of a is 3 x 512 bits before the same lane of a3.
+    a = fold512(a, constants4(kFold1536),
+                fold512(a1, constants4(kFold1024), fold512(a2, k512, a3)));
+  }
+  while (n >= 64) {
+    a = fold512(a, k512, _mm512_loadu_si512(p));
+    p += 64;
+    n -= 64;
+  }
+  // Join the four lanes: lane i is (3 - i) blocks before lane 3.
+  const __m512i klanes = _mm512_set_epi64(
+      0, 0, static_cast<long long>(kFold128.hi), static_cast<long long>(kFold128.lo),
+      static_cast<long long>(kFold256.hi), static_cast<long long>(kFold256.lo),
+      static_cast<long long>(kFold384.hi), static_cast<long long>(kFold384.lo));
+  const __m512i t = fold512(a, klanes, _mm512_setzero_si512());  // lane 3 becomes 0
+  return _mm_xor_si128(_mm_xor_si128(lane<0>(t), lane<1>(t)),
+                       _mm_xor_si128(lane<2>(t), lane<3>(a)));
+}
+
 // Continues from `x`, a 128-bit remainder of everything before p (any n):
-// folds 64 bytes per step in four independent lanes, joins the lanes with
-// one multiply each (no serial chain), folds any remaining 16-byte blocks,
-// reduces to 32 bits and finishes the < 16-byte tail with the table.
+// AVX-512 for long runs, else four 128-bit lanes per 64 bytes, then the
+// remaining whole blocks, the reduction to 32 bits and the < 16-byte tail
+// through the table.
+template <bool kUseAvx512>
 CONDUIT_CLMUL uint32_t raw_clmul_from(__m128i x, const uint8_t* p, size_t n) {
   const __m128i k128 = constants(kFold128);
-  if (n >= 64) {
+  if (kUseAvx512 && n >= kVpclmulMinBytes) {
+    // x sits just before p: move it one block ahead, onto p's first block.
+    x = fold_bulk_avx512(fold(x, k128), p, n);
+  } else if (n >= 64) {
     x = _mm_xor_si128(fold(x, k128), load128(p));
     __m128i x1 = load128(p + 16);
     __m128i x2 = load128(p + 32);
@@ -155,28 +259,45 @@ CONDUIT_CLMUL uint32_t raw_clmul_from(__m128i x, const uint8_t* p, size_t n) {
     x = _mm_xor_si128(_mm_xor_si128(fold(x, constants(kFold384)), fold(x1, constants(kFold256))),
                       _mm_xor_si128(fold(x2, k128), x3));
   }
-  while (n >= 16) {
-    x = _mm_xor_si128(fold(x, k128), load128(p));
-    p += 16;
-    n -= 16;
-  }
+  x = fold_tail_blocks(x, p, n);
   return raw_slice8(reduce128(x), p, n);
 }
 
 // n >= 16. The running register enters as an XOR into the first four bytes.
+template <bool kUseAvx512>
 CONDUIT_CLMUL uint32_t raw_clmul(uint32_t s, const uint8_t* p, size_t n) {
-  const __m128i x = _mm_xor_si128(load128(p), _mm_cvtsi32_si128(static_cast<int>(s)));
-  return raw_clmul_from(x, p + 16, n - 16);
+  const __m128i reg = _mm_cvtsi32_si128(static_cast<int>(s));
+  if (kUseAvx512 && n >= kVpclmulMinBytes) {
+    // Start the wide loads at p itself (an aligned buffer stays aligned).
+    const __m128i x = fold_bulk_avx512(reg, p, n);
+    return raw_clmul_from<false>(x, p, n);
+  }
+  return raw_clmul_from<kUseAvx512>(_mm_xor_si128(load128(p), reg), p + 16, n - 16);
 }
 
-// Three 16-byte blocks from `head`, then n bytes from p, in one fold stream.
-CONDUIT_CLMUL uint32_t raw_clmul_head48(uint32_t s, const uint8_t* head, const uint8_t* p,
-                                        size_t n) {
-  const __m128i k128 = constants(kFold128);
-  __m128i x = _mm_xor_si128(load128(head), _mm_cvtsi32_si128(static_cast<int>(s)));
-  x = _mm_xor_si128(fold(x, k128), load128(head + 16));
-  x = _mm_xor_si128(fold(x, k128), load128(head + 32));
-  return raw_clmul_from(x, p, n);
+// The ICRC's first three 16-byte blocks straight from the (unmasked) datagram
+// at `head`, with the variant fields forced to ones in registers, then n
+// bytes from p, in one fold stream. Masking in registers instead of in a
+// copy avoids store-to-load forwarding stalls on the copy.
+CONDUIT_CLMUL uint32_t raw_clmul_icrc_head48(uint32_t s, const uint8_t* head, const uint8_t* p,
+                                             size_t n) {
+  // Bytes 1 (ToS), 8 (TTL), 10-11 (IP checksum); 26-27 (UDP checksum); 32 (BTH byte 4).
+  const __m128i m0 = _mm_setr_epi8(0, -1, 0, 0, 0, 0, 0, 0, -1, 0, -1, -1, 0, 0, 0, 0);
+  const __m128i m1 = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, -1, 0, 0, 0, 0);
+  const __m128i m2 = _mm_setr_epi8(-1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m128i h0 =
+      _mm_xor_si128(_mm_or_si128(load128(head), m0), _mm_cvtsi32_si128(static_cast<int>(s)));
+  const __m128i h1 = _mm_or_si128(load128(head + 16), m1);
+  const __m128i h2 = _mm_or_si128(load128(head + 32), m2);
+  const __m128i x = _mm_xor_si128(
+      _mm_xor_si128(fold(h0, constants(kFold256)), fold(h1, constants(kFold128))), h2);
+  return kHaveVpclmul ? raw_clmul_from<true>(x, p, n) : raw_clmul_from<false>(x, p, n);
+}
+
+bool detect_vpclmul() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("vpclmulqdq") &&
+         __builtin_cpu_supports("pclmul");
 }
 #endif
 
@@ -196,6 +317,14 @@ const bool kHaveClmul = detect_clmul();
 
 bool crc32_clmul_available() { return kHaveClmul; }
 
+bool crc32_avx512_available() {
+#if CONDUIT_WIRE_HAVE_CLMUL
+  return kHaveVpclmul;
+#else
+  return false;
+#endif
+}
+
 uint32_t crc32_update_bytewise(uint32_t crc, std::span<const uint8_t> data) {
   return ~raw_bytewise(~crc, data.data(), data.size());
 }
@@ -206,15 +335,27 @@ uint32_t crc32_update_slice8(uint32_t crc, std::span<const uint8_t> data) {
 
 uint32_t crc32_update_clmul(uint32_t crc, std::span<const uint8_t> data) {
 #if CONDUIT_WIRE_HAVE_CLMUL
-  if (data.size() >= kClmulMinBytes) return ~raw_clmul(~crc, data.data(), data.size());
+  if (data.size() >= kClmulMinBytes && kHaveClmul) {
+    return ~raw_clmul<false>(~crc, data.data(), data.size());
+  }
 #endif
   return crc32_update_slice8(crc, data);
+}
+
+uint32_t crc32_update_avx512(uint32_t crc, std::span<const uint8_t> data) {
+#if CONDUIT_WIRE_HAVE_CLMUL
+  if (data.size() >= kClmulMinBytes && kHaveVpclmul) {
+    return ~raw_clmul<true>(~crc, data.data(), data.size());
+  }
+#endif
+  return crc32_update_clmul(crc, data);
 }
 
 uint32_t crc32_update(uint32_t crc, std::span<const uint8_t> data) {
 #if CONDUIT_WIRE_HAVE_CLMUL
   if (data.size() >= kClmulMinBytes && kHaveClmul) {
-    return ~raw_clmul(~crc, data.data(), data.size());
+    return kHaveVpclmul ? ~raw_clmul<true>(~crc, data.data(), data.size())
+                        : ~raw_clmul<false>(~crc, data.data(), data.size());
   }
 #endif
   return ~raw_slice8(~crc, data.data(), data.size());
@@ -230,9 +371,7 @@ constexpr uint32_t prefix_crc() {
 }
 constexpr uint32_t kLrhPrefixCrc = prefix_crc();
 static_assert(~kLrhPrefixCrc == 0xDEBB20E3);
-}  // namespace
 
-namespace {
 void mask_icrc_fields(uint8_t* b) {
   b[1] = 0xFF;   // IPv4 ToS (DSCP + ECN)
   b[8] = 0xFF;   // TTL
@@ -241,6 +380,15 @@ void mask_icrc_fields(uint8_t* b) {
   b[20 + 6] = 0xFF;  // UDP checksum
   b[20 + 7] = 0xFF;
   b[28 + 4] = 0xFF;  // BTH FECN, BECN, Resv6
+}
+
+// Table path: masks the header copy in place, then the rest of both spans.
+uint32_t icrc_ipv4_tail_slice8(uint32_t s, uint8_t* head, size_t head_len,
+                               std::span<const uint8_t> first, std::span<const uint8_t> second) {
+  mask_icrc_fields(head);
+  s = raw_slice8(s, head, head_len);
+  s = raw_slice8(s, first.data(), first.size());
+  return ~raw_slice8(s, second.data(), second.size());
 }
 }  // namespace
 
@@ -254,29 +402,45 @@ uint32_t icrc_begin_ipv4(std::span<const uint8_t, kIcrcMaskedHeaderBytes> ip_udp
 uint32_t icrc_ipv4(std::span<const uint8_t> first, std::span<const uint8_t> second) {
   const size_t total = first.size() + second.size();
   if (total < kIcrcMaskedHeaderBytes) return 0;
-  // The masked copy covers 48 bytes (three CRC blocks) when there are that
-  // many, so the carry-less path streams header and payload without an
-  // intermediate reduction.
+  uint32_t s = ~kLrhPrefixCrc;  // raw register after the 8 x 0xFF prefix
+  // The masked header spans the first 48 bytes (three CRC blocks) when there
+  // are that many, so the carry-less path streams header and payload without
+  // an intermediate reduction.
   constexpr size_t kHeadBytes = 48;
+#if CONDUIT_WIRE_HAVE_CLMUL
+  if (kHaveClmul && first.size() >= kHeadBytes) {
+    s = raw_clmul_icrc_head48(s, first.data(), first.data() + kHeadBytes,
+                              first.size() - kHeadBytes);
+    return second.empty() ? ~s : crc32_update(~s, second);
+  }
+#endif
+  // General case: a masked copy of the header bytes.
   uint8_t head[kHeadBytes];
   const size_t head_len = total < kHeadBytes ? total : kHeadBytes;
   const size_t from_first = first.size() < head_len ? first.size() : head_len;
   std::memcpy(head, first.data(), from_first);
   if (head_len > from_first) std::memcpy(head + from_first, second.data(), head_len - from_first);
-  mask_icrc_fields(head);
   first = first.subspan(from_first);
   second = second.subspan(head_len - from_first);
-  uint32_t s = ~kLrhPrefixCrc;  // raw register after the 8 x 0xFF prefix
 #if CONDUIT_WIRE_HAVE_CLMUL
-  if (head_len == kHeadBytes && kHaveClmul) {
-    if (first.empty()) return ~raw_clmul_head48(s, head, second.data(), second.size());
-    s = raw_clmul_head48(s, head, first.data(), first.size());
-    return crc32_update(~s, second);
+  if (kHaveClmul && head_len == kHeadBytes) {  // first was shorter: the rest is in second
+    return ~raw_clmul_icrc_head48(s, head, second.data(), second.size());
   }
 #endif
-  s = raw_slice8(s, head, head_len);
-  s = raw_slice8(s, first.data(), first.size());
-  return ~raw_slice8(s, second.data(), second.size());
+  return icrc_ipv4_tail_slice8(s, head, head_len, first, second);
+}
+
+uint32_t icrc_ipv4_slice8(std::span<const uint8_t> first, std::span<const uint8_t> second) {
+  const size_t total = first.size() + second.size();
+  if (total < kIcrcMaskedHeaderBytes) return 0;
+  uint8_t head[kIcrcMaskedHeaderBytes];
+  const size_t from_first = first.size() < sizeof head ? first.size() : sizeof head;
+  std::memcpy(head, first.data(), from_first);
+  if (from_first < sizeof head) {
+    std::memcpy(head + from_first, second.data(), sizeof head - from_first);
+  }
+  return icrc_ipv4_tail_slice8(~kLrhPrefixCrc, head, sizeof head, first.subspan(from_first),
+                               second.subspan(sizeof head - from_first));
 }
 
 }  // namespace conduit::wire

@@ -4,8 +4,9 @@
 // crc32_update() follows zlib's crc32() convention: start from 0, feed the
 // previous result back in, and crc32_update(crc32_update(0, a), b) equals the
 // CRC of a followed by b, so an ICRC can be continued across segments.
-// The fastest available implementation (carry-less multiply when the CPU has
-// PCLMULQDQ, else slicing-by-8 tables) is chosen once, on first use. Pure
+// The fastest available implementation is chosen per call from CPU features
+// detected once at start-up: AVX-512 VPCLMULQDQ folding for long buffers,
+// 128-bit PCLMULQDQ folding from 16 bytes on, slicing-by-8 tables otherwise. Pure
 // functions of their arguments; safe from any thread.
 #pragma once
 
@@ -17,12 +18,16 @@ namespace conduit::wire {
 
 uint32_t crc32_update(uint32_t crc, std::span<const uint8_t> data);
 
-// The individual implementations, for tests and benchmarks. crc32_update_clmul
-// may only be called when crc32_clmul_available().
+// The individual implementations, for tests and benchmarks.
+// crc32_update_clmul uses 128-bit PCLMULQDQ folding only;
+// crc32_update_avx512 adds AVX-512 VPCLMULQDQ for buffers of 256 bytes and
+// more. Each falls back to the next simpler one when the CPU lacks it.
 uint32_t crc32_update_bytewise(uint32_t crc, std::span<const uint8_t> data);
 uint32_t crc32_update_slice8(uint32_t crc, std::span<const uint8_t> data);
 uint32_t crc32_update_clmul(uint32_t crc, std::span<const uint8_t> data);
+uint32_t crc32_update_avx512(uint32_t crc, std::span<const uint8_t> data);
 bool crc32_clmul_available();
+bool crc32_avx512_available();
 
 // ICRC over IPv4. The ICRC input is 8 bytes of 0xFF (the masked LRH), then the
 // IPv4 header, UDP header, BTH, extension headers, payload and pad, with the
@@ -42,6 +47,8 @@ uint32_t icrc_begin_ipv4(std::span<const uint8_t, kIcrcMaskedHeaderBytes> ip_udp
 // least 40 bytes in all (returns 0 otherwise). Faster than icrc_begin_ipv4()
 // + crc32_update() because header and payload go through one CRC stream.
 uint32_t icrc_ipv4(std::span<const uint8_t> first, std::span<const uint8_t> second = {});
+// The same with the table-driven CRC only (the fallback; for tests).
+uint32_t icrc_ipv4_slice8(std::span<const uint8_t> first, std::span<const uint8_t> second = {});
 
 // The ICRC goes on the wire least-significant byte first.
 inline void icrc_store(uint32_t icrc, uint8_t* out) {

@@ -1,6 +1,8 @@
 #include "proto/seqpacket.h"
 
+#include <grp.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 
 #include <cerrno>
@@ -84,6 +86,32 @@ int connect_seqpacket(const std::string& path, UniqueFd& out) {
   }
   out = std::move(s);
   return out.get();
+}
+
+std::string connect_error_message(int rc, const std::string& path) {
+  switch (-rc) {
+    case ENOENT:
+    case ECONNREFUSED:
+      return "conduitd is not running: nothing listens on " + path +
+             " (start it with 'systemctl start conduitd', or point CONDUIT_SOCKET at the "
+             "socket it uses)";
+    case EACCES:
+    case EPERM: {
+      struct stat st {};
+      std::string owner = "the socket's group";
+      if (::stat(path.c_str(), &st) == 0) {
+        if (const struct group* gr = ::getgrgid(st.st_gid)) {
+          owner = std::string("group '") + gr->gr_name + "'";
+        }
+      }
+      return "permission denied on " + path + ": access is granted through " + owner +
+             "; add your user to it (usermod -aG GROUP $USER) and log in again";
+    }
+    case ENAMETOOLONG:
+      return "socket path too long: " + path;
+    default:
+      return "cannot connect to conduitd at " + path + ": " + std::strerror(-rc);
+  }
 }
 
 }  // namespace conduit::proto

@@ -33,4 +33,8 @@ ssize_t recv_datagram(int sock, std::vector<uint8_t>& buf, std::vector<UniqueFd>
 // negative errno (-ENOENT/-ECONNREFUSED: no daemon; -EACCES: socket permissions).
 int connect_seqpacket(const std::string& path, UniqueFd& out);
 
+// What a person should do about connect_seqpacket's error `rc` on `path`:
+// names the socket when no daemon listens, the socket's group on EACCES.
+std::string connect_error_message(int rc, const std::string& path);
+
 }  // namespace conduit::proto

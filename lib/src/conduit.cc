@@ -2,11 +2,12 @@
 // (lib/proto) and the shared-memory region (shm-ipc).
 #include "conduit/conduit.h"
 
-#include <grp.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
+
+#include <poll.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -131,32 +132,6 @@ struct conduit_qp {
 
 namespace {
 
-std::string connect_error(int rc, const std::string& path) {
-  switch (-rc) {
-    case ENOENT:
-    case ECONNREFUSED:
-      return "conduitd is not running: nothing listens on " + path +
-             " (start it with 'systemctl start conduitd', or point CONDUIT_SOCKET at the "
-             "socket it uses)";
-    case EACCES:
-    case EPERM: {
-      struct stat st {};
-      std::string owner = "the socket's group";
-      if (::stat(path.c_str(), &st) == 0) {
-        if (const struct group* gr = ::getgrgid(st.st_gid)) {
-          owner = std::string("group '") + gr->gr_name + "'";
-        }
-      }
-      return "permission denied on " + path + ": access is granted through " + owner +
-             "; add your user to it (usermod -aG GROUP $USER) and log in again";
-    }
-    case ENAMETOOLONG:
-      return "socket path too long: " + path;
-    default:
-      return "cannot connect to conduitd at " + path + ": " + std::strerror(-rc);
-  }
-}
-
 // One request/reply exchange. Caller holds ctx->control_mu.
 int call(conduit_context* ctx, proto::Request body, proto::ReplyMessage& reply,
          std::vector<int> fds_out = {}, std::vector<UniqueFd>* fds_in = nullptr) {
@@ -238,7 +213,7 @@ int conduit_open(const conduit_context_attr* attr, conduit_context** out) {
   auto ctx = std::make_unique<conduit_context>();
   ctx->socket_path = path;
   int rc = proto::connect_seqpacket(path, ctx->sock);
-  if (rc < 0) return set_error(rc, connect_error(rc, path));
+  if (rc < 0) return set_error(rc, proto::connect_error_message(rc, path));
   timeval tv{kReplyTimeoutS, 0};
   ::setsockopt(ctx->sock.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 
@@ -422,7 +397,48 @@ int conduit_poll_cq(conduit_cq* cq, int max, conduit_wc* wc) {
 
 int conduit_wait_cq(conduit_cq* cq, int timeout_ms) {
   if (cq == nullptr) return -EINVAL;
-  return shm::wait_for_entries(cq->ring, cq->wake, cq->efd, timeout_ms);
+  // The doorbell protocol of shm::wait_for_entries, but the sleep also watches
+  // the control socket: if conduitd dies, nobody would ever kick the eventfd,
+  // and the caller must get an error instead of a hang.
+  for (int spin = 0; spin < 64; ++spin) {
+    if (const uint32_t n = cq->ring.available(); n > 0) return static_cast<int>(n);
+    if (cq->ring.broken()) break;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    shm::consumer_arm_wakeup(cq->wake);
+    uint32_t n = cq->ring.available();
+    if (n > 0 || cq->ring.broken()) {
+      shm::consumer_disarm_wakeup(cq->wake);
+      break;
+    }
+    int wait_ms = timeout_ms;
+    if (timeout_ms >= 0) {
+      const auto left =
+          std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      wait_ms = left.count() > 0 ? static_cast<int>(left.count()) : 0;
+    }
+    // POLLIN is not asked of the socket: replies to control calls on other
+    // threads must not wake us; hang-up is always reported.
+    pollfd p[2] = {{cq->efd.fd(), POLLIN, 0}, {cq->ctx->sock.get(), POLLRDHUP, 0}};
+    int rc = ::poll(p, 2, wait_ms);
+    shm::consumer_disarm_wakeup(cq->wake);
+    if (rc < 0 && errno != EINTR) return set_error(-errno, "poll on the CQ eventfd failed");
+    if (rc > 0 && (p[0].revents & POLLIN) != 0) cq->efd.drain();
+    n = cq->ring.available();
+    if (n > 0) return static_cast<int>(n);
+    if (rc > 0 && (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0) {
+      return set_error(-ECONNRESET,
+                       "conduitd closed the connection (stopped or restarted?); the CQ will "
+                       "receive no more completions");
+    }
+    if (cq->ring.broken()) break;
+    if (timeout_ms >= 0 && std::chrono::steady_clock::now() >= deadline) return 0;
+  }
+  if (cq->ring.broken()) {
+    return set_error(-EPIPE, "CQ ring indices are corrupt; the context is unusable");
+  }
+  return static_cast<int>(cq->ring.available());
 }
 
 // ---- QPs ----------------------------------------------------------------------

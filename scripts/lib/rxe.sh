@@ -60,8 +60,8 @@ rxe_vm_start() {
 }
 
 rxe_vm_wait_ready() {
-  local out=$1 secs=$2 i
-  for ((i = 0; i < secs * 10; i++)); do
+  local out=$1 deadline=$((SECONDS + $2))
+  while ((SECONDS < deadline)); do
     [[ -f $out.ready ]] && return 0
     [[ -f $out.rc ]] && return 1
     sleep 0.1
@@ -70,8 +70,8 @@ rxe_vm_wait_ready() {
 }
 
 rxe_vm_wait() {
-  local out=$1 secs=$2 i
-  for ((i = 0; i < secs * 10; i++)); do
+  local out=$1 deadline=$((SECONDS + $2)) i
+  while ((SECONDS < deadline)); do
     [[ -f $out.rc ]] && return "$(cat "$out.rc")"
     sleep 0.1
   done

@@ -2,6 +2,7 @@
 # netns.sh leaves nothing behind: a script that builds a dumbbell, starts a process in a host
 # and then fails, is terminated (SIGTERM) or interrupted (SIGINT) ends with no namespace of its
 # run and no process left; calling netns_cleanup twice is harmless.
+# shellcheck source-path=SCRIPTDIR source=common.sh
 . "$(dirname "$0")/common.sh"
 netns_require_root
 py=/usr/bin/python3
@@ -32,8 +33,8 @@ run_case() {
   "$py" -c 'import os, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_DFL)
 os.execvp("bash", ["bash"] + sys.argv[1:])' "$work/child.sh" "$prefix" "$ending" &
-  local pid=$! i
-  for i in $(seq 100); do [[ -f $work/ready ]] && break; sleep 0.1; done
+  local pid=$!
+  for _ in $(seq 100); do [[ -f $work/ready ]] && break; sleep 0.1; done
   [[ -f $work/ready ]] || fail "$ending: child never got ready"
   [[ $(ip netns list | grep -c "^$prefix") -eq 4 ]] || fail "$ending: expected 4 namespaces"
   [[ $sig == none ]] || kill -s "$sig" "$pid"

@@ -7,6 +7,7 @@
 #      (counted by tcpdump, with valid IP checksums) and the marker's counters agree;
 #   3. the same load not ECN-capable: nothing is marked (RED would drop; tbf does).
 # Usage: ecn_marking_test.sh RED_ECN_OBJ
+# shellcheck source-path=SCRIPTDIR source=common.sh
 . "$(dirname "$0")/common.sh"
 netns_require_root iperf3 tcpdump bpftool
 obj=${1:-}

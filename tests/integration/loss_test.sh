@@ -2,6 +2,7 @@
 # The loss injector: drop.o on the receiver's ingress drops the configured share of UDP/4791
 # frames and nothing else; 100 % drops every frame of the port.
 # Usage: loss_test.sh DROP_OBJ
+# shellcheck source-path=SCRIPTDIR source=common.sh
 . "$(dirname "$0")/common.sh"
 netns_require_root bpftool
 obj=${1:-}

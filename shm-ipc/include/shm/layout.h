@@ -11,7 +11,7 @@
  *
  *  offset (from region base)          size                         contents
  *  ---------------------------------  ---------------------------  ----------------------------
- *  0                                  4096 (kHeaderBytes)          conduit_shm_header
+ *  0                                  4096 (HEADER_BYTES)          conduit_shm_header
  *  header.ring_table_offset           ring_count * 32              conduit_shm_ring_desc[]
  *  header.doorbell_offset             doorbell_count * 128         conduit_shm_wakeup[]
  *  header.rings_offset                sum over rings of            per ring: conduit_shm_ring_ctrl

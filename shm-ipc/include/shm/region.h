@@ -24,6 +24,10 @@
 
 namespace conduit::shm {
 
+// With hugetlb, a client can punch a hole (fallocate) into its own region;
+// the next daemon touch of that page needs a fresh huge page and can fault
+// with SIGBUS when the pool is empty (not verified by a test here). Plain
+// memfd pages just come back zeroed. kNever avoids the question.
 enum class HugePages : uint8_t {
   kAuto,   // hugetlb memfd when huge pages can be reserved, plain otherwise
   kNever,  // plain memfd

@@ -20,7 +20,9 @@
 //
 // Consumers copy entries out into the caller's array (no pointer into shared
 // memory is ever handed out) and each index is loaded once per refresh, so the
-// daemon always validates a private copy ("copy, then validate").
+// daemon always validates a private copy ("copy, then validate"). A hostile
+// producer may rewrite a slot while it is being copied; the copy may then be
+// torn, which is harmless because only the copy is validated and used.
 //
 // Orderings (each acquire names the release it pairs with):
 //   (P1) producer: stores to slots, then prod.store(release)
@@ -45,6 +47,13 @@ static_assert(std::atomic_ref<uint32_t>::is_always_lock_free,
 static_assert(std::atomic_ref<uint32_t>::required_alignment <= alignof(uint32_t));
 
 constexpr bool is_pow2(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+// The one sanity rule for a pair of free-running indices: the fill level
+// prod - cons (mod 2^32) is between 0 and capacity. Anything else means the
+// peer wrote an impossible index.
+constexpr bool ring_indices_sane(uint32_t prod, uint32_t cons, uint32_t capacity) {
+  return prod - cons <= capacity;
+}
 
 // The ring's two indices as the other side last published them. Used by
 // tests, tools and the client at QP/CQ creation; not on the fast path.
@@ -93,14 +102,13 @@ class SpscProducer {
     if (free_slots < n) {
       const uint32_t cons =
           std::atomic_ref<uint32_t>(ctrl_->cons)
-              .load(std::memory_order_acquire);  // (P2) pairs with the consumer's (C2)
-      const uint32_t used = prod_ - cons;
-      if (used > capacity) {  // consumer claims to have read what was never written
+              .load(std::memory_order_acquire);         // (P2) pairs with the consumer's (C2)
+      if (!ring_indices_sane(prod_, cons, capacity)) {  // consumer read what was never written
         broken_ = true;
         return 0;
       }
       cached_cons_ = cons;
-      free_slots = capacity - used;
+      free_slots = capacity - (prod_ - cons);
     }
     if (n > free_slots) n = free_slots;
     if (n == 0) return 0;
@@ -118,13 +126,12 @@ class SpscProducer {
     if (broken_) return 0;
     const uint32_t cons = std::atomic_ref<uint32_t>(ctrl_->cons)
                               .load(std::memory_order_acquire);  // (P2) pairs with (C2)
-    const uint32_t used = prod_ - cons;
-    if (used > mask_ + 1) {
+    if (!ring_indices_sane(prod_, cons, mask_ + 1)) {
       broken_ = true;
       return 0;
     }
     cached_cons_ = cons;
-    return mask_ + 1 - used;
+    return mask_ + 1 - (prod_ - cons);
   }
 
   // True once the consumer's index was impossible; sticky.
@@ -206,7 +213,8 @@ class SpscConsumer {
     // (C1) pairs with the producer's (P1). Read once into a local: a hostile
     // producer may change it again at any time.
     const uint32_t prod = std::atomic_ref<uint32_t>(ctrl_->prod).load(std::memory_order_acquire);
-    if (prod - cons_ > mask_ + 1) {  // more entries than slots, or prod behind cons
+    if (!ring_indices_sane(prod, cons_,
+                           mask_ + 1)) {  // more entries than slots, or prod behind cons
       broken_ = true;
       return false;
     }

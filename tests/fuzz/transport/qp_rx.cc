@@ -70,11 +70,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   a.min_rnr_timer = in.u8() & 31;
   a.max_rd_atomic = static_cast<uint8_t>(1 + (in.u8() & 15));
   a.max_dest_rd_atomic = static_cast<uint8_t>(1 + (in.u8() & 15));
+  a.selective_repeat = a.max_dest_rd_atomic & 1;  // both recovery modes
   a.state = QpState::kInit;
   qp.modify(a, kAttrState | kAttrAccessFlags);
   a.state = QpState::kRtr;
   qp.modify(a, kAttrState | kAttrPathMtu | kAttrDestQpn | kAttrRqPsn | kAttrMaxDestRdAtomic |
-                   kAttrMinRnrTimer);
+                   kAttrMinRnrTimer | kAttrSelectiveRepeat);
   a.state = QpState::kRts;
   qp.modify(
       a, kAttrState | kAttrSqPsn | kAttrTimeout | kAttrRetryCnt | kAttrRnrRetry | kAttrMaxRdAtomic);

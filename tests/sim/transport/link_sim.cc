@@ -58,7 +58,7 @@ void bring_up(Qp& qp, QpAttr a, uint32_t remote_qpn, uint32_t sq_psn, uint32_t r
   qp.modify(a, kAttrState | kAttrAccessFlags);
   a.state = QpState::kRtr;
   qp.modify(a, kAttrState | kAttrPathMtu | kAttrDestQpn | kAttrRqPsn | kAttrMaxDestRdAtomic |
-                   kAttrMinRnrTimer);
+                   kAttrMinRnrTimer | kAttrSelectiveRepeat);
   a.state = QpState::kRts;
   qp.modify(
       a, kAttrState | kAttrSqPsn | kAttrTimeout | kAttrRetryCnt | kAttrRnrRetry | kAttrMaxRdAtomic);
@@ -106,7 +106,7 @@ void Sim::transmit(Endpoint& e, Link& link) {
   e.maybe_tx = true;
 }
 
-void Sim::deliver(Link& link, Endpoint& to) {
+void Sim::deliver(Link& link, Endpoint& to, bool a_to_b) {
   bool corrupted = false;
   while (link.receive(now_ns_, rx_buf_, corrupted)) {
     wire::ParsedFrame f;
@@ -115,6 +115,7 @@ void Sim::deliver(Link& link, Endpoint& to) {
       continue;
     }
     if (corrupted) ++link.stats().corrupted_accepted;
+    if (trace) trace(a_to_b, now_ns_, f);
     to.qp.on_packet(now_ns_, f.hdr, f.payload);
     to.maybe_tx = true;
   }
@@ -123,8 +124,8 @@ void Sim::deliver(Link& link, Endpoint& to) {
 bool Sim::run(const std::function<void()>& on_step, const std::function<bool()>& done,
               uint64_t max_events) {
   for (uint64_t ev = 0; ev < max_events; ++ev) {
-    deliver(ab_, *b_);
-    deliver(ba_, *a_);
+    deliver(ab_, *b_, true);
+    deliver(ba_, *a_, false);
     if (a_->qp.next_deadline_ns() <= now_ns_) {
       a_->qp.on_timer(now_ns_);
       a_->maybe_tx = true;

@@ -127,12 +127,15 @@ class Sim {
 
   // Runs until `done()` is true, or nothing can happen any more (no frame in
   // flight, no deadline, nothing to send), or max_events. Returns done().
+  // Called for every frame delivered (after parsing), for debugging.
+  std::function<void(bool a_to_b, uint64_t now_ns, const wire::ParsedFrame&)> trace;
+
   bool run(const std::function<void()>& on_step, const std::function<bool()>& done,
            uint64_t max_events = 50'000'000);
 
  private:
   void transmit(Endpoint& e, Link& link);
-  void deliver(Link& link, Endpoint& to);
+  void deliver(Link& link, Endpoint& to, bool a_to_b);
 
   std::unique_ptr<Endpoint> a_, b_;
   Link ab_, ba_;

@@ -22,8 +22,9 @@ QpConfig qp_config(uint32_t qpn) {
   return c;
 }
 
-QpAttr qp_attr() {
+QpAttr qp_attr(bool sr = false) {
   QpAttr a;
+  a.selective_repeat = sr;
   a.access_flags = kAccessLocalWrite | kAccessRemoteRead | kAccessRemoteWrite;
   a.pmtu_bytes = 1024;
   a.timeout = 5;  // 131 us, about 10 RTTs here
@@ -35,23 +36,24 @@ QpAttr qp_attr() {
   return a;
 }
 
-WorkloadResult run_workload(double loss, uint64_t messages, uint64_t seed) {
+WorkloadResult run_workload(bool sr, double loss, uint64_t messages, uint64_t seed) {
   LinkConfig link;
   link.loss = loss;
   link.reorder = 0.01;
   link.duplicate = 0.005;
   link.corrupt = 0.005;
-  Sim sim(qp_config(0x101), qp_config(0x202), qp_attr(), link, seed);
+  Sim sim(qp_config(0x101), qp_config(0x202), qp_attr(sr), link, seed);
   MessageWorkload w(sim, messages, seed);
   sim.run([&] { w.step(); }, [&] { return w.done(); });
   WorkloadResult r = w.result();
   const LinkStats& s = sim.link_ab().stats();
   const LinkStats& t = sim.link_ba().stats();
   std::printf(
-      "go-back-N loss %.3f: %llu msgs, %.2f MB in %.3f ms simulated: goodput %.2f Gbit/s; "
+      "%s loss %.3f: %llu msgs, %.2f MB in %.3f ms simulated: goodput %.2f Gbit/s; "
       "frames %llu+%llu, lost %llu, reordered %llu, duplicated %llu, corrupted %llu (parse "
       "rejected %llu), retransmits %llu, timeouts %llu\n",
-      loss, static_cast<unsigned long long>(r.messages_completed), r.payload_bytes / 1e6,
+      sr ? "selective repeat" : "go-back-N", loss,
+      static_cast<unsigned long long>(r.messages_completed), r.payload_bytes / 1e6,
       r.sim_time_ns / 1e6, r.goodput_gbps(), static_cast<unsigned long long>(s.frames),
       static_cast<unsigned long long>(t.frames), static_cast<unsigned long long>(s.lost + t.lost),
       static_cast<unsigned long long>(s.reordered + t.reordered),
@@ -69,7 +71,17 @@ WorkloadResult run_workload(double loss, uint64_t messages, uint64_t seed) {
 
 TEST_CASE("sim: 10,000 mixed messages over a lossy, reordering, corrupting link (go-back-N)") {
   for (double loss : {0.0, 0.001, 0.01, 0.05}) {
-    const WorkloadResult r = run_workload(loss, 10'000, 42);
+    const WorkloadResult r = run_workload(false, loss, 10'000, 42);
+    INFO("loss " << loss << ": " << r.first_error);
+    CHECK(r.first_error.empty());
+    CHECK(r.messages_completed == 10'000);
+  }
+}
+
+TEST_CASE(
+    "sim: 10,000 mixed messages over a lossy, reordering, corrupting link (selective repeat)") {
+  for (double loss : {0.0, 0.001, 0.01, 0.05}) {
+    const WorkloadResult r = run_workload(true, loss, 10'000, 42);
     INFO("loss " << loss << ": " << r.first_error);
     CHECK(r.first_error.empty());
     CHECK(r.messages_completed == 10'000);
@@ -77,9 +89,10 @@ TEST_CASE("sim: 10,000 mixed messages over a lossy, reordering, corrupting link 
 }
 
 TEST_CASE("sim: a link that drops everything ends in retry exceeded and flushed WRs") {
+  const bool sr = GENERATE(false, true);
   LinkConfig link;
   link.loss = 1.0;
-  const QpAttr attr = qp_attr();
+  const QpAttr attr = qp_attr(sr);
   Sim sim(qp_config(0x101), qp_config(0x202), attr, link, 7);
   auto& region = sim.a().mrs.add(region_base(0), 1 << 16, kAccessLocalWrite);
   (void)region;
@@ -110,7 +123,8 @@ TEST_CASE("sim: a link that drops everything ends in retry exceeded and flushed 
   }
   CHECK(sim.a().qp.state() == QpState::kErr);
   // First try + retry_cnt retries, one ACK timeout each (plus the send time).
-  const uint64_t budget_ns = (attr.retry_cnt + 1ull) * ack_timeout_ns(attr.timeout);
+  const uint64_t budget_ns =
+      (attr.retry_cnt + 1ull) * (sr ? qp_config(0).rto_high_ns : ack_timeout_ns(attr.timeout));
   CHECK(sim.now_ns() >= budget_ns);
   CHECK(sim.now_ns() <= budget_ns + 100'000);
   CHECK(sim.a().qp.counters().timeouts == attr.retry_cnt + 1u);

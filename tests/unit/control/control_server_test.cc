@@ -26,6 +26,7 @@ struct Server {
     l.max_cqs = 2;
     l.max_mrs = 2;
     l.max_mr_bytes = 1 << 20;
+    l.max_region_bytes = 1 << 20;
     l.default_region_bytes = 1 << 20;
     l.sq_depth = 16;
     l.rq_depth = 16;
@@ -129,7 +130,7 @@ TEST_CASE("requests before attach, unknown ids and MRs outside the arena are ref
   // Registered bytes quota: the whole arena is already registered once.
   r = c.request(proto::RegMrRequest{l.arena_offset, 4096, 0});
   CHECK(r.status == -EDQUOT);
-  CHECK(r.reason.find("max_mr_bytes") != std::string::npos);
+  CHECK(r.reason.find("max_registered_bytes") != std::string::npos);
 
   // CQ with has_eventfd but no descriptor; and a descriptor without the flag.
   CHECK(c.request(proto::CreateCqRequest{4, true}).status == -EINVAL);

@@ -348,3 +348,65 @@ TEST_CASE("engine: SEND, WRITE with immediate and READ between two engines", "[e
             f.a.engine->net().counters().rx_arp_requests >
         0);
 }
+
+TEST_CASE("engine: two QPs of one host talk through the loopback path", "[engine]") {
+  need_eal();
+  // A single net_ring port; nothing may leave through it.
+  Host h;
+  make_host(h, "net_ring_loop0", net::Ipv4Addr::from_octets(198, 18, 0, 9), 0x31);
+  // A second QP in slot 1 of the same client, same CQ.
+  control::EngineCommand c;
+  c.op = control::EngineOp::kAddQp;
+  c.qpn = 0x32;
+  c.qp_slot = 1;
+  std::strcpy(c.traffic_class, "default");
+  h.submit(c);
+  const net::Ipv4Addr self = net::Ipv4Addr::from_octets(198, 18, 0, 9);
+  // connect() reads only the peer's QPN.
+  Host peer_stub;
+  peer_stub.qpn = 0x32;
+  connect(h, peer_stub, self);
+  const uint32_t first = h.qpn;
+  h.qpn = 0x32;
+  Host first_stub;
+  first_stub.qpn = first;
+  connect(h, first_stub, self);
+  h.qpn = first;
+
+  auto rq1 = h.region.rq(1).producer(0);
+  auto run = [&](auto pred) {
+    const uint64_t deadline = engine::tsc_now_ns() + 5'000'000'000ull;
+    while (!pred()) {
+      if (engine::tsc_now_ns() > deadline) return false;
+      h.engine->poll_once(engine::tsc_now_ns());
+    }
+    return true;
+  };
+  for (int i = 0; i < 1000; ++i) h.engine->poll_once(engine::tsc_now_ns());  // apply commands
+  expect_acks_ok(h);
+
+  const uint32_t len = 100'000;
+  fill_random(h.arena(), len, 3);
+  conduit_shm_recv_wr rwr{};
+  rwr.wr_id = 9;
+  rwr.num_sge = 1;
+  rwr.sg_list[0] = {1u << 20, len, kLkey};
+  REQUIRE(rq1.try_enqueue(rwr));
+  post_send(h, 8, CONDUIT_SHM_WR_SEND, 0, len);
+  int seen = 0;
+  bool recv_ok = false, send_ok = false;
+  REQUIRE(run([&] {
+    conduit_shm_cqe cqe;
+    while (h.cq.try_dequeue(&cqe)) {
+      ++seen;
+      if (cqe.wr_id == 9) recv_ok = cqe.status == CONDUIT_SHM_WC_SUCCESS && cqe.byte_len == len;
+      if (cqe.wr_id == 8) send_ok = cqe.status == CONDUIT_SHM_WC_SUCCESS;
+    }
+    return seen == 2;
+  }));
+  CHECK(recv_ok);
+  CHECK(send_ok);
+  CHECK(std::memcmp(h.arena(), h.arena() + (1 << 20), len) == 0);
+  CHECK(h.engine->counters().loopback_frames > 0);
+  CHECK(h.engine->counters().tx_frames == 0);
+}

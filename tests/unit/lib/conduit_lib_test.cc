@@ -57,6 +57,7 @@ struct Daemon {
     l.max_cqs = 4;
     l.max_mrs = 8;
     l.max_mr_bytes = 4 << 20;
+    l.max_region_bytes = 4 << 20;
     l.default_region_bytes = 1 << 20;
     l.sq_depth = 64;
     l.rq_depth = 64;
@@ -387,6 +388,27 @@ TEST_CASE("a killed client is released within one second", "[lib][control]") {
   conduit::Context other(d.path);
   auto cq = other.create_cq(4);
   CHECK(d.server->clients() == 1);
+}
+
+TEST_CASE("daemon stopped: a waiting client gets an error, not a hang", "[lib][control]") {
+  Daemon d;
+  conduit::Context ctx(d.path);
+  auto cq = ctx.create_cq(4);
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(100ms);
+    d.server->stop();
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  int rc = conduit_wait_cq(cq.get(), -1);  // forever, unless the daemon goes away
+  stopper.join();
+  CHECK(rc == -ECONNRESET);
+  CHECK(std::string(conduit_strerror(rc)).find("conduitd closed the connection") !=
+        std::string::npos);
+  CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+  // Later control calls fail cleanly too.
+  conduit_cq* other = nullptr;
+  rc = conduit_create_cq(ctx.get(), 4, &other);
+  CHECK(rc < 0);
 }
 
 TEST_CASE("control plane without an engine still serves and says so", "[lib][control]") {

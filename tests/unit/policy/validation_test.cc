@@ -282,11 +282,28 @@ TEST_CASE("daemon, transport and clients cross-checks") {
 
 TEST_CASE("more than one YAML document is refused") {
   CHECK(errors_of(std::string(kPort) + "---\n" + std::string(kPort)) ==
-        Errors{"t.yaml:5:1: more than one YAML document; the policy is a single document"});
+        Errors{"t.yaml:4:1: more than one YAML document; the policy is a single document"});
+}
+
+TEST_CASE("a stray comma is an error, not a hang") {
+  // yaml-cpp 0.7's LoadAll loops forever on this input.
+  CHECK(errors_of(",") == Errors{"t.yaml:1:1: YAML syntax error: no document can be read here "
+                                 "(a stray ',', ']' or '}'?)"});
+  CHECK(errors_of(",ort: [[[[").size() == 1);
 }
 
 TEST_CASE("control bytes in values are escaped in messages") {
   Errors e = errors_of(std::string(kPort) + "daemon: {idle_mode: \"sp\\x01n\"}\n");
   REQUIRE(e.size() == 1);
   CHECK(e[0].find("'sp\\x01n'") != std::string::npos);
+}
+
+TEST_CASE("strings must be UTF-8 without control characters") {
+  CHECK(errors_of(std::string(kPort) + "daemon: {socket_group: \"a\\tb\"}\n") ==
+        Errors{"t.yaml:4:24: daemon.socket_group: contains a control character: 'a\\x09b'"});
+  CHECK(errors_of("port: {device: net_null0, address: 198.18.0.1/24, eal_args: [\"-\xff\"]}\n") ==
+        Errors{"t.yaml:1:62: port.eal_args[0]: is not valid UTF-8: '-\\xff'"});
+  CHECK(
+      errors_of("port: {device: net_null0, address: 198.18.0.1/24, eal_args: [\"--x=\xc3\xa9\"]}\n")
+          .empty());
 }

@@ -202,3 +202,13 @@ TEST_CASE("large trivially copyable entries keep every byte", "[spsc]") {
     }
   }
 }
+
+TEST_CASE("ring_indices_sane: the fill level is within [0, capacity] modulo 2^32", "[spsc]") {
+  using conduit::shm::ring_indices_sane;
+  CHECK(ring_indices_sane(5, 5, 8));
+  CHECK(ring_indices_sane(13, 5, 8));
+  CHECK_FALSE(ring_indices_sane(14, 5, 8));
+  CHECK_FALSE(ring_indices_sane(4, 5, 8));            // prod behind cons
+  CHECK(ring_indices_sane(3, 0xFFFFFFFDu, 8));        // 6 entries across the wrap
+  CHECK_FALSE(ring_indices_sane(4, 0xFFFFFFFBu, 8));  // 9 entries across the wrap
+}

@@ -66,7 +66,7 @@ inline void bring_up(Qp& qp, QpAttr a, uint32_t remote_qpn, uint32_t sq_psn, uin
   qp.modify(a, kAttrState | kAttrAccessFlags);
   a.state = QpState::kRtr;
   qp.modify(a, kAttrState | kAttrPathMtu | kAttrDestQpn | kAttrRqPsn | kAttrMaxDestRdAtomic |
-                   kAttrMinRnrTimer);
+                   kAttrMinRnrTimer | kAttrSelectiveRepeat);
   a.state = QpState::kRts;
   qp.modify(
       a, kAttrState | kAttrSqPsn | kAttrTimeout | kAttrRetryCnt | kAttrRnrRetry | kAttrMaxRdAtomic);

@@ -503,6 +503,22 @@ TEST_CASE("frame: parse_roce needs the IP/UDP headers to verify the ICRC") {
   no_icrc.verify_icrc = false;
   CHECK(parse_roce({}, udp_payload, no_icrc, pf) == DropReason::kNone);
   CHECK(pf.payload.size() == 8);
+  // Headers held apart from the payload (not contiguous in memory).
+  for (const size_t len : {size_t{0}, size_t{3}, size_t{8}, size_t{100}, size_t{1500}}) {
+    RoceHeader hw;
+    hw.bth.opcode = static_cast<uint8_t>(Opcode::kWriteOnlyImm);
+    const Bytes fw = build(test_addr(false), hw, Bytes(len, 7));
+    const Bytes headers(fw.begin() + 14, fw.begin() + 42);
+    const Bytes payload(fw.begin() + 42, fw.end());
+    INFO("len " << len);
+    CHECK(parse_roce(headers, payload, {}, pf) == DropReason::kNone);
+    Bytes bad = headers;
+    bad[16] ^= 1;  // destination IP is covered by the ICRC
+    CHECK(parse_roce(bad, payload, {}, pf) == DropReason::kIcrc);
+    bad = headers;
+    bad[1] ^= 0xFF;  // ToS is not
+    CHECK(parse_roce(bad, payload, {}, pf) == DropReason::kNone);
+  }
 }
 
 TEST_CASE("frame: pad_bytes_for and frame_bytes") {

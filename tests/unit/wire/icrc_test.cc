@@ -49,6 +49,7 @@ TEST_CASE("crc32: standard check value and zlib convention") {
   CHECK(crc32_update_bytewise(0, d) == 0xCBF43926u);
   CHECK(crc32_update_slice8(0, d) == 0xCBF43926u);
   CHECK(crc32_update_clmul(0, d) == 0xCBF43926u);
+  CHECK(crc32_update_avx512(0, d) == 0xCBF43926u);
   CHECK(crc32_update(0, {}) == 0u);
   CHECK(crc32_update(0x12345678u, {}) == 0x12345678u);
 }
@@ -57,15 +58,17 @@ TEST_CASE("crc32: all implementations agree for every length and split point") {
   std::mt19937 rng(7);
   std::vector<uint8_t> buf(2200);
   for (auto& b : buf) b = static_cast<uint8_t>(rng());
-  INFO("clmul available: " << crc32_clmul_available());
+  INFO("clmul available: " << crc32_clmul_available() << ", avx512: " << crc32_avx512_available());
   for (size_t len = 0; len <= buf.size(); len += (len < 300 ? 1 : 37)) {
     const std::span<const uint8_t> d(buf.data(), len);
     const uint32_t ref = crc32_update_bytewise(0, d);
     REQUIRE(crc32_update_slice8(0, d) == ref);
     REQUIRE(crc32_update_clmul(0, d) == ref);
+    REQUIRE(crc32_update_avx512(0, d) == ref);
     REQUIRE(crc32_update(0, d) == ref);
     // Continuation from a non-zero CRC exercises the initial-state injection.
     REQUIRE(crc32_update_clmul(0xA5A5A5A5u, d) == crc32_update_bytewise(0xA5A5A5A5u, d));
+    REQUIRE(crc32_update_avx512(0xA5A5A5A5u, d) == crc32_update_bytewise(0xA5A5A5A5u, d));
     const size_t split = len / 3;
     REQUIRE(crc32_update(crc32_update(0, d.first(split)), d.subspan(split)) == ref);
   }
@@ -73,6 +76,7 @@ TEST_CASE("crc32: all implementations agree for every length and split point") {
   for (size_t start = 1; start < 16; ++start) {
     const std::span<const uint8_t> d(buf.data() + start, 1500);
     REQUIRE(crc32_update_clmul(0, d) == crc32_update_bytewise(0, d));
+    REQUIRE(crc32_update_avx512(0, d) == crc32_update_bytewise(0, d));
   }
 }
 
@@ -85,6 +89,8 @@ TEST_CASE("icrc: ConnectX-4 Lx CNP known answer") {
 
 TEST_CASE("icrc: scapy UC SEND_ONLY known answer") {
   CHECK(icrc_ipv4(kScapyDatagram) == wire_icrc(kScapyIcrc));
+  CHECK(icrc_ipv4_slice8(kScapyDatagram) == wire_icrc(kScapyIcrc));
+  CHECK(icrc_ipv4_slice8(kCnpDatagram) == wire_icrc(kCnpIcrc));
 }
 
 TEST_CASE("icrc: masked fields do not change it, covered fields do") {
@@ -163,6 +169,7 @@ TEST_CASE("icrc: any split into two spans gives the same ICRC") {
     for (size_t split = 0; split <= len; split += (split < 60 ? 1 : 97)) {
       INFO("len " << len << " split " << split);
       REQUIRE(icrc_ipv4(all.first(split), all.subspan(split)) == ref);
+      REQUIRE(icrc_ipv4_slice8(all.first(split), all.subspan(split)) == ref);
     }
     uint32_t crc = icrc_begin_ipv4(all.first<kIcrcMaskedHeaderBytes>());
     REQUIRE(crc32_update(crc, all.subspan(kIcrcMaskedHeaderBytes)) == ref);

@@ -1,0 +1,94 @@
+#include "engine/engine_config.h"
+
+#include <algorithm>
+
+namespace conduit::engine {
+namespace {
+
+uint32_t to_us(uint64_t ns) { return static_cast<uint32_t>(std::min<uint64_t>(ns / 1000, ~0u)); }
+uint32_t to_mbps(uint64_t bps) {
+  return static_cast<uint32_t>(std::min<uint64_t>(bps / 1'000'000, ~0u));
+}
+
+cc::ControllerConfig controller_for(const policy::CongestionControl& c) {
+  cc::ControllerConfig out;
+  switch (c.algorithm) {
+    case policy::CcAlgorithm::kNone:
+      out.kind = cc::ControllerKind::kNone;
+      return out;
+    case policy::CcAlgorithm::kFixed:
+      out.kind = cc::ControllerKind::kFixed;
+      out.fixed_rate_bps = c.fixed_rate_bps;
+      return out;
+    case policy::CcAlgorithm::kDcqcn:
+      break;
+  }
+  out.kind = cc::ControllerKind::kDcqcn;
+  const policy::DcqcnParams& k = c.dcqcn;
+  cc::DcqcnParams& d = out.dcqcn;
+  d.rpg_time_reset = std::max<uint32_t>(1, to_us(k.rpg_time_reset_ns));
+  d.rpg_byte_reset = static_cast<uint32_t>(std::min<uint64_t>(k.rpg_byte_reset_bytes / 64, ~0u));
+  d.rpg_threshold = k.rpg_threshold;
+  d.rpg_ai_rate = std::max<uint32_t>(1, to_mbps(k.rpg_ai_rate_bps));
+  d.rpg_hai_rate = std::max<uint32_t>(1, to_mbps(k.rpg_hai_rate_bps));
+  d.rpg_gd = k.rpg_gd;
+  d.rpg_min_dec_fac = k.rpg_min_dec_fac_percent;
+  d.rpg_min_rate = std::max<uint32_t>(1, to_mbps(k.rpg_min_rate_bps));
+  d.rpg_max_rate = to_mbps(k.rpg_max_rate_bps);
+  d.rate_to_set_on_first_cnp = to_mbps(k.rate_to_set_on_first_cnp_bps);
+  d.rate_reduce_monitor_period = to_us(k.rate_reduce_monitor_period_ns);
+  d.initial_alpha_value = k.initial_alpha_value;
+  d.dce_tcp_g = k.dce_tcp_g;
+  d.dce_tcp_rtt = std::max<uint32_t>(1, to_us(k.dce_tcp_rtt_ns));
+  d.clamp_tgt_rate = k.clamp_tgt_rate;
+  d.clamp_tgt_rate_after_time_inc = k.clamp_tgt_rate_after_time_inc;
+  return out;
+}
+
+}  // namespace
+
+EngineConfig engine_config_from_policy(const policy::Policy& p, net::MacAddr mac,
+                                       uint64_t line_rate_bps) {
+  EngineConfig c;
+  c.net.mac = mac;
+  c.net.addr = net::Ipv4Addr{p.port.address.value};
+  c.net.prefix_len = p.port.prefix_len;
+  if (p.port.gateway) c.net.gateway = net::Ipv4Addr{p.port.gateway->value};
+  c.net.udp_ports = {p.port.roce_udp_port, p.port.cm_udp_port};
+  for (const auto& n : p.port.neighbours) {
+    c.net.static_neighbours.push_back({net::Ipv4Addr{n.ip.value}, net::MacAddr{n.mac.bytes}});
+  }
+  c.roce_udp_port = p.port.roce_udp_port;
+  c.line_rate_bps = line_rate_bps != 0 ? line_rate_bps : 10'000'000'000ull;
+
+  // The default class goes first: QPs that name no known class land there.
+  std::vector<const policy::TrafficClass*> order;
+  order.push_back(&p.default_class());
+  for (const auto& tc : p.traffic_classes) {
+    if (!tc.is_default) order.push_back(&tc);
+  }
+  uint32_t rank = 0;
+  for (const policy::TrafficClass* tc : order) {
+    TrafficClassSpec s;
+    s.name = tc->name;
+    s.dscp = tc->dscp;
+    s.ecn = static_cast<uint8_t>(tc->ecn);
+    s.vlan_pcp = tc->priority;
+    s.sched.strict = tc->strict;
+    s.sched.strict_rank = rank++;
+    s.sched.weight = tc->weight;
+    s.sched.max_rate_bps = tc->max_rate_bps.value_or(0);
+    s.cc = controller_for(tc->congestion_control);
+    c.classes.push_back(s);
+  }
+  c.np.min_time_between_cnps = std::max<uint32_t>(1, to_us(p.cnp.min_time_between_cnps_ns));
+  c.np.cnp_dscp = p.cnp.dscp;
+  c.np.cnp_802p_prio = p.cnp.priority;
+  c.cnp_dscp = p.cnp.dscp;
+  c.qp_defaults.ack_req_every_packets = p.transport.ack_frequency;
+  c.idle_mode =
+      p.daemon.idle_mode == policy::IdleMode::kSpin ? IdleMode::kSpin : IdleMode::kAdaptive;
+  return c;
+}
+
+}  // namespace conduit::engine

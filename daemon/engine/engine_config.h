@@ -1,0 +1,15 @@
+// Turns the operator's policy into the engine's configuration: units from the
+// policy's explicit ones (ns, bit/s, bytes) into the mlx5 units cc/ uses
+// (us, Mbit/s, 64-byte blocks), classes into pacer classes and controllers.
+#pragma once
+
+#include "engine/engine.h"
+#include "policy/policy.h"
+
+namespace conduit::engine {
+
+// mac: the port's MAC; line_rate_bps: the port speed (0 = unknown: 10 Gbit/s).
+EngineConfig engine_config_from_policy(const policy::Policy& p, net::MacAddr mac,
+                                       uint64_t line_rate_bps);
+
+}  // namespace conduit::engine

@@ -1,0 +1,335 @@
+// conduitd: the per-host transport daemon's process shell.
+//
+// Loads the policy, starts the control plane (control/ on its own thread),
+// tells systemd it is ready, then waits for signals on the main thread:
+// SIGTERM/SIGINT stop cleanly, SIGHUP reloads the policy (an invalid file is
+// reported and the running policy stays). The main thread also pings the
+// systemd watchdog, but only while the control thread still answers.
+//
+// The engine (daemon/engine) runs on its own thread: DPDK EAL and the port
+// named in the policy are brought up before the control socket opens, so a
+// port problem stops the daemon with a clear message before clients come.
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "control/control_server.h"
+#include "dpdk/dpdk_error.h"
+#include "dpdk/eal.h"
+#include "dpdk/port.h"
+#include "engine/engine.h"
+#include "engine/engine_config.h"
+#include "policy/loader.h"
+#include "policy/policy_diff.h"
+#include "policy/policy_dump.h"
+#include "telemetry/sd_notifier.h"
+
+#ifndef CONDUIT_VERSION
+#define CONDUIT_VERSION "unknown"
+#endif
+
+namespace {
+
+using conduit::control::ControlLimits;
+using conduit::control::ControlServer;
+using conduit::control::ServerConfig;
+using conduit::policy::Policy;
+
+constexpr const char* kDefaultConfig = "/etc/conduit/conduitd.yaml";
+
+void print_help() {
+  std::printf(
+      "conduitd %s - kernel-bypass RoCEv2 transport daemon for AI-training clusters\n"
+      "\n"
+      "One conduitd runs per host. Training processes link libconduit and talk to it\n"
+      "over a Unix socket (daemon.control_socket in the policy) and shared memory.\n"
+      "\n"
+      "Usage:\n"
+      "  conduitd [--config FILE]      run with the policy in FILE\n"
+      "                                (default %s)\n"
+      "  conduitd --check-config FILE  validate FILE, print every problem with\n"
+      "                                file:line:column, exit 0 if it is valid\n"
+      "  conduitd --version            print the version\n"
+      "  conduitd --help               this text\n"
+      "\n"
+      "Signals:\n"
+      "  SIGTERM, SIGINT  stop accepting clients, release every client, exit 0\n"
+      "  SIGHUP           reload the policy file; an invalid file is reported and\n"
+      "                   the running policy stays (also: conduitctl policy reload)\n"
+      "\n"
+      "Under systemd (config/conduitd.service, Type=notify) it reports READY, STATUS\n"
+      "and watchdog pings. Inspect a running daemon with 'conduitctl status'.\n"
+      "\n"
+      "The port (policy port.device, a PCI address or a DPDK vdev string such as\n"
+      "net_af_packet0,iface=eth1) is driven by DPDK in poll mode from one engine\n"
+      "thread; EAL arguments come from port.eal_args (e.g. --no-huge -m 512 where\n"
+      "there are no hugepages).\n",
+      CONDUIT_VERSION, kDefaultConfig);
+}
+
+spdlog::level::level_enum to_spdlog(conduit::policy::LogLevel l) {
+  using L = conduit::policy::LogLevel;
+  switch (l) {
+    case L::kTrace:
+      return spdlog::level::trace;
+    case L::kDebug:
+      return spdlog::level::debug;
+    case L::kInfo:
+      return spdlog::level::info;
+    case L::kWarn:
+      return spdlog::level::warn;
+    case L::kError:
+      return spdlog::level::err;
+    case L::kCritical:
+      return spdlog::level::critical;
+    case L::kOff:
+      return spdlog::level::off;
+  }
+  return spdlog::level::info;
+}
+
+ServerConfig server_config(const Policy& p) {
+  ServerConfig c;
+  c.socket_path = p.daemon.control_socket;
+  c.socket_group = p.daemon.socket_group;
+  c.socket_mode = 0660;
+  c.allowed_uids.assign(p.clients.allowed_uids.begin(), p.clients.allowed_uids.end());
+  c.allowed_gids.assign(p.clients.allowed_gids.begin(), p.clients.allowed_gids.end());
+  return c;
+}
+
+ControlLimits control_limits(const Policy& p) {
+  const auto& q = p.clients.quotas;
+  ControlLimits l;
+  l.max_qps = std::min<uint32_t>(q.max_qps, CONDUIT_SHM_MAX_QPS);
+  l.max_cqs = std::min<uint32_t>(q.max_cqs, CONDUIT_SHM_MAX_CQS);
+  l.max_mrs = q.max_mrs;
+  l.max_mr_bytes = q.max_registered_bytes;
+  l.max_region_bytes = q.max_region_bytes;
+  l.default_region_bytes = std::min<uint64_t>(64ull << 20, q.max_region_bytes);
+  return l;
+}
+
+// The policy the daemon runs with. Touched only on the control thread after
+// start-up (hooks and SIGHUP reloads are posted there).
+struct PolicyState {
+  std::string path;
+  std::shared_ptr<const Policy> running;
+  ControlServer* server = nullptr;
+
+  // 0, or -EINVAL with every problem in `message`.
+  int reload(std::string& message) {
+    auto r = conduit::policy::load_policy_file(path);
+    if (!r.ok()) {
+      message = "policy " + path + " is invalid; the running policy stays:\n" + r.error_text();
+      while (!message.empty() && message.back() == '\n') message.pop_back();
+      spdlog::error("{}", message);
+      return -EINVAL;
+    }
+    auto next = std::make_shared<const Policy>(std::move(*r.policy));
+    const auto restart = conduit::policy::restart_required_changes(*running, *next);
+    running = next;
+    spdlog::set_level(to_spdlog(running->daemon.log_level));
+    if (server != nullptr) server->update(server_config(*running), control_limits(*running));
+    message = "policy reloaded from " + path;
+    if (!restart.empty()) {
+      message += "; these changes take effect after a restart:";
+      for (const auto& k : restart) message += " " + k;
+    }
+    spdlog::info("{}", message);
+    return 0;
+  }
+};
+
+int check_config(const std::string& path) {
+  auto r = conduit::policy::load_policy_file(path);
+  if (!r.ok()) {
+    std::fprintf(stderr, "%s", r.error_text().c_str());
+    return 1;
+  }
+  std::printf("%s: OK (%zu traffic class%s)\n", path.c_str(), r.policy->traffic_classes.size(),
+              r.policy->traffic_classes.size() == 1 ? "" : "es");
+  return 0;
+}
+
+std::string status_line(const ControlServer& s) {
+  return "STATUS=" + std::to_string(s.clients()) + " client(s), " + std::to_string(s.qps()) +
+         " QP(s)";
+}
+
+std::vector<std::string> eal_args(const Policy& p) {
+  std::vector<std::string> args = p.port.eal_args;
+  // One engine lcore; more lcores shard QPs later.
+  if (std::find(args.begin(), args.end(), "-l") == args.end() &&
+      std::find(args.begin(), args.end(), "--lcores") == args.end()) {
+    args.push_back("-l");
+    args.push_back(std::to_string(p.daemon.lcores.empty() ? 0 : p.daemon.lcores.front()));
+  }
+  return args;
+}
+
+int run(const std::string& config_path) {
+  auto loaded = conduit::policy::load_policy_file(config_path);
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "conduitd: cannot start, the policy is invalid:\n%s",
+                 loaded.error_text().c_str());
+    return 1;
+  }
+  PolicyState state;
+  state.path = config_path;
+  state.running = std::make_shared<const Policy>(std::move(*loaded.policy));
+  spdlog::set_level(to_spdlog(state.running->daemon.log_level));
+
+  // Signals are taken synchronously by the main thread only: block them
+  // before any thread starts, so every thread inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  conduit::control::ServiceHooks hooks;
+  hooks.version = CONDUIT_VERSION;
+  hooks.policy_path = config_path;
+  hooks.policy_text = [&state] { return conduit::policy::to_yaml(*state.running); };
+  hooks.reload_policy = [&state](std::string& message) { return state.reload(message); };
+  hooks.class_exists = [&state](const std::string& name) {
+    return state.running->find_class(name) != nullptr;
+  };
+  // Data plane first: EAL, the port, the engine and its command channel.
+  std::unique_ptr<conduit::dpdk::Eal> eal;
+  std::unique_ptr<conduit::dpdk::Port> port;
+  std::unique_ptr<conduit::control::EngineChannel> channel;
+  std::unique_ptr<conduit::engine::Engine> engine;
+  try {
+    const Policy& p = *state.running;
+    eal = std::make_unique<conduit::dpdk::Eal>(eal_args(p));
+    conduit::dpdk::PortConfig pc;
+    pc.device = p.port.device;
+    pc.mtu_bytes = static_cast<uint16_t>(p.port.mtu_bytes);
+    port = std::make_unique<conduit::dpdk::Port>(pc);
+    if (int rc = conduit::control::EngineChannel::create(1024, &channel); rc < 0) {
+      spdlog::critical("cannot create the engine command channel: {}", strerror(-rc));
+      return 1;
+    }
+    conduit::net::MacAddr mac;
+    std::memcpy(mac.bytes.data(), port->mac().addr_bytes, 6);
+    if (mac.is_zero()) {
+      // Some vdevs (net_ring, net_null) have no MAC: use a locally
+      // administered one derived from our address, stable across restarts.
+      const uint32_t a = p.port.address.value;
+      mac = conduit::net::MacAddr{{0x02, 0x00, static_cast<uint8_t>(a >> 24),
+                                   static_cast<uint8_t>(a >> 16), static_cast<uint8_t>(a >> 8),
+                                   static_cast<uint8_t>(a)}};
+      spdlog::warn("port {} has no MAC address; using {}", port->name(), mac.to_string());
+    }
+    const auto link = port->wait_for_link(2000);
+    engine = std::make_unique<conduit::engine::Engine>(
+        conduit::engine::engine_config_from_policy(p, mac, uint64_t{link.speed_mbps} * 1'000'000),
+        *port, *channel);
+    spdlog::info("port {} ({}) mac {} link {} {} Mb/s, address {}", port->name(), port->driver(),
+                 mac.to_string(), link.up ? "up" : "down", link.speed_mbps,
+                 conduit::net::Ipv4Addr{p.port.address.value}.to_string());
+  } catch (const std::exception& e) {
+    spdlog::critical("cannot start the data plane: {}", e.what());
+    return 1;
+  }
+  std::thread engine_thread([&engine] { engine->run(); });
+
+  ControlServer server(server_config(*state.running), control_limits(*state.running), hooks,
+                       channel.get());
+  state.server = &server;
+  std::string error;
+  if (int rc = server.start(error); rc < 0) {
+    spdlog::critical("cannot start the control socket: {}", error);
+    engine->stop();
+    engine_thread.join();
+    return 1;
+  }
+
+  conduit::telemetry::SdNotifier notifier;
+  notifier.notify("READY=1\n" + status_line(server));
+  spdlog::info("conduitd {} ready (policy {})", CONDUIT_VERSION, config_path);
+
+  // Wake at least twice per watchdog interval, and every second for STATUS.
+  const uint64_t wd_us = notifier.watchdog_interval_us();
+  const uint64_t tick_us = wd_us > 0 ? std::min<uint64_t>(wd_us / 2, 1'000'000) : 1'000'000;
+  std::atomic<uint64_t> heartbeat{0};
+  uint64_t heartbeat_sent = 0;
+  std::string last_status;
+  for (;;) {
+    timespec ts{static_cast<time_t>(tick_us / 1'000'000),
+                static_cast<long>((tick_us % 1'000'000) * 1000)};
+    const int sig = sigtimedwait(&signals, nullptr, &ts);
+    if (sig == SIGTERM || sig == SIGINT) {
+      spdlog::info("{} received: stopping", strsignal(sig));
+      notifier.notify("STOPPING=1\nSTATUS=stopping");
+      break;
+    }
+    if (sig == SIGHUP) {
+      notifier.notify("RELOADING=1\nSTATUS=reloading policy");
+      std::atomic<bool> done{false};
+      server.post([&] {
+        std::string message;
+        state.reload(message);
+        done = true;
+        done.notify_one();
+      });
+      done.wait(false);
+      notifier.notify("READY=1\n" + status_line(server));
+      continue;
+    }
+    // Watchdog: ping only if the control thread ran the last heartbeat task.
+    if (wd_us > 0 && heartbeat.load() == heartbeat_sent) {
+      notifier.notify("WATCHDOG=1");
+      ++heartbeat_sent;
+      server.post([&heartbeat] { heartbeat.fetch_add(1); });
+    }
+    std::string status = status_line(server);
+    if (status != last_status) {
+      notifier.notify(status);
+      last_status = status;
+    }
+  }
+  server.stop();
+  engine->stop();
+  engine_thread.join();
+  spdlog::info("conduitd stopped");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string config = kDefaultConfig;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      print_help();
+      return 0;
+    }
+    if (a == "--version") {
+      std::printf("conduitd %s\n", CONDUIT_VERSION);
+      return 0;
+    }
+    if ((a == "--check-config" || a == "--config") && i + 1 < argc) {
+      if (a == "--check-config") return check_config(argv[i + 1]);
+      config = argv[++i];
+      continue;
+    }
+    std::fprintf(stderr, "conduitd: unknown or incomplete argument '%s' (see conduitd --help)\n",
+                 a.c_str());
+    return 2;
+  }
+  return run(config);
+}
