@@ -33,7 +33,7 @@ daemon:
   lcores: [$lcore]
   log_level: info
   metrics_address: off
-  idle_mode: adaptive
+  idle_mode: ${CONDUITD_IDLE_MODE:-adaptive}
 port:
   device: "$device"
   eal_args: ["--no-huge", "-m", "512", "--no-pci", "--no-shconf", "--no-telemetry",

@@ -2,6 +2,8 @@
 
 #include <conduit/conduit.h>
 #include <sched.h>
+#include <sys/prctl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,7 +27,7 @@ namespace conduit::perf {
 namespace {
 
 constexpr uint64_t kCheckBudgetBytes = 128ull << 20;  // all QPs' MRs with --check
-constexpr uint32_t kSpinsBeforeYield = 1000;
+constexpr uint32_t kSpinsBeforeSleep = 2000;
 constexpr uint32_t kLoopsPerChannelPoll = 256;
 constexpr uint32_t kMaxCqEntries = 1024;  // conduitd's CQ ring depth (control_service.h)
 
@@ -280,13 +282,10 @@ void Session::idle() {
     ch_.wait_readable(50);
     return;
   }
-  if (o_.events) {
-    // Sleep until a completion or 5 ms (the TCP channel and timeouts are checked after).
-    conduit_wait_cq(roles_.receives ? ep_.recv_cqs()[0] : ep_.send_cqs()[0], 5);
-    return;
-  }
-  // Two cores are shared with the daemons here: after a while, yield instead of spinning.
-  if (++spins_ > kSpinsBeforeYield) sched_yield();
+  // Busy-poll a while, then sleep on the CQ: the daemons need the cores too (on this
+  // two-core machine a spinning client starves them, and latency goes to milliseconds).
+  if (!o_.events && ++spins_ <= kSpinsBeforeSleep) return;
+  conduit_wait_cq(roles_.receives ? ep_.recv_cqs()[0] : ep_.send_cqs()[0], o_.events ? 5 : 1);
 }
 
 void Session::negotiate() {
@@ -778,10 +777,12 @@ void Session::run_lat(size_t size_index, uint64_t size) {
         check_stalled("waiting for the peer's message");
         reap_sends(false);
       }
-      if (!write && o_.events) {
+      if (!write) {
         idle();
-      } else if (++spins_ > kSpinsBeforeYield) {
-        sched_yield();  // two cores shared with the daemons
+      } else if (++spins_ > kSpinsBeforeSleep) {
+        // WRITEs land in memory without a completion to sleep on: nap 1 us at a time.
+        const timespec ts{0, 1000};
+        nanosleep(&ts, nullptr);
       }
     }
   };
@@ -876,6 +877,7 @@ void Session::run_size(size_t size_index) {
 
 int Session::run() {
   client_ = !o_.is_server();
+  prctl(PR_SET_TIMERSLACK, 1UL);  // 1 ns: short naps stay short
   negotiate();
   for (size_t i = 0; i < p_.sizes.size(); ++i) run_size(i);
   std::string error;
