@@ -29,7 +29,9 @@ namespace {
 constexpr uint64_t kCheckBudgetBytes = 128ull << 20;  // all QPs' MRs with --check
 constexpr uint32_t kSpinsBeforeSleep = 2000;
 constexpr uint32_t kLoopsPerChannelPoll = 256;
-constexpr uint32_t kMaxCqEntries = 1024;  // conduitd's CQ ring depth (control_service.h)
+constexpr uint32_t kMaxCqEntries = 1024;
+constexpr uint64_t kMaxInFlightBytes =
+    32ull << 20;  // per QP  // conduitd's CQ ring depth (control_service.h)
 
 uint64_t now_ns() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -498,10 +500,15 @@ bool Session::poll_channel(std::optional<RunReport>& peer_end, std::optional<uin
 }
 
 void Session::run_bw(size_t size_index, uint64_t size) {
+  // At most kMaxInFlightBytes per QP (and -t WRs): enough to fill the pipe, and a -D run
+  // ends soon after its deadline instead of draining a gigabyte of 8 MiB messages.
+  const uint32_t by_bytes =
+      static_cast<uint32_t>(std::clamp<uint64_t>(kMaxInFlightBytes / size, 1, kMaxDepth));
   const uint32_t cq_limit_tx =
-      p_.check ? std::min<uint32_t>(p_.tx_depth, p_.test == TestKind::kReadBw ? layout_.rx_slots
-                                                                              : layout_.tx_slots)
-               : p_.tx_depth;
+      std::min(by_bytes, p_.check ? std::min<uint32_t>(p_.tx_depth, p_.test == TestKind::kReadBw
+                                                                        ? layout_.rx_slots
+                                                                        : layout_.tx_slots)
+                                  : p_.tx_depth);
   const uint32_t cq_mod = std::min(p_.cq_mod, cq_limit_tx);
   uint64_t per_qp = p_.iterations;  // 0 in -D mode until the deadline
   const uint64_t start_ns = now_ns();
@@ -628,7 +635,11 @@ void Session::run_bw(size_t size_index, uint64_t size) {
     const bool receive_done = !roles_.receives || (peer_end && received >= peer_end->messages);
     if (end_sent && peer_end && receive_done) break;
     if (!work) {
-      check_stalled(roles_.sends && !end_sent ? "sending" : "waiting for the peer");
+      // A side that neither sends nor receives sees no progress while the peer WRITEs or
+      // READs; the peer watches its own QPs and reports a failure over the channel.
+      if (roles_.sends || roles_.receives) {
+        check_stalled(roles_.sends && !end_sent ? "sending" : "waiting for the peer");
+      }
       idle();
     }
   }
