@@ -29,9 +29,9 @@ namespace {
 constexpr uint64_t kCheckBudgetBytes = 128ull << 20;  // all QPs' MRs with --check
 constexpr uint32_t kSpinsBeforeSleep = 2000;
 constexpr uint32_t kLoopsPerChannelPoll = 256;
-constexpr uint32_t kMaxCqEntries = 1024;
-constexpr uint64_t kMaxInFlightBytes =
-    32ull << 20;  // per QP  // conduitd's CQ ring depth (control_service.h)
+constexpr uint32_t kMaxCqEntries = 1024;             // conduitd's CQ ring depth (control_service.h)
+constexpr uint64_t kMaxInFlightBytes = 32ull << 20;  // per QP
+constexpr long kWriteLatNapNs = 50'000;
 
 uint64_t now_ns() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
