@@ -733,7 +733,8 @@ void Session::run_lat(size_t size_index, uint64_t size) {
       for (int i = 0; i < n; ++i) {
         if (wc[static_cast<size_t>(i)].status != CONDUIT_WC_SUCCESS) {
           fail(std::string("send failed: ") +
-               conduit_wc_status_str(wc[static_cast<size_t>(i)].status));
+               conduit_wc_status_str(wc[static_cast<size_t>(i)].status) + " (vendor_err " +
+               std::to_string(wc[static_cast<size_t>(i)].vendor_err) + ")");
         }
         --outstanding;
       }
@@ -768,7 +769,8 @@ void Session::run_lat(size_t size_index, uint64_t size) {
         check_rc(n, "conduit_poll_cq (recv)");
         if (n == 1) {
           if (wc[0].status != CONDUIT_WC_SUCCESS) {
-            fail(std::string("receive failed: ") + conduit_wc_status_str(wc[0].status));
+            fail(std::string("receive failed: ") + conduit_wc_status_str(wc[0].status) +
+                 " (vendor_err " + std::to_string(wc[0].vendor_err) + ")");
           }
           const uint32_t slot = static_cast<uint32_t>(wc[0].wr_id & 0xFFFFFFFFu);
           if (p_.check &&
