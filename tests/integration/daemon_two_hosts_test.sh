@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Two conduitd over a veth pair with af_packet, driven by conduit-perf:
+#   1. SEND, WRITE and READ from 1 B to 16 MiB arrive byte-exact (conduit-perf --check);
+#   2. 16, then 256 QPs in parallel, byte-exact;
+#   3. restarting one daemon makes the peer's QPs fail with an error within the retry budget
+#      (no hang), and new connections work after the restart.
+# Hosts a and b: data veth 198.18.0.0/24 (daemons at .11 and .12), out-of-band TCP over a
+# second veth 198.19.0.0/24. Root only (exit 77 otherwise); everything is removed on exit.
+#
+#   daemon_two_hosts_test.sh [BUILD_DIR]     (default: $CONDUIT_BUILD, else $CONDUIT_SRC/build)
+. "$(dirname "$0")/common.sh"
+netns_require_root
+build=${1:-${CONDUIT_BUILD:-$src/build}}
+export CONDUIT_BUILD=$build
+perf=$build/tools/conduit-perf/conduit-perf
+ctl=$build/tools/conduitctl/conduitctl
+for b in "$build/daemon/conduitd" "$ctl" "$perf"; do
+  if [[ ! -x $b ]]; then
+    echo "SKIP: $b not built (needs the daemon shell: DPDK, Boost, spdlog)"
+    exit 77
+  fi
+done
+# shellcheck source=../../scripts/lib/conduitd.sh
+. "$src/scripts/lib/conduitd.sh"
+
+work=$(mktemp -d /tmp/daemon2h.XXXXXX)
+netns_init "cdt2h$$-"
+test_cleanup() {
+  local rc=$?
+  conduitd_stop a 2>/dev/null || true
+  conduitd_stop b 2>/dev/null || true
+  netns_cleanup
+  if [[ $rc -ne 0 && $rc -ne 77 ]]; then
+    for f in "$work"/*.log "$work"/*.err; do
+      [[ -s $f ]] || continue
+      echo "--- $f (last 15 lines)"
+      tail -n 15 "$f"
+    done
+  fi
+  rm -rf "$work"
+  return "$rc"
+}
+trap test_cleanup EXIT
+
+netns_add a b
+netns_link a eth0 198.18.0.1/24 b eth0 198.18.0.2/24
+netns_link a mgmt0 198.19.0.1/24 b mgmt0 198.19.0.2/24
+
+start_daemon() {
+  local h=$1 addr lcore
+  if [[ $h == a ]]; then addr=198.18.0.11/24 lcore=0; else addr=198.18.0.12/24 lcore=1; fi
+  conduitd_config "$work/$h.yaml" "$work/$h.sock" "$(conduitd_vdev af_packet eth0)" "$addr" \
+    "$lcore" "cdt2h$$$h"
+  conduitd_start "$h" "$work/$h.yaml" "$work/conduitd-$h.log"
+}
+start_daemon a || fail "conduitd a did not start"
+start_daemon b || fail "conduitd b did not start"
+
+# perf LIMIT_S TEST ARGS...: server in b, client in a; non-zero if either side fails.
+perf() {
+  local limit=$1 test=$2; shift 2
+  netns_exec b timeout "$limit" "$perf" "$test" "$@" --socket "$work/b.sock" -x 198.18.0.12 \
+    >"$work/server.out" 2>"$work/server.err" &
+  local spid=$! rc=0
+  netns_exec a timeout "$limit" "$perf" "$test" 198.19.0.2 "$@" --socket "$work/a.sock" \
+    -x 198.18.0.11 >"$work/client.out" 2>"$work/client.err" || rc=$?
+  wait "$spid" || rc=$((rc == 0 ? 1 : rc))
+  cat "$work/client.out"
+  return "$rc"
+}
+
+sizes=1,2,3,63,64,1023,1024,1025,4096,65535,65536,1M,4M,16M
+for t in send_bw write_bw read_bw; do
+  echo "== $t --check, sizes $sizes"
+  perf 240 "$t" -s "$sizes" -n 8 --check -W 20 || fail "$t --check failed"
+  [[ $(grep -c 'check: OK' "$work/client.out") -eq 14 ]] || fail "$t: not every size checked OK"
+done
+
+echo "== send_bw -b --check (both directions at once)"
+perf 120 send_bw -b -s 1,4097,1M -n 20 --check -W 20 || fail "bidirectional send_bw failed"
+
+for q in 16 256; do
+  echo "== $q QPs in parallel: write_bw and send_bw --check"
+  perf 180 write_bw -q "$q" -s 1,4096 -n 8 --check -W 30 || fail "write_bw -q $q failed"
+  perf 180 send_bw -q "$q" -s 1,4096 -n 8 --check -W 30 || fail "send_bw -q $q failed"
+done
+
+echo "== restart of conduitd b during a write_bw: a's QP must fail, not hang"
+# The QPs' budget: local ACK timeout 4.096 us * 2^14 = 67 ms, retry_cnt 7: 8 tries ~ 0.54 s.
+netns_exec b timeout 60 "$perf" write_bw --socket "$work/b.sock" -x 198.18.0.12 -W 60 \
+  >"$work/server.out" 2>"$work/server.err" &
+spid=$!
+netns_exec a timeout 60 "$perf" write_bw 198.19.0.2 -s 64K -D 30 -W 60 --socket "$work/a.sock" \
+  -x 198.18.0.11 >"$work/client.out" 2>"$work/client.err" &
+cpid=$!
+sleep 3
+kill -0 "$cpid" 2>/dev/null || fail "write_bw ended before the restart"
+conduitd_stop b
+t_stop=$(date +%s%N)
+start_daemon b || fail "conduitd b did not restart"
+crc=0
+timeout 20 tail --pid="$cpid" -f /dev/null || fail "client still running 20 s after the restart"
+t_fail=$(date +%s%N)
+wait "$cpid" || crc=$?
+wait "$spid" || true
+[[ $crc -ne 0 && $crc -ne 124 ]] || fail "client exit $crc: expected an error, not success/timeout"
+cat "$work/client.err"
+grep -q "work request on QP" "$work/client.err" ||
+  fail "the client did not fail with a work-request error (see client.err above)"
+ms=$(((t_fail - t_stop) / 1000000))
+echo "client failed ${ms} ms after conduitd b stopped"
+# Budget 0.54 s, plus the daemon's restart and a loaded two-core machine.
+((ms < 10000)) || fail "QP error took ${ms} ms (budget ~540 ms)"
+
+echo "== after the restart, new connections work"
+perf 60 send_lat -n 200 --check -W 20 || fail "send_lat after the restart failed"
+perf 60 write_bw -s 4096 -n 100 --check -W 20 || fail "write_bw after the restart failed"
+echo "PASS"

@@ -1,0 +1,166 @@
+#include "perf_options.h"
+
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+using conduit::perf::parse_args;
+using conduit::perf::parse_size;
+using conduit::perf::PerfOptions;
+using conduit::perf::sweep_sizes;
+using conduit::perf::TestKind;
+
+namespace {
+
+struct Parsed {
+  bool ok;
+  std::string error;
+  PerfOptions o;
+};
+
+Parsed parse(std::vector<const char*> args) {
+  args.insert(args.begin(), "conduit-perf");
+  Parsed p;
+  auto r = parse_args(static_cast<int>(args.size()), args.data(), p.o);
+  p.ok = r.ok;
+  p.error = r.error;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("server and client are told apart by the server address") {
+  auto s = parse({"send_bw"});
+  REQUIRE(s.ok);
+  CHECK(s.o.is_server());
+  CHECK(s.o.test == TestKind::kSendBw);
+  CHECK(s.o.sizes == std::vector<uint64_t>{65536});
+  CHECK(s.o.effective_iterations() == 5000);
+
+  auto c = parse({"write_bw", "198.19.0.2", "-s", "4K", "-n", "100", "-q", "4", "-b"});
+  REQUIRE(c.ok);
+  CHECK_FALSE(c.o.is_server());
+  CHECK(c.o.server == "198.19.0.2");
+  CHECK(c.o.test == TestKind::kWriteBw);
+  CHECK(c.o.sizes == std::vector<uint64_t>{4096});
+  CHECK(c.o.iterations == 100);
+  CHECK(c.o.qps == 4);
+  CHECK(c.o.bidirectional);
+}
+
+TEST_CASE("every option spelling is accepted") {
+  auto p =
+      parse({"read_bw", "h",    "--size=1MiB", "--duration", "3",        "--qp=16",     "--check",
+             "--json",  "-e",   "-t32",        "-r",         "64",       "-Q",          "8",
+             "-m",      "4096", "-x",          "198.18.0.1", "--socket", "/tmp/a.sock", "-p",
+             "20000",   "-T",   "bulk",        "-W",         "5"});
+  REQUIRE(p.ok);
+  CHECK(p.o.sizes == std::vector<uint64_t>{1u << 20});
+  CHECK(p.o.duration_s == 3);
+  CHECK(p.o.effective_iterations() == 0);
+  CHECK(p.o.qps == 16);
+  CHECK(p.o.check);
+  CHECK(p.o.json);
+  CHECK(p.o.events);
+  CHECK(p.o.effective_tx_depth() == 32);
+  CHECK(p.o.effective_rx_depth() == 64);
+  CHECK(p.o.effective_cq_mod() == 1);  // --check signals every send
+  CHECK(p.o.effective_mtu() == 4096);
+  CHECK(p.o.gid == "198.18.0.1");
+  CHECK(p.o.socket_path == "/tmp/a.sock");
+  CHECK(p.o.port == 20000);
+  CHECK(p.o.traffic_class == "bulk");
+  CHECK(p.o.timeout_s == 5);
+}
+
+TEST_CASE("-a sweeps 2 B to 8 MiB") {
+  auto p = parse({"send_bw", "-a"});
+  REQUIRE(p.ok);
+  REQUIRE(p.o.sizes.size() == 23);
+  CHECK(p.o.sizes.front() == 2);
+  CHECK(p.o.sizes.back() == 8u << 20);
+  CHECK(sweep_sizes(2, 10) == std::vector<uint64_t>{2, 4, 8, 10});
+  CHECK(sweep_sizes(1, 1) == std::vector<uint64_t>{1});
+  CHECK(sweep_sizes(0, 8).empty());
+  CHECK(sweep_sizes(9, 8).empty());
+}
+
+TEST_CASE("latency tests default to 2 bytes and 1000 iterations") {
+  auto p = parse({"send_lat", "10.0.0.1"});
+  REQUIRE(p.ok);
+  CHECK(p.o.sizes == std::vector<uint64_t>{2});
+  CHECK(p.o.effective_iterations() == 1000);
+  CHECK(p.o.effective_tx_depth() == 16);
+}
+
+TEST_CASE("defaults shrink with many QPs") {
+  auto p = parse({"send_bw", "-q", "256"});
+  REQUIRE(p.ok);
+  CHECK(p.o.effective_tx_depth() == 16);
+  CHECK(p.o.effective_rx_depth() == 64);
+  CHECK(p.o.effective_cq_mod() == 16);
+}
+
+TEST_CASE("-s takes a list of sizes") {
+  auto p = parse({"send_bw", "-s", "1,1025,16M"});
+  REQUIRE(p.ok);
+  CHECK(p.o.sizes == std::vector<uint64_t>{1, 1025, 16u << 20});
+  CHECK_FALSE(parse({"send_bw", "-s", "1,,2"}).ok);
+  CHECK_FALSE(parse({"send_bw", "-s", "1,"}).ok);
+  CHECK_FALSE(parse({"send_bw", "-s", ",1"}).ok);
+}
+
+TEST_CASE("sizes parse with binary suffixes and reject junk") {
+  uint64_t v = 0;
+  CHECK((parse_size("2", v) && v == 2));
+  CHECK((parse_size("64K", v) && v == 65536));
+  CHECK((parse_size("8MiB", v) && v == 8u << 20));
+  CHECK((parse_size("1G", v) && v == 1u << 30));
+  CHECK_FALSE(parse_size("", v));
+  CHECK_FALSE(parse_size("K", v));
+  CHECK_FALSE(parse_size("12X", v));
+  CHECK_FALSE(parse_size("-1", v));
+  CHECK_FALSE(parse_size("99999999999999999999", v));
+  CHECK_FALSE(parse_size("99999999999999G", v));
+}
+
+TEST_CASE("bad command lines are rejected with a reason") {
+  struct Case {
+    std::vector<const char*> args;
+    const char* says;
+  };
+  const std::vector<Case> cases = {
+      {{}, "name a test"},
+      {{"send_gw"}, "unknown test"},
+      {{"send_bw", "a", "b"}, "unexpected argument"},
+      {{"send_bw", "-s"}, "needs a value"},
+      {{"send_bw", "-s", "0"}, "from 1 B to 1 GiB"},
+      {{"send_bw", "-s", "2G"}, "from 1 B to 1 GiB"},
+      {{"send_bw", "-q", "0"}, "from 1 to 4096"},
+      {{"send_bw", "-q", "4097"}, "from 1 to 4096"},
+      {{"send_bw", "-q", "1x"}, "not a number"},
+      {{"send_bw", "-n", "5", "-D", "2"}, "exclude each other"},
+      {{"send_bw", "-a", "-s", "4"}, "exclude each other"},
+      {{"send_bw", "-m", "1000"}, "path MTU"},
+      {{"send_bw", "-m", "8192"}, "path MTU"},
+      {{"send_bw", "-p", "65536"}, "from 1 to 65535"},
+      {{"send_bw", "--frobnicate"}, "unknown option"},
+      {{"send_bw", "-b=1"}, "takes no value"},
+      {{"send_bw", "--check=yes"}, "takes no value"},
+      {{"send_lat", "-b"}, "bandwidth tests"},
+      {{"write_lat", "-q", "2"}, "one QP"},
+      {{"send_bw", "-T", "a-class-name-that-is-far-too-long-for-policy"}, "traffic class"},
+  };
+  for (const auto& c : cases) {
+    auto p = parse(c.args);
+    INFO(c.says);
+    CHECK_FALSE(p.ok);
+    CHECK(p.error.find(c.says) != std::string::npos);
+  }
+}
+
+TEST_CASE("--help and --version need no test name") {
+  CHECK(parse({"--help"}).o.help);
+  CHECK(parse({"-V"}).o.version);
+  CHECK_FALSE(conduit::perf::usage_text().empty());
+}

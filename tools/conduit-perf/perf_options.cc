@@ -1,0 +1,374 @@
+#include "perf_options.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <limits>
+
+namespace conduit::perf {
+
+namespace {
+
+struct TestNameEntry {
+  TestKind kind;
+  const char* name;
+};
+constexpr TestNameEntry kTestNames[] = {
+    {TestKind::kSendBw, "send_bw"},     {TestKind::kWriteBw, "write_bw"},
+    {TestKind::kReadBw, "read_bw"},     {TestKind::kSendLat, "send_lat"},
+    {TestKind::kWriteLat, "write_lat"},
+};
+
+bool parse_u64(std::string_view s, uint64_t& out) {
+  if (s.empty()) return false;
+  const char* end = s.data() + s.size();
+  auto [p, ec] = std::from_chars(s.data(), end, out, 10);
+  return ec == std::errc() && p == end;
+}
+
+template <class T>
+bool parse_uint_in(std::string_view s, T lo, T hi, T& out) {
+  uint64_t v = 0;
+  if (!parse_u64(s, v) || v < lo || v > hi) return false;
+  out = static_cast<T>(v);
+  return true;
+}
+
+std::string range_error(const std::string& opt, std::string_view value, uint64_t lo, uint64_t hi) {
+  return "option " + opt + ": '" + std::string(value) + "' is not a number from " +
+         std::to_string(lo) + " to " + std::to_string(hi);
+}
+
+}  // namespace
+
+const char* test_name(TestKind t) {
+  for (const auto& e : kTestNames) {
+    if (e.kind == t) return e.name;
+  }
+  return "unknown";
+}
+
+bool parse_test_name(std::string_view s, TestKind& out) {
+  for (const auto& e : kTestNames) {
+    if (s == e.name) {
+      out = e.kind;
+      return true;
+    }
+  }
+  return false;
+}
+
+uint64_t PerfOptions::effective_iterations() const {
+  if (iterations != 0) return iterations;
+  if (duration_s != 0) return 0;
+  return is_latency(test) ? 1000 : 5000;
+}
+
+uint32_t PerfOptions::effective_tx_depth() const {
+  if (tx_depth != 0) return tx_depth;
+  // Ping-pong: one message in flight, but the sends' ACKs may trail the answers.
+  if (is_latency(test)) return 16;
+  // Many QPs share one daemon: keep the total in flight near 4096 WRs.
+  return std::clamp<uint32_t>(4096 / qps, 8, 128);
+}
+
+uint32_t PerfOptions::effective_rx_depth() const {
+  if (rx_depth != 0) return rx_depth;
+  if (is_latency(test)) return 16;
+  // conduitd's receive rings hold 256 entries.
+  return std::clamp<uint32_t>(16384 / qps, 16, 256);
+}
+
+uint32_t PerfOptions::effective_cq_mod() const {
+  const uint32_t depth = effective_tx_depth();
+  if (check) return 1;  // every send completes visibly: its slot may be refilled
+  const uint32_t m = cq_mod != 0 ? cq_mod : 64;
+  return std::max<uint32_t>(1, std::min(m, depth));
+}
+
+std::vector<uint64_t> sweep_sizes(uint64_t min_bytes, uint64_t max_bytes) {
+  std::vector<uint64_t> out;
+  if (min_bytes == 0 || min_bytes > max_bytes) return out;
+  uint64_t s = min_bytes;
+  for (;;) {
+    out.push_back(s);
+    if (s > max_bytes / 2) break;
+    s *= 2;
+  }
+  if (out.back() != max_bytes) out.push_back(max_bytes);
+  return out;
+}
+
+bool parse_size(std::string_view s, uint64_t& out) {
+  size_t digits = 0;
+  while (digits < s.size() && s[digits] >= '0' && s[digits] <= '9') ++digits;
+  uint64_t base = 0;
+  if (!parse_u64(s.substr(0, digits), base)) return false;
+  std::string_view suffix = s.substr(digits);
+  uint64_t mult = 1;
+  if (suffix.empty() || suffix == "B") {
+    mult = 1;
+  } else if (suffix == "K" || suffix == "k" || suffix == "KiB" || suffix == "KB") {
+    mult = 1ull << 10;
+  } else if (suffix == "M" || suffix == "m" || suffix == "MiB" || suffix == "MB") {
+    mult = 1ull << 20;
+  } else if (suffix == "G" || suffix == "g" || suffix == "GiB" || suffix == "GB") {
+    mult = 1ull << 30;
+  } else {
+    return false;
+  }
+  if (base > std::numeric_limits<uint64_t>::max() / mult) return false;
+  out = base * mult;
+  return true;
+}
+
+ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
+  PerfOptions o;
+  ParseResult r;
+  auto fail = [&r](std::string msg) {
+    r.ok = false;
+    r.error = std::move(msg);
+    return r;
+  };
+  bool have_test = false;
+  bool have_size = false;
+  std::vector<std::string_view> positional;
+
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i] != nullptr ? argv[i] : "";
+    std::string name;
+    std::string_view value;
+    bool inline_value = false;
+    if (arg.size() > 2 && arg.substr(0, 2) == "--") {
+      const size_t eq = arg.find('=');
+      name = std::string(arg.substr(0, eq));
+      if (eq != std::string_view::npos) {
+        value = arg.substr(eq + 1);
+        inline_value = true;
+      }
+    } else if (arg.size() >= 2 && arg[0] == '-' && arg[1] != '-') {
+      name = std::string(arg.substr(0, 2));
+      if (arg.size() > 2) {
+        value = arg.substr(2);
+        inline_value = true;
+      }
+    } else {
+      positional.push_back(arg);
+      continue;
+    }
+
+    auto is = [&name](const char* s, const char* l) {
+      return name == s || (l != nullptr && name == l);
+    };
+    // Flags take no value.
+    auto flag = [&](bool& field) -> bool {
+      if (inline_value) return false;
+      field = true;
+      return true;
+    };
+    if (is("-h", "--help")) {
+      if (!flag(o.help)) return fail("option " + name + " takes no value");
+      continue;
+    }
+    if (is("-V", "--version")) {
+      if (!flag(o.version)) return fail("option " + name + " takes no value");
+      continue;
+    }
+    if (is("-a", "--all")) {
+      if (!flag(o.sweep)) return fail("option " + name + " takes no value");
+      continue;
+    }
+    if (is("-b", "--bidirectional")) {
+      if (!flag(o.bidirectional)) return fail("option " + name + " takes no value");
+      continue;
+    }
+    if (is("-c", "--check")) {
+      if (!flag(o.check)) return fail("option " + name + " takes no value");
+      continue;
+    }
+    if (is("-e", "--events")) {
+      if (!flag(o.events)) return fail("option " + name + " takes no value");
+      continue;
+    }
+    if (is("-J", "--json")) {
+      if (!flag(o.json)) return fail("option " + name + " takes no value");
+      continue;
+    }
+
+    // Everything else takes a value: attached, after '=', or the next argument.
+    static constexpr const char* kValued[][2] = {
+        {"-s", "--size"},   {"-n", "--iters"},    {"-D", "--duration"}, {"-q", "--qp"},
+        {"-p", "--port"},   {"-t", "--tx-depth"}, {"-r", "--rx-depth"}, {"-Q", "--cq-mod"},
+        {"-m", "--mtu"},    {"-x", "--gid"},      {"-S", "--socket"},   {"-T", "--class"},
+        {"-W", "--timeout"}};
+    bool valued = false;
+    for (const auto& v : kValued) valued = valued || is(v[0], v[1]);
+    if (!valued) return fail("unknown option '" + name + "' (conduit-perf --help lists them)");
+    if (!inline_value) {
+      if (i + 1 >= argc || argv[i + 1] == nullptr) return fail("option " + name + " needs a value");
+      value = argv[++i];
+    }
+    if (is("-s", "--size")) {
+      // One size, or a comma-separated list (conduit's extension of perftest's -s).
+      o.sizes.clear();
+      std::string_view rest = value;
+      for (;;) {
+        const size_t comma = rest.find(',');
+        const std::string_view item = rest.substr(0, comma);
+        uint64_t v = 0;
+        if (!parse_size(item, v) || v == 0 || v > kMaxMessageBytes || o.sizes.size() >= 64) {
+          return fail("option " + name + ": '" + std::string(value) +
+                      "' is not a size (or list of at most 64 sizes) from 1 B to 1 GiB "
+                      "(e.g. 65536, 64K, 1MiB, 1,4K,16M)");
+        }
+        o.sizes.push_back(v);
+        if (comma == std::string_view::npos) break;
+        rest = rest.substr(comma + 1);
+      }
+      have_size = true;
+    } else if (is("-n", "--iters")) {
+      if (!parse_uint_in<uint64_t>(value, 1, 1'000'000'000'000ull, o.iterations)) {
+        return fail(range_error(name, value, 1, 1'000'000'000'000ull));
+      }
+    } else if (is("-D", "--duration")) {
+      if (!parse_uint_in<uint32_t>(value, 1, 86400, o.duration_s)) {
+        return fail(range_error(name, value, 1, 86400));
+      }
+    } else if (is("-q", "--qp")) {
+      if (!parse_uint_in<uint32_t>(value, 1, kMaxQps, o.qps)) {
+        return fail(range_error(name, value, 1, kMaxQps));
+      }
+    } else if (is("-p", "--port")) {
+      if (!parse_uint_in<uint16_t>(value, 1, 65535, o.port)) {
+        return fail(range_error(name, value, 1, 65535));
+      }
+    } else if (is("-t", "--tx-depth")) {
+      if (!parse_uint_in<uint32_t>(value, 1, kMaxDepth, o.tx_depth)) {
+        return fail(range_error(name, value, 1, kMaxDepth));
+      }
+    } else if (is("-r", "--rx-depth")) {
+      if (!parse_uint_in<uint32_t>(value, 1, kMaxDepth, o.rx_depth)) {
+        return fail(range_error(name, value, 1, kMaxDepth));
+      }
+    } else if (is("-Q", "--cq-mod")) {
+      if (!parse_uint_in<uint32_t>(value, 1, kMaxDepth, o.cq_mod)) {
+        return fail(range_error(name, value, 1, kMaxDepth));
+      }
+    } else if (is("-m", "--mtu")) {
+      uint32_t v = 0;
+      if (!parse_uint_in<uint32_t>(value, 256, 4096, v) || (v & (v - 1)) != 0) {
+        return fail("option " + name + ": '" + std::string(value) +
+                    "' is not a path MTU (256, 512, 1024, 2048 or 4096)");
+      }
+      o.mtu = v;
+    } else if (is("-x", "--gid")) {
+      if (value.empty() || value.size() > 64) return fail("option " + name + " needs an address");
+      o.gid = std::string(value);
+    } else if (is("-S", "--socket")) {
+      if (value.empty() || value.size() > 107) {
+        return fail("option " + name + " needs a Unix socket path (at most 107 bytes)");
+      }
+      o.socket_path = std::string(value);
+    } else if (is("-T", "--class")) {
+      if (value.empty() || value.size() > 32) {
+        return fail("option " + name + " needs a traffic class name (at most 32 bytes)");
+      }
+      o.traffic_class = std::string(value);
+    } else if (is("-W", "--timeout")) {
+      if (!parse_uint_in<uint32_t>(value, 1, 3600, o.timeout_s)) {
+        return fail(range_error(name, value, 1, 3600));
+      }
+    } else {
+      return fail("unknown option '" + name + "' (conduit-perf --help lists them)");
+    }
+  }
+
+  if (o.help || o.version) {
+    out = o;
+    r.ok = true;
+    return r;
+  }
+  if (positional.empty()) {
+    return fail("name a test: send_bw, write_bw, read_bw, send_lat or write_lat");
+  }
+  if (!parse_test_name(positional[0], o.test)) {
+    return fail("unknown test '" + std::string(positional[0]) +
+                "' (send_bw, write_bw, read_bw, send_lat, write_lat)");
+  }
+  have_test = true;
+  if (positional.size() > 2) {
+    return fail("unexpected argument '" + std::string(positional[2]) +
+                "': give the test name and at most one server address");
+  }
+  if (positional.size() == 2) {
+    if (positional[1].empty() || positional[1].size() > 255) return fail("bad server address");
+    o.server = std::string(positional[1]);
+  }
+  if (o.sweep && have_size)
+    return fail("-a (sweep all sizes) and -s (one size) exclude each other");
+  if (o.iterations != 0 && o.duration_s != 0) {
+    return fail("-n (iterations) and -D (duration) exclude each other");
+  }
+  if (o.sweep) o.sizes = sweep_sizes(kSweepMinBytes, kSweepMaxBytes);
+  if (is_latency(o.test) && !have_size && !o.sweep) o.sizes = {2};
+  if (is_latency(o.test) && o.bidirectional) {
+    return fail("-b applies to bandwidth tests; latency tests are ping-pongs already");
+  }
+  if (is_latency(o.test) && o.qps != 1) return fail("latency tests use one QP (drop -q)");
+  if (o.test == TestKind::kWriteLat) {
+    for (uint64_t s : o.sizes) {
+      if (s < 1) return fail("write_lat needs messages of at least 1 byte");
+    }
+  }
+  (void)have_test;
+  out = o;
+  r.ok = true;
+  return r;
+}
+
+std::string usage_text() {
+  return R"(conduit-perf - perftest-style benchmarks over conduitd
+
+Usage:
+  conduit-perf TEST [options]          server: waits for one client
+  conduit-perf TEST SERVER [options]   client: connects to SERVER (TCP, port 18515)
+
+TEST: send_bw write_bw read_bw (bandwidth), send_lat write_lat (latency).
+The client chooses the parameters and sends them to the server, so the
+server needs only the test name (and --socket/--gid where they differ).
+
+Options:
+  -s, --size BYTES       message size (65536 for bw, 2 for lat; 64K, 1MiB work),
+                         or a list: -s 1,1025,16M
+  -a, --all              sweep sizes 2 B .. 8 MiB (powers of two)
+  -n, --iters N          messages per size (5000 bw, 1000 lat)
+  -D, --duration SEC     run each size SEC seconds instead of -n
+  -q, --qp N             queue pairs (bw tests), round robin
+  -b, --bidirectional    both sides send at once (bw tests)
+  -c, --check            verify every received byte (SEND data, READ data,
+                         and the WRITE target after each size)
+  -e, --events           sleep on the CQ instead of busy polling
+  -t, --tx-depth N       sends in flight per QP (128; fewer with many QPs)
+  -r, --rx-depth N       receives posted per QP (256; fewer with many QPs)
+  -Q, --cq-mod N         request a completion every N sends (64)
+  -m, --mtu BYTES        path MTU 256..4096 (1024)
+  -T, --class NAME       the policy's traffic class for the QPs
+  -x, --gid ADDR         address the peer sends to: our conduitd's port
+                         address (IPv4 or GID); default: the TCP local address
+  -S, --socket PATH      conduitd control socket ($CONDUIT_SOCKET, or
+                         /run/conduit/conduitd.sock)
+  -p, --port N           TCP port of the out-of-band exchange (18515)
+  -W, --timeout SEC      fail when nothing completes for SEC seconds (30)
+  -J, --json             one JSON object per line instead of the table
+  -V, --version          print the version
+  -h, --help             this text
+
+Output (like perftest): bandwidth lines
+  #bytes #iterations BW peak[Gb/sec] BW average[Gb/sec] MsgRate[Mpps]
+latency lines (one-way = round trip / 2, as perftest reports)
+  #bytes #iterations t_min t_max t_typical t_avg t_stdev t_99 t_99.9 [usec]
+Exit status: 0 on success, 1 on an error or a --check mismatch, 2 on bad usage.
+)";
+}
+
+}  // namespace conduit::perf

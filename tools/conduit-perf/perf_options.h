@@ -1,0 +1,80 @@
+// conduit-perf's command line: perftest's options, parsed and validated.
+//
+//   conduit-perf TEST [SERVER] [options]
+//
+// Without SERVER the process is the server (waits for one client on --port);
+// with it, the client, which decides sizes, iterations and the other test
+// parameters and sends them to the server (exchange.h). Plain values only: no
+// I/O here, so the parser is unit-tested and fuzzed without a daemon.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace conduit::perf {
+
+enum class TestKind : uint8_t { kSendBw, kWriteBw, kReadBw, kSendLat, kWriteLat };
+
+const char* test_name(TestKind t);                        // "send_bw", ...
+bool parse_test_name(std::string_view s, TestKind& out);  // false: unknown name
+inline bool is_latency(TestKind t) { return t == TestKind::kSendLat || t == TestKind::kWriteLat; }
+
+// Message sizes: 2 B .. 8 MiB for the -a sweep (perftest's range); -s accepts 1 B .. 1 GiB.
+inline constexpr uint64_t kSweepMinBytes = 2;
+inline constexpr uint64_t kSweepMaxBytes = 8ull << 20;
+inline constexpr uint64_t kMaxMessageBytes = 1ull << 30;
+inline constexpr uint32_t kMaxQps = 4096;
+inline constexpr uint32_t kMaxDepth = 8192;
+inline constexpr uint16_t kDefaultPort = 18515;  // perftest's
+
+struct PerfOptions {
+  TestKind test = TestKind::kSendBw;
+  std::string server;  // empty: this process is the server
+  uint16_t port = kDefaultPort;
+  std::string socket_path;  // conduitd socket; empty: $CONDUIT_SOCKET or the default
+  std::string gid;  // address the peer sends to (our daemon's); empty: the TCP local address
+  std::vector<uint64_t> sizes{65536};  // -s one size, -a the sweep
+  bool sweep = false;
+  uint64_t iterations = 0;  // 0: the test's default (5000 bw, 1000 lat) unless duration is set
+  uint32_t duration_s = 0;  // -D: run each size this long instead of a count
+  uint32_t qps = 1;
+  bool bidirectional = false;
+  bool check = false;  // verify every byte that arrives (slower)
+  bool json = false;
+  bool events = false;    // -e: sleep on the CQ instead of busy polling
+  uint32_t tx_depth = 0;  // 0: 128 for bw (fewer with many QPs), 16 for latency
+  uint32_t rx_depth = 0;  // 0: 512 (fewer with many QPs)
+  uint32_t cq_mod = 0;    // signal every N sends; 0: min(64, tx_depth)
+  uint32_t mtu = 0;       // path MTU bytes 256..4096; 0: 1024
+  std::string traffic_class;
+  uint32_t timeout_s = 30;  // no progress for this long: fail instead of hanging
+  bool help = false;
+  bool version = false;
+
+  bool is_server() const { return server.empty(); }
+  uint64_t effective_iterations() const;
+  uint32_t effective_tx_depth() const;
+  uint32_t effective_rx_depth() const;
+  uint32_t effective_cq_mod() const;
+  uint32_t effective_mtu() const { return mtu == 0 ? 1024 : mtu; }
+};
+
+// 2, 4, 8, ... up to and including max_bytes (a power of two or not).
+std::vector<uint64_t> sweep_sizes(uint64_t min_bytes, uint64_t max_bytes);
+
+// Parses "65536", "64K", "4KiB", "8M", "1MiB", "1G". False on anything else or overflow.
+bool parse_size(std::string_view s, uint64_t& out);
+
+struct ParseResult {
+  bool ok = false;
+  std::string error;  // what is wrong and how to fix it, when !ok
+};
+
+// argv[0] is skipped. Every value is range-checked; the first problem is reported.
+ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out);
+
+std::string usage_text();
+
+}  // namespace conduit::perf
