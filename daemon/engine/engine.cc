@@ -702,7 +702,10 @@ bool Engine::drain_client_rings(QpCtx& q) {
       q.has_pending_recv = true;
     }
     const transport::Status st = q.qp->post_recv(q.pending_recv);
-    if (st == transport::Status::kQueueFull) break;
+    // A full queue, or a QP the control thread has not yet moved to a state
+    // that takes receives (its modify command may still be in the ring behind
+    // the client's post): keep the entry and retry next loop.
+    if (st == transport::Status::kQueueFull || st == transport::Status::kInvalidState) break;
     q.has_pending_recv = false;
     if (st != transport::Status::kOk) {
       ++counters_.wr_rejected;
@@ -807,7 +810,9 @@ void Engine::post_one_send(QpCtx& q, const conduit_shm_send_wr& raw) {
     }
   }
   const transport::Status st = q.qp->post_send(wr);
-  if (st == transport::Status::kQueueFull) return;  // stays pending; retried next loop
+  // Full, or not yet in RTS (the modify may still be on its way): the entry
+  // stays pending and is retried next loop, in order.
+  if (st == transport::Status::kQueueFull || st == transport::Status::kInvalidState) return;
   if (st != transport::Status::kOk) {
     return reject(st == transport::Status::kInvalidSge ? CONDUIT_SHM_WC_LOC_PROT_ERR
                                                        : CONDUIT_SHM_WC_LOC_QP_OP_ERR,
