@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Two client processes through one conduitd (issue 5), no root needed: the
+# daemon on a net_ring port, conduit-perf as server and as client attached to
+# it, their QPs connected through the engine's host-local path. SEND, RDMA
+# WRITE and RDMA READ of 1 B .. 64 MiB checked byte for byte, then 64 QPs at
+# once. usage: conduitd_two_clients_test.sh CONDUITD CONDUIT_PERF
+set -euo pipefail
+conduitd=$1 perf=$2
+dir=$(mktemp -d)
+pid=
+cleanup() {
+  if [[ -n $pid ]]; then kill -9 "$pid" 2>/dev/null || true; fi
+  jobs -p | xargs -r kill -9 2>/dev/null || true
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+sock=$dir/conduitd.sock
+addr=198.18.9.1
+port=$((20000 + RANDOM % 20000))
+cat >"$dir/c.yaml" <<YAML
+daemon:
+  control_socket: $sock
+  lcores: [0]
+port:
+  device: net_ring_t$((RANDOM % 1000))
+  eal_args: [--no-huge, -m, "512", --no-pci, --no-shconf, --no-telemetry, --file-prefix=two$$]
+  address: $addr/24
+YAML
+"$conduitd" --config "$dir/c.yaml" >"$dir/log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do [[ -S $sock ]] && break; sleep 0.1; done
+[[ -S $sock ]] || { cat "$dir/log"; echo "FAIL: conduitd did not open its socket"; exit 1; }
+
+run() {  # run TEST ARGS...: server and client, both must succeed
+  local test=$1; shift
+  "$perf" "$test" -S "$sock" -x "$addr" -p "$port" -W 30 >"$dir/server.log" 2>&1 &
+  local spid=$!
+  sleep 0.3
+  local rc=0
+  timeout 120 "$perf" "$test" 127.0.0.1 -S "$sock" -x "$addr" -p "$port" -W 30 --check "$@" \
+    || rc=$?
+  wait "$spid" || rc=$?
+  if [[ $rc -ne 0 ]]; then
+    echo "FAIL: $test $*"; cat "$dir/server.log"; tail -20 "$dir/log"; exit 1
+  fi
+  port=$((port + 1))
+}
+run send_bw -s 1,63,4096,65537,1M,64M -n 5
+run write_bw -s 1,63,4096,65537,1M,64M -n 5
+run read_bw -s 1,63,4096,65537,1M,64M -n 5
+run write_bw -s 65536 -q 64 -n 640
+kill -TERM "$pid"
+wait "$pid" || { echo "FAIL: conduitd exit status $?"; exit 1; }
+pid=
+echo "OK"
