@@ -11,10 +11,11 @@ std::unique_ptr<RateController> make_controller(const ControllerConfig& config,
   if (line_rate_bps == 0) return nullptr;
   switch (config.kind) {
     case ControllerKind::kNone:
-      return std::make_unique<NoneController>(line_rate_bps);
+      return std::make_unique<ConstantRateController>(line_rate_bps);
     case ControllerKind::kFixed:
       if (config.fixed_rate_bps == 0) return nullptr;
-      return std::make_unique<FixedController>(std::min(config.fixed_rate_bps, line_rate_bps));
+      return std::make_unique<ConstantRateController>(
+          std::min(config.fixed_rate_bps, line_rate_bps));
     case ControllerKind::kDcqcn:
       if (validate(config.dcqcn) != nullptr) return nullptr;
       return std::make_unique<DcqcnRp>(config.dcqcn, line_rate_bps, now_ns);

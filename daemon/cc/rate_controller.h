@@ -62,29 +62,11 @@ struct ControllerConfig {
 std::unique_ptr<RateController> make_controller(const ControllerConfig& config,
                                                 uint64_t line_rate_bps, uint64_t now_ns);
 
-// Line rate, constant.
-class NoneController final : public RateController {
+// A constant rate that CNPs do not move: `none` (the line rate) and `fixed`
+// (a configured rate, e.g. a bulk class capped by policy). CNPs are counted.
+class ConstantRateController final : public RateController {
  public:
-  explicit NoneController(uint64_t line_rate_bps) : rate_bps_(line_rate_bps) {}
-  uint64_t rate_bps() const override { return rate_bps_; }
-  uint64_t on_cnp(uint64_t) override {
-    ++cnps_ignored_;
-    return rate_bps_;
-  }
-  uint64_t on_bytes_sent(uint64_t, uint64_t) override { return rate_bps_; }
-  uint64_t on_timer(uint64_t) override { return rate_bps_; }
-  uint64_t next_deadline_ns() const override { return kNoDeadline; }
-  uint64_t cnps_ignored() const { return cnps_ignored_; }
-
- private:
-  uint64_t rate_bps_;
-  uint64_t cnps_ignored_ = 0;
-};
-
-// A configured constant rate (e.g. a bulk class capped by policy).
-class FixedController final : public RateController {
- public:
-  explicit FixedController(uint64_t rate_bps) : rate_bps_(rate_bps) {}
+  explicit ConstantRateController(uint64_t rate_bps) : rate_bps_(rate_bps) {}
   uint64_t rate_bps() const override { return rate_bps_; }
   uint64_t on_cnp(uint64_t) override {
     ++cnps_ignored_;
