@@ -256,13 +256,20 @@ class Session {
   uint64_t mismatches_total_ = 0;
   bool header_printed_ = false;
   RunReport mine_report_;
+  // A line of the peer's next step ("start", "bye") read while this step still drained its
+  // queues; expect_line() hands it out first.
+  std::optional<std::string> held_line_;
 };
 
 std::string Session::expect_line(const char* what) {
   std::string line, error;
   const int timeout_ms = static_cast<int>(p_.timeout_s * 1000);
-  if (!ch_.recv_line(line, timeout_ms, error))
+  if (held_line_) {
+    line = std::move(*held_line_);
+    held_line_.reset();
+  } else if (!ch_.recv_line(line, timeout_ms, error)) {
     fail(std::string("waiting for ") + what + ": " + error);
+  }
   Message m;
   if (parse_message(line, m) && m.verb == "error") {
     auto reason = m.get("reason");
@@ -471,9 +478,12 @@ void Session::verify_written(size_t size_index, uint64_t size, uint64_t per_qp,
 }
 
 bool Session::poll_channel(std::optional<RunReport>& peer_end, std::optional<uint64_t>& verified) {
-  // One line per call: what follows (the peer's next "start") belongs to the next step.
+  // One line per call. Once the peer's end report is in, the peer may already have moved on
+  // (its next "start" or "bye") while this side still reaps its last receive completions:
+  // such a line is held for the next step, and nothing more is read in this one.
   std::string line, error;
   bool got = false;
+  if (held_line_) return false;
   if (ch_.try_recv_line(line, error)) {
     got = true;
     Message m;
@@ -491,6 +501,8 @@ bool Session::poll_channel(std::optional<RunReport>& peer_end, std::optional<uin
       auto v = m.get_u64("mismatches", 0, ~0ull);
       if (!v) fail("malformed verification report from the peer");
       verified = *v;
+    } else if (peer_end && (m.verb == "start" || m.verb == "bye")) {
+      held_line_ = std::move(line);
     } else {
       fail("unexpected message from the peer during the run: '" + line.substr(0, 80) + "'");
     }
@@ -900,7 +912,7 @@ int Session::run() {
     ch_.send_line("bye", error);
   } else {
     std::string line;
-    ch_.recv_line(line, 5000, error);  // "bye"; a missing one changes nothing
+    if (!held_line_) ch_.recv_line(line, 5000, error);  // "bye"; a missing one changes nothing
   }
   if (mismatches_total_ != 0) {
     std::fprintf(stderr, "conduit-perf: --check found %llu messages with wrong bytes\n",
