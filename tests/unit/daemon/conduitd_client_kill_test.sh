@@ -52,14 +52,6 @@ for _ in $(seq 100); do [[ -S $sock ]] && break; sleep 0.1; done
 regions() { grep -c 'memfd:conduit-client' "/proc/$pid/maps" || true; }
 ctl() { "$ctl" --socket "$sock" "$@"; }
 
-# Pair 1: a --check SEND stream long enough to outlive the kill (-D seconds).
-"$perf" send_bw -S "$sock" -x "$addr" -p "$port" -W 30 >"$dir/good-server.out" 2>&1 &
-gs=$!
-sleep 0.3
-timeout 60 "$perf" send_bw 127.0.0.1 -S "$sock" -x "$addr" -p "$port" -W 30 --check \
-  -s 65536 -D 6 >"$dir/good-client.out" 2>&1 &
-gc=$!
-
 # Pair 2: victim and survivor.
 "$peer" --socket "$sock" --dir "$dir" --name victim --peer survivor --seconds 30 \
   >"$dir/victim.out" 2>&1 &
@@ -72,7 +64,15 @@ for _ in $(seq 100); do
   sleep 0.05
 done
 [[ -f $dir/victim.flowing && -f $dir/survivor.flowing ]] || fail "pair 2 never got going"
-sleep 1  # pair 1 is moving data too by now
+# Pair 1: a --check SEND stream long enough to outlive the kill (-D seconds).
+"$perf" send_bw -S "$sock" -x "$addr" -p "$port" -W 30 >"$dir/good-server.out" 2>&1 &
+gs=$!
+sleep 0.3
+timeout 60 "$perf" send_bw 127.0.0.1 -S "$sock" -x "$addr" -p "$port" -W 30 --check \
+  -s 65536 -D 5 >"$dir/good-client.out" 2>&1 &
+gc=$!
+
+sleep 1.5  # pair 1 is moving data too by now
 kill -0 "$gc" 2>/dev/null || fail "pair 1 ended before the kill"
 victim_qpn=$(cat "$dir/victim.qpn")
 ctl qps --json | grep -q "\"qpn\": $victim_qpn," || fail "victim QP $victim_qpn not listed"
