@@ -211,11 +211,32 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "hostile_client: cannot parse our own region header\n");
     return 1;
   }
-  // QP slots are handed out first-free; fuzz every slot our QPs can be in.
+  // Which ring slot is which QP: post one valid receive through libconduit
+  // and see whose producer index moved. sqs[i]/rqs[i] are then QP i's rings.
   std::vector<Ring> sqs, rqs;
-  for (uint32_t s = 0; s < qps.size() && s < layout.max_qps; ++s) {
-    sqs.push_back(ring_at(m, layout, layout.sq_ring(s), sizeof(conduit_shm_send_wr)));
-    rqs.push_back(ring_at(m, layout, layout.rq_ring(s), sizeof(conduit_shm_recv_wr)));
+  for (size_t i = 0; i < qps.size(); ++i) {
+    std::vector<uint32_t> before(layout.max_qps);
+    for (uint32_t s = 0; s < layout.max_qps; ++s) {
+      before[s] = ring_at(m, layout, layout.rq_ring(s), sizeof(conduit_shm_recv_wr)).prod;
+    }
+    conduit_sge sge{reinterpret_cast<uint64_t>(mr->addr), 64, mr->lkey};
+    conduit_recv_wr rwr{};
+    rwr.wr_id = 0xABC0 + i;
+    rwr.sg_list = &sge;
+    rwr.num_sge = 1;
+    if (int rc = conduit_post_recv(qps[i], &rwr, nullptr); rc < 0) return die("post_recv", rc);
+    uint32_t slot = layout.max_qps;
+    for (uint32_t s = 0; s < layout.max_qps && slot == layout.max_qps; ++s) {
+      if (ring_at(m, layout, layout.rq_ring(s), sizeof(conduit_shm_recv_wr)).prod != before[s]) {
+        slot = s;
+      }
+    }
+    if (slot == layout.max_qps) {
+      std::fprintf(stderr, "hostile_client: cannot tell QP %zu's ring slot\n", i);
+      return 1;
+    }
+    sqs.push_back(ring_at(m, layout, layout.sq_ring(slot), sizeof(conduit_shm_send_wr)));
+    rqs.push_back(ring_at(m, layout, layout.rq_ring(slot), sizeof(conduit_shm_recv_wr)));
   }
   const std::vector<int> doorbells = eventfds();
   auto kick = [&] {
@@ -243,7 +264,9 @@ int main(int argc, char** argv) {
       for (int i = 0; i < n; ++i) {
         ++completions;
         if (wc[i].status != CONDUIT_WC_SUCCESS) ++errors;
-        ++seen[conduit_wc_status_str(wc[i].status)];
+        // vendor_err != 0: the engine's validator rejected the WR itself.
+        ++seen[std::string(conduit_wc_status_str(wc[i].status)) +
+               (wc[i].vendor_err != 0 ? " (rejected)" : "")];
       }
     }
   };
@@ -251,6 +274,7 @@ int main(int argc, char** argv) {
   // ---- 1 and 2: bad work requests ------------------------------------------
   const auto start = Clock::now();
   uint64_t bad_posted = 0;
+  uint64_t forged_rkey = 0;  // RDMA WRITEs with a guessed rkey to our own peer QP
   auto bad_send = [&](conduit_shm_send_wr& w) {
     std::memset(&w, 0, sizeof(w));
     w.wr_id = rng();
@@ -292,6 +316,7 @@ int main(int argc, char** argv) {
         w.u.sg_list[0].offset = kMrBytes + rng() % (64u << 20);
         break;  // beyond the MR
       case 10:  // RDMA WRITE with a guessed rkey and address: the peer NAKs it
+        ++forged_rkey;
         w.opcode = CONDUIT_SHM_WR_RDMA_WRITE;
         w.rkey = static_cast<uint32_t>(rng());
         w.remote_addr = rng();
@@ -404,10 +429,15 @@ int main(int argc, char** argv) {
     drain();
     conduit_wait_cq(cq, 5);
   }
-  std::printf("phase 1-2: %" PRIu64 " bad WRs and %" PRIu64
+  std::printf("phase 1-2: %" PRIu64 " bad WRs (%" PRIu64 " WRITEs with guessed rkeys) and %" PRIu64
               " forged WRs at other clients posted; %" PRIu64 " completions, %" PRIu64 " errors:",
-              bad_posted, forged, completions, errors);
+              bad_posted, forged_rkey, forged, completions, errors);
   for (const auto& [k, v] : seen) std::printf(" %s=%" PRIu64, k.c_str(), v);
+  std::printf("; QP states:");
+  for (conduit_qp* q : qps) {
+    conduit_qp_attr at{};
+    std::printf(" %d", conduit_query_qp(q, &at) == 0 ? static_cast<int>(at.state) : -1);
+  }
   std::printf("\n");
   std::fflush(stdout);
   if (disconnected) {
