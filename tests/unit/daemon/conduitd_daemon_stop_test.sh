@@ -3,8 +3,9 @@
 # No root: the daemon on a net_ring port. For SIGTERM and then SIGKILL: a
 # conduit-perf pair (SEND stream) and a stream_peer pair move data through one
 # conduitd; the daemon gets the signal; every client must end with an error
-# within a bounded time (3 s; libconduit notices the control socket's hang-up
-# on its next empty poll or wait). stream_peer reports what it saw: after
+# within a bounded time (the stream_peers' errors within 3 s, every client
+# process gone within 4 s; libconduit notices the control socket's hang-up on
+# its next empty poll or wait). stream_peer reports what it saw: after
 # SIGKILL the library's ECONNRESET ("conduitd closed the connection"); after
 # SIGTERM either that or WR_FLUSH_ERR completions (the daemon flushes the QPs
 # of the clients it releases while stopping). SIGTERM must also stop the
@@ -98,7 +99,7 @@ YAML
   grep -h 'conduit-perf:' "$dir"/perf-*.out | sed "s/^/$sig: /" | head -2
   echo "$sig: every client ended within $all_ms ms of the signal"
   ((worst <= 3000)) || fail "$sig: a stream_peer's error came $worst ms after the signal"
-  ((all_ms <= 3000)) || fail "$sig: clients took $all_ms ms to end"
+  ((all_ms <= 4000)) || fail "$sig: clients took $all_ms ms to end"
   # After SIGTERM the daemon flushes the QPs it releases, so conduit-perf may
   # see WR_FLUSH_ERR before the hang-up.
   local expect='conduitd closed the connection'
