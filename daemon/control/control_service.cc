@@ -198,11 +198,18 @@ ControlService::Outcome ControlService::attach(Client& c, const proto::AttachReq
   cfg.arena_bytes = arena;
   cfg.huge_pages = limits_.huge_pages;
   cfg.name = "conduit-client";
-  auto region = std::make_unique<shm::Region>();
+  RegionPtr region(new shm::Region);
   if (int rc = shm::Region::create(cfg, region.get()); rc < 0) {
     return fail(t, seq, rc,
                 std::string("cannot create the shared-memory region (") + std::strerror(-rc) +
                     "); check memlock limits (LimitMEMLOCK) and free memory");
+  }
+  // The client holds the region's fd and could punch holes into it; see sigbus_guard.h.
+  region.get_deleter().guard_slot =
+      SigbusGuard::guard(region->base(), region->size(), region->layout().page_size);
+  if (region.get_deleter().guard_slot < 0) {
+    ++unguarded_regions_;
+    spdlog::warn("control: client {}'s region is not SIGBUS-guarded (guard table full)", c.id);
   }
   shm::EventFd doorbell;
   if (int rc = shm::EventFd::create(&doorbell); rc < 0) {
@@ -661,6 +668,19 @@ void ControlService::process_engine_events() {
   }
 }
 
+std::vector<uint32_t> ControlService::take_faulted_clients() {
+  std::vector<uint32_t> out;
+  for (auto& [id, c] : clients_) {
+    if (!c.attached || c.region_faulted || !c.region) continue;
+    const uint64_t n = SigbusGuard::faults(c.region.get_deleter().guard_slot);
+    if (n == 0) continue;
+    c.region_faulted = true;
+    region_faults_ += n;
+    out.push_back(id);
+  }
+  return out;
+}
+
 std::vector<proto::Counter> ControlService::counters() const {
   uint64_t cqs = 0, mrs = 0, mr_bytes = 0, attached = 0;
   for (const auto& [id, c] : clients_) {
@@ -682,6 +702,8 @@ std::vector<proto::Counter> ControlService::counters() const {
       {"control.disconnects", disconnects_},
       {"control.refused_clients", refused_clients_},
       {"control.engine_ring_full", engine_ring_full_},
+      {"control.region_sigbus_faults", region_faults_},
+      {"control.unguarded_regions", unguarded_regions_},
       {"control.engine_backlog", backlog_.size()},
       {"control.pending_releases", pending_.size()},
       {"engine.attached", engine_ != nullptr ? 1u : 0u},

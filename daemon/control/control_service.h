@@ -20,6 +20,7 @@
 
 #include "control/engine_channel.h"
 #include "control/qp_state_machine.h"
+#include "control/sigbus_guard.h"
 #include "proto/control_protocol.h"
 #include "proto/unique_fd.h"
 #include "shm/region.h"
@@ -56,6 +57,17 @@ struct ServiceHooks {
   std::function<bool(const std::string&)> class_exists;         // kCreateQp traffic class check
   std::function<std::vector<proto::Counter>()> extra_counters;  // appended to kStats
 };
+
+// Owns a client's region together with its SIGBUS guard slot: the guard goes
+// first, then the mapping (SigbusGuard::unguard must precede the unmap).
+struct GuardedRegionDelete {
+  int guard_slot = -1;
+  void operator()(shm::Region* r) const {
+    SigbusGuard::unguard(guard_slot);
+    delete r;
+  }
+};
+using RegionPtr = std::unique_ptr<shm::Region, GuardedRegionDelete>;
 
 class ControlService {
  public:
@@ -103,6 +115,11 @@ class ControlService {
   bool engine_attached() const { return engine_ != nullptr; }
   std::vector<proto::Counter> counters() const;
 
+  // Clients whose region took a SIGBUS since the last call (a hole punched into
+  // it while the hugepage pool was empty; SigbusGuard absorbed it). The caller
+  // disconnects them: their memory no longer matches what the daemon sees.
+  std::vector<uint32_t> take_faulted_clients();
+
  private:
   struct Cq {
     uint32_t slot = 0;
@@ -129,12 +146,13 @@ class ControlService {
     PeerCred cred;
     std::string name;
     bool attached = false;
-    ControlLimits limits;                 // as they were at attach
-    std::unique_ptr<shm::Region> region;  // heap: the engine holds its layout pointer
-    proto::UniqueFd doorbell;             // engine's wakeup eventfd for this client
-    std::map<uint32_t, Cq> cqs;           // by CQ id (= slot)
-    std::map<uint32_t, Qp> qps;           // by QPN
-    std::map<uint32_t, Mr> mrs;           // by lkey
+    ControlLimits limits;  // as they were at attach
+    RegionPtr region;      // heap: the engine holds its layout pointer
+    bool region_faulted = false;
+    proto::UniqueFd doorbell;    // engine's wakeup eventfd for this client
+    std::map<uint32_t, Cq> cqs;  // by CQ id (= slot)
+    std::map<uint32_t, Qp> qps;  // by QPN
+    std::map<uint32_t, Mr> mrs;  // by lkey
     uint64_t mr_bytes = 0;
     std::vector<bool> qp_slot_busy;  // includes slots awaiting an engine ack
     std::vector<bool> cq_slot_busy;
@@ -145,8 +163,8 @@ class ControlService {
     enum Kind { kQpSlot, kCqSlot, kRegion } kind = kQpSlot;
     uint32_t slot = 0;
     uint32_t qpn = 0;
-    proto::UniqueFd fd;                   // CQ eventfd kept open until the engine forgets it
-    std::unique_ptr<shm::Region> region;  // for kRegion
+    proto::UniqueFd fd;  // CQ eventfd kept open until the engine forgets it
+    RegionPtr region;    // for kRegion
     proto::UniqueFd doorbell;
   };
 
@@ -198,6 +216,8 @@ class ControlService {
   uint64_t disconnects_ = 0;
   uint64_t refused_clients_ = 0;
   uint64_t engine_ring_full_ = 0;
+  uint64_t region_faults_ = 0;
+  uint64_t unguarded_regions_ = 0;
 };
 
 }  // namespace conduit::control
