@@ -79,6 +79,28 @@ echo "conduitd running: $running_free pages free (DPDK -m 128 = 64 pages)"
 out=$(CONDUIT_SOCKET=$dir/conduitd.sock timeout 30 "$hello") || fail "hello_send failed: $out"
 echo "$out"
 [[ $out == *"received: hello, conduit"* ]] || fail "hello_send did not get its message"
+
+# A hostile client punches a hole into its hugetlb region, empties the pool and makes the
+# engine read the hole: conduitd must survive (SIGBUS guard), disconnect that client only,
+# count the fault, and keep serving others.
+hole=$build/tests/integration/hugetlb_hole_client
+hrc=0
+CONDUIT_SOCKET=$dir/conduitd.sock timeout 30 "$hole" >"$dir/hole.out" 2>&1 || hrc=$?
+cat "$dir/hole.out"
+if [[ $hrc -eq 2 ]]; then
+  echo "note: no hugetlb-backed client region here; the hole-punching client was not run"
+else
+  [[ $hrc -eq 0 ]] || fail "the hole-punching client was not disconnected (exit $hrc)"
+  kill -0 "$pid" 2>/dev/null || fail "conduitd died after a client punched a hole in its region"
+  grep -q "its region faulted" "$dir/log" || fail "no disconnect for the faulted region in the log"
+  faults=$("$build/tools/conduitctl/conduitctl" --socket "$dir/conduitd.sock" stats --json |
+    python3 -c 'import json,sys; print(json.load(sys.stdin).get("control.region_sigbus_faults", 0))' ||
+    echo "?")
+  echo "control.region_sigbus_faults = $faults"
+  [[ $faults =~ ^[1-9][0-9]*$ ]] || fail "the fault was not counted (control.region_sigbus_faults=$faults)"
+  out=$(CONDUIT_SOCKET=$dir/conduitd.sock timeout 30 "$hello") || fail "hello_send after the hostile client failed: $out"
+  [[ $out == *"received: hello, conduit"* ]] || fail "hello_send after the hostile client got no message"
+fi
 kill -TERM "$pid"
 wait "$pid" && rc=0 || rc=$?
 pid=
