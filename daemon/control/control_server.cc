@@ -249,13 +249,27 @@ struct ControlServer::Impl {
     publish();
   }
 
+  // Engine events, then the connections of clients the engine cut off.
+  void engine_events() {
+    service.process_engine_events();
+    for (uint32_t id : service.take_clients_to_disconnect()) {
+      for (auto& [p, s] : sessions) {
+        if (s->client_id == id) {
+          const std::shared_ptr<Session> keep = s;  // close_session erases the map entry
+          close_session(keep, "cut off by the engine: impossible ring indices");
+          break;
+        }
+      }
+    }
+    publish();
+  }
+
   void engine_loop() {
     if (engine == nullptr) return;
     engine_wake.async_wait(asio::posix::stream_descriptor::wait_read, [this](auto ec) {
       if (ec || stopping) return;
       engine->drain_control_wake();
-      service.process_engine_events();
-      publish();
+      engine_events();
       engine_loop();
     });
   }
@@ -280,7 +294,7 @@ struct ControlServer::Impl {
     timer.expires_after(std::chrono::milliseconds(100));
     timer.async_wait([this](auto ec) {
       if (ec || stopping) return;
-      service.process_engine_events();
+      engine_events();
       drop_faulted_clients();
       tick();
     });

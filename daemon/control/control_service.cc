@@ -389,17 +389,18 @@ ControlService::Outcome ControlService::destroy_qp(Client& c, const proto::Destr
   if (it == c.qps.end()) {
     return fail(MsgType::kDestroyQp, seq, -ENOENT, "no QP " + std::to_string(r.qpn));
   }
-  release_qp(c, it->second);
+  release_qp(c, it->second, /*owner_gone=*/false);
   c.qps.erase(it);
   return ok(MsgType::kDestroyQp, seq, proto::DestroyQpReply{});
 }
 
-void ControlService::release_qp(Client& c, Qp& qp) {
+void ControlService::release_qp(Client& c, Qp& qp, bool owner_gone) {
   EngineCommand cmd;
   cmd.op = EngineOp::kRemoveQp;
   cmd.client_id = c.id;
   cmd.qpn = qp.qpn;
   cmd.qp_slot = qp.slot;
+  cmd.owner_gone = owner_gone;
   const uint64_t cookie = to_engine(cmd);
   if (cookie == 0) {
     c.qp_slot_busy[qp.slot] = false;
@@ -593,7 +594,7 @@ ControlService::Outcome ControlService::policy_reload(const Client& c, uint32_t 
 void ControlService::remove_client(Client& c) {
   if (!c.attached) return;
   // QPs first (they reference CQs), then CQs, MRs, and finally the region.
-  for (auto& [qpn, qp] : c.qps) release_qp(c, qp);
+  for (auto& [qpn, qp] : c.qps) release_qp(c, qp, /*owner_gone=*/true);
   c.qps.clear();
   for (auto& [id, cq] : c.cqs) release_cq(c, cq);
   c.cqs.clear();
@@ -616,6 +617,7 @@ void ControlService::remove_client(Client& c) {
   p.kind = Pending::kRegion;
   p.region = std::move(c.region);
   p.doorbell = std::move(c.doorbell);
+  p.since_ns = now_ns();
 }
 
 void ControlService::close_client(uint32_t client_id) {
@@ -645,7 +647,24 @@ void ControlService::process_engine_events() {
         } else if (p.kind == Pending::kCqSlot) {
           if (c != nullptr && p.slot < c->cq_slot_busy.size()) c->cq_slot_busy[p.slot] = false;
         }
+        const bool region = p.kind == Pending::kRegion;
+        const uint32_t client_id = p.client_id;
+        const uint64_t since_ns = p.since_ns;
         pending_.erase(it);  // unmaps a region, closes fds
+        if (region) {
+          spdlog::info(
+              "control: client {} released: QPs destroyed, region unmapped {} us after "
+              "its release began",
+              client_id, (now_ns() - since_ns) / 1000);
+        }
+      } else if (e.kind == EngineEventKind::kClientBroken) {
+        ++clients_cut_off_;
+        const Client* c = find(e.client_id);
+        spdlog::warn(
+            "control: client {} (pid {}) wrote impossible ring indices: the engine cut "
+            "it off; disconnecting it",
+            e.client_id, c != nullptr ? c->cred.pid : 0);
+        to_disconnect_.push_back(e.client_id);
       } else {
         auto owner = qp_owner_.find(e.qpn);
         if (owner == qp_owner_.end()) continue;
@@ -704,6 +723,7 @@ std::vector<proto::Counter> ControlService::counters() const {
       {"control.engine_ring_full", engine_ring_full_},
       {"control.region_sigbus_faults", region_faults_},
       {"control.unguarded_regions", unguarded_regions_},
+      {"control.clients_cut_off", clients_cut_off_},
       {"control.engine_backlog", backlog_.size()},
       {"control.pending_releases", pending_.size()},
       {"engine.attached", engine_ != nullptr ? 1u : 0u},

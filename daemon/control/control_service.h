@@ -103,6 +103,10 @@ class ControlService {
   // when EngineChannel::control_wake_fd() is readable and periodically.
   void process_engine_events();
 
+  // Clients the engine cut off (impossible ring indices) since the last call:
+  // the caller closes their connections (close_client releases the rest).
+  std::vector<uint32_t> take_clients_to_disconnect() { return std::move(to_disconnect_); }
+
   // Resources whose release waits for an engine ack (0 when idle or no engine).
   size_t pending_releases() const { return pending_.size(); }
   uint32_t connection_count() const { return static_cast<uint32_t>(clients_.size()); }
@@ -166,6 +170,7 @@ class ControlService {
     proto::UniqueFd fd;  // CQ eventfd kept open until the engine forgets it
     RegionPtr region;    // for kRegion
     proto::UniqueFd doorbell;
+    uint64_t since_ns = 0;  // kRegion: when the client was released (for the log)
   };
 
   using Result = std::pair<int, std::string>;  // status, reason
@@ -188,7 +193,8 @@ class ControlService {
   // A full ring queues it (in order) in backlog_, flushed by process_engine_events().
   uint64_t to_engine(EngineCommand cmd);
   void flush_backlog();
-  void release_qp(Client& c, Qp& qp);
+  // owner_gone: the client went away with the QP live (engine_command.h).
+  void release_qp(Client& c, Qp& qp, bool owner_gone);
   void release_cq(Client& c, Cq& cq);
   void remove_client(Client& c);
   uint32_t allocate_qpn();
@@ -203,6 +209,7 @@ class ControlService {
   std::map<uint32_t, uint32_t> key_owner_;  // key index -> client id
   std::map<uint64_t, Pending> pending_;     // engine cookie -> what to release
   std::deque<EngineCommand> backlog_;       // commands the full ring did not take yet
+  std::vector<uint32_t> to_disconnect_;     // cut off by the engine, connection still open
   uint32_t next_client_id_ = 1;
   uint32_t next_qpn_;
   uint32_t next_key_index_ = 1;
@@ -218,6 +225,7 @@ class ControlService {
   uint64_t engine_ring_full_ = 0;
   uint64_t region_faults_ = 0;
   uint64_t unguarded_regions_ = 0;
+  uint64_t clients_cut_off_ = 0;
 };
 
 }  // namespace conduit::control

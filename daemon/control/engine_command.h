@@ -26,6 +26,10 @@
 //                  the RESET->INIT->RTR->RTS rules in QpStateMachine). Moving to
 //                  ERROR flushes outstanding WRs with WR_FLUSH_ERR.
 //   kRemoveQp      to ERROR, flush, forget; ack before the slot/QPN is reused.
+//                  `owner_gone`: the owning client hung up or detached with the
+//                  QP still live; a QP of this host connected to it is moved to
+//                  ERROR as well, so its WRs complete with errors at once
+//                  instead of waiting out the retries (or, for receives, forever).
 //   kAddMr         MR `lkey`/`rkey` = region bytes [region_offset, +length),
 //                  `access` (shm::MrAccess bits); `iova` is what peers send as
 //                  remote_addr for its first byte.
@@ -37,6 +41,10 @@
 //   kQpState       the engine moved `qpn` to `state` on its own (retry
 //                  exhausted, fatal error); the control thread updates its table.
 //   kQpStats       answer to kQueryQp: `state`, rate, alpha, counters.
+//   kClientBroken  `client_id` wrote impossible ring indices (or its CQ ring's
+//                  consumer index was impossible): the engine stopped reading
+//                  its rings and moved its QPs to ERROR; the control thread
+//                  logs it and closes the client's connection.
 //
 // Everything is trivially copyable: the rings copy entries with memcpy. The
 // pointers in kAddClient are into this process (the daemon's own mapping);
@@ -81,6 +89,7 @@ struct EngineCommand {
   uint32_t qp_slot = 0;
   uint32_t send_cq = 0;
   uint32_t recv_cq = 0;
+  bool owner_gone = false;  // kRemoveQp
   char traffic_class[proto::kMaxClassNameBytes + 1] = {};
   proto::QpAttr attr;  // plain data: no owning members
   // kAddMr / kRemoveMr
@@ -92,12 +101,13 @@ struct EngineCommand {
   uint64_t iova = 0;
 };
 
-enum class EngineEventKind : uint16_t { kAck = 1, kQpState, kQpStats };
+enum class EngineEventKind : uint16_t { kAck = 1, kQpState, kQpStats, kClientBroken };
 
 struct EngineEvent {
   uint64_t cookie = 0;
   EngineEventKind kind = EngineEventKind::kAck;
-  int32_t status = 0;  // kAck: 0 or negative errno
+  int32_t status = 0;      // kAck: 0 or negative errno
+  uint32_t client_id = 0;  // kClientBroken
   uint32_t qpn = 0;
   proto::QpState state = proto::QpState::kReset;
   uint64_t rate_bps = 0;

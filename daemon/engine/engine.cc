@@ -277,7 +277,7 @@ void Engine::handle_command(const control::EngineCommand& cmd, uint64_t now_ns) 
       status = modify_qp(cmd, now_ns);
       break;
     case control::EngineOp::kRemoveQp:
-      remove_qp(cmd.qpn);
+      remove_qp(cmd.qpn, cmd.owner_gone);
       break;
     case control::EngineOp::kAddMr: {
       Client* c = find_client(cmd.client_id);
@@ -335,7 +335,7 @@ void Engine::remove_client(uint32_t client_id) {
   Client* c = find_client(client_id);
   if (c == nullptr) return;
   const std::vector<uint32_t> qpns = c->qpns;
-  for (uint32_t qpn : qpns) remove_qp(qpn);
+  for (uint32_t qpn : qpns) remove_qp(qpn, /*owner_gone=*/true);
   clients_.erase(client_id);
 }
 
@@ -501,13 +501,23 @@ int Engine::modify_qp(const control::EngineCommand& cmd, uint64_t now_ns) {
   return 0;
 }
 
-void Engine::remove_qp(uint32_t qpn) {
+void Engine::remove_qp(uint32_t qpn, bool owner_gone) {
   auto it = qps_.find(qpn);
   if (it == qps_.end()) return;
   QpCtx* q = it->second.get();
   transport::QpAttr err;
   err.state = transport::QpState::kErr;
   q->qp->modify(err, transport::kAttrState);
+  if (owner_gone && q->peer_local) {
+    // Its process is gone: the QP of this host connected to it can never
+    // finish a WR. Fail it now (flush) rather than after the retries; the
+    // state change reaches the control thread through run_timers.
+    QpCtx* peer = find_qp(q->qp->attr().dest_qpn);
+    if (peer != nullptr && peer != q && peer->peer_local && peer->qp->attr().dest_qpn == qpn) {
+      peer->qp->modify(err, transport::kAttrState);
+      ++counters_.peers_failed;
+    }
+  }
   deliver_completions(*q);  // best effort: flushed WRs reach the CQ if it is still there
   pacer_.remove_flow(q->flow);
   flow_qp_[q->flow] = nullptr;
@@ -623,7 +633,8 @@ bool Engine::rx(uint64_t now_ns) {
   return n > 0;
 }
 
-void Engine::rx_roce(const net::UdpDatagram& udp, std::span<const uint8_t> frame, uint64_t now_ns) {
+void Engine::rx_roce(const net::UdpDatagram& udp, std::span<const uint8_t> frame, uint64_t now_ns,
+                     const QpCtx* local_sender) {
   ++counters_.rx_roce;
   const auto ip_udp = frame.subspan(udp.ip_offset, net::NetStack::kIpv4UdpHeaderBytes);
   const auto payload = frame.subspan(udp.payload_offset, udp.payload_len);
@@ -645,8 +656,12 @@ void Engine::rx_roce(const net::UdpDatagram& udp, std::span<const uint8_t> frame
     ++counters_.rx_wire_drops[static_cast<size_t>(why)];
     return;
   }
-  // Only the connected peer may speak to a QP.
-  if (!q->peer_set || udp.src_ip != q->peer_ip) {
+  // Only the connected peer may speak to a QP. Between QPs of this host the
+  // address says nothing (all share it), but the engine knows the sender: a
+  // client's QP connected to someone else's QPN cannot inject into it.
+  if (!q->peer_set || udp.src_ip != q->peer_ip ||
+      (local_sender != nullptr &&
+       (!q->peer_local || q->qp->attr().dest_qpn != local_sender->qpn))) {
     ++q->rx_wrong_peer;
     return;
   }
@@ -729,20 +744,27 @@ bool Engine::drain_client_rings(QpCtx& q) {
     if (q.has_pending_send) break;  // the QP's send queue is full
   }
 
-  if (q.sq.broken() || q.rq.broken()) {
-    // Impossible ring indices: the client is broken or hostile. Stop reading
-    // its rings and fail its QPs; the control thread disconnects it.
-    c.broken = true;
-    ++counters_.clients_broken;
-    for (uint32_t qpn : c.qpns) {
-      if (QpCtx* other = find_qp(qpn)) {
-        transport::QpAttr err;
-        err.state = transport::QpState::kErr;
-        other->qp->modify(err, transport::kAttrState);
-      }
+  if (q.sq.broken() || q.rq.broken()) cut_off(c);
+  return work;
+}
+
+// Impossible ring indices: the client is broken or hostile. Stop reading its
+// rings, fail its QPs, and tell the control thread, which disconnects it.
+void Engine::cut_off(Client& c) {
+  if (c.broken) return;
+  c.broken = true;
+  ++counters_.clients_broken;
+  for (uint32_t qpn : c.qpns) {
+    if (QpCtx* other = find_qp(qpn)) {
+      transport::QpAttr err;
+      err.state = transport::QpState::kErr;
+      other->qp->modify(err, transport::kAttrState);
     }
   }
-  return work;
+  control::EngineEvent ev;
+  ev.kind = control::EngineEventKind::kClientBroken;
+  ev.client_id = c.id;
+  if (!channel_.post_event(ev)) event_backlog_.push_back(ev);
 }
 
 void Engine::post_one_send(QpCtx& q, const conduit_shm_send_wr& raw) {
@@ -929,7 +951,7 @@ void Engine::loopback(rte_mbuf* m, const QpCtx& q, uint64_t now_ns) {
     udp.payload_offset = static_cast<uint16_t>(l4_end);
     udp.payload_len = static_cast<uint16_t>(frame.size() - l4_end);
     ++counters_.loopback_frames;
-    rx_roce(udp, frame, now_ns);
+    rx_roce(udp, frame, now_ns, &q);
   }
   rte_pktmbuf_free(m);
 }
@@ -980,13 +1002,17 @@ void Engine::flush_tx() {
 
 bool Engine::deliver_completions(QpCtx& q) {
   Client& c = *q.client;
-  if (q.qp->cq_size() == 0) return false;
+  if (c.broken || q.qp->cq_size() == 0) return false;
   CqCtx& scq = c.cqs[q.send_cq];
   CqCtx& rcq = c.cqs[q.recv_cq];
   // A completion may go to either CQ: take only what both can hold, so none
   // is polled out of the QP without a slot to land in.
   uint32_t room =
       std::min(scq.live ? scq.ring.free_count() : 0u, rcq.live ? rcq.ring.free_count() : 0u);
+  if ((scq.live && scq.ring.broken()) || (rcq.live && rcq.ring.broken())) {
+    cut_off(c);  // the client moved a CQ consumer index where it cannot be
+    return false;
+  }
   if (!scq.live || !rcq.live) room = 32;  // a dead CQ: completions are dropped
   room = std::min<uint32_t>(room, kRingBurst);
   if (room == 0) return false;

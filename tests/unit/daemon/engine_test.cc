@@ -349,11 +349,12 @@ TEST_CASE("engine: SEND, WRITE with immediate and READ between two engines", "[e
         0);
 }
 
-TEST_CASE("engine: two QPs of one host talk through the loopback path", "[engine]") {
-  need_eal();
-  // A single net_ring port; nothing may leave through it.
-  Host h;
-  make_host(h, "net_ring_loop0", net::Ipv4Addr::from_octets(198, 18, 0, 9), 0x31);
+// One host, one client with QPs 0x31 (slot 0) and 0x32 (slot 1) connected to
+// each other through the loopback path, commands applied.
+void make_loopback_pair(Host& h, const std::string& port_name) {
+  static int instances = 0;  // port names must be unique per process (GENERATE reruns)
+  make_host(h, port_name + "_" + std::to_string(++instances),
+            net::Ipv4Addr::from_octets(198, 18, 0, 9), 0x31);
   // A second QP in slot 1 of the same client, same CQ.
   control::EngineCommand c;
   c.op = control::EngineOp::kAddQp;
@@ -372,7 +373,15 @@ TEST_CASE("engine: two QPs of one host talk through the loopback path", "[engine
   first_stub.qpn = first;
   connect(h, first_stub, self);
   h.qpn = first;
+  for (int i = 0; i < 1000; ++i) h.engine->poll_once(engine::tsc_now_ns());  // apply commands
+  expect_acks_ok(h);
+}
 
+TEST_CASE("engine: two QPs of one host talk through the loopback path", "[engine]") {
+  need_eal();
+  // A single net_ring port; nothing may leave through it.
+  Host h;
+  make_loopback_pair(h, "net_ring_loop0");
   auto rq1 = h.region.rq(1).producer(0);
   auto run = [&](auto pred) {
     const uint64_t deadline = engine::tsc_now_ns() + 5'000'000'000ull;
@@ -382,9 +391,6 @@ TEST_CASE("engine: two QPs of one host talk through the loopback path", "[engine
     }
     return true;
   };
-  for (int i = 0; i < 1000; ++i) h.engine->poll_once(engine::tsc_now_ns());  // apply commands
-  expect_acks_ok(h);
-
   const uint32_t len = 100'000;
   fill_random(h.arena(), len, 3);
   conduit_shm_recv_wr rwr{};
@@ -409,4 +415,74 @@ TEST_CASE("engine: two QPs of one host talk through the loopback path", "[engine
   CHECK(std::memcmp(h.arena(), h.arena() + (1 << 20), len) == 0);
   CHECK(h.engine->counters().loopback_frames > 0);
   CHECK(h.engine->counters().tx_frames == 0);
+}
+
+TEST_CASE("engine: a QP removed because its client went away fails its local peer", "[engine]") {
+  need_eal();
+  Host h;
+  make_loopback_pair(h, "net_ring_gone0");
+  // QP 0x31 waits for a SEND that will never come.
+  conduit_shm_recv_wr rwr{};
+  rwr.wr_id = 77;
+  rwr.num_sge = 1;
+  rwr.sg_list[0] = {0, 4096, kLkey};
+  REQUIRE(h.rq.try_enqueue(rwr));
+  for (int i = 0; i < 100; ++i) h.engine->poll_once(engine::tsc_now_ns());
+  conduit_shm_cqe cqe{};
+  CHECK_FALSE(h.cq.try_dequeue(&cqe));
+
+  control::EngineCommand c;
+  c.op = control::EngineOp::kRemoveQp;
+  c.qpn = 0x32;
+  c.qp_slot = 1;
+  const bool owner_gone = GENERATE(false, true);
+  c.owner_gone = owner_gone;
+  h.submit(c);
+  for (int i = 0; i < 100; ++i) h.engine->poll_once(engine::tsc_now_ns());
+  expect_acks_ok(h);
+  if (owner_gone) {
+    // The peer's receive is flushed at once and the QP reported in ERROR.
+    REQUIRE(h.cq.try_dequeue(&cqe));
+    CHECK(cqe.wr_id == 77);
+    CHECK(cqe.status == CONDUIT_SHM_WC_WR_FLUSH_ERR);
+    CHECK(h.engine->counters().peers_failed == 1);
+  } else {
+    // An ordinary destroy leaves the peer alone (verbs semantics).
+    CHECK_FALSE(h.cq.try_dequeue(&cqe));
+    CHECK(h.engine->counters().peers_failed == 0);
+  }
+}
+
+TEST_CASE("engine: impossible ring indices cut the client off and tell the control thread",
+          "[engine]") {
+  need_eal();
+  Host h;
+  make_loopback_pair(h, "net_ring_cut0");
+  auto* ctrl = h.region.sq(0).ctrl;
+  const uint32_t cons = shm::load_cons(ctrl);
+  // More entries than the ring has slots: no producer can have written that.
+  std::atomic_ref<uint32_t>(ctrl->prod)
+      .store(cons + h.region.layout().sq_depth + 7, std::memory_order_release);
+  bool broken_event = false;
+  for (int i = 0; i < 100 && !broken_event; ++i) {
+    h.engine->poll_once(engine::tsc_now_ns());
+    control::EngineEvent ev[16];
+    const uint32_t n = h.channel->poll_events(ev, 16);
+    for (uint32_t k = 0; k < n; ++k) {
+      if (ev[k].kind == control::EngineEventKind::kClientBroken) {
+        CHECK(ev[k].client_id == 1);
+        broken_event = true;
+      }
+    }
+  }
+  CHECK(broken_event);
+  CHECK(h.engine->counters().clients_broken == 1);
+  // The engine no longer reads the client's rings, even once the indices look
+  // sane again: a valid entry stays unread and gets no completion.
+  post_send(h, 5, CONDUIT_SHM_WR_SEND, 0, 64);  // stores prod = cons + 1
+  for (int i = 0; i < 100; ++i) h.engine->poll_once(engine::tsc_now_ns());
+  CHECK(shm::load_cons(ctrl) == cons);
+  conduit_shm_cqe cqe{};
+  while (h.cq.try_dequeue(&cqe)) CHECK(cqe.wr_id != 5);
+  CHECK(h.engine->counters().clients_broken == 1);  // reported once
 }
