@@ -28,6 +28,7 @@
 # 1 Gbit/s tbf never queues: the test would measure CPU scheduling, not DCQCN. 100 Mbit/s is
 # below what the two senders offer even then. On a machine with a core per process,
 # DUMBBELL_RATE=1gbit runs the same test at the rate issue 6 names.
+# shellcheck source-path=SCRIPTDIR source=common.sh
 . "$(dirname "$0")/common.sh"
 netns_require_root bpftool
 obj=${1:-}
@@ -188,7 +189,7 @@ for _ in $(seq 100); do
   sending s1 && sending s2 && break
   sleep 0.1
 done
-sending s1 && sending s2 || fail "the two flows did not both start within 10 s"
+{ sending s1 && sending s2; } || fail "the two flows did not both start within 10 s"
 sleep 1
 # Sample both senders' QP tables every ~0.5 s through the window: bytes for the rates, and the
 # DCQCN state (rate, alpha, CNPs) as it moves.
