@@ -106,6 +106,13 @@ class ControlService {
   // Clients the engine cut off (impossible ring indices) since the last call:
   // the caller closes their connections (close_client releases the rest).
   std::vector<uint32_t> take_clients_to_disconnect() { return std::move(to_disconnect_); }
+  // Asks the engine for fresh per-QP stats (rate, alpha, CNPs, bytes) and its
+  // counters (kSnapshot) and waits up to timeout_ms for the answer; the engine
+  // answers within one loop iteration and never waits on this thread. Called
+  // before answering kStats and the first page of kListQps. false when there
+  // is no engine or it did not answer in time: replies then carry the last
+  // snapshot, and the late answer is taken when it comes.
+  bool refresh_engine_stats(uint32_t timeout_ms);
 
   // Resources whose release waits for an engine ack (0 when idle or no engine).
   size_t pending_releases() const { return pending_.size(); }
@@ -210,6 +217,11 @@ class ControlService {
   std::map<uint64_t, Pending> pending_;     // engine cookie -> what to release
   std::deque<EngineCommand> backlog_;       // commands the full ring did not take yet
   std::vector<uint32_t> to_disconnect_;     // cut off by the engine, connection still open
+  // kSnapshot: the engine writes *snapshot_ before acking snapshot_cookie_
+  // (0: none in flight; at most one is, so the buffer is never written while read).
+  std::unique_ptr<CounterSnapshot> snapshot_;
+  uint64_t snapshot_cookie_ = 0;
+  std::vector<proto::Counter> engine_counters_;  // from the last answered snapshot
   uint32_t next_client_id_ = 1;
   uint32_t next_qpn_;
   uint32_t next_key_index_ = 1;
@@ -226,6 +238,8 @@ class ControlService {
   uint64_t region_faults_ = 0;
   uint64_t unguarded_regions_ = 0;
   uint64_t clients_cut_off_ = 0;
+  uint64_t snapshots_ = 0;
+  uint64_t snapshot_timeouts_ = 0;
 };
 
 }  // namespace conduit::control
