@@ -170,7 +170,7 @@ constexpr std::array<const char*, kDropReasonCount> kDropReasonNames = {
 
 // Shared by parse_frame and parse_roce: `ip_udp` is the 28 header bytes (may
 // be empty when the ICRC is not verified), `udp_payload` BTH .. ICRC.
-DropReason parse_roce_impl(const uint8_t* ip_udp, std::span<const uint8_t> udp_payload,
+[[gnu::always_inline]] inline DropReason parse_roce_impl(const uint8_t* ip_udp, std::span<const uint8_t> udp_payload,
                            const ParseOptions& opt, ParsedFrame& out) {
   const size_t n = udp_payload.size();
   if (n < kBthBytes + kIcrcBytes) return DropReason::kTruncated;
@@ -200,9 +200,13 @@ DropReason parse_roce_impl(const uint8_t* ip_udp, std::span<const uint8_t> udp_p
     if (pad > after_headers) return DropReason::kPadCount;
     if ((after_headers & 3) != 0) return DropReason::kLength;
     payload_len = after_headers - pad;
-    if (const DropReason r = check_payload_length(info, payload_len, opt.pmtu_bytes);
-        r != DropReason::kNone) {
-      return r;
+    // check_payload_length(), inline: with a payload, first and middle
+    // packets are exactly the ones without kOpLast.
+    if (opt.pmtu_bytes != 0) {
+      if (payload_len > opt.pmtu_bytes) return DropReason::kPayloadTooLong;
+      if (!(info.flags & kOpLast) && payload_len != opt.pmtu_bytes) {
+        return DropReason::kPayloadNotPmtu;
+      }
     }
   } else if (after_headers != 0 || pad != 0) {
     return DropReason::kLength;
@@ -253,9 +257,15 @@ const char* build_status_name(BuildStatus status) {
 
 BuildResult build_frame(std::span<uint8_t> out, const FrameAddr& addr, RoceHeader& hdr,
                         const PayloadGather& payload) {
+  return build_frame_spans(out, addr, hdr, payload.segments());
+}
+
+BuildResult build_frame_spans(std::span<uint8_t> out, const FrameAddr& addr, RoceHeader& hdr,
+                              std::span<const std::span<const uint8_t>> payload) {
   const OpcodeInfo& info = hdr.info();
   if (!info.has(kOpValid)) return {BuildStatus::kBadOpcode, 0};
-  const size_t payload_len = payload.len_bytes();
+  size_t payload_len = 0;
+  for (const auto& seg : payload) payload_len += seg.size();
   if (payload_len != 0 && !info.has(kOpPayload)) return {BuildStatus::kPayloadNotAllowed, 0};
   const uint8_t pad = pad_bytes_for(payload_len);
   const size_t ip_total = kIpUdpBytes + info.header_bytes + payload_len + pad + kIcrcBytes;
@@ -294,8 +304,7 @@ BuildResult build_frame(std::span<uint8_t> out, const FrameAddr& addr, RoceHeade
   uint8_t* roce = udp + kUdpHeaderBytes;
   encode_roce_header(roce, hdr, info);
   uint8_t* p = roce + info.header_bytes;
-  for (size_t i = 0; i < payload.count(); ++i) {
-    const auto seg = payload.segment(i);
+  for (const auto& seg : payload) {
     std::memcpy(p, seg.data(), seg.size());
     p += seg.size();
   }

@@ -88,6 +88,7 @@ class PayloadGather {
   size_t len_bytes() const { return len_bytes_; }
   size_t count() const { return count_; }
   std::span<const uint8_t> segment(size_t i) const { return segs_[i]; }
+  std::span<const std::span<const uint8_t>> segments() const { return {segs_.data(), count_}; }
 
  private:
   std::array<std::span<const uint8_t>, kMaxPayloadSegments> segs_{};
@@ -134,6 +135,10 @@ const char* build_status_name(BuildStatus status);
 // `out` and len_bytes is 0.
 BuildResult build_frame(std::span<uint8_t> out, const FrameAddr& addr, RoceHeader& hdr,
                         const PayloadGather& payload);
+// The same with the payload as a caller's list of byte ranges (any number),
+// concatenated in order: no PayloadGather to fill per packet.
+BuildResult build_frame_spans(std::span<uint8_t> out, const FrameAddr& addr, RoceHeader& hdr,
+                              std::span<const std::span<const uint8_t>> payload);
 
 // The header of a CNP (opcode 0x81, BECN set, PSN 0) addressed to the QP that
 // sent the CE-marked data, i.e. dest_qp = the data packet's sender's QPN.
