@@ -260,48 +260,69 @@ BuildResult build_frame(std::span<uint8_t> out, const FrameAddr& addr, RoceHeade
   return build_frame_spans(out, addr, hdr, payload.segments());
 }
 
-BuildResult build_frame_spans(std::span<uint8_t> out, const FrameAddr& addr, RoceHeader& hdr,
-                              std::span<const std::span<const uint8_t>> payload) {
-  const OpcodeInfo& info = hdr.info();
-  if (!info.has(kOpValid)) return {BuildStatus::kBadOpcode, 0};
+namespace {
+
+// Checks shared by both builders; sets ip_total and pad when ok.
+[[gnu::always_inline]] inline BuildStatus size_frame(
+    const OpcodeInfo& info, std::span<const std::span<const uint8_t>> payload, size_t l2,
+    size_t out_bytes, size_t& ip_total, uint8_t& pad) {
+  if (!info.has(kOpValid)) return BuildStatus::kBadOpcode;
   size_t payload_len = 0;
   for (const auto& seg : payload) payload_len += seg.size();
-  if (payload_len != 0 && !info.has(kOpPayload)) return {BuildStatus::kPayloadNotAllowed, 0};
-  const uint8_t pad = pad_bytes_for(payload_len);
-  const size_t ip_total = kIpUdpBytes + info.header_bytes + payload_len + pad + kIcrcBytes;
-  if (ip_total > kMaxIpTotalBytes) return {BuildStatus::kPayloadTooLong, 0};
-  const size_t l2 = eth_bytes(addr.has_vlan);
-  const size_t total = l2 + ip_total;
-  if (out.size() < total) return {BuildStatus::kBufferTooSmall, 0};
-  hdr.bth.pad_count = pad;
+  if (payload_len != 0 && !info.has(kOpPayload)) return BuildStatus::kPayloadNotAllowed;
+  pad = pad_bytes_for(payload_len);
+  ip_total = kIpUdpBytes + info.header_bytes + payload_len + pad + kIcrcBytes;
+  if (ip_total > kMaxIpTotalBytes) return BuildStatus::kPayloadTooLong;
+  if (out_bytes < l2 + ip_total) return BuildStatus::kBufferTooSmall;
+  return BuildStatus::kOk;
+}
 
-  uint8_t* f = out.data();
+// One's-complement sum (16-bit words, host order, not folded) of an IPv4
+// header from `addr` without its total length and checksum: the part of the
+// checksum that is the same for every frame of one FrameAddr.
+uint32_t ipv4_fixed_sum(const FrameAddr& addr) {
+  const uint32_t tos = (addr.dscp & 0x3Fu) << 2 | (addr.ecn & 3u);
+  return (0x4500 | tos) + addr.ip_id + kIpFlagDf + (uint32_t{addr.ttl} << 8 | kIpProtoUdp) +
+         (addr.src_ip >> 16) + (addr.src_ip & 0xFFFF) + (addr.dst_ip >> 16) +
+         (addr.dst_ip & 0xFFFF);
+}
+
+uint16_t ipv4_checksum_from(uint32_t sum) {
+  sum = (sum & 0xFFFF) + (sum >> 16);
+  sum = (sum & 0xFFFF) + (sum >> 16);
+  return static_cast<uint16_t>(~sum);
+}
+
+// Ethernet (+VLAN), IPv4 and UDP headers as whole words; the IPv4 checksum
+// from the same values, not read back from the frame. Returns the IPv4 header.
+uint8_t* write_l2_ip_udp(uint8_t* f, const FrameAddr& addr, size_t ip_total) {
+  const size_t l2 = eth_bytes(addr.has_vlan);
   std::memcpy(f, addr.dst_mac.data(), 6);
   std::memcpy(f + 6, addr.src_mac.data(), 6);
   if (addr.has_vlan) put_be32(f + 12, uint32_t{kEtherTypeVlan} << 16 | addr.vlan_tci);
   put_be16(f + l2 - 2, kEtherTypeIpv4);
-
-  // IPv4 and UDP as whole words; the header checksum from the same values
-  // (16-bit one's-complement sum), not read back from the frame.
   uint8_t* ip = f + l2;
   const uint32_t tos = (addr.dscp & 0x3Fu) << 2 | (addr.ecn & 3u);
-  const uint32_t ttl_proto = uint32_t{addr.ttl} << 8 | kIpProtoUdp;
-  uint32_t sum = (0x4500 | tos) + static_cast<uint32_t>(ip_total) + addr.ip_id + kIpFlagDf +
-                 ttl_proto + (addr.src_ip >> 16) + (addr.src_ip & 0xFFFF) + (addr.dst_ip >> 16) +
-                 (addr.dst_ip & 0xFFFF);
-  sum = (sum & 0xFFFF) + (sum >> 16);
-  sum = (sum & 0xFFFF) + (sum >> 16);
-  put_be32(ip, (0x4500 | tos) << 16 | static_cast<uint32_t>(ip_total));
+  const auto total = static_cast<uint32_t>(ip_total);
+  put_be32(ip, (0x4500 | tos) << 16 | total);
   put_be32(ip + kIpId, uint32_t{addr.ip_id} << 16 | kIpFlagDf);
-  put_be32(ip + kIpTtl, ttl_proto << 16 | (~sum & 0xFFFF));
+  put_be32(ip + kIpTtl, (uint32_t{addr.ttl} << 8 | kIpProtoUdp) << 16 |
+                            ipv4_checksum_from(ipv4_fixed_sum(addr) + total));
   put_be32(ip + kIpSrc, addr.src_ip);
   put_be32(ip + kIpDst, addr.dst_ip);
-
   uint8_t* udp = ip + kIpv4HeaderBytes;
   put_be32(udp + kUdpSport, uint32_t{addr.src_port} << 16 | addr.dst_port);
-  put_be32(udp + kUdpLen, static_cast<uint32_t>(ip_total - kIpv4HeaderBytes) << 16);  // csum 0
+  put_be32(udp + kUdpLen, (total - static_cast<uint32_t>(kIpv4HeaderBytes)) << 16);  // csum 0
+  return ip;
+}
 
-  uint8_t* roce = udp + kUdpHeaderBytes;
+// BTH, extension headers, payload, zero pad and ICRC after the IPv4 and UDP
+// headers at `ip`.
+[[gnu::always_inline]] inline void write_roce(uint8_t* ip, const RoceHeader& hdr,
+                                              const OpcodeInfo& info,
+                                              std::span<const std::span<const uint8_t>> payload,
+                                              uint8_t pad) {
+  uint8_t* roce = ip + kIpUdpBytes;
   encode_roce_header(roce, hdr, info);
   uint8_t* p = roce + info.header_bytes;
   for (const auto& seg : payload) {
@@ -311,9 +332,53 @@ BuildResult build_frame_spans(std::span<uint8_t> out, const FrameAddr& addr, Roc
   // Zero pad: four bytes are always there to write (the ICRC follows the pad).
   std::memset(p, 0, 4);
   p += pad;
-
   icrc_store(icrc_ipv4(std::span<const uint8_t>(ip, p)), p);
-  return {BuildStatus::kOk, total};
+}
+
+}  // namespace
+
+BuildResult build_frame_spans(std::span<uint8_t> out, const FrameAddr& addr, RoceHeader& hdr,
+                              std::span<const std::span<const uint8_t>> payload) {
+  const OpcodeInfo& info = hdr.info();
+  size_t ip_total = 0;
+  uint8_t pad = 0;
+  const size_t l2 = eth_bytes(addr.has_vlan);
+  const BuildStatus st = size_frame(info, payload, l2, out.size(), ip_total, pad);
+  if (st != BuildStatus::kOk) return {st, 0};
+  hdr.bth.pad_count = pad;
+  write_roce(write_l2_ip_udp(out.data(), addr, ip_total), hdr, info, payload, pad);
+  return {BuildStatus::kOk, l2 + ip_total};
+}
+
+FrameTemplate make_frame_template(const FrameAddr& addr) {
+  FrameTemplate t;
+  write_l2_ip_udp(t.bytes.data(), addr, 0);
+  t.l2_bytes = static_cast<uint8_t>(eth_bytes(addr.has_vlan));
+  t.ip_fixed_sum = ipv4_fixed_sum(addr);
+  return t;
+}
+
+BuildResult build_frame(std::span<uint8_t> out, const FrameTemplate& tmpl, RoceHeader& hdr,
+                        std::span<const std::span<const uint8_t>> payload) {
+  const OpcodeInfo& info = hdr.info();
+  size_t ip_total = 0;
+  uint8_t pad = 0;
+  const size_t l2 = tmpl.l2_bytes;
+  const BuildStatus st = size_frame(info, payload, l2, out.size(), ip_total, pad);
+  if (st != BuildStatus::kOk) return {st, 0};
+  hdr.bth.pad_count = pad;
+  uint8_t* f = out.data();
+  // Whole template: without a VLAN tag its last 4 bytes land where the BTH
+  // is written next (every frame is longer than the template).
+  static_assert(sizeof(tmpl.bytes) <= kEthHeaderBytes + kIpUdpBytes + kBthBytes + kIcrcBytes);
+  std::memcpy(f, tmpl.bytes.data(), sizeof(tmpl.bytes));
+  uint8_t* ip = f + l2;
+  const auto total = static_cast<uint32_t>(ip_total);
+  put_be16(ip + kIpTotalLen, static_cast<uint16_t>(total));
+  put_be16(ip + kIpCsum, ipv4_checksum_from(tmpl.ip_fixed_sum + total));
+  put_be16(ip + kIpv4HeaderBytes + kUdpLen, static_cast<uint16_t>(total - kIpv4HeaderBytes));
+  write_roce(ip, hdr, info, payload, pad);
+  return {BuildStatus::kOk, l2 + ip_total};
 }
 
 RoceHeader make_cnp_header(uint32_t dest_qp, uint16_t pkey) {

@@ -42,6 +42,7 @@ struct Side {
   HeapMemoryRegions mrs;
   Qp qp;
   wire::FrameAddr addr;
+  wire::FrameTemplate tmpl;  // made from addr once the addresses are set
   explicit Side(uint32_t qpn) : qp(make_cfg(qpn), mrs) {
     mrs.add(kBase, 1 << 16, kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead);
   }
@@ -65,8 +66,8 @@ struct Hop {
 
 bool hop(Side& from, Side& to, Hop& h, const wire::ParseOptions& opt, uint64_t now_ns) {
   if (!from.qp.poll_tx(now_ns, h.tx)) return false;
-  const wire::BuildResult r = wire::build_frame_spans(
-      h.buf, from.addr, h.tx.hdr,
+  const wire::BuildResult r = wire::build_frame(
+      h.buf, from.tmpl, h.tx.hdr,
       std::span<const std::span<const uint8_t>>(h.tx.payload.data(), h.tx.payload_parts));
   if (!r.ok() || wire::parse_frame(std::span<const uint8_t>(h.buf.data(), r.len_bytes), opt,
                                    h.f) != wire::DropReason::kNone) {
@@ -88,6 +89,8 @@ int main(int argc, char** argv) {
   b.addr.src_ip = a.addr.dst_ip = 0xC6120002;
   a.addr.src_port = wire::udp_sport_for_qp(0x11, 0x22);
   b.addr.src_port = wire::udp_sport_for_qp(0x22, 0x11);
+  a.tmpl = wire::make_frame_template(a.addr);
+  b.tmpl = wire::make_frame_template(b.addr);
   wire::ParseOptions opt;
   Hop h;
 
