@@ -304,18 +304,6 @@ void Qp::set_una(uint32_t psn) {
   una_psn_ = psn;
 }
 
-bool Qp::cq_has_room_for_post() const {
-  // Every outstanding WR yields at most one completion: reserve room for all.
-  const uint32_t pending = (cq_tail_ - cq_head_) + (sq_tail_ - sq_head_) + (rq_tail_ - rq_head_);
-  return pending < cq_.size();
-}
-
-void Qp::push_completion(const Completion& c) {
-  // Cannot overflow: posting reserves a slot per WR (cq_has_room_for_post).
-  cq_[cq_tail_ & cq_mask_] = c;
-  ++cq_tail_;
-}
-
 size_t Qp::poll_cq(std::span<Completion> out) {
   size_t n = 0;
   while (n < out.size() && cq_head_ != cq_tail_) {

@@ -211,8 +211,17 @@ class Qp {
   // qp.cc
   void reset_all();
   void enter_error();
-  void push_completion(const Completion& c);
-  bool cq_has_room_for_post() const;
+  void push_completion(const Completion& c) {
+    // Cannot overflow: posting reserves a slot per WR (cq_has_room_for_post).
+    cq_[cq_tail_ & cq_mask_] = c;
+    ++cq_tail_;
+  }
+  bool cq_has_room_for_post() const {
+    // Every outstanding WR yields at most one completion: reserve room for all.
+    const uint32_t pending =
+        (cq_tail_ - cq_head_) + (sq_tail_ - sq_head_) + (rq_tail_ - rq_head_);
+    return pending <= cq_mask_;  // cq_ holds cq_mask_ + 1 entries
+  }
   SendWqe& sq_at(uint32_t index) { return sq_[index & sq_mask_]; }
   uint32_t npkts_for(uint32_t len_bytes, bool read) const;
   uint32_t seg_bytes_for(WrOpcode op) const {

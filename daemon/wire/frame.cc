@@ -49,13 +49,14 @@ constexpr size_t kMaxIpTotalBytes = 0xFFFF;
 // One's-complement sum of the 20-byte IPv4 header, folded to 16 bits. Summed
 // as five native 32-bit words: the one's-complement sum does not depend on
 // byte order (RFC 1071), and a valid header sums to 0xFFFF either way.
+inline uint32_t load_native32(const uint8_t* p) {
+  uint32_t w;
+  std::memcpy(&w, p, sizeof w);
+  return w;
+}
 uint16_t ipv4_header_sum(const uint8_t* h) {
-  uint64_t sum = 0;
-  for (size_t i = 0; i < kIpv4HeaderBytes; i += 4) {
-    uint32_t w;
-    std::memcpy(&w, h + i, sizeof w);
-    sum += w;
-  }
+  uint64_t sum = uint64_t{load_native32(h)} + load_native32(h + 4) + load_native32(h + 8) +
+                 load_native32(h + 12) + load_native32(h + 16);
   sum = (sum & 0xFFFFFFFF) + (sum >> 32);
   sum = (sum & 0xFFFF) + (sum >> 16);
   sum = (sum & 0xFFFF) + (sum >> 16);
