@@ -84,6 +84,10 @@ void encode_roce_header(uint8_t* b, const RoceHeader& hdr, const OpcodeInfo& inf
 }
 
 void encode_extensions(uint8_t* b, const RoceHeader& hdr, const OpcodeInfo& info) {
+  if ((info.flags & kOpExtensions) == kOpAeth) {  // ACK, READ response first/last/only
+    put_be32(b + kBthBytes, uint32_t{hdr.aeth.syndrome} << 24 | (hdr.aeth.msn & 0xFFFFFF));
+    return;
+  }
   if (info.reth_offset) {
     uint8_t* p = b + info.reth_offset;
     put_be64(p, hdr.reth.va);
@@ -110,7 +114,13 @@ void encode_extensions(uint8_t* b, const RoceHeader& hdr, const OpcodeInfo& info
 void decode_extensions(const uint8_t* b, const OpcodeInfo& info, RoceHeader& hdr);
 
 void decode_roce_header(const uint8_t* b, const OpcodeInfo& info, RoceHeader& hdr) {
-  hdr = RoceHeader{};
+  // Members after the BTH: zero unless the opcode carries them.
+  hdr.reth = Reth{};
+  hdr.aeth = Aeth{};
+  hdr.imm = 0;
+  hdr.ieth_rkey = 0;
+  hdr.atomic = AtomicEth{};
+  hdr.atomic_ack_orig = 0;
   const uint32_t w0 = get_be32(b);
   const uint32_t w1 = get_be32(b + 4);
   const uint32_t w2 = get_be32(b + 8);
@@ -129,6 +139,11 @@ void decode_roce_header(const uint8_t* b, const OpcodeInfo& info, RoceHeader& hd
 }
 
 void decode_extensions(const uint8_t* b, const OpcodeInfo& info, RoceHeader& hdr) {
+  if ((info.flags & kOpExtensions) == kOpAeth) {  // ACK, READ response first/last/only
+    const uint32_t w = get_be32(b + kBthBytes);
+    hdr.aeth = Aeth{static_cast<uint8_t>(w >> 24), w & 0xFFFFFF};
+    return;
+  }
   if (info.reth_offset) {
     const uint8_t* p = b + info.reth_offset;
     hdr.reth = Reth{get_be64(p), get_be32(p + 8), get_be32(p + 12)};
