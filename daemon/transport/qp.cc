@@ -269,6 +269,16 @@ Status Qp::modify(const QpAttr& a, uint32_t mask) {
   return Status::kOk;
 }
 
+MrStatus Qp::resolve_local_slow(const Sge& s, uint32_t access, std::span<uint8_t>& out) {
+  const MrStatus st = mrs_.lookup_local(s.lkey, s.addr, s.len_bytes, access, out);
+  if (st == MrStatus::kOk) {
+    mr_cache_valid_ = mrs_.local_view(s.lkey, mr_cache_);
+    mr_cache_lkey_ = s.lkey;
+    mr_cache_epoch_ = mrs_.epoch();
+  }
+  return st;
+}
+
 uint32_t Qp::npkts_for(uint32_t len_bytes, bool read) const {
   if (len_bytes == 0) return 1;
   if (read || !sr_) return ((len_bytes - 1) >> pmtu_shift_) + 1;
@@ -328,8 +338,7 @@ Status Qp::post_send(const SendWr& wr) {
   for (uint32_t i = 0; i < wr.num_sge; ++i) {
     const Sge& s = wr.sge[i];
     if (s.len_bytes > kMaxPayloadPerWr - w.len_bytes) return Status::kInvalidWr;
-    if (mrs_.lookup_local(s.lkey, s.addr, s.len_bytes, access, w.seg[i]) != MrStatus::kOk)
-      return Status::kInvalidSge;
+    if (resolve_local(s, access, w.seg[i]) != MrStatus::kOk) return Status::kInvalidSge;
     w.len_bytes += s.len_bytes;
   }
   if (state_ == QpState::kErr) {
@@ -361,9 +370,7 @@ Status Qp::post_recv(const RecvWr& wr) {
   for (uint32_t i = 0; i < wr.num_sge; ++i) {
     const Sge& s = wr.sge[i];
     if (s.len_bytes > kMaxPayloadPerWr - r.len_bytes) return Status::kInvalidWr;
-    if (mrs_.lookup_local(s.lkey, s.addr, s.len_bytes, kAccessLocalWrite, r.seg[i]) !=
-        MrStatus::kOk)
-      return Status::kInvalidSge;
+    if (resolve_local(s, kAccessLocalWrite, r.seg[i]) != MrStatus::kOk) return Status::kInvalidSge;
     r.len_bytes += s.len_bytes;
   }
   if (state_ == QpState::kErr) {
