@@ -353,8 +353,11 @@ inline __m128i load_aligned(const std::array<uint8_t, 16>& a) {
 }
 
 // The raw CRC register at the end of the stream (the ICRC before inversion).
+// Always inlined into the per-ISA entry points below, so the same code is
+// also compiled with VEX encoding (three-operand: no register copies).
 template <bool kUseAvx512>
-CONDUIT_CLMUL_SSSE3 uint32_t raw_icrc_stream(const uint8_t* d, size_t n) {
+[[gnu::always_inline]] CONDUIT_CLMUL_SSSE3 inline uint32_t raw_icrc_stream(const uint8_t* d,
+                                                                          size_t n) {
   const size_t z = (16 - ((n + 4) & 15)) & 15;
   const StreamMasks& m = kStreamMasks[z];
   const __m128i b0 =
@@ -378,11 +381,32 @@ CONDUIT_CLMUL_SSSE3 uint32_t raw_icrc_stream(const uint8_t* d, size_t n) {
   return reduce128(x);
 }
 
-bool detect_ssse3() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("ssse3");
+CONDUIT_CLMUL_SSSE3 uint32_t icrc_stream_sse(const uint8_t* d, size_t n) {
+  return raw_icrc_stream<false>(d, n);
 }
-const bool kHaveSsse3 = detect_ssse3();
+__attribute__((target("avx,pclmul,ssse3,sse2"))) uint32_t icrc_stream_avx(const uint8_t* d,
+                                                                          size_t n) {
+  return raw_icrc_stream<false>(d, n);
+}
+__attribute__((target("avx512f,vpclmulqdq,avx,pclmul,ssse3,sse2"))) uint32_t icrc_stream_avx512(
+    const uint8_t* d, size_t n) {
+  return raw_icrc_stream<true>(d, n);
+}
+
+using IcrcStreamFn = uint32_t (*)(const uint8_t*, size_t);
+
+bool detect_vpclmul();
+
+// The best stream entry point for this CPU (nullptr without PCLMULQDQ and
+// SSSE3), decided once at static initialisation (CPUID, no syscall).
+IcrcStreamFn pick_icrc_stream() {
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("pclmul") || !__builtin_cpu_supports("ssse3")) return nullptr;
+  if (detect_vpclmul() && __builtin_cpu_supports("avx")) return icrc_stream_avx512;
+  if (__builtin_cpu_supports("avx")) return icrc_stream_avx;
+  return icrc_stream_sse;
+}
+const IcrcStreamFn kIcrcStream = pick_icrc_stream();
 
 bool detect_vpclmul() {
   __builtin_cpu_init();
@@ -402,9 +426,6 @@ bool detect_clmul() {
 
 // Decided once at static initialisation (CPUID, no syscall).
 const bool kHaveClmul = detect_clmul();
-#if CONDUIT_WIRE_HAVE_CLMUL
-const bool kHaveClmulSsse3 = kHaveClmul && kHaveSsse3;
-#endif
 
 }  // namespace
 
@@ -529,12 +550,32 @@ __attribute__((noinline)) uint32_t icrc_ipv4_general(std::span<const uint8_t> fi
 
 uint32_t icrc_ipv4(std::span<const uint8_t> first, std::span<const uint8_t> second) {
 #if CONDUIT_WIRE_HAVE_CLMUL
-  if (second.empty() && kHaveClmulSsse3 && stream_length_ok(first.size())) {
-    return kHaveVpclmul ? ~raw_icrc_stream<true>(first.data(), first.size())
-                        : ~raw_icrc_stream<false>(first.data(), first.size());
+  if (second.empty() && kIcrcStream != nullptr && stream_length_ok(first.size())) {
+    return ~kIcrcStream(first.data(), first.size());
   }
 #endif
   return icrc_ipv4_general(first, second);
+}
+
+bool icrc_ipv4_with(IcrcIsa isa, std::span<const uint8_t> datagram, uint32_t& icrc) {
+#if CONDUIT_WIRE_HAVE_CLMUL
+  if (kIcrcStream == nullptr || !stream_length_ok(datagram.size())) return false;
+  IcrcStreamFn fn = icrc_stream_sse;
+  if (isa == IcrcIsa::kAvx) {
+    if (!__builtin_cpu_supports("avx")) return false;
+    fn = icrc_stream_avx;
+  } else if (isa == IcrcIsa::kAvx512) {
+    if (!kHaveVpclmul || !__builtin_cpu_supports("avx")) return false;
+    fn = icrc_stream_avx512;
+  }
+  icrc = ~fn(datagram.data(), datagram.size());
+  return true;
+#else
+  (void)isa;
+  (void)datagram;
+  (void)icrc;
+  return false;
+#endif
 }
 
 uint32_t icrc_ipv4_slice8(std::span<const uint8_t> first, std::span<const uint8_t> second) {
