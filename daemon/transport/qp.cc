@@ -315,11 +315,10 @@ void Qp::set_una(uint32_t psn) {
 }
 
 size_t Qp::poll_cq(std::span<Completion> out) {
-  size_t n = 0;
-  while (n < out.size() && cq_head_ != cq_tail_) {
-    out[n++] = cq_[cq_head_ & cq_mask_];
-    ++cq_head_;
-  }
+  const size_t avail = cq_tail_ - cq_head_;
+  const size_t n = avail < out.size() ? avail : out.size();
+  for (size_t i = 0; i < n; ++i) out[i] = cq_[(cq_head_ + i) & cq_mask_];
+  cq_head_ += static_cast<uint32_t>(n);
   return n;
 }
 
