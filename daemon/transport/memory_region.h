@@ -30,9 +30,9 @@ enum class MrStatus : uint8_t {
 
 // One registered region as a whole, for callers that cache key lookups.
 struct MrView {
-  uint64_t base = 0;          // address (iova) of bytes[0]
-  std::span<uint8_t> bytes;   // the whole region
-  uint32_t access = 0;        // MrAccess bits
+  uint64_t base = 0;         // address (iova) of bytes[0]
+  std::span<uint8_t> bytes;  // the whole region
+  uint32_t access = 0;       // MrAccess bits
 };
 
 class MemoryRegions {

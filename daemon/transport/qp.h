@@ -235,8 +235,7 @@ class Qp {
   }
   bool cq_has_room_for_post() const {
     // Every outstanding WR yields at most one completion: reserve room for all.
-    const uint32_t pending =
-        (cq_tail_ - cq_head_) + (sq_tail_ - sq_head_) + (rq_tail_ - rq_head_);
+    const uint32_t pending = (cq_tail_ - cq_head_) + (sq_tail_ - sq_head_) + (rq_tail_ - rq_head_);
     return pending <= cq_mask_;  // cq_ holds cq_mask_ + 1 entries
   }
   SendWqe& sq_at(uint32_t index) { return sq_[index & sq_mask_]; }

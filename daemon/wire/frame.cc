@@ -186,8 +186,10 @@ constexpr std::array<const char*, kDropReasonCount> kDropReasonNames = {
 
 // Shared by parse_frame and parse_roce: `ip_udp` is the 28 header bytes (may
 // be empty when the ICRC is not verified), `udp_payload` BTH .. ICRC.
-[[gnu::always_inline]] inline DropReason parse_roce_impl(const uint8_t* ip_udp, std::span<const uint8_t> udp_payload,
-                           const ParseOptions& opt, ParsedFrame& out) {
+[[gnu::always_inline]] inline DropReason parse_roce_impl(const uint8_t* ip_udp,
+                                                         std::span<const uint8_t> udp_payload,
+                                                         const ParseOptions& opt,
+                                                         ParsedFrame& out) {
   const size_t n = udp_payload.size();
   if (n < kBthBytes + kIcrcBytes) return DropReason::kTruncated;
   const uint8_t* b = udp_payload.data();

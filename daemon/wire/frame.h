@@ -146,8 +146,7 @@ BuildResult build_frame_spans(std::span<uint8_t> out, const FrameAddr& addr, Roc
 // field per packet. Remake it when the FrameAddr changes.
 struct FrameTemplate {
   // Headers with total/UDP length 0; bytes past l2_bytes + 28 are unused.
-  std::array<uint8_t, kEthHeaderBytes + kVlanTagBytes + kIpv4HeaderBytes + kUdpHeaderBytes>
-      bytes{};
+  std::array<uint8_t, kEthHeaderBytes + kVlanTagBytes + kIpv4HeaderBytes + kUdpHeaderBytes> bytes{};
   uint8_t l2_bytes = kEthHeaderBytes;
   // One's-complement sum (16-bit words, unfolded) of the IPv4 header without
   // its total length and checksum.

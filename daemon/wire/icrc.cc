@@ -319,7 +319,7 @@ constexpr bool icrc_variant_byte(size_t offset) {
 }
 
 struct StreamMasks {
-  alignas(16) std::array<uint8_t, 16> shuffle;            // block 0 from a load at byte 0
+  alignas(16) std::array<uint8_t, 16> shuffle;              // block 0 from a load at byte 0
   alignas(16) std::array<std::array<uint8_t, 16>, 4> ones;  // OR masks of blocks 0..3
 };
 
@@ -357,7 +357,7 @@ inline __m128i load_aligned(const std::array<uint8_t, 16>& a) {
 // also compiled with VEX encoding (three-operand: no register copies).
 template <bool kUseAvx512>
 [[gnu::always_inline]] CONDUIT_CLMUL_SSSE3 inline uint32_t raw_icrc_stream(const uint8_t* d,
-                                                                          size_t n) {
+                                                                           size_t n) {
   const size_t z = (16 - ((n + 4) & 15)) & 15;
   const StreamMasks& m = kStreamMasks[z];
   const __m128i b0 =
@@ -371,9 +371,9 @@ template <bool kUseAvx512>
         _mm_xor_si128(fold(b0, constants(kFold256)), fold(b1, constants(kFold128))), b2));
   }
   const __m128i b3 = _mm_or_si128(load128(p + 32), load_aligned(m.ones[3]));
-  __m128i x = _mm_xor_si128(
-      _mm_xor_si128(fold(b0, constants(kFold384)), fold(b1, constants(kFold256))),
-      _mm_xor_si128(fold(b2, constants(kFold128)), b3));
+  __m128i x =
+      _mm_xor_si128(_mm_xor_si128(fold(b0, constants(kFold384)), fold(b1, constants(kFold256))),
+                    _mm_xor_si128(fold(b2, constants(kFold128)), b3));
   p += 48;
   left -= 16;
   // Short frames stay inline: up to 3 more blocks with independent multiplies.

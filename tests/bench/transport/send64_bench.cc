@@ -69,8 +69,8 @@ bool hop(Side& from, Side& to, Hop& h, const wire::ParseOptions& opt, uint64_t n
   const wire::BuildResult r = wire::build_frame(
       h.buf, from.tmpl, h.tx.hdr,
       std::span<const std::span<const uint8_t>>(h.tx.payload.data(), h.tx.payload_parts));
-  if (!r.ok() || wire::parse_frame(std::span<const uint8_t>(h.buf.data(), r.len_bytes), opt,
-                                   h.f) != wire::DropReason::kNone) {
+  if (!r.ok() || wire::parse_frame(std::span<const uint8_t>(h.buf.data(), r.len_bytes), opt, h.f) !=
+                     wire::DropReason::kNone) {
     std::fprintf(stderr, "frame did not round-trip\n");
     std::exit(1);
   }

@@ -191,19 +191,19 @@ TEST_CASE("qp: SGEs resolved through the cached region view match the MemoryRegi
     WrOpcode op;
   };
   const Case cases[] = {
-      {0x100, kBase, 64, WrOpcode::kSend},                      // fills the cache
-      {0x100, kBase + 100, 64, WrOpcode::kSend},                // hit
-      {0x100, kBase + kMrBytes - 64, 64, WrOpcode::kSend},      // hit, last bytes
-      {0x100, kBase + kMrBytes - 63, 64, WrOpcode::kSend},      // one byte past the end
-      {0x100, kBase - 1, 8, WrOpcode::kSend},                   // before the start
-      {0x100, kBase + kMrBytes, 0, WrOpcode::kSend},            // empty, at the end
-      {0x100, kBase + kMrBytes + 1, 0, WrOpcode::kSend},        // empty, past the end
-      {0x100, ~0ull - 4, 16, WrOpcode::kSend},                  // address wraps
-      {0x101, 0x900000, 64, WrOpcode::kSend},                   // other region: readable
-      {0x101, 0x900000, 64, WrOpcode::kRead},                   // not locally writable
-      {0x101, 0x900000 + 4000, 200, WrOpcode::kSend},           // out of bounds
-      {0x100, kBase, 64, WrOpcode::kRead},                      // back: writable
-      {0x999, kBase, 64, WrOpcode::kSend},                      // unknown key
+      {0x100, kBase, 64, WrOpcode::kSend},                  // fills the cache
+      {0x100, kBase + 100, 64, WrOpcode::kSend},            // hit
+      {0x100, kBase + kMrBytes - 64, 64, WrOpcode::kSend},  // hit, last bytes
+      {0x100, kBase + kMrBytes - 63, 64, WrOpcode::kSend},  // one byte past the end
+      {0x100, kBase - 1, 8, WrOpcode::kSend},               // before the start
+      {0x100, kBase + kMrBytes, 0, WrOpcode::kSend},        // empty, at the end
+      {0x100, kBase + kMrBytes + 1, 0, WrOpcode::kSend},    // empty, past the end
+      {0x100, ~0ull - 4, 16, WrOpcode::kSend},              // address wraps
+      {0x101, 0x900000, 64, WrOpcode::kSend},               // other region: readable
+      {0x101, 0x900000, 64, WrOpcode::kRead},               // not locally writable
+      {0x101, 0x900000 + 4000, 200, WrOpcode::kSend},       // out of bounds
+      {0x100, kBase, 64, WrOpcode::kRead},                  // back: writable
+      {0x999, kBase, 64, WrOpcode::kSend},                  // unknown key
   };
   for (int round = 0; round < 2; ++round) {
     for (const Case& c : cases) {
