@@ -40,7 +40,7 @@ inline uint64_t get_be64(const uint8_t* p) { return get_be<uint64_t>(p); }
 // Offsets inside the IPv4, UDP and BTH headers.
 constexpr size_t kIpTos = 1, kIpTotalLen = 2, kIpId = 4, kIpFrag = 6, kIpTtl = 8, kIpProto = 9,
                  kIpCsum = 10, kIpSrc = 12, kIpDst = 16;
-constexpr size_t kUdpSport = 0, kUdpDport = 2, kUdpLen = 4, kUdpCsum = 6;
+constexpr size_t kUdpSport = 0, kUdpLen = 4;  // (destination port at 2, checksum at 6)
 constexpr uint16_t kIpFlagDf = 0x4000;
 constexpr uint16_t kIpFragMask = 0x3FFF;  // MF + fragment offset
 constexpr size_t kIpUdpBytes = kIpv4HeaderBytes + kUdpHeaderBytes;
