@@ -135,15 +135,12 @@ host_failures=()
 for p in "${plan[@]}"; do
   read -r name role size mtu loss <<<"$p"
   if ((loss > 0 && drop_attached == 0)); then
-    # On the bridge in vmh, both ways: towards c on up0's egress, towards the VM on the tap's
-    # egress. (Not in c: its af_packet port taps frames before tc ingress and sends with
-    # qdisc bypass, so tc there would not see conduit's traffic.)
-    tap=$(netns_exec vmh ls /sys/class/net | grep '^rxtap' | head -n 1)
-    [[ -n $tap ]] || fail "no tap device in vmh"
-    for at in "up0 egress" "$tap egress"; do
-      read -r dev dir <<<"$at"
-      tcbpf_attach vmh "$dev" "$dir" "$drop_obj" || fail "could not attach the drop program"
-      drop_config vmh "$dev" "$dir" "$loss" 4791 || fail "could not configure the drop program"
+    # On vmh's bridge port to c, both ways: ingress drops c->VM, egress drops VM->c. (Not in c:
+    # its af_packet port taps frames before tc ingress and sends with qdisc bypass, so tc there
+    # would not see conduit's traffic.)
+    for dir in ingress egress; do
+      tcbpf_attach vmh up0 "$dir" "$drop_obj" || fail "could not attach the drop program"
+      drop_config vmh up0 "$dir" "$loss" 4791 || fail "could not configure the drop program"
     done
     drop_attached=1
   fi
@@ -159,10 +156,12 @@ for p in "${plan[@]}"; do
   fi
 done
 if ((drop_attached)); then
-  # The tap's counters go with the VM; the capture check below shows both ways' retransmissions.
-  stats=$(drop_stats vmh up0 egress)
-  echo "drop VM->c: $(tr '\n' ' ' <<<"$stats")"
-  (($(tcbpf_stat "$stats" dropped) > 0)) || fail "nothing dropped VM->c: loss not exercised"
+  for dir in ingress egress; do
+    stats=$(drop_stats vmh up0 "$dir")
+    [[ $dir == ingress ]] && way="c->VM" || way="VM->c"
+    echo "drop $way: $(tr '\n' ' ' <<<"$stats")"
+    (($(tcbpf_stat "$stats" dropped) > 0)) || fail "nothing dropped $way: loss not exercised"
+  done
 fi
 status=0
 vm_wait=200
