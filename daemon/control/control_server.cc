@@ -93,7 +93,14 @@ struct ControlServer::Impl {
         engine(engine),
         listener(io),
         engine_wake(io),
-        timer(io) {}
+        timer(io) {
+    if (int rc = SigbusGuard::install(); rc < 0) {
+      spdlog::warn(
+          "control: cannot install the SIGBUS guard ({}); a client that punches holes "
+          "into its hugetlb region can crash the daemon",
+          errno_str(-rc));
+    }
+  }
 
   ControlServer& owner;
   asio::io_context io;
@@ -267,12 +274,28 @@ struct ControlServer::Impl {
     });
   }
 
-  // Retries commands a full engine ring refused.
+  void drop_faulted_clients() {
+    for (uint32_t id : service.take_faulted_clients()) {
+      std::shared_ptr<Session> victim;
+      for (auto& [p, s] : sessions) {
+        if (s->client_id == id) victim = s;
+      }
+      if (!victim) continue;
+      spdlog::warn(
+          "control: client {} made the daemon fault on its shared region (a hole punched "
+          "into it?); disconnecting it",
+          id);
+      close_session(victim, "its region faulted");
+    }
+  }
+
+  // Retries commands a full engine ring refused; disconnects clients whose region faulted.
   void tick() {
     timer.expires_after(std::chrono::milliseconds(100));
     timer.async_wait([this](auto ec) {
       if (ec || stopping) return;
       engine_events();
+      drop_faulted_clients();
       tick();
     });
   }

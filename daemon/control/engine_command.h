@@ -35,6 +35,11 @@
 //                  remote_addr for its first byte.
 //   kRemoveMr      forget the MR; later WRs naming it fail with BAD_LKEY.
 //   kQueryQp       reply with a kQpStats event for `qpn`.
+//   kSnapshot      one kQpStats event per QP (this command's cookie), then
+//                  write the engine-wide counters into `*snapshot` and ack.
+//                  The control thread owns `*snapshot` and reads it only after
+//                  the ack (the event ring's release/acquire orders the
+//                  writes); it keeps at most one kSnapshot in flight.
 //
 // Events (engine -> control).
 //   kAck           command `cookie` done; `status` 0 or negative errno.
@@ -45,6 +50,9 @@
 //                  consumer index was impossible): the engine stopped reading
 //                  its rings and moved its QPs to ERROR; the control thread
 //                  logs it and closes the client's connection.
+//   kQpStats       answer to kQueryQp / kSnapshot: `state`, rate, alpha,
+//                  counters. Events keep their order: a kSnapshot's ack comes
+//                  after all of its kQpStats.
 //
 // Everything is trivially copyable: the rings copy entries with memcpy. The
 // pointers in kAddClient are into this process (the daemon's own mapping);
@@ -70,8 +78,29 @@ enum class EngineOp : uint16_t {
   kAddMr,
   kRemoveMr,
   kQueryQp,
+  kSnapshot,
 };
 const char* engine_op_name(EngineOp op);
+
+// Engine-wide counters as (name, value) pairs, filled by the engine for
+// kSnapshot. Names are string literals (static storage), so the control thread
+// may keep the pointers.
+struct CounterSnapshot {
+  static constexpr uint32_t kMaxCounters = 192;
+  struct Item {
+    const char* name = nullptr;
+    uint64_t value = 0;
+  };
+  uint32_t count = 0;
+  Item items[kMaxCounters];
+
+  // Appends one counter; false (and nothing stored) when full.
+  bool add(const char* name, uint64_t value) {
+    if (count == kMaxCounters) return false;
+    items[count++] = {name, value};
+    return true;
+  }
+};
 
 struct EngineCommand {
   uint64_t cookie = 0;
@@ -99,6 +128,8 @@ struct EngineCommand {
   uint64_t region_offset = 0;
   uint64_t length = 0;
   uint64_t iova = 0;
+  // kSnapshot
+  CounterSnapshot* snapshot = nullptr;
 };
 
 enum class EngineEventKind : uint16_t { kAck = 1, kQpState, kQpStats, kClientBroken };
@@ -112,7 +143,8 @@ struct EngineEvent {
   proto::QpState state = proto::QpState::kReset;
   uint64_t rate_bps = 0;
   uint32_t alpha_ppm = 0;
-  uint64_t cnps = 0;
+  uint64_t cnps_rx = 0;  // reaction point: CNPs that reached this QP
+  uint64_t cnps_tx = 0;  // notification point: CNPs sent for CE-marked arrivals
   uint64_t retransmits = 0;
   uint64_t tx_bytes = 0;
   uint64_t rx_bytes = 0;
@@ -120,5 +152,6 @@ struct EngineEvent {
 
 static_assert(std::is_trivially_copyable_v<EngineCommand>);
 static_assert(std::is_trivially_copyable_v<EngineEvent>);
+static_assert(std::is_trivially_copyable_v<CounterSnapshot>);
 
 }  // namespace conduit::control

@@ -5,11 +5,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <string>
 
 #include "cc/dcqcn_rp.h"
+#include "net/rx_drop.h"
 #include "wire/psn.h"
 
 namespace conduit::engine {
@@ -103,6 +106,19 @@ uint8_t to_shm_opcode(transport::WcOpcode op) {
   return CONDUIT_SHM_WC_RECV_RDMA_WITH_IMM;
 }
 
+// Counter names for the snapshot, built before main(): the engine only reads
+// them, and the control thread keeps the pointers (static storage).
+template <size_t N, class Reason, class NameOf>
+std::array<std::string, N> prefixed_names(const char* prefix, NameOf name_of) {
+  std::array<std::string, N> out;
+  for (size_t i = 0; i < N; ++i) out[i] = std::string(prefix) + name_of(static_cast<Reason>(i));
+  return out;
+}
+const auto kWireDropNames = prefixed_names<wire::kDropReasonCount, wire::DropReason>(
+    "engine.rx_drop.", wire::drop_reason_name);
+const auto kNetDropNames =
+    prefixed_names<net::kRxDropCount, net::RxDrop>("net.rx_drop.", net::rx_drop_name);
+
 bool is_receive(transport::WcOpcode op) {
   return op == transport::WcOpcode::kRecv || op == transport::WcOpcode::kRecvWriteImm;
 }
@@ -186,6 +202,7 @@ struct Engine::QpCtx {
   uint64_t tx_bytes = 0;
   uint64_t rx_bytes = 0;
   uint64_t cnps_rx = 0;
+  uint64_t cnps_tx = 0;
   uint64_t rx_wrong_peer = 0;
 
   explicit QpCtx(const cc::NpParams& np_params) : np(np_params) {}
@@ -297,13 +314,17 @@ void Engine::handle_command(const control::EngineCommand& cmd, uint64_t now_ns) 
     case control::EngineOp::kQueryQp:
       post_qp_stats(cmd.cookie, cmd.qpn);
       return;  // the stats event is the answer
+    case control::EngineOp::kSnapshot:
+      snapshot(cmd);
+      status = cmd.snapshot != nullptr ? 0 : -EINVAL;
+      break;
   }
   control::EngineEvent ev;
   ev.cookie = cmd.cookie;
   ev.kind = control::EngineEventKind::kAck;
   ev.status = status;
   ev.qpn = cmd.qpn;
-  if (!channel_.post_event(ev)) event_backlog_.push_back(ev);
+  post_event(ev);
 }
 
 Engine::Client* Engine::find_client(uint32_t id) {
@@ -541,7 +562,7 @@ void Engine::post_qp_state(QpCtx& q) {
   ev.kind = control::EngineEventKind::kQpState;
   ev.qpn = q.qpn;
   ev.state = to_proto(q.qp->state());
-  if (!channel_.post_event(ev)) event_backlog_.push_back(ev);
+  post_event(ev);
 }
 
 void Engine::post_qp_stats(uint64_t cookie, uint32_t qpn) {
@@ -555,14 +576,112 @@ void Engine::post_qp_stats(uint64_t cookie, uint32_t qpn) {
     if (const auto* d = dynamic_cast<const cc::DcqcnRp*>(q->rc.get())) {
       ev.alpha_ppm = static_cast<uint32_t>(d->alpha(tsc_now_ns()) * 1e6);
     }
-    ev.cnps = q->cnps_rx;
+    ev.cnps_rx = q->cnps_rx;
+    ev.cnps_tx = q->cnps_tx;
     ev.retransmits = q->qp->counters().tx_retransmits;
     ev.tx_bytes = q->tx_bytes;
     ev.rx_bytes = q->rx_bytes;
   } else {
     ev.status = -ENOENT;
   }
-  if (!channel_.post_event(ev)) event_backlog_.push_back(ev);
+  post_event(ev);
+}
+
+void Engine::post_event(const control::EngineEvent& ev) {
+  if (!event_backlog_.empty() || !channel_.post_event(ev)) event_backlog_.push_back(ev);
+}
+
+void Engine::snapshot(const control::EngineCommand& cmd) {
+  for (const QpCtx* q : qp_list_) post_qp_stats(cmd.cookie, q->qpn);
+  // Written before the ack is posted; the event ring's release publishes it.
+  if (cmd.snapshot != nullptr) fill_snapshot(*cmd.snapshot);
+}
+
+void Engine::fill_snapshot(control::CounterSnapshot& out) const {
+  out.count = 0;
+  const EngineCounters& c = counters_;
+  out.add("engine.loops", c.loops);
+  out.add("engine.sleeps", c.sleeps);
+  out.add("engine.commands", c.commands);
+  out.add("engine.qps", qp_list_.size());
+  out.add("engine.rx_frames", c.rx_frames);
+  out.add("engine.rx_roce", c.rx_roce);
+  out.add("engine.rx_cnps", c.rx_cnps);
+  out.add("engine.rx_ce_marked", c.rx_ce_marked);
+  out.add("engine.rx_multi_segment", c.rx_multi_segment);
+  out.add("engine.rx_unknown_qp", c.rx_unknown_qp);
+  uint64_t wire_drops = 0;
+  for (size_t i = 0; i < c.rx_wire_drops.size(); ++i) {
+    out.add(kWireDropNames[i].c_str(), c.rx_wire_drops[i]);
+    wire_drops += c.rx_wire_drops[i];
+  }
+  out.add("engine.rx_wire_drops", wire_drops);
+  out.add("engine.tx_frames", c.tx_frames);
+  out.add("engine.loopback_frames", c.loopback_frames);
+  out.add("engine.tx_cnps", c.tx_cnps);
+  out.add("engine.tx_no_mbuf", c.tx_no_mbuf);
+  out.add("engine.tx_build_errors", c.tx_build_errors);
+  out.add("engine.tx_ring_full_drops", c.tx_ring_full_drops);
+  out.add("engine.wr_rejected", c.wr_rejected);
+  out.add("engine.clients_broken", c.clients_broken);
+
+  const net::NetCounters& n = net_.counters();
+  out.add("net.rx_frames", n.rx_frames);
+  out.add("net.rx_udp_delivered", n.rx_udp_delivered);
+  out.add("net.rx_arp_requests", n.rx_arp_requests);
+  out.add("net.rx_arp_replies", n.rx_arp_replies);
+  out.add("net.rx_icmp_echo_requests", n.rx_icmp_echo_requests);
+  out.add("net.tx_arp_replies", n.tx_arp_replies);
+  out.add("net.tx_icmp_echo_replies", n.tx_icmp_echo_replies);
+  out.add("net.tx_arp_requests", n.tx_arp_requests);
+  out.add("net.no_route", n.no_route);
+  for (size_t i = 0; i < n.rx_drops.size(); ++i) {
+    out.add(kNetDropNames[i].c_str(), n.rx_drops[i]);
+  }
+  out.add("net.rx_drops", n.total_drops());
+
+  // Transport counters summed over the live QPs (per-QP figures: conduitctl qps).
+  transport::QpCounters t;
+  uint64_t wrong_peer = 0;
+  for (const QpCtx* q : qp_list_) {
+    const transport::QpCounters& k = q->qp->counters();
+    t.tx_packets += k.tx_packets;
+    t.tx_retransmits += k.tx_retransmits;
+    t.rx_packets += k.rx_packets;
+    t.rx_duplicates += k.rx_duplicates;
+    t.rx_out_of_sequence += k.rx_out_of_sequence;
+    t.drop_wrong_qp += k.drop_wrong_qp;
+    t.drop_state += k.drop_state;
+    t.drop_bad_opcode += k.drop_bad_opcode;
+    t.drop_bad_length += k.drop_bad_length;
+    t.drop_stale_response += k.drop_stale_response;
+    t.drop_response_queue_full += k.drop_response_queue_full;
+    t.naks_sent += k.naks_sent;
+    t.rnr_naks_sent += k.rnr_naks_sent;
+    t.naks_received += k.naks_received;
+    t.rnr_naks_received += k.rnr_naks_received;
+    t.timeouts += k.timeouts;
+    t.retries += k.retries;
+    wrong_peer += q->rx_wrong_peer;
+  }
+  out.add("engine.rx_wrong_peer", wrong_peer);
+  out.add("transport.tx_packets", t.tx_packets);
+  out.add("transport.tx_retransmits", t.tx_retransmits);
+  out.add("transport.rx_packets", t.rx_packets);
+  out.add("transport.rx_duplicates", t.rx_duplicates);
+  out.add("transport.rx_out_of_sequence", t.rx_out_of_sequence);
+  out.add("transport.drop_wrong_qp", t.drop_wrong_qp);
+  out.add("transport.drop_state", t.drop_state);
+  out.add("transport.drop_bad_opcode", t.drop_bad_opcode);
+  out.add("transport.drop_bad_length", t.drop_bad_length);
+  out.add("transport.drop_stale_response", t.drop_stale_response);
+  out.add("transport.drop_response_queue_full", t.drop_response_queue_full);
+  out.add("transport.naks_sent", t.naks_sent);
+  out.add("transport.rnr_naks_sent", t.rnr_naks_sent);
+  out.add("transport.naks_received", t.naks_received);
+  out.add("transport.rnr_naks_received", t.rnr_naks_received);
+  out.add("transport.timeouts", t.timeouts);
+  out.add("transport.retries", t.retries);
 }
 
 // ---- timers ------------------------------------------------------------------
@@ -976,6 +1095,7 @@ void Engine::send_cnp(QpCtx& q, uint64_t now_ns) {
   }
   m->data_len = m->pkt_len = static_cast<uint32_t>(b.len_bytes);
   ++counters_.tx_cnps;
+  ++q.cnps_tx;
   transmit_now(m);
 }
 

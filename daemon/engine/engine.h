@@ -129,6 +129,10 @@ class Engine {
   void remove_qp(uint32_t qpn, bool owner_gone);
   void post_qp_state(QpCtx& q);
   void post_qp_stats(uint64_t cookie, uint32_t qpn);
+  void snapshot(const control::EngineCommand& cmd);
+  void fill_snapshot(control::CounterSnapshot& out) const;
+  // Posts in order: once one event waits in event_backlog_, later ones queue behind it.
+  void post_event(const control::EngineEvent& ev);
   Client* find_client(uint32_t id);
   QpCtx* find_qp(uint32_t qpn);
 
