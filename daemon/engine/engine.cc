@@ -624,6 +624,7 @@ void Engine::fill_snapshot(control::CounterSnapshot& out) const {
   out.add("engine.tx_ring_full_drops", c.tx_ring_full_drops);
   out.add("engine.wr_rejected", c.wr_rejected);
   out.add("engine.clients_broken", c.clients_broken);
+  out.add("engine.peers_failed", c.peers_failed);
 
   const net::NetCounters& n = net_.counters();
   out.add("net.rx_frames", n.rx_frames);
@@ -883,7 +884,7 @@ void Engine::cut_off(Client& c) {
   control::EngineEvent ev;
   ev.kind = control::EngineEventKind::kClientBroken;
   ev.client_id = c.id;
-  if (!channel_.post_event(ev)) event_backlog_.push_back(ev);
+  post_event(ev);
 }
 
 void Engine::post_one_send(QpCtx& q, const conduit_shm_send_wr& raw) {

@@ -114,6 +114,8 @@ echo "daemon: memfd regions mapped $before -> $after, clients attached" \
 ((after == before - 1)) || fail "daemon regions $before -> $after, expected one fewer"
 ((attached_after == attached_before - 1)) || fail "clients attached $attached_before -> $attached_after"
 [[ $line == *"status=WR flushed"* ]] || fail "survivor: unexpected error: $line"
+peers_failed=$(ctl stats | awk '$1 == "engine.peers_failed" {print $2}')
+[[ $peers_failed == 1 ]] || fail "engine.peers_failed is '$peers_failed', expected 1"
 wait "$survivor" || fail "survivor exit status $?"
 
 # Pair 1 carries on and finishes byte-exact.

@@ -71,6 +71,12 @@ cat "$dir/hostile.out"
 kill -0 "$pid" || fail "conduitd died"
 kill -0 "$gc" || fail "the good pair ended before the hostile client did (machine too slow?)"
 [[ $(stat control.clients_cut_off) == 1 ]] || fail "control.clients_cut_off is not 1"
+[[ $(stat engine.clients_broken) == 1 ]] || fail "engine.clients_broken is not 1"
+(($(stat engine.wr_rejected) > 0)) || fail "engine.wr_rejected did not count the bad WRs"
+# The forged frames reached the good pair's QPs and were dropped there.
+(($(stat engine.rx_wrong_peer) > 0)) || fail "engine.rx_wrong_peer counted no forged frame"
+echo "conduitd counted: engine.wr_rejected=$(stat engine.wr_rejected)" \
+  "engine.rx_wrong_peer=$(stat engine.rx_wrong_peer) engine.clients_broken=1"
 grep -q 'wrote impossible ring indices: the engine cut it off' "$dir/log" ||
   fail "the cut-off is not logged"
 grep -q 'disconnected (cut off by the engine' "$dir/log" || fail "the disconnect is not logged"
