@@ -625,6 +625,7 @@ void Engine::fill_snapshot(control::CounterSnapshot& out) const {
   out.add("engine.wr_rejected", c.wr_rejected);
   out.add("engine.clients_broken", c.clients_broken);
   out.add("engine.peers_failed", c.peers_failed);
+  out.add("engine.cqe_dropped", c.cqe_dropped);
 
   const net::NetCounters& n = net_.counters();
   out.add("net.rx_frames", n.rx_frames);
@@ -1163,7 +1164,9 @@ void Engine::push_cqe(Client& c, uint32_t cq_slot, const conduit_shm_cqe& cqe) {
   if (cq_slot >= c.cqs.size()) return;
   CqCtx& cq = c.cqs[cq_slot];
   if (!cq.live) return;
-  cq.ring.try_enqueue(cqe);
+  // Transport completions wait for room (deliver_completions); a rejected WR's
+  // completion cannot wait (the WR is gone): a full CQ loses it, counted.
+  if (!cq.ring.try_enqueue(cqe)) ++counters_.cqe_dropped;
   cq.kick_pending = true;
 }
 

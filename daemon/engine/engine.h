@@ -89,6 +89,7 @@ struct EngineCounters {
   uint64_t wr_rejected = 0;         // invalid work requests (error completions)
   uint64_t clients_broken = 0;      // impossible ring indices: client cut off
   uint64_t peers_failed = 0;        // local QPs failed because their peer's process went away
+  uint64_t cqe_dropped = 0;         // error completions of rejected WRs lost to a full CQ
   uint64_t commands = 0;
 };
 

@@ -76,6 +76,7 @@ kill -0 "$gc" || fail "the good pair ended before the hostile client did (machin
 # The forged frames reached the good pair's QPs and were dropped there.
 (($(stat engine.rx_wrong_peer) > 0)) || fail "engine.rx_wrong_peer counted no forged frame"
 echo "conduitd counted: engine.wr_rejected=$(stat engine.wr_rejected)" \
+  "engine.cqe_dropped=$(stat engine.cqe_dropped) (its CQ overflowed)" \
   "engine.rx_wrong_peer=$(stat engine.rx_wrong_peer) engine.clients_broken=1"
 grep -q 'wrote impossible ring indices: the engine cut it off' "$dir/log" ||
   fail "the cut-off is not logged"
