@@ -103,7 +103,7 @@ ctl qps --json | grep -q "\"qpn\": $victim_qpn," && fail "victim QP $victim_qpn 
 for _ in $(seq 100); do grep -q '^error' "$dir/survivor.out" && break; sleep 0.02; done
 line=$(grep '^error' "$dir/survivor.out" || true)
 [[ -n $line ]] || fail "the survivor saw no error"
-err_ns=$(sed 's/.*realtime_ns=\([0-9]*\).*/\1/' <<<"$line")
+err_ns=${line##*realtime_ns=} err_ns=${err_ns%% *}
 survivor_ms=$(((err_ns - t0) / 1000000))
 echo "after SIGKILL: hang-up logged at ${hangup_ms} ms, QPs destroyed and region unmapped at" \
   "${released_ms} ms, survivor's error at ${survivor_ms} ms (${line%% realtime*})"

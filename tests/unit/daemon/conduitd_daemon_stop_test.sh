@@ -92,7 +92,7 @@ YAML
       [[ $line == *"kind=lib status=conduitd closed the connection"* ]] ||
         fail "$sig: stream_peer $n: unexpected error: $line"
     fi
-    err_ns=$(sed 's/.*realtime_ns=\([0-9]*\).*/\1/' <<<"$line")
+    err_ns=${line##*realtime_ns=} err_ns=${err_ns%% *}
     (((err_ns - t0) / 1000000 > worst)) && worst=$(((err_ns - t0) / 1000000))
     echo "$sig: stream_peer $n: ${line%% realtime*} after $(((err_ns - t0) / 1000000)) ms"
   done
