@@ -615,6 +615,17 @@ void Engine::fill_snapshot(control::CounterSnapshot& out) const {
   out.add("engine.wr_rejected", c.wr_rejected);
   out.add("engine.clients_broken", c.clients_broken);
 
+  // The device's own view (rx_missed: its RX ring overflowed before we polled).
+  const dpdk::PortStats ps = port_.stats();
+  out.add("port.rx_packets", ps.rx_packets);
+  out.add("port.tx_packets", ps.tx_packets);
+  out.add("port.rx_bytes", ps.rx_bytes);
+  out.add("port.tx_bytes", ps.tx_bytes);
+  out.add("port.rx_missed", ps.rx_missed);
+  out.add("port.rx_errors", ps.rx_errors);
+  out.add("port.tx_errors", ps.tx_errors);
+  out.add("port.rx_no_mbuf", ps.rx_no_mbuf);
+
   const net::NetCounters& n = net_.counters();
   out.add("net.rx_frames", n.rx_frames);
   out.add("net.rx_udp_delivered", n.rx_udp_delivered);

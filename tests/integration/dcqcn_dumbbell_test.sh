@@ -203,6 +203,11 @@ while :; do
   sleep 0.5
 done
 db=$(qp_json d)
+# Counters while the QPs still exist (transport counters are summed over live QPs).
+# shellcheck disable=SC2034  # read through ${!v} below
+stats_d=$(ctl_in d stats --json)
+stats_s1=$(ctl_in s1 stats --json)
+stats_s2=$(ctl_in s2 stats --json)
 echo "-- conduitctl qps in s1, s2 and d at the end of the window"
 for h in s1 s2 d; do echo "[$h]"; ctl_in "$h" qps; done
 wait_flows || fail "a transfer failed (see the logs)"
@@ -211,10 +216,18 @@ for i in 1 2; do
   echo "-- client s$i"; cat "$work/client$i.out"
   grep -q 'check: OK' "$work/client$i.out" || fail "flow s$i -> d: no 'check: OK'"
 done
-stats_d=$(ctl_in d stats --json)
-echo "-- d (receiver) counters"
-ctl_in d stats | grep -E '^(engine\.rx_(frames|roce|ce_marked|unknown_qp|wire_drops|wrong_peer)|engine\.tx_cnps|net\.rx_drops|transport\.(rx_duplicates|rx_out_of_sequence|naks_sent)) ' | tr -s ' ' | tr '\n' ';'
-echo
+echo "-- counters at the end of the window"
+for h in s1 s2 d; do
+  v=stats_$h
+  /usr/bin/python3 -c '
+import json, sys
+s = json.loads(sys.argv[2])
+keys = ["port.rx_packets", "port.rx_missed", "engine.rx_ce_marked", "engine.tx_cnps",
+        "engine.rx_cnps", "transport.tx_retransmits", "transport.timeouts",
+        "transport.naks_sent", "transport.naks_received", "transport.rx_duplicates",
+        "transport.rx_out_of_sequence"]
+print(sys.argv[1] + ": " + ", ".join(f"{k} {s.get(k, 0)}" for k in keys))' "$h" "${!v}"
+done
 
 echo "-- the bottleneck queue (tbf on r's tod)"
 netns_exec r tc -s qdisc show dev tod | sed -n '/tbf/,+2p'
