@@ -204,10 +204,8 @@ while :; do
 done
 db=$(qp_json d)
 # Counters while the QPs still exist (transport counters are summed over live QPs).
-# shellcheck disable=SC2034  # read through ${!v} below
 stats_d=$(ctl_in d stats --json)
-stats_s1=$(ctl_in s1 stats --json)
-stats_s2=$(ctl_in s2 stats --json)
+declare -A stats_of=([d]=$stats_d [s1]=$(ctl_in s1 stats --json) [s2]=$(ctl_in s2 stats --json))
 echo "-- conduitctl qps in s1, s2 and d at the end of the window"
 for h in s1 s2 d; do echo "[$h]"; ctl_in "$h" qps; done
 wait_flows || fail "a transfer failed (see the logs)"
@@ -218,7 +216,6 @@ for i in 1 2; do
 done
 echo "-- counters at the end of the window"
 for h in s1 s2 d; do
-  v=stats_$h
   /usr/bin/python3 -c '
 import json, sys
 s = json.loads(sys.argv[2])
@@ -226,7 +223,7 @@ keys = ["port.rx_packets", "port.rx_missed", "engine.rx_ce_marked", "engine.tx_c
         "engine.rx_cnps", "transport.tx_retransmits", "transport.timeouts",
         "transport.naks_sent", "transport.naks_received", "transport.rx_duplicates",
         "transport.rx_out_of_sequence"]
-print(sys.argv[1] + ": " + ", ".join(f"{k} {s.get(k, 0)}" for k in keys))' "$h" "${!v}"
+print(sys.argv[1] + ": " + ", ".join(f"{k} {s.get(k, 0)}" for k in keys))' "$h" "${stats_of[$h]}"
 done
 
 echo "-- the bottleneck queue (tbf on r's tod)"
