@@ -103,10 +103,6 @@ start_daemon() {
   conduitd_config "$cfg" "$work/$h.sock" "$(conduitd_vdev af_packet eth0)" "$addr/24" "$lcore" \
     "cddb$$$h"
   sed -i "/^  address:/a\\  gateway: $gw" "$cfg"
-  # Local ACK timeout 4.096 us * 2^16 = 268 ms instead of 67 ms: with three daemons and four
-  # perf processes on 2 cores, an ACK can wait for a CPU longer than 67 ms (measured: hundreds
-  # of go-back-N timeouts per flow with no packet dropped anywhere).
-  sed -i 's/^  timeout: 14$/  timeout: 16/' "$cfg"
   cat >>"$cfg" <<YAML
 traffic_classes:
   - name: roce
@@ -226,6 +222,14 @@ keys = ["port.rx_packets", "port.rx_missed", "engine.rx_ce_marked", "engine.tx_c
 print(sys.argv[1] + ": " + ", ".join(f"{k} {s.get(k, 0)}" for k in keys))' "$h" "${stats_of[$h]}"
 done
 
+echo "-- kernel drop counters of the links (ip -s link: rx/tx dropped)"
+for hi in s1:eth0 s2:eth0 d:eth0 r:tos1 r:tos2 r:tod; do
+  netns_exec "${hi%%:*}" ip -j -s link show "${hi#*:}" | /usr/bin/python3 -c '
+import json, sys
+s = json.load(sys.stdin)[0]["stats64"]
+rx, tx = s["rx"]["dropped"], s["tx"]["dropped"]
+print(f"  {sys.argv[1]:8s} rx_dropped {rx} tx_dropped {tx}")' "$hi"
+done
 echo "-- the bottleneck queue (tbf on r's tod)"
 netns_exec r tc -s qdisc show dev tod | sed -n '/tbf/,+2p'
 verdict=0
