@@ -79,12 +79,12 @@ start_daemon a || fail "conduitd a did not start"
 start_daemon b || fail "conduitd b did not start"
 ctl_b() { netns_exec b "$ctl" --socket "$work/b.sock" "$@"; }
 
-echo "== send_bw a -> b with --check, 8 s"
+echo "== send_bw a -> b with --check, 15 s"
 netns_exec b timeout 60 "$perf" send_bw --socket "$work/b.sock" -x 198.18.1.11 -W 30 -e \
   >"$work/server.out" 2>"$work/server.err" &
 spid=$!
 sleep 0.3
-netns_exec a timeout 60 "$perf" send_bw 198.18.1.1 -s 4096 -D 8 --check -W 30 -e \
+netns_exec a timeout 60 "$perf" send_bw 198.18.1.1 -s 4096 -D 15 --check -W 30 -e \
   --socket "$work/a.sock" -x 198.18.0.11 >"$work/client.out" 2>"$work/client.err" &
 cpid=$!
 
@@ -147,6 +147,8 @@ PY
 cat "$work/inject.out"
 sleep 0.5
 after=$(ctl_b stats --json)
+# The injection (and the counters) must fall inside the transfer, or it proves nothing.
+kill -0 "$cpid" 2>/dev/null || fail "the transfer ended before the injection did"
 
 crc=0
 wait "$cpid" || crc=$?
