@@ -21,7 +21,8 @@
 #   wire_inject_test.sh [BUILD_DIR]
 # shellcheck source-path=SCRIPTDIR source=common.sh
 . "$(dirname "$0")/common.sh"
-netns_require_root  # shellcheck disable=SC2119
+# shellcheck disable=SC2119  # no tools beyond ip and tc to require
+netns_require_root
 build=${1:-${CONDUIT_BUILD:-$src/build}}
 export CONDUIT_BUILD=$build
 perf=$build/tools/conduit-perf/conduit-perf
