@@ -119,6 +119,26 @@ const auto kWireDropNames = prefixed_names<wire::kDropReasonCount, wire::DropRea
 const auto kNetDropNames =
     prefixed_names<net::kRxDropCount, net::RxDrop>("net.rx_drop.", net::rx_drop_name);
 
+void add_qp_counters(transport::QpCounters& into, const transport::QpCounters& k) {
+  into.tx_packets += k.tx_packets;
+  into.tx_retransmits += k.tx_retransmits;
+  into.rx_packets += k.rx_packets;
+  into.rx_duplicates += k.rx_duplicates;
+  into.rx_out_of_sequence += k.rx_out_of_sequence;
+  into.drop_wrong_qp += k.drop_wrong_qp;
+  into.drop_state += k.drop_state;
+  into.drop_bad_opcode += k.drop_bad_opcode;
+  into.drop_bad_length += k.drop_bad_length;
+  into.drop_stale_response += k.drop_stale_response;
+  into.drop_response_queue_full += k.drop_response_queue_full;
+  into.naks_sent += k.naks_sent;
+  into.rnr_naks_sent += k.rnr_naks_sent;
+  into.naks_received += k.naks_received;
+  into.rnr_naks_received += k.rnr_naks_received;
+  into.timeouts += k.timeouts;
+  into.retries += k.retries;
+}
+
 bool is_receive(transport::WcOpcode op) {
   return op == transport::WcOpcode::kRecv || op == transport::WcOpcode::kRecvWriteImm;
 }
@@ -540,6 +560,7 @@ void Engine::remove_qp(uint32_t qpn, bool owner_gone) {
     }
   }
   deliver_completions(*q);  // best effort: flushed WRs reach the CQ if it is still there
+  add_qp_counters(retired_qp_counters_, q->qp->counters());
   pacer_.remove_flow(q->flow);
   flow_qp_[q->flow] = nullptr;
   for (size_t tag = 0; tag < pending_frames_.size(); ++tag) {
@@ -627,6 +648,17 @@ void Engine::fill_snapshot(control::CounterSnapshot& out) const {
   out.add("engine.peers_failed", c.peers_failed);
   out.add("engine.cqe_dropped", c.cqe_dropped);
 
+  // The device's own view (rx_missed: its RX ring overflowed before we polled).
+  const dpdk::PortStats ps = port_.stats();
+  out.add("port.rx_packets", ps.rx_packets);
+  out.add("port.tx_packets", ps.tx_packets);
+  out.add("port.rx_bytes", ps.rx_bytes);
+  out.add("port.tx_bytes", ps.tx_bytes);
+  out.add("port.rx_missed", ps.rx_missed);
+  out.add("port.rx_errors", ps.rx_errors);
+  out.add("port.tx_errors", ps.tx_errors);
+  out.add("port.rx_no_mbuf", ps.rx_no_mbuf);
+
   const net::NetCounters& n = net_.counters();
   out.add("net.rx_frames", n.rx_frames);
   out.add("net.rx_udp_delivered", n.rx_udp_delivered);
@@ -642,31 +674,11 @@ void Engine::fill_snapshot(control::CounterSnapshot& out) const {
   }
   out.add("net.rx_drops", n.total_drops());
 
-  // Transport counters summed over the live QPs (per-QP figures: conduitctl qps).
-  transport::QpCounters t;
-  uint64_t wrong_peer = 0;
-  for (const QpCtx* q : qp_list_) {
-    const transport::QpCounters& k = q->qp->counters();
-    t.tx_packets += k.tx_packets;
-    t.tx_retransmits += k.tx_retransmits;
-    t.rx_packets += k.rx_packets;
-    t.rx_duplicates += k.rx_duplicates;
-    t.rx_out_of_sequence += k.rx_out_of_sequence;
-    t.drop_wrong_qp += k.drop_wrong_qp;
-    t.drop_state += k.drop_state;
-    t.drop_bad_opcode += k.drop_bad_opcode;
-    t.drop_bad_length += k.drop_bad_length;
-    t.drop_stale_response += k.drop_stale_response;
-    t.drop_response_queue_full += k.drop_response_queue_full;
-    t.naks_sent += k.naks_sent;
-    t.rnr_naks_sent += k.rnr_naks_sent;
-    t.naks_received += k.naks_received;
-    t.rnr_naks_received += k.rnr_naks_received;
-    t.timeouts += k.timeouts;
-    t.retries += k.retries;
-    wrong_peer += q->rx_wrong_peer;
-  }
-  out.add("engine.rx_wrong_peer", wrong_peer);
+  // Transport counters of every QP since start: removed QPs' plus the live ones'
+  // (per-QP figures: conduitctl qps).
+  transport::QpCounters t = retired_qp_counters_;
+  for (const QpCtx* q : qp_list_) add_qp_counters(t, q->qp->counters());
+  out.add("engine.rx_wrong_peer", c.rx_wrong_peer);
   out.add("transport.tx_packets", t.tx_packets);
   out.add("transport.tx_retransmits", t.tx_retransmits);
   out.add("transport.rx_packets", t.rx_packets);
@@ -784,6 +796,7 @@ void Engine::rx_roce(const net::UdpDatagram& udp, std::span<const uint8_t> frame
       (local_sender != nullptr &&
        (!q->peer_local || q->qp->attr().dest_qpn != local_sender->qpn))) {
     ++q->rx_wrong_peer;
+    ++counters_.rx_wrong_peer;
     return;
   }
   if (pf.hdr.bth.opcode == static_cast<uint8_t>(wire::Opcode::kCnp)) {

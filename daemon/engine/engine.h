@@ -79,6 +79,7 @@ struct EngineCounters {
   uint64_t rx_ce_marked = 0;
   uint64_t rx_multi_segment = 0;  // dropped: we build and parse single-segment frames
   uint64_t rx_unknown_qp = 0;
+  uint64_t rx_wrong_peer = 0;  // valid RoCE frame for a QP from an address not its peer
   std::array<uint64_t, wire::kDropReasonCount> rx_wire_drops{};
   uint64_t tx_frames = 0;
   uint64_t loopback_frames = 0;  // between two QPs of this host, not through the port
@@ -175,6 +176,7 @@ class Engine {
   std::array<rte_mbuf*, 64> tx_batch_{};
   uint16_t tx_batch_len_ = 0;
   std::vector<control::EngineEvent> event_backlog_;  // event ring full: retried
+  transport::QpCounters retired_qp_counters_;        // sum over removed QPs, for the snapshot
   uint32_t idle_loops_ = 0;
   EngineCounters counters_;
 };

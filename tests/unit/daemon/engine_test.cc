@@ -618,6 +618,16 @@ TEST_CASE("engine: kSnapshot reports per-QP rate, alpha, CNPs and bytes, and the
   CHECK(qb.rx_bytes >= len);
   CHECK(sa.counters.at("engine.tx_frames") > 0);
   CHECK(sa.counters.at("transport.tx_packets") >= len / 1024);
+
+  // The transport totals keep a removed QP's share: counters never go backwards.
+  control::EngineCommand rm;
+  rm.op = control::EngineOp::kRemoveQp;
+  rm.qpn = f.a.qpn;
+  f.a.submit(rm);
+  const Snapshot gone = take_snapshot(f, f.a);
+  CHECK(gone.qps.empty());
+  CHECK(gone.counters.at("engine.qps") == 0);
+  CHECK(gone.counters.at("transport.tx_packets") >= sa.counters.at("transport.tx_packets"));
 }
 
 TEST_CASE("engine: the control service's stats and QP table come from the engine",
