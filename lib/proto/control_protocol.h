@@ -32,7 +32,7 @@
 namespace conduit::proto {
 
 inline constexpr uint32_t kControlMagic = 0x54434443;  // bytes 'C','D','C','T'
-inline constexpr uint16_t kControlVersion = 1;
+inline constexpr uint16_t kControlVersion = 2;         // 2: QpSummary carries cnps_rx and cnps_tx
 inline constexpr size_t kHeaderBytes = 16;
 // Largest datagram either side sends or accepts (SOCK_SEQPACKET keeps boundaries).
 inline constexpr size_t kMaxMessageBytes = 64 * 1024;

@@ -154,10 +154,13 @@ TEST_CASE("header checks: magic, version, length, type, direction", "[control][c
   CHECK(err.code == -EPROTO);
 
   bad = good;
-  bad[4] = 2;
+  bad[4] = static_cast<uint8_t>(kControlVersion + 1);
   CHECK_FALSE(decodes(bad, err));
   CHECK(err.code == -EPROTONOSUPPORT);
-  CHECK(err.reason.find("version 2") != std::string::npos);
+  CHECK(err.reason.find("version " + std::to_string(kControlVersion + 1)) != std::string::npos);
+  bad[4] = 1;  // version 1 had another QpSummary layout: refused, not misread
+  CHECK_FALSE(decodes(bad, err));
+  CHECK(err.code == -EPROTONOSUPPORT);
 
   bad = good;
   bad.push_back(0);  // trailing byte, body_len still 0
