@@ -190,6 +190,10 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
       if (!flag(o.events)) return fail("option " + name + " takes no value");
       continue;
     }
+    if (is("--perftest", nullptr)) {
+      if (!flag(o.perftest)) return fail("option " + name + " takes no value");
+      continue;
+    }
     if (is("-J", "--json")) {
       if (!flag(o.json)) return fail("option " + name + " takes no value");
       continue;
@@ -320,6 +324,12 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
       if (s < 1) return fail("write_lat needs messages of at least 1 byte");
     }
   }
+  if (o.perftest) {
+    if (is_latency(o.test)) return fail("--perftest speaks to ib_send_bw, ib_write_bw, ib_read_bw");
+    if (o.qps != 1 || o.bidirectional || o.sizes.size() != 1 || o.duration_s != 0) {
+      return fail("--perftest runs one QP, one size (-s) and -n iterations, one direction");
+    }
+  }
   (void)have_test;
   out = o;
   r.ok = true;
@@ -359,6 +369,10 @@ Options:
                          /run/conduit/conduitd.sock)
   -p, --port N           TCP port of the out-of-band exchange (18515)
   -W, --timeout SEC      fail when nothing completes for SEC seconds (30)
+  --perftest             speak perftest's own TCP exchange instead of ours, so
+                         the peer may be stock ib_send_bw/ib_write_bw/ib_read_bw
+                         (e.g. on rxe or a RoCE NIC); both roles, one QP, -s one
+                         size; the server also needs -s and -n as the peer's
   -J, --json             one JSON object per line instead of the table
   -V, --version          print the version
   -h, --help             this text

@@ -50,6 +50,7 @@ struct PerfOptions {
   uint32_t mtu = 0;       // path MTU bytes 256..4096; 0: 1024
   std::string traffic_class;
   uint32_t timeout_s = 30;  // no progress for this long: fail instead of hanging
+  bool perftest = false;    // speak perftest's own exchange (perftest_wire.h) with stock tools
   bool help = false;
   bool version = false;
 
