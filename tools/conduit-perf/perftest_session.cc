@@ -19,10 +19,6 @@ namespace conduit::perf {
 
 namespace {
 
-// conduitd's responder holds this many RDMA READs per QP (daemon/transport/qp_attr.h); libconduit
-// does not let a client change it.
-constexpr uint16_t kConduitReadResponderDepth = 4;
-
 struct Failure {
   std::string message;
 };
@@ -174,9 +170,7 @@ void Session::open_resources() {
   }
   std::random_device rd;
   mine_.lid = 0;
-  // perftest sets its QP's max_rd_atomic to the peer's out_reads: ours must be what conduitd's
-  // responder holds (QpAttr::max_dest_rd_atomic, 4), or a reader exceeding it gets
-  // NAK-invalid-request and the QP fails (seen with rxe's ib_read_bw sending 16 at once).
+  // perftest makes the peer's max_rd_atomic our out_reads (perftest_wire.h).
   mine_.out_reads = kConduitReadResponderDepth;
   mine_.qpn = conduit_qp_num(qp_);
   mine_.psn = rd() & 0xFFFFFFu;

@@ -2,6 +2,8 @@
 // /work/shared/captures/rxe-perftest-send-write.pcap, ib_write_bw -n 5 -s 64), and bad input.
 #include "perftest_wire.h"
 
+#include "transport/qp_attr.h"
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -146,4 +148,9 @@ TEST_CASE("--perftest options") {
   CHECK_FALSE(parse_args(5, qps, o).ok);
   const char* val[] = {"conduit-perf", "send_bw", "--perftest=1"};
   CHECK_FALSE(parse_args(3, val, o).ok);
+}
+
+TEST_CASE("--perftest advertises conduitd's READ responder depth as out_reads") {
+  // perftest's requester keeps this many READs in flight towards us.
+  CHECK(kConduitReadResponderDepth == conduit::transport::QpAttr{}.max_dest_rd_atomic);
 }
