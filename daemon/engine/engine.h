@@ -88,6 +88,8 @@ struct EngineCounters {
   uint64_t tx_ring_full_drops = 0;  // the device would not take a frame
   uint64_t wr_rejected = 0;         // invalid work requests (error completions)
   uint64_t clients_broken = 0;      // impossible ring indices: client cut off
+  uint64_t peers_failed = 0;        // local QPs failed because their peer's process went away
+  uint64_t cqe_dropped = 0;         // error completions of rejected WRs lost to a full CQ
   uint64_t commands = 0;
 };
 
@@ -125,17 +127,24 @@ class Engine {
   int add_cq(const control::EngineCommand& cmd);
   int add_qp(const control::EngineCommand& cmd, uint64_t now_ns);
   int modify_qp(const control::EngineCommand& cmd, uint64_t now_ns);
-  void remove_qp(uint32_t qpn);
+  void remove_qp(uint32_t qpn, bool owner_gone);
   void post_qp_state(QpCtx& q);
   void post_qp_stats(uint64_t cookie, uint32_t qpn);
+  void snapshot(const control::EngineCommand& cmd);
+  void fill_snapshot(control::CounterSnapshot& out) const;
+  // Posts in order: once one event waits in event_backlog_, later ones queue behind it.
+  void post_event(const control::EngineEvent& ev);
   Client* find_client(uint32_t id);
   QpCtx* find_qp(uint32_t qpn);
 
   // Datapath.
   bool run_timers(uint64_t now_ns);
   bool rx(uint64_t now_ns);
-  void rx_roce(const net::UdpDatagram& udp, std::span<const uint8_t> frame, uint64_t now_ns);
+  // local_sender: the QP of this host that built the frame (loopback), else null.
+  void rx_roce(const net::UdpDatagram& udp, std::span<const uint8_t> frame, uint64_t now_ns,
+               const QpCtx* local_sender = nullptr);
   bool drain_client_rings(QpCtx& q);
+  void cut_off(Client& c);
   void post_one_send(QpCtx& q, const conduit_shm_send_wr& wr);
   bool fill_pacer(QpCtx& q, uint64_t now_ns);
   bool resolve_peer(QpCtx& q, uint64_t now_ns);
