@@ -191,7 +191,7 @@ void Session::connect(const QpRecord& peer, uint32_t mtu_bytes) {
     if ((128u << e) == mtu_bytes) ca.mtu = e;
   }
   ca.access = CONDUIT_ACCESS_REMOTE_WRITE | CONDUIT_ACCESS_REMOTE_READ;
-  ca.timeout = 14;
+  ca.timeout = o_.qp_timeout;
   ca.retry_cnt = 7;
   ca.rnr_retry = 7;
   ca.min_rnr_timer = 12;

@@ -148,6 +148,11 @@ TEST_CASE("--perftest options") {
   CHECK_FALSE(parse_args(5, qps, o).ok);
   const char* val[] = {"conduit-perf", "send_bw", "--perftest=1"};
   CHECK_FALSE(parse_args(3, val, o).ok);
+  const char* u[] = {"conduit-perf", "send_bw", "--perftest", "-u", "17"};
+  REQUIRE(parse_args(5, u, o).ok);
+  CHECK(o.qp_timeout == 17);
+  const char* u_bad[] = {"conduit-perf", "send_bw", "--perftest", "-u", "32"};
+  CHECK_FALSE(parse_args(5, u_bad, o).ok);
 }
 
 TEST_CASE("--perftest advertises conduitd's READ responder depth as out_reads") {
