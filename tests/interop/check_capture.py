@@ -5,7 +5,8 @@ Usage: check_capture.py PCAP CONDUIT_IP PEER_IP [--need-opcodes N,N,...] [--want
 - tshark decodes every UDP 4791 frame as RRoCE (InfiniBand BTH) and reports its opcode;
 - every opcode is one this exchange may carry (RC SEND/WRITE/READ/ACK);
 - both directions carry RoCE frames; every opcode in --need-opcodes (decimal) appears;
-- scapy recomputes every frame's ICRC (scapy.contrib.roce) to the bytes on the wire;
+- scapy recomputes the ICRC (scapy.contrib.roce) of up to 30 frames per direction and opcode,
+  spread over the capture, to the bytes on the wire;
 - per direction: retransmitted request packets (a destination QP and PSN seen before) and NAKs;
   with --want-retransmit both directions must have retransmitted (go-back-N exercised).
 Prints a summary per direction and opcode. Exit 0 pass, 1 fail, 77 when tshark/scapy is missing.
@@ -16,6 +17,7 @@ import subprocess
 import sys
 
 SKIP = 77
+SAMPLE_PER_CLASS = 30
 RC_OPCODES = {
     0: "SEND_FIRST", 1: "SEND_MIDDLE", 2: "SEND_LAST", 3: "SEND_LAST_IMM", 4: "SEND_ONLY",
     5: "SEND_ONLY_IMM", 6: "WRITE_FIRST", 7: "WRITE_MIDDLE", 8: "WRITE_LAST",
@@ -41,7 +43,7 @@ def main():
         print("SKIP: tshark not installed")
         return SKIP
     try:
-        from scapy.all import IP, UDP, Ether, raw, rdpcap
+        from scapy.all import IP, Ether, RawPcapReader, raw
         from scapy.contrib.roce import BTH
     except ImportError as e:
         print(f"SKIP: scapy.contrib.roce not available ({e})")
@@ -100,20 +102,31 @@ def main():
     for op in sorted(need - seen):
         fail(f"opcode {RC_OPCODES.get(op, op)} never seen")
 
+    # scapy dissects slowly (~10 ms a frame on a busy machine): it recomputes the ICRC of up to
+    # SAMPLE_PER_CLASS frames of each (direction, opcode), spread over the capture.
+    by_class = collections.defaultdict(list)
+    for line in out.splitlines():
+        number, _protos, src, _dst, opcode, *_ = line.split(";")
+        if opcode:
+            by_class[(src, int(opcode, 0))].append(int(number))
+    sample = set()
+    for numbers in by_class.values():
+        step = max(1, len(numbers) // SAMPLE_PER_CLASS)
+        sample.update(numbers[::step][:SAMPLE_PER_CLASS])
     checked = 0
-    for i, pkt in enumerate(rdpcap(pcap), 1):
-        if UDP not in pkt or pkt[UDP].dport != 4791 or IP not in pkt:
+    for i, (data, _meta) in enumerate(RawPcapReader(pcap), 1):
+        if i not in sample:
             continue
-        original = raw(pkt)
+        pkt = Ether(data)
         if BTH not in pkt:
             fail(f"frame {i}: scapy did not dissect a BTH")
             continue
-        again = Ether(original)
+        again = Ether(data)
         again[BTH].icrc = None
-        if raw(again) != original:
+        if raw(again) != data:
             fail(f"frame {i} ({pkt[IP].src} -> {pkt[IP].dst}): ICRC does not match scapy's")
         checked += 1
-    print(f"scapy: {checked} ICRCs checked")
+    print(f"scapy: {checked} ICRCs checked (up to {SAMPLE_PER_CLASS} per direction and opcode)")
     if failures:
         print(f"{len(failures)} failure(s)")
         return 1

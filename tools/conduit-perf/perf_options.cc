@@ -190,6 +190,10 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
       if (!flag(o.events)) return fail("option " + name + " takes no value");
       continue;
     }
+    if (is("--perftest", nullptr)) {
+      if (!flag(o.perftest)) return fail("option " + name + " takes no value");
+      continue;
+    }
     if (is("-J", "--json")) {
       if (!flag(o.json)) return fail("option " + name + " takes no value");
       continue;
@@ -197,10 +201,10 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
 
     // Everything else takes a value: attached, after '=', or the next argument.
     static constexpr const char* kValued[][2] = {
-        {"-s", "--size"},   {"-n", "--iters"},    {"-D", "--duration"}, {"-q", "--qp"},
-        {"-p", "--port"},   {"-t", "--tx-depth"}, {"-r", "--rx-depth"}, {"-Q", "--cq-mod"},
-        {"-m", "--mtu"},    {"-x", "--gid"},      {"-S", "--socket"},   {"-T", "--class"},
-        {"-W", "--timeout"}};
+        {"-s", "--size"},    {"-n", "--iters"},     {"-D", "--duration"}, {"-q", "--qp"},
+        {"-p", "--port"},    {"-t", "--tx-depth"},  {"-r", "--rx-depth"}, {"-Q", "--cq-mod"},
+        {"-m", "--mtu"},     {"-x", "--gid"},       {"-S", "--socket"},   {"-T", "--class"},
+        {"-W", "--timeout"}, {"-u", "--qp-timeout"}};
     bool valued = false;
     for (const auto& v : kValued) valued = valued || is(v[0], v[1]);
     if (!valued) return fail("unknown option '" + name + "' (conduit-perf --help lists them)");
@@ -274,6 +278,10 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
         return fail("option " + name + " needs a traffic class name (at most 32 bytes)");
       }
       o.traffic_class = std::string(value);
+    } else if (is("-u", "--qp-timeout")) {
+      if (!parse_uint_in<uint8_t>(value, 1, 31, o.qp_timeout)) {
+        return fail(range_error(name, value, 1, 31));
+      }
     } else if (is("-W", "--timeout")) {
       if (!parse_uint_in<uint32_t>(value, 1, 3600, o.timeout_s)) {
         return fail(range_error(name, value, 1, 3600));
@@ -320,6 +328,12 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
       if (s < 1) return fail("write_lat needs messages of at least 1 byte");
     }
   }
+  if (o.perftest) {
+    if (is_latency(o.test)) return fail("--perftest speaks to ib_send_bw, ib_write_bw, ib_read_bw");
+    if (o.qps != 1 || o.bidirectional || o.sizes.size() != 1 || o.duration_s != 0) {
+      return fail("--perftest runs one QP, one size (-s) and -n iterations, one direction");
+    }
+  }
   (void)have_test;
   out = o;
   r.ok = true;
@@ -359,6 +373,11 @@ Options:
                          /run/conduit/conduitd.sock)
   -p, --port N           TCP port of the out-of-band exchange (18515)
   -W, --timeout SEC      fail when nothing completes for SEC seconds (30)
+  -u, --qp-timeout N     --perftest: local ACK timeout 4.096 us * 2^N (14)
+  --perftest             speak perftest's own TCP exchange instead of ours, so
+                         the peer may be stock ib_send_bw/ib_write_bw/ib_read_bw
+                         (e.g. on rxe or a RoCE NIC); both roles, one QP, -s one
+                         size; the server also needs -s and -n as the peer's
   -J, --json             one JSON object per line instead of the table
   -V, --version          print the version
   -h, --help             this text

@@ -50,6 +50,8 @@ struct PerfOptions {
   uint32_t mtu = 0;       // path MTU bytes 256..4096; 0: 1024
   std::string traffic_class;
   uint32_t timeout_s = 30;  // no progress for this long: fail instead of hanging
+  uint8_t qp_timeout = 14;  // -u: local ACK timeout 4.096 us * 2^N (--perftest sessions)
+  bool perftest = false;    // speak perftest's own exchange (perftest_wire.h) with stock tools
   bool help = false;
   bool version = false;
 

@@ -1,5 +1,7 @@
 #include "perf_runner.h"
 
+#include "perftest_session.h"
+
 #include <conduit/conduit.h>
 #include <sched.h>
 #include <sys/prctl.h>
@@ -925,6 +927,7 @@ int Session::run() {
 }  // namespace
 
 int run_session(const PerfOptions& options) {
+  if (options.perftest) return run_perftest_session(options);
   TcpLineChannel ch;
   std::string error;
   const int wait_ms = static_cast<int>(options.timeout_s) * 4000;

@@ -43,6 +43,8 @@ class TcpLineChannel {
   std::string local_address() const;
   std::string peer_address() const;
   bool is_open() const { return fd_ >= 0; }
+  // The socket, for byte-exact (non-line) exchanges such as perftest's; still owned here.
+  int native_handle() const { return fd_; }
 
  private:
   explicit TcpLineChannel(int fd) : fd_(fd) {}

@@ -1,0 +1,161 @@
+// perftest's exchange against the bytes rxe's perftest 4.5 really sent (the reference capture
+// /work/shared/captures/rxe-perftest-send-write.pcap, ib_write_bw -n 5 -s 64), and bad input.
+#include "perftest_wire.h"
+
+#include "transport/qp_attr.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+using namespace conduit::perf;
+
+namespace {
+
+template <size_t N>
+std::array<uint8_t, N> bytes_of(const char* text, size_t len) {
+  std::array<uint8_t, N> a{};
+  std::memcpy(a.data(), text, std::min(len, N));
+  return a;
+}
+
+std::array<uint8_t, 8> hex8(uint64_t v) {
+  std::array<uint8_t, 8> a{};
+  for (size_t i = 0; i < 8; ++i) a[i] = static_cast<uint8_t>(v >> (56 - 8 * i));
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("perftest version message: 16 bytes, \"6.06\" and NULs, as rxe's perftest sends") {
+  const PerftestVersion m = perftest_version_message();
+  const PerftestVersion captured = bytes_of<16>("6.06", 4);
+  CHECK(m == captured);
+  std::string v;
+  REQUIRE(parse_perftest_version(captured, v));
+  CHECK(v == "6.06");
+  SECTION("bad versions") {
+    CHECK_FALSE(parse_perftest_version(PerftestVersion{}, v));           // empty
+    CHECK_FALSE(parse_perftest_version(bytes_of<16>("6.0x", 4), v));     // not a number
+    CHECK_FALSE(parse_perftest_version(bytes_of<16>("6.06\0z", 6), v));  // junk after NUL
+    PerftestVersion full{};
+    full.fill('6');
+    CHECK(parse_perftest_version(full, v));  // 16 digits, no NUL: still a version
+  }
+}
+
+TEST_CASE("perftest system data and MTU messages") {
+  CHECK(perftest_u32(kPerftestCycleBufferBytes) == PerftestU32{0x00, 0x00, 0x10, 0x00});
+  CHECK(perftest_u32(kPerftestCacheLineBytes) == PerftestU32{0x00, 0x00, 0x00, 0x40});
+  CHECK(perftest_u32_value(PerftestU32{0x12, 0x34, 0x56, 0x78}) == 0x12345678u);
+  CHECK(perftest_mtu_message(1024) == PerftestMtu{'3', 0});  // the capture's "3\0"
+  CHECK(perftest_mtu_message(4096) == PerftestMtu{'5', 0});
+  CHECK(perftest_mtu_message(256) == PerftestMtu{'1', 0});
+  uint32_t mtu = 0;
+  REQUIRE(parse_perftest_mtu(PerftestMtu{'3', 0}, mtu));
+  CHECK(mtu == 1024);
+  REQUIRE(parse_perftest_mtu(PerftestMtu{'5', 0}, mtu));
+  CHECK(mtu == 4096);
+  CHECK_FALSE(parse_perftest_mtu(PerftestMtu{'0', 0}, mtu));
+  CHECK_FALSE(parse_perftest_mtu(PerftestMtu{'6', 0}, mtu));
+  CHECK_FALSE(parse_perftest_mtu(PerftestMtu{'3', '3'}, mtu));
+}
+
+TEST_CASE("perftest connection record: the captured 108 bytes parse and re-format exactly") {
+  const char* text =
+      "0000:0001:000011:2743c4:00000000:00005578304d4000:"
+      "00:00:00:00:00:00:00:00:00:00:ff:ff:c6:12:00:03:00000000:";
+  const PerftestRecord captured = bytes_of<108>(text, std::strlen(text));
+  QpRecord r;
+  REQUIRE(parse_perftest_record(captured, r));
+  CHECK(r.out_reads == 1);
+  CHECK(r.qpn == 0x11);
+  CHECK(r.psn == 0x2743c4);
+  CHECK(r.vaddr == 0x5578304d4000ull);
+  CHECK(r.gid[10] == 0xff);
+  CHECK(r.gid[12] == 198);
+  CHECK(r.gid[15] == 3);
+  CHECK(perftest_record(r) == captured);
+  SECTION("no NUL at the end") {
+    PerftestRecord bad = captured;
+    bad[107] = ':';
+    CHECK_FALSE(parse_perftest_record(bad, r));
+  }
+  SECTION("a field that is not hex") {
+    PerftestRecord bad = captured;
+    bad[7] = 'g';
+    CHECK_FALSE(parse_perftest_record(bad, r));
+  }
+  SECTION("the ibv_rc_pingpong record is not a perftest record") {
+    const char* pp = "0000:000011:123456:00000000000000000000ffffc6120001";
+    CHECK_FALSE(parse_perftest_record(bytes_of<108>(pp, std::strlen(pp) + 1), r));
+  }
+}
+
+TEST_CASE("perftest report: the client's 5 fields as write_bw sent them") {
+  // Frames 73..81 of the capture: size 64, 5 iterations, then three doubles.
+  const std::array<PerftestU64, kPerftestReportFields> captured{
+      hex8(0x40), hex8(5), hex8(0x3fa86ad49f3e8f19ull), hex8(0x3fa86ad480b3bf69ull),
+      hex8(0x3f499a786cdee2b1ull)};
+  PerftestReport r;
+  REQUIRE(parse_perftest_report(captured, r));
+  CHECK(r.size_bytes == 64);
+  CHECK(r.iterations == 5);
+  CHECK(r.bw_peak_mib_s == Approx(0.0476900).epsilon(1e-5));
+  CHECK(r.bw_avg_mib_s == Approx(0.0476900).epsilon(1e-5));
+  CHECK(r.msg_rate_mpps == Approx(0.00078135).epsilon(1e-5));
+  CHECK(perftest_report_messages(r) == captured);
+  SECTION("impossible reports are refused") {
+    auto bad = captured;
+    bad[0] = hex8(0);  // size 0
+    CHECK_FALSE(parse_perftest_report(bad, r));
+    bad = captured;
+    bad[0] = hex8(kMaxMessageBytes + 1);
+    CHECK_FALSE(parse_perftest_report(bad, r));
+    bad = captured;
+    bad[3] = perftest_double(std::numeric_limits<double>::quiet_NaN());
+    CHECK_FALSE(parse_perftest_report(bad, r));
+    bad = captured;
+    bad[4] = perftest_double(-1.0);
+    CHECK_FALSE(parse_perftest_report(bad, r));
+  }
+}
+
+TEST_CASE("perftest plans: barrier handshakes before traffic as the capture shows") {
+  PerftestPlan p;
+  REQUIRE(perftest_plan(TestKind::kSendBw, p));
+  CHECK(p.handshakes_before_traffic == 4);
+  CHECK(p.receiver_posts_before_last);
+  CHECK_FALSE(p.report_exchange);
+  REQUIRE(perftest_plan(TestKind::kWriteBw, p));
+  CHECK(p.handshakes_before_traffic == 3);
+  CHECK(p.report_exchange);
+  REQUIRE(perftest_plan(TestKind::kReadBw, p));
+  CHECK(p.handshakes_before_traffic == 3);
+  CHECK_FALSE(perftest_plan(TestKind::kSendLat, p));
+}
+
+TEST_CASE("--perftest options") {
+  PerfOptions o;
+  const char* ok[] = {"conduit-perf", "write_bw", "--perftest", "-s", "4096", "-n", "10"};
+  REQUIRE(parse_args(7, ok, o).ok);
+  CHECK(o.perftest);
+  const char* lat[] = {"conduit-perf", "send_lat", "--perftest"};
+  CHECK_FALSE(parse_args(3, lat, o).ok);
+  const char* qps[] = {"conduit-perf", "send_bw", "--perftest", "-q", "2"};
+  CHECK_FALSE(parse_args(5, qps, o).ok);
+  const char* val[] = {"conduit-perf", "send_bw", "--perftest=1"};
+  CHECK_FALSE(parse_args(3, val, o).ok);
+  const char* u[] = {"conduit-perf", "send_bw", "--perftest", "-u", "17"};
+  REQUIRE(parse_args(5, u, o).ok);
+  CHECK(o.qp_timeout == 17);
+  const char* u_bad[] = {"conduit-perf", "send_bw", "--perftest", "-u", "32"};
+  CHECK_FALSE(parse_args(5, u_bad, o).ok);
+}
+
+TEST_CASE("--perftest advertises conduitd's READ responder depth as out_reads") {
+  // perftest's requester keeps this many READs in flight towards us.
+  CHECK(kConduitReadResponderDepth == conduit::transport::QpAttr{}.max_dest_rd_atomic);
+}

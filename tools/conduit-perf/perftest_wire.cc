@@ -1,0 +1,127 @@
+#include "perftest_wire.h"
+
+#include <cmath>
+#include <cstring>
+#include <string_view>
+
+namespace conduit::perf {
+
+PerftestVersion perftest_version_message() {
+  PerftestVersion m{};
+  std::memcpy(m.data(), kPerftestVersion, std::strlen(kPerftestVersion));
+  return m;
+}
+
+bool parse_perftest_version(const PerftestVersion& m, std::string& out) {
+  size_t n = 0;
+  while (n < m.size() && m[n] != 0) {
+    const uint8_t c = m[n];
+    if (!((c >= '0' && c <= '9') || c == '.')) return false;
+    ++n;
+  }
+  if (n == 0) return false;
+  for (size_t i = n; i < m.size(); ++i) {
+    if (m[i] != 0) return false;
+  }
+  out.assign(reinterpret_cast<const char*>(m.data()), n);
+  return true;
+}
+
+PerftestU32 perftest_u32(uint32_t v) {
+  return {static_cast<uint8_t>(v >> 24), static_cast<uint8_t>(v >> 16),
+          static_cast<uint8_t>(v >> 8), static_cast<uint8_t>(v)};
+}
+
+uint32_t perftest_u32_value(const PerftestU32& m) {
+  return static_cast<uint32_t>(m[0]) << 24 | static_cast<uint32_t>(m[1]) << 16 |
+         static_cast<uint32_t>(m[2]) << 8 | m[3];
+}
+
+PerftestU64 perftest_u64(uint64_t v) {
+  PerftestU64 m{};
+  for (size_t i = 0; i < 8; ++i) m[i] = static_cast<uint8_t>(v >> (56 - 8 * i));
+  return m;
+}
+
+uint64_t perftest_u64_value(const PerftestU64& m) {
+  uint64_t v = 0;
+  for (uint8_t b : m) v = v << 8 | b;
+  return v;
+}
+
+PerftestU64 perftest_double(double v) {
+  uint64_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  return perftest_u64(bits);
+}
+
+double perftest_double_value(const PerftestU64& m) {
+  const uint64_t bits = perftest_u64_value(m);
+  double v;
+  std::memcpy(&v, &bits, sizeof v);
+  return v;
+}
+
+PerftestMtu perftest_mtu_message(uint32_t mtu_bytes) {
+  uint8_t e = 3;  // 1024, perftest's default
+  for (uint8_t i = 1; i <= 5; ++i) {
+    if ((128u << i) == mtu_bytes) e = i;
+  }
+  return {static_cast<uint8_t>('0' + e), 0};
+}
+
+bool parse_perftest_mtu(const PerftestMtu& m, uint32_t& mtu_bytes) {
+  if (m[1] != 0 || m[0] < '1' || m[0] > '5') return false;
+  mtu_bytes = 128u << (m[0] - '0');
+  return true;
+}
+
+PerftestRecord perftest_record(const QpRecord& r) {
+  PerftestRecord m{};
+  const std::string text = format_qp_record(r);
+  std::memcpy(m.data(), text.data(), std::min(text.size(), kQpRecordChars));
+  return m;  // the last byte stays NUL
+}
+
+bool parse_perftest_record(const PerftestRecord& m, QpRecord& out) {
+  if (m[kQpRecordChars] != 0) return false;
+  return parse_qp_record(std::string_view(reinterpret_cast<const char*>(m.data()), kQpRecordChars),
+                         out);
+}
+
+std::array<PerftestU64, kPerftestReportFields> perftest_report_messages(const PerftestReport& r) {
+  return {perftest_u64(r.size_bytes), perftest_u64(r.iterations), perftest_double(r.bw_peak_mib_s),
+          perftest_double(r.bw_avg_mib_s), perftest_double(r.msg_rate_mpps)};
+}
+
+bool parse_perftest_report(const std::array<PerftestU64, kPerftestReportFields>& m,
+                           PerftestReport& out) {
+  PerftestReport r;
+  r.size_bytes = perftest_u64_value(m[0]);
+  r.iterations = perftest_u64_value(m[1]);
+  r.bw_peak_mib_s = perftest_double_value(m[2]);
+  r.bw_avg_mib_s = perftest_double_value(m[3]);
+  r.msg_rate_mpps = perftest_double_value(m[4]);
+  if (r.size_bytes == 0 || r.size_bytes > kMaxMessageBytes) return false;
+  for (double d : {r.bw_peak_mib_s, r.bw_avg_mib_s, r.msg_rate_mpps}) {
+    if (!std::isfinite(d) || d < 0) return false;
+  }
+  out = r;
+  return true;
+}
+
+bool perftest_plan(TestKind t, PerftestPlan& out) {
+  switch (t) {
+    case TestKind::kSendBw:
+      out = {4, true, false};
+      return true;
+    case TestKind::kWriteBw:
+    case TestKind::kReadBw:
+      out = {3, false, true};
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace conduit::perf

@@ -1,0 +1,93 @@
+// perftest's own out-of-band exchange (ib_send_bw, ib_write_bw, ib_read_bw over TCP port
+// 18515, "Ethernet" data exchange method), so conduit-perf --perftest and the stock perftest
+// tools run against each other. Learned from perftest's sources and checked against a capture
+// of rxe talking to rxe (perftest 4.5, version string "6.06"):
+//
+//   each step is one fixed-size message each way; the client writes first
+//   1. version        16 bytes: "6.06" and NULs
+//   2. cycle buffer    4 bytes, big endian (perftest's cycle buffer, 4096)
+//   3. cache line      4 bytes, big endian (64)
+//   4. path MTU        2 bytes: the verbs MTU enum as text, "3" + NUL for 1024
+//   5. handshakes     108 bytes each: "%04x:%04x:%06x:%06x:%08x:%016llx:" (LID, out_reads,
+//                     QPN, PSN, rkey, vaddr), the 16 GID bytes as "%02x:", "%08x:" (SRQN),
+//                     NUL. The first carries the QP; the later ones are barriers
+//                     (send_bw: 4 before traffic, write_bw/read_bw: 3)
+//   traffic
+//   6. write_bw/read_bw only: one handshake, then the client's report as 5 messages of
+//      8 bytes, big endian: size, iterations (u64), BW peak, BW average [MiB/s], message
+//      rate [Mpps] (doubles)
+//   7. close: one handshake, then "done" + NUL (5 bytes) from each side, no reply awaited.
+//
+// Plain values and byte arrays only; the socket side is perftest_session.cc. Every parser
+// validates its input completely.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "exchange.h"
+#include "perf_options.h"
+
+namespace conduit::perf {
+
+inline constexpr size_t kPerftestVersionBytes = 16;
+inline constexpr size_t kPerftestRecordBytes = kQpRecordChars + 1;  // with its NUL
+inline constexpr size_t kPerftestDoneBytes = 5;
+inline constexpr size_t kPerftestReportFields = 5;
+inline constexpr const char* kPerftestVersion = "6.06";
+inline constexpr uint32_t kPerftestCycleBufferBytes = 4096;
+inline constexpr uint32_t kPerftestCacheLineBytes = 64;
+// The out_reads we advertise: perftest makes it the peer QP's max_rd_atomic, so it must be what
+// conduitd's responder holds per QP (QpAttr::max_dest_rd_atomic's default; libconduit cannot
+// change it). More READs in flight get NAK-invalid-request and fail the QP (seen with rxe's
+// ib_read_bw when we advertised 16). tests/unit/perf pins it to the transport's default.
+inline constexpr uint16_t kConduitReadResponderDepth = 4;
+
+using PerftestVersion = std::array<uint8_t, kPerftestVersionBytes>;
+using PerftestRecord = std::array<uint8_t, kPerftestRecordBytes>;
+using PerftestU32 = std::array<uint8_t, 4>;
+using PerftestU64 = std::array<uint8_t, 8>;
+using PerftestMtu = std::array<uint8_t, 2>;
+
+PerftestVersion perftest_version_message();
+// "6.06": digits and dots, then only NULs. False on anything else.
+bool parse_perftest_version(const PerftestVersion& m, std::string& out);
+
+PerftestU32 perftest_u32(uint32_t v);  // big endian
+uint32_t perftest_u32_value(const PerftestU32& m);
+PerftestU64 perftest_u64(uint64_t v);
+uint64_t perftest_u64_value(const PerftestU64& m);
+PerftestU64 perftest_double(double v);  // the IEEE bits, big endian
+double perftest_double_value(const PerftestU64& m);
+
+// Path MTU in bytes (256..4096) <-> the 2-byte text of its verbs enum (1..5).
+PerftestMtu perftest_mtu_message(uint32_t mtu_bytes);
+bool parse_perftest_mtu(const PerftestMtu& m, uint32_t& mtu_bytes);
+
+PerftestRecord perftest_record(const QpRecord& r);
+bool parse_perftest_record(const PerftestRecord& m, QpRecord& out);
+
+// What the client measured; sent by write_bw/read_bw after the traffic.
+struct PerftestReport {
+  uint64_t size_bytes = 0;
+  uint64_t iterations = 0;
+  double bw_peak_mib_s = 0;
+  double bw_avg_mib_s = 0;
+  double msg_rate_mpps = 0;
+};
+std::array<PerftestU64, kPerftestReportFields> perftest_report_messages(const PerftestReport& r);
+// False when a value is impossible (negative or not finite rates, size 0 or > 1 GiB).
+bool parse_perftest_report(const std::array<PerftestU64, kPerftestReportFields>& m,
+                           PerftestReport& out);
+
+// The barrier handshakes each test has before its traffic, after the first one.
+struct PerftestPlan {
+  uint32_t handshakes_before_traffic = 0;   // including the first (QP data)
+  bool receiver_posts_before_last = false;  // send_bw: receives posted before the last barrier
+  bool report_exchange = false;             // write_bw/read_bw: handshake + report after traffic
+};
+// False for tests perftest mode does not speak (the latency tests).
+bool perftest_plan(TestKind t, PerftestPlan& out);
+
+}  // namespace conduit::perf
