@@ -14,6 +14,10 @@ using wire::Opcode;
 void gather(const std::array<std::span<uint8_t>, kMaxSge>& seg, uint32_t num_sge, uint32_t offset,
             uint32_t len, TxPacket& out) {
   out.payload_bytes += len;
+  if (num_sge == 1) {  // the common case: [offset, offset + len) lies in the one SGE
+    if (len > 0) out.payload[out.payload_parts++] = seg[0].subspan(offset, len);
+    return;
+  }
   for (uint32_t i = 0; i < num_sge && len > 0; ++i) {
     const uint32_t sz = static_cast<uint32_t>(seg[i].size());
     if (offset >= sz) {

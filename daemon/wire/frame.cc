@@ -72,7 +72,8 @@ constexpr uint32_t kOpExtensions =
 
 void encode_extensions(uint8_t* b, const RoceHeader& hdr, const OpcodeInfo& info);
 
-void encode_roce_header(uint8_t* b, const RoceHeader& hdr, const OpcodeInfo& info) {
+[[gnu::always_inline]] inline void encode_roce_header(uint8_t* b, const RoceHeader& hdr,
+                                                      const OpcodeInfo& info) {
   const Bth& bth = hdr.bth;
   const uint32_t flags = (bth.solicited ? 0x80u : 0u) | (bth.mig_req ? 0x40u : 0u) |
                          (bth.pad_count & 3u) << 4;  // TVer 0

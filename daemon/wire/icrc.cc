@@ -265,7 +265,8 @@ CONDUIT_CLMUL inline __m128i fold_from(__m128i x, const uint8_t*& p, size_t& n) 
 template <bool kUseAvx512>
 CONDUIT_CLMUL uint32_t raw_clmul_from(__m128i x, const uint8_t* p, size_t n) {
   x = fold_from<kUseAvx512>(x, p, n);
-  return raw_slice8(reduce128(x), p, n);
+  const uint32_t r = reduce128(x);
+  return n == 0 ? r : raw_slice8(r, p, n);
 }
 
 // n >= 16. The running register enters as an XOR into the first four bytes.
