@@ -240,6 +240,10 @@ int run(const std::string& config_path) {
     spdlog::info("port {} ({}) mac {} link {} {} Mb/s, address {}", port->name(), port->driver(),
                  mac.to_string(), link.up ? "up" : "down", link.speed_mbps,
                  conduit::net::Ipv4Addr{p.port.address.value}.to_string());
+    spdlog::info("port {}: {}", port->name(),
+                 port->rx_wait_fds().empty()
+                     ? "no RX wake-up: an idle engine polls it on a timer"
+                     : "its kernel socket wakes an idle engine when a frame arrives");
   } catch (const std::exception& e) {
     spdlog::critical("cannot start the data plane: {}", e.what());
     return 1;
@@ -304,6 +308,11 @@ int run(const std::string& config_path) {
   server.stop();
   engine->stop();
   engine_thread.join();
+  const auto& ec = engine->counters();
+  spdlog::info(
+      "engine: {} loops, {} sleeps ({} woken by the port), RX {} frames in {} bursts, TX {} "
+      "frames in {} bursts",
+      ec.loops, ec.sleeps, ec.port_wakeups, ec.rx_frames, ec.rx_bursts, ec.tx_frames, ec.tx_bursts);
   spdlog::info("conduitd stopped");
   return 0;
 }
