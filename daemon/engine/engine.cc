@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "cc/dcqcn_rp.h"
+#include "engine/idle_spin.h"
 #include "wire/psn.h"
 
 namespace conduit::engine {
@@ -215,7 +216,8 @@ Engine::~Engine() {
 }
 
 void Engine::run() {
-  uint64_t spin_ns = 0;
+  IdleSpin spin(uint64_t{config_.idle_spin_min_us} * 1000,
+                uint64_t{config_.idle_spin_max_us} * 1000);
   while (!stop_.load(std::memory_order_relaxed)) {
     const uint64_t now = tsc_now_ns();
     if (poll_once(now)) {
@@ -223,24 +225,13 @@ void Engine::run() {
     } else if (config_.idle_mode == IdleMode::kAdaptive) {
       if (idle_since_ns_ == 0) {
         idle_since_ns_ = now;
-        spin_ns =
-            uint64_t{awaiting_response() ? config_.idle_spin_awaiting_us : config_.idle_spin_us} *
-            1000;
-      } else if (now - idle_since_ns_ >= spin_ns) {
+      } else if (now - idle_since_ns_ >= spin.window_ns()) {
         sleep_until_work(now);
+        spin.after_sleep(tsc_now_ns() - now);
         idle_since_ns_ = 0;
       }
     }
   }
-}
-
-// A request of ours is unacknowledged (its ACK timer runs): the answer is
-// about one round trip away.
-bool Engine::awaiting_response() const {
-  for (const QpCtx* q : qp_list_) {
-    if (q->qp->next_deadline_ns() != transport::Qp::kNoDeadline) return true;
-  }
-  return false;
 }
 
 bool Engine::poll_once(uint64_t now_ns) {

@@ -74,14 +74,12 @@ struct EngineConfig {
   uint8_t cnp_dscp = 48;
   transport::QpConfig qp_defaults;  // qpn is set per QP
   IdleMode idle_mode = IdleMode::kAdaptive;
-  // Idle this long (no loop did any work) before sleeping. Short: every wake-up
-  // source is a file descriptor, and on a shared core a spinning engine takes
-  // the CPU its clients and peers need (the 2000-loop spin it replaces lasted
-  // 1-10 ms depending on load).
-  uint32_t idle_spin_us = 20;
-  // ... or this long while a request of ours awaits its ACK or response: the
-  // answer comes within a round trip, and a sleeping engine answers late.
-  uint32_t idle_spin_awaiting_us = 100;
+  // Adaptive idle: after a loop without work the engine spins for a window
+  // between these bounds before it sleeps (engine/idle_spin.h: it grows when
+  // work comes back soon after a sleep, shrinks when sleeps are long). The
+  // fixed 2000-loop spin this replaces lasted 1-10 ms depending on load.
+  uint32_t idle_spin_min_us = 10;
+  uint32_t idle_spin_max_us = 200;
   uint32_t idle_sleep_us = 200;            // longest sleep when the port cannot wake us
   uint32_t idle_sleep_max_us = 1000;       // longest sleep when a frame wakes us
   uint32_t max_frames_queued_per_qp = 32;  // built frames waiting in the pacer
@@ -169,7 +167,6 @@ class Engine {
   void push_cqe(Client& c, uint32_t cq_slot, const conduit_shm_cqe& cqe);
   void kick_cqs();
   void sleep_until_work(uint64_t now_ns);
-  bool awaiting_response() const;
 
   EngineConfig config_;
   dpdk::Port& port_;
