@@ -1034,21 +1034,27 @@ void Engine::push_cqe(Client& c, uint32_t cq_slot, const conduit_shm_cqe& cqe) {
   CqCtx& cq = c.cqs[cq_slot];
   if (!cq.live) return;
   cq.ring.try_enqueue(cqe);
-  cq.kick_pending = true;
+  if (!cq.kick_pending) {
+    cq.kick_pending = true;
+    kicks_.push_back({c.id, cq_slot});
+  }
 }
 
+// Only the CQs that received entries this loop: a client has up to
+// max_cqs slots (1024 in a typical policy), too many to scan every loop.
 void Engine::kick_cqs() {
-  for (auto& [id, c] : clients_) {
-    (void)id;
-    for (CqCtx& cq : c->cqs) {
-      if (!cq.kick_pending) continue;
-      cq.kick_pending = false;
-      if (cq.event_fd >= 0 && cq.wakeup != nullptr && shm::producer_should_kick(cq.wakeup)) {
-        const uint64_t one = 1;
-        (void)!::write(cq.event_fd, &one, sizeof(one));
-      }
+  for (const auto& [client_id, slot] : kicks_) {
+    Client* c = find_client(client_id);  // it may have gone since
+    if (c == nullptr || slot >= c->cqs.size()) continue;
+    CqCtx& cq = c->cqs[slot];
+    if (!cq.kick_pending) continue;  // removed, or listed twice
+    cq.kick_pending = false;
+    if (cq.event_fd >= 0 && cq.wakeup != nullptr && shm::producer_should_kick(cq.wakeup)) {
+      const uint64_t one = 1;
+      (void)!::write(cq.event_fd, &one, sizeof(one));
     }
   }
+  kicks_.clear();
 }
 
 // ---- idle --------------------------------------------------------------------------

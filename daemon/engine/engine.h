@@ -29,6 +29,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "cc/dcqcn_params.h"
@@ -184,8 +185,9 @@ class Engine {
   std::vector<uint32_t> free_tags_;
   std::array<rte_mbuf*, 64> tx_batch_{};
   uint16_t tx_batch_len_ = 0;
-  std::vector<control::EngineEvent> event_backlog_;  // event ring full: retried
-  uint64_t idle_since_ns_ = 0;                       // start of the current idle spin; 0: not idle
+  std::vector<control::EngineEvent> event_backlog_;   // event ring full: retried
+  std::vector<std::pair<uint32_t, uint32_t>> kicks_;  // (client, CQ slot) with new entries
+  uint64_t idle_since_ns_ = 0;                        // start of the current idle spin; 0: not idle
   bool port_wake_unanswered_ = false;  // the port's socket woke us, no frame seen since
   EngineCounters counters_;
 };
