@@ -1102,13 +1102,16 @@ void Engine::sleep_until_work(uint64_t now_ns) {
     ++counters_.sleeps;
     if (::ppoll(fds.data(), fds.size(), &ts, nullptr) > 0) {
       for (size_t i = 0; i < fds.size(); ++i) {
-        if (!(fds[i].revents & POLLIN)) continue;
+        if (fds[i].revents == 0) continue;
         if (i >= first_port_fd) {
           // The driver's socket: never read it, the RX burst takes the frame.
+          // An error condition (POLLERR) also ends the sleep: it too counts
+          // as unanswered, so it cannot keep ppoll returning at once.
           ++counters_.port_wakeups;
           port_wake_unanswered_ = true;  // until an RX burst returns a frame
           continue;
         }
+        if (!(fds[i].revents & POLLIN)) continue;
         uint64_t v;
         (void)!::read(fds[i].fd, &v, sizeof(v));
       }
