@@ -93,7 +93,14 @@ struct ControlServer::Impl {
         engine(engine),
         listener(io),
         engine_wake(io),
-        timer(io) {}
+        timer(io) {
+    if (int rc = SigbusGuard::install(); rc < 0) {
+      spdlog::warn(
+          "control: cannot install the SIGBUS guard ({}); a client that punches holes "
+          "into its hugetlb region can crash the daemon",
+          errno_str(-rc));
+    }
+  }
 
   ControlServer& owner;
   asio::io_context io;
@@ -242,23 +249,53 @@ struct ControlServer::Impl {
     publish();
   }
 
+  // Engine events, then the connections of clients the engine cut off.
+  void engine_events() {
+    service.process_engine_events();
+    for (uint32_t id : service.take_clients_to_disconnect()) {
+      for (auto& [p, s] : sessions) {
+        if (s->client_id == id) {
+          const std::shared_ptr<Session> keep = s;  // close_session erases the map entry
+          close_session(keep, "cut off by the engine: impossible ring indices");
+          break;
+        }
+      }
+    }
+    publish();
+  }
+
   void engine_loop() {
     if (engine == nullptr) return;
     engine_wake.async_wait(asio::posix::stream_descriptor::wait_read, [this](auto ec) {
       if (ec || stopping) return;
       engine->drain_control_wake();
-      service.process_engine_events();
-      publish();
+      engine_events();
       engine_loop();
     });
   }
 
-  // Retries commands a full engine ring refused.
+  void drop_faulted_clients() {
+    for (uint32_t id : service.take_faulted_clients()) {
+      std::shared_ptr<Session> victim;
+      for (auto& [p, s] : sessions) {
+        if (s->client_id == id) victim = s;
+      }
+      if (!victim) continue;
+      spdlog::warn(
+          "control: client {} made the daemon fault on its shared region (a hole punched "
+          "into it?); disconnecting it",
+          id);
+      close_session(victim, "its region faulted");
+    }
+  }
+
+  // Retries commands a full engine ring refused; disconnects clients whose region faulted.
   void tick() {
     timer.expires_after(std::chrono::milliseconds(100));
     timer.async_wait([this](auto ec) {
       if (ec || stopping) return;
-      service.process_engine_events();
+      engine_events();
+      drop_faulted_clients();
       tick();
     });
   }

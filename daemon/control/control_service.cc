@@ -1,5 +1,6 @@
 #include "control/control_service.h"
 
+#include <poll.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -19,6 +20,10 @@ using proto::ReplyMessage;
 
 // QPNs 0 and 1 are the InfiniBand special QPs; never hand them out.
 constexpr uint32_t kFirstQpn = 2;
+// How long an operator request (stats, qps) waits for the engine's snapshot.
+// The engine answers within a loop iteration (microseconds; an idle engine is
+// woken by the command's eventfd), so this only matters when it is wedged.
+constexpr uint32_t kStatsWaitMs = 200;
 
 uint64_t now_ns() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -151,10 +156,13 @@ ControlService::Outcome ControlService::handle(uint32_t client_id, const proto::
             } else if constexpr (std::is_same_v<T, proto::QueryQpRequest>) {
               out = query_qp(c, r, seq);
             } else if constexpr (std::is_same_v<T, proto::StatsRequest>) {
+              refresh_engine_stats(kStatsWaitMs);
               out = ok(type, seq, proto::StatsReply{counters()});
             } else if constexpr (std::is_same_v<T, proto::StatusRequest>) {
               out = status(seq);
             } else if constexpr (std::is_same_v<T, proto::ListQpsRequest>) {
+              // Later pages reuse the first page's snapshot: one consistent table.
+              if (r.start_qpn == 0) refresh_engine_stats(kStatsWaitMs);
               out = list_qps(r, seq);
             } else if constexpr (std::is_same_v<T, proto::PolicyShowRequest>) {
               out = policy_show(r, seq);
@@ -198,11 +206,18 @@ ControlService::Outcome ControlService::attach(Client& c, const proto::AttachReq
   cfg.arena_bytes = arena;
   cfg.huge_pages = limits_.huge_pages;
   cfg.name = "conduit-client";
-  auto region = std::make_unique<shm::Region>();
+  RegionPtr region(new shm::Region);
   if (int rc = shm::Region::create(cfg, region.get()); rc < 0) {
     return fail(t, seq, rc,
                 std::string("cannot create the shared-memory region (") + std::strerror(-rc) +
                     "); check memlock limits (LimitMEMLOCK) and free memory");
+  }
+  // The client holds the region's fd and could punch holes into it; see sigbus_guard.h.
+  region.get_deleter().guard_slot =
+      SigbusGuard::guard(region->base(), region->size(), region->layout().page_size);
+  if (region.get_deleter().guard_slot < 0) {
+    ++unguarded_regions_;
+    spdlog::warn("control: client {}'s region is not SIGBUS-guarded (guard table full)", c.id);
   }
   shm::EventFd doorbell;
   if (int rc = shm::EventFd::create(&doorbell); rc < 0) {
@@ -382,17 +397,18 @@ ControlService::Outcome ControlService::destroy_qp(Client& c, const proto::Destr
   if (it == c.qps.end()) {
     return fail(MsgType::kDestroyQp, seq, -ENOENT, "no QP " + std::to_string(r.qpn));
   }
-  release_qp(c, it->second);
+  release_qp(c, it->second, /*owner_gone=*/false);
   c.qps.erase(it);
   return ok(MsgType::kDestroyQp, seq, proto::DestroyQpReply{});
 }
 
-void ControlService::release_qp(Client& c, Qp& qp) {
+void ControlService::release_qp(Client& c, Qp& qp, bool owner_gone) {
   EngineCommand cmd;
   cmd.op = EngineOp::kRemoveQp;
   cmd.client_id = c.id;
   cmd.qpn = qp.qpn;
   cmd.qp_slot = qp.slot;
+  cmd.owner_gone = owner_gone;
   const uint64_t cookie = to_engine(cmd);
   if (cookie == 0) {
     c.qp_slot_busy[qp.slot] = false;
@@ -586,7 +602,7 @@ ControlService::Outcome ControlService::policy_reload(const Client& c, uint32_t 
 void ControlService::remove_client(Client& c) {
   if (!c.attached) return;
   // QPs first (they reference CQs), then CQs, MRs, and finally the region.
-  for (auto& [qpn, qp] : c.qps) release_qp(c, qp);
+  for (auto& [qpn, qp] : c.qps) release_qp(c, qp, /*owner_gone=*/true);
   c.qps.clear();
   for (auto& [id, cq] : c.cqs) release_cq(c, cq);
   c.cqs.clear();
@@ -609,6 +625,7 @@ void ControlService::remove_client(Client& c) {
   p.kind = Pending::kRegion;
   p.region = std::move(c.region);
   p.doorbell = std::move(c.doorbell);
+  p.since_ns = now_ns();
 }
 
 void ControlService::close_client(uint32_t client_id) {
@@ -627,6 +644,18 @@ void ControlService::process_engine_events() {
   while ((n = engine_->poll_events(ev, 32)) > 0) {
     for (uint32_t i = 0; i < n; ++i) {
       const EngineEvent& e = ev[i];
+      if (e.kind == EngineEventKind::kAck && e.cookie == snapshot_cookie_ &&
+          snapshot_cookie_ != 0) {
+        // Pairs with the engine's release in post_event(): *snapshot_ is complete.
+        engine_counters_.clear();
+        for (uint32_t k = 0; k < snapshot_->count && k < CounterSnapshot::kMaxCounters; ++k) {
+          const CounterSnapshot::Item& item = snapshot_->items[k];
+          if (item.name != nullptr) engine_counters_.push_back({item.name, item.value});
+        }
+        snapshot_cookie_ = 0;
+        ++snapshots_;
+        continue;
+      }
       if (e.kind == EngineEventKind::kAck) {
         auto it = pending_.find(e.cookie);
         if (it == pending_.end()) continue;
@@ -638,7 +667,24 @@ void ControlService::process_engine_events() {
         } else if (p.kind == Pending::kCqSlot) {
           if (c != nullptr && p.slot < c->cq_slot_busy.size()) c->cq_slot_busy[p.slot] = false;
         }
+        const bool region = p.kind == Pending::kRegion;
+        const uint32_t client_id = p.client_id;
+        const uint64_t since_ns = p.since_ns;
         pending_.erase(it);  // unmaps a region, closes fds
+        if (region) {
+          spdlog::info(
+              "control: client {} released: QPs destroyed, region unmapped {} us after "
+              "its release began",
+              client_id, (now_ns() - since_ns) / 1000);
+        }
+      } else if (e.kind == EngineEventKind::kClientBroken) {
+        ++clients_cut_off_;
+        const Client* c = find(e.client_id);
+        spdlog::warn(
+            "control: client {} (pid {}) wrote impossible ring indices: the engine cut "
+            "it off; disconnecting it",
+            e.client_id, c != nullptr ? c->cred.pid : 0);
+        to_disconnect_.push_back(e.client_id);
       } else {
         auto owner = qp_owner_.find(e.qpn);
         if (owner == qp_owner_.end()) continue;
@@ -651,7 +697,8 @@ void ControlService::process_engine_events() {
           proto::QpSummary& s = q->second.last_stats;
           s.rate_bps = e.rate_bps;
           s.alpha_ppm = e.alpha_ppm;
-          s.cnps = e.cnps;
+          s.cnps_rx = e.cnps_rx;
+          s.cnps_tx = e.cnps_tx;
           s.retransmits = e.retransmits;
           s.tx_bytes = e.tx_bytes;
           s.rx_bytes = e.rx_bytes;
@@ -659,6 +706,19 @@ void ControlService::process_engine_events() {
       }
     }
   }
+}
+
+std::vector<uint32_t> ControlService::take_faulted_clients() {
+  std::vector<uint32_t> out;
+  for (auto& [id, c] : clients_) {
+    if (!c.attached || c.region_faulted || !c.region) continue;
+    const uint64_t n = SigbusGuard::faults(c.region.get_deleter().guard_slot);
+    if (n == 0) continue;
+    c.region_faulted = true;
+    region_faults_ += n;
+    out.push_back(id);
+  }
+  return out;
 }
 
 std::vector<proto::Counter> ControlService::counters() const {
@@ -682,15 +742,48 @@ std::vector<proto::Counter> ControlService::counters() const {
       {"control.disconnects", disconnects_},
       {"control.refused_clients", refused_clients_},
       {"control.engine_ring_full", engine_ring_full_},
+      {"control.region_sigbus_faults", region_faults_},
+      {"control.unguarded_regions", unguarded_regions_},
+      {"control.clients_cut_off", clients_cut_off_},
       {"control.engine_backlog", backlog_.size()},
       {"control.pending_releases", pending_.size()},
+      {"control.engine_snapshots", snapshots_},
+      {"control.engine_snapshot_timeouts", snapshot_timeouts_},
       {"engine.attached", engine_ != nullptr ? 1u : 0u},
       {"uptime_s", (now_ns() - start_ns_) / 1'000'000'000ull},
   };
+  v.insert(v.end(), engine_counters_.begin(), engine_counters_.end());
   if (hooks_.extra_counters) {
     for (auto& c : hooks_.extra_counters()) v.push_back(std::move(c));
   }
   return v;
+}
+
+bool ControlService::refresh_engine_stats(uint32_t timeout_ms) {
+  if (engine_ == nullptr) return false;
+  if (snapshot_cookie_ == 0) {
+    if (!snapshot_) snapshot_ = std::make_unique<CounterSnapshot>();
+    snapshot_->count = 0;
+    EngineCommand cmd;
+    cmd.op = EngineOp::kSnapshot;
+    cmd.snapshot = snapshot_.get();
+    snapshot_cookie_ = to_engine(cmd);
+  }
+  const uint64_t deadline = now_ns() + uint64_t{timeout_ms} * 1'000'000;
+  for (;;) {
+    process_engine_events();
+    if (snapshot_cookie_ == 0) return true;
+    const uint64_t now = now_ns();
+    if (now >= deadline) {
+      ++snapshot_timeouts_;
+      return false;
+    }
+    // The engine kicks this eventfd with every event it posts.
+    pollfd p{engine_->control_wake_fd(), POLLIN, 0};
+    const auto left_ms = static_cast<int>((deadline - now + 999'999) / 1'000'000);
+    ::poll(&p, 1, left_ms);
+    engine_->drain_control_wake();
+  }
 }
 
 }  // namespace conduit::control

@@ -20,6 +20,7 @@
 
 #include "control/engine_channel.h"
 #include "control/qp_state_machine.h"
+#include "control/sigbus_guard.h"
 #include "proto/control_protocol.h"
 #include "proto/unique_fd.h"
 #include "shm/region.h"
@@ -57,6 +58,17 @@ struct ServiceHooks {
   std::function<std::vector<proto::Counter>()> extra_counters;  // appended to kStats
 };
 
+// Owns a client's region together with its SIGBUS guard slot: the guard goes
+// first, then the mapping (SigbusGuard::unguard must precede the unmap).
+struct GuardedRegionDelete {
+  int guard_slot = -1;
+  void operator()(shm::Region* r) const {
+    SigbusGuard::unguard(guard_slot);
+    delete r;
+  }
+};
+using RegionPtr = std::unique_ptr<shm::Region, GuardedRegionDelete>;
+
 class ControlService {
  public:
   // engine may be null: the daemon then runs the control plane only.
@@ -91,6 +103,17 @@ class ControlService {
   // when EngineChannel::control_wake_fd() is readable and periodically.
   void process_engine_events();
 
+  // Clients the engine cut off (impossible ring indices) since the last call:
+  // the caller closes their connections (close_client releases the rest).
+  std::vector<uint32_t> take_clients_to_disconnect() { return std::move(to_disconnect_); }
+  // Asks the engine for fresh per-QP stats (rate, alpha, CNPs, bytes) and its
+  // counters (kSnapshot) and waits up to timeout_ms for the answer; the engine
+  // answers within one loop iteration and never waits on this thread. Called
+  // before answering kStats and the first page of kListQps. false when there
+  // is no engine or it did not answer in time: replies then carry the last
+  // snapshot, and the late answer is taken when it comes.
+  bool refresh_engine_stats(uint32_t timeout_ms);
+
   // Resources whose release waits for an engine ack (0 when idle or no engine).
   size_t pending_releases() const { return pending_.size(); }
   uint32_t connection_count() const { return static_cast<uint32_t>(clients_.size()); }
@@ -102,6 +125,11 @@ class ControlService {
   uint32_t qp_count() const { return static_cast<uint32_t>(qp_owner_.size()); }
   bool engine_attached() const { return engine_ != nullptr; }
   std::vector<proto::Counter> counters() const;
+
+  // Clients whose region took a SIGBUS since the last call (a hole punched into
+  // it while the hugepage pool was empty; SigbusGuard absorbed it). The caller
+  // disconnects them: their memory no longer matches what the daemon sees.
+  std::vector<uint32_t> take_faulted_clients();
 
  private:
   struct Cq {
@@ -129,12 +157,13 @@ class ControlService {
     PeerCred cred;
     std::string name;
     bool attached = false;
-    ControlLimits limits;                 // as they were at attach
-    std::unique_ptr<shm::Region> region;  // heap: the engine holds its layout pointer
-    proto::UniqueFd doorbell;             // engine's wakeup eventfd for this client
-    std::map<uint32_t, Cq> cqs;           // by CQ id (= slot)
-    std::map<uint32_t, Qp> qps;           // by QPN
-    std::map<uint32_t, Mr> mrs;           // by lkey
+    ControlLimits limits;  // as they were at attach
+    RegionPtr region;      // heap: the engine holds its layout pointer
+    bool region_faulted = false;
+    proto::UniqueFd doorbell;    // engine's wakeup eventfd for this client
+    std::map<uint32_t, Cq> cqs;  // by CQ id (= slot)
+    std::map<uint32_t, Qp> qps;  // by QPN
+    std::map<uint32_t, Mr> mrs;  // by lkey
     uint64_t mr_bytes = 0;
     std::vector<bool> qp_slot_busy;  // includes slots awaiting an engine ack
     std::vector<bool> cq_slot_busy;
@@ -145,9 +174,10 @@ class ControlService {
     enum Kind { kQpSlot, kCqSlot, kRegion } kind = kQpSlot;
     uint32_t slot = 0;
     uint32_t qpn = 0;
-    proto::UniqueFd fd;                   // CQ eventfd kept open until the engine forgets it
-    std::unique_ptr<shm::Region> region;  // for kRegion
+    proto::UniqueFd fd;  // CQ eventfd kept open until the engine forgets it
+    RegionPtr region;    // for kRegion
     proto::UniqueFd doorbell;
+    uint64_t since_ns = 0;  // kRegion: when the client was released (for the log)
   };
 
   using Result = std::pair<int, std::string>;  // status, reason
@@ -170,7 +200,8 @@ class ControlService {
   // A full ring queues it (in order) in backlog_, flushed by process_engine_events().
   uint64_t to_engine(EngineCommand cmd);
   void flush_backlog();
-  void release_qp(Client& c, Qp& qp);
+  // owner_gone: the client went away with the QP live (engine_command.h).
+  void release_qp(Client& c, Qp& qp, bool owner_gone);
   void release_cq(Client& c, Cq& cq);
   void remove_client(Client& c);
   uint32_t allocate_qpn();
@@ -185,6 +216,12 @@ class ControlService {
   std::map<uint32_t, uint32_t> key_owner_;  // key index -> client id
   std::map<uint64_t, Pending> pending_;     // engine cookie -> what to release
   std::deque<EngineCommand> backlog_;       // commands the full ring did not take yet
+  std::vector<uint32_t> to_disconnect_;     // cut off by the engine, connection still open
+  // kSnapshot: the engine writes *snapshot_ before acking snapshot_cookie_
+  // (0: none in flight; at most one is, so the buffer is never written while read).
+  std::unique_ptr<CounterSnapshot> snapshot_;
+  uint64_t snapshot_cookie_ = 0;
+  std::vector<proto::Counter> engine_counters_;  // from the last answered snapshot
   uint32_t next_client_id_ = 1;
   uint32_t next_qpn_;
   uint32_t next_key_index_ = 1;
@@ -198,6 +235,11 @@ class ControlService {
   uint64_t disconnects_ = 0;
   uint64_t refused_clients_ = 0;
   uint64_t engine_ring_full_ = 0;
+  uint64_t region_faults_ = 0;
+  uint64_t unguarded_regions_ = 0;
+  uint64_t clients_cut_off_ = 0;
+  uint64_t snapshots_ = 0;
+  uint64_t snapshot_timeouts_ = 0;
 };
 
 }  // namespace conduit::control

@@ -80,6 +80,8 @@ const char* engine_op_name(EngineOp op) {
       return "remove_mr";
     case EngineOp::kQueryQp:
       return "query_qp";
+    case EngineOp::kSnapshot:
+      return "snapshot";
   }
   return "unknown";
 }

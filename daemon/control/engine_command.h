@@ -26,17 +26,33 @@
 //                  the RESET->INIT->RTR->RTS rules in QpStateMachine). Moving to
 //                  ERROR flushes outstanding WRs with WR_FLUSH_ERR.
 //   kRemoveQp      to ERROR, flush, forget; ack before the slot/QPN is reused.
+//                  `owner_gone`: the owning client hung up or detached with the
+//                  QP still live; a QP of this host connected to it is moved to
+//                  ERROR as well, so its WRs complete with errors at once
+//                  instead of waiting out the retries (or, for receives, forever).
 //   kAddMr         MR `lkey`/`rkey` = region bytes [region_offset, +length),
 //                  `access` (shm::MrAccess bits); `iova` is what peers send as
 //                  remote_addr for its first byte.
 //   kRemoveMr      forget the MR; later WRs naming it fail with BAD_LKEY.
 //   kQueryQp       reply with a kQpStats event for `qpn`.
+//   kSnapshot      one kQpStats event per QP (this command's cookie), then
+//                  write the engine-wide counters into `*snapshot` and ack.
+//                  The control thread owns `*snapshot` and reads it only after
+//                  the ack (the event ring's release/acquire orders the
+//                  writes); it keeps at most one kSnapshot in flight.
 //
 // Events (engine -> control).
 //   kAck           command `cookie` done; `status` 0 or negative errno.
 //   kQpState       the engine moved `qpn` to `state` on its own (retry
 //                  exhausted, fatal error); the control thread updates its table.
 //   kQpStats       answer to kQueryQp: `state`, rate, alpha, counters.
+//   kClientBroken  `client_id` wrote impossible ring indices (or its CQ ring's
+//                  consumer index was impossible): the engine stopped reading
+//                  its rings and moved its QPs to ERROR; the control thread
+//                  logs it and closes the client's connection.
+//   kQpStats       answer to kQueryQp / kSnapshot: `state`, rate, alpha,
+//                  counters. Events keep their order: a kSnapshot's ack comes
+//                  after all of its kQpStats.
 //
 // Everything is trivially copyable: the rings copy entries with memcpy. The
 // pointers in kAddClient are into this process (the daemon's own mapping);
@@ -62,8 +78,29 @@ enum class EngineOp : uint16_t {
   kAddMr,
   kRemoveMr,
   kQueryQp,
+  kSnapshot,
 };
 const char* engine_op_name(EngineOp op);
+
+// Engine-wide counters as (name, value) pairs, filled by the engine for
+// kSnapshot. Names are string literals (static storage), so the control thread
+// may keep the pointers.
+struct CounterSnapshot {
+  static constexpr uint32_t kMaxCounters = 192;
+  struct Item {
+    const char* name = nullptr;
+    uint64_t value = 0;
+  };
+  uint32_t count = 0;
+  Item items[kMaxCounters];
+
+  // Appends one counter; false (and nothing stored) when full.
+  bool add(const char* name, uint64_t value) {
+    if (count == kMaxCounters) return false;
+    items[count++] = {name, value};
+    return true;
+  }
+};
 
 struct EngineCommand {
   uint64_t cookie = 0;
@@ -81,6 +118,7 @@ struct EngineCommand {
   uint32_t qp_slot = 0;
   uint32_t send_cq = 0;
   uint32_t recv_cq = 0;
+  bool owner_gone = false;  // kRemoveQp
   char traffic_class[proto::kMaxClassNameBytes + 1] = {};
   proto::QpAttr attr;  // plain data: no owning members
   // kAddMr / kRemoveMr
@@ -90,19 +128,23 @@ struct EngineCommand {
   uint64_t region_offset = 0;
   uint64_t length = 0;
   uint64_t iova = 0;
+  // kSnapshot
+  CounterSnapshot* snapshot = nullptr;
 };
 
-enum class EngineEventKind : uint16_t { kAck = 1, kQpState, kQpStats };
+enum class EngineEventKind : uint16_t { kAck = 1, kQpState, kQpStats, kClientBroken };
 
 struct EngineEvent {
   uint64_t cookie = 0;
   EngineEventKind kind = EngineEventKind::kAck;
-  int32_t status = 0;  // kAck: 0 or negative errno
+  int32_t status = 0;      // kAck: 0 or negative errno
+  uint32_t client_id = 0;  // kClientBroken
   uint32_t qpn = 0;
   proto::QpState state = proto::QpState::kReset;
   uint64_t rate_bps = 0;
   uint32_t alpha_ppm = 0;
-  uint64_t cnps = 0;
+  uint64_t cnps_rx = 0;  // reaction point: CNPs that reached this QP
+  uint64_t cnps_tx = 0;  // notification point: CNPs sent for CE-marked arrivals
   uint64_t retransmits = 0;
   uint64_t tx_bytes = 0;
   uint64_t rx_bytes = 0;
@@ -110,5 +152,6 @@ struct EngineEvent {
 
 static_assert(std::is_trivially_copyable_v<EngineCommand>);
 static_assert(std::is_trivially_copyable_v<EngineEvent>);
+static_assert(std::is_trivially_copyable_v<CounterSnapshot>);
 
 }  // namespace conduit::control

@@ -5,12 +5,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <string>
 
 #include "cc/dcqcn_rp.h"
 #include "engine/idle_spin.h"
+#include "net/rx_drop.h"
 #include "wire/psn.h"
 
 namespace conduit::engine {
@@ -104,6 +107,39 @@ uint8_t to_shm_opcode(transport::WcOpcode op) {
   return CONDUIT_SHM_WC_RECV_RDMA_WITH_IMM;
 }
 
+// Counter names for the snapshot, built before main(): the engine only reads
+// them, and the control thread keeps the pointers (static storage).
+template <size_t N, class Reason, class NameOf>
+std::array<std::string, N> prefixed_names(const char* prefix, NameOf name_of) {
+  std::array<std::string, N> out;
+  for (size_t i = 0; i < N; ++i) out[i] = std::string(prefix) + name_of(static_cast<Reason>(i));
+  return out;
+}
+const auto kWireDropNames = prefixed_names<wire::kDropReasonCount, wire::DropReason>(
+    "engine.rx_drop.", wire::drop_reason_name);
+const auto kNetDropNames =
+    prefixed_names<net::kRxDropCount, net::RxDrop>("net.rx_drop.", net::rx_drop_name);
+
+void add_qp_counters(transport::QpCounters& into, const transport::QpCounters& k) {
+  into.tx_packets += k.tx_packets;
+  into.tx_retransmits += k.tx_retransmits;
+  into.rx_packets += k.rx_packets;
+  into.rx_duplicates += k.rx_duplicates;
+  into.rx_out_of_sequence += k.rx_out_of_sequence;
+  into.drop_wrong_qp += k.drop_wrong_qp;
+  into.drop_state += k.drop_state;
+  into.drop_bad_opcode += k.drop_bad_opcode;
+  into.drop_bad_length += k.drop_bad_length;
+  into.drop_stale_response += k.drop_stale_response;
+  into.drop_response_queue_full += k.drop_response_queue_full;
+  into.naks_sent += k.naks_sent;
+  into.rnr_naks_sent += k.rnr_naks_sent;
+  into.naks_received += k.naks_received;
+  into.rnr_naks_received += k.rnr_naks_received;
+  into.timeouts += k.timeouts;
+  into.retries += k.retries;
+}
+
 bool is_receive(transport::WcOpcode op) {
   return op == transport::WcOpcode::kRecv || op == transport::WcOpcode::kRecvWriteImm;
 }
@@ -193,6 +229,7 @@ struct Engine::QpCtx {
   uint64_t tx_bytes = 0;
   uint64_t rx_bytes = 0;
   uint64_t cnps_rx = 0;
+  uint64_t cnps_tx = 0;
   uint64_t rx_wrong_peer = 0;
 
   explicit QpCtx(const cc::NpParams& np_params) : np(np_params) {}
@@ -247,8 +284,12 @@ bool Engine::poll_once(uint64_t now_ns) {
   for (uint32_t i = 0; i < ncmd; ++i) handle_command(cmds[i], now_ns);
   work |= ncmd > 0;
 
-  work |= run_timers(now_ns);
+  // RX before timers: an engine that slept (or was descheduled) past a QP's
+  // ACK deadline must read the ACKs waiting in its RX ring before the timer
+  // declares them lost (the dumbbell test measured 50-65 spurious go-back-N
+  // timeouts per sender with the timers first, 5-11 with RX first).
   work |= rx(now_ns);
+  work |= run_timers(now_ns);
   for (QpCtx* q : qp_list_) {
     work |= drain_client_rings(*q);
     work |= fill_pacer(*q, now_ns);
@@ -290,7 +331,7 @@ void Engine::handle_command(const control::EngineCommand& cmd, uint64_t now_ns) 
       status = modify_qp(cmd, now_ns);
       break;
     case control::EngineOp::kRemoveQp:
-      remove_qp(cmd.qpn);
+      remove_qp(cmd.qpn, cmd.owner_gone);
       break;
     case control::EngineOp::kAddMr: {
       Client* c = find_client(cmd.client_id);
@@ -310,13 +351,17 @@ void Engine::handle_command(const control::EngineCommand& cmd, uint64_t now_ns) 
     case control::EngineOp::kQueryQp:
       post_qp_stats(cmd.cookie, cmd.qpn);
       return;  // the stats event is the answer
+    case control::EngineOp::kSnapshot:
+      snapshot(cmd);
+      status = cmd.snapshot != nullptr ? 0 : -EINVAL;
+      break;
   }
   control::EngineEvent ev;
   ev.cookie = cmd.cookie;
   ev.kind = control::EngineEventKind::kAck;
   ev.status = status;
   ev.qpn = cmd.qpn;
-  if (!channel_.post_event(ev)) event_backlog_.push_back(ev);
+  post_event(ev);
 }
 
 Engine::Client* Engine::find_client(uint32_t id) {
@@ -348,7 +393,7 @@ void Engine::remove_client(uint32_t client_id) {
   Client* c = find_client(client_id);
   if (c == nullptr) return;
   const std::vector<uint32_t> qpns = c->qpns;
-  for (uint32_t qpn : qpns) remove_qp(qpn);
+  for (uint32_t qpn : qpns) remove_qp(qpn, /*owner_gone=*/true);
   clients_.erase(client_id);
 }
 
@@ -514,14 +559,25 @@ int Engine::modify_qp(const control::EngineCommand& cmd, uint64_t now_ns) {
   return 0;
 }
 
-void Engine::remove_qp(uint32_t qpn) {
+void Engine::remove_qp(uint32_t qpn, bool owner_gone) {
   auto it = qps_.find(qpn);
   if (it == qps_.end()) return;
   QpCtx* q = it->second.get();
   transport::QpAttr err;
   err.state = transport::QpState::kErr;
   q->qp->modify(err, transport::kAttrState);
+  if (owner_gone && q->peer_local) {
+    // Its process is gone: the QP of this host connected to it can never
+    // finish a WR. Fail it now (flush) rather than after the retries; the
+    // state change reaches the control thread through run_timers.
+    QpCtx* peer = find_qp(q->qp->attr().dest_qpn);
+    if (peer != nullptr && peer != q && peer->peer_local && peer->qp->attr().dest_qpn == qpn) {
+      peer->qp->modify(err, transport::kAttrState);
+      ++counters_.peers_failed;
+    }
+  }
   deliver_completions(*q);  // best effort: flushed WRs reach the CQ if it is still there
+  add_qp_counters(retired_qp_counters_, q->qp->counters());
   pacer_.remove_flow(q->flow);
   flow_qp_[q->flow] = nullptr;
   for (size_t tag = 0; tag < pending_frames_.size(); ++tag) {
@@ -544,7 +600,7 @@ void Engine::post_qp_state(QpCtx& q) {
   ev.kind = control::EngineEventKind::kQpState;
   ev.qpn = q.qpn;
   ev.state = to_proto(q.qp->state());
-  if (!channel_.post_event(ev)) event_backlog_.push_back(ev);
+  post_event(ev);
 }
 
 void Engine::post_qp_stats(uint64_t cookie, uint32_t qpn) {
@@ -558,14 +614,105 @@ void Engine::post_qp_stats(uint64_t cookie, uint32_t qpn) {
     if (const auto* d = dynamic_cast<const cc::DcqcnRp*>(q->rc.get())) {
       ev.alpha_ppm = static_cast<uint32_t>(d->alpha(tsc_now_ns()) * 1e6);
     }
-    ev.cnps = q->cnps_rx;
+    ev.cnps_rx = q->cnps_rx;
+    ev.cnps_tx = q->cnps_tx;
     ev.retransmits = q->qp->counters().tx_retransmits;
     ev.tx_bytes = q->tx_bytes;
     ev.rx_bytes = q->rx_bytes;
   } else {
     ev.status = -ENOENT;
   }
-  if (!channel_.post_event(ev)) event_backlog_.push_back(ev);
+  post_event(ev);
+}
+
+void Engine::post_event(const control::EngineEvent& ev) {
+  if (!event_backlog_.empty() || !channel_.post_event(ev)) event_backlog_.push_back(ev);
+}
+
+void Engine::snapshot(const control::EngineCommand& cmd) {
+  for (const QpCtx* q : qp_list_) post_qp_stats(cmd.cookie, q->qpn);
+  // Written before the ack is posted; the event ring's release publishes it.
+  if (cmd.snapshot != nullptr) fill_snapshot(*cmd.snapshot);
+}
+
+void Engine::fill_snapshot(control::CounterSnapshot& out) const {
+  out.count = 0;
+  const EngineCounters& c = counters_;
+  out.add("engine.loops", c.loops);
+  out.add("engine.sleeps", c.sleeps);
+  out.add("engine.commands", c.commands);
+  out.add("engine.qps", qp_list_.size());
+  out.add("engine.rx_frames", c.rx_frames);
+  out.add("engine.rx_roce", c.rx_roce);
+  out.add("engine.rx_cnps", c.rx_cnps);
+  out.add("engine.rx_ce_marked", c.rx_ce_marked);
+  out.add("engine.rx_multi_segment", c.rx_multi_segment);
+  out.add("engine.rx_unknown_qp", c.rx_unknown_qp);
+  uint64_t wire_drops = 0;
+  for (size_t i = 0; i < c.rx_wire_drops.size(); ++i) {
+    out.add(kWireDropNames[i].c_str(), c.rx_wire_drops[i]);
+    wire_drops += c.rx_wire_drops[i];
+  }
+  out.add("engine.rx_wire_drops", wire_drops);
+  out.add("engine.tx_frames", c.tx_frames);
+  out.add("engine.loopback_frames", c.loopback_frames);
+  out.add("engine.tx_cnps", c.tx_cnps);
+  out.add("engine.tx_no_mbuf", c.tx_no_mbuf);
+  out.add("engine.tx_build_errors", c.tx_build_errors);
+  out.add("engine.tx_ring_full_drops", c.tx_ring_full_drops);
+  out.add("engine.wr_rejected", c.wr_rejected);
+  out.add("engine.clients_broken", c.clients_broken);
+  out.add("engine.peers_failed", c.peers_failed);
+  out.add("engine.cqe_dropped", c.cqe_dropped);
+
+  // The device's own view (rx_missed: its RX ring overflowed before we polled).
+  const dpdk::PortStats ps = port_.stats();
+  out.add("port.rx_packets", ps.rx_packets);
+  out.add("port.tx_packets", ps.tx_packets);
+  out.add("port.rx_bytes", ps.rx_bytes);
+  out.add("port.tx_bytes", ps.tx_bytes);
+  out.add("port.rx_missed", ps.rx_missed);
+  out.add("port.rx_errors", ps.rx_errors);
+  out.add("port.tx_errors", ps.tx_errors);
+  out.add("port.rx_no_mbuf", ps.rx_no_mbuf);
+
+  const net::NetCounters& n = net_.counters();
+  out.add("net.rx_frames", n.rx_frames);
+  out.add("net.rx_udp_delivered", n.rx_udp_delivered);
+  out.add("net.rx_arp_requests", n.rx_arp_requests);
+  out.add("net.rx_arp_replies", n.rx_arp_replies);
+  out.add("net.rx_icmp_echo_requests", n.rx_icmp_echo_requests);
+  out.add("net.tx_arp_replies", n.tx_arp_replies);
+  out.add("net.tx_icmp_echo_replies", n.tx_icmp_echo_replies);
+  out.add("net.tx_arp_requests", n.tx_arp_requests);
+  out.add("net.no_route", n.no_route);
+  for (size_t i = 0; i < n.rx_drops.size(); ++i) {
+    out.add(kNetDropNames[i].c_str(), n.rx_drops[i]);
+  }
+  out.add("net.rx_drops", n.total_drops());
+
+  // Transport counters of every QP since start: removed QPs' plus the live ones'
+  // (per-QP figures: conduitctl qps).
+  transport::QpCounters t = retired_qp_counters_;
+  for (const QpCtx* q : qp_list_) add_qp_counters(t, q->qp->counters());
+  out.add("engine.rx_wrong_peer", c.rx_wrong_peer);
+  out.add("transport.tx_packets", t.tx_packets);
+  out.add("transport.tx_retransmits", t.tx_retransmits);
+  out.add("transport.rx_packets", t.rx_packets);
+  out.add("transport.rx_duplicates", t.rx_duplicates);
+  out.add("transport.rx_out_of_sequence", t.rx_out_of_sequence);
+  out.add("transport.drop_wrong_qp", t.drop_wrong_qp);
+  out.add("transport.drop_state", t.drop_state);
+  out.add("transport.drop_bad_opcode", t.drop_bad_opcode);
+  out.add("transport.drop_bad_length", t.drop_bad_length);
+  out.add("transport.drop_stale_response", t.drop_stale_response);
+  out.add("transport.drop_response_queue_full", t.drop_response_queue_full);
+  out.add("transport.naks_sent", t.naks_sent);
+  out.add("transport.rnr_naks_sent", t.rnr_naks_sent);
+  out.add("transport.naks_received", t.naks_received);
+  out.add("transport.rnr_naks_received", t.rnr_naks_received);
+  out.add("transport.timeouts", t.timeouts);
+  out.add("transport.retries", t.retries);
 }
 
 // ---- timers ------------------------------------------------------------------
@@ -639,7 +786,8 @@ bool Engine::rx(uint64_t now_ns) {
   return n > 0;
 }
 
-void Engine::rx_roce(const net::UdpDatagram& udp, std::span<const uint8_t> frame, uint64_t now_ns) {
+void Engine::rx_roce(const net::UdpDatagram& udp, std::span<const uint8_t> frame, uint64_t now_ns,
+                     const QpCtx* local_sender) {
   ++counters_.rx_roce;
   const auto ip_udp = frame.subspan(udp.ip_offset, net::NetStack::kIpv4UdpHeaderBytes);
   const auto payload = frame.subspan(udp.payload_offset, udp.payload_len);
@@ -661,9 +809,14 @@ void Engine::rx_roce(const net::UdpDatagram& udp, std::span<const uint8_t> frame
     ++counters_.rx_wire_drops[static_cast<size_t>(why)];
     return;
   }
-  // Only the connected peer may speak to a QP.
-  if (!q->peer_set || udp.src_ip != q->peer_ip) {
+  // Only the connected peer may speak to a QP. Between QPs of this host the
+  // address says nothing (all share it), but the engine knows the sender: a
+  // client's QP connected to someone else's QPN cannot inject into it.
+  if (!q->peer_set || udp.src_ip != q->peer_ip ||
+      (local_sender != nullptr &&
+       (!q->peer_local || q->qp->attr().dest_qpn != local_sender->qpn))) {
     ++q->rx_wrong_peer;
+    ++counters_.rx_wrong_peer;
     return;
   }
   if (pf.hdr.bth.opcode == static_cast<uint8_t>(wire::Opcode::kCnp)) {
@@ -745,20 +898,27 @@ bool Engine::drain_client_rings(QpCtx& q) {
     if (q.has_pending_send) break;  // the QP's send queue is full
   }
 
-  if (q.sq.broken() || q.rq.broken()) {
-    // Impossible ring indices: the client is broken or hostile. Stop reading
-    // its rings and fail its QPs; the control thread disconnects it.
-    c.broken = true;
-    ++counters_.clients_broken;
-    for (uint32_t qpn : c.qpns) {
-      if (QpCtx* other = find_qp(qpn)) {
-        transport::QpAttr err;
-        err.state = transport::QpState::kErr;
-        other->qp->modify(err, transport::kAttrState);
-      }
+  if (q.sq.broken() || q.rq.broken()) cut_off(c);
+  return work;
+}
+
+// Impossible ring indices: the client is broken or hostile. Stop reading its
+// rings, fail its QPs, and tell the control thread, which disconnects it.
+void Engine::cut_off(Client& c) {
+  if (c.broken) return;
+  c.broken = true;
+  ++counters_.clients_broken;
+  for (uint32_t qpn : c.qpns) {
+    if (QpCtx* other = find_qp(qpn)) {
+      transport::QpAttr err;
+      err.state = transport::QpState::kErr;
+      other->qp->modify(err, transport::kAttrState);
     }
   }
-  return work;
+  control::EngineEvent ev;
+  ev.kind = control::EngineEventKind::kClientBroken;
+  ev.client_id = c.id;
+  post_event(ev);
 }
 
 void Engine::post_one_send(QpCtx& q, const conduit_shm_send_wr& raw) {
@@ -945,7 +1105,7 @@ void Engine::loopback(rte_mbuf* m, const QpCtx& q, uint64_t now_ns) {
     udp.payload_offset = static_cast<uint16_t>(l4_end);
     udp.payload_len = static_cast<uint16_t>(frame.size() - l4_end);
     ++counters_.loopback_frames;
-    rx_roce(udp, frame, now_ns);
+    rx_roce(udp, frame, now_ns, &q);
   }
   rte_pktmbuf_free(m);
 }
@@ -970,6 +1130,7 @@ void Engine::send_cnp(QpCtx& q, uint64_t now_ns) {
   }
   m->data_len = m->pkt_len = static_cast<uint32_t>(b.len_bytes);
   ++counters_.tx_cnps;
+  ++q.cnps_tx;
   transmit_now(m);
 }
 
@@ -997,13 +1158,17 @@ void Engine::flush_tx() {
 
 bool Engine::deliver_completions(QpCtx& q) {
   Client& c = *q.client;
-  if (q.qp->cq_size() == 0) return false;
+  if (c.broken || q.qp->cq_size() == 0) return false;
   CqCtx& scq = c.cqs[q.send_cq];
   CqCtx& rcq = c.cqs[q.recv_cq];
   // A completion may go to either CQ: take only what both can hold, so none
   // is polled out of the QP without a slot to land in.
   uint32_t room =
       std::min(scq.live ? scq.ring.free_count() : 0u, rcq.live ? rcq.ring.free_count() : 0u);
+  if ((scq.live && scq.ring.broken()) || (rcq.live && rcq.ring.broken())) {
+    cut_off(c);  // the client moved a CQ consumer index where it cannot be
+    return false;
+  }
   if (!scq.live || !rcq.live) room = 32;  // a dead CQ: completions are dropped
   room = std::min<uint32_t>(room, kRingBurst);
   if (room == 0) return false;
@@ -1033,7 +1198,9 @@ void Engine::push_cqe(Client& c, uint32_t cq_slot, const conduit_shm_cqe& cqe) {
   if (cq_slot >= c.cqs.size()) return;
   CqCtx& cq = c.cqs[cq_slot];
   if (!cq.live) return;
-  cq.ring.try_enqueue(cqe);
+  // Transport completions wait for room (deliver_completions); a rejected WR's
+  // completion cannot wait (the WR is gone): a full CQ loses it, counted.
+  if (!cq.ring.try_enqueue(cqe)) ++counters_.cqe_dropped;
   if (!cq.kick_pending) {
     cq.kick_pending = true;
     kicks_.push_back({c.id, cq_slot});

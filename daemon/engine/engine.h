@@ -3,9 +3,10 @@
 //
 // One iteration (poll_once), l2fwd style:
 //   1. control commands from the lock-free command ring (never a lock)
-//   2. timers that are due: QP ACK/RNR timers, DCQCN timers, ARP retries
-//   3. RX burst: NetStack (ARP, ICMP echo, IPv4/UDP demux) -> wire parse
+//   2. RX burst: NetStack (ARP, ICMP echo, IPv4/UDP demux) -> wire parse
 //      (ICRC) -> the QP's transport; CE marks feed the notification point
+//   3. timers that are due: QP ACK/RNR timers, DCQCN timers, ARP retries
+//      (after RX, so an ACK already waiting is seen before its timer fires)
 //   4. client SQ/RQ rings: copy each entry, validate it, post it to the QP
 //   5. each QP's transmit side: frames built into mbufs, queued in the pacer
 //      (one flow per QP at its DCQCN rate, traffic classes by DWRR/strict)
@@ -98,6 +99,7 @@ struct EngineCounters {
   uint64_t rx_ce_marked = 0;
   uint64_t rx_multi_segment = 0;  // dropped: we build and parse single-segment frames
   uint64_t rx_unknown_qp = 0;
+  uint64_t rx_wrong_peer = 0;  // valid RoCE frame for a QP from an address not its peer
   std::array<uint64_t, wire::kDropReasonCount> rx_wire_drops{};
   uint64_t tx_bursts = 0;  // calls into the device's TX burst
   uint64_t tx_frames = 0;
@@ -108,6 +110,8 @@ struct EngineCounters {
   uint64_t tx_ring_full_drops = 0;  // the device would not take a frame
   uint64_t wr_rejected = 0;         // invalid work requests (error completions)
   uint64_t clients_broken = 0;      // impossible ring indices: client cut off
+  uint64_t peers_failed = 0;        // local QPs failed because their peer's process went away
+  uint64_t cqe_dropped = 0;         // error completions of rejected WRs lost to a full CQ
   uint64_t commands = 0;
 };
 
@@ -145,17 +149,24 @@ class Engine {
   int add_cq(const control::EngineCommand& cmd);
   int add_qp(const control::EngineCommand& cmd, uint64_t now_ns);
   int modify_qp(const control::EngineCommand& cmd, uint64_t now_ns);
-  void remove_qp(uint32_t qpn);
+  void remove_qp(uint32_t qpn, bool owner_gone);
   void post_qp_state(QpCtx& q);
   void post_qp_stats(uint64_t cookie, uint32_t qpn);
+  void snapshot(const control::EngineCommand& cmd);
+  void fill_snapshot(control::CounterSnapshot& out) const;
+  // Posts in order: once one event waits in event_backlog_, later ones queue behind it.
+  void post_event(const control::EngineEvent& ev);
   Client* find_client(uint32_t id);
   QpCtx* find_qp(uint32_t qpn);
 
   // Datapath.
   bool run_timers(uint64_t now_ns);
   bool rx(uint64_t now_ns);
-  void rx_roce(const net::UdpDatagram& udp, std::span<const uint8_t> frame, uint64_t now_ns);
+  // local_sender: the QP of this host that built the frame (loopback), else null.
+  void rx_roce(const net::UdpDatagram& udp, std::span<const uint8_t> frame, uint64_t now_ns,
+               const QpCtx* local_sender = nullptr);
   bool drain_client_rings(QpCtx& q);
+  void cut_off(Client& c);
   void post_one_send(QpCtx& q, const conduit_shm_send_wr& wr);
   bool fill_pacer(QpCtx& q, uint64_t now_ns);
   bool resolve_peer(QpCtx& q, uint64_t now_ns);
@@ -186,6 +197,7 @@ class Engine {
   std::array<rte_mbuf*, 64> tx_batch_{};
   uint16_t tx_batch_len_ = 0;
   std::vector<control::EngineEvent> event_backlog_;   // event ring full: retried
+  transport::QpCounters retired_qp_counters_;         // sum over removed QPs, for the snapshot
   std::vector<std::pair<uint32_t, uint32_t>> kicks_;  // (client, CQ slot) with new entries
   uint64_t idle_since_ns_ = 0;                        // start of the current idle spin; 0: not idle
   bool port_wake_unanswered_ = false;  // the port's socket woke us, no frame seen since

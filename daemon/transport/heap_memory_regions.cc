@@ -7,6 +7,7 @@ HeapMemoryRegions::Region& HeapMemoryRegions::add(uint64_t base, uint32_t len_by
   const auto index = static_cast<uint32_t>(regions_.size());
   regions_.push_back(
       Region{0x100 + index, 0x8000 + index, base, access, std::vector<uint8_t>(len_bytes, 0)});
+  bump_epoch();
   return regions_.back();
 }
 
@@ -28,6 +29,13 @@ MrStatus HeapMemoryRegions::lookup_local(uint32_t lkey, uint64_t addr, uint32_t 
   Region* r = nullptr;
   if (lkey >= 0x100 && lkey - 0x100 < regions_.size()) r = &regions_[lkey - 0x100];
   return check(r, addr, len_bytes, access & kAccessLocalWrite, out);
+}
+
+bool HeapMemoryRegions::local_view(uint32_t lkey, MrView& view) {
+  if (lkey < 0x100 || lkey - 0x100 >= regions_.size()) return false;
+  Region& r = regions_[lkey - 0x100];
+  view = MrView{r.base, std::span<uint8_t>(r.bytes), r.access};
+  return true;
 }
 
 MrStatus HeapMemoryRegions::lookup_remote(uint32_t rkey, uint64_t addr, uint32_t len_bytes,

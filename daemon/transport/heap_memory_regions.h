@@ -23,6 +23,8 @@ class HeapMemoryRegions final : public MemoryRegions {
   // Registers a zero-filled region of len_bytes at iova `base`. Keys are
   // assigned here: lkey = 0x100 + index, rkey = 0x8000 + index.
   Region& add(uint64_t base, uint32_t len_bytes, uint32_t access);
+  // For reading and writing a region's bytes. Changing its key, base,
+  // access or size after registration is not supported (cached views).
   Region& region(size_t index) { return regions_[index]; }
   size_t size() const { return regions_.size(); }
 
@@ -30,6 +32,7 @@ class HeapMemoryRegions final : public MemoryRegions {
                         std::span<uint8_t>& out) override;
   MrStatus lookup_remote(uint32_t rkey, uint64_t addr, uint32_t len_bytes, uint32_t access,
                          std::span<uint8_t>& out) override;
+  bool local_view(uint32_t lkey, MrView& view) override;
 
  private:
   MrStatus check(Region* r, uint64_t addr, uint32_t len_bytes, uint32_t access,

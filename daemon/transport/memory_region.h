@@ -28,9 +28,31 @@ enum class MrStatus : uint8_t {
   kAccessDenied,  // the region does not grant the requested access
 };
 
+// One registered region as a whole, for callers that cache key lookups.
+struct MrView {
+  uint64_t base = 0;         // address (iova) of bytes[0]
+  std::span<uint8_t> bytes;  // the whole region
+  uint32_t access = 0;       // MrAccess bits
+};
+
 class MemoryRegions {
  public:
   virtual ~MemoryRegions() = default;
+
+  // Optional, for callers that cache local-key lookups (a QP keeps the last
+  // region its SGEs named). An implementation that returns true promises
+  // that, while epoch() keeps its value, lookup_local(lkey, addr, len, access)
+  // returns kOk with view.bytes[addr - view.base, +len) exactly when
+  // [addr, addr + len) lies inside the view and view.access grants
+  // (access & kAccessLocalWrite). The default caches nothing.
+  virtual bool local_view(uint32_t lkey, MrView& view) {
+    (void)lkey;
+    (void)view;
+    return false;
+  }
+  // Changes whenever a region is added, removed or changed; a cached MrView
+  // from another epoch must not be used.
+  uint64_t epoch() const { return epoch_; }
 
   // A local key (from an SGE) or a remote key (from a RETH). The span stays
   // valid while the region is registered; the engine must flush every QP that
@@ -39,6 +61,12 @@ class MemoryRegions {
                                 std::span<uint8_t>& out) = 0;
   virtual MrStatus lookup_remote(uint32_t rkey, uint64_t addr, uint32_t len_bytes, uint32_t access,
                                  std::span<uint8_t>& out) = 0;
+
+ protected:
+  void bump_epoch() { ++epoch_; }
+
+ private:
+  uint64_t epoch_ = 0;
 };
 
 }  // namespace conduit::transport

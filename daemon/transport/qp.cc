@@ -269,6 +269,16 @@ Status Qp::modify(const QpAttr& a, uint32_t mask) {
   return Status::kOk;
 }
 
+MrStatus Qp::resolve_local_slow(const Sge& s, uint32_t access, std::span<uint8_t>& out) {
+  const MrStatus st = mrs_.lookup_local(s.lkey, s.addr, s.len_bytes, access, out);
+  if (st == MrStatus::kOk) {
+    mr_cache_valid_ = mrs_.local_view(s.lkey, mr_cache_);
+    mr_cache_lkey_ = s.lkey;
+    mr_cache_epoch_ = mrs_.epoch();
+  }
+  return st;
+}
+
 uint32_t Qp::npkts_for(uint32_t len_bytes, bool read) const {
   if (len_bytes == 0) return 1;
   if (read || !sr_) return ((len_bytes - 1) >> pmtu_shift_) + 1;
@@ -304,24 +314,11 @@ void Qp::set_una(uint32_t psn) {
   una_psn_ = psn;
 }
 
-bool Qp::cq_has_room_for_post() const {
-  // Every outstanding WR yields at most one completion: reserve room for all.
-  const uint32_t pending = (cq_tail_ - cq_head_) + (sq_tail_ - sq_head_) + (rq_tail_ - rq_head_);
-  return pending < cq_.size();
-}
-
-void Qp::push_completion(const Completion& c) {
-  // Cannot overflow: posting reserves a slot per WR (cq_has_room_for_post).
-  cq_[cq_tail_ & cq_mask_] = c;
-  ++cq_tail_;
-}
-
 size_t Qp::poll_cq(std::span<Completion> out) {
-  size_t n = 0;
-  while (n < out.size() && cq_head_ != cq_tail_) {
-    out[n++] = cq_[cq_head_ & cq_mask_];
-    ++cq_head_;
-  }
+  const size_t avail = cq_tail_ - cq_head_;
+  const size_t n = avail < out.size() ? avail : out.size();
+  for (size_t i = 0; i < n; ++i) out[i] = cq_[(cq_head_ + i) & cq_mask_];
+  cq_head_ += static_cast<uint32_t>(n);
   return n;
 }
 
@@ -340,8 +337,7 @@ Status Qp::post_send(const SendWr& wr) {
   for (uint32_t i = 0; i < wr.num_sge; ++i) {
     const Sge& s = wr.sge[i];
     if (s.len_bytes > kMaxPayloadPerWr - w.len_bytes) return Status::kInvalidWr;
-    if (mrs_.lookup_local(s.lkey, s.addr, s.len_bytes, access, w.seg[i]) != MrStatus::kOk)
-      return Status::kInvalidSge;
+    if (resolve_local(s, access, w.seg[i]) != MrStatus::kOk) return Status::kInvalidSge;
     w.len_bytes += s.len_bytes;
   }
   if (state_ == QpState::kErr) {
@@ -373,9 +369,7 @@ Status Qp::post_recv(const RecvWr& wr) {
   for (uint32_t i = 0; i < wr.num_sge; ++i) {
     const Sge& s = wr.sge[i];
     if (s.len_bytes > kMaxPayloadPerWr - r.len_bytes) return Status::kInvalidWr;
-    if (mrs_.lookup_local(s.lkey, s.addr, s.len_bytes, kAccessLocalWrite, r.seg[i]) !=
-        MrStatus::kOk)
-      return Status::kInvalidSge;
+    if (resolve_local(s, kAccessLocalWrite, r.seg[i]) != MrStatus::kOk) return Status::kInvalidSge;
     r.len_bytes += s.len_bytes;
   }
   if (state_ == QpState::kErr) {

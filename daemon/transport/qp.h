@@ -209,10 +209,35 @@ class Qp {
   enum class InMessage : uint8_t { kNone, kSend, kWrite };
 
   // qp.cc
+  // An SGE through the cached region view when it covers it, else through
+  // mrs_ (which then refreshes the cache).
+  MrStatus resolve_local(const Sge& s, uint32_t access, std::span<uint8_t>& out) {
+    if (mr_cache_valid_ && s.lkey == mr_cache_lkey_ && mrs_.epoch() == mr_cache_epoch_ &&
+        s.addr >= mr_cache_.base) {
+      // Overflow-safe: offsets, never addr + len.
+      const uint64_t off = s.addr - mr_cache_.base;
+      const uint64_t size = mr_cache_.bytes.size();
+      if (off <= size && s.len_bytes <= size - off &&
+          (mr_cache_.access & access & kAccessLocalWrite) == (access & kAccessLocalWrite)) {
+        out = std::span<uint8_t>(mr_cache_.bytes.data() + off, s.len_bytes);
+        return MrStatus::kOk;
+      }
+    }
+    return resolve_local_slow(s, access, out);
+  }
+  MrStatus resolve_local_slow(const Sge& s, uint32_t access, std::span<uint8_t>& out);
   void reset_all();
   void enter_error();
-  void push_completion(const Completion& c);
-  bool cq_has_room_for_post() const;
+  void push_completion(const Completion& c) {
+    // Cannot overflow: posting reserves a slot per WR (cq_has_room_for_post).
+    cq_[cq_tail_ & cq_mask_] = c;
+    ++cq_tail_;
+  }
+  bool cq_has_room_for_post() const {
+    // Every outstanding WR yields at most one completion: reserve room for all.
+    const uint32_t pending = (cq_tail_ - cq_head_) + (sq_tail_ - sq_head_) + (rq_tail_ - rq_head_);
+    return pending <= cq_mask_;  // cq_ holds cq_mask_ + 1 entries
+  }
   SendWqe& sq_at(uint32_t index) { return sq_[index & sq_mask_]; }
   uint32_t npkts_for(uint32_t len_bytes, bool read) const;
   uint32_t seg_bytes_for(WrOpcode op) const {
@@ -272,6 +297,12 @@ class Qp {
 
   QpConfig config_;
   MemoryRegions& mrs_;
+  // The region of the last local key resolved, valid while mrs_.epoch() ==
+  // mr_cache_epoch_ (see MemoryRegions::local_view).
+  bool mr_cache_valid_ = false;
+  uint32_t mr_cache_lkey_ = 0;
+  uint64_t mr_cache_epoch_ = 0;
+  MrView mr_cache_;
   QpAttr attr_;
   QpState state_ = QpState::kReset;
   uint32_t pmtu_shift_ = 10;

@@ -33,7 +33,9 @@ uint8_t op(Opcode o) { return static_cast<uint8_t>(o); }
 
 void Qp::build_request(SendWqe& w, uint32_t psn, TxPacket& out) {
   wire::RoceHeader& h = out.hdr;
-  h = wire::RoceHeader{};
+  // Only the BTH and the extension headers of the chosen opcode are encoded
+  // (the other RoceHeader members are ignored on build): set just those.
+  h.bth = wire::Bth{};
   h.bth.dest_qp = attr_.dest_qpn;
   h.bth.psn = psn;
   const auto k = static_cast<uint32_t>(wire::psn_diff(psn, w.first_psn));

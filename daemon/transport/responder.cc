@@ -453,7 +453,7 @@ bool Qp::responder_poll(TxPacket& out) {
     Response& item = resp_fifo_[resp_head_ & mask];
     if (item.kind == RespItem::kAck) {
       wire::RoceHeader& h = out.hdr;
-      h = wire::RoceHeader{};
+      h.bth = wire::Bth{};  // ACK: BTH and AETH are all that is encoded
       h.bth.opcode = static_cast<uint8_t>(Opcode::kAcknowledge);
       h.bth.dest_qp = attr_.dest_qpn;
       h.bth.psn = item.psn;

@@ -12,6 +12,8 @@
 namespace conduit::transport {
 
 struct TxPacket {
+  // The BTH and the extension headers hdr.bth.opcode carries are set; the
+  // other extension members are unspecified (build_frame ignores them).
   wire::RoceHeader hdr;
   // Payload pieces in order; they point into registered memory and stay valid
   // until the caller's next call into the QP (build the frame before that).

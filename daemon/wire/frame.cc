@@ -1,6 +1,7 @@
 #include "wire/frame.h"
 
 #include <array>
+#include <bit>
 #include <cstring>
 
 #include "wire/icrc.h"
@@ -8,60 +9,85 @@
 namespace conduit::wire {
 namespace {
 
-// Big-endian field access by byte offset. One accessor per field width keeps
-// the encoders and decoders below a readable list of (offset, field) pairs.
-inline void put_be16(uint8_t* p, uint16_t v) {
-  p[0] = static_cast<uint8_t>(v >> 8);
-  p[1] = static_cast<uint8_t>(v);
+// Big-endian field access by byte offset, as whole-word loads and stores
+// (memcpy: no alignment assumed). One accessor per field width keeps the
+// encoders and decoders below a readable list of (offset, field) pairs.
+template <class T>
+inline T to_be(T v) {
+  if constexpr (std::endian::native == std::endian::big) return v;
+  if constexpr (sizeof(T) == 2) return __builtin_bswap16(v);
+  if constexpr (sizeof(T) == 4) return __builtin_bswap32(v);
+  if constexpr (sizeof(T) == 8) return __builtin_bswap64(v);
 }
-inline void put_be24(uint8_t* p, uint32_t v) {
-  p[0] = static_cast<uint8_t>(v >> 16);
-  p[1] = static_cast<uint8_t>(v >> 8);
-  p[2] = static_cast<uint8_t>(v);
+template <class T>
+inline void put_be(uint8_t* p, T v) {
+  v = to_be(v);
+  std::memcpy(p, &v, sizeof v);
 }
-inline void put_be32(uint8_t* p, uint32_t v) {
-  put_be16(p, static_cast<uint16_t>(v >> 16));
-  put_be16(p + 2, static_cast<uint16_t>(v));
+template <class T>
+inline T get_be(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return to_be(v);
 }
-inline void put_be64(uint8_t* p, uint64_t v) {
-  put_be32(p, static_cast<uint32_t>(v >> 32));
-  put_be32(p + 4, static_cast<uint32_t>(v));
-}
-inline uint16_t get_be16(const uint8_t* p) { return static_cast<uint16_t>(p[0] << 8 | p[1]); }
-inline uint32_t get_be24(const uint8_t* p) {
-  return uint32_t{p[0]} << 16 | uint32_t{p[1]} << 8 | p[2];
-}
-inline uint32_t get_be32(const uint8_t* p) { return uint32_t{get_be16(p)} << 16 | get_be16(p + 2); }
-inline uint64_t get_be64(const uint8_t* p) { return uint64_t{get_be32(p)} << 32 | get_be32(p + 4); }
+inline void put_be16(uint8_t* p, uint16_t v) { put_be(p, v); }
+inline void put_be32(uint8_t* p, uint32_t v) { put_be(p, v); }
+inline void put_be64(uint8_t* p, uint64_t v) { put_be(p, v); }
+inline uint16_t get_be16(const uint8_t* p) { return get_be<uint16_t>(p); }
+inline uint32_t get_be32(const uint8_t* p) { return get_be<uint32_t>(p); }
+inline uint64_t get_be64(const uint8_t* p) { return get_be<uint64_t>(p); }
 
 // Offsets inside the IPv4, UDP and BTH headers.
 constexpr size_t kIpTos = 1, kIpTotalLen = 2, kIpId = 4, kIpFrag = 6, kIpTtl = 8, kIpProto = 9,
                  kIpCsum = 10, kIpSrc = 12, kIpDst = 16;
-constexpr size_t kUdpSport = 0, kUdpDport = 2, kUdpLen = 4, kUdpCsum = 6;
+constexpr size_t kUdpSport = 0, kUdpLen = 4;  // (destination port at 2, checksum at 6)
 constexpr uint16_t kIpFlagDf = 0x4000;
 constexpr uint16_t kIpFragMask = 0x3FFF;  // MF + fragment offset
 constexpr size_t kIpUdpBytes = kIpv4HeaderBytes + kUdpHeaderBytes;
 constexpr size_t kMaxIpTotalBytes = 0xFFFF;
 
-uint16_t ipv4_checksum(const uint8_t* h) {
-  uint32_t sum = 0;
-  for (size_t i = 0; i < kIpv4HeaderBytes; i += 2) sum += get_be16(h + i);
-  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
-  return static_cast<uint16_t>(~sum);
+// One's-complement sum of the 20-byte IPv4 header, folded to 16 bits. Summed
+// as five native 32-bit words: the one's-complement sum does not depend on
+// byte order (RFC 1071), and a valid header sums to 0xFFFF either way.
+inline uint32_t load_native32(const uint8_t* p) {
+  uint32_t w;
+  std::memcpy(&w, p, sizeof w);
+  return w;
+}
+uint16_t ipv4_header_sum(const uint8_t* h) {
+  uint64_t sum = uint64_t{load_native32(h)} + load_native32(h + 4) + load_native32(h + 8) +
+                 load_native32(h + 12) + load_native32(h + 16);
+  sum = (sum & 0xFFFFFFFF) + (sum >> 32);
+  sum = (sum & 0xFFFF) + (sum >> 16);
+  sum = (sum & 0xFFFF) + (sum >> 16);
+  sum = (sum & 0xFFFF) + (sum >> 16);
+  return static_cast<uint16_t>(sum);
 }
 
 size_t eth_bytes(bool vlan) { return kEthHeaderBytes + (vlan ? kVlanTagBytes : 0); }
 
+// Extension headers and CNP body: opcodes with any of these flags.
+constexpr uint32_t kOpExtensions =
+    kOpReth | kOpAeth | kOpImm | kOpIeth | kOpAtomicEth | kOpAtomicAckEth | kOpCnp;
+
+void encode_extensions(uint8_t* b, const RoceHeader& hdr, const OpcodeInfo& info);
+
 void encode_roce_header(uint8_t* b, const RoceHeader& hdr, const OpcodeInfo& info) {
   const Bth& bth = hdr.bth;
-  b[0] = bth.opcode;
-  b[1] = static_cast<uint8_t>((bth.solicited ? 0x80 : 0) | (bth.mig_req ? 0x40 : 0) |
-                              (bth.pad_count & 3) << 4);  // TVer 0
-  put_be16(b + 2, bth.pkey);
-  b[4] = static_cast<uint8_t>((bth.fecn ? 0x80 : 0) | (bth.becn ? 0x40 : 0));
-  put_be24(b + 5, bth.dest_qp);
-  b[8] = bth.ack_req ? 0x80 : 0;
-  put_be24(b + 9, bth.psn);
+  const uint32_t flags = (bth.solicited ? 0x80u : 0u) | (bth.mig_req ? 0x40u : 0u) |
+                         (bth.pad_count & 3u) << 4;  // TVer 0
+  const uint32_t ecn_bits = (bth.fecn ? 0x80u : 0u) | (bth.becn ? 0x40u : 0u);
+  put_be32(b, uint32_t{bth.opcode} << 24 | flags << 16 | bth.pkey);
+  put_be32(b + 4, ecn_bits << 24 | (bth.dest_qp & 0xFFFFFF));
+  put_be32(b + 8, (bth.ack_req ? 0x80000000u : 0u) | (bth.psn & 0xFFFFFF));
+  if (info.flags & kOpExtensions) encode_extensions(b, hdr, info);
+}
+
+void encode_extensions(uint8_t* b, const RoceHeader& hdr, const OpcodeInfo& info) {
+  if ((info.flags & kOpExtensions) == kOpAeth) {  // ACK, READ response first/last/only
+    put_be32(b + kBthBytes, uint32_t{hdr.aeth.syndrome} << 24 | (hdr.aeth.msn & 0xFFFFFF));
+    return;
+  }
   if (info.reth_offset) {
     uint8_t* p = b + info.reth_offset;
     put_be64(p, hdr.reth.va);
@@ -77,8 +103,7 @@ void encode_roce_header(uint8_t* b, const RoceHeader& hdr, const OpcodeInfo& inf
   }
   if (info.aeth_offset) {
     uint8_t* p = b + info.aeth_offset;
-    p[0] = hdr.aeth.syndrome;
-    put_be24(p + 1, hdr.aeth.msn);
+    put_be32(p, uint32_t{hdr.aeth.syndrome} << 24 | (hdr.aeth.msn & 0xFFFFFF));
   }
   if (info.atomic_ack_eth_offset) put_be64(b + info.atomic_ack_eth_offset, hdr.atomic_ack_orig);
   if (info.imm_offset) put_be32(b + info.imm_offset, hdr.imm);
@@ -86,19 +111,39 @@ void encode_roce_header(uint8_t* b, const RoceHeader& hdr, const OpcodeInfo& inf
   if (info.has(kOpCnp)) std::memset(b + kBthBytes, 0, kCnpReservedBytes);
 }
 
+void decode_extensions(const uint8_t* b, const OpcodeInfo& info, RoceHeader& hdr);
+
 void decode_roce_header(const uint8_t* b, const OpcodeInfo& info, RoceHeader& hdr) {
-  hdr = RoceHeader{};
+  // Members after the BTH: zero unless the opcode carries them.
+  hdr.reth = Reth{};
+  hdr.aeth = Aeth{};
+  hdr.imm = 0;
+  hdr.ieth_rkey = 0;
+  hdr.atomic = AtomicEth{};
+  hdr.atomic_ack_orig = 0;
+  const uint32_t w0 = get_be32(b);
+  const uint32_t w1 = get_be32(b + 4);
+  const uint32_t w2 = get_be32(b + 8);
   Bth& bth = hdr.bth;
-  bth.opcode = b[0];
-  bth.solicited = (b[1] & 0x80) != 0;
-  bth.mig_req = (b[1] & 0x40) != 0;
-  bth.pad_count = (b[1] >> 4) & 3;
-  bth.pkey = get_be16(b + 2);
-  bth.fecn = (b[4] & 0x80) != 0;
-  bth.becn = (b[4] & 0x40) != 0;
-  bth.dest_qp = get_be24(b + 5);
-  bth.ack_req = (b[8] & 0x80) != 0;
-  bth.psn = get_be24(b + 9);
+  bth.opcode = static_cast<uint8_t>(w0 >> 24);
+  bth.solicited = (w0 & 0x800000) != 0;
+  bth.mig_req = (w0 & 0x400000) != 0;
+  bth.pad_count = (w0 >> 20) & 3;
+  bth.pkey = static_cast<uint16_t>(w0);
+  bth.fecn = (w1 & 0x80000000) != 0;
+  bth.becn = (w1 & 0x40000000) != 0;
+  bth.dest_qp = w1 & 0xFFFFFF;
+  bth.ack_req = (w2 & 0x80000000) != 0;
+  bth.psn = w2 & 0xFFFFFF;
+  if (info.flags & kOpExtensions) decode_extensions(b, info, hdr);
+}
+
+void decode_extensions(const uint8_t* b, const OpcodeInfo& info, RoceHeader& hdr) {
+  if ((info.flags & kOpExtensions) == kOpAeth) {  // ACK, READ response first/last/only
+    const uint32_t w = get_be32(b + kBthBytes);
+    hdr.aeth = Aeth{static_cast<uint8_t>(w >> 24), w & 0xFFFFFF};
+    return;
+  }
   if (info.reth_offset) {
     const uint8_t* p = b + info.reth_offset;
     hdr.reth = Reth{get_be64(p), get_be32(p + 8), get_be32(p + 12)};
@@ -109,7 +154,8 @@ void decode_roce_header(const uint8_t* b, const OpcodeInfo& info, RoceHeader& hd
   }
   if (info.aeth_offset) {
     const uint8_t* p = b + info.aeth_offset;
-    hdr.aeth = Aeth{p[0], get_be24(p + 1)};
+    const uint32_t w = get_be32(p);
+    hdr.aeth = Aeth{static_cast<uint8_t>(w >> 24), w & 0xFFFFFF};
   }
   if (info.atomic_ack_eth_offset) hdr.atomic_ack_orig = get_be64(b + info.atomic_ack_eth_offset);
   if (info.imm_offset) hdr.imm = get_be32(b + info.imm_offset);
@@ -140,8 +186,10 @@ constexpr std::array<const char*, kDropReasonCount> kDropReasonNames = {
 
 // Shared by parse_frame and parse_roce: `ip_udp` is the 28 header bytes (may
 // be empty when the ICRC is not verified), `udp_payload` BTH .. ICRC.
-DropReason parse_roce_impl(const uint8_t* ip_udp, std::span<const uint8_t> udp_payload,
-                           const ParseOptions& opt, ParsedFrame& out) {
+[[gnu::always_inline]] inline DropReason parse_roce_impl(const uint8_t* ip_udp,
+                                                         std::span<const uint8_t> udp_payload,
+                                                         const ParseOptions& opt,
+                                                         ParsedFrame& out) {
   const size_t n = udp_payload.size();
   if (n < kBthBytes + kIcrcBytes) return DropReason::kTruncated;
   const uint8_t* b = udp_payload.data();
@@ -170,9 +218,13 @@ DropReason parse_roce_impl(const uint8_t* ip_udp, std::span<const uint8_t> udp_p
     if (pad > after_headers) return DropReason::kPadCount;
     if ((after_headers & 3) != 0) return DropReason::kLength;
     payload_len = after_headers - pad;
-    if (const DropReason r = check_payload_length(info, payload_len, opt.pmtu_bytes);
-        r != DropReason::kNone) {
-      return r;
+    // check_payload_length(), inline: with a payload, first and middle
+    // packets are exactly the ones without kOpLast.
+    if (opt.pmtu_bytes != 0) {
+      if (payload_len > opt.pmtu_bytes) return DropReason::kPayloadTooLong;
+      if (!(info.flags & kOpLast) && payload_len != opt.pmtu_bytes) {
+        return DropReason::kPayloadNotPmtu;
+      }
     }
   } else if (after_headers != 0 || pad != 0) {
     return DropReason::kLength;
@@ -223,58 +275,128 @@ const char* build_status_name(BuildStatus status) {
 
 BuildResult build_frame(std::span<uint8_t> out, const FrameAddr& addr, RoceHeader& hdr,
                         const PayloadGather& payload) {
-  const OpcodeInfo& info = hdr.info();
-  if (!info.has(kOpValid)) return {BuildStatus::kBadOpcode, 0};
-  const size_t payload_len = payload.len_bytes();
-  if (payload_len != 0 && !info.has(kOpPayload)) return {BuildStatus::kPayloadNotAllowed, 0};
-  const uint8_t pad = pad_bytes_for(payload_len);
-  const size_t ip_total = kIpUdpBytes + info.header_bytes + payload_len + pad + kIcrcBytes;
-  if (ip_total > kMaxIpTotalBytes) return {BuildStatus::kPayloadTooLong, 0};
-  const size_t l2 = eth_bytes(addr.has_vlan);
-  const size_t total = l2 + ip_total;
-  if (out.size() < total) return {BuildStatus::kBufferTooSmall, 0};
-  hdr.bth.pad_count = pad;
+  return build_frame_spans(out, addr, hdr, payload.segments());
+}
 
-  uint8_t* f = out.data();
+namespace {
+
+// Checks shared by both builders; sets ip_total and pad when ok.
+[[gnu::always_inline]] inline BuildStatus size_frame(
+    const OpcodeInfo& info, std::span<const std::span<const uint8_t>> payload, size_t l2,
+    size_t out_bytes, size_t& ip_total, uint8_t& pad) {
+  if (!info.has(kOpValid)) return BuildStatus::kBadOpcode;
+  size_t payload_len = 0;
+  for (const auto& seg : payload) payload_len += seg.size();
+  if (payload_len != 0 && !info.has(kOpPayload)) return BuildStatus::kPayloadNotAllowed;
+  pad = pad_bytes_for(payload_len);
+  ip_total = kIpUdpBytes + info.header_bytes + payload_len + pad + kIcrcBytes;
+  if (ip_total > kMaxIpTotalBytes) return BuildStatus::kPayloadTooLong;
+  if (out_bytes < l2 + ip_total) return BuildStatus::kBufferTooSmall;
+  return BuildStatus::kOk;
+}
+
+// One's-complement sum (16-bit words, host order, not folded) of an IPv4
+// header from `addr` without its total length and checksum: the part of the
+// checksum that is the same for every frame of one FrameAddr.
+uint32_t ipv4_fixed_sum(const FrameAddr& addr) {
+  const uint32_t tos = (addr.dscp & 0x3Fu) << 2 | (addr.ecn & 3u);
+  return (0x4500 | tos) + addr.ip_id + kIpFlagDf + (uint32_t{addr.ttl} << 8 | kIpProtoUdp) +
+         (addr.src_ip >> 16) + (addr.src_ip & 0xFFFF) + (addr.dst_ip >> 16) +
+         (addr.dst_ip & 0xFFFF);
+}
+
+uint16_t ipv4_checksum_from(uint32_t sum) {
+  sum = (sum & 0xFFFF) + (sum >> 16);
+  sum = (sum & 0xFFFF) + (sum >> 16);
+  return static_cast<uint16_t>(~sum);
+}
+
+// Ethernet (+VLAN), IPv4 and UDP headers as whole words; the IPv4 checksum
+// from the same values, not read back from the frame. Returns the IPv4 header.
+uint8_t* write_l2_ip_udp(uint8_t* f, const FrameAddr& addr, size_t ip_total) {
+  const size_t l2 = eth_bytes(addr.has_vlan);
   std::memcpy(f, addr.dst_mac.data(), 6);
   std::memcpy(f + 6, addr.src_mac.data(), 6);
-  if (addr.has_vlan) {
-    put_be16(f + 12, kEtherTypeVlan);
-    put_be16(f + 14, addr.vlan_tci);
-  }
+  if (addr.has_vlan) put_be32(f + 12, uint32_t{kEtherTypeVlan} << 16 | addr.vlan_tci);
   put_be16(f + l2 - 2, kEtherTypeIpv4);
-
   uint8_t* ip = f + l2;
-  ip[0] = 0x45;
-  ip[kIpTos] = static_cast<uint8_t>((addr.dscp & 0x3F) << 2 | (addr.ecn & 3));
-  put_be16(ip + kIpTotalLen, static_cast<uint16_t>(ip_total));
-  put_be16(ip + kIpId, addr.ip_id);
-  put_be16(ip + kIpFrag, kIpFlagDf);
-  ip[kIpTtl] = addr.ttl;
-  ip[kIpProto] = kIpProtoUdp;
-  put_be16(ip + kIpCsum, 0);
+  const uint32_t tos = (addr.dscp & 0x3Fu) << 2 | (addr.ecn & 3u);
+  const auto total = static_cast<uint32_t>(ip_total);
+  put_be32(ip, (0x4500 | tos) << 16 | total);
+  put_be32(ip + kIpId, uint32_t{addr.ip_id} << 16 | kIpFlagDf);
+  put_be32(ip + kIpTtl, (uint32_t{addr.ttl} << 8 | kIpProtoUdp) << 16 |
+                            ipv4_checksum_from(ipv4_fixed_sum(addr) + total));
   put_be32(ip + kIpSrc, addr.src_ip);
   put_be32(ip + kIpDst, addr.dst_ip);
-  put_be16(ip + kIpCsum, ipv4_checksum(ip));
-
   uint8_t* udp = ip + kIpv4HeaderBytes;
-  put_be16(udp + kUdpSport, addr.src_port);
-  put_be16(udp + kUdpDport, addr.dst_port);
-  put_be16(udp + kUdpLen, static_cast<uint16_t>(ip_total - kIpv4HeaderBytes));
-  put_be16(udp + kUdpCsum, 0);
+  put_be32(udp + kUdpSport, uint32_t{addr.src_port} << 16 | addr.dst_port);
+  put_be32(udp + kUdpLen, (total - static_cast<uint32_t>(kIpv4HeaderBytes)) << 16);  // csum 0
+  return ip;
+}
 
-  uint8_t* roce = udp + kUdpHeaderBytes;
+// BTH, extension headers, payload, zero pad and ICRC after the IPv4 and UDP
+// headers at `ip`.
+[[gnu::always_inline]] inline void write_roce(uint8_t* ip, const RoceHeader& hdr,
+                                              const OpcodeInfo& info,
+                                              std::span<const std::span<const uint8_t>> payload,
+                                              uint8_t pad) {
+  uint8_t* roce = ip + kIpUdpBytes;
   encode_roce_header(roce, hdr, info);
   uint8_t* p = roce + info.header_bytes;
-  for (size_t i = 0; i < payload.count(); ++i) {
-    const auto seg = payload.segment(i);
+  for (const auto& seg : payload) {
     std::memcpy(p, seg.data(), seg.size());
     p += seg.size();
   }
-  for (uint8_t i = 0; i < pad; ++i) *p++ = 0;
-
+  // Zero pad: four bytes are always there to write (the ICRC follows the pad).
+  std::memset(p, 0, 4);
+  p += pad;
   icrc_store(icrc_ipv4(std::span<const uint8_t>(ip, p)), p);
-  return {BuildStatus::kOk, total};
+}
+
+}  // namespace
+
+BuildResult build_frame_spans(std::span<uint8_t> out, const FrameAddr& addr, RoceHeader& hdr,
+                              std::span<const std::span<const uint8_t>> payload) {
+  const OpcodeInfo& info = hdr.info();
+  size_t ip_total = 0;
+  uint8_t pad = 0;
+  const size_t l2 = eth_bytes(addr.has_vlan);
+  const BuildStatus st = size_frame(info, payload, l2, out.size(), ip_total, pad);
+  if (st != BuildStatus::kOk) return {st, 0};
+  hdr.bth.pad_count = pad;
+  write_roce(write_l2_ip_udp(out.data(), addr, ip_total), hdr, info, payload, pad);
+  return {BuildStatus::kOk, l2 + ip_total};
+}
+
+FrameTemplate make_frame_template(const FrameAddr& addr) {
+  FrameTemplate t;
+  write_l2_ip_udp(t.bytes.data(), addr, 0);
+  t.l2_bytes = static_cast<uint8_t>(eth_bytes(addr.has_vlan));
+  t.ip_fixed_sum = ipv4_fixed_sum(addr);
+  return t;
+}
+
+BuildResult build_frame(std::span<uint8_t> out, const FrameTemplate& tmpl, RoceHeader& hdr,
+                        std::span<const std::span<const uint8_t>> payload) {
+  const OpcodeInfo& info = hdr.info();
+  size_t ip_total = 0;
+  uint8_t pad = 0;
+  const size_t l2 = tmpl.l2_bytes;
+  const BuildStatus st = size_frame(info, payload, l2, out.size(), ip_total, pad);
+  if (st != BuildStatus::kOk) return {st, 0};
+  hdr.bth.pad_count = pad;
+  uint8_t* f = out.data();
+  // Whole template: without a VLAN tag its last 4 bytes land where the BTH
+  // is written next (every frame is longer than the template).
+  static_assert(sizeof(tmpl.bytes) <= kEthHeaderBytes + kIpUdpBytes + kBthBytes + kIcrcBytes);
+  std::memcpy(f, tmpl.bytes.data(), sizeof(tmpl.bytes));
+  uint8_t* ip = f + l2;
+  const auto total = static_cast<uint32_t>(ip_total);
+  put_be16(ip + kIpTotalLen, static_cast<uint16_t>(total));
+  put_be16(ip + kIpCsum, ipv4_checksum_from(tmpl.ip_fixed_sum + total));
+  put_be16(ip + kIpv4HeaderBytes + kUdpLen, static_cast<uint16_t>(total - kIpv4HeaderBytes));
+  write_roce(ip, hdr, info, payload, pad);
+  return {BuildStatus::kOk, l2 + ip_total};
 }
 
 RoceHeader make_cnp_header(uint32_t dest_qp, uint16_t pkey) {
@@ -330,16 +452,16 @@ DropReason parse_frame(std::span<const uint8_t> frame, const ParseOptions& opt, 
   if (ether_type != kEtherTypeIpv4) return DropReason::kEtherType;
   if (frame.size() < l2 + kIpv4HeaderBytes) return DropReason::kTruncated;
   const uint8_t* ip = f + l2;
-  if ((ip[0] >> 4) != 4) return DropReason::kIpVersion;
-  if ((ip[0] & 0x0F) != 5) return DropReason::kIpOptions;
+  if (ip[0] != 0x45) return (ip[0] >> 4) != 4 ? DropReason::kIpVersion : DropReason::kIpOptions;
   const size_t ip_total = get_be16(ip + kIpTotalLen);
   if (ip_total < kIpUdpBytes || ip_total > frame.size() - l2) return DropReason::kIpTotalLength;
-  if (opt.verify_ip_checksum && ipv4_checksum(ip) != 0) return DropReason::kIpChecksum;
+  if (opt.verify_ip_checksum && ipv4_header_sum(ip) != 0xFFFF) return DropReason::kIpChecksum;
   if ((get_be16(ip + kIpFrag) & kIpFragMask) != 0) return DropReason::kIpFragment;
   if (ip[kIpProto] != kIpProtoUdp) return DropReason::kIpProtocol;
   const uint8_t* udp = ip + kIpv4HeaderBytes;
+  const uint32_t udp_ports = get_be32(udp + kUdpSport);
   if (get_be16(udp + kUdpLen) != ip_total - kIpv4HeaderBytes) return DropReason::kUdpLength;
-  if (get_be16(udp + kUdpDport) != opt.udp_dst_port) return DropReason::kUdpPort;
+  if (static_cast<uint16_t>(udp_ports) != opt.udp_dst_port) return DropReason::kUdpPort;
 
   const DropReason r = parse_roce_impl(
       ip, std::span<const uint8_t>(udp + kUdpHeaderBytes, ip_total - kIpUdpBytes), opt, out);
@@ -352,8 +474,8 @@ DropReason parse_frame(std::span<const uint8_t> frame, const ParseOptions& opt, 
   a.vlan_tci = vlan_tci;
   a.src_ip = get_be32(ip + kIpSrc);
   a.dst_ip = get_be32(ip + kIpDst);
-  a.src_port = get_be16(udp + kUdpSport);
-  a.dst_port = get_be16(udp + kUdpDport);
+  a.src_port = static_cast<uint16_t>(udp_ports >> 16);
+  a.dst_port = static_cast<uint16_t>(udp_ports);
   a.dscp = ip[kIpTos] >> 2;
   a.ecn = ip[kIpTos] & 3;
   a.ttl = ip[kIpTtl];

@@ -88,6 +88,7 @@ class PayloadGather {
   size_t len_bytes() const { return len_bytes_; }
   size_t count() const { return count_; }
   std::span<const uint8_t> segment(size_t i) const { return segs_[i]; }
+  std::span<const std::span<const uint8_t>> segments() const { return {segs_.data(), count_}; }
 
  private:
   std::array<std::span<const uint8_t>, kMaxPayloadSegments> segs_{};
@@ -134,6 +135,30 @@ const char* build_status_name(BuildStatus status);
 // `out` and len_bytes is 0.
 BuildResult build_frame(std::span<uint8_t> out, const FrameAddr& addr, RoceHeader& hdr,
                         const PayloadGather& payload);
+// The same with the payload as a caller's list of byte ranges (any number),
+// concatenated in order: no PayloadGather to fill per packet.
+BuildResult build_frame_spans(std::span<uint8_t> out, const FrameAddr& addr, RoceHeader& hdr,
+                              std::span<const std::span<const uint8_t>> payload);
+
+// The Ethernet (+VLAN), IPv4 and UDP headers of every frame to one
+// FrameAddr, prepared once (per QP): build_frame() with a template copies them
+// and fills in the lengths and the IPv4 checksum instead of encoding each
+// field per packet. Remake it when the FrameAddr changes.
+struct FrameTemplate {
+  // Headers with total/UDP length 0; bytes past l2_bytes + 28 are unused.
+  std::array<uint8_t, kEthHeaderBytes + kVlanTagBytes + kIpv4HeaderBytes + kUdpHeaderBytes> bytes{};
+  uint8_t l2_bytes = kEthHeaderBytes;
+  // One's-complement sum (16-bit words, unfolded) of the IPv4 header without
+  // its total length and checksum.
+  uint32_t ip_fixed_sum = 0;
+};
+
+FrameTemplate make_frame_template(const FrameAddr& addr);
+
+// build_frame() of the template's FrameAddr: the same bytes, status and
+// effect on hdr.
+BuildResult build_frame(std::span<uint8_t> out, const FrameTemplate& tmpl, RoceHeader& hdr,
+                        std::span<const std::span<const uint8_t>> payload);
 
 // The header of a CNP (opcode 0x81, BECN set, PSN 0) addressed to the QP that
 // sent the CE-marked data, i.e. dest_qp = the data packet's sender's QPN.

@@ -232,10 +232,10 @@ CONDUIT_VPCLMUL __m128i fold_bulk_avx512(__m128i carry_in, const uint8_t*& p, si
 
 // Continues from `x`, a 128-bit remainder of everything before p (any n):
 // AVX-512 for long runs, else four 128-bit lanes per 64 bytes, then the
-// remaining whole blocks, the reduction to 32 bits and the < 16-byte tail
-// through the table.
+// remaining whole blocks. Leaves p and n at the < 16-byte tail. raw_clmul_from
+// adds the reduction to 32 bits and the tail through the table.
 template <bool kUseAvx512>
-CONDUIT_CLMUL uint32_t raw_clmul_from(__m128i x, const uint8_t* p, size_t n) {
+CONDUIT_CLMUL inline __m128i fold_from(__m128i x, const uint8_t*& p, size_t& n) {
   const __m128i k128 = constants(kFold128);
   if (kUseAvx512 && n >= kVpclmulMinBytes) {
     // x sits just before p: move it one block ahead, onto p's first block.
@@ -259,7 +259,12 @@ CONDUIT_CLMUL uint32_t raw_clmul_from(__m128i x, const uint8_t* p, size_t n) {
     x = _mm_xor_si128(_mm_xor_si128(fold(x, constants(kFold384)), fold(x1, constants(kFold256))),
                       _mm_xor_si128(fold(x2, k128), x3));
   }
-  x = fold_tail_blocks(x, p, n);
+  return fold_tail_blocks(x, p, n);
+}
+
+template <bool kUseAvx512>
+CONDUIT_CLMUL uint32_t raw_clmul_from(__m128i x, const uint8_t* p, size_t n) {
+  x = fold_from<kUseAvx512>(x, p, n);
   return raw_slice8(reduce128(x), p, n);
 }
 
@@ -293,6 +298,115 @@ CONDUIT_CLMUL uint32_t raw_clmul_icrc_head48(uint32_t s, const uint8_t* head, co
       _mm_xor_si128(fold(h0, constants(kFold256)), fold(h1, constants(kFold128))), h2);
   return kHaveVpclmul ? raw_clmul_from<true>(x, p, n) : raw_clmul_from<false>(x, p, n);
 }
+
+// The ICRC of a datagram in one span as whole 16-byte blocks, with no copy,
+// no table step and no read outside the datagram. The ICRC is the zlib CRC
+// (register starts at ~0) of 8 x 0xFF then the masked datagram. Starting from
+// ~0 is the same as starting from 0 with ~0 XORed into the first four bytes,
+// which turns them to zero; and zero bytes in front of a zero register change
+// nothing. So the ICRC is the raw CRC, from register 0, of
+//   z zero bytes, 4 x 0xFF, the masked datagram
+// for any z: z in 0..12 makes the stream whole blocks for every datagram
+// length except 16k + 13..15 bytes (never a RoCE frame: those are multiples
+// of 4). Block 0 is one shuffled load of the datagram's first bytes; the
+// 0xFF bytes and the variant fields come from a per-z table of OR masks.
+constexpr size_t kStreamMaxZeros = 12;
+
+constexpr bool icrc_variant_byte(size_t offset) {
+  // IPv4 ToS, TTL, header checksum; UDP checksum; BTH byte 4.
+  return offset == 1 || offset == 8 || offset == 10 || offset == 11 || offset == 26 ||
+         offset == 27 || offset == 32;
+}
+
+struct StreamMasks {
+  alignas(16) std::array<uint8_t, 16> shuffle;              // block 0 from a load at byte 0
+  alignas(16) std::array<std::array<uint8_t, 16>, 4> ones;  // OR masks of blocks 0..3
+};
+
+constexpr std::array<StreamMasks, kStreamMaxZeros + 1> make_stream_masks() {
+  std::array<StreamMasks, kStreamMaxZeros + 1> t{};
+  for (size_t z = 0; z <= kStreamMaxZeros; ++z) {
+    for (size_t j = 0; j < 16; ++j) {
+      t[z].shuffle[j] = j >= z + 4 ? static_cast<uint8_t>(j - z - 4) : 0x80;  // 0x80: zero
+    }
+    for (size_t k = 0; k < 4; ++k) {
+      for (size_t j = 0; j < 16; ++j) {
+        const size_t pos = 16 * k + j;
+        const bool ones = pos >= z && (pos < z + 4 || icrc_variant_byte(pos - z - 4));
+        t[z].ones[k][j] = ones ? 0xFF : 0;
+      }
+    }
+  }
+  return t;
+}
+
+constexpr auto kStreamMasks = make_stream_masks();
+
+// A datagram length the block stream handles: at least 40 bytes, and
+// (n + 4) % 16 not in 1..3.
+constexpr bool stream_length_ok(size_t n) { return n >= 40 && ((n + 4) & 15) - 1 >= 3; }
+
+#define CONDUIT_CLMUL_SSSE3 __attribute__((target("pclmul,ssse3,sse2")))
+
+inline __m128i load_aligned(const std::array<uint8_t, 16>& a) {
+  return _mm_load_si128(reinterpret_cast<const __m128i*>(a.data()));
+}
+
+// The raw CRC register at the end of the stream (the ICRC before inversion).
+// Always inlined into the per-ISA entry points below, so the same code is
+// also compiled with VEX encoding (three-operand: no register copies).
+template <bool kUseAvx512>
+[[gnu::always_inline]] CONDUIT_CLMUL_SSSE3 inline uint32_t raw_icrc_stream(const uint8_t* d,
+                                                                           size_t n) {
+  const size_t z = (16 - ((n + 4) & 15)) & 15;
+  const StreamMasks& m = kStreamMasks[z];
+  const __m128i b0 =
+      _mm_or_si128(_mm_shuffle_epi8(load128(d), load_aligned(m.shuffle)), load_aligned(m.ones[0]));
+  const uint8_t* p = d + 12 - z;  // block 1
+  const __m128i b1 = _mm_or_si128(load128(p), load_aligned(m.ones[1]));
+  const __m128i b2 = _mm_or_si128(load128(p + 16), load_aligned(m.ones[2]));
+  size_t left = n - (12 - z) - 32;  // after block 2; a multiple of 16
+  if (left == 0) {                  // 3 blocks: a 40..44-byte ACK or NAK
+    return reduce128(_mm_xor_si128(
+        _mm_xor_si128(fold(b0, constants(kFold256)), fold(b1, constants(kFold128))), b2));
+  }
+  const __m128i b3 = _mm_or_si128(load128(p + 32), load_aligned(m.ones[3]));
+  __m128i x =
+      _mm_xor_si128(_mm_xor_si128(fold(b0, constants(kFold384)), fold(b1, constants(kFold256))),
+                    _mm_xor_si128(fold(b2, constants(kFold128)), b3));
+  p += 48;
+  left -= 16;
+  // Short frames stay inline: up to 3 more blocks with independent multiplies.
+  x = left < 64 ? fold_tail_blocks(x, p, left) : fold_from<kUseAvx512>(x, p, left);
+  return reduce128(x);
+}
+
+CONDUIT_CLMUL_SSSE3 uint32_t icrc_stream_sse(const uint8_t* d, size_t n) {
+  return raw_icrc_stream<false>(d, n);
+}
+__attribute__((target("avx,pclmul,ssse3,sse2"))) uint32_t icrc_stream_avx(const uint8_t* d,
+                                                                          size_t n) {
+  return raw_icrc_stream<false>(d, n);
+}
+__attribute__((target("avx512f,vpclmulqdq,avx,pclmul,ssse3,sse2"))) uint32_t icrc_stream_avx512(
+    const uint8_t* d, size_t n) {
+  return raw_icrc_stream<true>(d, n);
+}
+
+using IcrcStreamFn = uint32_t (*)(const uint8_t*, size_t);
+
+bool detect_vpclmul();
+
+// The best stream entry point for this CPU (nullptr without PCLMULQDQ and
+// SSSE3), decided once at static initialisation (CPUID, no syscall).
+IcrcStreamFn pick_icrc_stream() {
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("pclmul") || !__builtin_cpu_supports("ssse3")) return nullptr;
+  if (detect_vpclmul() && __builtin_cpu_supports("avx")) return icrc_stream_avx512;
+  if (__builtin_cpu_supports("avx")) return icrc_stream_avx;
+  return icrc_stream_sse;
+}
+const IcrcStreamFn kIcrcStream = pick_icrc_stream();
 
 bool detect_vpclmul() {
   __builtin_cpu_init();
@@ -399,7 +513,10 @@ uint32_t icrc_begin_ipv4(std::span<const uint8_t, kIcrcMaskedHeaderBytes> ip_udp
   return crc32_update(kLrhPrefixCrc, masked);
 }
 
-uint32_t icrc_ipv4(std::span<const uint8_t> first, std::span<const uint8_t> second) {
+namespace {
+// Every case but a RoCE-sized datagram in one span with PCLMULQDQ.
+__attribute__((noinline)) uint32_t icrc_ipv4_general(std::span<const uint8_t> first,
+                                                     std::span<const uint8_t> second) {
   const size_t total = first.size() + second.size();
   if (total < kIcrcMaskedHeaderBytes) return 0;
   uint32_t s = ~kLrhPrefixCrc;  // raw register after the 8 x 0xFF prefix
@@ -428,6 +545,37 @@ uint32_t icrc_ipv4(std::span<const uint8_t> first, std::span<const uint8_t> seco
   }
 #endif
   return icrc_ipv4_tail_slice8(s, head, head_len, first, second);
+}
+}  // namespace
+
+uint32_t icrc_ipv4(std::span<const uint8_t> first, std::span<const uint8_t> second) {
+#if CONDUIT_WIRE_HAVE_CLMUL
+  if (second.empty() && kIcrcStream != nullptr && stream_length_ok(first.size())) {
+    return ~kIcrcStream(first.data(), first.size());
+  }
+#endif
+  return icrc_ipv4_general(first, second);
+}
+
+bool icrc_ipv4_with(IcrcIsa isa, std::span<const uint8_t> datagram, uint32_t& icrc) {
+#if CONDUIT_WIRE_HAVE_CLMUL
+  if (kIcrcStream == nullptr || !stream_length_ok(datagram.size())) return false;
+  IcrcStreamFn fn = icrc_stream_sse;
+  if (isa == IcrcIsa::kAvx) {
+    if (!__builtin_cpu_supports("avx")) return false;
+    fn = icrc_stream_avx;
+  } else if (isa == IcrcIsa::kAvx512) {
+    if (!kHaveVpclmul || !__builtin_cpu_supports("avx")) return false;
+    fn = icrc_stream_avx512;
+  }
+  icrc = ~fn(datagram.data(), datagram.size());
+  return true;
+#else
+  (void)isa;
+  (void)datagram;
+  (void)icrc;
+  return false;
+#endif
 }
 
 uint32_t icrc_ipv4_slice8(std::span<const uint8_t> first, std::span<const uint8_t> second) {

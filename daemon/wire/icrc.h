@@ -50,6 +50,13 @@ uint32_t icrc_ipv4(std::span<const uint8_t> first, std::span<const uint8_t> seco
 // The same with the table-driven CRC only (the fallback; for tests).
 uint32_t icrc_ipv4_slice8(std::span<const uint8_t> first, std::span<const uint8_t> second = {});
 
+// For tests: the ICRC of a one-span datagram through the whole-block stream
+// compiled for one instruction set, whatever icrc_ipv4() would pick. False
+// (and `icrc` untouched) when the CPU lacks it or the length does not suit
+// the stream (under 40 bytes, or 16k + 13..15 bytes).
+enum class IcrcIsa : uint8_t { kSse, kAvx, kAvx512 };
+bool icrc_ipv4_with(IcrcIsa isa, std::span<const uint8_t> datagram, uint32_t& icrc);
+
 // The ICRC goes on the wire least-significant byte first.
 inline void icrc_store(uint32_t icrc, uint8_t* out) {
   out[0] = static_cast<uint8_t>(icrc);

@@ -91,6 +91,6 @@ static_assert(kTable[0x81].header_bytes == kBthBytes + kCnpReservedBytes);
 
 }  // namespace
 
-const OpcodeInfo& opcode_info(uint8_t opcode) { return kTable[opcode]; }
+const std::array<OpcodeInfo, 256> detail::kOpcodeTable = kTable;
 
 }  // namespace conduit::wire

@@ -5,6 +5,7 @@
 // the packet's role (request/response, first/middle/last/only, payload, ImmDt).
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 namespace conduit::wire {
@@ -88,8 +89,14 @@ struct OpcodeInfo {
   constexpr bool has(uint32_t f) const { return (flags & f) == f; }
 };
 
+namespace detail {
+// Indexed by opcode; defined (constexpr-built) in opcode.cc.
+extern const std::array<OpcodeInfo, 256> kOpcodeTable;
+}  // namespace detail
+
 // The table entry for any byte value; entries of unknown opcodes have flags 0.
-const OpcodeInfo& opcode_info(uint8_t opcode);
+// Inline: every received and sent packet looks its opcode up.
+inline const OpcodeInfo& opcode_info(uint8_t opcode) { return detail::kOpcodeTable[opcode]; }
 inline const OpcodeInfo& opcode_info(Opcode op) { return opcode_info(static_cast<uint8_t>(op)); }
 
 }  // namespace conduit::wire

@@ -340,7 +340,8 @@ void put(Writer& w, const QpSummary& q) {
   w.str(q.traffic_class, kMaxClassNameBytes);
   w.u64(q.rate_bps);
   w.u32(q.alpha_ppm);
-  w.u64(q.cnps);
+  w.u64(q.cnps_rx);
+  w.u64(q.cnps_tx);
   w.u64(q.retransmits);
   w.u64(q.tx_bytes);
   w.u64(q.rx_bytes);
@@ -349,8 +350,8 @@ bool get(Reader& r, QpSummary& q) {
   uint8_t state;
   if (!(r.u32(q.qpn) && r.u32(q.client_id) && r.u32(q.pid) && r.u8(state) && r.u32(q.dest_qpn) &&
         r.bytes16(q.dgid) && r.str(q.traffic_class, kMaxClassNameBytes, true, "traffic class") &&
-        r.u64(q.rate_bps) && r.u32(q.alpha_ppm) && r.u64(q.cnps) && r.u64(q.retransmits) &&
-        r.u64(q.tx_bytes) && r.u64(q.rx_bytes))) {
+        r.u64(q.rate_bps) && r.u32(q.alpha_ppm) && r.u64(q.cnps_rx) && r.u64(q.cnps_tx) &&
+        r.u64(q.retransmits) && r.u64(q.tx_bytes) && r.u64(q.rx_bytes))) {
     return false;
   }
   if (!valid_state(state)) return r.fail(-EINVAL, "unknown QP state " + std::to_string(state));

@@ -287,7 +287,8 @@ struct QpSummary {
   std::string traffic_class;
   uint64_t rate_bps = 0;   // current DCQCN rate; 0 when unknown
   uint32_t alpha_ppm = 0;  // DCQCN alpha in parts per million
-  uint64_t cnps = 0;
+  uint64_t cnps_rx = 0;    // CNPs received: congestion on the way to the peer
+  uint64_t cnps_tx = 0;    // CNPs sent: CE-marked packets from the peer
   uint64_t retransmits = 0;
   uint64_t tx_bytes = 0;
   uint64_t rx_bytes = 0;

@@ -6,6 +6,7 @@
 
 #include <poll.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -36,6 +37,13 @@ namespace shm = conduit::shm;
 // How long a control call waits for conduitd before giving up.
 constexpr int kReplyTimeoutS = 10;
 constexpr uint64_t kMrAlign = 4096;
+// conduit_poll_cq looks at the control socket for a hang-up (conduitd stopped
+// or killed) once per this many empty polls: one poll(2) per ~1024 empty polls
+// costs well under a nanosecond each, and a busy poller notices within ~1 ms.
+constexpr uint32_t kEmptyPollsPerHangupCheck = 1024;
+constexpr const char* kDaemonGoneMsg =
+    "conduitd closed the connection (stopped or restarted?); no more completions will come, "
+    "open a new context";
 
 // The detailed message of the last failure on this thread (see conduit.h).
 thread_local int t_err_code = 0;
@@ -110,6 +118,10 @@ struct conduit_context {
   std::map<uint32_t, MrImpl*> mrs;
   std::set<conduit_cq*> cqs;
   std::set<conduit_qp*> qps;
+  // Set once the control socket hung up: the daemon stopped or died. Any
+  // thread may set it; polls and posts read it (relaxed: a late reader only
+  // takes one more pass to see it).
+  std::atomic<bool> daemon_gone{false};
 };
 
 struct conduit_cq {
@@ -118,6 +130,7 @@ struct conduit_cq {
   shm::EventFd efd;
   shm::SpscConsumer<conduit_shm_cqe> ring;
   conduit_shm_wakeup* wake;
+  uint32_t empty_polls = 0;  // poller thread only
 };
 
 struct conduit_qp {
@@ -131,6 +144,18 @@ struct conduit_qp {
 };
 
 namespace {
+
+// True (and remembered) when conduitd closed our control socket. Never blocks;
+// safe beside control calls on other threads (POLLIN is not consumed).
+bool daemon_hung_up(conduit_context* ctx) {
+  if (ctx->daemon_gone.load(std::memory_order_relaxed)) return true;
+  pollfd p{ctx->sock.get(), POLLRDHUP, 0};
+  if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0) {
+    ctx->daemon_gone.store(true, std::memory_order_relaxed);
+    return true;
+  }
+  return false;
+}
 
 // One request/reply exchange. Caller holds ctx->control_mu.
 int call(conduit_context* ctx, proto::Request body, proto::ReplyMessage& reply,
@@ -389,10 +414,20 @@ int conduit_poll_cq(conduit_cq* cq, int max, conduit_wc* wc) {
     done += static_cast<int>(n);
     if (n < want) break;
   }
-  if (done == 0 && cq->ring.broken()) {
+  if (done > 0) {
+    cq->empty_polls = 0;
+    return done;
+  }
+  if (cq->ring.broken()) {
     return set_error(-EPIPE, "CQ ring indices are corrupt; the context is unusable");
   }
-  return done;
+  // Nothing to poll: if conduitd is gone, nothing ever will be. Say so instead
+  // of letting a busy-polling caller spin forever.
+  if (cq->ctx->daemon_gone.load(std::memory_order_relaxed) ||
+      (++cq->empty_polls % kEmptyPollsPerHangupCheck == 0 && daemon_hung_up(cq->ctx))) {
+    return set_error(-ECONNRESET, kDaemonGoneMsg);
+  }
+  return 0;
 }
 
 int conduit_wait_cq(conduit_cq* cq, int timeout_ms) {
@@ -428,9 +463,8 @@ int conduit_wait_cq(conduit_cq* cq, int timeout_ms) {
     n = cq->ring.available();
     if (n > 0) return static_cast<int>(n);
     if (rc > 0 && (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0) {
-      return set_error(-ECONNRESET,
-                       "conduitd closed the connection (stopped or restarted?); the CQ will "
-                       "receive no more completions");
+      cq->ctx->daemon_gone.store(true, std::memory_order_relaxed);
+      return set_error(-ECONNRESET, kDaemonGoneMsg);
     }
     if (cq->ring.broken()) break;
     if (timeout_ms >= 0 && std::chrono::steady_clock::now() >= deadline) return 0;
@@ -616,6 +650,9 @@ extern "C" {
 int conduit_post_send(conduit_qp* qp, conduit_send_wr* wr, conduit_send_wr** bad_wr) {
   if (bad_wr != nullptr) *bad_wr = wr;
   if (qp == nullptr) return -EINVAL;
+  if (qp->ctx->daemon_gone.load(std::memory_order_relaxed)) {
+    return set_error(-ECONNRESET, kDaemonGoneMsg);
+  }
   int rc = 0;
   bool posted = false;
   for (; wr != nullptr; wr = wr->next) {
@@ -679,6 +716,9 @@ int conduit_post_send(conduit_qp* qp, conduit_send_wr* wr, conduit_send_wr** bad
 int conduit_post_recv(conduit_qp* qp, conduit_recv_wr* wr, conduit_recv_wr** bad_wr) {
   if (bad_wr != nullptr) *bad_wr = wr;
   if (qp == nullptr) return -EINVAL;
+  if (qp->ctx->daemon_gone.load(std::memory_order_relaxed)) {
+    return set_error(-ECONNRESET, kDaemonGoneMsg);
+  }
   int rc = 0;
   bool posted = false;
   for (; wr != nullptr; wr = wr->next) {

@@ -102,6 +102,32 @@ conduit_shm_ring_desc RegionLayout::ring_desc(uint32_t ring) const {
   return d;
 }
 
+conduit_shm_header make_header(const RegionLayout& layout) {
+  conduit_shm_header hdr{};
+  hdr.magic = CONDUIT_SHM_MAGIC;
+  hdr.abi_version = CONDUIT_SHM_ABI_VERSION;
+  hdr.header_bytes = sizeof(conduit_shm_header);
+  hdr.region_size = layout.region_size;
+  hdr.page_size = layout.page_size;
+  hdr.flags = layout.flags;
+  hdr.max_qps = layout.max_qps;
+  hdr.max_cqs = layout.max_cqs;
+  hdr.sq_depth = layout.sq_depth;
+  hdr.rq_depth = layout.rq_depth;
+  hdr.cq_depth = layout.cq_depth;
+  hdr.sq_entry_size = sizeof(conduit_shm_send_wr);
+  hdr.rq_entry_size = sizeof(conduit_shm_recv_wr);
+  hdr.cq_entry_size = sizeof(conduit_shm_cqe);
+  hdr.ring_count = layout.ring_count;
+  hdr.doorbell_count = layout.doorbell_count;
+  hdr.ring_table_offset = layout.ring_table_offset;
+  hdr.doorbell_offset = layout.doorbell_offset;
+  hdr.rings_offset = layout.rings_offset;
+  hdr.arena_offset = layout.arena_offset;
+  hdr.arena_size = layout.arena_size;
+  return hdr;
+}
+
 int parse_header(const conduit_shm_header& hdr, uint64_t file_size, RegionLayout* out) {
   if (hdr.magic != CONDUIT_SHM_MAGIC || hdr.abi_version != CONDUIT_SHM_ABI_VERSION ||
       hdr.header_bytes != sizeof(conduit_shm_header) || hdr.region_size != file_size ||
@@ -220,28 +246,7 @@ int Region::create(const RegionConfig& cfg, Region* out) {
   r.layout_ = layout;
 
   // A fresh memfd reads as zeros, so doorbells and reserved fields are clear.
-  conduit_shm_header hdr{};
-  hdr.magic = CONDUIT_SHM_MAGIC;
-  hdr.abi_version = CONDUIT_SHM_ABI_VERSION;
-  hdr.header_bytes = sizeof(conduit_shm_header);
-  hdr.region_size = layout.region_size;
-  hdr.page_size = layout.page_size;
-  hdr.flags = layout.flags;
-  hdr.max_qps = layout.max_qps;
-  hdr.max_cqs = layout.max_cqs;
-  hdr.sq_depth = layout.sq_depth;
-  hdr.rq_depth = layout.rq_depth;
-  hdr.cq_depth = layout.cq_depth;
-  hdr.sq_entry_size = sizeof(conduit_shm_send_wr);
-  hdr.rq_entry_size = sizeof(conduit_shm_recv_wr);
-  hdr.cq_entry_size = sizeof(conduit_shm_cqe);
-  hdr.ring_count = layout.ring_count;
-  hdr.doorbell_count = layout.doorbell_count;
-  hdr.ring_table_offset = layout.ring_table_offset;
-  hdr.doorbell_offset = layout.doorbell_offset;
-  hdr.rings_offset = layout.rings_offset;
-  hdr.arena_offset = layout.arena_offset;
-  hdr.arena_size = layout.arena_size;
+  const conduit_shm_header hdr = make_header(layout);
   std::memcpy(base, &hdr, sizeof(hdr));
 
   for (uint32_t i = 0; i < layout.ring_count; ++i) {

@@ -32,9 +32,10 @@ constexpr const char* kUsage =
     "\n"
     "Commands:\n"
     "  status          version, uptime, engine state, clients and QPs\n"
-    "  qps [--json]    one row per QP: number, owner, state, peer, class, rate,\n"
-    "                  DCQCN alpha, CNPs, retransmissions, bytes\n"
-    "  stats [--json]  every daemon counter\n"
+    "  qps [--json]    one row per QP: number, owner, state, peer, class, current\n"
+    "                  rate, DCQCN alpha, CNPs received/sent, retransmissions, bytes\n"
+    "  stats [--json]  every daemon counter (engine, net, transport, control);\n"
+    "                  --json adds the per-QP table as \"qps\"\n"
     "  policy show     the running policy as YAML (defaults filled in)\n"
     "  policy reload   re-read the policy file (like SIGHUP); an invalid file is\n"
     "                  reported and the running policy stays\n"
@@ -147,16 +148,50 @@ int cmd_status(Client& c) {
   return 0;
 }
 
+// Every QP, page by page (the daemon refreshes the engine's figures for page one).
+int list_qps(Client& c, std::vector<proto::QpSummary>& all) {
+  uint32_t start = 0;
+  for (;;) {
+    proto::ReplyMessage r;
+    if (c.call(proto::ListQpsRequest{start, proto::kMaxListEntries}, r) < 0) return -1;
+    const auto& l = std::get<proto::ListQpsReply>(r.body);
+    all.insert(all.end(), l.qps.begin(), l.qps.end());
+    if (l.next_qpn == 0 || l.next_qpn <= start) break;
+    start = l.next_qpn;
+  }
+  return 0;
+}
+
+void print_qps_json(const std::vector<proto::QpSummary>& all) {
+  std::printf("[");
+  for (size_t i = 0; i < all.size(); ++i) {
+    const auto& q = all[i];
+    std::printf(
+        "%s{\"qpn\": %u, \"client\": %u, \"pid\": %u, \"state\": \"%s\", "
+        "\"dest_qpn\": %u, \"peer\": \"%s\", \"class\": \"%s\", \"rate_bps\": %" PRIu64
+        ", \"alpha\": %.6f, \"cnps_rx\": %" PRIu64 ", \"cnps_tx\": %" PRIu64
+        ", \"retransmits\": %" PRIu64 ", \"tx_bytes\": %" PRIu64 ", \"rx_bytes\": %" PRIu64 "}",
+        i == 0 ? "" : ", ", q.qpn, q.client_id, q.pid, proto::qp_state_name(q.state), q.dest_qpn,
+        gid_str(q.dgid).c_str(), json_escape(q.traffic_class).c_str(), q.rate_bps,
+        q.alpha_ppm / 1e6, q.cnps_rx, q.cnps_tx, q.retransmits, q.tx_bytes, q.rx_bytes);
+  }
+  std::printf("]");
+}
+
+// --json: the daemon's counters as top-level keys, plus "qps": the per-QP table.
 int cmd_stats(Client& c, bool json) {
   proto::ReplyMessage r;
   if (c.call(proto::StatsRequest{}, r) < 0) return 1;
   const auto& s = std::get<proto::StatsReply>(r.body);
   if (json) {
+    std::vector<proto::QpSummary> qps;
+    if (list_qps(c, qps) < 0) return 1;
     std::printf("{");
-    for (size_t i = 0; i < s.counters.size(); ++i) {
-      std::printf("%s\"%s\": %" PRIu64, i == 0 ? "" : ", ", json_escape(s.counters[i].name).c_str(),
-                  s.counters[i].value);
+    for (const auto& k : s.counters) {
+      std::printf("\"%s\": %" PRIu64 ", ", json_escape(k.name).c_str(), k.value);
     }
+    std::printf("\"qps\": ");
+    print_qps_json(qps);
     std::printf("}\n");
     return 0;
   }
@@ -170,40 +205,22 @@ int cmd_stats(Client& c, bool json) {
 
 int cmd_qps(Client& c, bool json) {
   std::vector<proto::QpSummary> all;
-  uint32_t start = 0;
-  for (;;) {
-    proto::ReplyMessage r;
-    if (c.call(proto::ListQpsRequest{start, proto::kMaxListEntries}, r) < 0) return 1;
-    const auto& l = std::get<proto::ListQpsReply>(r.body);
-    all.insert(all.end(), l.qps.begin(), l.qps.end());
-    if (l.next_qpn == 0 || l.next_qpn <= start) break;
-    start = l.next_qpn;
-  }
+  if (list_qps(c, all) < 0) return 1;
   if (json) {
-    std::printf("[");
-    for (size_t i = 0; i < all.size(); ++i) {
-      const auto& q = all[i];
-      std::printf(
-          "%s{\"qpn\": %u, \"client\": %u, \"pid\": %u, \"state\": \"%s\", "
-          "\"dest_qpn\": %u, \"peer\": \"%s\", \"class\": \"%s\", \"rate_bps\": %" PRIu64
-          ", \"alpha\": %.6f, \"cnps\": %" PRIu64 ", \"retransmits\": %" PRIu64
-          ", \"tx_bytes\": %" PRIu64 ", \"rx_bytes\": %" PRIu64 "}",
-          i == 0 ? "" : ", ", q.qpn, q.client_id, q.pid, proto::qp_state_name(q.state), q.dest_qpn,
-          gid_str(q.dgid).c_str(), json_escape(q.traffic_class).c_str(), q.rate_bps,
-          q.alpha_ppm / 1e6, q.cnps, q.retransmits, q.tx_bytes, q.rx_bytes);
-    }
-    std::printf("]\n");
+    print_qps_json(all);
+    std::printf("\n");
     return 0;
   }
-  std::printf("%-8s %-7s %-5s %-8s %-15s %-10s %9s %6s %8s %8s %12s %12s\n", "QPN", "PID", "STATE",
-              "PEER_QPN", "PEER", "CLASS", "RATE", "ALPHA", "CNPS", "RETX", "TX_BYTES", "RX_BYTES");
+  std::printf("%-8s %-7s %-5s %-8s %-15s %-10s %9s %8s %8s %8s %8s %14s %14s\n", "QPN", "PID",
+              "STATE", "PEER_QPN", "PEER", "CLASS", "RATE", "ALPHA", "CNP_RX", "CNP_TX", "RETX",
+              "TX_BYTES", "RX_BYTES");
   for (const auto& q : all) {
-    std::printf("%-8u %-7u %-5s %-8u %-15s %-10s %9s %6.3f %8" PRIu64 " %8" PRIu64 " %12" PRIu64
-                " %12" PRIu64 "\n",
+    std::printf("%-8u %-7u %-5s %-8u %-15s %-10s %9s %8.4f %8" PRIu64 " %8" PRIu64 " %8" PRIu64
+                " %14" PRIu64 " %14" PRIu64 "\n",
                 q.qpn, q.pid, proto::qp_state_name(q.state), q.dest_qpn, gid_str(q.dgid).c_str(),
                 q.traffic_class.empty() ? "(default)" : q.traffic_class.c_str(),
-                rate_str(q.rate_bps).c_str(), q.alpha_ppm / 1e6, q.cnps, q.retransmits, q.tx_bytes,
-                q.rx_bytes);
+                rate_str(q.rate_bps).c_str(), q.alpha_ppm / 1e6, q.cnps_rx, q.cnps_tx,
+                q.retransmits, q.tx_bytes, q.rx_bytes);
   }
   if (all.empty()) std::printf("(no QPs)\n");
   return 0;

@@ -82,6 +82,9 @@ struct RegionLayout {
 // huge page size). 0 or -EINVAL / -EOVERFLOW.
 int compute_layout(const RegionConfig& cfg, uint32_t page_size, RegionLayout* out);
 
+// Pure: the header that describes `layout` (what create() writes at offset 0).
+conduit_shm_header make_header(const RegionLayout& layout);
+
 // Pure: checks a header read from a region of file_size bytes and fills the
 // layout it describes. 0 or -EPROTO. Used by attach() and the fuzzer.
 int parse_header(const conduit_shm_header& hdr, uint64_t file_size, RegionLayout* out);

@@ -140,27 +140,7 @@ void run_header(Input& in) {
   const uint32_t page = (in.u8() & 1) ? (2u << 20) : 4096u;
   RegionLayout layout;
   if (compute_layout(cfg, page, &layout) != 0) return;
-  conduit_shm_header hdr{};
-  hdr.magic = CONDUIT_SHM_MAGIC;
-  hdr.abi_version = CONDUIT_SHM_ABI_VERSION;
-  hdr.header_bytes = sizeof(hdr);
-  hdr.region_size = layout.region_size;
-  hdr.page_size = layout.page_size;
-  hdr.max_qps = layout.max_qps;
-  hdr.max_cqs = layout.max_cqs;
-  hdr.sq_depth = layout.sq_depth;
-  hdr.rq_depth = layout.rq_depth;
-  hdr.cq_depth = layout.cq_depth;
-  hdr.sq_entry_size = sizeof(conduit_shm_send_wr);
-  hdr.rq_entry_size = sizeof(conduit_shm_recv_wr);
-  hdr.cq_entry_size = sizeof(conduit_shm_cqe);
-  hdr.ring_count = layout.ring_count;
-  hdr.doorbell_count = layout.doorbell_count;
-  hdr.ring_table_offset = layout.ring_table_offset;
-  hdr.doorbell_offset = layout.doorbell_offset;
-  hdr.rings_offset = layout.rings_offset;
-  hdr.arena_offset = layout.arena_offset;
-  hdr.arena_size = layout.arena_size;
+  conduit_shm_header hdr = make_header(layout);
   // Corrupt some bytes of the interesting part of the header.
   auto* raw = reinterpret_cast<uint8_t*>(&hdr);
   for (uint32_t k = in.u8() % 8; k > 0; --k) raw[in.u8() % 112] ^= in.u8();

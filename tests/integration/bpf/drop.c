@@ -49,8 +49,17 @@ int drop(struct __sk_buff* skb) {
   struct drop_stats* st = bpf_map_lookup_elem(&drop_stats, &key);
   if (!cfg || !st) return TC_ACT_OK;
 
+  // Frames sent from a packet socket's TX ring (DPDK af_packet, PACKET_QDISC_BYPASS) keep only
+  // their first headers in the linear area, the rest in page fragments: make the IPv4 and UDP
+  // headers direct-readable first, or such frames would never match.
+  const __u32 want = sizeof(struct ethhdr) + 60 + sizeof(struct udphdr);
   void* data = (void*)(long)skb->data;
   void* data_end = (void*)(long)skb->data_end;
+  if (data + want > data_end) {
+    bpf_skb_pull_data(skb, want < skb->len ? want : skb->len);
+    data = (void*)(long)skb->data;  // the pull invalidates packet pointers
+    data_end = (void*)(long)skb->data_end;
+  }
   struct ethhdr* eth = data;
   if ((void*)(eth + 1) > data_end || eth->h_proto != bpf_htons(ETH_P_IP)) return TC_ACT_OK;
   struct iphdr* ip = (void*)(eth + 1);

@@ -53,7 +53,8 @@ std::vector<ReplyBody> all_replies() {
   q.traffic_class = "bulk";
   q.rate_bps = 25'000'000'000;
   q.alpha_ppm = 1000000;
-  q.cnps = 5;
+  q.cnps_rx = 5;
+  q.cnps_tx = 6;
   QpAttr full = rtr_attr();
   full.mask = kAttrAll;
   full.access = kAccessAll;

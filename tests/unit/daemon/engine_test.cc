@@ -13,8 +13,14 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "control/control_service.h"
 
 #include "dpdk/dpdk_error.h"
 #include "dpdk/eal.h"
@@ -72,7 +78,9 @@ struct Host {
   }
 };
 
-void make_host(Host& h, const std::string& port_name, net::Ipv4Addr addr, uint32_t qpn) {
+// The port, channel and engine of a host, no client yet.
+void make_engine(Host& h, const std::string& port_name, net::Ipv4Addr addr, uint8_t mac_low,
+                 cc::ControllerKind cc_kind) {
   dpdk::PortConfig pc;
   pc.device = port_name;
   pc.rx_ring_size = 512;
@@ -84,17 +92,21 @@ void make_host(Host& h, const std::string& port_name, net::Ipv4Addr addr, uint32
 
   engine::EngineConfig ec;
   // Ring ports have no MAC of their own; any locally administered one will do.
-  ec.net.mac = net::MacAddr{{0x02, 0, 0, 0, 0, static_cast<uint8_t>(qpn)}};
+  ec.net.mac = net::MacAddr{{0x02, 0, 0, 0, 0, mac_low}};
   ec.net.addr = addr;
   ec.net.prefix_len = 24;
   ec.net.udp_ports = {wire::kRoceUdpPort};
   ec.idle_mode = engine::IdleMode::kSpin;
   engine::TrafficClassSpec tc;
   tc.name = "default";
-  tc.cc.kind = cc::ControllerKind::kNone;
+  tc.cc.kind = cc_kind;
   ec.classes.push_back(tc);
   h.engine = std::make_unique<engine::Engine>(ec, *h.port, *h.channel);
+}
 
+void make_host(Host& h, const std::string& port_name, net::Ipv4Addr addr, uint32_t qpn,
+               cc::ControllerKind cc_kind = cc::ControllerKind::kNone) {
+  make_engine(h, port_name, addr, static_cast<uint8_t>(qpn), cc_kind);
   shm::RegionConfig rc;
   rc.max_qps = 2;
   rc.max_cqs = 2;
@@ -199,7 +211,7 @@ struct Fixture {
   const net::Ipv4Addr addr_a = net::Ipv4Addr::from_octets(198, 18, 0, 1);
   const net::Ipv4Addr addr_b = net::Ipv4Addr::from_octets(198, 18, 0, 2);
 
-  Fixture() {
+  explicit Fixture(cc::ControllerKind cc_kind = cc::ControllerKind::kNone) {
     need_eal();
     static int instances = 0;  // port and ring names must be unique per process
     const int id = ++instances;
@@ -211,8 +223,8 @@ struct Fixture {
     // Port A receives from ba and sends into ab; port B the other way round.
     REQUIRE(rte_eth_from_rings(("eng_a" + s).c_str(), &ba, 1, &ab, 1, SOCKET_ID_ANY) >= 0);
     REQUIRE(rte_eth_from_rings(("eng_b" + s).c_str(), &ab, 1, &ba, 1, SOCKET_ID_ANY) >= 0);
-    make_host(a, "net_ring_eng_a" + s, addr_a, 0x11);
-    make_host(b, "net_ring_eng_b" + s, addr_b, 0x22);
+    make_host(a, "net_ring_eng_a" + s, addr_a, 0x11, cc_kind);
+    make_host(b, "net_ring_eng_b" + s, addr_b, 0x22, cc_kind);
     connect(a, b, addr_b);
     connect(b, a, addr_a);
   }
@@ -349,11 +361,12 @@ TEST_CASE("engine: SEND, WRITE with immediate and READ between two engines", "[e
         0);
 }
 
-TEST_CASE("engine: two QPs of one host talk through the loopback path", "[engine]") {
-  need_eal();
-  // A single net_ring port; nothing may leave through it.
-  Host h;
-  make_host(h, "net_ring_loop0", net::Ipv4Addr::from_octets(198, 18, 0, 9), 0x31);
+// One host, one client with QPs 0x31 (slot 0) and 0x32 (slot 1) connected to
+// each other through the loopback path, commands applied.
+void make_loopback_pair(Host& h, const std::string& port_name) {
+  static int instances = 0;  // port names must be unique per process (GENERATE reruns)
+  make_host(h, port_name + "_" + std::to_string(++instances),
+            net::Ipv4Addr::from_octets(198, 18, 0, 9), 0x31);
   // A second QP in slot 1 of the same client, same CQ.
   control::EngineCommand c;
   c.op = control::EngineOp::kAddQp;
@@ -372,7 +385,15 @@ TEST_CASE("engine: two QPs of one host talk through the loopback path", "[engine
   first_stub.qpn = first;
   connect(h, first_stub, self);
   h.qpn = first;
+  for (int i = 0; i < 1000; ++i) h.engine->poll_once(engine::tsc_now_ns());  // apply commands
+  expect_acks_ok(h);
+}
 
+TEST_CASE("engine: two QPs of one host talk through the loopback path", "[engine]") {
+  need_eal();
+  // A single net_ring port; nothing may leave through it.
+  Host h;
+  make_loopback_pair(h, "net_ring_loop0");
   auto rq1 = h.region.rq(1).producer(0);
   auto run = [&](auto pred) {
     const uint64_t deadline = engine::tsc_now_ns() + 5'000'000'000ull;
@@ -382,9 +403,6 @@ TEST_CASE("engine: two QPs of one host talk through the loopback path", "[engine
     }
     return true;
   };
-  for (int i = 0; i < 1000; ++i) h.engine->poll_once(engine::tsc_now_ns());  // apply commands
-  expect_acks_ok(h);
-
   const uint32_t len = 100'000;
   fill_random(h.arena(), len, 3);
   conduit_shm_recv_wr rwr{};
@@ -409,4 +427,258 @@ TEST_CASE("engine: two QPs of one host talk through the loopback path", "[engine
   CHECK(std::memcmp(h.arena(), h.arena() + (1 << 20), len) == 0);
   CHECK(h.engine->counters().loopback_frames > 0);
   CHECK(h.engine->counters().tx_frames == 0);
+}
+
+TEST_CASE("engine: a QP removed because its client went away fails its local peer", "[engine]") {
+  need_eal();
+  Host h;
+  make_loopback_pair(h, "net_ring_gone0");
+  // QP 0x31 waits for a SEND that will never come.
+  conduit_shm_recv_wr rwr{};
+  rwr.wr_id = 77;
+  rwr.num_sge = 1;
+  rwr.sg_list[0] = {0, 4096, kLkey};
+  REQUIRE(h.rq.try_enqueue(rwr));
+  for (int i = 0; i < 100; ++i) h.engine->poll_once(engine::tsc_now_ns());
+  conduit_shm_cqe cqe{};
+  CHECK_FALSE(h.cq.try_dequeue(&cqe));
+
+  control::EngineCommand c;
+  c.op = control::EngineOp::kRemoveQp;
+  c.qpn = 0x32;
+  c.qp_slot = 1;
+  const bool owner_gone = GENERATE(false, true);
+  c.owner_gone = owner_gone;
+  h.submit(c);
+  for (int i = 0; i < 100; ++i) h.engine->poll_once(engine::tsc_now_ns());
+  expect_acks_ok(h);
+  if (owner_gone) {
+    // The peer's receive is flushed at once and the QP reported in ERROR.
+    REQUIRE(h.cq.try_dequeue(&cqe));
+    CHECK(cqe.wr_id == 77);
+    CHECK(cqe.status == CONDUIT_SHM_WC_WR_FLUSH_ERR);
+    CHECK(h.engine->counters().peers_failed == 1);
+  } else {
+    // An ordinary destroy leaves the peer alone (verbs semantics).
+    CHECK_FALSE(h.cq.try_dequeue(&cqe));
+    CHECK(h.engine->counters().peers_failed == 0);
+  }
+}
+
+TEST_CASE("engine: impossible ring indices cut the client off and tell the control thread",
+          "[engine]") {
+  need_eal();
+  Host h;
+  make_loopback_pair(h, "net_ring_cut0");
+  auto* ctrl = h.region.sq(0).ctrl;
+  const uint32_t cons = shm::load_cons(ctrl);
+  // More entries than the ring has slots: no producer can have written that.
+  std::atomic_ref<uint32_t>(ctrl->prod)
+      .store(cons + h.region.layout().sq_depth + 7, std::memory_order_release);
+  bool broken_event = false;
+  for (int i = 0; i < 100 && !broken_event; ++i) {
+    h.engine->poll_once(engine::tsc_now_ns());
+    control::EngineEvent ev[16];
+    const uint32_t n = h.channel->poll_events(ev, 16);
+    for (uint32_t k = 0; k < n; ++k) {
+      if (ev[k].kind == control::EngineEventKind::kClientBroken) {
+        CHECK(ev[k].client_id == 1);
+        broken_event = true;
+      }
+    }
+  }
+  CHECK(broken_event);
+  CHECK(h.engine->counters().clients_broken == 1);
+  // The engine no longer reads the client's rings, even once the indices look
+  // sane again: a valid entry stays unread and gets no completion.
+  post_send(h, 5, CONDUIT_SHM_WR_SEND, 0, 64);  // stores prod = cons + 1
+  for (int i = 0; i < 100; ++i) h.engine->poll_once(engine::tsc_now_ns());
+  CHECK(shm::load_cons(ctrl) == cons);
+  conduit_shm_cqe cqe{};
+  while (h.cq.try_dequeue(&cqe)) CHECK(cqe.wr_id != 5);
+  CHECK(h.engine->counters().clients_broken == 1);  // reported once
+}
+
+namespace {
+
+// Sets CE on every ECT RoCE frame waiting in `ring` (a switch marking them), fixing the IPv4
+// header checksum; the ICRC does not cover the ECN bits. Returns how many were marked.
+uint32_t mark_ce(rte_ring* ring) {
+  void* objs[1024];
+  const unsigned n = rte_ring_dequeue_burst(ring, objs, 1024, nullptr);
+  uint32_t marked = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    auto* m = static_cast<rte_mbuf*>(objs[i]);
+    uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
+    const bool ipv4_udp = m->data_len >= 42 && f[12] == 0x08 && f[13] == 0x00 && f[23] == 17;
+    if (ipv4_udp && (f[36] << 8 | f[37]) == wire::kRoceUdpPort && (f[15] & 3) != 0) {
+      f[15] |= 3;
+      f[24] = f[25] = 0;
+      uint32_t sum = 0;
+      for (int k = 14; k < 34; k += 2) sum += uint32_t{f[k]} << 8 | f[k + 1];
+      while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
+      f[24] = static_cast<uint8_t>(~sum >> 8);
+      f[25] = static_cast<uint8_t>(~sum);
+      ++marked;
+    }
+  }
+  REQUIRE(rte_ring_enqueue_bulk(ring, objs, n, nullptr) == n);
+  return marked;
+}
+
+struct Snapshot {
+  std::map<std::string, uint64_t> counters;
+  std::vector<control::EngineEvent> qps;
+  int32_t ack_status = 1;
+};
+
+// Sends kSnapshot and runs both engines until its ack.
+Snapshot take_snapshot(Fixture& f, Host& h) {
+  control::CounterSnapshot buf;
+  control::EngineCommand c;
+  c.op = control::EngineOp::kSnapshot;
+  c.snapshot = &buf;
+  h.submit(c);
+  const uint64_t cookie = h.cookie;
+  Snapshot out;
+  REQUIRE(run_until(f.a, f.b, [&] {
+    control::EngineEvent ev;
+    while (h.channel->poll_events(&ev, 1) == 1) {
+      if (ev.cookie != cookie) continue;
+      if (ev.kind == control::EngineEventKind::kQpStats) {
+        CHECK(out.ack_status == 1);  // every per-QP event comes before the ack
+        out.qps.push_back(ev);
+      } else if (ev.kind == control::EngineEventKind::kAck) {
+        out.ack_status = ev.status;
+      }
+    }
+    return out.ack_status != 1;
+  }));
+  for (uint32_t i = 0; i < buf.count; ++i) out.counters[buf.items[i].name] = buf.items[i].value;
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("engine: kSnapshot reports per-QP rate, alpha, CNPs and bytes, and the counters",
+          "[engine][stats]") {
+  Fixture f(cc::ControllerKind::kDcqcn);
+  REQUIRE(run_until(
+              f.a, f.b, [] { return false; }, 50) == false);  // apply commands
+  expect_acks_ok(f.a);
+  expect_acks_ok(f.b);
+
+  const Snapshot idle = take_snapshot(f, f.a);
+  CHECK(idle.ack_status == 0);
+  REQUIRE(idle.qps.size() == 1);
+  CHECK(idle.qps[0].qpn == f.a.qpn);
+  CHECK(idle.qps[0].state == proto::QpState::kRts);
+  const uint64_t line_rate = idle.qps[0].rate_bps;
+  CHECK(line_rate > 0);
+  CHECK(idle.qps[0].cnps_rx == 0);
+  CHECK(idle.counters.count("engine.rx_drop.icrc") == 1);
+  CHECK(idle.counters.count("net.rx_drop.ip_bad_checksum") == 1);
+  CHECK(idle.counters.count("transport.rx_duplicates") == 1);
+
+  // A 1 MiB WRITE from a to b with every data frame CE-marked on the way: b's notification
+  // point sends CNPs, a's reaction point cuts its rate.
+  const uint32_t len = 1 << 20;
+  fill_random(f.a.arena(), len, 11);
+  post_send(f.a, 1, CONDUIT_SHM_WR_RDMA_WRITE, 0, len, 2 << 20);
+  uint32_t marked = 0;
+  conduit_shm_cqe cqe{};
+  const uint64_t deadline = engine::tsc_now_ns() + 5'000'000'000ull;
+  while (!f.a.cq.try_dequeue(&cqe)) {
+    REQUIRE(engine::tsc_now_ns() < deadline);
+    f.a.engine->poll_once(engine::tsc_now_ns());
+    marked += mark_ce(f.ab);  // between a's TX and b's RX
+    f.b.engine->poll_once(engine::tsc_now_ns());
+  }
+  CHECK(cqe.status == CONDUIT_SHM_WC_SUCCESS);
+  CHECK(std::memcmp(f.a.arena(), f.b.arena() + (2 << 20), len) == 0);
+  CHECK(marked > 0);
+
+  const Snapshot sa = take_snapshot(f, f.a);
+  const Snapshot sb = take_snapshot(f, f.b);
+  REQUIRE(sa.qps.size() == 1);
+  REQUIRE(sb.qps.size() == 1);
+  const control::EngineEvent& qa = sa.qps[0];
+  const control::EngineEvent& qb = sb.qps[0];
+  INFO("a: rate " << qa.rate_bps << " alpha " << qa.alpha_ppm << " cnps_rx " << qa.cnps_rx
+                  << "; b: cnps_tx " << qb.cnps_tx << " ce "
+                  << sb.counters.at("engine.rx_ce_marked"));
+  CHECK(qb.cnps_tx > 0);
+  CHECK(qb.cnps_tx == sb.counters.at("engine.tx_cnps"));
+  CHECK(sb.counters.at("engine.rx_ce_marked") == marked);
+  CHECK(qa.cnps_rx > 0);
+  CHECK(qa.cnps_rx == sa.counters.at("engine.rx_cnps"));
+  CHECK(qa.rate_bps < line_rate);
+  CHECK(qa.alpha_ppm > 0);
+  CHECK(qa.tx_bytes >= len);
+  CHECK(qb.rx_bytes >= len);
+  CHECK(sa.counters.at("engine.tx_frames") > 0);
+  CHECK(sa.counters.at("transport.tx_packets") >= len / 1024);
+
+  // The transport totals keep a removed QP's share: counters never go backwards.
+  control::EngineCommand rm;
+  rm.op = control::EngineOp::kRemoveQp;
+  rm.qpn = f.a.qpn;
+  f.a.submit(rm);
+  const Snapshot gone = take_snapshot(f, f.a);
+  CHECK(gone.qps.empty());
+  CHECK(gone.counters.at("engine.qps") == 0);
+  CHECK(gone.counters.at("transport.tx_packets") >= sa.counters.at("transport.tx_packets"));
+}
+
+TEST_CASE("engine: the control service's stats and QP table come from the engine",
+          "[engine][stats]") {
+  need_eal();
+  Host h;
+  make_engine(h, "net_ring_svc0", net::Ipv4Addr::from_octets(198, 18, 0, 7), 0x41,
+              cc::ControllerKind::kDcqcn);
+  // The engine runs on its own thread, as in conduitd, and the service reaches it only
+  // through the channel.
+  control::ControlService svc({}, {}, h.channel.get());
+  std::thread engine_thread([&] { h.engine->run(); });
+  struct Join {
+    std::thread& t;
+    engine::Engine& e;
+    ~Join() {
+      e.stop();
+      t.join();
+    }
+  } join{engine_thread, *h.engine};
+
+  const uint32_t id = svc.open_client({::getpid(), ::getuid(), ::getgid()});
+  REQUIRE(id != 0);
+  std::vector<proto::UniqueFd> no_fds;
+  auto call = [&](proto::Request body) {
+    static uint32_t seq = 0;
+    auto out = svc.handle(id, proto::RequestMessage{++seq, std::move(body)}, no_fds);
+    INFO(out.reply.reason);
+    REQUIRE(out.reply.status == 0);
+    return out.reply;
+  };
+  call(proto::AttachRequest{CONDUIT_SHM_ABI_VERSION, 1 << 20, "stats-test"});
+  const auto cq = std::get<proto::CreateCqReply>(call(proto::CreateCqRequest{64, false}).body);
+  const auto qp = std::get<proto::CreateQpReply>(
+      call(proto::CreateQpRequest{cq.cq_id, cq.cq_id, 16, 16, ""}).body);
+
+  const auto stats = std::get<proto::StatsReply>(call(proto::StatsRequest{}).body);
+  std::map<std::string, uint64_t> by_name;
+  for (const auto& c : stats.counters) by_name[c.name] = c.value;
+  CHECK(by_name.at("control.engine_snapshots") >= 1);
+  CHECK(by_name.at("control.engine_snapshot_timeouts") == 0);
+  CHECK(by_name.at("engine.loops") > 0);
+  CHECK(by_name.at("engine.qps") == 1);
+  CHECK(by_name.count("engine.rx_drop.icrc") == 1);
+
+  const auto list =
+      std::get<proto::ListQpsReply>(call(proto::ListQpsRequest{0, proto::kMaxListEntries}).body);
+  REQUIRE(list.qps.size() == 1);
+  CHECK(list.qps[0].qpn == qp.qpn);
+  // The rate is the engine's (DCQCN starts at the line rate), not the "-" of an empty table.
+  CHECK(list.qps[0].rate_bps > 0);
+  CHECK(list.qps[0].tx_bytes == 0);
+  svc.close_client(id);
 }

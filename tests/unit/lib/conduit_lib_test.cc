@@ -411,6 +411,32 @@ TEST_CASE("daemon stopped: a waiting client gets an error, not a hang", "[lib][c
   CHECK(rc < 0);
 }
 
+TEST_CASE("daemon stopped: a busy poller gets an error from conduit_poll_cq", "[lib][control]") {
+  Daemon d;
+  conduit::Context ctx(d.path);
+  auto cq = ctx.create_cq(4);
+  auto qp = ctx.create_qp(cq, cq);
+  conduit_wc wc[4];
+  CHECK(conduit_poll_cq(cq.get(), 4, wc) == 0);  // alive: nothing to poll, no error
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(100ms);
+    d.server->stop();
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  int rc = 0;
+  while (rc == 0 && std::chrono::steady_clock::now() - t0 < 5s) {
+    rc = conduit_poll_cq(cq.get(), 4, wc);  // never waits: only polls
+  }
+  stopper.join();
+  CHECK(rc == -ECONNRESET);
+  CHECK(std::string(conduit_strerror(rc)).find("conduitd closed the connection") !=
+        std::string::npos);
+  // Remembered: the next poll and post fail at once.
+  CHECK(conduit_poll_cq(cq.get(), 4, wc) == -ECONNRESET);
+  conduit_recv_wr rwr{};
+  CHECK(conduit_post_recv(qp.get(), &rwr, nullptr) == -ECONNRESET);
+}
+
 TEST_CASE("control plane without an engine still serves and says so", "[lib][control]") {
   Daemon d(Daemon::small_limits(), /*with_engine=*/false);
   conduit::Context ctx(d.path);

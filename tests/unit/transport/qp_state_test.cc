@@ -173,3 +173,56 @@ TEST_CASE("qp: timer helpers") {
   CHECK(rnr_timer_ns(31) == 491'520'000);
   CHECK(rnr_timer_ns(14) == 1'280'000);
 }
+
+TEST_CASE("qp: SGEs resolved through the cached region view match the MemoryRegions lookup") {
+  QpConfig cfg = QpPair::make_cfg(1);
+  cfg.sq_depth = 256;
+  Endpoint e(cfg);
+  // A second region without local write: a READ must not land in it.
+  e.mrs.add(0x900000, 4096, kAccessRemoteRead);  // lkey 0x101
+  bring_up(e.qp, default_attr(), 2, 0, 0);
+  // Every post alternates keys and bounds so that cache hits, misses and
+  // refreshes all occur; the status must always equal a direct lookup.
+  uint64_t id = 0;
+  struct Case {
+    uint32_t lkey;
+    uint64_t addr;
+    uint32_t len;
+    WrOpcode op;
+  };
+  const Case cases[] = {
+      {0x100, kBase, 64, WrOpcode::kSend},                  // fills the cache
+      {0x100, kBase + 100, 64, WrOpcode::kSend},            // hit
+      {0x100, kBase + kMrBytes - 64, 64, WrOpcode::kSend},  // hit, last bytes
+      {0x100, kBase + kMrBytes - 63, 64, WrOpcode::kSend},  // one byte past the end
+      {0x100, kBase - 1, 8, WrOpcode::kSend},               // before the start
+      {0x100, kBase + kMrBytes, 0, WrOpcode::kSend},        // empty, at the end
+      {0x100, kBase + kMrBytes + 1, 0, WrOpcode::kSend},    // empty, past the end
+      {0x100, ~0ull - 4, 16, WrOpcode::kSend},              // address wraps
+      {0x101, 0x900000, 64, WrOpcode::kSend},               // other region: readable
+      {0x101, 0x900000, 64, WrOpcode::kRead},               // not locally writable
+      {0x101, 0x900000 + 4000, 200, WrOpcode::kSend},       // out of bounds
+      {0x100, kBase, 64, WrOpcode::kRead},                  // back: writable
+      {0x999, kBase, 64, WrOpcode::kSend},                  // unknown key
+  };
+  for (int round = 0; round < 2; ++round) {
+    for (const Case& c : cases) {
+      SendWr wr = make_wr(c.op, ++id, 0, c.len);
+      wr.sge[0] = Sge{c.addr, c.len, c.lkey};
+      std::span<uint8_t> direct;
+      const uint32_t access = c.op == WrOpcode::kRead ? kAccessLocalWrite : 0u;
+      const bool ok = e.mrs.lookup_local(c.lkey, c.addr, c.len, access, direct) == MrStatus::kOk;
+      INFO("lkey " << c.lkey << " addr " << c.addr << " len " << c.len);
+      CHECK(e.qp.post_send(wr) == (ok ? Status::kOk : Status::kInvalidSge));
+      while (e.qp.cq_size() > 0) e.drain_cq();
+      if (e.qp.state() != QpState::kRts) break;
+    }
+  }
+  // A region added later changes the epoch: the cache is not trusted across it.
+  const uint64_t before = e.mrs.epoch();
+  e.mrs.add(0xA00000, 4096, kAllAccess);
+  CHECK(e.mrs.epoch() != before);
+  SendWr wr = make_wr(WrOpcode::kSend, ++id, 0, 64);
+  wr.sge[0] = Sge{0xA00000, 64, 0x102};
+  CHECK(e.qp.post_send(wr) == Status::kOk);
+}

@@ -163,8 +163,28 @@ TEST_CASE("frame: build -> parse round trip for every opcode, VLAN, pad and leng
         const FrameAddr addr = test_addr(vlan);
         RoceHeader hdr = random_header(static_cast<uint8_t>(op), rng);
         if (info.has(kOpCnp)) hdr = make_cnp_header(0x123456);
+        RoceHeader hdr_t = hdr;
         const Bytes f = build(addr, hdr, payload);
         CHECK(hdr.bth.pad_count == pad_bytes_for(len));
+        // The per-QP template and the payload-span builder give the same bytes.
+        {
+          const std::span<const uint8_t> seg(payload);
+          const FrameTemplate tmpl = make_frame_template(addr);
+          Bytes ft(f.size() + 7, 0xEE);
+          const BuildResult rt = build_frame(ft, tmpl, hdr_t, std::span(&seg, len ? 1 : 0));
+          REQUIRE(rt.ok());
+          CHECK(rt.len_bytes == f.size());
+          ft.resize(rt.len_bytes);
+          CHECK(ft == f);
+          CHECK(hdr_t.bth.pad_count == hdr.bth.pad_count);
+          Bytes fs(f.size());
+          RoceHeader hdr_s = hdr;
+          REQUIRE(build_frame_spans(fs, addr, hdr_s, std::span(&seg, len ? 1 : 0)).ok());
+          CHECK(fs == f);
+          Bytes small(f.size() - 1);
+          CHECK(build_frame(small, tmpl, hdr_t, std::span(&seg, len ? 1 : 0)).status ==
+                BuildStatus::kBufferTooSmall);
+        }
         CHECK(f.size() ==
               (vlan ? 18u : 14u) + 28 + info.header_bytes + len + pad_bytes_for(len) + 4);
         ParseOptions opt;

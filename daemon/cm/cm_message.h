@@ -1,0 +1,109 @@
+// conduit's native connection-manager messages: what two daemons exchange over
+// UDP (policy port.cm_udp_port, 4792 by default) to connect a QP on one host
+// to a QP on another without an out-of-band channel of the application's own.
+//
+// Every message, in network byte order:
+//
+//   off  size  field
+//    0    4    magic      0x4344434d ("CDCM")
+//    4    1    version    1
+//    5    1    type       REQ 1, REP 2, RTU 3, REJ 4, DREQ 5, DREP 6
+//    6    2    length     bytes of the whole message (header, body, private data)
+//    8    4    src_conn   the sender's connection id (0 only in a REJ sent without one)
+//   12    4    dst_conn   the receiver's connection id (0 in a REQ)
+//   16         body:
+//     REQ, REP (32 bytes + private data):
+//   16    8    service    the listener's service number (REP echoes it)
+//   24    4    qpn        24 bits
+//   28    4    psn        24 bits: the first PSN the sender's QP will send
+//   32    2    pmtu       bytes: 256, 512, 1024, 2048 or 4096
+//   34    2    caps       bit 0: selective repeat; other bits 0
+//   36    1    timeout    local ACK timeout exponent (4.096 us * 2^n), 0..31
+//   37    1    retry_cnt  0..7
+//   38    1    rnr_retry  0..7
+//   39    1    private_len 0..kMaxPrivateBytes
+//   40    8    reserved   0
+//   48    n    private data (application bytes, as rdma_cm's private data)
+//     REJ (4 bytes):
+//   16    2    reason     RejectReason
+//   18    2    reserved   0
+//     RTU, DREQ, DREP: no body.
+//
+// parse_cm_message() validates everything before it fills a CmMessage; a
+// message it refuses names the reason, and the caller counts it.
+// Pure: standard library only.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+namespace conduit::cm {
+
+inline constexpr uint32_t kCmMagic = 0x4344434d;
+inline constexpr uint8_t kCmVersion = 1;
+inline constexpr size_t kHeaderBytes = 16;
+inline constexpr size_t kParamsBytes = 32;
+inline constexpr size_t kRejectBytes = 4;
+inline constexpr size_t kMaxPrivateBytes = 64;
+inline constexpr size_t kMaxMessageBytes = kHeaderBytes + kParamsBytes + kMaxPrivateBytes;
+inline constexpr uint16_t kCapSelectiveRepeat = 1u << 0;
+inline constexpr uint16_t kKnownCaps = kCapSelectiveRepeat;
+
+enum class CmType : uint8_t { kReq = 1, kRep = 2, kRtu = 3, kRej = 4, kDreq = 5, kDrep = 6 };
+const char* cm_type_name(CmType t);
+
+// Why a connection was refused; the requesting client sees it.
+enum class RejectReason : uint16_t {
+  kNoListener = 1,  // nobody listens on that service at the peer
+  kQuota = 2,       // the peer is out of connections (or its client of QPs)
+  kPolicy = 3,      // the peer's policy refuses it (bad PMTU, capabilities...)
+  kRefused = 4,     // the listening application said no
+  kTimeout = 5,     // no answer within the retry budget (local, never on the wire)
+  kInvalid = 6,     // the peer found the request malformed
+};
+const char* reject_reason_name(RejectReason r);
+bool is_wire_reject_reason(uint16_t v);  // the values a REJ may carry
+
+// What one side offers for its QP.
+struct QpParams {
+  uint32_t qpn = 0;  // 24 bits
+  uint32_t psn = 0;  // 24 bits
+  uint16_t pmtu_bytes = 1024;
+  uint16_t caps = 0;     // kCap*
+  uint8_t timeout = 14;  // local ACK timeout exponent
+  uint8_t retry_cnt = 7;
+  uint8_t rnr_retry = 7;
+};
+bool valid_pmtu(uint32_t bytes);
+
+struct CmMessage {
+  CmType type = CmType::kReq;
+  uint32_t src_conn = 0;
+  uint32_t dst_conn = 0;
+  // REQ/REP:
+  uint64_t service = 0;
+  QpParams params;
+  uint8_t private_len = 0;
+  std::array<uint8_t, kMaxPrivateBytes> private_data{};
+  // REJ:
+  RejectReason reason = RejectReason::kRefused;
+};
+
+enum class CmParseError : uint8_t {
+  kOk = 0,
+  kTooShort,  // shorter than the header or than its type's body
+  kBadMagic,
+  kBadVersion,
+  kBadType,
+  kBadLength,  // length field disagrees with the datagram
+  kBadConnId,  // src_conn 0 (but in a REJ), or dst_conn set in a REQ / missing elsewhere
+  kBadField,   // qpn/psn beyond 24 bits, PMTU, caps, timers, private_len, reason, reserved
+};
+const char* cm_parse_error_name(CmParseError e);
+
+CmParseError parse_cm_message(const uint8_t* data, size_t len, CmMessage& out);
+// Writes m into out (kMaxMessageBytes is always enough); returns the length.
+size_t build_cm_message(const CmMessage& m, uint8_t* out);
+
+}  // namespace conduit::cm

@@ -1,0 +1,398 @@
+#include "cm/connection_manager.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+namespace conduit::cm {
+namespace {
+
+uint64_t peer_key(CmPeer p) { return uint64_t{p.ip} << 16 | p.port; }
+
+bool valid_params(const QpParams& q) {
+  return q.qpn >= 2 && q.qpn <= 0xFFFFFF && q.psn <= 0xFFFFFF && valid_pmtu(q.pmtu_bytes) &&
+         (q.caps & ~kKnownCaps) == 0 && q.timeout <= 31 && q.retry_cnt <= 7 && q.rnr_retry <= 7;
+}
+
+}  // namespace
+
+ConnectionManager::ConnectionManager(const CmConfig& cfg)
+    : cfg_(cfg), next_id_(cfg.first_conn_id == 0 ? 1 : cfg.first_conn_id) {}
+
+uint32_t ConnectionManager::allocate_id() {
+  // Callers check max_connections first, so a free id exists.
+  for (;;) {
+    const uint32_t id = next_id_++;
+    if (next_id_ == 0) next_id_ = 1;
+    if (id != 0 && conns_.find(id) == conns_.end()) return id;
+  }
+}
+
+int ConnectionManager::listen(uint64_t service, uint64_t owner) {
+  auto it = listeners_.find(service);
+  if (it != listeners_.end()) return it->second == owner ? 0 : -EADDRINUSE;
+  if (listeners_.size() >= cfg_.max_listeners) return -ENOSPC;
+  listeners_[service] = owner;
+  return 0;
+}
+
+int ConnectionManager::unlisten(uint64_t service, uint64_t owner) {
+  auto it = listeners_.find(service);
+  if (it == listeners_.end() || it->second != owner) return -ENOENT;
+  listeners_.erase(it);
+  return 0;
+}
+
+void ConnectionManager::send_reply(CmPeer to, uint32_t src, uint32_t dst, CmType type,
+                                   RejectReason reason) {
+  CmMessage m;
+  m.type = type;
+  m.src_conn = src;
+  m.dst_conn = dst;
+  m.reason = reason;
+  CmAction a;
+  a.kind = CmAction::Kind::kSend;
+  a.peer = to;
+  a.len = static_cast<uint16_t>(build_cm_message(m, a.bytes.data()));
+  ++counters_.tx_messages;
+  if (type == CmType::kRej) ++counters_.rejected_sent;
+  emit(a);
+}
+
+void ConnectionManager::send(const Conn& c, uint32_t local_id, CmType type, RejectReason reason) {
+  if (type != CmType::kReq && type != CmType::kRep) {
+    send_reply(c.peer, local_id, c.remote_conn, type, reason);
+    return;
+  }
+  CmMessage m;
+  m.type = type;
+  m.src_conn = local_id;
+  m.dst_conn = type == CmType::kReq ? 0 : c.remote_conn;
+  m.service = c.service;
+  m.params = c.local;
+  m.private_len = c.private_len;
+  m.private_data = c.private_data;
+  CmAction a;
+  a.kind = CmAction::Kind::kSend;
+  a.peer = c.peer;
+  a.len = static_cast<uint16_t>(build_cm_message(m, a.bytes.data()));
+  ++counters_.tx_messages;
+  emit(a);
+}
+
+CmAction ConnectionManager::event(CmAction::Kind kind, uint32_t id, const Conn& c) const {
+  CmAction a;
+  a.kind = kind;
+  a.conn = id;
+  a.owner = c.owner;
+  a.peer = c.peer;
+  a.service = c.service;
+  a.local = c.local;
+  a.remote = c.remote;
+  return a;
+}
+
+void ConnectionManager::establish(uint32_t id, Conn& c) {
+  c.state = State::kEstablished;
+  c.deadline_ns = UINT64_MAX;
+  c.retries = 0;
+  ++counters_.established;
+  if (!c.report) return;
+  CmAction a = event(CmAction::Kind::kEstablished, id, c);
+  a.pmtu_bytes = std::min(c.local.pmtu_bytes, c.remote.pmtu_bytes);
+  a.caps = static_cast<uint16_t>(c.local.caps & c.remote.caps);
+  emit(a);
+}
+
+void ConnectionManager::fail(uint32_t id, Conn& c, RejectReason reason, bool received) {
+  if (received) ++counters_.rejected_received;
+  if (c.report) {
+    CmAction a = event(CmAction::Kind::kRejected, id, c);
+    a.reason = reason;
+    emit(a);
+  }
+  if (!c.active) by_remote_.erase({peer_key(c.peer), c.remote_conn});
+  conns_.erase(id);
+}
+
+int64_t ConnectionManager::connect(uint64_t now_ns, uint64_t owner, CmPeer peer, uint64_t service,
+                                   const QpParams& local, const uint8_t* private_data,
+                                   size_t private_len) {
+  if (!valid_params(local) || private_len > kMaxPrivateBytes ||
+      (private_len > 0 && private_data == nullptr)) {
+    return -EINVAL;
+  }
+  if (conns_.size() >= cfg_.max_connections) return -ENOSPC;
+  const uint32_t id = allocate_id();
+  Conn& c = conns_[id];
+  c.state = State::kReqSent;
+  c.active = true;
+  c.owner = owner;
+  c.peer = peer;
+  c.service = service;
+  c.local = local;
+  c.private_len = static_cast<uint8_t>(private_len);
+  if (private_len > 0) std::memcpy(c.private_data.data(), private_data, private_len);
+  c.deadline_ns = now_ns + cfg_.retry_timeout_ns;
+  send(c, id, CmType::kReq);
+  return id;
+}
+
+int ConnectionManager::accept(uint64_t now_ns, uint64_t owner, uint32_t conn, const QpParams& local,
+                              const uint8_t* private_data, size_t private_len) {
+  auto it = conns_.find(conn);
+  if (it == conns_.end() || it->second.owner != owner ||
+      it->second.state != State::kRequestPending) {
+    return -ENOENT;
+  }
+  if (!valid_params(local) || private_len > kMaxPrivateBytes ||
+      (private_len > 0 && private_data == nullptr)) {
+    return -EINVAL;
+  }
+  Conn& c = it->second;
+  c.local = local;
+  c.private_len = static_cast<uint8_t>(private_len);
+  if (private_len > 0) std::memcpy(c.private_data.data(), private_data, private_len);
+  c.state = State::kRepSent;
+  c.retries = 0;
+  c.deadline_ns = now_ns + cfg_.retry_timeout_ns;
+  send(c, conn, CmType::kRep);
+  return 0;
+}
+
+int ConnectionManager::reject(uint64_t /*now_ns*/, uint64_t owner, uint32_t conn,
+                              RejectReason reason) {
+  auto it = conns_.find(conn);
+  if (it == conns_.end() || it->second.owner != owner ||
+      it->second.state != State::kRequestPending) {
+    return -ENOENT;
+  }
+  if (!is_wire_reject_reason(static_cast<uint16_t>(reason))) reason = RejectReason::kRefused;
+  Conn& c = it->second;
+  send(c, conn, CmType::kRej, reason);
+  by_remote_.erase({peer_key(c.peer), c.remote_conn});
+  conns_.erase(it);
+  return 0;
+}
+
+int ConnectionManager::disconnect(uint64_t now_ns, uint64_t owner, uint32_t conn) {
+  auto it = conns_.find(conn);
+  if (it == conns_.end() || it->second.owner != owner) return -ENOENT;
+  Conn& c = it->second;
+  switch (c.state) {
+    case State::kEstablished:
+      c.state = State::kDreqSent;
+      c.retries = 0;
+      c.deadline_ns = now_ns + cfg_.retry_timeout_ns;
+      send(c, conn, CmType::kDreq);
+      return 0;
+    case State::kDreqSent:
+      return 0;
+    case State::kRequestPending:
+    case State::kRepSent:
+      // The peer is told no, so it stops resending its REQ.
+      send(c, conn, CmType::kRej, RejectReason::kRefused);
+      break;
+    case State::kReqSent:
+      // Nothing to tell: the peer's REP (if any) will find no connection and
+      // the peer's REP retries end in a timeout there.
+      break;
+  }
+  if (!c.active) by_remote_.erase({peer_key(c.peer), c.remote_conn});
+  conns_.erase(it);
+  return 0;
+}
+
+void ConnectionManager::on_qp_traffic(uint32_t conn) {
+  auto it = conns_.find(conn);
+  if (it != conns_.end() && it->second.state == State::kRepSent) establish(conn, it->second);
+}
+
+void ConnectionManager::forget_owner(uint64_t now_ns, uint64_t owner) {
+  for (auto it = listeners_.begin(); it != listeners_.end();) {
+    it = it->second == owner ? listeners_.erase(it) : std::next(it);
+  }
+  std::vector<uint32_t> ids;
+  for (auto& [id, c] : conns_) {
+    if (c.owner == owner) {
+      c.report = false;
+      ids.push_back(id);
+    }
+  }
+  for (uint32_t id : ids) disconnect(now_ns, owner, id);
+}
+
+void ConnectionManager::on_message(uint64_t now_ns, CmPeer from, const uint8_t* data, size_t len) {
+  CmMessage m;
+  if (parse_cm_message(data, len, m) != CmParseError::kOk) {
+    ++counters_.rx_malformed;
+    return;
+  }
+  ++counters_.rx_messages;
+  if (m.type == CmType::kReq) {
+    on_req(now_ns, from, m);
+  } else {
+    on_for_conn(now_ns, from, m);
+  }
+}
+
+void ConnectionManager::on_req(uint64_t now_ns, CmPeer from, const CmMessage& m) {
+  auto dup = by_remote_.find({peer_key(from), m.src_conn});
+  if (dup != by_remote_.end()) {
+    // A resent REQ: our REP was lost, or the owner has not answered yet.
+    Conn& c = conns_.at(dup->second);
+    if (c.state == State::kRepSent) {
+      send(c, dup->second, CmType::kRep);
+    } else {
+      ++counters_.rx_unexpected;
+    }
+    return;
+  }
+  auto l = listeners_.find(m.service);
+  if (l == listeners_.end()) {
+    send_reply(from, 0, m.src_conn, CmType::kRej, RejectReason::kNoListener);
+    return;
+  }
+  if (conns_.size() >= cfg_.max_connections) {
+    send_reply(from, 0, m.src_conn, CmType::kRej, RejectReason::kQuota);
+    return;
+  }
+  const uint32_t id = allocate_id();
+  Conn& c = conns_[id];
+  c.state = State::kRequestPending;
+  c.active = false;
+  c.owner = l->second;
+  c.peer = from;
+  c.remote_conn = m.src_conn;
+  c.service = m.service;
+  c.remote = m.params;
+  // The owner gets as long as the requester keeps resending; then the request
+  // expires, so REQs nobody answers (or a flood of them) do not pile up.
+  c.deadline_ns = now_ns + uint64_t{cfg_.max_retries + 1} * cfg_.retry_timeout_ns;
+  by_remote_[{peer_key(from), m.src_conn}] = id;
+  CmAction a = event(CmAction::Kind::kRequest, id, c);
+  a.private_len = m.private_len;
+  a.private_data = m.private_data;
+  emit(a);
+}
+
+void ConnectionManager::on_for_conn(uint64_t now_ns, CmPeer from, const CmMessage& m) {
+  auto it = conns_.find(m.dst_conn);
+  if (it == conns_.end() || !(it->second.peer == from) ||
+      (it->second.remote_conn != 0 && it->second.remote_conn != m.src_conn)) {
+    if (m.type == CmType::kDreq) {
+      // Already gone here (our DREP was lost): answer again so the peer stops.
+      send_reply(from, m.dst_conn, m.src_conn, CmType::kDrep);
+      return;
+    }
+    ++counters_.rx_unknown_conn;
+    return;
+  }
+  const uint32_t id = it->first;
+  Conn& c = it->second;
+  switch (m.type) {
+    case CmType::kRep:
+      if (c.state == State::kReqSent && m.service == c.service) {
+        c.remote_conn = m.src_conn;
+        c.remote = m.params;
+        send(c, id, CmType::kRtu);
+        establish(id, c);
+      } else if (c.state == State::kEstablished && c.active) {
+        send(c, id, CmType::kRtu);  // our RTU was lost
+      } else {
+        ++counters_.rx_unexpected;
+      }
+      return;
+    case CmType::kRtu:
+      if (c.state == State::kRepSent) {
+        establish(id, c);
+      } else {
+        ++counters_.rx_unexpected;
+      }
+      return;
+    case CmType::kRej:
+      if (c.state == State::kReqSent || c.state == State::kRepSent) {
+        fail(id, c, m.reason, true);
+      } else {
+        ++counters_.rx_unexpected;
+      }
+      return;
+    case CmType::kDreq:
+      // To the DREQ's sender id: an active side still in kReqSent has no remote id yet.
+      send_reply(from, id, m.src_conn, CmType::kDrep);
+      if (c.state == State::kEstablished || c.state == State::kDreqSent ||
+          c.state == State::kRepSent) {
+        if (c.report) emit(event(CmAction::Kind::kDisconnected, id, c));
+        if (!c.active) by_remote_.erase({peer_key(c.peer), c.remote_conn});
+        conns_.erase(it);
+      } else {
+        ++counters_.rx_unexpected;
+      }
+      return;
+    case CmType::kDrep:
+      if (c.state == State::kDreqSent) {
+        if (c.report) emit(event(CmAction::Kind::kDisconnected, id, c));
+        if (!c.active) by_remote_.erase({peer_key(c.peer), c.remote_conn});
+        conns_.erase(it);
+      } else {
+        ++counters_.rx_unexpected;
+      }
+      return;
+    case CmType::kReq:
+      break;  // handled by on_req
+  }
+  (void)now_ns;
+}
+
+void ConnectionManager::on_timer(uint64_t now_ns) {
+  std::vector<uint32_t> due;
+  for (const auto& [id, c] : conns_) {
+    if (c.deadline_ns <= now_ns) due.push_back(id);
+  }
+  for (uint32_t id : due) {
+    auto it = conns_.find(id);
+    if (it == conns_.end()) continue;
+    Conn& c = it->second;
+    if (c.state == State::kRequestPending) {
+      ++counters_.timeouts;
+      fail(id, c, RejectReason::kTimeout, false);
+      continue;
+    }
+    if (c.retries >= cfg_.max_retries) {
+      ++counters_.timeouts;
+      if (c.state == State::kDreqSent) {
+        // The peer is gone; the connection is over either way.
+        if (c.report) emit(event(CmAction::Kind::kDisconnected, id, c));
+        if (!c.active) by_remote_.erase({peer_key(c.peer), c.remote_conn});
+        conns_.erase(it);
+      } else {
+        fail(id, c, RejectReason::kTimeout, false);
+      }
+      continue;
+    }
+    ++c.retries;
+    ++counters_.retransmits;
+    c.deadline_ns = now_ns + cfg_.retry_timeout_ns;
+    if (c.state == State::kReqSent) send(c, id, CmType::kReq);
+    if (c.state == State::kRepSent) send(c, id, CmType::kRep);
+    if (c.state == State::kDreqSent) send(c, id, CmType::kDreq);
+  }
+}
+
+uint64_t ConnectionManager::next_deadline_ns() const {
+  uint64_t next = UINT64_MAX;
+  for (const auto& [id, c] : conns_) next = std::min(next, c.deadline_ns);
+  return next;
+}
+
+size_t ConnectionManager::poll_actions(CmAction* out, size_t max) {
+  size_t n = 0;
+  while (n < max && !actions_.empty()) {
+    out[n++] = actions_.front();
+    actions_.pop_front();
+  }
+  return n;
+}
+
+}  // namespace conduit::cm

@@ -1,0 +1,171 @@
+// The native connection manager: connection set-up and tear-down between two
+// conduitd over UDP (message format: cm_message.h), in the style of the IB CM
+// (REQ / REP / RTU, REJ, DREQ / DREP) with retries and timeouts.
+//
+//   active (connect)                    passive (listen)
+//   REQ  ------------------------------>  no listener: REJ(no listener)
+//                                         else kRequest to the listener's owner,
+//                                         who answers accept() or reject()
+//        <------------------------------  REP (or REJ(reason))
+//   kEstablished; RTU  ---------------->  kEstablished
+//
+// Lost messages: the active side resends its REQ until a REP or REJ arrives,
+// the passive side resends its REP until an RTU arrives (or the QP sees the
+// peer's traffic: on_qp_traffic()), both every retry_timeout_ns and at most
+// max_retries times; then the connection fails with RejectReason::kTimeout.
+// Duplicates are answered again (a REP for a repeated REQ, an RTU for a
+// repeated REP, a DREP for any DREQ) and never create a second connection.
+// PMTU is the smaller of the two offers, capabilities the common ones.
+//
+// Pure: time is passed in, nothing is sent here. Messages to send and events
+// for the owners (a control-plane client id, opaque here) come out of
+// poll_actions(). Thread role: one thread (the engine's).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <utility>
+
+#include "cm/cm_message.h"
+
+namespace conduit::cm {
+
+// A peer daemon: IPv4 address and UDP port, host byte order.
+struct CmPeer {
+  uint32_t ip = 0;
+  uint16_t port = 0;
+  bool operator==(const CmPeer&) const = default;
+};
+
+struct CmConfig {
+  uint64_t retry_timeout_ns = 200'000'000;  // between resends of REQ, REP or DREQ
+  uint32_t max_retries = 5;                 // resends before the connection fails
+  uint32_t max_connections = 4096;          // in any state; a REQ beyond it gets REJ(quota)
+  uint32_t max_listeners = 1024;
+  uint32_t first_conn_id = 1;  // seed: a restarted daemon should not reuse ids
+};
+
+// One thing for the caller to do.
+struct CmAction {
+  enum class Kind : uint8_t {
+    kSend,          // send bytes[0..len) to peer (UDP, our cm port -> peer.port)
+    kRequest,       // a REQ for owner's listener: call accept() or reject() on conn
+    kEstablished,   // conn is up: move the QP to RTR/RTS with `remote` and `pmtu_bytes`/`caps`
+    kRejected,      // conn failed before it was established; `reason` says why
+    kDisconnected,  // an established conn ended (our disconnect() done, or the peer's DREQ)
+  };
+  Kind kind = Kind::kSend;
+  uint32_t conn = 0;
+  uint64_t owner = 0;
+  CmPeer peer;
+  uint64_t service = 0;
+  QpParams local;           // kEstablished
+  QpParams remote;          // kRequest, kEstablished
+  uint16_t pmtu_bytes = 0;  // negotiated (kEstablished)
+  uint16_t caps = 0;        // negotiated (kEstablished)
+  RejectReason reason = RejectReason::kRefused;
+  uint8_t private_len = 0;  // kRequest, kEstablished: the peer's private data
+  std::array<uint8_t, kMaxPrivateBytes> private_data{};
+  uint16_t len = 0;  // kSend
+  std::array<uint8_t, kMaxMessageBytes> bytes{};
+};
+
+struct CmCounters {
+  uint64_t rx_messages = 0;
+  uint64_t rx_malformed = 0;     // parse_cm_message refused it
+  uint64_t rx_unknown_conn = 0;  // dst_conn not ours, or from another peer
+  uint64_t rx_unexpected = 0;    // valid but not in this state (ignored)
+  uint64_t tx_messages = 0;
+  uint64_t retransmits = 0;
+  uint64_t timeouts = 0;
+  uint64_t established = 0;
+  uint64_t rejected_sent = 0;
+  uint64_t rejected_received = 0;
+};
+
+class ConnectionManager {
+ public:
+  explicit ConnectionManager(const CmConfig& cfg);
+
+  // Passive side. 0, -EADDRINUSE (another owner listens there), -ENOSPC.
+  int listen(uint64_t service, uint64_t owner);
+  // 0 or -ENOENT. Requests already handed out stay the owner's to answer.
+  int unlisten(uint64_t service, uint64_t owner);
+
+  // Active side: sends a REQ. The connection id (> 0), or -EINVAL (bad
+  // params or private data), -ENOSPC (max_connections).
+  int64_t connect(uint64_t now_ns, uint64_t owner, CmPeer peer, uint64_t service,
+                  const QpParams& local, const uint8_t* private_data = nullptr,
+                  size_t private_len = 0);
+  // Answers a kRequest. 0, -ENOENT (no such pending request of that owner:
+  // it timed out or the peer gave up), -EINVAL (bad params).
+  int accept(uint64_t now_ns, uint64_t owner, uint32_t conn, const QpParams& local,
+             const uint8_t* private_data = nullptr, size_t private_len = 0);
+  int reject(uint64_t now_ns, uint64_t owner, uint32_t conn, RejectReason reason);
+  // Ends a connection in any state (an unanswered REQ is abandoned, an
+  // established one sends DREQ). 0 or -ENOENT.
+  int disconnect(uint64_t now_ns, uint64_t owner, uint32_t conn);
+  // The QP of a passive connection received the peer's traffic: as good as an RTU.
+  void on_qp_traffic(uint32_t conn);
+  // Everything of owner (a client that went away): listeners removed,
+  // connections disconnected (DREQ sent where established), nothing reported back.
+  void forget_owner(uint64_t now_ns, uint64_t owner);
+
+  // A datagram from peer on the CM port.
+  void on_message(uint64_t now_ns, CmPeer from, const uint8_t* data, size_t len);
+  void on_timer(uint64_t now_ns);
+  // When on_timer() next has work; UINT64_MAX when none.
+  uint64_t next_deadline_ns() const;
+
+  // Moves up to max pending actions into out; returns how many.
+  size_t poll_actions(CmAction* out, size_t max);
+  size_t pending_actions() const { return actions_.size(); }
+  size_t connection_count() const { return conns_.size(); }
+  const CmCounters& counters() const { return counters_; }
+
+ private:
+  enum class State : uint8_t {
+    kReqSent,         // active: REQ out, waiting for REP/REJ
+    kRequestPending,  // passive: REQ handed to the owner, waiting for accept/reject
+    kRepSent,         // passive: REP out, waiting for RTU
+    kEstablished,
+    kDreqSent,  // waiting for DREP
+  };
+  struct Conn {
+    State state = State::kReqSent;
+    bool active = false;
+    bool report = true;  // false once the owner is gone: no more events
+    uint64_t owner = 0;
+    CmPeer peer;
+    uint32_t remote_conn = 0;
+    uint64_t service = 0;
+    QpParams local;
+    QpParams remote;
+    uint8_t private_len = 0;  // what we send (REQ/REP)
+    std::array<uint8_t, kMaxPrivateBytes> private_data{};
+    uint64_t deadline_ns = UINT64_MAX;
+    uint32_t retries = 0;
+  };
+
+  uint32_t allocate_id();
+  void send(const Conn& c, uint32_t local_id, CmType type, RejectReason reason = {});
+  void send_reply(CmPeer to, uint32_t src, uint32_t dst, CmType type, RejectReason reason = {});
+  void emit(CmAction a) { actions_.push_back(a); }
+  CmAction event(CmAction::Kind kind, uint32_t id, const Conn& c) const;
+  void establish(uint32_t id, Conn& c);
+  void fail(uint32_t id, Conn& c, RejectReason reason, bool received);
+  void on_req(uint64_t now_ns, CmPeer from, const CmMessage& m);
+  void on_for_conn(uint64_t now_ns, CmPeer from, const CmMessage& m);
+
+  CmConfig cfg_;
+  uint32_t next_id_;
+  std::map<uint32_t, Conn> conns_;                               // by local connection id
+  std::map<std::pair<uint64_t, uint32_t>, uint32_t> by_remote_;  // (peer, remote id) -> local id
+  std::map<uint64_t, uint64_t> listeners_;                       // service -> owner
+  std::deque<CmAction> actions_;
+  CmCounters counters_;
+};
+
+}  // namespace conduit::cm

@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# Bad input from the wire while a transfer is in flight. Hosts a -- r -- b (a router namespace,
+# daemons in a and b routed through it, af_packet). conduit-perf send_bw --check runs a -> b;
+# meanwhile a scapy sender in r (raw socket on r's interface to b: a third position on the
+# path) injects at b's daemon, N frames of each kind:
+#   icrc        a well-formed SEND to the live QP from the right peer, ICRC wrong
+#   truncated   RDMA WRITE only whose RETH is cut short (valid ICRC over what is there)
+#   opcode      reserved RC opcode 0x1F                    (malformed)
+#   bth_version BTH TVer 1                                 (malformed)
+#   pkey        P_Key 0x1234                               (malformed)
+#   pad_count   SEND only with pad count 3 and a 1-byte payload (malformed: length)
+#   unknown_qp  a valid SEND to a QPN nobody has
+#   wrong_peer  a valid SEND to the live QP from an address that is not its peer
+#   window      a valid SEND to the live QP from its peer, PSN 2^23 - 1 away from anything
+#               the QP expects (out of window: counted as out of sequence or duplicate)
+# Asserted: the transfer completes byte-exact ("check: OK"), and conduitctl stats --json on b
+# counts each kind (delta over the injection >= N in the counter for that kind). The window
+# kind is a lower bound only: transport.rx_out_of_sequence also counts the transfer's own
+# go-back-N events when b's af_packet ring overflows on a loaded machine.
+#
+#   wire_inject_test.sh [BUILD_DIR]
+# shellcheck source-path=SCRIPTDIR source=common.sh
+. "$(dirname "$0")/common.sh"
+# shellcheck disable=SC2119  # no tools beyond ip and tc to require
+netns_require_root
+build=${1:-${CONDUIT_BUILD:-$src/build}}
+export CONDUIT_BUILD=$build
+perf=$build/tools/conduit-perf/conduit-perf
+ctl=$build/tools/conduitctl/conduitctl
+for b in "$build/daemon/conduitd" "$ctl" "$perf"; do
+  if [[ ! -x $b ]]; then
+    echo "SKIP: $b not built (needs the daemon shell: DPDK, Boost, spdlog)"
+    exit 77
+  fi
+done
+if ! /usr/bin/python3 -c 'import scapy.contrib.roce' 2>/dev/null; then
+  echo "SKIP: /usr/bin/python3 has no scapy (apt-get install python3-scapy)"
+  exit 77
+fi
+# shellcheck source=../../scripts/lib/conduitd.sh
+. "$src/scripts/lib/conduitd.sh"
+export CONDUITD_IDLE_MODE=adaptive
+n=${INJECT_N:-20}
+
+work=$(mktemp -d /tmp/wireinj.XXXXXX)
+netns_init "cdwi$$-"
+test_cleanup() {
+  local rc=$?
+  conduitd_stop a 2>/dev/null || true
+  conduitd_stop b 2>/dev/null || true
+  netns_cleanup
+  if [[ $rc -ne 0 && $rc -ne 77 ]]; then
+    for f in "$work"/*.log "$work"/*.err "$work"/*.out; do
+      [[ -s $f ]] || continue
+      echo "--- $f (last 15 lines)"
+      tail -n 15 "$f"
+    done
+  fi
+  rm -rf "$work"
+  return "$rc"
+}
+trap test_cleanup EXIT
+
+netns_add a r b
+netns_link a eth0 198.18.0.1/24 r toa 198.18.0.254/24
+netns_link b eth0 198.18.1.1/24 r tob 198.18.1.254/24
+netns_forward r
+netns_route a default 198.18.0.254
+netns_route b default 198.18.1.254
+
+start_daemon() {
+  local h=$1 net lcore
+  if [[ $h == a ]]; then net=0 lcore=0; else net=1 lcore=1; fi
+  conduitd_config "$work/$h.yaml" "$work/$h.sock" "$(conduitd_vdev af_packet eth0)" \
+    "198.18.$net.11/24" "$lcore" "cdwi$$$h"
+  sed -i "/^  address:/a\\  gateway: 198.18.$net.254" "$work/$h.yaml"
+  conduitd_start "$h" "$work/$h.yaml" "$work/conduitd-$h.log"
+}
+start_daemon a || fail "conduitd a did not start"
+start_daemon b || fail "conduitd b did not start"
+ctl_b() { netns_exec b "$ctl" --socket "$work/b.sock" "$@"; }
+
+echo "== send_bw a -> b with --check, 15 s"
+netns_exec b timeout 60 "$perf" send_bw --socket "$work/b.sock" -x 198.18.1.11 -W 30 -e \
+  >"$work/server.out" 2>"$work/server.err" &
+spid=$!
+sleep 0.3
+netns_exec a timeout 60 "$perf" send_bw 198.18.1.1 -s 4096 -D 15 --check -W 30 -e \
+  --socket "$work/a.sock" -x 198.18.0.11 >"$work/client.out" 2>"$work/client.err" &
+cpid=$!
+
+# Wait until b's QP receives, then take its QPN.
+qp=""
+for _ in $(seq 100); do
+  qp=$(ctl_b qps --json | /usr/bin/python3 -c '
+import json, sys
+q = [q for q in json.load(sys.stdin) if q["state"] == "RTS" and q["rx_bytes"] > 0]
+print(q[0]["qpn"] if q else "")')
+  [[ -z $qp ]] || break
+  sleep 0.1
+done
+[[ -n $qp ]] || fail "no QP in b received data within 10 s"
+echo "b's QP $qp is receiving; injecting $n frames of each kind from r"
+
+before=$(ctl_b stats --json)
+b_mac=$(netns_exec b cat /sys/class/net/eth0/address)
+netns_exec r /usr/bin/python3 - "$b_mac" "$qp" "$n" >"$work/inject.out" 2>&1 <<'PY' ||
+import sys
+from scapy.all import Ether, IP, UDP, Raw, sendp, raw, conf
+from scapy.contrib.roce import BTH
+
+b_mac, qpn, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+conf.verb = 0
+PEER, DAEMON, STRANGER = "198.18.0.11", "198.18.1.11", "198.18.0.99"
+SEND_ONLY, WRITE_ONLY = 0x04, 0x0A
+
+def frame(bth, payload=b"", src=PEER):
+    # As conduit and rxe send: DF, IP ID 0 (the ICRC covers it), UDP checksum 0.
+    return (Ether(dst=b_mac) / IP(src=src, dst=DAEMON, flags="DF", id=0, tos=0x6A, ttl=63) /
+            UDP(sport=0xC0DE, dport=4791, chksum=0) / bth / Raw(payload))
+
+far_psn = lambda i: (0x7FFFFF + i * 7919) & 0xFFFFFF
+kinds = {
+    "icrc": lambda i: frame(BTH(opcode=SEND_ONLY, dqpn=qpn, psn=far_psn(i), icrc=0xDEADBEEF),
+                            b"x" * 64),
+    # RETH is 16 bytes (VA, R_Key, length); only 8 are there.
+    "truncated": lambda i: frame(BTH(opcode=WRITE_ONLY, dqpn=qpn, psn=far_psn(i)), b"\0" * 8),
+    "opcode": lambda i: frame(BTH(opcode=0x1F, dqpn=qpn, psn=far_psn(i)), b"y" * 64),
+    "bth_version": lambda i: frame(BTH(opcode=SEND_ONLY, version=1, dqpn=qpn, psn=far_psn(i)),
+                                   b"y" * 64),
+    "pkey": lambda i: frame(BTH(opcode=SEND_ONLY, pkey=0x1234, dqpn=qpn, psn=far_psn(i)),
+                            b"y" * 64),
+    "pad_count": lambda i: frame(BTH(opcode=SEND_ONLY, padcount=3, dqpn=qpn, psn=far_psn(i)),
+                                 b"z"),
+    "unknown_qp": lambda i: frame(BTH(opcode=SEND_ONLY, dqpn=(qpn ^ 0x5A5A5A) or 3,
+                                      psn=far_psn(i)), b"y" * 64),
+    "wrong_peer": lambda i: frame(BTH(opcode=SEND_ONLY, dqpn=qpn, psn=far_psn(i)), b"y" * 64,
+                                  src=STRANGER),
+    "window": lambda i: frame(BTH(opcode=SEND_ONLY, dqpn=qpn, psn=far_psn(i)), b"w" * 64),
+}
+for kind, make in kinds.items():
+    frames = [make(i) for i in range(n)]
+    # Build each once (the ICRC is computed in BTH.post_build), then send the bytes.
+    sendp([Ether(raw(f)) for f in frames], iface="tob", inter=0.002)
+    print(f"sent {n} x {kind}")
+PY
+  fail "the injector failed: $(cat "$work/inject.out")"
+cat "$work/inject.out"
+sleep 0.5
+after=$(ctl_b stats --json)
+# The injection (and the counters) must fall inside the transfer, or it proves nothing.
+kill -0 "$cpid" 2>/dev/null || fail "the transfer ended before the injection did"
+
+crc=0
+wait "$cpid" || crc=$?
+wait "$spid" || crc=$((crc == 0 ? 1 : crc))
+cat "$work/client.out"
+[[ $crc -eq 0 ]] || fail "the transfer failed (exit $crc)"
+grep -q 'check: OK' "$work/client.out" || fail "the transfer did not check OK"
+
+verdict=0
+/usr/bin/python3 - "$before" "$after" "$n" <<'PY' || verdict=$?
+import json, sys
+before, after, n = json.loads(sys.argv[1]), json.loads(sys.argv[2]), int(sys.argv[3])
+delta = lambda k: after.get(k, 0) - before.get(k, 0)
+ok = True
+def expect(kind, keys):
+    global ok
+    got = sum(delta(k) for k in keys)
+    good = got >= n
+    print(f"{'ok  ' if good else 'FAIL'} {kind:12s} {' + '.join(keys)}: +{got} (sent {n})")
+    ok &= good
+expect("icrc", ["engine.rx_drop.icrc"])
+expect("truncated", ["engine.rx_drop.truncated"])
+expect("opcode", ["engine.rx_drop.opcode"])
+expect("bth_version", ["engine.rx_drop.bth_version"])
+expect("pkey", ["engine.rx_drop.pkey"])
+expect("pad_count", ["engine.rx_drop.pad_count", "engine.rx_drop.length"])
+expect("unknown_qp", ["engine.rx_unknown_qp"])
+expect("wrong_peer", ["engine.rx_wrong_peer"])
+expect("window", ["transport.rx_out_of_sequence", "transport.rx_duplicates"])
+print("every non-zero drop counter that moved:",
+      {k: delta(k) for k in sorted(after) if isinstance(after[k], int) and delta(k) and
+       ("drop" in k or "unknown" in k or "wrong" in k or "out_of_seq" in k or "dupl" in k)})
+sys.exit(0 if ok else 1)
+PY
+[[ $verdict -eq 0 ]] || fail "a kind of bad frame was not counted"
+echo "PASS"

@@ -1,0 +1,125 @@
+"""Checks a capture of conduit <-> rxe RoCEv2 traffic with independent decoders.
+
+Usage: check_capture.py PCAP CONDUIT_IP PEER_IP [--need-opcodes N,N,...] [--want-retransmit]
+
+- tshark decodes every UDP 4791 frame as RRoCE (InfiniBand BTH) and reports its opcode;
+- every opcode is one this exchange may carry (RC SEND/WRITE/READ/ACK);
+- both directions carry RoCE frames; every opcode in --need-opcodes (decimal) appears;
+- scapy recomputes every frame's ICRC (scapy.contrib.roce) to the bytes on the wire;
+- per direction: retransmitted request packets (a destination QP and PSN seen before) and NAKs;
+  with --want-retransmit both directions must have retransmitted (go-back-N exercised).
+Prints a summary per direction and opcode. Exit 0 pass, 1 fail, 77 when tshark/scapy is missing.
+"""
+import collections
+import shutil
+import subprocess
+import sys
+
+SKIP = 77
+RC_OPCODES = {
+    0: "SEND_FIRST", 1: "SEND_MIDDLE", 2: "SEND_LAST", 3: "SEND_LAST_IMM", 4: "SEND_ONLY",
+    5: "SEND_ONLY_IMM", 6: "WRITE_FIRST", 7: "WRITE_MIDDLE", 8: "WRITE_LAST",
+    9: "WRITE_LAST_IMM", 10: "WRITE_ONLY", 11: "WRITE_ONLY_IMM", 12: "READ_REQUEST",
+    13: "READ_RESP_FIRST", 14: "READ_RESP_MIDDLE", 15: "READ_RESP_LAST", 16: "READ_RESP_ONLY",
+    17: "ACK", 0x81: "CNP",
+}
+
+
+def main():
+    args = sys.argv[1:]
+    need = set()
+    want_retransmit = "--want-retransmit" in args
+    if want_retransmit:
+        args.remove("--want-retransmit")
+    if "--need-opcodes" in args:
+        i = args.index("--need-opcodes")
+        need = {int(x) for x in args[i + 1].split(",") if x}
+        del args[i:i + 2]
+    pcap, conduit_ip, peer_ip = args
+    tshark = shutil.which("tshark")
+    if tshark is None:
+        print("SKIP: tshark not installed")
+        return SKIP
+    try:
+        from scapy.all import IP, UDP, Ether, raw, rdpcap
+        from scapy.contrib.roce import BTH
+    except ImportError as e:
+        print(f"SKIP: scapy.contrib.roce not available ({e})")
+        return SKIP
+
+    failures = []
+
+    def fail(msg):
+        failures.append(msg)
+        print("FAIL:", msg)
+
+    out = subprocess.run(
+        [tshark, "-r", pcap, "-Y", "udp.dstport == 4791", "-T", "fields", "-E", "separator=;",
+         "-e", "frame.number", "-e", "frame.protocols", "-e", "ip.src", "-e", "ip.dst",
+         "-e", "infiniband.bth.opcode", "-e", "infiniband.bth.psn",
+         "-e", "infiniband.bth.destqp", "-e", "infiniband.aeth.syndrome"],
+        capture_output=True, text=True, check=True).stdout
+    counts = collections.Counter()
+    seen_psn = set()
+    retransmits = collections.Counter()
+    naks = collections.Counter()
+    frames = 0
+    for line in out.splitlines():
+        number, protos, src, dst, opcode, psn, destqp, syndrome = line.split(";")
+        frames += 1
+        if "infiniband" not in protos or not opcode:
+            fail(f"frame {number}: tshark did not decode RRoCE ({protos})")
+            continue
+        op = int(opcode, 0)
+        if op not in RC_OPCODES:
+            fail(f"frame {number}: unexpected opcode {op}")
+        if {src, dst} != {conduit_ip, peer_ip}:
+            fail(f"frame {number}: {src} -> {dst} is not between {conduit_ip} and {peer_ip}")
+        way = "conduit->rxe" if src == conduit_ip else "rxe->conduit"
+        counts[(way, op)] += 1
+        if op == 17:
+            if syndrome and 0x60 <= int(syndrome, 0) <= 0x7F:
+                naks[way] += 1
+        elif op in RC_OPCODES and op != 0x81:
+            key = (way, int(destqp, 0), int(psn, 0))
+            if key in seen_psn:
+                retransmits[way] += 1
+            seen_psn.add(key)
+    if frames == 0:
+        fail("no RoCEv2 frames in the capture")
+    for way in ("conduit->rxe", "rxe->conduit"):
+        summary = ", ".join(f"{RC_OPCODES.get(op, op)} {n}"
+                            for (w, op), n in sorted(counts.items()) if w == way)
+        print(f"tshark {way}: {summary or 'nothing'}")
+        if not summary:
+            fail(f"no RoCE frames {way}")
+        print(f"  {way}: {retransmits[way]} retransmitted request packets, {naks[way]} NAKs")
+        if want_retransmit and retransmits[way] == 0:
+            fail(f"no retransmission {way}: go-back-N was not exercised")
+    seen = {op for (_, op) in counts}
+    for op in sorted(need - seen):
+        fail(f"opcode {RC_OPCODES.get(op, op)} never seen")
+
+    checked = 0
+    for i, pkt in enumerate(rdpcap(pcap), 1):
+        if UDP not in pkt or pkt[UDP].dport != 4791 or IP not in pkt:
+            continue
+        original = raw(pkt)
+        if BTH not in pkt:
+            fail(f"frame {i}: scapy did not dissect a BTH")
+            continue
+        again = Ether(original)
+        again[BTH].icrc = None
+        if raw(again) != original:
+            fail(f"frame {i} ({pkt[IP].src} -> {pkt[IP].dst}): ICRC does not match scapy's")
+        checked += 1
+    print(f"scapy: {checked} ICRCs checked")
+    if failures:
+        print(f"{len(failures)} failure(s)")
+        return 1
+    print(f"capture OK: {frames} RoCEv2 frames")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
