@@ -240,6 +240,10 @@ int run(const std::string& config_path) {
     spdlog::info("port {} ({}) mac {} link {} {} Mb/s, address {}", port->name(), port->driver(),
                  mac.to_string(), link.up ? "up" : "down", link.speed_mbps,
                  conduit::net::Ipv4Addr{p.port.address.value}.to_string());
+    spdlog::info("port {}: {}", port->name(),
+                 port->rx_wait_fds().empty()
+                     ? "no RX wake-up: an idle engine polls it on a timer"
+                     : "its kernel socket wakes an idle engine when a frame arrives");
   } catch (const std::exception& e) {
     spdlog::critical("cannot start the data plane: {}", e.what());
     return 1;
@@ -304,6 +308,19 @@ int run(const std::string& config_path) {
   server.stop();
   engine->stop();
   engine_thread.join();
+  const auto& ec = engine->counters();
+  spdlog::info(
+      "engine: {} loops, {} sleeps ({} woken by the port), RX {} frames in {} bursts, TX {} "
+      "frames in {} bursts",
+      ec.loops, ec.sleeps, ec.port_wakeups, ec.rx_frames, ec.rx_bursts, ec.tx_frames, ec.tx_bursts);
+  uint64_t wire_drops = 0;
+  for (uint64_t d : ec.rx_wire_drops) wire_drops += d;
+  const auto ps = port->stats();
+  spdlog::info(
+      "engine drops: {} RX frames failed wire checks, {} for unknown QPs; TX {} without an mbuf, "
+      "{} refused by the device; port: {} RX missed, {} RX without an mbuf, {} TX errors",
+      wire_drops, ec.rx_unknown_qp, ec.tx_no_mbuf, ec.tx_ring_full_drops, ps.rx_missed,
+      ps.rx_no_mbuf, ps.tx_errors);
   spdlog::info("conduitd stopped");
   return 0;
 }

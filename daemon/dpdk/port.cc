@@ -1,13 +1,17 @@
 #include "dpdk/port.h"
 
+#include <dirent.h>
 #include <rte_bus.h>
 #include <rte_dev.h>
 #include <rte_errno.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <iterator>
 #include <thread>
 
 #include "dpdk/dpdk_error.h"
@@ -16,6 +20,30 @@ namespace conduit::dpdk {
 namespace {
 
 constexpr uint16_t kVlanAndCrcBytes = 4 + 4;
+#ifndef AF_XDP
+constexpr int AF_XDP = 44;
+#endif
+
+// This process's open sockets of the kernel families behind the af_packet and
+// af_xdp vdevs, in fd order.
+std::vector<int> kernel_port_sockets() {
+  std::vector<int> out;
+  DIR* d = opendir("/proc/self/fd");
+  if (d == nullptr) return out;
+  const int own = dirfd(d);
+  while (const dirent* e = readdir(d)) {
+    char* end = nullptr;
+    const long fd = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0' || fd == own) continue;
+    int domain = 0;
+    socklen_t len = sizeof domain;
+    if (getsockopt(static_cast<int>(fd), SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0) continue;
+    if (domain == AF_PACKET || domain == AF_XDP) out.push_back(static_cast<int>(fd));
+  }
+  closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 std::string available_ports() {
   std::string out;
@@ -32,6 +60,7 @@ std::string available_ports() {
 
 Port::Port(const PortConfig& config) : config_(config) {
   try {
+    const std::vector<int> sockets_before = kernel_port_sockets();
     port_id_ = find_or_probe();
 
     rte_eth_dev_info info{};
@@ -55,9 +84,18 @@ Port::Port(const PortConfig& config) : config_(config) {
                       std::to_string(info.max_mtu) + " bytes; " + std::to_string(mtu) +
                       " was asked for");
     }
+    uint16_t dev_mtu = mtu;  // what the ethdev itself is configured with
     if (uint32_t{mtu} + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN > info.max_rx_pktlen) {
-      throw DpdkError(who + " receives frames of at most " + std::to_string(info.max_rx_pktlen) +
-                      " bytes: an MTU of " + std::to_string(mtu) + " does not fit");
+      if (driver_ != "net_af_packet" ||
+          info.max_rx_pktlen < RTE_ETHER_MIN_MTU + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN) {
+        throw DpdkError(who + " receives frames of at most " + std::to_string(info.max_rx_pktlen) +
+                        " bytes: an MTU of " + std::to_string(mtu) + " does not fit");
+      }
+      // net_af_packet (DPDK 22.11) reports 1518-byte frames whatever its
+      // framesz; what it carries is set by the kernel interface's MTU and the
+      // vdev's framesz. Configure the ethdev within its report and size the
+      // mbufs for the real MTU.
+      dev_mtu = static_cast<uint16_t>(info.max_rx_pktlen - RTE_ETHER_HDR_LEN - RTE_ETHER_CRC_LEN);
     }
 
     // Pool: one mbuf must hold a whole frame at this MTU (single-segment RX).
@@ -97,7 +135,7 @@ Port::Port(const PortConfig& config) : config_(config) {
     tx_ipv4_cksum_ = (tx_offloads_ & RTE_ETH_TX_OFFLOAD_IPV4_CKSUM) != 0;
 
     rte_eth_conf conf{};
-    conf.rxmode.mtu = mtu;
+    conf.rxmode.mtu = dev_mtu;
     conf.rxmode.offloads = rx_offloads_;
     conf.txmode.offloads = tx_offloads_;
     if (int rc = rte_eth_dev_configure(port_id_, config_.rx_queues, config_.tx_queues, &conf);
@@ -157,7 +195,8 @@ Port::Port(const PortConfig& config) : config_(config) {
     if (int rc = rte_eth_macaddr_get(port_id_, &mac_); rc != 0) {
       throw DpdkError(dpdk_reason(who + ": cannot read the MAC address", rc));
     }
-    if (rte_eth_dev_get_mtu(port_id_, &mtu_bytes_) != 0) mtu_bytes_ = mtu;
+    if (rte_eth_dev_get_mtu(port_id_, &mtu_bytes_) != 0 || dev_mtu != mtu) mtu_bytes_ = mtu;
+    find_rx_wait_fds(sockets_before);
   } catch (...) {
     release();
     throw;
@@ -199,6 +238,17 @@ uint16_t Port::find_or_probe() {
   return id;
 }
 
+void Port::find_rx_wait_fds(const std::vector<int>& fds_before_probe) {
+  rx_wait_fds_.clear();
+  if (driver_ != "net_af_packet" && driver_ != "net_af_xdp") return;
+  const std::vector<int> now = kernel_port_sockets();
+  // The sockets our probe opened; a device EAL probed before us (--vdev)
+  // opened them earlier: then every such socket, as conduitd drives one port.
+  std::set_difference(now.begin(), now.end(), fds_before_probe.begin(), fds_before_probe.end(),
+                      std::back_inserter(rx_wait_fds_));
+  if (rx_wait_fds_.empty()) rx_wait_fds_ = now;
+}
+
 void Port::release() {
   if (port_id_ < RTE_MAX_ETHPORTS) {
     if (started_) rte_eth_dev_stop(port_id_);
@@ -218,6 +268,7 @@ void Port::release() {
     rte_eal_hotplug_remove("vdev", name_.c_str());
   }
   probed_by_us_ = false;
+  rx_wait_fds_.clear();
   if (pool_ != nullptr) rte_mempool_free(pool_);
   pool_ = nullptr;
 }

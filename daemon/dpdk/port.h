@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace conduit::dpdk {
 
@@ -108,11 +109,18 @@ class Port {
   uint64_t rx_offloads() const { return rx_offloads_; }  // RTE_ETH_RX_OFFLOAD_* enabled
   uint64_t tx_offloads() const { return tx_offloads_; }  // RTE_ETH_TX_OFFLOAD_* enabled
   bool tx_ipv4_checksum_offload() const { return tx_ipv4_cksum_; }
+  // File descriptors that become readable (poll POLLIN) when a frame arrives:
+  // the kernel sockets behind net_af_packet / net_af_xdp. DPDK has no RX
+  // interrupt for these vdevs, but their sockets wake a poller. Empty for
+  // other devices: an idle engine must then poll the port on a timer.
+  // Owned by the driver; valid while the port is started.
+  const std::vector<int>& rx_wait_fds() const { return rx_wait_fds_; }
   rte_mempool* mempool() const { return pool_; }
   const PortConfig& config() const { return config_; }
 
  private:
   uint16_t find_or_probe();
+  void find_rx_wait_fds(const std::vector<int>& fds_before_probe);
   void release();
 
   PortConfig config_;
@@ -130,6 +138,7 @@ class Port {
   uint64_t rx_offloads_ = 0;
   uint64_t tx_offloads_ = 0;
   bool tx_ipv4_cksum_ = false;
+  std::vector<int> rx_wait_fds_;
 };
 
 }  // namespace conduit::dpdk

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "cc/dcqcn_rp.h"
+#include "engine/idle_spin.h"
 #include "net/rx_drop.h"
 #include "wire/psn.h"
 
@@ -165,6 +166,12 @@ shm::RingView<T> ring_view(uint8_t* base, const shm::RegionLayout& layout, uint3
 
 }  // namespace
 
+sched::SchedulerConfig engine_pacer_config() {
+  sched::SchedulerConfig c;
+  c.max_lag_ns = 50'000;
+  return c;
+}
+
 uint64_t tsc_now_ns() {
   static const uint64_t hz = rte_get_tsc_hz();
   const uint64_t c = rte_get_tsc_cycles();
@@ -229,7 +236,7 @@ struct Engine::QpCtx {
 };
 
 Engine::Engine(const EngineConfig& config, dpdk::Port& port, control::EngineChannel& channel)
-    : config_(config), port_(port), channel_(channel), net_(config.net) {
+    : config_(config), port_(port), channel_(channel), net_(config.net), pacer_(config.pacer) {
   if (config_.classes.empty()) {
     TrafficClassSpec def;
     def.name = "default";
@@ -246,14 +253,20 @@ Engine::~Engine() {
 }
 
 void Engine::run() {
+  IdleSpin spin(uint64_t{config_.idle_spin_min_us} * 1000,
+                uint64_t{config_.idle_spin_max_us} * 1000);
   while (!stop_.load(std::memory_order_relaxed)) {
     const uint64_t now = tsc_now_ns();
     if (poll_once(now)) {
-      idle_loops_ = 0;
-    } else if (config_.idle_mode == IdleMode::kAdaptive &&
-               ++idle_loops_ >= config_.idle_loops_before_sleep) {
-      sleep_until_work(now);
-      idle_loops_ = 0;
+      idle_since_ns_ = 0;
+    } else if (config_.idle_mode == IdleMode::kAdaptive) {
+      if (idle_since_ns_ == 0) {
+        idle_since_ns_ = now;
+      } else if (now - idle_since_ns_ >= spin.window_ns()) {
+        sleep_until_work(now);
+        spin.after_sleep(tsc_now_ns() - now);
+        idle_since_ns_ = 0;
+      }
     }
   }
 }
@@ -271,8 +284,12 @@ bool Engine::poll_once(uint64_t now_ns) {
   for (uint32_t i = 0; i < ncmd; ++i) handle_command(cmds[i], now_ns);
   work |= ncmd > 0;
 
-  work |= run_timers(now_ns);
+  // RX before timers: an engine that slept (or was descheduled) past a QP's
+  // ACK deadline must read the ACKs waiting in its RX ring before the timer
+  // declares them lost (the dumbbell test measured 50-65 spurious go-back-N
+  // timeouts per sender with the timers first, 5-11 with RX first).
   work |= rx(now_ns);
+  work |= run_timers(now_ns);
   for (QpCtx* q : qp_list_) {
     work |= drain_client_rings(*q);
     work |= fill_pacer(*q, now_ns);
@@ -739,6 +756,9 @@ bool Engine::run_timers(uint64_t now_ns) {
 bool Engine::rx(uint64_t now_ns) {
   rte_mbuf* bufs[kRxBurst];
   const uint16_t n = port_.rx_burst(0, bufs, kRxBurst);
+  if (n == 0) return false;
+  ++counters_.rx_bursts;
+  port_wake_unanswered_ = false;
   std::array<uint8_t, 2048> reply;
   for (uint16_t i = 0; i < n; ++i) {
     rte_mbuf* m = bufs[i];
@@ -1127,6 +1147,7 @@ void Engine::transmit_now(rte_mbuf* m) {
 void Engine::flush_tx() {
   if (tx_batch_len_ == 0) return;
   const uint16_t sent = port_.tx_burst(0, tx_batch_.data(), tx_batch_len_);
+  ++counters_.tx_bursts;
   counters_.tx_frames += sent;
   // What the device did not take stays, in order, for the next flush.
   std::copy(tx_batch_.begin() + sent, tx_batch_.begin() + tx_batch_len_, tx_batch_.begin());
@@ -1180,21 +1201,27 @@ void Engine::push_cqe(Client& c, uint32_t cq_slot, const conduit_shm_cqe& cqe) {
   // Transport completions wait for room (deliver_completions); a rejected WR's
   // completion cannot wait (the WR is gone): a full CQ loses it, counted.
   if (!cq.ring.try_enqueue(cqe)) ++counters_.cqe_dropped;
-  cq.kick_pending = true;
+  if (!cq.kick_pending) {
+    cq.kick_pending = true;
+    kicks_.push_back({c.id, cq_slot});
+  }
 }
 
+// Only the CQs that received entries this loop: a client has up to
+// max_cqs slots (1024 in a typical policy), too many to scan every loop.
 void Engine::kick_cqs() {
-  for (auto& [id, c] : clients_) {
-    (void)id;
-    for (CqCtx& cq : c->cqs) {
-      if (!cq.kick_pending) continue;
-      cq.kick_pending = false;
-      if (cq.event_fd >= 0 && cq.wakeup != nullptr && shm::producer_should_kick(cq.wakeup)) {
-        const uint64_t one = 1;
-        (void)!::write(cq.event_fd, &one, sizeof(one));
-      }
+  for (const auto& [client_id, slot] : kicks_) {
+    Client* c = find_client(client_id);  // it may have gone since
+    if (c == nullptr || slot >= c->cqs.size()) continue;
+    CqCtx& cq = c->cqs[slot];
+    if (!cq.kick_pending) continue;  // removed, or listed twice
+    cq.kick_pending = false;
+    if (cq.event_fd >= 0 && cq.wakeup != nullptr && shm::producer_should_kick(cq.wakeup)) {
+      const uint64_t one = 1;
+      (void)!::write(cq.event_fd, &one, sizeof(one));
     }
   }
+  kicks_.clear();
 }
 
 // ---- idle --------------------------------------------------------------------------
@@ -1207,13 +1234,22 @@ void Engine::sleep_until_work(uint64_t now_ns) {
     (void)id;
     if (!c->broken) shm::consumer_arm_wakeup(c->engine_wakeup);
   }
-  bool pending = false;
+  // Work that no file descriptor announces: frames the device has not taken
+  // yet, events the ring refused, entries and completions already waiting.
+  bool pending = tx_batch_len_ > 0 || !event_backlog_.empty();
   for (QpCtx* q : qp_list_) {
     if (q->client->broken) continue;
     pending |= q->sq.available() > 0 || q->rq.available() > 0 || q->has_pending_send ||
                q->qp->cq_size() > 0 || q->queued_frames > 0;
   }
-  uint64_t wake_ns = now_ns + uint64_t{config_.idle_sleep_us} * 1000;
+  // A port socket that woke us without a frame for the RX burst (a driver
+  // that leaves it readable) is left out of this sleep: timed polling, as for
+  // a port without wake-up, rather than a busy loop through ppoll.
+  static const std::vector<int> none;
+  const std::vector<int>& port_fds = port_wake_unanswered_ ? none : port_.rx_wait_fds();
+  port_wake_unanswered_ = false;
+  const uint32_t cap_us = port_fds.empty() ? config_.idle_sleep_us : config_.idle_sleep_max_us;
+  uint64_t wake_ns = now_ns + uint64_t{cap_us} * 1000;
   wake_ns = std::min(wake_ns, net_.next_deadline_ns());
   for (QpCtx* q : qp_list_) {
     wake_ns = std::min({wake_ns, q->qp->next_deadline_ns(), q->rc->next_deadline_ns()});
@@ -1225,14 +1261,26 @@ void Engine::sleep_until_work(uint64_t now_ns) {
       (void)id;
       if (c->doorbell_fd >= 0) fds.push_back({c->doorbell_fd, POLLIN, 0});
     }
+    const size_t first_port_fd = fds.size();
+    for (int fd : port_fds) fds.push_back({fd, POLLIN, 0});
     const uint64_t wait_ns = wake_ns - now_ns;
     timespec ts{static_cast<time_t>(wait_ns / 1'000'000'000ull),
                 static_cast<long>(wait_ns % 1'000'000'000ull)};
     ++counters_.sleeps;
     if (::ppoll(fds.data(), fds.size(), &ts, nullptr) > 0) {
-      for (const pollfd& p : fds) {
+      for (size_t i = 0; i < fds.size(); ++i) {
+        if (fds[i].revents == 0) continue;
+        if (i >= first_port_fd) {
+          // The driver's socket: never read it, the RX burst takes the frame.
+          // An error condition (POLLERR) also ends the sleep: it too counts
+          // as unanswered, so it cannot keep ppoll returning at once.
+          ++counters_.port_wakeups;
+          port_wake_unanswered_ = true;  // until an RX burst returns a frame
+          continue;
+        }
+        if (!(fds[i].revents & POLLIN)) continue;
         uint64_t v;
-        if (p.revents & POLLIN) (void)!::read(p.fd, &v, sizeof(v));
+        (void)!::read(fds[i].fd, &v, sizeof(v));
       }
     }
   }

@@ -3,18 +3,21 @@
 //
 // One iteration (poll_once), l2fwd style:
 //   1. control commands from the lock-free command ring (never a lock)
-//   2. timers that are due: QP ACK/RNR timers, DCQCN timers, ARP retries
-//   3. RX burst: NetStack (ARP, ICMP echo, IPv4/UDP demux) -> wire parse
+//   2. RX burst: NetStack (ARP, ICMP echo, IPv4/UDP demux) -> wire parse
 //      (ICRC) -> the QP's transport; CE marks feed the notification point
+//   3. timers that are due: QP ACK/RNR timers, DCQCN timers, ARP retries
+//      (after RX, so an ACK already waiting is seen before its timer fires)
 //   4. client SQ/RQ rings: copy each entry, validate it, post it to the QP
 //   5. each QP's transmit side: frames built into mbufs, queued in the pacer
 //      (one flow per QP at its DCQCN rate, traffic classes by DWRR/strict)
 //   6. pacer departures -> TX burst (or, between two QPs of this host, straight
 //      back into step 3's parse); completions -> client CQ rings
 // When nothing happened for a while (idle mode adaptive), the engine arms the
-// clients' wakeup lines and sleeps in ppoll on their doorbells and the
-// control eventfd, at most until its next timer and never longer than
-// idle_sleep_us (the port has no interrupt here).
+// clients' wakeup lines and sleeps in ppoll on their doorbells, the control
+// eventfd and the port's kernel sockets (af_packet, af_xdp: a frame arriving
+// wakes it), at most until its next timer. A port without such sockets has no
+// RX wake-up at all: the sleep is then capped at idle_sleep_us, otherwise at
+// idle_sleep_max_us.
 //
 // Thread role: everything here runs on the engine thread, except stop(),
 // which any thread may call.
@@ -27,6 +30,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "cc/dcqcn_params.h"
@@ -56,6 +60,13 @@ struct TrafficClassSpec {
 
 enum class IdleMode : uint8_t { kSpin, kAdaptive };
 
+// The pacer's settings for the engine. Its catch-up allowance (max_lag_ns)
+// must exceed the engine's loop period, or a flow polled late loses rate for
+// good: a loop that makes a TX syscall (af_packet's sendto through a veth)
+// takes 5-20 us, and with the scheduler's 4 us default a 10 Gbit/s flow of
+// 4 KiB frames left at 1-2 frames per loop (about 2 Gbit/s).
+sched::SchedulerConfig engine_pacer_config();
+
 struct EngineConfig {
   net::NetStackConfig net;
   uint16_t roce_udp_port = wire::kRoceUdpPort;
@@ -65,14 +76,23 @@ struct EngineConfig {
   uint8_t cnp_dscp = 48;
   transport::QpConfig qp_defaults;  // qpn is set per QP
   IdleMode idle_mode = IdleMode::kAdaptive;
-  uint32_t idle_loops_before_sleep = 2000;
-  uint32_t idle_sleep_us = 200;
+  // Adaptive idle: after a loop without work the engine spins for a window
+  // between these bounds before it sleeps (engine/idle_spin.h: it grows when
+  // work comes back soon after a sleep, shrinks when sleeps are long). The
+  // fixed 2000-loop spin this replaces lasted 1-10 ms depending on load.
+  uint32_t idle_spin_min_us = 10;
+  uint32_t idle_spin_max_us = 200;
+  uint32_t idle_sleep_us = 200;            // longest sleep when the port cannot wake us
+  uint32_t idle_sleep_max_us = 1000;       // longest sleep when a frame wakes us
   uint32_t max_frames_queued_per_qp = 32;  // built frames waiting in the pacer
+  sched::SchedulerConfig pacer = engine_pacer_config();
 };
 
 struct EngineCounters {
   uint64_t loops = 0;
   uint64_t sleeps = 0;
+  uint64_t port_wakeups = 0;  // sleeps ended by a frame arriving
+  uint64_t rx_bursts = 0;     // RX bursts that returned frames
   uint64_t rx_frames = 0;
   uint64_t rx_roce = 0;
   uint64_t rx_cnps = 0;
@@ -81,6 +101,7 @@ struct EngineCounters {
   uint64_t rx_unknown_qp = 0;
   uint64_t rx_wrong_peer = 0;  // valid RoCE frame for a QP from an address not its peer
   std::array<uint64_t, wire::kDropReasonCount> rx_wire_drops{};
+  uint64_t tx_bursts = 0;  // calls into the device's TX burst
   uint64_t tx_frames = 0;
   uint64_t loopback_frames = 0;  // between two QPs of this host, not through the port
   uint64_t tx_cnps = 0;
@@ -175,9 +196,11 @@ class Engine {
   std::vector<uint32_t> free_tags_;
   std::array<rte_mbuf*, 64> tx_batch_{};
   uint16_t tx_batch_len_ = 0;
-  std::vector<control::EngineEvent> event_backlog_;  // event ring full: retried
-  transport::QpCounters retired_qp_counters_;        // sum over removed QPs, for the snapshot
-  uint32_t idle_loops_ = 0;
+  std::vector<control::EngineEvent> event_backlog_;   // event ring full: retried
+  transport::QpCounters retired_qp_counters_;         // sum over removed QPs, for the snapshot
+  std::vector<std::pair<uint32_t, uint32_t>> kicks_;  // (client, CQ slot) with new entries
+  uint64_t idle_since_ns_ = 0;                        // start of the current idle spin; 0: not idle
+  bool port_wake_unanswered_ = false;  // the port's socket woke us, no frame seen since
   EngineCounters counters_;
 };
 

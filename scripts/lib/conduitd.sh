@@ -7,7 +7,9 @@
 #   conduitd_start HOST CONFIG LOG  start conduitd in HOST; waits until its socket answers
 #   conduitd_stop HOST              SIGTERM (then SIGKILL after 5 s) the daemon started in HOST
 #   conduitd_pid HOST               its PID (empty if none)
-#   conduitd_vdev KIND IFACE        the DPDK vdev string for af_xdp / af_packet on IFACE
+#   conduitd_vdev KIND IFACE [MTU]  the DPDK vdev string for af_xdp / af_packet on IFACE; for
+#                                   af_packet above MTU 1500, ring frames big enough for a
+#                                   4096-byte path MTU (set the interface's MTU yourself)
 #
 # Daemons run with --no-huge and a file prefix of their own, one lcore each. Every wait is
 # bounded; netns_cleanup (the EXIT trap) kills whatever is left in the namespaces.
@@ -16,9 +18,19 @@ CONDUIT_BUILD=${CONDUIT_BUILD:-build}
 declare -gA CONDUITD_PIDS=()
 
 conduitd_vdev() {
+  local mtu=${3:-1500}
   case $1 in
     af_xdp) echo "net_af_xdp0,iface=$2,start_queue=0,queue_count=1" ;;
-    af_packet) echo "net_af_packet0,iface=$2,framecnt=4096" ;;
+    af_packet)
+      # A ring frame holds one received frame and must fit one mbuf (conduitd sizes those
+      # from the MTU); frames lie back to back, so framesz divides blocksz. 8 KiB frames
+      # carry PMTU-4096 RoCE frames (4.2 KB) at any MTU from 8200 up.
+      if ((mtu >= 8200)); then
+        echo "net_af_packet0,iface=$2,framecnt=4096,framesz=8192,blocksz=8192"
+      else
+        echo "net_af_packet0,iface=$2,framecnt=4096"
+      fi
+      ;;
     *) echo "conduitd_vdev: unknown kind $1" >&2; return 1 ;;
   esac
 }

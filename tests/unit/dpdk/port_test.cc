@@ -3,8 +3,13 @@
 // of both directions when created without arguments) and net_null.
 // EAL runs with --no-huge --no-pci; if it cannot start here the binary exits
 // 77 (skip) and says why.
+#include <net/if.h>
+#include <poll.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -272,4 +277,71 @@ TEST_CASE("max_frame_bytes sizes mbufs beyond the MTU", "[dpdk]") {
   c = small_port("net_ring8");  // net_ring7 is still held by `port`
   c.max_frame_bytes = 70000;
   CHECK(error_of(c).find("do not fit one mbuf") != std::string::npos);
+}
+
+TEST_CASE("A port without kernel sockets offers no RX wake-up descriptor", "[dpdk]") {
+  need_eal();
+  Port port(small_port("net_ring7"));
+  CHECK(port.rx_wait_fds().empty());
+}
+
+// The engine sleeps on these descriptors: a frame arriving must make them
+// readable, and taking it with an RX burst must make them quiet again.
+// af_packet on the loopback device of a private network namespace (root only).
+TEST_CASE("An af_packet port's socket becomes readable when a frame arrives", "[dpdk]") {
+  if (geteuid() != 0) {
+    WARN("skipped: needs root for a private network namespace");
+    return;
+  }
+  need_eal();
+  REQUIRE(unshare(CLONE_NEWNET) == 0);  // this test's own loopback device, nobody else's
+  {
+    const int s = socket(AF_INET, SOCK_DGRAM, 0);
+    REQUIRE(s >= 0);
+    ifreq ifr{};
+    std::strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
+    REQUIRE(ioctl(s, SIOCGIFFLAGS, &ifr) == 0);
+    ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP);
+    REQUIRE(ioctl(s, SIOCSIFFLAGS, &ifr) == 0);
+    close(s);
+  }
+  PortConfig c = small_port("net_af_packet_wake,iface=lo,framecnt=256");
+  c.rx_checksum_offload = false;
+  c.tx_checksum_offload = false;
+  Port port(c);
+  const std::vector<int> fds = port.rx_wait_fds();
+  REQUIRE(!fds.empty());
+  for (int fd : fds) {
+    int domain = 0;
+    socklen_t len = sizeof domain;
+    REQUIRE(getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0);
+    CHECK(domain == AF_PACKET);
+  }
+  auto readable = [&fds](int timeout_ms) {
+    std::vector<pollfd> p;
+    for (int fd : fds) p.push_back({fd, POLLIN, 0});
+    return poll(p.data(), p.size(), timeout_ms) > 0;
+  };
+  auto drain = [&port] {
+    uint32_t n = 0;
+    rte_mbuf* bufs[32];
+    for (uint16_t got; (got = port.rx_burst(0, bufs, 32)) > 0; n += got) {
+      for (uint16_t i = 0; i < got; ++i) rte_pktmbuf_free(bufs[i]);
+    }
+    return n;
+  };
+  drain();
+  CHECK_FALSE(readable(0));
+
+  // A broadcast frame of an unused EtherType: the loopback device hands it
+  // back to every packet socket on it, ours included.
+  rte_mbuf* m = make_frame(port, 1, 60);
+  auto* eth = rte_pktmbuf_mtod(m, uint8_t*);
+  std::memset(eth, 0xFF, 6);
+  eth[12] = 0x88;
+  eth[13] = 0xB5;  // IEEE 802 local experimental EtherType
+  REQUIRE(port.tx_burst(0, &m, 1) == 1);
+  CHECK(readable(2000));
+  CHECK(drain() >= 1);
+  CHECK_FALSE(readable(0));
 }
