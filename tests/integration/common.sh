@@ -17,3 +17,65 @@ need_obj() {
     exit 77
   fi
 }
+
+# ---- tests that run conduitd in their hosts -----------------------------------------------
+#
+# daemon_test_init TAG [BUILD_DIR]: exits 77 unless conduitd, conduitctl and conduit-perf are
+# built; sets build, perf, ctl and work (a fresh /tmp/TAG.XXXXXX); loads scripts/lib/conduitd.sh;
+# netns_init with a per-run prefix; and traps EXIT with daemon_test_cleanup. A test may define
+# daemon_test_on_exit RC (extra clean-up or diagnostics, run first).
+daemon_test_init() {
+  local tag=$1 b
+  build=${2:-${CONDUIT_BUILD:-$src/build}}
+  export CONDUIT_BUILD=$build
+  perf=$build/tools/conduit-perf/conduit-perf
+  ctl=$build/tools/conduitctl/conduitctl
+  for b in "$build/daemon/conduitd" "$ctl" "$perf"; do
+    if [[ ! -x $b ]]; then
+      echo "SKIP: $b not built (needs the daemon shell: DPDK, Boost, spdlog)"
+      exit 77
+    fi
+  done
+  # shellcheck source=../../scripts/lib/conduitd.sh
+  . "$src/scripts/lib/conduitd.sh"
+  work=$(mktemp -d "/tmp/$tag.XXXXXX")
+  netns_init "cd$tag$$-"
+  trap daemon_test_cleanup EXIT
+}
+
+# Stops every daemon conduitd_start started, removes the hosts, shows the tail of each log when
+# the test failed, removes $work; keeps the test's exit status.
+daemon_test_cleanup() {
+  local rc=$? h f
+  if declare -F daemon_test_on_exit >/dev/null; then daemon_test_on_exit "$rc" || true; fi
+  for h in "${!CONDUITD_PIDS[@]}"; do conduitd_stop "$h" 2>/dev/null || true; done
+  netns_cleanup
+  if [[ $rc -ne 0 && $rc -ne 77 ]]; then
+    for f in "$work"/*.log "$work"/*.err "$work"/*.out; do
+      [[ -s $f ]] || continue
+      echo "--- $f (last 15 lines)"
+      tail -n 15 "$f"
+    done
+  fi
+  rm -rf "$work"
+  return "$rc"
+}
+
+# perf_pair LIMIT_S TEST ARGS...: conduit-perf server in $PERF_SERVER_HOST (our address
+# $PERF_SERVER_ADDR), client in $PERF_CLIENT_HOST ($PERF_CLIENT_ADDR) connecting to the server's
+# out-of-band address $PERF_OOB_ADDR. Prints the client's output; non-zero if either side fails.
+perf_pair() {
+  local limit=$1 test=$2 spid rc=0
+  shift 2
+  netns_exec "$PERF_SERVER_HOST" timeout "$limit" "$perf" "$test" "$@" \
+    --socket "$work/$PERF_SERVER_HOST.sock" -x "$PERF_SERVER_ADDR" \
+    >"$work/server.out" 2>"$work/server.err" &
+  spid=$!
+  sleep 0.3  # the client retries its connect anyway; this saves a retry round
+  netns_exec "$PERF_CLIENT_HOST" timeout "$limit" "$perf" "$test" "$PERF_OOB_ADDR" "$@" \
+    --socket "$work/$PERF_CLIENT_HOST.sock" -x "$PERF_CLIENT_ADDR" \
+    >"$work/client.out" 2>"$work/client.err" || rc=$?
+  wait "$spid" || rc=$((rc == 0 ? 1 : rc))
+  cat "$work/client.out"
+  return "$rc"
+}

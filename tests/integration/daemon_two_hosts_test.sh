@@ -10,37 +10,9 @@
 #   daemon_two_hosts_test.sh [BUILD_DIR]     (default: $CONDUIT_BUILD, else $CONDUIT_SRC/build)
 . "$(dirname "$0")/common.sh"
 netns_require_root
-build=${1:-${CONDUIT_BUILD:-$src/build}}
-export CONDUIT_BUILD=$build
-perf=$build/tools/conduit-perf/conduit-perf
-ctl=$build/tools/conduitctl/conduitctl
-for b in "$build/daemon/conduitd" "$ctl" "$perf"; do
-  if [[ ! -x $b ]]; then
-    echo "SKIP: $b not built (needs the daemon shell: DPDK, Boost, spdlog)"
-    exit 77
-  fi
-done
-# shellcheck source=../../scripts/lib/conduitd.sh
-. "$src/scripts/lib/conduitd.sh"
-
-work=$(mktemp -d /tmp/daemon2h.XXXXXX)
-netns_init "cdt2h$$-"
-test_cleanup() {
-  local rc=$?
-  conduitd_stop a 2>/dev/null || true
-  conduitd_stop b 2>/dev/null || true
-  netns_cleanup
-  if [[ $rc -ne 0 && $rc -ne 77 ]]; then
-    for f in "$work"/*.log "$work"/*.err; do
-      [[ -s $f ]] || continue
-      echo "--- $f (last 15 lines)"
-      tail -n 15 "$f"
-    done
-  fi
-  rm -rf "$work"
-  return "$rc"
-}
-trap test_cleanup EXIT
+daemon_test_init 2h "${1:-}"
+PERF_SERVER_HOST=b PERF_SERVER_ADDR=198.18.0.12
+PERF_CLIENT_HOST=a PERF_CLIENT_ADDR=198.18.0.11 PERF_OOB_ADDR=198.19.0.2
 
 netns_add a b
 netns_link a eth0 198.18.0.1/24 b eth0 198.18.0.2/24
@@ -56,33 +28,20 @@ start_daemon() {
 start_daemon a || fail "conduitd a did not start"
 start_daemon b || fail "conduitd b did not start"
 
-# perf LIMIT_S TEST ARGS...: server in b, client in a; non-zero if either side fails.
-perf() {
-  local limit=$1 test=$2; shift 2
-  netns_exec b timeout "$limit" "$perf" "$test" "$@" --socket "$work/b.sock" -x 198.18.0.12 \
-    >"$work/server.out" 2>"$work/server.err" &
-  local spid=$! rc=0
-  netns_exec a timeout "$limit" "$perf" "$test" 198.19.0.2 "$@" --socket "$work/a.sock" \
-    -x 198.18.0.11 >"$work/client.out" 2>"$work/client.err" || rc=$?
-  wait "$spid" || rc=$((rc == 0 ? 1 : rc))
-  cat "$work/client.out"
-  return "$rc"
-}
-
 sizes=1,2,3,63,64,1023,1024,1025,4096,65535,65536,1M,4M,16M
 for t in send_bw write_bw read_bw; do
   echo "== $t --check, sizes $sizes"
-  perf 240 "$t" -s "$sizes" -n 8 --check -W 20 || fail "$t --check failed"
+  perf_pair 240 "$t" -s "$sizes" -n 8 --check -W 20 || fail "$t --check failed"
   [[ $(grep -c 'check: OK' "$work/client.out") -eq 14 ]] || fail "$t: not every size checked OK"
 done
 
 echo "== send_bw -b --check (both directions at once)"
-perf 120 send_bw -b -s 1,4097,1M -n 20 --check -W 20 || fail "bidirectional send_bw failed"
+perf_pair 120 send_bw -b -s 1,4097,1M -n 20 --check -W 20 || fail "bidirectional send_bw failed"
 
 for q in 16 256; do
   echo "== $q QPs in parallel: write_bw and send_bw --check"
-  perf 180 write_bw -q "$q" -s 1,4096 -n 8 --check -W 30 || fail "write_bw -q $q failed"
-  perf 180 send_bw -q "$q" -s 1,4096 -n 8 --check -W 30 || fail "send_bw -q $q failed"
+  perf_pair 180 write_bw -q "$q" -s 1,4096 -n 8 --check -W 30 || fail "write_bw -q $q failed"
+  perf_pair 180 send_bw -q "$q" -s 1,4096 -n 8 --check -W 30 || fail "send_bw -q $q failed"
 done
 
 echo "== restart of conduitd b during a write_bw: a's QP must fail, not hang"
@@ -113,6 +72,6 @@ echo "client failed ${ms} ms after conduitd b stopped"
 ((ms < 10000)) || fail "QP error took ${ms} ms (budget ~540 ms)"
 
 echo "== after the restart, new connections work"
-perf 60 send_lat -n 200 --check -W 20 || fail "send_lat after the restart failed"
-perf 60 write_bw -s 4096 -n 100 --check -W 20 || fail "write_bw after the restart failed"
+perf_pair 60 send_lat -n 200 --check -W 20 || fail "send_lat after the restart failed"
+perf_pair 60 write_bw -s 4096 -n 100 --check -W 20 || fail "write_bw after the restart failed"
 echo "PASS"

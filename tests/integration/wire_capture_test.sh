@@ -26,45 +26,19 @@ red_obj=${1:-}
 drop_obj=${2:-}
 need_obj "$red_obj"
 need_obj "$drop_obj"
-build=${3:-${CONDUIT_BUILD:-$src/build}}
-export CONDUIT_BUILD=$build
-perf=$build/tools/conduit-perf/conduit-perf
-ctl=$build/tools/conduitctl/conduitctl
-for b in "$build/daemon/conduitd" "$ctl" "$perf"; do
-  if [[ ! -x $b ]]; then
-    echo "SKIP: $b not built (needs the daemon shell: DPDK, Boost, spdlog)"
-    exit 77
-  fi
-done
 if ! /usr/bin/python3 -c 'import scapy.contrib.roce' 2>/dev/null; then
   echo "SKIP: /usr/bin/python3 has no scapy (apt-get install python3-scapy)"
   exit 77
 fi
-# shellcheck source=../../scripts/lib/conduitd.sh
-. "$src/scripts/lib/conduitd.sh"
+daemon_test_init wc "${3:-}"
 export CONDUITD_IDLE_MODE=adaptive
-
-work=$(mktemp -d /tmp/wirecap.XXXXXX)
-netns_init "cdwc$$-"
 tcpdump_pid=
-test_cleanup() {
-  local rc=$?
+daemon_test_on_exit() {
   # shellcheck disable=SC2086
   [[ -z $tcpdump_pid ]] || kill $tcpdump_pid 2>/dev/null || true
-  conduitd_stop a 2>/dev/null || true
-  conduitd_stop b 2>/dev/null || true
-  netns_cleanup
-  if [[ $rc -ne 0 && $rc -ne 77 ]]; then
-    for f in "$work"/*.log "$work"/*.err "$work"/*.out; do
-      [[ -s $f ]] || continue
-      echo "--- $f (last 15 lines)"
-      tail -n 15 "$f"
-    done
-  fi
-  rm -rf "$work"
-  return "$rc"
 }
-trap test_cleanup EXIT
+PERF_SERVER_HOST=b PERF_SERVER_ADDR=198.18.1.11
+PERF_CLIENT_HOST=a PERF_CLIENT_ADDR=198.18.0.11 PERF_OOB_ADDR=198.18.1.1
 
 netns_add a r b
 netns_link a eth0 198.18.0.1/24 r toa 198.18.0.254/24
@@ -104,22 +78,9 @@ for h in a b; do
   grep -q 'listening on' "$work/tcpdump-$h.err" || fail "tcpdump on r's to$h did not start"
 done
 
-# perf LIMIT_S TEST ARGS...: server in b, client in a; non-zero if either side fails.
-perf() {
-  local limit=$1 test=$2; shift 2
-  netns_exec b timeout "$limit" "$perf" "$test" "$@" --socket "$work/b.sock" -x 198.18.1.11 \
-    >"$work/server.out" 2>"$work/server.err" &
-  local spid=$! rc=0
-  sleep 0.3
-  netns_exec a timeout "$limit" "$perf" "$test" 198.18.1.1 "$@" --socket "$work/a.sock" \
-    -x 198.18.0.11 >"$work/client.out" 2>"$work/client.err" || rc=$?
-  wait "$spid" || rc=$((rc == 0 ? 1 : rc))
-  cat "$work/client.out"
-  return "$rc"
-}
 for t in send_bw write_bw read_bw; do
   echo "== $t --check through 1 % loss and the ECN marker"
-  perf 60 "$t" -s 1,4096,200000 -n 10 --check -W 30 || fail "$t failed"
+  perf_pair 60 "$t" -s 1,4096,200000 -n 10 --check -W 30 || fail "$t failed"
   [[ $(grep -c 'check: OK' "$work/client.out") -eq 3 ]] || fail "$t: not every size checked OK"
 done
 stats_a=$(netns_exec a "$ctl" --socket "$work/a.sock" stats --json)

@@ -23,43 +23,13 @@
 . "$(dirname "$0")/common.sh"
 # shellcheck disable=SC2119  # no tools beyond ip and tc to require
 netns_require_root
-build=${1:-${CONDUIT_BUILD:-$src/build}}
-export CONDUIT_BUILD=$build
-perf=$build/tools/conduit-perf/conduit-perf
-ctl=$build/tools/conduitctl/conduitctl
-for b in "$build/daemon/conduitd" "$ctl" "$perf"; do
-  if [[ ! -x $b ]]; then
-    echo "SKIP: $b not built (needs the daemon shell: DPDK, Boost, spdlog)"
-    exit 77
-  fi
-done
 if ! /usr/bin/python3 -c 'import scapy.contrib.roce' 2>/dev/null; then
   echo "SKIP: /usr/bin/python3 has no scapy (apt-get install python3-scapy)"
   exit 77
 fi
-# shellcheck source=../../scripts/lib/conduitd.sh
-. "$src/scripts/lib/conduitd.sh"
+daemon_test_init wi "${1:-}"
 export CONDUITD_IDLE_MODE=adaptive
 n=${INJECT_N:-20}
-
-work=$(mktemp -d /tmp/wireinj.XXXXXX)
-netns_init "cdwi$$-"
-test_cleanup() {
-  local rc=$?
-  conduitd_stop a 2>/dev/null || true
-  conduitd_stop b 2>/dev/null || true
-  netns_cleanup
-  if [[ $rc -ne 0 && $rc -ne 77 ]]; then
-    for f in "$work"/*.log "$work"/*.err "$work"/*.out; do
-      [[ -s $f ]] || continue
-      echo "--- $f (last 15 lines)"
-      tail -n 15 "$f"
-    done
-  fi
-  rm -rf "$work"
-  return "$rc"
-}
-trap test_cleanup EXIT
 
 netns_add a r b
 netns_link a eth0 198.18.0.1/24 r toa 198.18.0.254/24
