@@ -33,18 +33,7 @@
 netns_require_root bpftool
 obj=${1:-}
 need_obj "$obj"
-build=${2:-${CONDUIT_BUILD:-$src/build}}
-export CONDUIT_BUILD=$build
-perf=$build/tools/conduit-perf/conduit-perf
-ctl=$build/tools/conduitctl/conduitctl
-for b in "$build/daemon/conduitd" "$ctl" "$perf"; do
-  if [[ ! -x $b ]]; then
-    echo "SKIP: $b not built (needs the daemon shell: DPDK, Boost, spdlog)"
-    exit 77
-  fi
-done
-# shellcheck source=../../scripts/lib/conduitd.sh
-. "$src/scripts/lib/conduitd.sh"
+daemon_test_init db "${2:-}"
 
 rate=${DUMBBELL_RATE:-100mbit}
 rate_bps=$(netns_rate_bps "$rate")
@@ -52,33 +41,18 @@ ceiling_bps=$((5 * rate_bps))  # the senders' rpg_max_rate
 secs=${DUMBBELL_SECS:-5}
 export CONDUITD_IDLE_MODE=adaptive
 
-work=$(mktemp -d /tmp/dumbbell.XXXXXX)
-netns_init "cddb$$-"
-test_cleanup() {
-  local rc=$?
-  local h
-  if [[ $rc -ne 0 && $rc -ne 77 ]]; then
-    for h in s1 s2 d; do
-      [[ -n $(conduitd_pid "$h") ]] || continue
-      echo "--- conduitctl stats in $h (non-zero)"
-      timeout 5 ip netns exec "$(netns_name "$h")" "$ctl" --socket "$work/$h.sock" stats |
-        awk '$2 != 0' | tr '\n' ' ' || true
-      echo
-    done
-  fi
-  for h in s1 s2 d; do conduitd_stop "$h" 2>/dev/null || true; done
-  netns_cleanup
-  if [[ $rc -ne 0 && $rc -ne 77 ]]; then
-    for f in "$work"/*.log "$work"/*.err "$work"/*.out; do
-      [[ -s $f ]] || continue
-      echo "--- $f (last 15 lines)"
-      tail -n 15 "$f"
-    done
-  fi
-  rm -rf "$work"
-  return "$rc"
+# On failure: each daemon's non-zero counters, before daemon_test_cleanup stops them.
+daemon_test_on_exit() {
+  local rc=$1 h
+  [[ $rc -ne 0 && $rc -ne 77 ]] || return 0
+  for h in s1 s2 d; do
+    [[ -n $(conduitd_pid "$h") ]] || continue
+    echo "--- conduitctl stats in $h (non-zero)"
+    timeout 5 ip netns exec "$(netns_name "$h")" "$ctl" --socket "$work/$h.sock" stats |
+      awk '$2 != 0' | tr '\n' ' ' || true
+    echo
+  done
 }
-trap test_cleanup EXIT
 
 netns_dumbbell "$rate"
 tcbpf_attach r tod egress "$obj"
