@@ -564,6 +564,13 @@ int main(int argc, char** argv) {
          (double)bytes * 8. / usec);
   printf("%u iters in %.2f seconds = %.2f usec/iter\n", o.iters, usec / 1e6, usec / o.iters);
   status = 0;
+  /* Keep the QP a moment before destroying it: if our ACK of the peer's last message was lost,
+   * the peer resends that message, and only a live QP can answer it (the daemon's responder
+   * re-ACKs the duplicate). Without this, a peer such as ibv_rc_pingpong waits for a send
+   * completion that never comes (the classic end-of-run race of rc_pingpong under loss). */
+  fflush(stdout);
+  const struct timespec linger = {1, 0};
+  nanosleep(&linger, NULL);
 
 out:
   if (pp.qp) conduit_destroy_qp(pp.qp);
