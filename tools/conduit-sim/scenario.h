@@ -1,6 +1,6 @@
 // A conduit-sim scenario: hosts on a single switch, flows between them, and
 // the congestion-control, NP, ECN and traffic-class settings. Loaded from
-// YAML (see tests/sim/cc/scenarios/ for the format, documented in README.md).
+// YAML (see tests/sim/scenarios/ for the format, documented in README.md).
 #pragma once
 
 #include <cstdint>
