@@ -20,7 +20,8 @@
 #   tcbpf_map_read ID              key 0 of map ID as "field=value" lines (from BTF)
 #   red_ecn_config HOST IF RATE_BPS KMIN_BYTES KMAX_BYTES PMAX_PPM LIMIT_BYTES
 #   red_ecn_stats HOST IF
-#   drop_config HOST IF DIR SHARE_PPM UDP_PORT   (UDP_PORT 0 = every UDP frame)
+#   drop_config HOST IF DIR SHARE_PPM UDP_PORT [FLAGS]   (UDP_PORT 0 = every UDP frame;
+#                                  FLAGS 1 = spare RoCE ACK/NAK frames, see drop.c)
 #   drop_stats HOST IF DIR
 #   tcbpf_stat STATS_TEXT FIELD    pick one field from *_stats output
 
@@ -101,7 +102,7 @@ red_ecn_stats() {
 drop_config() {
   local id
   id=$(tcbpf_map_id "$1" "$2" "$3" drop_cfg) || return 1
-  tcbpf_map_write "$id" '<IHH' "$4" "$5" 0
+  tcbpf_map_write "$id" '<IHH' "$4" "$5" "${6:-0}"
 }
 
 drop_stats() {

@@ -6,6 +6,12 @@
 // Configuration: array map "drop_cfg" (one struct drop_cfg, key 0) written with bpftool
 // (scripts/lib/tcbpf.sh). Until configured (share_ppm 0) nothing is dropped.
 // Counters: array map "drop_stats" (struct drop_stats, key 0).
+//
+// Flag DROP_SPARE_ACKS keeps every RoCE acknowledge (BTH opcode 0x11: ACK and NAK) and drops only
+// the other frames. ibv_rc_pingpong-style applications end with a race no transport can close: the
+// last receiver destroys its QP as soon as the message arrived, so if that message's ACK is lost
+// the sender retries into nothing and fails. Tests of such applications spare the ACKs; the other
+// loss tests drop every kind of frame.
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
@@ -19,13 +25,17 @@
 struct drop_cfg {
   __u32 share_ppm;  // share of matching frames to drop, parts per million (1000000 = all)
   __u16 udp_port;   // destination port to match; 0 = every IPv4 UDP frame
-  __u16 pad;
+  __u16 flags;      // DROP_SPARE_ACKS
 };
+
+#define DROP_SPARE_ACKS 1u
+#define ROCE_OPCODE_ACKNOWLEDGE 0x11
 
 struct drop_stats {
   __u64 packets;  // IPv4 frames seen
   __u64 matched;  // frames to the configured UDP port
   __u64 dropped;  // matched frames dropped
+  __u64 spared;   // matched RoCE ACK/NAK frames kept because of DROP_SPARE_ACKS
 };
 
 struct {
@@ -73,6 +83,14 @@ int drop(struct __sk_buff* skb) {
   if (cfg->udp_port != 0 && udp->dest != bpf_htons(cfg->udp_port)) return TC_ACT_OK;
   __sync_fetch_and_add(&st->matched, 1);
   if (cfg->share_ppm == 0) return TC_ACT_OK;
+  if (cfg->flags & DROP_SPARE_ACKS) {
+    __u8* bth = (void*)(udp + 1);  // the BTH opcode is the first byte of the UDP payload
+    if ((void*)(bth + 1) > data_end) return TC_ACT_OK;
+    if (*bth == ROCE_OPCODE_ACKNOWLEDGE) {
+      __sync_fetch_and_add(&st->spared, 1);
+      return TC_ACT_OK;
+    }
+  }
   if (cfg->share_ppm < 1000000U && (bpf_get_prandom_u32() % 1000000U) >= cfg->share_ppm)
     return TC_ACT_OK;
   __sync_fetch_and_add(&st->dropped, 1);
