@@ -304,6 +304,10 @@ PortStats Port::stats() const {
   s.rx_errors = st.ierrors;
   s.tx_errors = st.oerrors;
   s.rx_no_mbuf = st.rx_nombuf;
+  if (pool_ != nullptr) {
+    s.mbufs_free = rte_mempool_avail_count(pool_);
+    s.mbufs_in_use = rte_mempool_in_use_count(pool_);
+  }
   return s;
 }
 

@@ -62,6 +62,8 @@ struct PortStats {
   uint64_t rx_errors = 0;
   uint64_t tx_errors = 0;
   uint64_t rx_no_mbuf = 0;  // RX failed for lack of mbufs
+  uint64_t mbufs_free = 0;  // in the pool, incl. per-lcore caches (exhaustion stalls RX)
+  uint64_t mbufs_in_use = 0;
 };
 
 class Port {

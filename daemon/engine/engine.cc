@@ -675,6 +675,8 @@ void Engine::fill_snapshot(control::CounterSnapshot& out) const {
   out.add("port.rx_errors", ps.rx_errors);
   out.add("port.tx_errors", ps.tx_errors);
   out.add("port.rx_no_mbuf", ps.rx_no_mbuf);
+  out.add("port.mbufs_free", ps.mbufs_free);
+  out.add("port.mbufs_in_use", ps.mbufs_in_use);
 
   const net::NetCounters& n = net_.counters();
   out.add("net.rx_frames", n.rx_frames);

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Two conduitd over a veth pair with af_packet, driven by conduit-perf:
+# Two conduitd over a veth pair, driven by conduit-perf; the port kind is the second argument
+# (af_packet, the default, or af_xdp):
 #   1. SEND, WRITE and READ from 1 B to 16 MiB arrive byte-exact (conduit-perf --check);
 #   2. 16, then 256 QPs in parallel, byte-exact;
 #   3. restarting one daemon makes the peer's QPs fail with an error within the retry budget
@@ -7,10 +8,12 @@
 # Hosts a and b: data veth 198.18.0.0/24 (daemons at .11 and .12), out-of-band TCP over a
 # second veth 198.19.0.0/24. Root only (exit 77 otherwise); everything is removed on exit.
 #
-#   daemon_two_hosts_test.sh [BUILD_DIR]     (default: $CONDUIT_BUILD, else $CONDUIT_SRC/build)
+#   daemon_two_hosts_test.sh [BUILD_DIR [KIND]]  (default: $CONDUIT_BUILD, else $CONDUIT_SRC/build)
 . "$(dirname "$0")/common.sh"
 netns_require_root
-daemon_test_init 2h "${1:-}"
+kind=${2:-af_packet}
+daemon_test_init "2h$kind" "${1:-}"
+echo "port kind: $kind"
 PERF_SERVER_HOST=b PERF_SERVER_ADDR=198.18.0.12
 PERF_CLIENT_HOST=a PERF_CLIENT_ADDR=198.18.0.11 PERF_OOB_ADDR=198.19.0.2
 
@@ -21,7 +24,7 @@ netns_link a mgmt0 198.19.0.1/24 b mgmt0 198.19.0.2/24
 start_daemon() {
   local h=$1 addr lcore
   if [[ $h == a ]]; then addr=198.18.0.11/24 lcore=0; else addr=198.18.0.12/24 lcore=1; fi
-  conduitd_config "$work/$h.yaml" "$work/$h.sock" "$(conduitd_vdev af_packet eth0)" "$addr" \
+  conduitd_config "$work/$h.yaml" "$work/$h.sock" "$(conduitd_vdev "$kind" eth0)" "$addr" \
     "$lcore" "cdt2h$$$h"
   conduitd_start "$h" "$work/$h.yaml" "$work/conduitd-$h.log"
 }
