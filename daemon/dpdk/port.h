@@ -64,6 +64,14 @@ struct PortStats {
   uint64_t rx_no_mbuf = 0;  // RX failed for lack of mbufs
   uint64_t mbufs_free = 0;  // in the pool, incl. per-lcore caches (exhaustion stalls RX)
   uint64_t mbufs_in_use = 0;
+  // AF_XDP sockets only (XDP_STATISTICS, summed over the port's sockets): where the kernel
+  // lost or refused frames that never show in the ethdev counters.
+  uint64_t xsk_rx_dropped = 0;          // dropped for other reasons (e.g. no fill buffer)
+  uint64_t xsk_rx_invalid_descs = 0;    // bad RX descriptors
+  uint64_t xsk_tx_invalid_descs = 0;    // TX descriptors the kernel refused (skipped, not sent)
+  uint64_t xsk_rx_ring_full = 0;        // frames dropped: RX ring full
+  uint64_t xsk_rx_fill_ring_empty = 0;  // times the fill ring was empty
+  uint64_t xsk_tx_ring_empty = 0;       // times the kernel found the TX ring empty
 };
 
 class Port {
@@ -123,6 +131,7 @@ class Port {
  private:
   uint16_t find_or_probe();
   void find_rx_wait_fds(const std::vector<int>& fds_before_probe);
+  rte_mempool* create_umem_pool(const std::string& name, uint16_t data_room, int socket);
   void release();
 
   PortConfig config_;

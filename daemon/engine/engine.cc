@@ -677,6 +677,12 @@ void Engine::fill_snapshot(control::CounterSnapshot& out) const {
   out.add("port.rx_no_mbuf", ps.rx_no_mbuf);
   out.add("port.mbufs_free", ps.mbufs_free);
   out.add("port.mbufs_in_use", ps.mbufs_in_use);
+  out.add("port.xsk_rx_dropped", ps.xsk_rx_dropped);
+  out.add("port.xsk_rx_invalid_descs", ps.xsk_rx_invalid_descs);
+  out.add("port.xsk_tx_invalid_descs", ps.xsk_tx_invalid_descs);
+  out.add("port.xsk_rx_ring_full", ps.xsk_rx_ring_full);
+  out.add("port.xsk_rx_fill_ring_empty", ps.xsk_rx_fill_ring_empty);
+  out.add("port.xsk_tx_ring_empty", ps.xsk_tx_ring_empty);
 
   const net::NetCounters& n = net_.counters();
   out.add("net.rx_frames", n.rx_frames);
