@@ -217,6 +217,9 @@ int run(const std::string& config_path) {
     conduit::dpdk::PortConfig pc;
     pc.device = p.port.device;
     pc.mtu_bytes = static_cast<uint16_t>(p.port.mtu_bytes);
+    pc.rx_ring_size = static_cast<uint16_t>(p.port.rx_descriptors);
+    pc.tx_ring_size = static_cast<uint16_t>(p.port.tx_descriptors);
+    pc.mbuf_count = p.port.mbufs;
     port = std::make_unique<conduit::dpdk::Port>(pc);
     if (int rc = conduit::control::EngineChannel::create(1024, &channel); rc < 0) {
       spdlog::critical("cannot create the engine command channel: {}", strerror(-rc));

@@ -1,11 +1,11 @@
 #include "dpdk/port.h"
 
 #include <dirent.h>
+#include <linux/if_xdp.h>
 #include <rte_bus.h>
 #include <rte_dev.h>
 #include <rte_errno.h>
 #include <rte_mbuf_pool_ops.h>
-#include <linux/if_xdp.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -160,9 +160,8 @@ Port::Port(const PortConfig& config) : config_(config) {
     if (socket < 0) socket = SOCKET_ID_ANY;  // vdevs have no NUMA node
     pool_ = driver_ == "net_af_xdp"
                 ? create_umem_pool(pool_name, static_cast<uint16_t>(data_room), socket)
-                : rte_pktmbuf_pool_create(pool_name.c_str(), config_.mbuf_count,
-                                          config_.mbuf_cache, 0,
-                                          static_cast<uint16_t>(data_room), socket);
+                : rte_pktmbuf_pool_create(pool_name.c_str(), config_.mbuf_count, config_.mbuf_cache,
+                                          0, static_cast<uint16_t>(data_room), socket);
     if (pool_ == nullptr) {
       throw DpdkError(dpdk_reason(
           who + ": cannot create a pool of " + std::to_string(config_.mbuf_count) + " mbufs of " +

@@ -352,6 +352,24 @@ void parse_port(ErrorSink& s, const Field& f, PortSection& p, Marks& marks) {
                                      " is also the connection-manager port "
                                      "(port.cm_udp_port, default 4792)");
   }
+  std::optional<Field> rx_field = r.take("rx_descriptors");
+  if (rx_field) assign(p.rx_descriptors, detail::read_uint(s, *rx_field, 64, 16384));
+  if (auto v = r.take("tx_descriptors"))
+    assign(p.tx_descriptors, detail::read_uint(s, *v, 64, 16384));
+  std::optional<Field> mbufs_field = r.take("mbufs");
+  if (mbufs_field) assign(p.mbufs, detail::read_uint(s, *mbufs_field, 1023, 1048575));
+  if (p.mbufs <= p.rx_descriptors + p.tx_descriptors) {
+    const Field* at = mbufs_field ? &*mbufs_field : rx_field ? &*rx_field : nullptr;
+    const std::string msg =
+        "port.mbufs: " + std::to_string(p.mbufs) + " cannot fill the RX and TX rings (" +
+        std::to_string(p.rx_descriptors) + " + " + std::to_string(p.tx_descriptors) +
+        " descriptors); raise mbufs or lower the ring sizes";
+    if (at != nullptr) {
+      s.add(at->mark, msg);
+    } else {
+      s.add(r.mark(), msg);
+    }
+  }
   if (r.is_map()) {
     if (!have_device) {
       s.add(r.mark(), "port: missing required key 'device' (PCI address or DPDK vdev)");

@@ -68,7 +68,10 @@ struct PortSection {
   std::vector<Neighbour> neighbours;   // static ARP entries, file order, unique ip
   uint32_t mtu_bytes = 1500;           // IP MTU, 576..9216
   uint16_t roce_udp_port = 4791;
-  uint16_t cm_udp_port = 4792;  // native connection manager; != roce_udp_port
+  uint16_t cm_udp_port = 4792;     // native connection manager; != roce_udp_port
+  uint32_t rx_descriptors = 1024;  // RX ring of the port's one queue (the driver may round it)
+  uint32_t tx_descriptors = 1024;  // TX ring
+  uint32_t mbufs = 8191;           // packet-buffer pool; > rx_descriptors + tx_descriptors
   bool operator==(const PortSection&) const = default;
 };
 

@@ -23,6 +23,9 @@ std::vector<std::string> restart_required_changes(const Policy& running, const P
   check(p.mtu_bytes == q.mtu_bytes, "port.mtu");
   check(p.roce_udp_port == q.roce_udp_port, "port.roce_udp_port");
   check(p.cm_udp_port == q.cm_udp_port, "port.cm_udp_port");
+  check(p.rx_descriptors == q.rx_descriptors, "port.rx_descriptors");
+  check(p.tx_descriptors == q.tx_descriptors, "port.tx_descriptors");
+  check(p.mbufs == q.mbufs, "port.mbufs");
   return keys;
 }
 

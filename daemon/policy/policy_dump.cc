@@ -138,6 +138,9 @@ std::string to_yaml(const Policy& p) {
   out << YAML::Key << "mtu" << YAML::Value << port.mtu_bytes;
   out << YAML::Key << "roce_udp_port" << YAML::Value << port.roce_udp_port;
   out << YAML::Key << "cm_udp_port" << YAML::Value << port.cm_udp_port;
+  out << YAML::Key << "rx_descriptors" << YAML::Value << port.rx_descriptors;
+  out << YAML::Key << "tx_descriptors" << YAML::Value << port.tx_descriptors;
+  out << YAML::Key << "mbufs" << YAML::Value << port.mbufs;
   out << YAML::EndMap;
 
   out << YAML::Key << "traffic_classes" << YAML::Value << YAML::BeginSeq;

@@ -108,6 +108,9 @@ TEST_CASE("every section is read into its typed field") {
       "  mtu: 9000\n"
       "  roce_udp_port: 4791\n"
       "  cm_udp_port: 5000\n"
+      "  rx_descriptors: 4096\n"
+      "  tx_descriptors: 512\n"
+      "  mbufs: 16383\n"
       "traffic_classes:\n"
       "  - {name: a, default: true, dscp: 26, priority: 3, weight: 7, max_rate: 40gbit}\n"
       "  - {name: b, dscp: 46, ecn: not_ect, priority: 5, weight: strict,\n"
@@ -148,6 +151,9 @@ TEST_CASE("every section is read into its typed field") {
   CHECK(p.port.neighbours[0].mac == MacAddress{{0x02, 0xAA, 0xBB, 0, 0, 1}});
   CHECK(p.port.mtu_bytes == 9000);
   CHECK(p.port.cm_udp_port == 5000);
+  CHECK(p.port.rx_descriptors == 4096);
+  CHECK(p.port.tx_descriptors == 512);
+  CHECK(p.port.mbufs == 16383);
   REQUIRE(p.traffic_classes.size() == 3);
   CHECK(p.default_class().name == "a");
   CHECK(p.traffic_classes[0].weight == 7);

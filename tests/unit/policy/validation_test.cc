@@ -247,6 +247,14 @@ TEST_CASE("port addresses, neighbours and UDP ports are checked") {
                "t.yaml:6:5: port.neighbours: 198.18.1.2 is outside the port's subnet "
                "198.18.0.1/24",
                "t.yaml:7:5: port.neighbours: '198.18.00.3' is not an IPv4 address (a.b.c.d)"});
+  CHECK(errors_of(dev + "  address: 198.18.0.1/24\n  rx_descriptors: 8192\n") ==
+        Errors{"t.yaml:4:19: port.mbufs: 8191 cannot fill the RX and TX rings (8192 + 1024 "
+               "descriptors); raise mbufs or lower the ring sizes"});
+  CHECK(errors_of(dev + "  address: 198.18.0.1/24\n  mbufs: 2047\n  rx_descriptors: 1024\n") ==
+        Errors{"t.yaml:4:10: port.mbufs: 2047 cannot fill the RX and TX rings (1024 + 1024 "
+               "descriptors); raise mbufs or lower the ring sizes"});
+  CHECK(errors_of(dev + "  address: 198.18.0.1/24\n  tx_descriptors: 32\n") ==
+        Errors{"t.yaml:4:19: port.tx_descriptors: 32 is out of range 64..16384"});
   CHECK(errors_of(dev + "  address: 198.18.0.1/24\n  cm_udp_port: 4791\n") ==
         Errors{"t.yaml:4:16: port.cm_udp_port: 4791 is also the RoCE UDP port "
                "(port.roce_udp_port)"});
