@@ -26,6 +26,7 @@
 #include "dpdk/dpdk_error.h"
 #include "dpdk/eal.h"
 #include "dpdk/port.h"
+#include "dpdk/xdp_steer.h"
 #include "engine/engine.h"
 #include "engine/engine_config.h"
 #include "policy/loader.h"
@@ -220,6 +221,8 @@ int run(const std::string& config_path) {
     pc.rx_ring_size = static_cast<uint16_t>(p.port.rx_descriptors);
     pc.tx_ring_size = static_cast<uint16_t>(p.port.tx_descriptors);
     pc.mbuf_count = p.port.mbufs;
+    pc.xdp_program = conduit::dpdk::find_xdp_steer_program();
+    pc.xdp_steer_ipv4 = p.port.address.value;
     port = std::make_unique<conduit::dpdk::Port>(pc);
     if (int rc = conduit::control::EngineChannel::create(1024, &channel); rc < 0) {
       spdlog::critical("cannot create the engine command channel: {}", strerror(-rc));
@@ -247,6 +250,21 @@ int run(const std::string& config_path) {
                  port->rx_wait_fds().empty()
                      ? "no RX wake-up: an idle engine polls it on a timer"
                      : "its kernel socket wakes an idle engine when a frame arrives");
+    if (port->driver() == "net_af_xdp") {
+      if (!port->xdp_program().empty()) {
+        spdlog::info(
+            "port {}: XDP program {} hands conduitd the frames for {} (IPv4 and ARP); "
+            "the kernel keeps the rest of the interface's traffic",
+            port->name(), port->xdp_program(),
+            conduit::net::Ipv4Addr{p.port.address.value}.to_string());
+      } else {
+        spdlog::warn(
+            "port {}: DPDK's default XDP program takes every frame of the queue: the "
+            "kernel stack no longer receives on that queue (no steering program: "
+            "set CONDUIT_XDP_PROGRAM, or build with clang and libbpf)",
+            port->name());
+      }
+    }
   } catch (const std::exception& e) {
     spdlog::critical("cannot start the data plane: {}", e.what());
     return 1;

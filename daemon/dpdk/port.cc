@@ -18,6 +18,8 @@
 
 #include "dpdk/dpdk_error.h"
 
+#include "dpdk/xdp_steer.h"
+
 namespace conduit::dpdk {
 namespace {
 
@@ -63,6 +65,9 @@ std::string available_ports() {
 Port::Port(const PortConfig& config) : config_(config) {
   try {
     const std::vector<int> sockets_before = kernel_port_sockets();
+    const std::string given_device = config_.device;
+    config_.device = with_xdp_program(config_.device, config_.xdp_program);
+    if (config_.device != given_device) xdp_program_ = config_.xdp_program;
     port_id_ = find_or_probe();
 
     rte_eth_dev_info info{};
@@ -201,6 +206,14 @@ Port::Port(const PortConfig& config) : config_(config) {
     }
     if (rte_eth_dev_get_mtu(port_id_, &mtu_bytes_) != 0 || dev_mtu != mtu) mtu_bytes_ = mtu;
     find_rx_wait_fds(sockets_before);
+    if (!xdp_program_.empty()) {
+      // The program passes everything until it knows our address: tell it now.
+      if (std::string err =
+              configure_xdp_steering(static_cast<int>(info.if_index), config_.xdp_steer_ipv4);
+          !err.empty()) {
+        throw DpdkError(who + ": XDP steering program " + xdp_program_ + ": " + err);
+      }
+    }
   } catch (...) {
     release();
     throw;

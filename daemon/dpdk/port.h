@@ -45,6 +45,11 @@ struct PortConfig {
   bool tx_multi_segs = true;        // chained mbufs on TX, when the device has it
   bool tx_fast_free = false;        // only if every TX mbuf has refcnt 1 and comes from this pool
   int socket_id = SOCKET_ID_ANY;
+  // af_xdp vdev strings: the XDP program to attach (dpdk/xdp_steer.h; empty =
+  // DPDK's default, which takes every frame of the queue), and the address
+  // (host byte order) it steers to conduitd.
+  std::string xdp_program;
+  uint32_t xdp_steer_ipv4 = 0;
 };
 
 struct LinkStatus {
@@ -125,6 +130,8 @@ class Port {
   // other devices: an idle engine must then poll the port on a timer.
   // Owned by the driver; valid while the port is started.
   const std::vector<int>& rx_wait_fds() const { return rx_wait_fds_; }
+  // af_xdp: the steering program in use (empty: DPDK's default program, or not af_xdp).
+  const std::string& xdp_program() const { return xdp_program_; }
   rte_mempool* mempool() const { return pool_; }
   const PortConfig& config() const { return config_; }
 
@@ -150,6 +157,7 @@ class Port {
   uint64_t tx_offloads_ = 0;
   bool tx_ipv4_cksum_ = false;
   std::vector<int> rx_wait_fds_;
+  std::string xdp_program_;
 };
 
 }  // namespace conduit::dpdk

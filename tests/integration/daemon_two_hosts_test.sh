@@ -4,7 +4,10 @@
 #   1. SEND, WRITE and READ from 1 B to 16 MiB arrive byte-exact (conduit-perf --check);
 #   2. 16, then 256 QPs in parallel, byte-exact;
 #   3. restarting one daemon makes the peer's QPs fail with an error within the retry budget
-#      (no hang), and new connections work after the restart.
+#      (no hang), and new connections work after the restart;
+#   0. first, the daemons share the interface with the kernel: a's kernel pings b's conduitd
+#      (ICMP echo answered by conduitd) and b's kernel (kernel to kernel over the same veth:
+#      with af_xdp, conduit's XDP program must leave the kernel its traffic).
 # Hosts a and b: data veth 198.18.0.0/24 (daemons at .11 and .12), out-of-band TCP over a
 # second veth 198.19.0.0/24. Root only (exit 77 otherwise); everything is removed on exit.
 #
@@ -30,6 +33,13 @@ start_daemon() {
 }
 start_daemon a || fail "conduitd a did not start"
 start_daemon b || fail "conduitd b did not start"
+
+echo "== the kernel and conduitd share the interface"
+netns_exec a ping -c 3 -i 0.2 -W 2 198.18.0.12 >"$work/ping-conduitd.out" ||
+  { cat "$work/ping-conduitd.out"; fail "a's kernel got no echo reply from conduitd b"; }
+netns_exec a ping -c 3 -i 0.2 -W 2 198.18.0.2 >"$work/ping-kernel.out" ||
+  { cat "$work/ping-kernel.out"; fail "a's kernel got no echo reply from b's kernel"; }
+grep -h "packets transmitted" "$work/ping-conduitd.out" "$work/ping-kernel.out"
 
 sizes=1,2,3,63,64,1023,1024,1025,4096,65535,65536,1M,4M,16M
 for t in send_bw write_bw read_bw; do

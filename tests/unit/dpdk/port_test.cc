@@ -22,6 +22,7 @@
 #include "dpdk/dpdk_error.h"
 #include "dpdk/eal.h"
 #include "dpdk/port.h"
+#include "dpdk/xdp_steer.h"
 
 using namespace conduit::dpdk;
 
@@ -344,4 +345,18 @@ TEST_CASE("An af_packet port's socket becomes readable when a frame arrives", "[
   CHECK(readable(2000));
   CHECK(drain() >= 1);
   CHECK_FALSE(readable(0));
+}
+
+TEST_CASE("af_xdp vdev strings get conduit's XDP steering program unless they name one") {
+  using conduit::dpdk::with_xdp_program;
+  const std::string prog = "/opt/conduit/lib/conduit/conduit_steer.o";
+  CHECK(with_xdp_program("net_af_xdp0,iface=eth0,start_queue=0", prog) ==
+        "net_af_xdp0,iface=eth0,start_queue=0,xdp_prog=" + prog);
+  // The operator's own program wins.
+  CHECK(with_xdp_program("net_af_xdp0,iface=eth0,xdp_prog=/x.o", prog) ==
+        "net_af_xdp0,iface=eth0,xdp_prog=/x.o");
+  // Other drivers, a port EAL already probed (a bare name), or no program: unchanged.
+  CHECK(with_xdp_program("net_af_packet0,iface=eth0", prog) == "net_af_packet0,iface=eth0");
+  CHECK(with_xdp_program("net_af_xdp0", prog) == "net_af_xdp0");
+  CHECK(with_xdp_program("net_af_xdp0,iface=eth0", "") == "net_af_xdp0,iface=eth0");
 }

@@ -1,0 +1,116 @@
+// SPDX-License-Identifier: GPL-2.0
+// conduit_steer: the XDP program conduitd attaches with an af_xdp port (DPDK's xdp_prog=).
+//
+// DPDK's default program hands every frame of the queue to the AF_XDP socket, so the kernel
+// stack of that interface goes deaf: no ARP, no ping, no ssh on that queue. This program hands
+// the socket only what is conduitd's and passes the rest to the kernel:
+//   - IPv4 frames to conduitd's address (RoCEv2, the connection manager, ICMP echo: all of it);
+//   - ARP frames whose target protocol address is conduitd's address (requests for it, and the
+//     replies to conduitd's own requests, which share the interface's MAC with the kernel).
+// Untagged or with one 802.1Q/802.1ad tag. Everything else, and everything until conduitd has
+// written its address into conduit_cfg (right after the port starts), goes to the kernel.
+//
+// Maps: xsks_map (XSKMAP; DPDK puts its sockets there, key = RX queue), conduit_cfg
+// (array, one struct steer_cfg; conduitd finds it by name on the attached program),
+// conduit_stats (per-CPU counters, for debugging with bpftool).
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_helpers.h>
+
+struct steer_cfg {
+  __u32 ipv4;     // conduitd's address, network byte order
+  __u32 enabled;  // 0 until conduitd configured it: pass everything
+};
+
+struct steer_stats {
+  __u64 to_socket;  // frames redirected to conduitd
+  __u64 to_kernel;  // frames passed to the kernel stack
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_XSKMAP);
+  __uint(max_entries, 64);
+  __type(key, __u32);
+  __type(value, __u32);
+} xsks_map SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct steer_cfg);
+} conduit_cfg SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct steer_stats);
+} conduit_stats SEC(".maps");
+
+// ARP for IPv4 over Ethernet: the fixed header, then sender MAC/IP and target MAC/IP.
+struct arp_eth_ipv4 {
+  __be16 htype;
+  __be16 ptype;
+  __u8 hlen;
+  __u8 plen;
+  __be16 oper;
+  __u8 sha[ETH_ALEN];
+  __u8 spa[4];
+  __u8 tha[ETH_ALEN];
+  __u8 tpa[4];
+} __attribute__((packed));
+
+struct vlan_tag {
+  __be16 tci;
+  __be16 encapsulated_proto;
+};
+
+static __always_inline int verdict(struct xdp_md* ctx, int to_socket) {
+  __u32 key = 0;
+  struct steer_stats* st = bpf_map_lookup_elem(&conduit_stats, &key);
+  if (!to_socket) {
+    if (st) st->to_kernel++;
+    return XDP_PASS;
+  }
+  if (st) st->to_socket++;
+  return bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_PASS);
+}
+
+SEC("xdp")
+int conduit_steer(struct xdp_md* ctx) {
+  void* data = (void*)(long)ctx->data;
+  void* data_end = (void*)(long)ctx->data_end;
+  __u32 key = 0;
+  struct steer_cfg* cfg = bpf_map_lookup_elem(&conduit_cfg, &key);
+  if (!cfg || !cfg->enabled) return XDP_PASS;
+
+  struct ethhdr* eth = data;
+  if ((void*)(eth + 1) > data_end) return verdict(ctx, 0);
+  __be16 proto = eth->h_proto;
+  void* l3 = eth + 1;
+  if (proto == bpf_htons(ETH_P_8021Q) || proto == bpf_htons(ETH_P_8021AD)) {
+    struct vlan_tag* tag = l3;
+    if ((void*)(tag + 1) > data_end) return verdict(ctx, 0);
+    proto = tag->encapsulated_proto;
+    l3 = tag + 1;
+  }
+  if (proto == bpf_htons(ETH_P_IP)) {
+    struct iphdr* ip = l3;
+    if ((void*)(ip + 1) > data_end) return verdict(ctx, 0);
+    return verdict(ctx, ip->daddr == cfg->ipv4);
+  }
+  if (proto == bpf_htons(ETH_P_ARP)) {
+    struct arp_eth_ipv4* arp = l3;
+    if ((void*)(arp + 1) > data_end) return verdict(ctx, 0);
+    __u32 tpa = (__u32)arp->tpa[0] | (__u32)arp->tpa[1] << 8 | (__u32)arp->tpa[2] << 16 |
+                (__u32)arp->tpa[3] << 24;  // the bytes as they lie: network order, like ipv4
+    return verdict(ctx, tpa == cfg->ipv4);
+  }
+  return verdict(ctx, 0);
+}
+
+char LICENSE[] SEC("license") = "GPL";
