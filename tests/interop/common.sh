@@ -1,0 +1,184 @@
+# shellcheck shell=bash
+# Shared by the interop tests that run a verbs tool in the rxe VM against a conduit tool in host
+# c, step by step in one VM boot (rc_pingpong_test.sh, perftest_test.sh). Source it, then:
+#
+#   interop_init TAG BUILD_DIR PROGRAM...  exit 77 unless root, tools and PROGRAMs are there;
+#                                          sets build, work, drop_obj; cleanup trap on exit
+#   interop_start_c TAG                    VM image, topology, conduitd in c on af_packet
+#   plan+=("NAME ROLE LOSS_PPM ARGS...")   one step: the VM's ROLE (server|client), the share of
+#                                          RoCE frames to drop (0, or from then on), free ARGS
+#   interop_vm_step NAME ROLE LOSS ARGS... (the test's) prints the VM's command for a step
+#   interop_host_step NAME ROLE LOSS ARGS... (the test's) runs conduit's side, output to
+#                                          $work/NAME.host; non-zero on failure
+#   interop_run                            runs the plan (VM and host c in step), drops frames
+#                                          both ways once a step has LOSS > 0 (drop_flags: see
+#                                          drop.c), checks the drops, waits for the VM; fails
+#                                          when either side failed; VM output in $work/vm.out,
+#                                          capture in $work/rc.pcap
+#
+# Host c: conduitd owns 198.18.200.1 (conduit_ip, the GID both sides use); the kernel keeps
+# 198.18.200.3 (kernel_ip) on the same eth0 for the tools' out-of-band TCP exchange.
+set -euo pipefail
+src=${CONDUIT_SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+# shellcheck source=../../scripts/lib/netns.sh
+. "$src/scripts/lib/netns.sh"
+# shellcheck source=../../scripts/lib/rxe.sh
+. "$src/scripts/lib/rxe.sh"
+# shellcheck source=../../scripts/lib/tcbpf.sh
+. "$src/scripts/lib/tcbpf.sh"
+
+fail() { echo "FAIL: $*"; exit 1; }
+
+conduit_ip=$RXE_HOST_IP
+kernel_ip=198.18.200.3
+drop_flags=0
+plan=()
+tcpdump_pid=
+
+interop_init() {
+  local tag=$1 b
+  build=$2
+  shift 2
+  netns_require_root apt-get dpkg-deb tcpdump tshark bpftool
+  [[ -e /dev/net/tun ]] || { echo "SKIP: no /dev/net/tun"; exit 77; }
+  export CONDUIT_BUILD=$build
+  # shellcheck source=../../scripts/lib/conduitd.sh
+  . "$src/scripts/lib/conduitd.sh"
+  drop_obj=$build/tests/integration/drop.o
+  for b in "$build/daemon/conduitd" "$build/tools/conduitctl/conduitctl" "$@"; do
+    [[ -x $b ]] || { echo "SKIP: $b not built (needs the daemon shell)"; exit 77; }
+  done
+  work=$(mktemp -d "/tmp/$tag.XXXXXX")
+  netns_init "$tag$$-"
+  trap interop_cleanup EXIT
+}
+
+# Needs the drop program (built by meson with clang -target bpf) when the plan drops frames.
+interop_need_drop() {
+  if [[ ! -f $drop_obj ]]; then
+    echo "SKIP: $drop_obj not built (clang -target bpf)"
+    exit 77
+  fi
+}
+
+interop_cleanup() {
+  local rc=$? f
+  [[ -z $tcpdump_pid ]] || kill "$tcpdump_pid" 2>/dev/null || true
+  conduitd_stop c 2>/dev/null || true
+  netns_cleanup
+  if [[ $rc -ne 0 && $rc -ne 77 ]]; then
+    for f in "$work"/conduitd.log "$work"/vm.err "$work"/vm.console; do
+      [[ -s $f ]] || continue
+      echo "--- $f (last 25 lines)"
+      tail -n 25 "$f"
+    done
+  fi
+  if [[ -n ${INTEROP_KEEP:-} ]]; then echo "kept $work"; else rm -rf "$work"; fi
+  return "$rc"
+}
+
+interop_start_c() {
+  "$(rxe_vm_bin)" --build -q || fail "VM image build failed"
+  rxe_topology
+  netns_exec c ip addr flush dev eth0
+  netns_exec c ip addr add "$kernel_ip/24" dev eth0
+  conduitd_config "$work/c.yaml" "$work/c.sock" "$(conduitd_vdev af_packet eth0)" \
+    "$conduit_ip/24" 0 "$1$$"
+  conduitd_start c "$work/c.yaml" "$work/conduitd.log" || fail "conduitd did not start"
+}
+
+# The VM's script: one step per plan entry, in order. A VM client retries its TCP connect while
+# host c does not listen yet, which keeps both sides in step.
+interop_write_vm_script() {
+  local p
+  {
+    echo "H=$kernel_ip"
+    cat <<'SH'
+step() {
+  name=$1 role=$2
+  shift 2
+  echo "=== $name begin"
+  if [ "$role" = server ]; then
+    timeout 120 "$@" >/tmp/out 2>&1; rc=$?
+  else
+    i=0
+    while :; do
+      timeout 120 "$@" "$H" >/tmp/out 2>&1; rc=$?
+      if [ $rc -ne 0 ] && grep -q "Couldn't connect\|Unable to init the socket" /tmp/out &&
+        [ $i -lt 300 ]; then
+        i=$((i + 1)); sleep 0.3; continue
+      fi
+      break
+    done
+  fi
+  cat /tmp/out
+  echo "=== $name rc=$rc"
+}
+SH
+    for p in "${plan[@]}"; do
+      # shellcheck disable=SC2086 # the plan's fields are words
+      echo "step $(interop_vm_step $p)"
+    done
+    echo "echo '=== all steps done'"
+  } >"$work/vm.sh"
+}
+
+interop_run() {
+  local p name loss dir stats way status=0 vm_wait=200 drop_attached=0 t1 rc
+  local host_failures=()
+  interop_write_vm_script
+  # Captured in vmh on the bridge port to c: conduitd's af_packet port sends with qdisc bypass,
+  # which a capture inside c does not see.
+  netns_exec vmh tcpdump -i up0 -w "$work/rc.pcap" -U 'udp port 4791' >"$work/tcpdump.log" 2>&1 &
+  tcpdump_pid=$!
+  t1=$SECONDS
+  rxe_vm_start "$work/vm" --file "$work/vm.sh:/vm.sh" -- "sh /vm.sh"
+  rxe_vm_wait_ready "$work/vm" 200 || fail "the VM did not get ready (see vm.console)"
+  echo "VM ready (rxe0 up) after $((SECONDS - t1)) s"
+  for p in "${plan[@]}"; do
+    read -r name _ loss _ <<<"$p"
+    if ((loss > 0 && drop_attached == 0)); then
+      # On vmh's bridge port to c, both ways: ingress drops c->VM, egress drops VM->c. (Not in c:
+      # its af_packet port taps frames before tc ingress and sends with qdisc bypass, so tc
+      # there would not see conduit's traffic.)
+      for dir in ingress egress; do
+        tcbpf_attach vmh up0 "$dir" "$drop_obj" || fail "could not attach the drop program"
+        drop_config vmh up0 "$dir" "$loss" 4791 "$drop_flags" ||
+          fail "could not configure the drop program"
+      done
+      drop_attached=1
+    fi
+    rc=0
+    # shellcheck disable=SC2086 # the plan's fields are words
+    interop_host_step $p || rc=$?
+    echo "--- $name: conduit side exit $rc"
+    cat "$work/$name.host"
+    if [[ $rc -ne 0 ]]; then
+      host_failures+=("$name")
+      break # the VM's side of this step cannot finish: stop the VM below instead of waiting
+    fi
+  done
+  if ((drop_attached)); then
+    for dir in ingress egress; do
+      stats=$(drop_stats vmh up0 "$dir")
+      [[ $dir == ingress ]] && way="c->VM" || way="VM->c"
+      echo "drop $way: $(tr '\n' ' ' <<<"$stats")"
+      (($(tcbpf_stat "$stats" dropped) > 0)) || fail "nothing dropped $way: loss not exercised"
+      if ((drop_flags & 1)); then
+        (($(tcbpf_stat "$stats" spared) > 0)) ||
+          fail "no ACK spared $way: DROP_SPARE_ACKS not in effect"
+      fi
+    done
+  fi
+  [[ ${#host_failures[@]} -eq 0 ]] || vm_wait=3
+  rxe_vm_wait "$work/vm" "$vm_wait" || status=$?
+  echo "VM finished after $((SECONDS - t1)) s (status $status)"
+  kill "$tcpdump_pid" 2>/dev/null || true
+  wait "$tcpdump_pid" 2>/dev/null || true
+  tcpdump_pid=
+  echo "--- VM output"
+  cat "$work/vm.out"
+  [[ ${#host_failures[@]} -eq 0 ]] || fail "conduit side failed: ${host_failures[*]}"
+  [[ $status -eq 0 ]] || fail "VM exited $status"
+  grep -q '=== all steps done' "$work/vm.out" || fail "the VM did not run every step"
+}
