@@ -14,45 +14,11 @@
 #     connected to the victim's, which no longer exists).
 # Pair 1 must then finish with every byte right.
 # usage: conduitd_client_kill_test.sh CONDUITD CONDUIT_PERF CONDUITCTL STREAM_PEER
-set -euo pipefail
-# Clients here leave without conduit_close() on purpose (killed, cut off, or failing on a dead
-# daemon); in the sanitizer build that is not a leak to report. conduitd's own exit is
-# leak-checked by the hello and two-clients tests.
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 conduitd=$1 perf=$2 ctl=$3 peer=$4
-dir=$(mktemp -d)
-pid=
-cleanup() {
-  jobs -p | xargs -r kill -9 2>/dev/null || true
-  if [[ -n $pid ]]; then kill -9 "$pid" 2>/dev/null || true; fi
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*"
-  echo "--- conduitd log"; tail -30 "$dir/log" || true
-  for f in "$dir"/*.out; do echo "--- $f"; tail -5 "$f"; done
-  exit 1
-}
-now_ns() { date +%s%N; }
-ms_since() { echo $((($(now_ns) - $1) / 1000000)); }
-
-sock=$dir/conduitd.sock
-addr=198.18.9.1
-port=$((20000 + RANDOM % 20000))
-cat >"$dir/c.yaml" <<YAML
-daemon:
-  control_socket: $sock
-  lcores: [0]
-port:
-  device: net_ring_k$((RANDOM % 1000))
-  eal_args: [--no-huge, -m, "512", --no-pci, --no-shconf, --no-telemetry, --file-prefix=kill$$]
-  address: $addr/24
-YAML
-"$conduitd" --config "$dir/c.yaml" >"$dir/log" 2>&1 &
-pid=$!
-for _ in $(seq 100); do [[ -S $sock ]] && break; sleep 0.1; done
-[[ -S $sock ]] || fail "conduitd did not open its socket"
+fail_tail_lines=30
+. "$(dirname "$0")/common.sh"
+clients_may_leak
+daemon_start k
 regions() { grep -c 'memfd:conduit-client' "/proc/$pid/maps" || true; }
 ctl() { "$ctl" --socket "$sock" "$@"; }
 

@@ -11,48 +11,15 @@
 # of the clients it releases while stopping). SIGTERM must also stop the
 # daemon cleanly (exit 0) with clients attached.
 # usage: conduitd_daemon_stop_test.sh CONDUITD CONDUIT_PERF STREAM_PEER
-set -euo pipefail
-# Clients here leave without conduit_close() on purpose (killed, cut off, or failing on a dead
-# daemon); in the sanitizer build that is not a leak to report. conduitd's own exit is
-# leak-checked by the hello and two-clients tests.
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 conduitd=$1 perf=$2 peer=$3
-dir=$(mktemp -d)
-pid=
-cleanup() {
-  jobs -p | xargs -r kill -9 2>/dev/null || true
-  if [[ -n $pid ]]; then kill -9 "$pid" 2>/dev/null || true; fi
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*"
-  echo "--- conduitd log"; tail -20 "$dir/log" || true
-  for f in "$dir"/*.out; do echo "--- $f"; tail -5 "$f"; done
-  exit 1
-}
-now_ns() { date +%s%N; }
-ms_since() { echo $((($(now_ns) - $1) / 1000000)); }
-
-addr=198.18.9.1
-port=$((20000 + RANDOM % 20000))
+. "$(dirname "$0")/common.sh"
+clients_may_leak
 
 run_case() {  # run_case SIGNAL
-  local sig=$1 sock=$dir/$1.sock
+  local sig=$1
+  sock=$dir/$sig.sock
   rm -f "$dir"/*.out "$dir"/*.qpn "$dir"/*.flowing
-  cat >"$dir/c.yaml" <<YAML
-daemon:
-  control_socket: $sock
-  lcores: [0]
-port:
-  device: net_ring_s$((RANDOM % 1000))
-  eal_args: [--no-huge, -m, "512", --no-pci, --no-shconf, --no-telemetry, --file-prefix=stop$$$sig]
-  address: $addr/24
-YAML
-  "$conduitd" --config "$dir/c.yaml" >"$dir/log" 2>&1 &
-  pid=$!
-  for _ in $(seq 100); do [[ -S $sock ]] && break; sleep 0.1; done
-  [[ -S $sock ]] || fail "$sig: conduitd did not open its socket"
+  daemon_start "s${sig,,}"
 
   "$perf" send_bw -S "$sock" -x "$addr" -p "$port" -W 30 >"$dir/perf-server.out" 2>&1 &
   local ps=$!

@@ -4,32 +4,9 @@
 # it, their QPs connected through the engine's host-local path. SEND, RDMA
 # WRITE and RDMA READ of 1 B .. 64 MiB checked byte for byte, then 64 QPs at
 # once. usage: conduitd_two_clients_test.sh CONDUITD CONDUIT_PERF
-set -euo pipefail
 conduitd=$1 perf=$2
-dir=$(mktemp -d)
-pid=
-cleanup() {
-  if [[ -n $pid ]]; then kill -9 "$pid" 2>/dev/null || true; fi
-  jobs -p | xargs -r kill -9 2>/dev/null || true
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-sock=$dir/conduitd.sock
-addr=198.18.9.1
-port=$((20000 + RANDOM % 20000))
-cat >"$dir/c.yaml" <<YAML
-daemon:
-  control_socket: $sock
-  lcores: [0]
-port:
-  device: net_ring_t$((RANDOM % 1000))
-  eal_args: [--no-huge, -m, "512", --no-pci, --no-shconf, --no-telemetry, --file-prefix=two$$]
-  address: $addr/24
-YAML
-"$conduitd" --config "$dir/c.yaml" >"$dir/log" 2>&1 &
-pid=$!
-for _ in $(seq 100); do [[ -S $sock ]] && break; sleep 0.1; done
-[[ -S $sock ]] || { cat "$dir/log"; echo "FAIL: conduitd did not open its socket"; exit 1; }
+. "$(dirname "$0")/common.sh"
+daemon_start t
 
 run() {  # run TEST ARGS...: server and client, both must succeed
   local test=$1; shift
