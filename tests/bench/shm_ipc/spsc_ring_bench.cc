@@ -49,15 +49,20 @@ constexpr uint32_t kSlots = 1024;
 constexpr uint64_t kStop = ~uint64_t{0};
 
 // Spin-wait step for every queue alike: pause, and after 256 empty polls in a
-// row yield, so that on an oversubscribed machine the peer gets the core
-// instead of both sides burning whole time slices. reset() after progress.
-// The yields are counted: a row with many yields per item measures the
-// scheduler, not the queue.
+// row (about 6 µs on the 2-core EPYC VM) yield, so that on an oversubscribed
+// machine the peer gets the core instead of both sides burning whole time
+// slices. reset() after progress. The yields are counted: a row with many
+// yields per item measures the scheduler, not the queue.
+// With pinning (below) the two sides have a core each and only pause, as
+// DPDK's own ring benchmarks do: a yield then only hands the core to some
+// other process, and it hits the side that waits most, i.e. the faster one.
+bool g_yield = true;
+
 struct Backoff {
   uint32_t spins = 0;
   uint64_t yields = 0;
   void wait() {
-    if (++spins < 256) {
+    if (!g_yield || ++spins < 256) {
 #if defined(__x86_64__) || defined(__i386__)
       __builtin_ia32_pause();
 #endif
@@ -71,8 +76,9 @@ struct Backoff {
 };
 
 // Optional pinning, CONDUIT_BENCH_PIN=<cpu of the measuring side>,<cpu of the
-// peer>: keeps the two sides on different cores. Unset: the scheduler places
-// them (the default, as in runs A-C).
+// peer>: keeps the two sides on different cores, which then spin without
+// yielding. Unset: the scheduler places them and waiting sides yield (the
+// default, as in runs A-C).
 struct PinSpec {
   int self = -1;
   int peer = -1;
@@ -519,6 +525,7 @@ int main(int argc, char** argv) {
 #ifndef CONDUIT_BENCH_HAVE_BOOST
   std::fprintf(stderr, "boost::lockfree::spsc_queue: Boost not found at configure time, skipped\n");
 #endif
+  g_yield = pin_spec().self < 0;
   for_each_queue<uint64_t>([]<class Q>() { register_same_thread<Q>(); });
   for_each_queue<conduit_shm_send_wr>([]<class Q>() { register_same_thread<Q>(); });
   for (bool process : {false, true}) {
