@@ -4,11 +4,13 @@
 // tells systemd it is ready, then waits for signals on the main thread:
 // SIGTERM/SIGINT stop cleanly, SIGHUP reloads the policy (an invalid file is
 // reported and the running policy stays). The main thread also pings the
-// systemd watchdog, but only while the control thread still answers.
+// systemd watchdog, but only while the control thread still answers and the
+// engine loop still advances (telemetry/watchdog_gate.h).
 //
 // The engine (daemon/engine) runs on its own thread: DPDK EAL and the port
 // named in the policy are brought up before the control socket opens, so a
 // port problem stops the daemon with a clear message before clients come.
+#include <pthread.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -33,6 +35,7 @@
 #include "policy/policy_diff.h"
 #include "policy/policy_dump.h"
 #include "telemetry/sd_notifier.h"
+#include "telemetry/watchdog_gate.h"
 
 #ifndef CONDUIT_VERSION
 #define CONDUIT_VERSION "unknown"
@@ -269,7 +272,10 @@ int run(const std::string& config_path) {
     spdlog::critical("cannot start the data plane: {}", e.what());
     return 1;
   }
-  std::thread engine_thread([&engine] { engine->run(); });
+  std::thread engine_thread([&engine] {
+    pthread_setname_np(pthread_self(), "conduit-engine");  // for top -H, gdb and tests
+    engine->run();
+  });
 
   ControlServer server(server_config(*state.running), control_limits(*state.running), hooks,
                        channel.get());
@@ -291,6 +297,8 @@ int run(const std::string& config_path) {
   const uint64_t tick_us = wd_us > 0 ? std::min<uint64_t>(wd_us / 2, 1'000'000) : 1'000'000;
   std::atomic<uint64_t> heartbeat{0};
   uint64_t heartbeat_sent = 0;
+  conduit::telemetry::WatchdogGate watchdog(engine->heartbeat());
+  auto last_stall = conduit::telemetry::WatchdogGate::Stall::kNone;
   std::string last_status;
   for (;;) {
     timespec ts{static_cast<time_t>(tick_us / 1'000'000),
@@ -314,11 +322,23 @@ int run(const std::string& config_path) {
       notifier.notify("READY=1\n" + status_line(server));
       continue;
     }
-    // Watchdog: ping only if the control thread ran the last heartbeat task.
-    if (wd_us > 0 && heartbeat.load() == heartbeat_sent) {
-      notifier.notify("WATCHDOG=1");
-      ++heartbeat_sent;
-      server.post([&heartbeat] { heartbeat.fetch_add(1); });
+    // Watchdog: ping only if the control thread ran the last heartbeat task
+    // and the engine loop advanced since the last ping.
+    if (wd_us > 0) {
+      if (watchdog.may_ping(heartbeat.load() == heartbeat_sent, engine->heartbeat())) {
+        notifier.notify("WATCHDOG=1");
+        ++heartbeat_sent;
+        server.post([&heartbeat] { heartbeat.fetch_add(1); });
+      }
+      if (watchdog.stall() != last_stall) {
+        if (watchdog.stall() != conduit::telemetry::WatchdogGate::Stall::kNone) {
+          spdlog::warn("{} not progressing: withholding watchdog pings",
+                       conduit::telemetry::stall_name(watchdog.stall()));
+        } else {
+          spdlog::info("watchdog pings resumed");
+        }
+        last_stall = watchdog.stall();
+      }
     }
     std::string status = status_line(server);
     if (status != last_status) {

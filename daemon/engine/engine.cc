@@ -256,6 +256,7 @@ void Engine::run() {
   IdleSpin spin(uint64_t{config_.idle_spin_min_us} * 1000,
                 uint64_t{config_.idle_spin_max_us} * 1000);
   while (!stop_.load(std::memory_order_relaxed)) {
+    heartbeat_.store(counters_.loops, std::memory_order_relaxed);
     const uint64_t now = tsc_now_ns();
     if (poll_once(now)) {
       idle_since_ns_ = 0;

@@ -129,6 +129,9 @@ class Engine {
   bool poll_once(uint64_t now_ns);
 
   const EngineCounters& counters() const { return counters_; }
+  // Advances with every run() iteration (at least about once per ms, also when
+  // idle); any thread may read it. The watchdog pings only while it moves.
+  uint64_t heartbeat() const { return heartbeat_.load(std::memory_order_relaxed); }
   const net::NetStack& net() const { return net_; }
 
  private:
@@ -187,6 +190,7 @@ class Engine {
   sched::TxScheduler pacer_;
   std::vector<sched::ClassId> class_ids_;
   std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> heartbeat_{0};  // written by the engine thread only
 
   std::unordered_map<uint32_t, std::unique_ptr<Client>> clients_;
   std::unordered_map<uint32_t, std::unique_ptr<QpCtx>> qps_;

@@ -140,9 +140,15 @@ class SpscProducer {
   uint32_t prod_index() const { return prod_; }
 
  private:
-  // Per-entry fixed-size copies: inlined and vectorised, unlike a memcpy
-  // call of variable length, which dominates small bursts.
+  // Per-entry fixed-size copies: inlined and vectorised. A compiler may
+  // still merge such a loop into one memcpy call of variable length (GCC 12
+  // does at -O2), which is fine for a burst but for a single entry costs more
+  // than the copy; one entry (never wrapping) is therefore copied on its own.
   void copy_in(uint32_t slot, const T* src, uint32_t n) {
+    if (n == 1) {
+      std::memcpy(static_cast<void*>(slots_ + slot), src, sizeof(T));
+      return;
+    }
     const uint32_t first = n < mask_ + 1 - slot ? n : mask_ + 1 - slot;
     for (uint32_t i = 0; i < first; ++i) {
       std::memcpy(static_cast<void*>(slots_ + slot + i), src + i, sizeof(T));
@@ -223,6 +229,10 @@ class SpscConsumer {
   }
 
   void copy_out(uint32_t slot, T* dst, uint32_t n) const {
+    if (n == 1) {  // see copy_in
+      std::memcpy(static_cast<void*>(dst), slots_ + slot, sizeof(T));
+      return;
+    }
     const uint32_t first = n < mask_ + 1 - slot ? n : mask_ + 1 - slot;
     for (uint32_t i = 0; i < first; ++i) {
       std::memcpy(static_cast<void*>(dst + i), slots_ + slot + i, sizeof(T));

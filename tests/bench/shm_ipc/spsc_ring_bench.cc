@@ -18,12 +18,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <new>
 #include <thread>
+#include <vector>
 
 #include <benchmark/benchmark.h>
 
@@ -36,28 +39,115 @@
 #ifdef CONDUIT_BENCH_HAVE_BOOST
 #include <boost/lockfree/spsc_queue.hpp>
 #endif
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
 
 namespace {
 
 constexpr uint32_t kSlots = 1024;
 constexpr uint64_t kStop = ~uint64_t{0};
 
-// Spin-wait step for every queue alike: pause, and after a while yield, so
-// that on an oversubscribed machine the peer gets the core instead of both
-// sides burning whole time slices.
+// Spin-wait step for every queue alike: pause, and after 256 empty polls in a
+// row (about 6 µs on the 2-core EPYC VM) yield, so that on an oversubscribed
+// machine the peer gets the core instead of both sides burning whole time
+// slices. reset() after progress. The yields are counted: a row with many
+// yields per item measures the scheduler, not the queue.
+// With pinning (below) the two sides have a core each and only pause, as
+// DPDK's own ring benchmarks do: a yield then only hands the core to some
+// other process, and it hits the side that waits most, i.e. the faster one.
+bool g_yield = true;
+
 struct Backoff {
   uint32_t spins = 0;
+  uint64_t yields = 0;
   void wait() {
-    if (++spins < 256) {
+    if (!g_yield || ++spins < 256) {
 #if defined(__x86_64__) || defined(__i386__)
       __builtin_ia32_pause();
 #endif
     } else {
       spins = 0;
+      ++yields;
       sched_yield();
     }
   }
+  void reset() { spins = 0; }
 };
+
+// Optional pinning, CONDUIT_BENCH_PIN=<cpu of the measuring side>,<cpu of the
+// peer>: keeps the two sides on different cores, which then spin without
+// yielding. Unset: the scheduler places them and waiting sides yield (the
+// default, as in runs A-C).
+struct PinSpec {
+  int self = -1;
+  int peer = -1;
+};
+PinSpec pin_spec() {
+  PinSpec p;
+  if (const char* env = std::getenv("CONDUIT_BENCH_PIN")) {
+    if (std::sscanf(env, "%d,%d", &p.self, &p.peer) != 2) p = PinSpec{};
+  }
+  return p;
+}
+void pin_to(int cpu) {
+  if (cpu < 0) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  sched_setaffinity(0, sizeof(set), &set);  // 0 = the calling thread
+}
+void unpin() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) CPU_SET(cpu, &set);
+  sched_setaffinity(0, sizeof(set), &set);
+}
+
+// ---- per-interval timing, robust to preemption ----
+//
+// Google Benchmark's time is the mean over the whole loop, so a few time
+// slices lost to other processes dominate it on a busy machine. The
+// workloads therefore also time short intervals (one round trip, or a chunk
+// of kChunkItems items) and report their median: the speed while both sides
+// were actually running. Ticks are the TSC where there is one (a few cycles
+// to read, the same for every queue), converted to ns over the whole loop.
+
+inline uint64_t ticks() {
+#if defined(__x86_64__) || defined(__i386__)
+  return __rdtsc();
+#else
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+#endif
+}
+
+class TickClock {
+ public:
+  TickClock() : t0_(ticks()), c0_(std::chrono::steady_clock::now()) {}
+  double ns_per_tick() const {
+    const uint64_t dt = ticks() - t0_;
+    const auto dc = std::chrono::steady_clock::now() - c0_;
+    return dt == 0 ? 0.0 : std::chrono::duration<double, std::nano>(dc).count() / dt;
+  }
+
+ private:
+  uint64_t t0_;
+  std::chrono::steady_clock::time_point c0_;
+};
+
+// The q-quantile (0..1) of v, in ticks; reorders v.
+double quantile(std::vector<uint64_t>& v, double q) {
+  if (v.empty()) return 0.0;
+  const auto k = static_cast<size_t>(q * static_cast<double>(v.size() - 1));
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+  return static_cast<double>(v[k]);
+}
+
+// Throughput chunk: a multiple of both bursts, and a few times the ring, so
+// that a chunk measures the steady rate rather than filling the ring.
+constexpr uint64_t kChunkItems = 4096;
 
 // ---- queue adapters: place() constructs in shared memory; Side attaches ----
 
@@ -148,6 +238,7 @@ struct BoostSpsc {
 struct Control {
   std::atomic<uint64_t> total{kStop};  // items the consumer must drain; set after the loop
   std::atomic<uint64_t> errors{0};
+  std::atomic<uint64_t> peer_yields{0};
   std::atomic<uint32_t> ready{0};
 };
 
@@ -209,9 +300,10 @@ void drain(const Shared& s, uint32_t burst) {
       if (expect == ctl->total.load(std::memory_order_acquire)) break;
       backoff.wait();
     } else {
-      backoff.spins = 0;
+      backoff.reset();
     }
   }
+  ctl->peer_yields.store(backoff.yields, std::memory_order_relaxed);
   ctl->errors.store(errors, std::memory_order_release);
 }
 
@@ -224,30 +316,37 @@ void echo(const Shared& s) {
   Backoff backoff;
   for (;;) {
     while (ping.deq(&v, 1) == 0) backoff.wait();
-    backoff.spins = 0;
+    backoff.reset();
     if (v == kStop) break;
     while (pong.enq(&v, 1) == 0) backoff.wait();
   }
+  s.control()->peer_yields.store(backoff.yields, std::memory_order_relaxed);
 }
 
 // Runs far(shared) in a thread or in a forked child; returns a joiner.
 template <class Fn>
 struct Peer {
-  Peer(const Shared& s, bool process, Fn fn) : process_(process) {
+  Peer(const Shared& s, bool process, Fn fn) : process_(process), pin_(pin_spec()) {
     if (process_) {
       pid_ = fork();
       if (pid_ == 0) {
+        pin_to(pin_.peer);
         Shared mine = remap(s);
         fn(mine);
         _exit(0);
       }
     } else {
-      thread_ = std::thread([s, fn] { fn(s); });
+      thread_ = std::thread([s, fn, cpu = pin_.peer] {
+        pin_to(cpu);
+        fn(s);
+      });
     }
+    pin_to(pin_.self);
     Backoff backoff;
     while (s.control()->ready.load(std::memory_order_acquire) == 0) backoff.wait();
   }
   void join() {
+    if (pin_.self >= 0) unpin();
     if (process_) {
       int status = 0;
       waitpid(pid_, &status, 0);
@@ -256,9 +355,17 @@ struct Peer {
     }
   }
   bool process_;
+  PinSpec pin_;
   pid_t pid_ = -1;
   std::thread thread_;
 };
+
+// "yields": sched_yield calls of both sides per 1000 items (Throughput) or
+// per round trip (RoundTrip). Near 0: the queues ran on two cores; large:
+// the row measures time slices.
+void set_yield_counter(benchmark::State& state, uint64_t yields, double per) {
+  state.counters["yields"] = per > 0 ? static_cast<double>(yields) / per : 0.0;
+}
 
 template <class Q>
 void BM_Throughput(benchmark::State& state, bool process) {
@@ -269,20 +376,39 @@ void BM_Throughput(benchmark::State& state, bool process) {
   uint64_t next = 0;
   typename Q::Elem buf[32]{};
   Backoff backoff;
+  std::vector<uint64_t> chunks;
+  chunks.reserve(static_cast<size_t>(state.max_iterations) * burst / kChunkItems + 1);
+  const TickClock clock;
+  uint64_t chunk_start = ticks();
   for (auto _ : state) {
     for (uint32_t i = 0; i < burst; ++i) set_seq(buf[i], next + i);
     uint32_t done = 0;
     while (done < burst) {
       const uint32_t put = q.enq(buf + done, burst - done);
-      if (put == 0) backoff.wait();
+      if (put == 0) {
+        backoff.wait();
+      } else {
+        backoff.reset();
+      }
       done += put;
     }
     next += burst;
+    if (next % kChunkItems == 0) {
+      const uint64_t now = ticks();
+      chunks.push_back(now - chunk_start);
+      chunk_start = now;
+    }
   }
+  const double ns_per_tick = clock.ns_per_tick();
   s.control()->total.store(next, std::memory_order_release);
   peer.join();
   state.SetItemsProcessed(static_cast<int64_t>(next));
   state.counters["errors"] = static_cast<double>(s.control()->errors.load());
+  set_yield_counter(state, backoff.yields + s.control()->peer_yields.load(),
+                    static_cast<double>(next) / 1000);
+  // "rate_p50": items/s over the median chunk of kChunkItems items.
+  const double chunk_ns = quantile(chunks, 0.5) * ns_per_tick;
+  state.counters["rate_p50"] = chunk_ns > 0 ? kChunkItems * 1e9 / chunk_ns : 0.0;
   unmap(s);
 }
 
@@ -294,16 +420,29 @@ void BM_RoundTrip(benchmark::State& state, bool process) {
   typename Q::Side pong(s.queue(1));
   uint64_t next = 0, errors = 0, v = 0;
   Backoff backoff;
+  std::vector<uint64_t> rtt;
+  rtt.reserve(static_cast<size_t>(state.max_iterations));
+  const TickClock clock;
+  uint64_t last = ticks();
   for (auto _ : state) {
     while (ping.enq(&next, 1) == 0) backoff.wait();
     while (pong.deq(&v, 1) == 0) backoff.wait();
-    backoff.spins = 0;
+    const uint64_t now = ticks();
+    rtt.push_back(now - last);
+    last = now;
+    backoff.reset();
     errors += v != next++;
   }
+  const double ns_per_tick = clock.ns_per_tick();
+  const uint64_t yields = backoff.yields;
   const uint64_t stop = kStop;
   while (ping.enq(&stop, 1) == 0) backoff.wait();
   peer.join();
   state.counters["errors"] = static_cast<double>(errors);
+  set_yield_counter(state, yields + s.control()->peer_yields.load(), static_cast<double>(next));
+  // Single round trips: median and 99th percentile, ns.
+  state.counters["rtt_p50_ns"] = quantile(rtt, 0.5) * ns_per_tick;
+  state.counters["rtt_p99_ns"] = quantile(rtt, 0.99) * ns_per_tick;
   unmap(s);
 }
 
@@ -330,13 +469,19 @@ void BM_SameThread(benchmark::State& state) {
   unmap(s);
 }
 
+// CONDUIT_BENCH_ITERATIONS=<n> fixes SameThread's iteration count, so that an
+// instruction count (valgrind --tool=callgrind) divides into a cost per item.
 template <class Q>
 void register_same_thread() {
-  benchmark::RegisterBenchmark(
-      ("SameThread/" + std::string(elem_name<typename Q::Elem>()) + "/" + Q::kName).c_str(),
-      BM_SameThread<Q>)
-      ->Arg(1)
-      ->Arg(32);
+  auto* b =
+      benchmark::RegisterBenchmark(
+          ("SameThread/" + std::string(elem_name<typename Q::Elem>()) + "/" + Q::kName).c_str(),
+          BM_SameThread<Q>)
+          ->Arg(1)
+          ->Arg(32);
+  if (const char* env = std::getenv("CONDUIT_BENCH_ITERATIONS")) {
+    if (const long n = std::strtol(env, nullptr, 10); n > 0) b->Iterations(n);
+  }
 }
 
 template <class Q>
@@ -380,6 +525,7 @@ int main(int argc, char** argv) {
 #ifndef CONDUIT_BENCH_HAVE_BOOST
   std::fprintf(stderr, "boost::lockfree::spsc_queue: Boost not found at configure time, skipped\n");
 #endif
+  g_yield = pin_spec().self < 0;
   for_each_queue<uint64_t>([]<class Q>() { register_same_thread<Q>(); });
   for_each_queue<conduit_shm_send_wr>([]<class Q>() { register_same_thread<Q>(); });
   for (bool process : {false, true}) {

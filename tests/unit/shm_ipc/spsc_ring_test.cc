@@ -97,6 +97,38 @@ TEST_CASE("indices wrap at 2^32 without losing or reordering entries", "[spsc][w
   CHECK_FALSE(r.cons.broken());
 }
 
+TEST_CASE("single entries land in every slot, across the 2^32 wrap", "[spsc][wrap]") {
+  // One entry at a time takes its own copy path; walk it over every slot
+  // (incl. the last before the slot wrap) and over the index wrap, with the
+  // ring holding 0..7 other entries.
+  struct Entry {
+    uint64_t seq;
+    uint8_t fill[120];
+  };
+  for (uint32_t fill = 0; fill < 8; ++fill) {
+    const uint32_t start = 0xFFFFFFF0u + fill;
+    TestRing<Entry, 8> r(start);
+    uint64_t next_in = 0, next_out = 0;
+    Entry e{}, out{};
+    for (uint32_t i = 0; i < fill; ++i) {
+      e.seq = next_in++;
+      REQUIRE(r.prod.try_enqueue(e));
+    }
+    for (int i = 0; i < 40; ++i) {
+      e.seq = next_in++;
+      e.fill[119] = static_cast<uint8_t>(e.seq);
+      REQUIRE(r.prod.try_enqueue(e));
+      REQUIRE(r.cons.try_dequeue(&out));
+      REQUIRE(out.seq == next_out++);
+      if (out.seq >= fill) REQUIRE(out.fill[119] == static_cast<uint8_t>(out.seq));
+    }
+    CHECK(r.cons.available() == fill);
+    CHECK(r.prod.prod_index() < start);  // wrapped
+    CHECK_FALSE(r.cons.broken());
+    CHECK_FALSE(r.prod.broken());
+  }
+}
+
 TEST_CASE("a full ring across the wrap is still full, not empty", "[spsc][wrap]") {
   TestRing<uint32_t, 4> r(0xFFFFFFFEu);
   const uint32_t in[4] = {1, 2, 3, 4};
