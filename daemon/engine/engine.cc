@@ -21,6 +21,12 @@ namespace {
 
 constexpr uint16_t kRxBurst = 32;
 constexpr uint32_t kRingBurst = 32;
+// TX batch slots the pacer's departures leave free for frames built outside
+// it (ARP and ICMP replies, CNPs), which have nowhere else to wait.
+constexpr uint16_t kTxControlReserve = 8;
+// A loop that starts more than this after the previous one (or after its
+// sleep was due to end) finds the engine was stalled; see defer_timers_after_stall.
+constexpr uint64_t kStallNs = 1'000'000;
 constexpr uint32_t kInlineSlotBytes = CONDUIT_SHM_MAX_INLINE;
 // Local keys of the engine's inline-data buffers: never handed to clients and
 // never reachable through an rkey (ClientMemory::add_local_buffer).
@@ -285,6 +291,7 @@ bool Engine::poll_once(uint64_t now_ns) {
   for (uint32_t i = 0; i < ncmd; ++i) handle_command(cmds[i], now_ns);
   work |= ncmd > 0;
 
+  defer_timers_after_stall(now_ns);
   // RX before timers: an engine that slept (or was descheduled) past a QP's
   // ACK deadline must read the ACKs waiting in its RX ring before the timer
   // declares them lost (the dumbbell test measured 50-65 spurious go-back-N
@@ -581,6 +588,7 @@ void Engine::remove_qp(uint32_t qpn, bool owner_gone) {
   add_qp_counters(retired_qp_counters_, q->qp->counters());
   pacer_.remove_flow(q->flow);
   flow_qp_[q->flow] = nullptr;
+  if (q->queued_frames > 0) --qps_with_queued_frames_;
   for (size_t tag = 0; tag < pending_frames_.size(); ++tag) {
     rte_mbuf* m = pending_frames_[tag];
     if (m != nullptr && m->hash.usr == q->flow) {
@@ -642,6 +650,8 @@ void Engine::fill_snapshot(control::CounterSnapshot& out) const {
   out.add("engine.loops", c.loops);
   out.add("engine.sleeps", c.sleeps);
   out.add("engine.commands", c.commands);
+  out.add("engine.stalls", c.stalls);
+  out.add("engine.stalled_us", c.stalled_ns / 1000);
   out.add("engine.qps", qp_list_.size());
   out.add("engine.rx_frames", c.rx_frames);
   out.add("engine.rx_roce", c.rx_roce);
@@ -661,6 +671,7 @@ void Engine::fill_snapshot(control::CounterSnapshot& out) const {
   out.add("engine.tx_no_mbuf", c.tx_no_mbuf);
   out.add("engine.tx_build_errors", c.tx_build_errors);
   out.add("engine.tx_ring_full_drops", c.tx_ring_full_drops);
+  out.add("engine.tx_backpressure", c.tx_backpressure);
   out.add("engine.wr_rejected", c.wr_rejected);
   out.add("engine.clients_broken", c.clients_broken);
   out.add("engine.peers_failed", c.peers_failed);
@@ -725,6 +736,24 @@ void Engine::fill_snapshot(control::CounterSnapshot& out) const {
 }
 
 // ---- timers ------------------------------------------------------------------
+
+// The engine's own absence is no evidence against a peer. While its thread
+// was descheduled (or a sleep ran past its end) nothing was received, nothing
+// left the pacer, no ACK could be handled: on a machine with fewer cores than
+// pollers such gaps reach 150 ms (measured: two ACK timeouts at timeout 14),
+// and every QP's timer expired at once and counted a retry against peers that
+// had done nothing wrong. The part of the gap beyond kStallNs moves the ACK
+// timers out by as much; a dead peer is still found, the timers still run at
+// least kStallNs per loop.
+void Engine::defer_timers_after_stall(uint64_t now_ns) {
+  const uint64_t since = std::max(last_poll_ns_, sleep_until_ns_);
+  last_poll_ns_ = now_ns;
+  if (since == 0 || now_ns <= since + kStallNs) return;
+  const uint64_t stall = now_ns - since - kStallNs;
+  ++counters_.stalls;
+  counters_.stalled_ns += stall;
+  for (QpCtx* q : qp_list_) q->qp->defer_timers(stall);
+}
 
 bool Engine::run_timers(uint64_t now_ns) {
   bool work = false;
@@ -1030,7 +1059,13 @@ bool Engine::resolve_peer(QpCtx& q, uint64_t now_ns) {
 bool Engine::fill_pacer(QpCtx& q, uint64_t now_ns) {
   if (!resolve_peer(q, now_ns)) return false;
   bool work = false;
-  while (q.queued_frames < config_.max_frames_queued_per_qp) {
+  // An equal share of max_frames_queued among the QPs that have frames queued
+  // (this one included), so the frames waiting in the pacer, and with them
+  // each frame's wait before it leaves, stay bounded however many QPs send.
+  const uint32_t sharing = qps_with_queued_frames_ + (q.queued_frames == 0 ? 1 : 0);
+  const uint32_t cap = std::clamp(config_.max_frames_queued / sharing, 2u,
+                                  std::max(2u, config_.max_frames_queued_per_qp));
+  while (q.queued_frames < cap) {
     transport::TxPacket pkt;
     if (!q.qp->poll_tx(now_ns, pkt)) break;
     work = true;
@@ -1065,14 +1100,24 @@ bool Engine::fill_pacer(QpCtx& q, uint64_t now_ns) {
       break;
     }
     pending_frames_[tag] = m;
-    ++q.queued_frames;
+    if (q.queued_frames++ == 0) ++qps_with_queued_frames_;
   }
   return work;
 }
 
 bool Engine::tx(uint64_t now_ns) {
+  // Frames the device refused last time go first. Then only as many
+  // departures as the batch can hold: when the device ring is full (the peer
+  // has not drained it, or a slow link), frames wait in the pacer and the
+  // per-QP cap holds the transport back, instead of being dropped here.
+  flush_tx();
+  const size_t room = tx_batch_.size() - tx_batch_len_;
   sched::Departure deps[32];
-  const size_t n = pacer_.dequeue_burst(now_ns, deps, 32);
+  const size_t n =
+      room > kTxControlReserve
+          ? pacer_.dequeue_burst(now_ns, deps, std::min<size_t>(32, room - kTxControlReserve))
+          : 0;
+  if (room <= kTxControlReserve) ++counters_.tx_backpressure;
   for (size_t i = 0; i < n; ++i) {
     rte_mbuf* m = pending_frames_[deps[i].packet.tag];
     pending_frames_[deps[i].packet.tag] = nullptr;
@@ -1080,7 +1125,7 @@ bool Engine::tx(uint64_t now_ns) {
     if (m == nullptr) continue;
     QpCtx* q = deps[i].flow < flow_qp_.size() ? flow_qp_[deps[i].flow] : nullptr;
     if (q != nullptr) {
-      --q->queued_frames;
+      if (--q->queued_frames == 0) --qps_with_queued_frames_;
       q->tx_bytes += m->pkt_len;
       pacer_.set_rate(q->flow, q->rc->on_bytes_sent(now_ns, m->pkt_len), now_ns);
       if (q->peer_local) {
@@ -1146,7 +1191,7 @@ void Engine::send_cnp(QpCtx& q, uint64_t now_ns) {
 void Engine::transmit_now(rte_mbuf* m) {
   if (tx_batch_len_ == tx_batch_.size()) flush_tx();
   if (tx_batch_len_ == tx_batch_.size()) {
-    ++counters_.tx_ring_full_drops;  // the device takes nothing: the transport retransmits
+    ++counters_.tx_ring_full_drops;  // a control frame: its sender repeats it if it matters
     rte_pktmbuf_free(m);
     return;
   }
@@ -1276,6 +1321,7 @@ void Engine::sleep_until_work(uint64_t now_ns) {
     timespec ts{static_cast<time_t>(wait_ns / 1'000'000'000ull),
                 static_cast<long>(wait_ns % 1'000'000'000ull)};
     ++counters_.sleeps;
+    sleep_until_ns_ = wake_ns;
     if (::ppoll(fds.data(), fds.size(), &ts, nullptr) > 0) {
       for (size_t i = 0; i < fds.size(); ++i) {
         if (fds[i].revents == 0) continue;

@@ -6,12 +6,17 @@
 //   2. RX burst: NetStack (ARP, ICMP echo, IPv4/UDP demux) -> wire parse
 //      (ICRC) -> the QP's transport; CE marks feed the notification point
 //   3. timers that are due: QP ACK/RNR timers, DCQCN timers, ARP retries
-//      (after RX, so an ACK already waiting is seen before its timer fires)
+//      (after RX, so an ACK already waiting is seen before its timer fires;
+//      time the engine itself did not run, beyond 1 ms a loop, does not
+//      count against the QPs' ACK timers: see defer_timers_after_stall)
 //   4. client SQ/RQ rings: copy each entry, validate it, post it to the QP
 //   5. each QP's transmit side: frames built into mbufs, queued in the pacer
 //      (one flow per QP at its DCQCN rate, traffic classes by DWRR/strict)
 //   6. pacer departures -> TX burst (or, between two QPs of this host, straight
-//      back into step 3's parse); completions -> client CQ rings
+//      back into step 3's parse); completions -> client CQ rings. Only as many
+//      departures as the TX batch has room for: frames a full device refuses
+//      wait in the batch and the pacer, never dropped (a drop costs a go-back-N
+//      round trip, and drops under load ended in "retry counter exceeded")
 // When nothing happened for a while (idle mode adaptive), the engine arms the
 // clients' wakeup lines and sleeps in ppoll on their doorbells, the control
 // eventfd and the port's kernel sockets (af_packet, af_xdp: a frame arriving
@@ -85,6 +90,12 @@ struct EngineConfig {
   uint32_t idle_sleep_us = 200;            // longest sleep when the port cannot wake us
   uint32_t idle_sleep_max_us = 1000;       // longest sleep when a frame wakes us
   uint32_t max_frames_queued_per_qp = 32;  // built frames waiting in the pacer
+  // All QPs' built frames waiting in the pacer together: each QP with frames
+  // queued gets an equal share (at least 2, at most max_frames_queued_per_qp).
+  // A frame waits behind about this many others, and that wait counts against
+  // the peer's ACK timeout: 64 QPs x 32 frames held 2048 frames (10-50 ms at
+  // the rates a loaded engine reaches), enough for spurious go-back-N timeouts.
+  uint32_t max_frames_queued = 256;
   sched::SchedulerConfig pacer = engine_pacer_config();
 };
 
@@ -107,12 +118,15 @@ struct EngineCounters {
   uint64_t tx_cnps = 0;
   uint64_t tx_no_mbuf = 0;
   uint64_t tx_build_errors = 0;
-  uint64_t tx_ring_full_drops = 0;  // the device would not take a frame
+  uint64_t tx_ring_full_drops = 0;  // control frames (ARP, ICMP, CNP) the full device refused
+  uint64_t tx_backpressure = 0;     // loops that left departures in the pacer: device full
   uint64_t wr_rejected = 0;         // invalid work requests (error completions)
   uint64_t clients_broken = 0;      // impossible ring indices: client cut off
   uint64_t peers_failed = 0;        // local QPs failed because their peer's process went away
   uint64_t cqe_dropped = 0;         // error completions of rejected WRs lost to a full CQ
   uint64_t commands = 0;
+  uint64_t stalls = 0;      // loops that came over 1 ms late (descheduled, or a sleep overran)
+  uint64_t stalled_ns = 0;  // their lateness beyond 1 ms: the QPs' ACK timers moved out by it
 };
 
 class Engine {
@@ -163,6 +177,7 @@ class Engine {
   QpCtx* find_qp(uint32_t qpn);
 
   // Datapath.
+  void defer_timers_after_stall(uint64_t now_ns);
   bool run_timers(uint64_t now_ns);
   bool rx(uint64_t now_ns);
   // local_sender: the QP of this host that built the frame (loopback), else null.
@@ -198,11 +213,14 @@ class Engine {
   std::vector<QpCtx*> flow_qp_;            // pacer flow id -> QP
   std::vector<rte_mbuf*> pending_frames_;  // pacer tag -> built frame (nullptr = free)
   std::vector<uint32_t> free_tags_;
+  uint32_t qps_with_queued_frames_ = 0;  // QPs with queued_frames > 0 (their share of the cap)
   std::array<rte_mbuf*, 64> tx_batch_{};
   uint16_t tx_batch_len_ = 0;
   std::vector<control::EngineEvent> event_backlog_;   // event ring full: retried
   transport::QpCounters retired_qp_counters_;         // sum over removed QPs, for the snapshot
   std::vector<std::pair<uint32_t, uint32_t>> kicks_;  // (client, CQ slot) with new entries
+  uint64_t last_poll_ns_ = 0;                         // now_ns of the previous poll_once
+  uint64_t sleep_until_ns_ = 0;                       // when the last idle sleep was due to end
   uint64_t idle_since_ns_ = 0;                        // start of the current idle spin; 0: not idle
   bool port_wake_unanswered_ = false;  // the port's socket woke us, no frame seen since
   EngineCounters counters_;

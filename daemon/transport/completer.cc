@@ -324,6 +324,13 @@ void Qp::on_timer(uint64_t now_ns) {
   }
 }
 
+void Qp::defer_timers(uint64_t stall_ns) {
+  if (ack_deadline_ns_ == kNoDeadline) return;
+  ack_deadline_ns_ =
+      stall_ns < kNoDeadline - ack_deadline_ns_ ? ack_deadline_ns_ + stall_ns : kNoDeadline - 1;
+  timer_base_ns_ += stall_ns;  // SR re-derives the deadline from it
+}
+
 void Qp::sr_sack(uint64_t now_ns, uint32_t cum_psn, uint32_t sacked_psn) {
   (void)now_ns;
   (void)cum_psn;

@@ -154,6 +154,11 @@ class Qp {
   // Earliest time on_timer has work (ACK timeout, RNR wait); kNoDeadline if none.
   uint64_t next_deadline_ns() const;
   void on_timer(uint64_t now_ns);
+  // The owner could not run for stall_ns (its thread was descheduled, or a
+  // sleep overran): no response could be received or handled meanwhile, so
+  // the ACK timer moves out by that much rather than count it against the
+  // peer. The RNR wait, which the peer asked for, is left alone.
+  void defer_timers(uint64_t stall_ns);
 
   const QpCounters& counters() const { return counters_; }
   // Oldest unacknowledged request PSN and next new PSN (tests, telemetry).

@@ -17,9 +17,9 @@ PERF_CLIENT_HOST=a PERF_CLIENT_ADDR=198.18.0.11 PERF_OOB_ADDR=198.19.0.2
 
 netns_add a b
 netns_link a mgmt0 198.19.0.1/24 b mgmt0 198.19.0.2/24
-# rsize 12: 4096-slot rings, so that a burst of a few MiB in flight fits while the
-# receiving engine naps (adaptive idle) on this shared two-core machine.
-memif="socket=$work/memif.sock,socket-abstract=no,rsize=12"
+# rsize 10: 1024-slot rings. A full ring holds the sender back (the engine keeps what the
+# device refuses), so a receiving engine that naps or is descheduled costs no frames.
+memif="socket=$work/memif.sock,socket-abstract=no,rsize=10"
 conduitd_config "$work/a.yaml" "$work/a.sock" "net_memif0,role=server,$memif" 198.18.0.11/24 0 \
   "cdtmf$$a"
 conduitd_config "$work/b.yaml" "$work/b.sock" "net_memif0,role=client,$memif" 198.18.0.12/24 1 \

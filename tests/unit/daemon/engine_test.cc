@@ -211,13 +211,18 @@ struct Fixture {
   const net::Ipv4Addr addr_a = net::Ipv4Addr::from_octets(198, 18, 0, 1);
   const net::Ipv4Addr addr_b = net::Ipv4Addr::from_octets(198, 18, 0, 2);
 
-  explicit Fixture(cc::ControllerKind cc_kind = cc::ControllerKind::kNone) {
+  // ring_slots: the rte_ring between the ports (one direction), a power of two; it holds
+  // one frame less.
+  explicit Fixture(cc::ControllerKind cc_kind = cc::ControllerKind::kNone,
+                   unsigned ring_slots = 1024) {
     need_eal();
     static int instances = 0;  // port and ring names must be unique per process
     const int id = ++instances;
     const std::string s = std::to_string(id);
-    ab = rte_ring_create(("ab" + s).c_str(), 1024, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
-    ba = rte_ring_create(("ba" + s).c_str(), 1024, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+    ab = rte_ring_create(("ab" + s).c_str(), ring_slots, SOCKET_ID_ANY,
+                         RING_F_SP_ENQ | RING_F_SC_DEQ);
+    ba = rte_ring_create(("ba" + s).c_str(), ring_slots, SOCKET_ID_ANY,
+                         RING_F_SP_ENQ | RING_F_SC_DEQ);
     REQUIRE(ab != nullptr);
     REQUIRE(ba != nullptr);
     // Port A receives from ba and sends into ab; port B the other way round.
@@ -628,6 +633,89 @@ TEST_CASE("engine: kSnapshot reports per-QP rate, alpha, CNPs and bytes, and the
   CHECK(gone.qps.empty());
   CHECK(gone.counters.at("engine.qps") == 0);
   CHECK(gone.counters.at("transport.tx_packets") >= sa.counters.at("transport.tx_packets"));
+}
+
+// Both engines on a clock the test moves (step_ns per loop), so no timer depends on how fast
+// this machine runs the loops. Afterwards the real clock is waited for, so that later calls
+// with tsc_now_ns() never go back in time.
+struct SimClock {
+  uint64_t t = engine::tsc_now_ns();
+  ~SimClock() { wait_for_real(); }
+  void wait_for_real() const {
+    while (engine::tsc_now_ns() <= t) usleep(1000);
+  }
+};
+
+// Runs both engines on the simulated clock until pred() or max_loops; returns pred().
+template <class Pred>
+bool run_sim(Fixture& f, SimClock& clock, Pred pred, uint64_t step_ns = 1000,
+             int max_loops = 200'000) {
+  for (int i = 0; i < max_loops; ++i) {
+    if (pred()) return true;
+    f.a.engine->poll_once(clock.t += step_ns);
+    f.b.engine->poll_once(clock.t);
+  }
+  return pred();
+}
+
+TEST_CASE("engine: a full device ring holds frames back: none dropped, none sent twice",
+          "[engine]") {
+  Fixture f(cc::ControllerKind::kNone, 64);  // 63 frames fit between the ports
+  REQUIRE(run_until(
+              f.a, f.b, [] { return false; }, 50) == false);  // commands, ARP
+  expect_acks_ok(f.a);
+  expect_acks_ok(f.b);
+  const uint32_t len = 1 << 20;  // 1024 frames at PMTU 1024
+  fill_random(f.a.arena(), len, 21);
+  post_send(f.a, 1, CONDUIT_SHM_WR_RDMA_WRITE, 0, len, 2 << 20);
+  SimClock clock;
+  // b's engine does not run for a while (descheduled, asleep): the ring fills, and a must
+  // keep what the device refuses instead of dropping it (each drop cost a go-back-N round).
+  for (int i = 0; i < 500; ++i) f.a.engine->poll_once(clock.t += 1000);
+  CHECK(f.a.engine->counters().tx_backpressure > 0);
+  CHECK(f.a.engine->counters().tx_ring_full_drops == 0);
+  conduit_shm_cqe cqe{};
+  REQUIRE(run_sim(f, clock, [&] { return f.a.cq.try_dequeue(&cqe); }));
+  CHECK(cqe.status == CONDUIT_SHM_WC_SUCCESS);
+  CHECK(std::memcmp(f.a.arena(), f.b.arena() + (2 << 20), len) == 0);
+  CHECK(f.a.engine->counters().tx_ring_full_drops == 0);
+  clock.wait_for_real();
+  const Snapshot sa = take_snapshot(f, f.a);
+  const Snapshot sb = take_snapshot(f, f.b);
+  CHECK(sa.counters.at("transport.tx_retransmits") == 0);
+  CHECK(sa.counters.at("transport.timeouts") == 0);
+  CHECK(sb.counters.at("transport.rx_out_of_sequence") == 0);
+}
+
+TEST_CASE("engine: time the engine did not run does not count against the peer's ACK timer",
+          "[engine]") {
+  Fixture f;
+  REQUIRE(run_until(
+              f.a, f.b, [] { return false; }, 50) == false);  // commands, ARP
+  expect_acks_ok(f.a);
+  expect_acks_ok(f.b);
+  fill_random(f.a.arena(), 4096, 22);
+  post_send(f.a, 1, CONDUIT_SHM_WR_RDMA_WRITE, 0, 4096, 1 << 20);
+  SimClock clock;
+  // a sends the WRITE; then neither engine runs for 100 ms (the OS ran something else), more
+  // than the 67 ms ACK timeout (timeout 14). a runs first when they are back: its ACK timer
+  // is past due, though b has not had a chance to answer.
+  for (int i = 0; i < 20; ++i) f.a.engine->poll_once(clock.t += 1000);
+  const engine::EngineCounters before = f.a.engine->counters();
+  clock.t += 100'000'000;
+  f.a.engine->poll_once(clock.t);
+  f.b.engine->poll_once(clock.t);
+  CHECK(f.a.engine->counters().stalls == before.stalls + 1);
+  CHECK(f.a.engine->counters().stalled_ns - before.stalled_ns == 99'000'000);
+  conduit_shm_cqe cqe{};
+  REQUIRE(run_sim(f, clock, [&] { return f.a.cq.try_dequeue(&cqe); }));
+  CHECK(cqe.status == CONDUIT_SHM_WC_SUCCESS);
+  CHECK(std::memcmp(f.a.arena(), f.b.arena() + (1 << 20), 4096) == 0);
+  clock.wait_for_real();
+  const Snapshot sa = take_snapshot(f, f.a);
+  CHECK(sa.counters.at("transport.timeouts") == 0);
+  CHECK(sa.counters.at("transport.tx_retransmits") == 0);
+  CHECK(sa.counters.at("engine.stalls") >= 1);
 }
 
 TEST_CASE("engine: the control service's stats and QP table come from the engine",

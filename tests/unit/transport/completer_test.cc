@@ -133,6 +133,25 @@ TEST_CASE("completer: progress resets the retry budget") {
   for (const auto& c : ca) CHECK(c.status == WcStatus::kSuccess);
 }
 
+TEST_CASE("completer: defer_timers moves the ACK timer out, and does nothing without one") {
+  QpPair p;
+  p.a.qp.defer_timers(5'000'000);  // nothing outstanding: no timer to move
+  CHECK(p.a.qp.next_deadline_ns() == Qp::kNoDeadline);
+  p.filter = [](bool from_a, Packet&) { return !from_a; };  // nothing reaches b
+  REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kWrite, 1, 0, 10)) == Status::kOk);
+  const uint64_t t0 = p.now_ns;
+  p.pump();
+  REQUIRE(p.a.qp.next_deadline_ns() == t0 + ack_timeout_ns(10));
+  p.a.qp.defer_timers(5'000'000);  // its owner was descheduled for 5 ms
+  CHECK(p.a.qp.next_deadline_ns() == t0 + ack_timeout_ns(10) + 5'000'000);
+  p.now_ns = t0 + ack_timeout_ns(10);
+  p.a.qp.on_timer(p.now_ns);
+  CHECK(p.a.qp.counters().timeouts == 0);
+  REQUIRE(p.advance_to_deadline());
+  CHECK(p.a.qp.counters().timeouts == 1);
+  CHECK(p.now_ns == t0 + ack_timeout_ns(10) + 5'000'000);
+}
+
 TEST_CASE("completer: RNR NAK waits the RNR timer, then resends") {
   QpPair p;  // min_rnr_timer 1 = 10 us
   REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kSend, 1, 0, 10)) == Status::kOk);
