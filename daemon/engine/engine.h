@@ -195,6 +195,7 @@ class Engine {
   std::vector<rte_mbuf*> pending_frames_;  // pacer tag -> built frame (nullptr = free)
   std::vector<uint32_t> free_tags_;
   std::array<rte_mbuf*, 64> tx_batch_{};
+  rte_mbuf* tx_spare_ = nullptr;  // fill_pacer's next frame buffer (kept when no packet came)
   uint16_t tx_batch_len_ = 0;
   std::vector<control::EngineEvent> event_backlog_;   // event ring full: retried
   transport::QpCounters retired_qp_counters_;         // sum over removed QPs, for the snapshot
