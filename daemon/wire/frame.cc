@@ -173,11 +173,10 @@ constexpr std::array<const char*, kDropReasonCount> kDropReasonNames = {
     if (ip_udp == nullptr) return DropReason::kIcrc;
     // One span when the headers sit right before the payload (always, from
     // parse_frame): no copy of the header needed.
-    const uint32_t crc =
-        ip_udp + kIpUdpBytes == b
-            ? icrc_ipv4(std::span<const uint8_t>(ip_udp, kIpUdpBytes + n - kIcrcBytes))
-            : icrc_ipv4(std::span<const uint8_t>(ip_udp, kIpUdpBytes),
-                        udp_payload.first(n - kIcrcBytes));
+    const uint32_t crc = ip_udp + kIpUdpBytes == b
+                             ? icrc_ipv4_datagram(ip_udp, kIpUdpBytes + n - kIcrcBytes)
+                             : icrc_ipv4(std::span<const uint8_t>(ip_udp, kIpUdpBytes),
+                                         udp_payload.first(n - kIcrcBytes));
     if (crc != icrc_load(b + n - kIcrcBytes)) return DropReason::kIcrc;
   }
   if ((b[1] & 0x0F) != 0) return DropReason::kBthVersion;
@@ -356,7 +355,7 @@ uint8_t* write_l2_ip_udp(uint8_t* f, const FrameAddr& addr, size_t ip_total) {
   // Zero pad: four bytes are always there to write (the ICRC follows the pad).
   std::memset(p, 0, 4);
   p += pad;
-  icrc_store(icrc_ipv4(std::span<const uint8_t>(ip, p)), p);
+  icrc_store(icrc_ipv4_datagram(ip, static_cast<size_t>(p - ip)), p);
 }
 
 }  // namespace

@@ -207,7 +207,7 @@ inline size_t finish_frame(const FrameTemplate& tmpl, uint8_t* frame, size_t roc
   constexpr size_t kIpUdp = kIpv4HeaderBytes + kUdpHeaderBytes;
   const uint8_t* ip = frame + tmpl.l2_bytes;
   uint8_t* icrc = frame + tmpl.l2_bytes + kIpUdp + roce_bytes;
-  icrc_store(icrc_ipv4(std::span<const uint8_t>(ip, icrc)), icrc);
+  icrc_store(icrc_ipv4_datagram(ip, kIpUdp + roce_bytes), icrc);
   return tmpl.l2_bytes + kIpUdp + roce_bytes + kIcrcBytes;
 }
 
