@@ -18,6 +18,7 @@ bool ClientMemory::add_mr(std::span<uint8_t> region, uint32_t lkey, uint32_t rke
   mr.client_mr = true;
   mr.bounds = shm::MrBounds{region_offset, length, access};
   mrs_.push_back(mr);
+  bump_epoch();
   return true;
 }
 
@@ -29,6 +30,7 @@ bool ClientMemory::add_local_buffer(uint32_t lkey, std::span<uint8_t> bytes) {
   mr.bytes = bytes;
   mr.access = transport::kAccessLocalWrite;
   mrs_.push_back(mr);
+  bump_epoch();
   return true;
 }
 
@@ -36,6 +38,7 @@ bool ClientMemory::remove_mr(uint32_t lkey) {
   auto it = std::find_if(mrs_.begin(), mrs_.end(), [lkey](const Mr& m) { return m.lkey == lkey; });
   if (it == mrs_.end()) return false;
   mrs_.erase(it);
+  bump_epoch();
   return true;
 }
 
@@ -63,6 +66,16 @@ transport::MrStatus ClientMemory::lookup_local(uint32_t lkey, uint64_t addr, uin
   const Mr* mr = find_lkey(lkey);
   if (mr == nullptr) return transport::MrStatus::kBadKey;
   return slice(*mr, addr, len_bytes, access, out);
+}
+
+bool ClientMemory::local_view(uint32_t lkey, transport::MrView& view) {
+  // lookup_local() is slice() of this MR: inside [iova, iova + size) and
+  // (mr.access & access) == access, which for the local accesses a QP asks
+  // for (none, or local write) is the view's rule.
+  const Mr* mr = find_lkey(lkey);
+  if (mr == nullptr) return false;
+  view = transport::MrView{mr->iova, mr->bytes, mr->access};
+  return true;
 }
 
 transport::MrStatus ClientMemory::lookup_remote(uint32_t rkey, uint64_t addr, uint32_t len_bytes,

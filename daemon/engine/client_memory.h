@@ -8,7 +8,8 @@
 // never reachable through an rkey.
 //
 // Thread role: engine thread only. Lookups are on the datapath: a flat
-// vector scan over a client's few MRs, no allocation.
+// vector scan over a client's few MRs, no allocation (and the QPs skip it
+// for the key they used last, through local_view).
 #pragma once
 
 #include <cstdint>
@@ -54,6 +55,9 @@ class ClientMemory final : public transport::MemoryRegions {
                                    uint32_t access, std::span<uint8_t>& out) override;
   transport::MrStatus lookup_remote(uint32_t rkey, uint64_t addr, uint32_t len_bytes,
                                     uint32_t access, std::span<uint8_t>& out) override;
+  // The QPs' cache of the last local key (MemoryRegions::local_view): every
+  // add_mr, add_local_buffer and remove_mr changes epoch().
+  bool local_view(uint32_t lkey, transport::MrView& view) override;
 
  private:
   static transport::MrStatus slice(const Mr& mr, uint64_t addr, uint32_t len_bytes, uint32_t access,

@@ -230,6 +230,9 @@ struct Engine::QpCtx {
   net::Ipv4Addr next_hop{};
   uint64_t next_resolve_ns = 0;
   wire::FrameAddr addr;
+  // Frame headers for `addr`, remade by fill_pacer whenever addr changed.
+  wire::FrameAddr tmpl_addr;
+  wire::FrameTemplate tmpl = wire::make_frame_template(tmpl_addr);
   uint32_t queued_frames = 0;
   transport::QpState reported_state = transport::QpState::kReset;
   uint64_t tx_bytes = 0;
@@ -256,6 +259,7 @@ Engine::~Engine() {
     if (m != nullptr) rte_pktmbuf_free(m);
   }
   for (uint16_t i = 0; i < tx_batch_len_; ++i) rte_pktmbuf_free(tx_batch_[i]);
+  if (tx_spare_ != nullptr) rte_pktmbuf_free(tx_spare_);
 }
 
 void Engine::run() {
@@ -841,7 +845,7 @@ void Engine::rx_roce(const net::UdpDatagram& udp, std::span<const uint8_t> frame
   wire::ParseOptions opt;
   opt.udp_dst_port = config_.roce_udp_port;
   opt.pmtu_bytes = q->qp->attr().pmtu_bytes;
-  wire::ParsedFrame pf;
+  wire::RoceView pf;
   const wire::DropReason why = wire::parse_roce(ip_udp, payload, opt, pf);
   if (why != wire::DropReason::kNone) {
     ++counters_.rx_wire_drops[static_cast<size_t>(why)];
@@ -857,13 +861,13 @@ void Engine::rx_roce(const net::UdpDatagram& udp, std::span<const uint8_t> frame
     ++counters_.rx_wrong_peer;
     return;
   }
-  if (pf.hdr.bth.opcode == static_cast<uint8_t>(wire::Opcode::kCnp)) {
+  if (pf.opcode() == static_cast<uint8_t>(wire::Opcode::kCnp)) {
     ++counters_.rx_cnps;
     ++q->cnps_rx;
     pacer_.set_rate(q->flow, q->rc->on_cnp(now_ns), now_ns);
     return;
   }
-  q->qp->on_packet(now_ns, pf.hdr, pf.payload);
+  q->qp->on_packet(now_ns, pf);
   q->rx_bytes += pf.payload.size();
   if ((udp.tos & 3) == wire::kEcnCe) {
     ++counters_.rx_ce_marked;
@@ -1058,6 +1062,10 @@ bool Engine::resolve_peer(QpCtx& q, uint64_t now_ns) {
 
 bool Engine::fill_pacer(QpCtx& q, uint64_t now_ns) {
   if (!resolve_peer(q, now_ns)) return false;
+  if (!(q.tmpl_addr == q.addr)) {
+    q.tmpl = wire::make_frame_template(q.addr);
+    q.tmpl_addr = q.addr;
+  }
   bool work = false;
   // An equal share of max_frames_queued among the QPs that have frames queued
   // (this one included), so the frames waiting in the pacer, and with them
@@ -1066,23 +1074,23 @@ bool Engine::fill_pacer(QpCtx& q, uint64_t now_ns) {
   const uint32_t cap = std::clamp(config_.max_frames_queued / sharing, 2u,
                                   std::max(2u, config_.max_frames_queued_per_qp));
   while (q.queued_frames < cap) {
-    transport::TxPacket pkt;
-    if (!q.qp->poll_tx(now_ns, pkt)) break;
-    work = true;
-    rte_mbuf* m = port_.alloc_mbuf();
+    // The QP writes its next packet straight into the mbuf; a buffer that
+    // got no packet is kept for the next call.
+    if (tx_spare_ == nullptr) tx_spare_ = port_.alloc_mbuf();
+    rte_mbuf* m = tx_spare_;
     if (m == nullptr) {
-      ++counters_.tx_no_mbuf;  // the transport's timers retransmit it
+      ++counters_.tx_no_mbuf;  // nothing taken from the QP: it sends later
       break;
     }
-    wire::PayloadGather gather;
-    for (uint8_t i = 0; i < pkt.payload_parts; ++i) gather.add(pkt.payload[i]);
     std::span<uint8_t> room(rte_pktmbuf_mtod(m, uint8_t*), rte_pktmbuf_tailroom(m));
-    const wire::BuildResult b = wire::build_frame(room, q.addr, pkt.hdr, gather);
+    const wire::BuildResult b = q.qp->poll_tx_frame(now_ns, q.tmpl, room);
+    if (b.ok() && b.len_bytes == 0) break;  // nothing to send
+    work = true;
     if (!b.ok()) {
-      ++counters_.tx_build_errors;
-      rte_pktmbuf_free(m);
-      continue;
+      ++counters_.tx_build_errors;  // the transport's timers retransmit it
+      continue;                     // (the buffer stays the spare)
     }
+    tx_spare_ = nullptr;
     m->data_len = m->pkt_len = static_cast<uint32_t>(b.len_bytes);
     m->hash.usr = q.flow;  // lets remove_qp find the frames a dying QP left queued
     uint32_t tag;

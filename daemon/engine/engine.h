@@ -215,6 +215,7 @@ class Engine {
   std::vector<uint32_t> free_tags_;
   uint32_t qps_with_queued_frames_ = 0;  // QPs with queued_frames > 0 (their share of the cap)
   std::array<rte_mbuf*, 64> tx_batch_{};
+  rte_mbuf* tx_spare_ = nullptr;  // fill_pacer's next frame buffer (kept when no packet came)
   uint16_t tx_batch_len_ = 0;
   std::vector<control::EngineEvent> event_backlog_;   // event ring full: retried
   transport::QpCounters retired_qp_counters_;         // sum over removed QPs, for the snapshot

@@ -55,6 +55,7 @@
 #include "transport/qp_attr.h"
 #include "transport/tx_packet.h"
 #include "transport/work_request.h"
+#include "wire/frame.h"
 #include "wire/roce_header.h"
 
 namespace conduit::transport {
@@ -146,6 +147,22 @@ class Qp {
   // responses), then request retransmissions, then new requests within the
   // send window. The pacer calls it once per packet it may send.
   bool poll_tx(uint64_t now_ns, TxPacket& out);
+
+  // The fused datapath. Each behaves exactly as its general counterpart
+  // (same state changes, counters, completions and frame bytes); the common
+  // packets take a direct path: an ACK, a single-packet SEND (go-back-N, one
+  // SGE) and an in-order SEND only are written into or read from the frame
+  // without a RoceHeader in between.
+  //
+  // on_packet() for a packet parsed into a view (wire::parse_frame /
+  // parse_roce with a RoceView): the view's bytes must stay valid for the call.
+  RxResult on_packet(uint64_t now_ns, const wire::RoceView& pkt);
+  // poll_tx() followed by wire::build_frame(out, tmpl, ...): the next packet
+  // as a whole frame at the front of `out`. len_bytes 0 and status kOk when
+  // there is nothing to send; on a build error the packet is consumed, as
+  // with poll_tx() and a failed build (the transport's timers resend it).
+  wire::BuildResult poll_tx_frame(uint64_t now_ns, const wire::FrameTemplate& tmpl,
+                                  std::span<uint8_t> out);
 
   // Completions in order of completion; returns how many were written.
   size_t poll_cq(std::span<Completion> out);
@@ -261,6 +278,13 @@ class Qp {
   void after_send(uint32_t psn);
   uint64_t retransmit_timeout_ns() const;
   void build_request(SendWqe& w, uint32_t psn, TxPacket& out);
+  // The WQE requester_poll() sends from next (go-back-N and SR new data),
+  // after the window, SR, SQD and READ-depth checks; nullptr when none.
+  SendWqe* requester_next();
+  // Bookkeeping after request packet `psn` of w was built: retransmit count,
+  // cursor, highest PSN sent, timer. True when the packet fills the window
+  // (it must ask for an ACK).
+  bool request_sent(uint64_t now_ns, SendWqe& w, uint32_t psn);
   void rewind_to(uint32_t psn);
   void recount_reads_started();
 
@@ -269,7 +293,8 @@ class Qp {
   RxResult responder_duplicate(const wire::RoceHeader& hdr);
   RxResult responder_fatal(wire::NakCode code, uint32_t psn);
   RxResult responder_rnr(uint32_t psn);
-  RxResult responder_send(const wire::RoceHeader& hdr, std::span<const uint8_t> payload);
+  RxResult responder_send(uint32_t flags, uint32_t psn, bool ack_req, uint32_t imm,
+                          std::span<const uint8_t> payload);
   RxResult responder_write(const wire::RoceHeader& hdr, std::span<const uint8_t> payload);
   RxResult responder_read(const wire::RoceHeader& hdr);
   RxResult responder_sr(const wire::RoceHeader& hdr, std::span<const uint8_t> payload);
@@ -283,7 +308,7 @@ class Qp {
   // completer.cc
   RxResult completer_rx(uint64_t now_ns, const wire::RoceHeader& hdr,
                         std::span<const uint8_t> payload);
-  RxResult completer_ack(uint64_t now_ns, const wire::RoceHeader& hdr);
+  RxResult completer_ack(uint64_t now_ns, uint32_t psn, wire::Aeth aeth);
   RxResult completer_read_response(uint64_t now_ns, const wire::RoceHeader& hdr,
                                    std::span<const uint8_t> payload);
   // Completes SEND/WRITE WQEs whose last PSN <= psn; stops at a READ.

@@ -1,8 +1,12 @@
 // Requester: turns send WQEs into request packets (segmentation by PMTU,
 // AckReq policy, send window, initiator READ depth) and rewinds for go-back-N.
+// Also the fused transmit path (poll_tx_frame), which writes the common
+// packets (ACK, single-packet SEND) straight into the frame.
 #include <algorithm>
+#include <cstring>
 
 #include "transport/qp.h"
+#include "wire/byte_order.h"
 #include "wire/psn.h"
 
 namespace conduit::transport {
@@ -32,6 +36,7 @@ void gather(const std::array<std::span<uint8_t>, kMaxSge>& seg, uint32_t num_sge
 }
 
 uint8_t op(Opcode o) { return static_cast<uint8_t>(o); }
+constexpr uint32_t op_word(Opcode o) { return uint32_t{static_cast<uint8_t>(o)} << 24; }
 
 }  // namespace
 
@@ -167,9 +172,21 @@ bool Qp::requester_poll(uint64_t now_ns, TxPacket& out) {
     }
     return true;
   }
-  if (cur_wqe_ == sq_tail_) return false;
+  SendWqe* w = requester_next();
+  if (w == nullptr) return false;
+  const uint32_t psn = cur_psn_;
+  build_request(*w, psn, out);
+  if (request_sent(now_ns, *w, psn)) {
+    out.hdr.bth.ack_req = true;
+    pkts_since_ack_req_ = 0;
+  }
+  return true;
+}
+
+Qp::SendWqe* Qp::requester_next() {
+  if (cur_wqe_ == sq_tail_) return nullptr;
   const auto outstanding = static_cast<uint32_t>(wire::psn_diff(cur_psn_, una_psn_));
-  if (outstanding >= config_.window_packets) return false;
+  if (outstanding >= config_.window_packets) return nullptr;
   SendWqe& w = sq_at(cur_wqe_);
   if (sr_ && outstanding != 0) {
     // The SACK bitmap must cover every outstanding PSN, and IRN's BDP cap.
@@ -177,7 +194,7 @@ bool Qp::requester_poll(uint64_t now_ns, TxPacket& out) {
         w.wr.opcode == WrOpcode::kRead
             ? static_cast<uint32_t>(wire::psn_diff(wire::psn_add(w.first_psn, w.npkts), una_psn_))
             : outstanding + 1;
-    if (span > kSrWindow) return false;
+    if (span > kSrWindow) return nullptr;
     // BDP cap on the request data we have in flight. The PSNs of READ
     // responses still to come are data flowing the other way: not counted.
     uint32_t read_pkts = 0;
@@ -189,18 +206,18 @@ bool Qp::requester_poll(uint64_t now_ns, TxPacket& out) {
       if (wire::psn_lt(from, end)) read_pkts += static_cast<uint32_t>(wire::psn_diff(end, from));
     }
     const uint32_t bdp_pkts = std::max(1u, config_.sr_bdp_bytes >> pmtu_shift_);
-    if (outstanding - std::min(outstanding, read_pkts) >= bdp_pkts) return false;
+    if (outstanding - std::min(outstanding, read_pkts) >= bdp_pkts) return nullptr;
   }
   const bool fresh_wqe = cur_psn_ == w.first_psn && wire::psn_ge(cur_psn_, snd_max_psn_);
   // SQD: finish what was started, start nothing new.
-  if (fresh_wqe && state_ == QpState::kSqd) return false;
+  if (fresh_wqe && state_ == QpState::kSqd) return nullptr;
   if (w.wr.opcode == WrOpcode::kRead && fresh_wqe && reads_started_ >= attr_.max_rd_atomic)
-    return false;
+    return nullptr;
+  return &w;
+}
 
-  const uint32_t psn = cur_psn_;
-  build_request(w, psn, out);
+bool Qp::request_sent(uint64_t now_ns, SendWqe& w, uint32_t psn) {
   after_send(psn);
-
   const uint32_t end_psn = wire::psn_add(w.first_psn, w.npkts);
   cur_psn_ = w.wr.opcode == WrOpcode::kRead ? end_psn : wire::psn_next(psn);
   if (cur_psn_ == end_psn) {
@@ -208,12 +225,6 @@ bool Qp::requester_poll(uint64_t now_ns, TxPacket& out) {
     ++cur_wqe_;
   }
   if (wire::psn_gt(cur_psn_, snd_max_psn_)) snd_max_psn_ = cur_psn_;
-  // The packet that fills the window asks for an ACK, or the window would
-  // only reopen through the ACK timer.
-  if (static_cast<uint32_t>(wire::psn_diff(cur_psn_, una_psn_)) >= config_.window_packets) {
-    out.hdr.bth.ack_req = true;
-    pkts_since_ack_req_ = 0;
-  }
   if (ack_deadline_ns_ == kNoDeadline && (sr_ || attr_.timeout != 0)) {
     timer_base_ns_ = now_ns;
     ack_deadline_ns_ = now_ns + retransmit_timeout_ns();
@@ -221,7 +232,9 @@ bool Qp::requester_poll(uint64_t now_ns, TxPacket& out) {
     // RTO-low or RTO-high depends on what is in flight now.
     ack_deadline_ns_ = timer_base_ns_ + retransmit_timeout_ns();
   }
-  return true;
+  // The packet that fills the window asks for an ACK, or the window would
+  // only reopen through the ACK timer.
+  return static_cast<uint32_t>(wire::psn_diff(cur_psn_, una_psn_)) >= config_.window_packets;
 }
 
 void Qp::recount_reads_started() {
@@ -244,6 +257,73 @@ void Qp::rewind_to(uint32_t psn) {
   if (i != sq_tail_ && wire::psn_lt(psn, sq_at(i).first_psn)) cur_psn_ = sq_at(i).first_psn;
   pkts_since_ack_req_ = 0;
   recount_reads_started();
+}
+
+// The general path (poll_tx, then build_frame) for everything else; the
+// direct paths repeat its checks and share its bookkeeping (requester_next,
+// request_sent). Flattened: those are inlined here.
+[[gnu::flatten]] wire::BuildResult Qp::poll_tx_frame(uint64_t now_ns,
+                                                     const wire::FrameTemplate& tmpl,
+                                                     std::span<uint8_t> out) {
+  if (state_ != QpState::kReset && state_ != QpState::kInit) {
+    if (resp_head_ != resp_tail_) {
+      const Response& item =
+          resp_fifo_[resp_head_ & (static_cast<uint32_t>(resp_fifo_.size()) - 1)];
+      if (item.kind == RespItem::kAck) {
+        // responder_poll()'s ACK/NAK: BTH and AETH.
+        ++resp_head_;
+        ++counters_.tx_packets;
+        wire::BuildStatus st;
+        uint8_t* p = wire::begin_frame(out, tmpl, wire::kBthBytes + wire::kAethBytes, st);
+        if (p == nullptr) return {st, 0};
+        wire::put_be32(p, op_word(Opcode::kAcknowledge) | wire::kDefaultPkey);
+        wire::put_be32(p + 4, attr_.dest_qpn & wire::kPsnMask);
+        wire::put_be32(p + 8, item.psn & wire::kPsnMask);
+        wire::put_be32(p + 12, uint32_t{item.aeth.syndrome} << 24 | (item.aeth.msn & 0xFFFFFF));
+        return {wire::BuildStatus::kOk,
+                wire::finish_frame(tmpl, out.data(), wire::kBthBytes + wire::kAethBytes)};
+      }
+    } else if (state_ == QpState::kRts && !sr_ && rnr_deadline_ns_ == kNoDeadline) {
+      // requester_poll() without SR: nothing to resend out of order, so the
+      // next packet is requester_next()'s.
+      SendWqe* w = requester_next();
+      if (w == nullptr) return {};
+      const WrOpcode op = w->wr.opcode;
+      if (w->npkts == 1 && w->wr.num_sge <= 1 &&
+          (op == WrOpcode::kSend || op == WrOpcode::kSendImm)) {
+        // build_request() of a SEND only: the last packet, so it asks for an ACK.
+        const uint32_t psn = cur_psn_;
+        const bool imm = op == WrOpcode::kSendImm;
+        const uint32_t len = w->len_bytes;
+        const uint8_t* src = w->seg[0].data();
+        const uint32_t hdr_bytes = wire::kBthBytes + (imm ? wire::kImmBytes : 0);
+        const uint8_t pad = wire::pad_bytes_for(len);
+        const uint32_t w0 = op_word(imm ? Opcode::kSendOnlyImm : Opcode::kSendOnly) |
+                            (w->wr.solicited ? 0x800000u : 0u) | uint32_t{pad} << 20 |
+                            wire::kDefaultPkey;
+        const uint32_t imm_value = w->wr.imm;
+        pkts_since_ack_req_ = 0;
+        request_sent(now_ns, *w, psn);  // ack_req is set already
+        ++counters_.tx_packets;
+        const size_t roce = hdr_bytes + len + pad;
+        wire::BuildStatus st;
+        uint8_t* p = wire::begin_frame(out, tmpl, roce, st);
+        if (p == nullptr) return {st, 0};
+        wire::put_be32(p, w0);
+        wire::put_be32(p + 4, attr_.dest_qpn & wire::kPsnMask);
+        wire::put_be32(p + 8, 0x80000000u | psn);
+        if (imm) wire::put_be32(p + wire::kBthBytes, imm_value);
+        if (len != 0) std::memcpy(p + hdr_bytes, src, len);
+        std::memset(p + hdr_bytes + len, 0, 4);  // pad (the ICRC overwrites the rest)
+        return {wire::BuildStatus::kOk, wire::finish_frame(tmpl, out.data(), roce)};
+      }
+    }
+  }
+  TxPacket pkt;
+  if (!poll_tx(now_ns, pkt)) return {};
+  return wire::build_frame(
+      out, tmpl, pkt.hdr,
+      std::span<const std::span<const uint8_t>>(pkt.payload.data(), pkt.payload_parts));
 }
 
 }  // namespace conduit::transport

@@ -79,14 +79,16 @@ RxResult Qp::responder_rx(const wire::RoceHeader& hdr, std::span<const uint8_t> 
   if (!payload_length_ok(flags, payload.size())) {
     return responder_fatal(NakCode::kInvalidRequest, psn);
   }
-  if (flags & wire::kOpSend) return responder_send(hdr, payload);
+  if (flags & wire::kOpSend) {
+    return responder_send(flags, psn, hdr.bth.ack_req, hdr.imm, payload);
+  }
   if (flags & wire::kOpWrite) return responder_write(hdr, payload);
   return responder_read(hdr);
 }
 
-RxResult Qp::responder_send(const wire::RoceHeader& hdr, std::span<const uint8_t> payload) {
-  const uint32_t flags = hdr.info().flags;
-  const uint32_t psn = hdr.bth.psn;
+// Flattened (scatter, queue_ack inlined): every SEND packet comes here.
+[[gnu::flatten]] RxResult Qp::responder_send(uint32_t flags, uint32_t psn, bool ack_req,
+                                             uint32_t imm, std::span<const uint8_t> payload) {
   if (flags & wire::kOpFirst) {
     if (rq_head_ == rq_tail_) return responder_rnr(psn);
     recv_offset_ = 0;
@@ -111,7 +113,7 @@ RxResult Qp::responder_send(const wire::RoceHeader& hdr, std::span<const uint8_t
     c.opcode = WcOpcode::kRecv;
     c.len_bytes = recv_offset_;
     c.has_imm = flags & wire::kOpImm;
-    c.imm = c.has_imm ? hdr.imm : 0;
+    c.imm = c.has_imm ? imm : 0;
     push_completion(c);
     ++rq_head_;
     msn_ = wire::psn_next(msn_);
@@ -119,7 +121,7 @@ RxResult Qp::responder_send(const wire::RoceHeader& hdr, std::span<const uint8_t
   } else {
     in_msg_ = InMessage::kSend;
   }
-  if (hdr.bth.ack_req) queue_ack(Aeth::ack(msn_), psn);
+  if (ack_req) queue_ack(Aeth::ack(msn_), psn);
   return RxResult::kAccepted;
 }
 

@@ -4,38 +4,11 @@
 #include <bit>
 #include <cstring>
 
+#include "wire/byte_order.h"
 #include "wire/icrc.h"
 
 namespace conduit::wire {
 namespace {
-
-// Big-endian field access by byte offset, as whole-word loads and stores
-// (memcpy: no alignment assumed). One accessor per field width keeps the
-// encoders and decoders below a readable list of (offset, field) pairs.
-template <class T>
-inline T to_be(T v) {
-  if constexpr (std::endian::native == std::endian::big) return v;
-  if constexpr (sizeof(T) == 2) return __builtin_bswap16(v);
-  if constexpr (sizeof(T) == 4) return __builtin_bswap32(v);
-  if constexpr (sizeof(T) == 8) return __builtin_bswap64(v);
-}
-template <class T>
-inline void put_be(uint8_t* p, T v) {
-  v = to_be(v);
-  std::memcpy(p, &v, sizeof v);
-}
-template <class T>
-inline T get_be(const uint8_t* p) {
-  T v;
-  std::memcpy(&v, p, sizeof v);
-  return to_be(v);
-}
-inline void put_be16(uint8_t* p, uint16_t v) { put_be(p, v); }
-inline void put_be32(uint8_t* p, uint32_t v) { put_be(p, v); }
-inline void put_be64(uint8_t* p, uint64_t v) { put_be(p, v); }
-inline uint16_t get_be16(const uint8_t* p) { return get_be<uint16_t>(p); }
-inline uint32_t get_be32(const uint8_t* p) { return get_be<uint32_t>(p); }
-inline uint64_t get_be64(const uint8_t* p) { return get_be<uint64_t>(p); }
 
 // Offsets inside the IPv4, UDP and BTH headers.
 constexpr size_t kIpTos = 1, kIpTotalLen = 2, kIpId = 4, kIpFrag = 6, kIpTtl = 8, kIpProto = 9,
@@ -54,7 +27,7 @@ inline uint32_t load_native32(const uint8_t* p) {
   std::memcpy(&w, p, sizeof w);
   return w;
 }
-uint16_t ipv4_header_sum(const uint8_t* h) {
+[[gnu::always_inline]] inline uint16_t ipv4_header_sum(const uint8_t* h) {
   uint64_t sum = uint64_t{load_native32(h)} + load_native32(h + 4) + load_native32(h + 8) +
                  load_native32(h + 12) + load_native32(h + 16);
   sum = (sum & 0xFFFFFFFF) + (sum >> 32);
@@ -187,10 +160,10 @@ constexpr std::array<const char*, kDropReasonCount> kDropReasonNames = {
 
 // Shared by parse_frame and parse_roce: `ip_udp` is the 28 header bytes (may
 // be empty when the ICRC is not verified), `udp_payload` BTH .. ICRC.
+// On success `out` is the view of the packet.
 [[gnu::always_inline]] inline DropReason parse_roce_impl(const uint8_t* ip_udp,
                                                          std::span<const uint8_t> udp_payload,
-                                                         const ParseOptions& opt,
-                                                         ParsedFrame& out) {
+                                                         const ParseOptions& opt, RoceView& out) {
   const size_t n = udp_payload.size();
   if (n < kBthBytes + kIcrcBytes) return DropReason::kTruncated;
   const uint8_t* b = udp_payload.data();
@@ -200,11 +173,10 @@ constexpr std::array<const char*, kDropReasonCount> kDropReasonNames = {
     if (ip_udp == nullptr) return DropReason::kIcrc;
     // One span when the headers sit right before the payload (always, from
     // parse_frame): no copy of the header needed.
-    const uint32_t crc =
-        ip_udp + kIpUdpBytes == b
-            ? icrc_ipv4(std::span<const uint8_t>(ip_udp, kIpUdpBytes + n - kIcrcBytes))
-            : icrc_ipv4(std::span<const uint8_t>(ip_udp, kIpUdpBytes),
-                        udp_payload.first(n - kIcrcBytes));
+    const uint32_t crc = ip_udp + kIpUdpBytes == b
+                             ? icrc_ipv4_datagram(ip_udp, kIpUdpBytes + n - kIcrcBytes)
+                             : icrc_ipv4(std::span<const uint8_t>(ip_udp, kIpUdpBytes),
+                                         udp_payload.first(n - kIcrcBytes));
     if (crc != icrc_load(b + n - kIcrcBytes)) return DropReason::kIcrc;
   }
   if ((b[1] & 0x0F) != 0) return DropReason::kBthVersion;
@@ -230,9 +202,41 @@ constexpr std::array<const char*, kDropReasonCount> kDropReasonNames = {
   } else if (after_headers != 0 || pad != 0) {
     return DropReason::kLength;
   }
-  decode_roce_header(b, info, out.hdr);
-  out.payload = udp_payload.subspan(info.header_bytes, payload_len);
+  out.bth = b;
+  out.info = &info;
+  out.payload = std::span<const uint8_t>(b + info.header_bytes, payload_len);
   return DropReason::kNone;
+}
+
+// Shared by both parse_frame()s: Ethernet, IPv4 and UDP checks, then the
+// RoCE checks. Sets ip to the IPv4 header when the frame is accepted.
+[[gnu::always_inline]] inline DropReason parse_frame_impl(std::span<const uint8_t> frame,
+                                                          const ParseOptions& opt, RoceView& out,
+                                                          const uint8_t*& ip_out) {
+  const uint8_t* f = frame.data();
+  if (frame.size() < kEthHeaderBytes) return DropReason::kTruncated;
+  size_t l2 = kEthHeaderBytes;
+  uint16_t ether_type = get_be16(f + 12);
+  if (ether_type == kEtherTypeVlan) {
+    if (frame.size() < kEthHeaderBytes + kVlanTagBytes) return DropReason::kTruncated;
+    ether_type = get_be16(f + 16);
+    l2 += kVlanTagBytes;
+  }
+  if (ether_type != kEtherTypeIpv4) return DropReason::kEtherType;
+  if (frame.size() < l2 + kIpv4HeaderBytes) return DropReason::kTruncated;
+  const uint8_t* ip = f + l2;
+  if (ip[0] != 0x45) return (ip[0] >> 4) != 4 ? DropReason::kIpVersion : DropReason::kIpOptions;
+  const size_t ip_total = get_be16(ip + kIpTotalLen);
+  if (ip_total < kIpUdpBytes || ip_total > frame.size() - l2) return DropReason::kIpTotalLength;
+  if (opt.verify_ip_checksum && ipv4_header_sum(ip) != 0xFFFF) return DropReason::kIpChecksum;
+  if ((get_be16(ip + kIpFrag) & kIpFragMask) != 0) return DropReason::kIpFragment;
+  if (ip[kIpProto] != kIpProtoUdp) return DropReason::kIpProtocol;
+  const uint8_t* udp = ip + kIpv4HeaderBytes;
+  if (get_be16(udp + kUdpLen) != ip_total - kIpv4HeaderBytes) return DropReason::kUdpLength;
+  if (get_be16(udp + 2) != opt.udp_dst_port) return DropReason::kUdpPort;
+  ip_out = ip;
+  return parse_roce_impl(
+      ip, std::span<const uint8_t>(udp + kUdpHeaderBytes, ip_total - kIpUdpBytes), opt, out);
 }
 
 }  // namespace
@@ -351,7 +355,7 @@ uint8_t* write_l2_ip_udp(uint8_t* f, const FrameAddr& addr, size_t ip_total) {
   // Zero pad: four bytes are always there to write (the ICRC follows the pad).
   std::memset(p, 0, 4);
   p += pad;
-  icrc_store(icrc_ipv4(std::span<const uint8_t>(ip, p)), p);
+  icrc_store(icrc_ipv4_datagram(ip, static_cast<size_t>(p - ip)), p);
 }
 
 }  // namespace
@@ -387,8 +391,8 @@ BuildResult build_frame(std::span<uint8_t> out, const FrameTemplate& tmpl, RoceH
   if (st != BuildStatus::kOk) return {st, 0};
   hdr.bth.pad_count = pad;
   uint8_t* f = out.data();
-  // Whole template: without a VLAN tag its last 4 bytes land where the BTH
-  // is written next (every frame is longer than the template).
+  // Whole template: its bytes after the UDP header land where the BTH is
+  // written next (every frame is longer than the template).
   static_assert(sizeof(tmpl.bytes) <= kEthHeaderBytes + kIpUdpBytes + kBthBytes + kIcrcBytes);
   std::memcpy(f, tmpl.bytes.data(), sizeof(tmpl.bytes));
   uint8_t* ip = f + l2;
@@ -431,50 +435,42 @@ DropReason check_payload_length(const OpcodeInfo& info, size_t payload_len_bytes
 }
 
 DropReason parse_roce(std::span<const uint8_t> ip_udp_headers, std::span<const uint8_t> udp_payload,
-                      const ParseOptions& opt, ParsedFrame& out) {
+                      const ParseOptions& opt, RoceView& out) {
   const uint8_t* ip_udp = ip_udp_headers.size() == kIpUdpBytes ? ip_udp_headers.data() : nullptr;
   return parse_roce_impl(ip_udp, udp_payload, opt, out);
 }
 
-DropReason parse_frame(std::span<const uint8_t> frame, const ParseOptions& opt, ParsedFrame& out) {
-  const uint8_t* f = frame.data();
-  if (frame.size() < kEthHeaderBytes) return DropReason::kTruncated;
-  size_t l2 = kEthHeaderBytes;
-  uint16_t ether_type = get_be16(f + 12);
-  bool has_vlan = false;
-  uint16_t vlan_tci = 0;
-  if (ether_type == kEtherTypeVlan) {
-    if (frame.size() < kEthHeaderBytes + kVlanTagBytes) return DropReason::kTruncated;
-    has_vlan = true;
-    vlan_tci = get_be16(f + 14);
-    ether_type = get_be16(f + 16);
-    l2 += kVlanTagBytes;
-  }
-  if (ether_type != kEtherTypeIpv4) return DropReason::kEtherType;
-  if (frame.size() < l2 + kIpv4HeaderBytes) return DropReason::kTruncated;
-  const uint8_t* ip = f + l2;
-  if (ip[0] != 0x45) return (ip[0] >> 4) != 4 ? DropReason::kIpVersion : DropReason::kIpOptions;
-  const size_t ip_total = get_be16(ip + kIpTotalLen);
-  if (ip_total < kIpUdpBytes || ip_total > frame.size() - l2) return DropReason::kIpTotalLength;
-  if (opt.verify_ip_checksum && ipv4_header_sum(ip) != 0xFFFF) return DropReason::kIpChecksum;
-  if ((get_be16(ip + kIpFrag) & kIpFragMask) != 0) return DropReason::kIpFragment;
-  if (ip[kIpProto] != kIpProtoUdp) return DropReason::kIpProtocol;
-  const uint8_t* udp = ip + kIpv4HeaderBytes;
-  const uint32_t udp_ports = get_be32(udp + kUdpSport);
-  if (get_be16(udp + kUdpLen) != ip_total - kIpv4HeaderBytes) return DropReason::kUdpLength;
-  if (static_cast<uint16_t>(udp_ports) != opt.udp_dst_port) return DropReason::kUdpPort;
-
-  const DropReason r = parse_roce_impl(
-      ip, std::span<const uint8_t>(udp + kUdpHeaderBytes, ip_total - kIpUdpBytes), opt, out);
+DropReason parse_roce(std::span<const uint8_t> ip_udp_headers, std::span<const uint8_t> udp_payload,
+                      const ParseOptions& opt, ParsedFrame& out) {
+  RoceView v;
+  const DropReason r = parse_roce(ip_udp_headers, udp_payload, opt, v);
   if (r != DropReason::kNone) return r;
+  decode_roce_header(v.bth, *v.info, out.hdr);
+  out.payload = v.payload;
+  return DropReason::kNone;
+}
 
+DropReason parse_frame(std::span<const uint8_t> frame, const ParseOptions& opt, RoceView& out) {
+  const uint8_t* ip = nullptr;
+  return parse_frame_impl(frame, opt, out, ip);
+}
+
+DropReason parse_frame(std::span<const uint8_t> frame, const ParseOptions& opt, ParsedFrame& out) {
+  RoceView v;
+  const uint8_t* ip = nullptr;
+  const DropReason r = parse_frame_impl(frame, opt, v, ip);
+  if (r != DropReason::kNone) return r;
+  decode_roce_header(v.bth, *v.info, out.hdr);
+  out.payload = v.payload;
+  const uint8_t* f = frame.data();
   FrameAddr& a = out.addr;
   std::memcpy(a.dst_mac.data(), f, 6);
   std::memcpy(a.src_mac.data(), f + 6, 6);
-  a.has_vlan = has_vlan;
-  a.vlan_tci = vlan_tci;
+  a.has_vlan = ip - f != kEthHeaderBytes;
+  a.vlan_tci = a.has_vlan ? get_be16(f + 14) : 0;
   a.src_ip = get_be32(ip + kIpSrc);
   a.dst_ip = get_be32(ip + kIpDst);
+  const uint32_t udp_ports = get_be32(ip + kIpv4HeaderBytes + kUdpSport);
   a.src_port = static_cast<uint16_t>(udp_ports >> 16);
   a.dst_port = static_cast<uint16_t>(udp_ports);
   a.dscp = ip[kIpTos] >> 2;
@@ -482,6 +478,10 @@ DropReason parse_frame(std::span<const uint8_t> frame, const ParseOptions& opt, 
   a.ttl = ip[kIpTtl];
   a.ip_id = get_be16(ip + kIpId);
   return DropReason::kNone;
+}
+
+void decode_roce_header(const RoceView& view, RoceHeader& out) {
+  decode_roce_header(view.bth, *view.info, out);
 }
 
 }  // namespace conduit::wire

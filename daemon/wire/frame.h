@@ -19,8 +19,11 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 
+#include "wire/byte_order.h"
+#include "wire/icrc.h"
 #include "wire/roce_header.h"
 
 namespace conduit::wire {
@@ -55,6 +58,8 @@ struct FrameAddr {
   uint8_t ecn = kEcnNotEct;
   uint8_t ttl = kDefaultTtl;
   uint16_t ip_id = 0;  // sent with DF set; the ICRC covers it
+
+  bool operator==(const FrameAddr&) const = default;
 };
 
 // Linux's UDP source port for a RoCEv2 QP (rdma_calc_flow_label +
@@ -145,8 +150,10 @@ BuildResult build_frame_spans(std::span<uint8_t> out, const FrameAddr& addr, Roc
 // and fills in the lengths and the IPv4 checksum instead of encoding each
 // field per packet. Remake it when the FrameAddr changes.
 struct FrameTemplate {
-  // Headers with total/UDP length 0; bytes past l2_bytes + 28 are unused.
-  std::array<uint8_t, kEthHeaderBytes + kVlanTagBytes + kIpv4HeaderBytes + kUdpHeaderBytes> bytes{};
+  static_assert(kEthHeaderBytes + kVlanTagBytes + kIpv4HeaderBytes + kUdpHeaderBytes <= 48);
+  // Headers with total/UDP length 0; bytes past l2_bytes + 28 are unused
+  // (zero). 48 bytes, not 46: copied as three 16-byte words.
+  std::array<uint8_t, 48> bytes{};
   uint8_t l2_bytes = kEthHeaderBytes;
   // One's-complement sum (16-bit words, unfolded) of the IPv4 header without
   // its total length and checksum.
@@ -159,6 +166,50 @@ FrameTemplate make_frame_template(const FrameAddr& addr);
 // effect on hdr.
 BuildResult build_frame(std::span<uint8_t> out, const FrameTemplate& tmpl, RoceHeader& hdr,
                         std::span<const std::span<const uint8_t>> payload);
+
+// The fused transmit path, for callers that encode the BTH and extension
+// headers themselves (Qp::poll_tx_frame): begin_frame() writes the
+// template's headers for a frame whose BTH .. pad is `roce_bytes` long and
+// returns where the BTH goes, or nullptr when `out` cannot hold the frame
+// (kBufferTooSmall) or the IPv4 length would exceed 65535 (kPayloadTooLong:
+// roce_bytes is too big); the caller writes the roce_bytes (pad zeroed) and
+// finish_frame() appends the ICRC and returns the frame length. The bytes
+// are those build_frame() writes for the same header and payload.
+inline uint8_t* begin_frame(std::span<uint8_t> out, const FrameTemplate& tmpl, size_t roce_bytes,
+                            BuildStatus& status) {
+  constexpr size_t kIpUdp = kIpv4HeaderBytes + kUdpHeaderBytes;
+  const size_t ip_total = kIpUdp + roce_bytes + kIcrcBytes;
+  if (ip_total > 0xFFFF) {
+    status = BuildStatus::kPayloadTooLong;
+    return nullptr;
+  }
+  const size_t l2 = tmpl.l2_bytes;
+  // The whole template is copied: its bytes after the UDP header land where
+  // the BTH goes (every frame has a BTH and an ICRC after the headers).
+  if (out.size() < l2 + ip_total || out.size() < sizeof(tmpl.bytes)) {
+    status = BuildStatus::kBufferTooSmall;
+    return nullptr;
+  }
+  uint8_t* f = out.data();
+  std::memcpy(f, tmpl.bytes.data(), sizeof(tmpl.bytes));
+  uint8_t* ip = f + l2;
+  auto total = static_cast<uint32_t>(ip_total);
+  put_be16(ip + 2, static_cast<uint16_t>(total));
+  uint32_t sum = tmpl.ip_fixed_sum + total;
+  sum = (sum & 0xFFFF) + (sum >> 16);
+  sum = (sum & 0xFFFF) + (sum >> 16);
+  put_be16(ip + 10, static_cast<uint16_t>(~sum));
+  put_be16(ip + kIpv4HeaderBytes + 4, static_cast<uint16_t>(total - kIpv4HeaderBytes));
+  status = BuildStatus::kOk;
+  return ip + kIpUdp;
+}
+inline size_t finish_frame(const FrameTemplate& tmpl, uint8_t* frame, size_t roce_bytes) {
+  constexpr size_t kIpUdp = kIpv4HeaderBytes + kUdpHeaderBytes;
+  const uint8_t* ip = frame + tmpl.l2_bytes;
+  uint8_t* icrc = frame + tmpl.l2_bytes + kIpUdp + roce_bytes;
+  icrc_store(icrc_ipv4_datagram(ip, kIpUdp + roce_bytes), icrc);
+  return tmpl.l2_bytes + kIpUdp + roce_bytes + kIcrcBytes;
+}
 
 // The header of a CNP (opcode 0x81, BECN set, PSN 0) addressed to the QP that
 // sent the CE-marked data, i.e. dest_qp = the data packet's sender's QPN.
@@ -223,6 +274,32 @@ struct ParsedFrame {
   std::span<const uint8_t> payload;
 };
 
+// A validated packet as the bytes it arrived in, for the fused receive path
+// (Qp::on_packet(now, RoceView)): fields are read straight from the BTH and
+// extension headers instead of being copied into a RoceHeader. Points into
+// the frame passed to the parser: valid while that buffer is.
+struct RoceView {
+  const uint8_t* bth = nullptr;  // BTH, then the opcode's extension headers
+  const OpcodeInfo* info = nullptr;
+  std::span<const uint8_t> payload;
+
+  uint8_t opcode() const { return bth[0]; }
+  bool solicited() const { return (bth[1] & 0x80) != 0; }
+  bool becn() const { return (bth[4] & 0x40) != 0; }
+  uint32_t dest_qp() const { return get_be32(bth + 4) & 0xFFFFFF; }
+  bool ack_req() const { return (bth[8] & 0x80) != 0; }
+  uint32_t psn() const { return get_be32(bth + 8) & 0xFFFFFF; }
+  // Only for opcodes with an AETH / ImmDt (info->aeth_offset / imm_offset != 0).
+  Aeth aeth() const {
+    const uint32_t w = get_be32(bth + info->aeth_offset);
+    return Aeth{static_cast<uint8_t>(w >> 24), w & 0xFFFFFF};
+  }
+  uint32_t imm() const { return get_be32(bth + info->imm_offset); }
+};
+
+// The RoceHeader of a view (what parse_frame() would have decoded).
+void decode_roce_header(const RoceView& view, RoceHeader& out);
+
 // Validates a whole Ethernet frame (without FCS; trailing bytes after the IP
 // total length, such as Ethernet minimum-size padding, are ignored) and
 // decodes it into `out`. `out` is only meaningful when kNone is returned.
@@ -236,6 +313,12 @@ DropReason parse_frame(std::span<const uint8_t> frame, const ParseOptions& opt, 
 // without ICRC verification it may be empty.
 DropReason parse_roce(std::span<const uint8_t> ip_udp_headers, std::span<const uint8_t> udp_payload,
                       const ParseOptions& opt, ParsedFrame& out);
+
+// parse_frame() and parse_roce() with the same validation, but the packet
+// is handed back as a RoceView: no RoceHeader or FrameAddr decode.
+DropReason parse_frame(std::span<const uint8_t> frame, const ParseOptions& opt, RoceView& out);
+DropReason parse_roce(std::span<const uint8_t> ip_udp_headers, std::span<const uint8_t> udp_payload,
+                      const ParseOptions& opt, RoceView& out);
 
 // The PMTU rules alone (also applied by the parsers when pmtu_bytes != 0):
 // payload <= pmtu, and first/middle packets carry exactly pmtu bytes.

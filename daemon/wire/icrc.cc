@@ -394,7 +394,7 @@ __attribute__((target("avx512f,vpclmulqdq,avx,pclmul,ssse3,sse2"))) uint32_t icr
   return raw_icrc_stream<true>(d, n);
 }
 
-using IcrcStreamFn = uint32_t (*)(const uint8_t*, size_t);
+using IcrcStreamFn = detail::IcrcStreamFn;
 
 bool detect_vpclmul();
 
@@ -429,6 +429,14 @@ bool detect_clmul() {
 const bool kHaveClmul = detect_clmul();
 
 }  // namespace
+
+namespace detail {
+#if CONDUIT_WIRE_HAVE_CLMUL
+extern const IcrcStreamFn icrc_stream = kIcrcStream;
+#else
+extern const IcrcStreamFn icrc_stream = nullptr;
+#endif
+}  // namespace detail
 
 bool crc32_clmul_available() { return kHaveClmul; }
 

@@ -47,6 +47,24 @@ uint32_t icrc_begin_ipv4(std::span<const uint8_t, kIcrcMaskedHeaderBytes> ip_udp
 // least 40 bytes in all (returns 0 otherwise). Faster than icrc_begin_ipv4()
 // + crc32_update() because header and payload go through one CRC stream.
 uint32_t icrc_ipv4(std::span<const uint8_t> first, std::span<const uint8_t> second = {});
+namespace detail {
+using IcrcStreamFn = uint32_t (*)(const uint8_t* datagram, size_t len_bytes);
+// The whole-block stream icrc_ipv4() uses on this CPU, picked at start-up
+// (nullptr without PCLMULQDQ and SSSE3; the raw CRC register, not inverted).
+extern const IcrcStreamFn icrc_stream;
+}  // namespace detail
+
+// icrc_ipv4() of one contiguous datagram with the dispatch inline, for the
+// per-packet paths (frame build and parse): the same result.
+inline uint32_t icrc_ipv4_datagram(const uint8_t* datagram, size_t len_bytes) {
+  const detail::IcrcStreamFn stream = detail::icrc_stream;
+  // The stream's lengths: at least 40 bytes, (n + 4) % 16 not in 1..3.
+  if (stream != nullptr && len_bytes >= 40 && ((len_bytes + 4) & 15) - 1 >= 3) {
+    return ~stream(datagram, len_bytes);
+  }
+  return icrc_ipv4(std::span<const uint8_t>(datagram, len_bytes));
+}
+
 // The same with the table-driven CRC only (the fallback; for tests).
 uint32_t icrc_ipv4_slice8(std::span<const uint8_t> first, std::span<const uint8_t> second = {});
 

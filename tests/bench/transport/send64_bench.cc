@@ -1,8 +1,8 @@
 // One-way cost of a 64-byte SEND through the whole pure stack:
-//   requester (post + poll_tx) -> build_frame (+ICRC) -> parse_frame (ICRC
-//   check) -> responder (placement, receive completion) -> ACK poll_tx ->
-//   build_frame -> parse_frame -> completer (ACK processing, send completion)
-// plus the receive re-post. Reports ns per message; for instruction counts
+//   requester (post + poll_tx_frame: frame and ICRC) -> parse_frame (all
+//   checks, ICRC) -> responder (placement, receive completion) -> ACK
+//   poll_tx_frame -> parse_frame -> completer (ACK processing, send
+//   completion) plus the receive re-post. Reports ns per message; for instruction counts
 // run it under callgrind with two message counts and subtract (BENCHMARKS.md).
 //
 // usage: transport_send64_bench [messages]   (default 1,000,000)
@@ -55,26 +55,25 @@ struct Side {
   }
 };
 
-// Moves one packet from `from` to `to` as frames. Returns false if none.
-// The TxPacket and ParsedFrame are reused (the QP and the parser fill every
-// field they use), so the harness adds little beyond the calls it measures.
+// Moves one packet from `from` to `to` as a frame, the way the engine does:
+// the QP writes the frame (Qp::poll_tx_frame, from the per-QP template), the
+// receiver validates all of it (parse_frame: Ethernet, IPv4 incl. checksum,
+// UDP, BTH, lengths, ICRC) into a RoceView and the QP reads the packet from
+// it (Qp::on_packet(RoceView)). Returns false if there was nothing to send.
 struct Hop {
-  TxPacket tx;
-  wire::ParsedFrame f;
+  wire::RoceView v;
   std::vector<uint8_t> buf = std::vector<uint8_t>(9000);
 };
 
 bool hop(Side& from, Side& to, Hop& h, const wire::ParseOptions& opt, uint64_t now_ns) {
-  if (!from.qp.poll_tx(now_ns, h.tx)) return false;
-  const wire::BuildResult r = wire::build_frame(
-      h.buf, from.tmpl, h.tx.hdr,
-      std::span<const std::span<const uint8_t>>(h.tx.payload.data(), h.tx.payload_parts));
-  if (!r.ok() || wire::parse_frame(std::span<const uint8_t>(h.buf.data(), r.len_bytes), opt, h.f) !=
+  const wire::BuildResult r = from.qp.poll_tx_frame(now_ns, from.tmpl, h.buf);
+  if (r.ok() && r.len_bytes == 0) return false;
+  if (!r.ok() || wire::parse_frame(std::span<const uint8_t>(h.buf.data(), r.len_bytes), opt, h.v) !=
                      wire::DropReason::kNone) {
     std::fprintf(stderr, "frame did not round-trip\n");
     std::exit(1);
   }
-  to.qp.on_packet(now_ns, h.f.hdr, h.f.payload);
+  to.qp.on_packet(now_ns, h.v);
   return true;
 }
 

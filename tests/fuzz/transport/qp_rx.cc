@@ -3,8 +3,14 @@
 // raw frames through wire::parse_frame, timer jumps and TX drains. Checks
 // that nothing crashes, the completion queue never holds more than the
 // queues can produce, and every WR posted is completed at most once.
+//
+// Differential: a twin QP gets the same inputs through the fused datapath
+// (Qp::poll_tx_frame, Qp::on_packet with a wire::RoceView) and must behave
+// exactly as the first one does through poll_tx/build_frame and
+// on_packet(RoceHeader): same results, counters, completions and frame bytes.
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <vector>
 
@@ -44,13 +50,27 @@ constexpr uint8_t kOpcodes[] = {0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 
                                 0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x0E, 0x0F, 0x10, 0x11,
                                 0x12, 0x13, 0x14, 0x16, 0x17, 0x81, 0x42};
 
+bool same(const Qp& x, const Qp& y) {
+  return x.state() == y.state() && x.una_psn() == y.una_psn() &&
+         x.expected_psn() == y.expected_psn() && x.cq_size() == y.cq_size() &&
+         x.next_deadline_ns() == y.next_deadline_ns() &&
+         std::memcmp(&x.counters(), &y.counters(), sizeof(QpCounters)) == 0;
+}
+
+bool same(const Completion& x, const Completion& y) {
+  return x.wr_id == y.wr_id && x.status == y.status && x.opcode == y.opcode &&
+         x.has_imm == y.has_imm && x.imm == y.imm && x.len_bytes == y.len_bytes;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Input in(data, size);
-  HeapMemoryRegions mrs;
-  mrs.add(kBase, kMrBytes, kAccessLocalWrite | kAccessRemoteRead | kAccessRemoteWrite);
-  mrs.add(kBase * 16, 4096, kAccessLocalWrite);  // no remote access
+  HeapMemoryRegions mrs, fmrs;
+  for (HeapMemoryRegions* m : {&mrs, &fmrs}) {
+    m->add(kBase, kMrBytes, kAccessLocalWrite | kAccessRemoteRead | kAccessRemoteWrite);
+    m->add(kBase * 16, 4096, kAccessLocalWrite);  // no remote access
+  }
   QpConfig cfg;
   cfg.qpn = 0x33;
   cfg.sq_depth = 16;
@@ -58,6 +78,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   cfg.window_packets = 1 + in.u8();
   cfg.ack_req_every_packets = 1 + (in.u8() & 63);
   Qp qp(cfg, mrs);
+  Qp fq(cfg, fmrs);  // the twin on the fused datapath
   QpAttr a;
   a.access_flags = in.u8() & 7;
   a.pmtu_bytes = 256u << (in.u8() % 5);
@@ -72,13 +93,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   a.max_dest_rd_atomic = static_cast<uint8_t>(1 + (in.u8() & 15));
   a.selective_repeat = a.max_dest_rd_atomic & 1;  // both recovery modes
   a.state = QpState::kInit;
-  qp.modify(a, kAttrState | kAttrAccessFlags);
-  a.state = QpState::kRtr;
-  qp.modify(a, kAttrState | kAttrPathMtu | kAttrDestQpn | kAttrRqPsn | kAttrMaxDestRdAtomic |
-                   kAttrMinRnrTimer | kAttrSelectiveRepeat);
-  a.state = QpState::kRts;
-  qp.modify(
-      a, kAttrState | kAttrSqPsn | kAttrTimeout | kAttrRetryCnt | kAttrRnrRetry | kAttrMaxRdAtomic);
+  for (Qp* q : {&qp, &fq}) {
+    a.state = QpState::kInit;
+    q->modify(a, kAttrState | kAttrAccessFlags);
+    a.state = QpState::kRtr;
+    q->modify(a, kAttrState | kAttrPathMtu | kAttrDestQpn | kAttrRqPsn | kAttrMaxDestRdAtomic |
+                     kAttrMinRnrTimer | kAttrSelectiveRepeat);
+    a.state = QpState::kRts;
+    q->modify(a, kAttrState | kAttrSqPsn | kAttrTimeout | kAttrRetryCnt | kAttrRnrRetry |
+                     kAttrMaxRdAtomic);
+  }
 
   wire::ParseOptions popt;
   popt.pmtu_bytes = a.pmtu_bytes;
@@ -86,6 +110,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   uint64_t posted = 0, completed = 0;
   std::vector<uint8_t> payload_buf(8192);
   std::vector<uint8_t> frame_buf(9000);
+  std::vector<uint8_t> fused_buf(9000);
+  const wire::FrameAddr addr;
+  const wire::FrameTemplate tmpl = wire::make_frame_template(addr);
   uint32_t last_tx_psn = a.sq_psn;
 
   while (!in.empty()) {
@@ -100,7 +127,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         wr.num_sge = 1;
         wr.remote_addr = kBase + in.u16();
         wr.rkey = 0x8000 + (in.u8() & 1);
-        if (qp.post_send(wr) == Status::kOk) ++posted;
+        const Status st = qp.post_send(wr);
+        if (fq.post_send(wr) != st) __builtin_trap();
+        if (st == Status::kOk) ++posted;
         break;
       }
       case 1: {  // post a receive
@@ -108,7 +137,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         r.wr_id = posted;
         r.sge[0] = Sge{kBase + in.u16() % 4096, static_cast<uint32_t>(in.u16() % 9000), 0x100};
         r.num_sge = 1;
-        if (qp.post_recv(r) == Status::kOk) ++posted;
+        const Status st = qp.post_recv(r);
+        if (fq.post_recv(r) != st) __builtin_trap();
+        if (st == Status::kOk) ++posted;
         break;
       }
       case 2:
@@ -121,7 +152,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const uint32_t around =
             response ? (in.u8() & 1 ? last_tx_psn : qp.una_psn()) : qp.expected_psn();
         h.bth.psn = wire::psn_add(around, static_cast<uint32_t>(delta));
-        h.bth.ack_req = in.u8() & 1;
+        const uint8_t bits = in.u8();
+        h.bth.ack_req = bits & 1;
+        const bool as_frame = bits & 2;  // through build_frame and both parsers
         h.aeth.syndrome = in.u8();
         h.aeth.msn = in.u32() & wire::kPsnMask;
         h.reth.va = kBase + in.u16() * (in.u8() & 3);
@@ -130,29 +163,60 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         h.imm = in.u32();
         size_t plen = in.u16() % 4200;
         if (in.u8() & 1) plen = a.pmtu_bytes;
-        qp.on_packet(now_ns, h, std::span<const uint8_t>(payload_buf.data(), plen));
+        if (!as_frame) {
+          const auto payload = std::span<const uint8_t>(payload_buf.data(), plen);
+          if (qp.on_packet(now_ns, h, payload) != fq.on_packet(now_ns, h, payload)) {
+            __builtin_trap();
+          }
+          break;
+        }
+        if (!(wire::opcode_info(h.bth.opcode).flags & wire::kOpPayload)) plen = 0;
+        const wire::BuildResult r = wire::build_frame(
+            frame_buf, addr, h,
+            wire::PayloadGather(std::span<const uint8_t>(payload_buf.data(), plen)));
+        if (!r.ok()) break;
+        const auto frame = std::span<const uint8_t>(frame_buf.data(), r.len_bytes);
+        wire::ParsedFrame f;
+        wire::RoceView v;
+        const wire::DropReason why = wire::parse_frame(frame, popt, f);
+        if (wire::parse_frame(frame, popt, v) != why) __builtin_trap();
+        if (why == wire::DropReason::kNone &&
+            qp.on_packet(now_ns, f.hdr, f.payload) != fq.on_packet(now_ns, v)) {
+          __builtin_trap();
+        }
         break;
       }
       case 4: {  // raw frame bytes through the parser
         const size_t len = in.u16() % 600;
         auto raw = in.bytes(len);
         wire::ParsedFrame f;
-        if (wire::parse_frame(raw, popt, f) == wire::DropReason::kNone) {
-          qp.on_packet(now_ns, f.hdr, f.payload);
+        wire::RoceView v;
+        const wire::DropReason why = wire::parse_frame(raw, popt, f);
+        if (wire::parse_frame(raw, popt, v) != why) __builtin_trap();
+        if (why == wire::DropReason::kNone &&
+            qp.on_packet(now_ns, f.hdr, f.payload) != fq.on_packet(now_ns, v)) {
+          __builtin_trap();
         }
         break;
       }
       case 5: {  // drain some TX, building each frame as the engine would
         TxPacket tx;
-        for (int n = in.u8() % 64; n > 0 && qp.poll_tx(now_ns, tx); --n) {
+        for (int n = in.u8() % 64; n > 0; --n) {
+          const bool got = qp.poll_tx(now_ns, tx);
+          const wire::BuildResult fr = fq.poll_tx_frame(now_ns, tmpl, fused_buf);
+          if (!fr.ok() || got != (fr.len_bytes != 0)) __builtin_trap();
+          if (!got) break;
           if (tx.payload_bytes > a.pmtu_bytes) __builtin_trap();
           if (wire::opcode_info(tx.hdr.bth.opcode).flags & wire::kOpRequest) {
             last_tx_psn = tx.hdr.bth.psn;
           }
           wire::PayloadGather g;
           for (uint32_t i = 0; i < tx.payload_parts; ++i) g.add(tx.payload[i]);
-          wire::FrameAddr addr;
-          if (!wire::build_frame(frame_buf, addr, tx.hdr, g).ok()) __builtin_trap();
+          const wire::BuildResult r = wire::build_frame(frame_buf, addr, tx.hdr, g);
+          if (!r.ok() || r.len_bytes != fr.len_bytes ||
+              std::memcmp(frame_buf.data(), fused_buf.data(), r.len_bytes) != 0) {
+            __builtin_trap();
+          }
         }
         break;
       }
@@ -160,15 +224,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const uint64_t d = qp.next_deadline_ns();
         now_ns = (in.u8() & 1) && d != Qp::kNoDeadline ? d : now_ns + in.u16() * 100ull;
         qp.on_timer(now_ns);
+        fq.on_timer(now_ns);
         break;
       }
       case 7: {
-        Completion cq[8];
-        completed += qp.poll_cq(cq);
+        Completion cq[8], fcq[8];
+        const size_t n = qp.poll_cq(cq);
+        if (fq.poll_cq(fcq) != n) __builtin_trap();
+        for (size_t i = 0; i < n; ++i) {
+          if (!same(cq[i], fcq[i])) __builtin_trap();
+        }
+        completed += n;
         break;
       }
     }
     if (qp.cq_size() + completed > posted) __builtin_trap();  // a WR completed twice
+    if (!same(qp, fq)) __builtin_trap();
+  }
+  for (size_t i = 0; i < mrs.size(); ++i) {
+    if (mrs.region(i).bytes != fmrs.region(i).bytes) __builtin_trap();  // placed the same
   }
   return 0;
 }

@@ -5,7 +5,11 @@
 //  - with ICRC verification off (so mutated frames reach the BTH checks), an
 //    accepted frame rebuilt with build_frame() parses again, with ICRC on,
 //    into the same header, addressing and payload;
-//  - parse_roce() on the frame's UDP payload agrees with parse_frame().
+//  - parse_roce() on the frame's UDP payload agrees with parse_frame();
+//  - the RoceView parsers (the fused datapath's) return the same drop reason
+//    for every input and, for an accepted frame, a view that decodes to the
+//    same header and payload, with the same fields through its accessors;
+//  - a frame written by begin_frame()/finish_frame() equals build_frame()'s.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -51,12 +55,33 @@ void check_accepted(std::span<const uint8_t> frame, const ParsedFrame& pf, uint3
   require(pf.payload.empty() || pf.hdr.info().has(kOpPayload));
 }
 
+// The view parsers must agree with the RoceHeader ones on every input.
+void check_view(std::span<const uint8_t> frame, const ParseOptions& opt) {
+  ParsedFrame pf;
+  RoceView v;
+  const DropReason r = parse_frame(frame, opt, pf);
+  require(parse_frame(frame, opt, v) == r);
+  if (r != DropReason::kNone) return;
+  RoceHeader h;
+  decode_roce_header(v, h);
+  require(same_header(h, pf.hdr));
+  require(v.payload.data() == pf.payload.data() && v.payload.size() == pf.payload.size());
+  require(v.opcode() == h.bth.opcode && v.psn() == h.bth.psn && v.dest_qp() == h.bth.dest_qp &&
+          v.ack_req() == h.bth.ack_req && v.solicited() == h.bth.solicited &&
+          v.becn() == h.bth.becn);
+  if (v.info->aeth_offset) {
+    require(v.aeth().syndrome == h.aeth.syndrome && v.aeth().msn == h.aeth.msn);
+  }
+  if (v.info->imm_offset) require(v.imm() == h.imm);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::span<const uint8_t> frame(data, size);
 
   ParseOptions strict;
+  check_view(frame, strict);
   ParsedFrame pf;
   if (parse_frame(frame, strict, pf) == DropReason::kNone) {
     check_accepted(frame, pf, strict.pmtu_bytes);
@@ -67,6 +92,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   loose.verify_ip_checksum = false;
   loose.check_pkey = false;
   loose.pmtu_bytes = 0;
+  check_view(frame, loose);
   const DropReason r = parse_frame(frame, loose, pf);
   require(static_cast<size_t>(r) < kDropReasonCount);
   if (r != DropReason::kNone) return 0;
@@ -78,6 +104,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ParsedFrame pr;
   require(parse_roce(frame.subspan(l2, 28), frame.subspan(l2 + 28, ip_total - 28), loose, pr) ==
           DropReason::kNone);
+  RoceView vr;
+  require(parse_roce(frame.subspan(l2, 28), frame.subspan(l2 + 28, ip_total - 28), loose, vr) ==
+          DropReason::kNone);
+  require(vr.bth == pr.payload.data() - pr.hdr.info().header_bytes);
   require(same_header(pf.hdr, pr.hdr));
   require(pr.payload.data() == pf.payload.data() && pr.payload.size() == pf.payload.size());
 
@@ -97,5 +127,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   require(same_addr(pf.addr, p2.addr));
   require(p2.payload.size() == pf.payload.size() &&
           std::memcmp(p2.payload.data(), pf.payload.data(), pf.payload.size()) == 0);
+
+  // The same frame from a template, written the fused way (header words
+  // copied from the built frame, payload, zero pad), must be byte-identical.
+  const FrameTemplate tmpl = make_frame_template(pf.addr);
+  const size_t roce = out.size() - l2 - 28 - kIcrcBytes;
+  std::vector<uint8_t> fused(out.size());
+  BuildStatus st;
+  uint8_t* p = begin_frame(fused, tmpl, roce, st);
+  require(p != nullptr && st == BuildStatus::kOk);
+  std::memcpy(p, out.data() + l2 + 28, roce);
+  require(finish_frame(tmpl, fused.data(), roce) == out.size());
+  require(fused == out);
   return 0;
 }

@@ -85,18 +85,17 @@ Sim::Sim(const QpConfig& cfg_a, const QpConfig& cfg_b, const QpAttr& attr, const
   b_->addr.src_port = wire::udp_sport_for_qp(cfg_b.qpn, cfg_a.qpn);
   a_->addr.ecn = b_->addr.ecn = wire::kEcnEct0;
   a_->parse.pmtu_bytes = b_->parse.pmtu_bytes = attr.pmtu_bytes;
+  a_->tmpl = wire::make_frame_template(a_->addr);
+  b_->tmpl = wire::make_frame_template(b_->addr);
 }
 
 void Sim::transmit(Endpoint& e, Link& link) {
   while (link.free_at(now_ns_)) {
-    TxPacket tx;
-    if (!e.qp.poll_tx(now_ns_, tx)) {
+    const wire::BuildResult r = e.qp.poll_tx_frame(now_ns_, e.tmpl, e.tx_buf);
+    if (r.ok() && r.len_bytes == 0) {
       e.maybe_tx = false;
       return;
     }
-    wire::PayloadGather g;
-    for (uint32_t i = 0; i < tx.payload_parts; ++i) g.add(tx.payload[i]);
-    const wire::BuildResult r = wire::build_frame(e.tx_buf, e.addr, tx.hdr, g);
     if (!r.ok()) {
       ++build_errors_;
       continue;
@@ -109,14 +108,18 @@ void Sim::transmit(Endpoint& e, Link& link) {
 void Sim::deliver(Link& link, Endpoint& to, bool a_to_b) {
   bool corrupted = false;
   while (link.receive(now_ns_, rx_buf_, corrupted)) {
-    wire::ParsedFrame f;
-    if (wire::parse_frame(rx_buf_, to.parse, f) != wire::DropReason::kNone) {
+    wire::RoceView v;
+    if (wire::parse_frame(rx_buf_, to.parse, v) != wire::DropReason::kNone) {
       ++link.stats().parse_drops;
       continue;
     }
     if (corrupted) ++link.stats().corrupted_accepted;
-    if (trace) trace(a_to_b, now_ns_, f);
-    to.qp.on_packet(now_ns_, f.hdr, f.payload);
+    if (trace) {
+      wire::ParsedFrame f;
+      wire::parse_frame(rx_buf_, to.parse, f);
+      trace(a_to_b, now_ns_, f);
+    }
+    to.qp.on_packet(now_ns_, v);
     to.maybe_tx = true;
   }
 }

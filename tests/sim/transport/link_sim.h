@@ -1,7 +1,9 @@
-// Deterministic link simulator for two QPs: real frames (wire::build_frame,
-// ICRC) go through a seeded link with delay, serialization at a line rate,
-// loss, reordering (extra delay), duplication and bit corruption, and are
-// parsed (wire::parse_frame, ICRC checked) before they reach the peer QP.
+// Deterministic link simulator for two QPs: real frames (written by the QP's
+// fused datapath, Qp::poll_tx_frame, with the ICRC) go through a seeded link with delay,
+// serialization at a line rate, loss, reordering (extra delay), duplication and bit corruption, and
+// are parsed (wire::parse_frame, ICRC checked) before they reach the peer QP (Qp::on_packet with
+// the RoceView). The unit tests drive the general poll_tx/on_packet API; fastpath_test checks that
+// both give the same bytes.
 //
 // Time is simulated: run() jumps from event to event (frame arrival, QP
 // deadline, link becoming free), so a run takes as long as the CPU work, not
@@ -102,6 +104,7 @@ struct Endpoint {
   HeapMemoryRegions mrs;
   Qp qp;
   wire::FrameAddr addr;
+  wire::FrameTemplate tmpl;  // made from addr by Sim
   wire::ParseOptions parse;
   std::vector<uint8_t> tx_buf = std::vector<uint8_t>(9000);
   bool maybe_tx = true;  // poll_tx may have more (stopped because the link was busy)
