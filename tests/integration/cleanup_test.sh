@@ -19,6 +19,8 @@ netns_dumbbell 100mbit
 netns_exec d sleep 300 &
 echo \$! >"$work/sleeper"
 touch "$work/ready"
+# The parent counts the namespaces, then lets the ending happen.
+for _ in \$(seq 200); do [[ -f "$work/go" ]] && break; sleep 0.05; done
 case \$2 in
   fail) false ;;
   wait) sleep 60 & wait \$! ;;
@@ -29,7 +31,7 @@ CHILD
 # background jobs), signals it when ready, then checks what is left.
 run_case() {
   local ending=$1 sig=$2 prefix=cdtc$$${1:0:1}${2:0:1}-
-  rm -f "$work/ready" "$work/sleeper"
+  rm -f "$work/ready" "$work/sleeper" "$work/go"
   "$py" -c 'import os, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_DFL)
 os.execvp("bash", ["bash"] + sys.argv[1:])' "$work/child.sh" "$prefix" "$ending" &
@@ -37,6 +39,7 @@ os.execvp("bash", ["bash"] + sys.argv[1:])' "$work/child.sh" "$prefix" "$ending"
   for _ in $(seq 100); do [[ -f $work/ready ]] && break; sleep 0.1; done
   [[ -f $work/ready ]] || fail "$ending: child never got ready"
   [[ $(ip netns list | grep -c "^$prefix") -eq 4 ]] || fail "$ending: expected 4 namespaces"
+  touch "$work/go"
   [[ $sig == none ]] || kill -s "$sig" "$pid"
   local rc=0
   timeout 20 tail --pid="$pid" -f /dev/null || fail "$ending: child did not exit"
