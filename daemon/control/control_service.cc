@@ -936,9 +936,10 @@ ControlService::Outcome ControlService::cm_request(Client& c, const proto::Reque
     cmd.cm.reason = r->reason;
     what = "request " + std::to_string(r->conn);
   } else if (const auto* r = std::get_if<proto::CmDisconnectRequest>(&req.body)) {
+    if (!c.qps.contains(r->qpn)) return fail(t, seq, -ENOENT, "no QP " + std::to_string(r->qpn));
     cmd.op = EngineOp::kCmDisconnect;
-    cmd.cm.conn = r->conn;
-    what = "connection " + std::to_string(r->conn);
+    cmd.qpn = r->qpn;
+    what = "QP " + std::to_string(r->qpn);
   } else {
     return fail(t, seq, -EOPNOTSUPP, "not a connection-manager request");
   }

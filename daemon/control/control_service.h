@@ -167,7 +167,7 @@ class ControlService {
     uint64_t mr_bytes = 0;
     std::vector<bool> qp_slot_busy;  // includes slots awaiting an engine ack
     std::vector<bool> cq_slot_busy;
-    proto::UniqueFd cm_eventfd;             // kicked when cm_events gains one (sent at attach)
+    proto::UniqueFd cm_eventfd;            // kicked when cm_events gains one (sent at attach)
     std::deque<proto::CmEvent> cm_events;  // for kCmPollEvent, oldest first
   };
   // Something to release when the engine acks `cookie`.

@@ -43,7 +43,9 @@
 //   kCmAccept      accept request `cm.conn` with QP `qpn` (RESET or INIT): the
 //                  QP goes to RTR at once, to RTS when the peer confirms.
 //   kCmReject      refuse request `cm.conn` with `cm.reason`.
-//   kCmDisconnect  end connection `cm.conn` (DREQ to the peer; QP to ERROR).
+//   kCmDisconnect  end QP `qpn`'s connection (DREQ to the peer, if it is still
+//                  up) and move the QP to ERROR. A peer's DREQ is only
+//                  reported (kCmEvent): the QP keeps its state until this.
 //   kSnapshot      one kQpStats event per QP (this command's cookie), then
 //                  write the engine-wide counters into `*snapshot` and ack.
 //                  The control thread owns `*snapshot` and reads it only after
@@ -127,7 +129,7 @@ struct CmArgs {
   uint32_t peer_ip = 0;  // host byte order
   uint32_t access = 0;   // proto::kAccess*
   uint32_t pmtu_bytes = 0;
-  uint32_t flags = 0;  // proto::kCmFlag*
+  uint32_t flags = 0;   // proto::kCmFlag*
   uint16_t reason = 0;  // proto::kCm* reason
   uint8_t private_len = 0;
   uint8_t private_data[proto::kMaxCmPrivateBytes] = {};

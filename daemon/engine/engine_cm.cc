@@ -122,11 +122,13 @@ int Engine::cm_command(const control::EngineCommand& cmd, uint64_t now_ns, uint3
       break;
     }
     case control::EngineOp::kCmDisconnect: {
-      auto it = cm_conn_qpn_.find(a.conn);
-      QpCtx* q = it != cm_conn_qpn_.end() ? find_qp(it->second) : nullptr;
+      QpCtx* q = find_qp(cmd.qpn);
       if (q == nullptr || q->client->id != cmd.client_id) return -ENOENT;
-      rc = cm_.disconnect(now_ns, owner, a.conn);
-      cm_forget_conn(*q);
+      // The connection may be gone already (the peer's DREQ): the QP still stops.
+      if (q->cm_conn != 0) {
+        cm_.disconnect(now_ns, owner, q->cm_conn);
+        cm_forget_conn(*q);
+      }
       // As rdma_disconnect: the QP stops, outstanding WRs are flushed.
       transport::QpAttr err;
       err.state = transport::QpState::kErr;
@@ -336,14 +338,11 @@ void Engine::cm_on_ended(const cm::CmAction& a) {
   auto it = cm_conn_qpn_.find(a.conn);
   if (QpCtx* q = it != cm_conn_qpn_.end() ? find_qp(it->second) : nullptr) {
     info.qpn = q->qpn;
+    // A peer's DREQ leaves the QP as it is (as rdma_cm, the application
+    // decides): WRs it already received complete normally, new sends fail
+    // after the retries. A peer that exits right after its last receive must
+    // not flush completions this side is still collecting.
     cm_forget_conn(*q);
-    if (info.kind == proto::CmEventKind::kDisconnected) {
-      // The peer ended it: as rdma_cm, the QP stops and its WRs are flushed
-      // (the state change reaches the control thread through run_timers).
-      transport::QpAttr err;
-      err.state = transport::QpState::kErr;
-      q->qp->modify(err, transport::kAttrState);
-    }
   }
   cm_post(static_cast<uint32_t>(a.owner), info);
 }

@@ -301,8 +301,10 @@ void put(Writer& w, const CmRejectRequest& m) {
 bool get(Reader& r, CmRejectRequest& m) {
   return r.u32(m.conn) && r.u16(m.reason) && range(r, m.reason, 1, kCmMaxReason, "reason");
 }
-void put(Writer& w, const CmDisconnectRequest& m) { w.u32(m.conn); }
-bool get(Reader& r, CmDisconnectRequest& m) { return r.u32(m.conn); }
+void put(Writer& w, const CmDisconnectRequest& m) { w.u32(m.qpn); }
+bool get(Reader& r, CmDisconnectRequest& m) {
+  return r.u32(m.qpn) && range(r, m.qpn, 0, kMax24Bit, "QPN");
+}
 void put(Writer&, const CmPollEventRequest&) {}
 bool get(Reader&, CmPollEventRequest&) { return true; }
 

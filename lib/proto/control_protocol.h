@@ -230,9 +230,9 @@ inline constexpr uint32_t kCmFlagsAll = kCmFlagSelectiveRepeat;
 // The QP parameters a client offers when it connects or accepts.
 struct CmQpOffer {
   uint32_t qpn = 0;
-  uint32_t access = 0;  // kAccess*: what the peer may do to this QP
-  uint8_t path_mtu = 0;  // verbs enum 1..5; 0: 1024 bytes
-  uint32_t flags = 0;   // kCmFlag*
+  uint32_t access = 0;                // kAccess*: what the peer may do to this QP
+  uint8_t path_mtu = 0;               // verbs enum 1..5; 0: 1024 bytes
+  uint32_t flags = 0;                 // kCmFlag*
   std::vector<uint8_t> private_data;  // at most kMaxCmPrivateBytes, for the peer's application
   bool operator==(const CmQpOffer&) const = default;
 };
@@ -261,7 +261,7 @@ struct CmRejectRequest {
   bool operator==(const CmRejectRequest&) const = default;
 };
 struct CmDisconnectRequest {
-  uint32_t conn = 0;
+  uint32_t qpn = 0;  // the QP whose connection ends (also one whose peer already ended it)
   bool operator==(const CmDisconnectRequest&) const = default;
 };
 struct CmPollEventRequest {
@@ -406,19 +406,19 @@ enum class CmEventKind : uint8_t {
   kRequest = 1,       // a peer connects to a service we listen on: accept or reject `conn`
   kEstablished = 2,   // `qpn` is connected (RTS) to `remote_qpn` at `peer_ip`
   kRejected = 3,      // the connection failed before it was up; `reason` says why
-  kDisconnected = 4,  // an established connection ended; the QP is in ERROR
+  kDisconnected = 4,  // an established connection ended (our disconnect, or the peer's)
 };
 inline constexpr uint8_t kMaxCmEventKind = 4;
 struct CmEvent {
   CmEventKind kind = CmEventKind::kNone;
   uint32_t conn = 0;
-  uint32_t qpn = 0;         // our QP (kEstablished, kRejected, kDisconnected)
-  uint32_t peer_ip = 0;     // host byte order
+  uint32_t qpn = 0;      // our QP (kEstablished, kRejected, kDisconnected)
+  uint32_t peer_ip = 0;  // host byte order
   uint64_t service = 0;
-  uint32_t remote_qpn = 0;  // kRequest, kEstablished
-  uint32_t pmtu_bytes = 0;  // kRequest: the peer's offer; kEstablished: negotiated
-  uint32_t flags = 0;       // kCmFlag*: kRequest offered; kEstablished agreed
-  uint16_t reason = 0;      // kRejected: kCm* reason
+  uint32_t remote_qpn = 0;            // kRequest, kEstablished
+  uint32_t pmtu_bytes = 0;            // kRequest: the peer's offer; kEstablished: negotiated
+  uint32_t flags = 0;                 // kCmFlag*: kRequest offered; kEstablished agreed
+  uint16_t reason = 0;                // kRejected: kCm* reason
   std::vector<uint8_t> private_data;  // kRequest, kEstablished: the peer's
   bool operator==(const CmEvent&) const = default;
 };
@@ -432,8 +432,8 @@ using ReplyBody =
     std::variant<AttachReply, DetachReply, CreateCqReply, DestroyCqReply, CreateQpReply,
                  DestroyQpReply, RegMrReply, DeregMrReply, ModifyQpReply, QueryQpReply, StatsReply,
                  StatusReply, ListQpsReply, PolicyShowReply, PolicyReloadReply, CmListenReply,
-                 CmUnlistenReply, CmConnectReply, CmAcceptReply, CmRejectReply,
-                 CmDisconnectReply, CmPollEventReply>;
+                 CmUnlistenReply, CmConnectReply, CmAcceptReply, CmRejectReply, CmDisconnectReply,
+                 CmPollEventReply>;
 
 struct ReplyMessage {
   uint32_t seq = 0;

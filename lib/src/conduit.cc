@@ -866,8 +866,8 @@ int make_offer(const conduit_qp* qp, const conduit_cm_param* param, proto::CmQpO
     return 0;
   }
   if (param->private_len > CONDUIT_CM_MAX_PRIVATE) {
-    return set_error(-EINVAL, "private data is limited to " +
-                                  std::to_string(CONDUIT_CM_MAX_PRIVATE) + " bytes");
+    return set_error(
+        -EINVAL, "private data is limited to " + std::to_string(CONDUIT_CM_MAX_PRIVATE) + " bytes");
   }
   if (param->private_len > 0 && param->private_data == nullptr) {
     return set_error(-EINVAL, "private_len is set but private_data is NULL");
@@ -899,15 +899,16 @@ int await_established(conduit_qp* qp, uint32_t conn, int timeout_ms, const std::
     // Abandon it, so a late success does not leave a half-connected QP behind.
     std::lock_guard lock(ctx->control_mu);
     proto::ReplyMessage reply;
-    call(ctx, proto::CmDisconnectRequest{conn}, reply);
+    call(ctx, proto::CmDisconnectRequest{qp->qpn}, reply);
     qp->cm_conn = 0;
-    return set_error(-ETIMEDOUT, who + ": not connected within " + std::to_string(timeout_ms) +
-                                     " ms");
+    return set_error(-ETIMEDOUT,
+                     who + ": not connected within " + std::to_string(timeout_ms) + " ms");
   }
   if (rc < 0) return rc;
   if (ev.kind != proto::CmEventKind::kEstablished) {
     qp->cm_conn = 0;
-    const uint16_t reason = ev.kind == proto::CmEventKind::kRejected ? ev.reason : proto::kCmRefused;
+    const uint16_t reason =
+        ev.kind == proto::CmEventKind::kRejected ? ev.reason : proto::kCmRefused;
     const char* text =
         ev.kind == proto::CmEventKind::kRejected ? reason_text(reason) : "the peer disconnected";
     return set_error(reason_errno(reason), who + ": " + text);
@@ -1021,8 +1022,9 @@ int conduit_connect_service(conduit_qp* qp, const char* host, uint64_t service,
   if (!valid_ptr(qp, "qp") || !valid_ptr(host, "host")) return -EINVAL;
   proto::CmConnectRequest r;
   if (!parse_ipv4(host, r.peer_ip)) {
-    return set_error(-EINVAL, std::string("'") + host + "' is not an IPv4 address or a name "
-                                                         "that resolves to one");
+    return set_error(-EINVAL, std::string("'") + host +
+                                  "' is not an IPv4 address or a name "
+                                  "that resolves to one");
   }
   r.service = service;
   if (int rc = make_offer(qp, param, r.offer); rc < 0) return rc;
@@ -1034,21 +1036,20 @@ int conduit_connect_service(conduit_qp* qp, const char* host, uint64_t service,
     conn = std::get<proto::CmConnectReply>(reply.body).conn;
     qp->cm_conn = conn;
   }
-  return await_established(qp, conn, timeout_ms,
-                           "connect to " + ip_text(r.peer_ip) + " service " +
-                               std::to_string(service),
-                           out);
+  return await_established(
+      qp, conn, timeout_ms,
+      "connect to " + ip_text(r.peer_ip) + " service " + std::to_string(service), out);
 }
 
 int conduit_disconnect(conduit_qp* qp) {
   if (!valid_ptr(qp, "qp")) return -EINVAL;
   if (qp->cm_conn == 0) {
-    return set_error(-ENOTCONN, "QP " + std::to_string(qp->qpn) +
-                                    " has no connection-manager connection");
+    return set_error(-ENOTCONN,
+                     "QP " + std::to_string(qp->qpn) + " has no connection-manager connection");
   }
   std::lock_guard lock(qp->ctx->control_mu);
   proto::ReplyMessage reply;
-  const int rc = call(qp->ctx, proto::CmDisconnectRequest{qp->cm_conn}, reply);
+  const int rc = call(qp->ctx, proto::CmDisconnectRequest{qp->qpn}, reply);
   qp->cm_conn = 0;
   return rc;
 }

@@ -205,9 +205,9 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
 
     // Everything else takes a value: attached, after '=', or the next argument.
     static constexpr const char* kValued[][2] = {
-        {"-s", "--size"},    {"-n", "--iters"},     {"-D", "--duration"}, {"-q", "--qp"},
-        {"-p", "--port"},    {"-t", "--tx-depth"},  {"-r", "--rx-depth"}, {"-Q", "--cq-mod"},
-        {"-m", "--mtu"},     {"-x", "--gid"},       {"-S", "--socket"},   {"-T", "--class"},
+        {"-s", "--size"},    {"-n", "--iters"},      {"-D", "--duration"}, {"-q", "--qp"},
+        {"-p", "--port"},    {"-t", "--tx-depth"},   {"-r", "--rx-depth"}, {"-Q", "--cq-mod"},
+        {"-m", "--mtu"},     {"-x", "--gid"},        {"-S", "--socket"},   {"-T", "--class"},
         {"-W", "--timeout"}, {"-u", "--qp-timeout"}, {"--cm", nullptr}};
     bool valued = false;
     for (const auto& v : kValued) valued = valued || is(v[0], v[1]);

@@ -463,9 +463,8 @@ void Session::connect_through_cm(const Gid& gid) {
         "%s%s), QPN 0x%06x -> 0x%06x%s\n",
         test_name(p_.test), client_ ? "client" : "server", p_.qps, p_.qps == 1 ? "" : "s", p_.mtu,
         static_cast<unsigned long long>(o_.cm_service), client_ ? host.c_str() : "any",
-        o_.cm_selective_repeat ? ", selective repeat offered" : "",
-        conduit_qp_num(ep_.qps()[0].qp), ep_.qps()[0].remote.qpn,
-        p_.check ? ", checking every byte" : "");
+        o_.cm_selective_repeat ? ", selective repeat offered" : "", conduit_qp_num(ep_.qps()[0].qp),
+        ep_.qps()[0].remote.qpn, p_.check ? ", checking every byte" : "");
     std::fflush(stdout);
   }
 }

@@ -324,9 +324,9 @@ struct conduit_cm_param {
 
 /* A peer's request to connect to a service this context listens on. */
 struct conduit_cm_request {
-  uint32_t id;             /* pass the request to conduit_accept or conduit_reject */
+  uint32_t id; /* pass the request to conduit_accept or conduit_reject */
   uint64_t service;
-  uint32_t peer_ipv4;      /* the requesting daemon's address, host byte order */
+  uint32_t peer_ipv4; /* the requesting daemon's address, host byte order */
   uint32_t peer_qpn;
   uint32_t peer_mtu_bytes; /* its offer */
   uint32_t peer_flags;     /* CONDUIT_CM_SELECTIVE_REPEAT if offered */
@@ -367,9 +367,11 @@ CONDUIT_API int conduit_reject(struct conduit_context* ctx, const struct conduit
 CONDUIT_API int conduit_connect_service(struct conduit_qp* qp, const char* host, uint64_t service,
                                         const struct conduit_cm_param* param, int timeout_ms,
                                         struct conduit_cm_conn* out);
-/* Ends qp's connection: the peer is told (its QP goes to ERROR), and so does
- * this QP (outstanding WRs complete with CONDUIT_WC_WR_FLUSH_ERR). Destroying
- * a connected QP does the same. -ENOTCONN: qp has no connection. */
+/* Ends qp's connection: this QP goes to ERROR (outstanding WRs complete with
+ * CONDUIT_WC_WR_FLUSH_ERR) and the peer's daemon is told; the peer's QP is
+ * left as it is (what it has received stays; new sends to us fail after the
+ * retries). Destroying a connected QP, or the process exiting, tells the peer
+ * the same way. -ENOTCONN: qp has no connection. */
 CONDUIT_API int conduit_disconnect(struct conduit_qp* qp);
 
 #ifdef __cplusplus

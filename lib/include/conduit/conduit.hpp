@@ -171,7 +171,9 @@ class Context {
     return QueuePair(qp);
   }
   // Connection manager, passive side (see conduit.h).
-  void listen(uint64_t service) { detail::check(conduit_listen(ctx_.get(), service), "conduit_listen"); }
+  void listen(uint64_t service) {
+    detail::check(conduit_listen(ctx_.get(), service), "conduit_listen");
+  }
   void unlisten(uint64_t service) {
     detail::check(conduit_unlisten(ctx_.get(), service), "conduit_unlisten");
   }

@@ -244,7 +244,8 @@ TEST_CASE("field ranges are enforced", "[control][codec]") {
   };
   rejects(CreateCqRequest{0, false}, "CQ entries");
   {
-    // Over-long private data: the encoder cuts it: patch the length field (after qpn, access, path_mtu, flags).
+    // Over-long private data: the encoder cuts it: patch the length field (after qpn, access,
+    // path_mtu, flags).
     auto bytes = encode_request(RequestMessage{1, CmAcceptRequest{1, cm_offer()}});
     bytes[kHeaderBytes + 4 + 13] = kMaxCmPrivateBytes + 1;
     CHECK_FALSE(decodes(bytes, err));

@@ -801,7 +801,7 @@ TEST_CASE("engine: the connection manager connects two QPs over the wire, then S
   // a disconnects: b hears of it.
   control::EngineCommand disc;
   disc.op = control::EngineOp::kCmDisconnect;
-  disc.cm.conn = ea.conn;
+  disc.qpn = f.a.qpn;
   f.a.submit(disc);
   REQUIRE(pump([&] { return find_cm(ev_b, proto::CmEventKind::kDisconnected) != nullptr; }));
   CHECK(find_cm(ev_b, proto::CmEventKind::kDisconnected)->cm.qpn == f.b.qpn);
