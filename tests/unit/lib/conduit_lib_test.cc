@@ -506,11 +506,11 @@ TEST_CASE("connection manager: requests, rejects with reasons, established", "[l
     int err;
     const char* text;
   };
-  for (const Case& c : {Case{proto::kCmNoListener, -ECONNREFUSED, "no listener"},
-                        Case{proto::kCmRefused, -ECONNREFUSED, "refused by the listening"},
-                        Case{proto::kCmQuota, -EDQUOT, "quota"},
-                        Case{proto::kCmPolicy, -EPERM, "policy"},
-                        Case{proto::kCmTimeout, -ETIMEDOUT, "no answer"}}) {
+  for (const Case& c :
+       {Case{proto::kCmNoListener, -ECONNREFUSED, "no listener"},
+        Case{proto::kCmRefused, -ECONNREFUSED, "refused by the listening"},
+        Case{proto::kCmQuota, -EDQUOT, "quota"}, Case{proto::kCmPolicy, -EPERM, "policy"},
+        Case{proto::kCmTimeout, -ETIMEDOUT, "no answer"}}) {
     ev = {};
     ev.kind = control::EngineEventKind::kCmEvent;
     ev.client_id = add.client_id;
