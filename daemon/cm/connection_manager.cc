@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <vector>
 
 namespace conduit::cm {
 namespace {
@@ -100,6 +99,8 @@ void ConnectionManager::establish(uint32_t id, Conn& c) {
   ++counters_.established;
   if (!c.report) return;
   CmAction a = event(CmAction::Kind::kEstablished, id, c);
+  a.private_len = c.remote_private_len;
+  a.private_data = c.remote_private_data;
   a.pmtu_bytes = std::min(c.local.pmtu_bytes, c.remote.pmtu_bytes);
   a.caps = static_cast<uint16_t>(c.local.caps & c.remote.caps);
   emit(a);
@@ -213,14 +214,14 @@ void ConnectionManager::forget_owner(uint64_t now_ns, uint64_t owner) {
   for (auto it = listeners_.begin(); it != listeners_.end();) {
     it = it->second == owner ? listeners_.erase(it) : std::next(it);
   }
-  std::vector<uint32_t> ids;
+  scratch_ids_.clear();
   for (auto& [id, c] : conns_) {
     if (c.owner == owner) {
       c.report = false;
-      ids.push_back(id);
+      scratch_ids_.push_back(id);
     }
   }
-  for (uint32_t id : ids) disconnect(now_ns, owner, id);
+  for (uint32_t id : scratch_ids_) disconnect(now_ns, owner, id);
 }
 
 void ConnectionManager::on_message(uint64_t now_ns, CmPeer from, const uint8_t* data, size_t len) {
@@ -267,6 +268,8 @@ void ConnectionManager::on_req(uint64_t now_ns, CmPeer from, const CmMessage& m)
   c.remote_conn = m.src_conn;
   c.service = m.service;
   c.remote = m.params;
+  c.remote_private_len = m.private_len;
+  c.remote_private_data = m.private_data;
   // The owner gets as long as the requester keeps resending; then the request
   // expires, so REQs nobody answers (or a flood of them) do not pile up.
   c.deadline_ns = now_ns + uint64_t{cfg_.max_retries + 1} * cfg_.retry_timeout_ns;
@@ -296,6 +299,8 @@ void ConnectionManager::on_for_conn(uint64_t now_ns, CmPeer from, const CmMessag
       if (c.state == State::kReqSent && m.service == c.service) {
         c.remote_conn = m.src_conn;
         c.remote = m.params;
+        c.remote_private_len = m.private_len;
+        c.remote_private_data = m.private_data;
         send(c, id, CmType::kRtu);
         establish(id, c);
       } else if (c.state == State::kEstablished && c.active) {
@@ -346,11 +351,11 @@ void ConnectionManager::on_for_conn(uint64_t now_ns, CmPeer from, const CmMessag
 }
 
 void ConnectionManager::on_timer(uint64_t now_ns) {
-  std::vector<uint32_t> due;
+  scratch_ids_.clear();
   for (const auto& [id, c] : conns_) {
-    if (c.deadline_ns <= now_ns) due.push_back(id);
+    if (c.deadline_ns <= now_ns) scratch_ids_.push_back(id);
   }
-  for (uint32_t id : due) {
+  for (uint32_t id : scratch_ids_) {
     auto it = conns_.find(id);
     if (it == conns_.end()) continue;
     Conn& c = it->second;
@@ -388,9 +393,10 @@ uint64_t ConnectionManager::next_deadline_ns() const {
 
 size_t ConnectionManager::poll_actions(CmAction* out, size_t max) {
   size_t n = 0;
-  while (n < max && !actions_.empty()) {
-    out[n++] = actions_.front();
-    actions_.pop_front();
+  while (n < max && actions_head_ < actions_.size()) out[n++] = actions_[actions_head_++];
+  if (actions_head_ == actions_.size()) {
+    actions_.clear();
+    actions_head_ = 0;
   }
   return n;
 }

@@ -20,13 +20,16 @@
 // Pure: time is passed in, nothing is sent here. Messages to send and events
 // for the owners (a control-plane client id, opaque here) come out of
 // poll_actions(). Thread role: one thread (the engine's).
+// Allocation: connections and listeners live in std::maps (a node per
+// connection, at connect/request time); on_timer, forget_owner and the action
+// queue reuse their buffers once grown.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <utility>
+#include <vector>
 
 #include "cm/cm_message.h"
 
@@ -121,7 +124,7 @@ class ConnectionManager {
 
   // Moves up to max pending actions into out; returns how many.
   size_t poll_actions(CmAction* out, size_t max);
-  size_t pending_actions() const { return actions_.size(); }
+  size_t pending_actions() const { return actions_.size() - actions_head_; }
   size_t connection_count() const { return conns_.size(); }
   const CmCounters& counters() const { return counters_; }
 
@@ -145,6 +148,8 @@ class ConnectionManager {
     QpParams remote;
     uint8_t private_len = 0;  // what we send (REQ/REP)
     std::array<uint8_t, kMaxPrivateBytes> private_data{};
+    uint8_t remote_private_len = 0;  // what the peer sent (its REQ or REP), for kEstablished
+    std::array<uint8_t, kMaxPrivateBytes> remote_private_data{};
     uint64_t deadline_ns = UINT64_MAX;
     uint32_t retries = 0;
   };
@@ -152,7 +157,7 @@ class ConnectionManager {
   uint32_t allocate_id();
   void send(const Conn& c, uint32_t local_id, CmType type, RejectReason reason = {});
   void send_reply(CmPeer to, uint32_t src, uint32_t dst, CmType type, RejectReason reason = {});
-  void emit(CmAction a) { actions_.push_back(a); }
+  void emit(const CmAction& a) { actions_.push_back(a); }
   CmAction event(CmAction::Kind kind, uint32_t id, const Conn& c) const;
   void establish(uint32_t id, Conn& c);
   void fail(uint32_t id, Conn& c, RejectReason reason, bool received);
@@ -164,7 +169,11 @@ class ConnectionManager {
   std::map<uint32_t, Conn> conns_;                               // by local connection id
   std::map<std::pair<uint64_t, uint32_t>, uint32_t> by_remote_;  // (peer, remote id) -> local id
   std::map<uint64_t, uint64_t> listeners_;                       // service -> owner
-  std::deque<CmAction> actions_;
+  // Pending actions from actions_head_ on; the vector keeps its capacity when
+  // drained, so steady-state timers and retries do not allocate.
+  std::vector<CmAction> actions_;
+  size_t actions_head_ = 0;
+  std::vector<uint32_t> scratch_ids_;  // on_timer / forget_owner: reused, not reallocated
   CmCounters counters_;
 };
 

@@ -3,6 +3,8 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -168,6 +170,10 @@ ControlService::Outcome ControlService::handle(uint32_t client_id, const proto::
               out = policy_show(r, seq);
             } else if constexpr (std::is_same_v<T, proto::PolicyReloadRequest>) {
               out = policy_reload(c, seq);
+            } else if constexpr (std::is_same_v<T, proto::CmPollEventRequest>) {
+              out = cm_poll_event(c, seq);
+            } else {
+              out = cm_request(c, req);
             }
           },
           req.body);
@@ -229,6 +235,19 @@ ControlService::Outcome ControlService::attach(Client& c, const proto::AttachReq
     c.region.reset();
     return fail(t, seq, -errno, "cannot duplicate doorbell eventfd");
   }
+  shm::EventFd cm_events;
+  if (int rc = shm::EventFd::create(&cm_events); rc < 0) {
+    c.region.reset();
+    c.doorbell.reset();
+    return fail(t, seq, rc, std::string("cannot create CM eventfd: ") + std::strerror(-rc));
+  }
+  c.cm_eventfd.reset(::dup(cm_events.fd()));
+  if (!c.cm_eventfd.valid()) {
+    c.region.reset();
+    c.doorbell.reset();
+    return fail(t, seq, -errno, "cannot duplicate the CM eventfd");
+  }
+  c.cm_events.clear();
   c.name = r.client_name;
   c.attached = true;
   spdlog::info("control: client {} attached (pid {}, uid {}, name '{}', region {} bytes)", c.id,
@@ -255,7 +274,7 @@ ControlService::Outcome ControlService::attach(Client& c, const proto::AttachReq
   rep.max_mr_bytes = limits_.max_mr_bytes;
   c.limits = limits_;
   Outcome o = ok(t, seq, rep);
-  o.fds = {c.region->fd(), c.doorbell.get()};
+  o.fds = {c.region->fd(), c.doorbell.get(), c.cm_eventfd.get()};
   return o;
 }
 
@@ -610,6 +629,8 @@ void ControlService::remove_client(Client& c) {
   c.mrs.clear();
   c.mr_bytes = 0;
   c.attached = false;
+  c.cm_events.clear();
+  c.cm_eventfd.reset();  // the engine forgets its listeners and connections (kRemoveClient)
 
   EngineCommand cmd;
   cmd.op = EngineOp::kRemoveClient;
@@ -654,6 +675,16 @@ void ControlService::process_engine_events() {
         }
         snapshot_cookie_ = 0;
         ++snapshots_;
+        continue;
+      }
+      if (e.kind == EngineEventKind::kAck && e.cookie == awaited_cookie_ && awaited_cookie_ != 0) {
+        awaited_ack_ = e;
+        awaited_done_ = true;
+        awaited_cookie_ = 0;
+        continue;
+      }
+      if (e.kind == EngineEventKind::kCmEvent) {
+        on_cm_event(e);
         continue;
       }
       if (e.kind == EngineEventKind::kAck) {
@@ -749,6 +780,9 @@ std::vector<proto::Counter> ControlService::counters() const {
       {"control.pending_releases", pending_.size()},
       {"control.engine_snapshots", snapshots_},
       {"control.engine_snapshot_timeouts", snapshot_timeouts_},
+      {"control.engine_call_timeouts", engine_call_timeouts_},
+      {"control.cm_events", cm_events_},
+      {"control.cm_events_dropped", cm_events_dropped_},
       {"engine.attached", engine_ != nullptr ? 1u : 0u},
       {"uptime_s", (now_ns() - start_ns_) / 1'000'000'000ull},
   };
@@ -783,6 +817,230 @@ bool ControlService::refresh_engine_stats(uint32_t timeout_ms) {
     const auto left_ms = static_cast<int>((deadline - now + 999'999) / 1'000'000);
     ::poll(&p, 1, left_ms);
     engine_->drain_control_wake();
+  }
+}
+
+// ---- connection manager ------------------------------------------------------
+
+namespace {
+
+// How long a CM request waits for the engine's ack (it answers within a loop
+// iteration; this only matters when the engine is wedged).
+constexpr uint32_t kCmAckWaitMs = 2000;
+// Events a client has not fetched yet; beyond this the oldest are kept and new ones dropped.
+constexpr size_t kMaxCmEventsPerClient = 4096;
+
+std::array<uint8_t, 16> mapped_gid(uint32_t ip) {
+  std::array<uint8_t, 16> g{};
+  g[10] = g[11] = 0xFF;
+  g[12] = static_cast<uint8_t>(ip >> 24);
+  g[13] = static_cast<uint8_t>(ip >> 16);
+  g[14] = static_cast<uint8_t>(ip >> 8);
+  g[15] = static_cast<uint8_t>(ip);
+  return g;
+}
+
+uint8_t mtu_enum(uint32_t bytes) {
+  uint8_t e = proto::kMinPathMtu;
+  while (e < proto::kMaxPathMtu && proto::path_mtu_bytes(e) < bytes) ++e;
+  return e;
+}
+
+void fill_args(CmArgs& a, const proto::CmQpOffer& o) {
+  a.access = o.access;
+  a.pmtu_bytes = o.path_mtu == 0 ? 1024 : proto::path_mtu_bytes(o.path_mtu);
+  a.flags = o.flags;
+  a.private_len = static_cast<uint8_t>(o.private_data.size());
+  std::memcpy(a.private_data, o.private_data.data(), o.private_data.size());
+}
+
+}  // namespace
+
+int ControlService::engine_call(EngineCommand cmd, uint32_t timeout_ms, EngineEvent* ack) {
+  if (engine_ == nullptr) return -EOPNOTSUPP;
+  awaited_done_ = false;
+  awaited_cookie_ = to_engine(cmd);
+  const uint64_t deadline = now_ns() + uint64_t{timeout_ms} * 1'000'000;
+  for (;;) {
+    process_engine_events();
+    if (awaited_done_) {
+      *ack = awaited_ack_;
+      return ack->status;
+    }
+    const uint64_t now = now_ns();
+    if (now >= deadline) {
+      awaited_cookie_ = 0;  // a late ack is ignored
+      ++engine_call_timeouts_;
+      return -ETIMEDOUT;
+    }
+    pollfd p{engine_->control_wake_fd(), POLLIN, 0};
+    ::poll(&p, 1, static_cast<int>((deadline - now + 999'999) / 1'000'000));
+    engine_->drain_control_wake();
+  }
+}
+
+ControlService::Outcome ControlService::cm_request(Client& c, const proto::RequestMessage& req) {
+  const MsgType t = req.type();
+  const uint32_t seq = req.seq;
+  if (engine_ == nullptr) {
+    return fail(t, seq, -EOPNOTSUPP, "no engine in this daemon: connections need one");
+  }
+  EngineCommand cmd;
+  cmd.client_id = c.id;
+  std::string what;
+  // The QP a connect or accept names: this client's, not yet connected.
+  auto check_qp = [&](uint32_t qpn) -> int {
+    auto it = c.qps.find(qpn);
+    if (it == c.qps.end()) {
+      what = "no QP " + std::to_string(qpn);
+      return -ENOENT;
+    }
+    const proto::QpState st = it->second.attrs.state;
+    if (st != proto::QpState::kReset && st != proto::QpState::kInit) {
+      what = "QP " + std::to_string(qpn) + " is in " + proto::qp_state_name(st) +
+             "; connect or accept a QP in RESET or INIT";
+      return -EISCONN;
+    }
+    return 0;
+  };
+  if (const auto* r = std::get_if<proto::CmListenRequest>(&req.body)) {
+    cmd.op = EngineOp::kCmListen;
+    cmd.cm.service = r->service;
+    what = "service " + std::to_string(r->service);
+  } else if (const auto* r = std::get_if<proto::CmUnlistenRequest>(&req.body)) {
+    cmd.op = EngineOp::kCmUnlisten;
+    cmd.cm.service = r->service;
+    what = "this client does not listen on service " + std::to_string(r->service);
+  } else if (const auto* r = std::get_if<proto::CmConnectRequest>(&req.body)) {
+    if (int rc = check_qp(r->offer.qpn); rc < 0) return fail(t, seq, rc, what);
+    cmd.op = EngineOp::kCmConnect;
+    cmd.qpn = r->offer.qpn;
+    cmd.cm.peer_ip = r->peer_ip;
+    cmd.cm.service = r->service;
+    fill_args(cmd.cm, r->offer);
+    what = "QP " + std::to_string(r->offer.qpn);
+  } else if (const auto* r = std::get_if<proto::CmAcceptRequest>(&req.body)) {
+    if (int rc = check_qp(r->offer.qpn); rc < 0) return fail(t, seq, rc, what);
+    cmd.op = EngineOp::kCmAccept;
+    cmd.qpn = r->offer.qpn;
+    cmd.cm.conn = r->conn;
+    fill_args(cmd.cm, r->offer);
+    what = "request " + std::to_string(r->conn);
+  } else if (const auto* r = std::get_if<proto::CmRejectRequest>(&req.body)) {
+    if (r->reason != proto::kCmRefused && r->reason != proto::kCmQuota &&
+        r->reason != proto::kCmPolicy) {
+      return fail(t, seq, -EINVAL, "a listener rejects with refused, quota or policy");
+    }
+    cmd.op = EngineOp::kCmReject;
+    cmd.cm.conn = r->conn;
+    cmd.cm.reason = r->reason;
+    what = "request " + std::to_string(r->conn);
+  } else if (const auto* r = std::get_if<proto::CmDisconnectRequest>(&req.body)) {
+    if (!c.qps.contains(r->qpn)) return fail(t, seq, -ENOENT, "no QP " + std::to_string(r->qpn));
+    cmd.op = EngineOp::kCmDisconnect;
+    cmd.qpn = r->qpn;
+    what = "QP " + std::to_string(r->qpn);
+  } else {
+    return fail(t, seq, -EOPNOTSUPP, "not a connection-manager request");
+  }
+  EngineEvent ack;
+  const int rc = engine_call(cmd, kCmAckWaitMs, &ack);
+  if (rc < 0) {
+    std::string why;
+    switch (rc) {
+      case -EADDRINUSE:
+        why = what + ": another client listens on it";
+        break;
+      case -ENOSPC:
+        why = "the connection manager is full (listeners or connections); " + what;
+        break;
+      case -ENOENT:
+        why = what + ": not found (it timed out, was answered, or is not this client's)";
+        break;
+      case -EBUSY:
+        why = what + " already has a connection";
+        break;
+      case -EISCONN:
+        why = what + " is past INIT; connect or accept a QP in RESET or INIT";
+        break;
+      case -ENETUNREACH:
+        why = "no route to the peer's address (not on-link and no gateway in the policy)";
+        break;
+      case -ETIMEDOUT:
+        why = "the engine did not answer within " + std::to_string(kCmAckWaitMs) + " ms";
+        break;
+      default:
+        why = what + ": " + std::strerror(-rc);
+        break;
+    }
+    return fail(t, seq, rc, why);
+  }
+  switch (t) {
+    case MsgType::kCmListen:
+      return ok(t, seq, proto::CmListenReply{});
+    case MsgType::kCmUnlisten:
+      return ok(t, seq, proto::CmUnlistenReply{});
+    case MsgType::kCmConnect:
+      return ok(t, seq, proto::CmConnectReply{ack.cm.conn});
+    case MsgType::kCmAccept:
+      return ok(t, seq, proto::CmAcceptReply{});
+    case MsgType::kCmReject:
+      return ok(t, seq, proto::CmRejectReply{});
+    default:
+      return ok(t, seq, proto::CmDisconnectReply{});
+  }
+}
+
+ControlService::Outcome ControlService::cm_poll_event(Client& c, uint32_t seq) {
+  proto::CmPollEventReply rep;
+  if (engine_ != nullptr) process_engine_events();
+  if (!c.cm_events.empty()) {
+    rep.event = std::move(c.cm_events.front());
+    c.cm_events.pop_front();
+  }
+  return ok(MsgType::kCmPollEvent, seq, rep);
+}
+
+void ControlService::on_cm_event(const EngineEvent& e) {
+  ++cm_events_;
+  Client* c = find(e.client_id);
+  if (c == nullptr || !c->attached || c->cm_events.size() >= kMaxCmEventsPerClient) {
+    ++cm_events_dropped_;
+    return;
+  }
+  const CmEventInfo& i = e.cm;
+  proto::CmEvent ev;
+  ev.kind = i.kind;
+  ev.conn = i.conn;
+  ev.qpn = i.qpn;
+  ev.peer_ip = i.peer_ip;
+  ev.service = i.service;
+  ev.remote_qpn = i.remote_qpn;
+  ev.pmtu_bytes = i.pmtu_bytes;
+  ev.flags = i.flags;
+  ev.reason = i.reason;
+  ev.private_data.assign(i.private_data,
+                         i.private_data + std::min<size_t>(i.private_len, sizeof(i.private_data)));
+  if (i.kind == proto::CmEventKind::kEstablished) {
+    // The engine moved the QP to RTS itself: the QP table follows.
+    auto q = c->qps.find(i.qpn);
+    if (q != c->qps.end()) {
+      QpAttrs& a = q->second.attrs;
+      a.state = proto::QpState::kRts;
+      a.attr.access = i.access;
+      a.attr.path_mtu = mtu_enum(i.pmtu_bytes);
+      a.attr.dest_qpn = i.remote_qpn;
+      a.attr.rq_psn = i.rq_psn;
+      a.attr.sq_psn = i.sq_psn;
+      a.attr.dgid = mapped_gid(i.peer_ip);
+      a.attr.mask |= proto::kAttrAccess | proto::kAttrPathMtu | proto::kAttrDestQpn |
+                     proto::kAttrRqPsn | proto::kAttrSqPsn | proto::kAttrDgid;
+    }
+  }
+  c->cm_events.push_back(std::move(ev));
+  if (c->cm_eventfd.valid()) {
+    const uint64_t one = 1;
+    (void)!::write(c->cm_eventfd.get(), &one, sizeof(one));
   }
 }
 

@@ -167,6 +167,8 @@ class ControlService {
     uint64_t mr_bytes = 0;
     std::vector<bool> qp_slot_busy;  // includes slots awaiting an engine ack
     std::vector<bool> cq_slot_busy;
+    proto::UniqueFd cm_eventfd;            // kicked when cm_events gains one (sent at attach)
+    std::deque<proto::CmEvent> cm_events;  // for kCmPollEvent, oldest first
   };
   // Something to release when the engine acks `cookie`.
   struct Pending {
@@ -195,6 +197,13 @@ class ControlService {
   Outcome status(uint32_t seq);
   Outcome policy_show(const proto::PolicyShowRequest& r, uint32_t seq);
   Outcome policy_reload(const Client& c, uint32_t seq);
+  // Connection manager (the state machine runs in the engine, daemon/cm).
+  Outcome cm_request(Client& c, const proto::RequestMessage& req);
+  Outcome cm_poll_event(Client& c, uint32_t seq);
+  void on_cm_event(const EngineEvent& e);
+  // Sends cmd and waits up to timeout_ms for its ack (the engine answers
+  // within a loop iteration). The ack's status, or -ETIMEDOUT / -EOPNOTSUPP.
+  int engine_call(EngineCommand cmd, uint32_t timeout_ms, EngineEvent* ack);
 
   // Sends cmd to the engine; returns its cookie, or 0 when there is no engine.
   // A full ring queues it (in order) in backlog_, flushed by process_engine_events().
@@ -221,6 +230,10 @@ class ControlService {
   // (0: none in flight; at most one is, so the buffer is never written while read).
   std::unique_ptr<CounterSnapshot> snapshot_;
   uint64_t snapshot_cookie_ = 0;
+  // engine_call(): the cookie waited for (0: none) and its ack once it came.
+  uint64_t awaited_cookie_ = 0;
+  bool awaited_done_ = false;
+  EngineEvent awaited_ack_;
   std::vector<proto::Counter> engine_counters_;  // from the last answered snapshot
   uint32_t next_client_id_ = 1;
   uint32_t next_qpn_;
@@ -240,6 +253,9 @@ class ControlService {
   uint64_t clients_cut_off_ = 0;
   uint64_t snapshots_ = 0;
   uint64_t snapshot_timeouts_ = 0;
+  uint64_t cm_events_ = 0;
+  uint64_t cm_events_dropped_ = 0;  // a client's queue was full, or it was gone
+  uint64_t engine_call_timeouts_ = 0;
 };
 
 }  // namespace conduit::control

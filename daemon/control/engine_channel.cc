@@ -82,6 +82,18 @@ const char* engine_op_name(EngineOp op) {
       return "query_qp";
     case EngineOp::kSnapshot:
       return "snapshot";
+    case EngineOp::kCmListen:
+      return "cm_listen";
+    case EngineOp::kCmUnlisten:
+      return "cm_unlisten";
+    case EngineOp::kCmConnect:
+      return "cm_connect";
+    case EngineOp::kCmAccept:
+      return "cm_accept";
+    case EngineOp::kCmReject:
+      return "cm_reject";
+    case EngineOp::kCmDisconnect:
+      return "cm_disconnect";
   }
   return "unknown";
 }

@@ -35,6 +35,17 @@
 //                  remote_addr for its first byte.
 //   kRemoveMr      forget the MR; later WRs naming it fail with BAD_LKEY.
 //   kQueryQp       reply with a kQpStats event for `qpn`.
+//   kCmListen      client `client_id` listens on `cm.service` (connection
+//                  manager, daemon/cm); kCmUnlisten stops it.
+//   kCmConnect     connect QP `qpn` (RESET or INIT) to `cm.service` at the
+//                  conduitd `cm.peer_ip` with `cm`'s offer; the ack carries the
+//                  connection id in `cm.conn`; the outcome comes as a kCmEvent.
+//   kCmAccept      accept request `cm.conn` with QP `qpn` (RESET or INIT): the
+//                  QP goes to RTR at once, to RTS when the peer confirms.
+//   kCmReject      refuse request `cm.conn` with `cm.reason`.
+//   kCmDisconnect  end QP `qpn`'s connection (DREQ to the peer, if it is still
+//                  up) and move the QP to ERROR. A peer's DREQ is only
+//                  reported (kCmEvent): the QP keeps its state until this.
 //   kSnapshot      one kQpStats event per QP (this command's cookie), then
 //                  write the engine-wide counters into `*snapshot` and ack.
 //                  The control thread owns `*snapshot` and reads it only after
@@ -50,6 +61,9 @@
 //                  consumer index was impossible): the engine stopped reading
 //                  its rings and moved its QPs to ERROR; the control thread
 //                  logs it and closes the client's connection.
+//   kCmEvent       for client `client_id`: a connection request for one of its
+//                  listeners, or one of its connections established (its QP is
+//                  in RTS with the attributes in `cm`), rejected or ended.
 //   kQpStats       answer to kQueryQp / kSnapshot: `state`, rate, alpha,
 //                  counters. Events keep their order: a kSnapshot's ack comes
 //                  after all of its kQpStats.
@@ -79,6 +93,12 @@ enum class EngineOp : uint16_t {
   kRemoveMr,
   kQueryQp,
   kSnapshot,
+  kCmListen,
+  kCmUnlisten,
+  kCmConnect,
+  kCmAccept,
+  kCmReject,
+  kCmDisconnect,
 };
 const char* engine_op_name(EngineOp op);
 
@@ -86,7 +106,7 @@ const char* engine_op_name(EngineOp op);
 // kSnapshot. Names are string literals (static storage), so the control thread
 // may keep the pointers.
 struct CounterSnapshot {
-  static constexpr uint32_t kMaxCounters = 192;
+  static constexpr uint32_t kMaxCounters = 256;
   struct Item {
     const char* name = nullptr;
     uint64_t value = 0;
@@ -100,6 +120,37 @@ struct CounterSnapshot {
     items[count++] = {name, value};
     return true;
   }
+};
+
+// Connection-manager arguments and results (plain data: the rings memcpy them).
+struct CmArgs {
+  uint64_t service = 0;
+  uint32_t conn = 0;
+  uint32_t peer_ip = 0;  // host byte order
+  uint32_t access = 0;   // proto::kAccess*
+  uint32_t pmtu_bytes = 0;
+  uint32_t flags = 0;   // proto::kCmFlag*
+  uint16_t reason = 0;  // proto::kCm* reason
+  uint8_t private_len = 0;
+  uint8_t private_data[proto::kMaxCmPrivateBytes] = {};
+};
+
+// What a kCmEvent reports.
+struct CmEventInfo {
+  proto::CmEventKind kind = proto::CmEventKind::kNone;
+  uint32_t conn = 0;
+  uint32_t qpn = 0;
+  uint32_t peer_ip = 0;
+  uint64_t service = 0;
+  uint32_t remote_qpn = 0;
+  uint32_t pmtu_bytes = 0;
+  uint32_t flags = 0;
+  uint16_t reason = 0;
+  uint32_t sq_psn = 0;  // kEstablished: what the QP was given
+  uint32_t rq_psn = 0;
+  uint32_t access = 0;
+  uint8_t private_len = 0;
+  uint8_t private_data[proto::kMaxCmPrivateBytes] = {};
 };
 
 struct EngineCommand {
@@ -130,15 +181,17 @@ struct EngineCommand {
   uint64_t iova = 0;
   // kSnapshot
   CounterSnapshot* snapshot = nullptr;
+  // kCm*
+  CmArgs cm;
 };
 
-enum class EngineEventKind : uint16_t { kAck = 1, kQpState, kQpStats, kClientBroken };
+enum class EngineEventKind : uint16_t { kAck = 1, kQpState, kQpStats, kClientBroken, kCmEvent };
 
 struct EngineEvent {
   uint64_t cookie = 0;
   EngineEventKind kind = EngineEventKind::kAck;
   int32_t status = 0;      // kAck: 0 or negative errno
-  uint32_t client_id = 0;  // kClientBroken
+  uint32_t client_id = 0;  // kClientBroken, kCmEvent
   uint32_t qpn = 0;
   proto::QpState state = proto::QpState::kReset;
   uint64_t rate_bps = 0;
@@ -148,6 +201,7 @@ struct EngineEvent {
   uint64_t retransmits = 0;
   uint64_t tx_bytes = 0;
   uint64_t rx_bytes = 0;
+  CmEventInfo cm;  // kCmEvent; kAck of kCmConnect: cm.conn
 };
 
 static_assert(std::is_trivially_copyable_v<EngineCommand>);

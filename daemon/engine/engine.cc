@@ -12,6 +12,7 @@
 #include <string>
 
 #include "cc/dcqcn_rp.h"
+#include "engine/engine_contexts.h"
 #include "engine/idle_spin.h"
 #include "net/rx_drop.h"
 #include "wire/psn.h"
@@ -184,68 +185,20 @@ uint64_t tsc_now_ns() {
   return (c / hz) * 1'000'000'000ull + (c % hz) * 1'000'000'000ull / hz;
 }
 
-struct Engine::Client {
-  uint32_t id = 0;
-  uint8_t* region = nullptr;
-  shm::RegionLayout layout;
-  int doorbell_fd = -1;
-  ClientMemory mem;
-  std::vector<CqCtx> cqs;
-  std::vector<uint32_t> qpns;
-  conduit_shm_wakeup* engine_wakeup = nullptr;
-  bool broken = false;
-
-  std::span<uint8_t> bytes() const { return {region, layout.region_size}; }
-  shm::ArenaBounds arena() const { return {layout.arena_offset, layout.arena_size}; }
-};
-
-struct Engine::QpCtx {
-  uint32_t qpn = 0;
-  Client* client = nullptr;
-  uint32_t slot = 0;
-  std::unique_ptr<transport::Qp> qp;
-  shm::SpscConsumer<conduit_shm_send_wr> sq;
-  shm::SpscConsumer<conduit_shm_recv_wr> rq;
-  uint32_t send_cq = 0;
-  uint32_t recv_cq = 0;
-  size_t cls = 0;
-  sched::FlowId flow = sched::kInvalidId;
-  std::unique_ptr<cc::RateController> rc;
-  cc::NotificationPoint np;
-  // Inline send data lives here while the transport holds the WR.
-  std::vector<uint8_t> inline_buf;
-  uint32_t inline_lkey = 0;
-  uint32_t inline_slots = 0;
-  uint64_t inline_next = 0;
-  // An entry the QP could not take yet (its queue was full): retried first.
-  bool has_pending_send = false;
-  conduit_shm_send_wr pending_send{};
-  bool has_pending_recv = false;
-  transport::RecvWr pending_recv{};
-  // Peer addressing.
-  bool peer_set = false;
-  bool peer_resolved = false;
-  bool peer_local = false;  // the peer QP lives on this host: loopback, no port
-  net::Ipv4Addr peer_ip{};
-  net::Ipv4Addr next_hop{};
-  uint64_t next_resolve_ns = 0;
-  wire::FrameAddr addr;
-  // Frame headers for `addr`, remade by fill_pacer whenever addr changed.
-  wire::FrameAddr tmpl_addr;
-  wire::FrameTemplate tmpl = wire::make_frame_template(tmpl_addr);
-  uint32_t queued_frames = 0;
-  transport::QpState reported_state = transport::QpState::kReset;
-  uint64_t tx_bytes = 0;
-  uint64_t rx_bytes = 0;
-  uint64_t cnps_rx = 0;
-  uint64_t cnps_tx = 0;
-  uint64_t rx_wrong_peer = 0;
-
-  explicit QpCtx(const cc::NpParams& np_params) : np(np_params) {}
-};
-
 Engine::Engine(const EngineConfig& config, dpdk::Port& port, control::EngineChannel& channel)
-    : config_(config), port_(port), channel_(channel), net_(config.net), pacer_(config.pacer) {
+    : config_(config),
+      port_(port),
+      channel_(channel),
+      net_(config.net),
+      pacer_(config.pacer),
+      cm_([&config] {
+        // Connection ids from the clock: a restarted daemon should not answer
+        // a peer's old connection with a reused id.
+        cm::CmConfig c = config.cm;
+        c.first_conn_id = static_cast<uint32_t>(rte_get_tsc_cycles() >> 8) | 1u;
+        return c;
+      }()),
+      psn_seed_(rte_get_tsc_cycles() | 1u) {
   if (config_.classes.empty()) {
     TrafficClassSpec def;
     def.name = "default";
@@ -317,12 +270,13 @@ bool Engine::poll_once(uint64_t now_ns) {
 void Engine::handle_command(const control::EngineCommand& cmd, uint64_t now_ns) {
   ++counters_.commands;
   int status = 0;
+  uint32_t conn = 0;
   switch (cmd.op) {
     case control::EngineOp::kAddClient:
       status = add_client(cmd);
       break;
     case control::EngineOp::kRemoveClient:
-      remove_client(cmd.client_id);
+      remove_client(cmd.client_id, now_ns);
       break;
     case control::EngineOp::kAddCq:
       status = add_cq(cmd);
@@ -367,12 +321,21 @@ void Engine::handle_command(const control::EngineCommand& cmd, uint64_t now_ns) 
       snapshot(cmd);
       status = cmd.snapshot != nullptr ? 0 : -EINVAL;
       break;
+    case control::EngineOp::kCmListen:
+    case control::EngineOp::kCmUnlisten:
+    case control::EngineOp::kCmConnect:
+    case control::EngineOp::kCmAccept:
+    case control::EngineOp::kCmReject:
+    case control::EngineOp::kCmDisconnect:
+      status = cm_command(cmd, now_ns, &conn);
+      break;
   }
   control::EngineEvent ev;
   ev.cookie = cmd.cookie;
   ev.kind = control::EngineEventKind::kAck;
   ev.status = status;
   ev.qpn = cmd.qpn;
+  ev.cm.conn = conn;
   post_event(ev);
 }
 
@@ -401,9 +364,15 @@ int Engine::add_client(const control::EngineCommand& cmd) {
   return 0;
 }
 
-void Engine::remove_client(uint32_t client_id) {
+void Engine::remove_client(uint32_t client_id, uint64_t now_ns) {
   Client* c = find_client(client_id);
   if (c == nullptr) return;
+  // Its listeners go, its connections end (DREQ to established peers), and
+  // requests it never answered are dropped: the peers' REQs time out.
+  cm_.forget_owner(now_ns, client_id);
+  for (auto it = cm_requests_.begin(); it != cm_requests_.end();) {
+    it = it->second.owner == client_id ? cm_requests_.erase(it) : std::next(it);
+  }
   const std::vector<uint32_t> qpns = c->qpns;
   for (uint32_t qpn : qpns) remove_qp(qpn, /*owner_gone=*/true);
   clients_.erase(client_id);
@@ -554,16 +523,7 @@ int Engine::modify_qp(const control::EngineCommand& cmd, uint64_t now_ns) {
   q->reported_state = q->qp->state();
 
   if (a.mask & proto::kAttrDgid) {
-    // Our own address is a valid peer (loopback between local clients).
-    auto hop = peer == net_.config().addr ? std::optional(peer) : net_.next_hop(peer);
-    if (!hop) return -ENETUNREACH;
-    q->peer_set = true;
-    q->peer_local = peer == net_.config().addr;
-    q->peer_resolved = false;
-    q->peer_ip = peer;
-    q->next_hop = *hop;
-    q->next_resolve_ns = now_ns;
-    q->addr.dst_ip = peer.value;
+    if (int rc = set_peer(*q, peer, now_ns); rc < 0) return rc;
   }
   if (a.mask & proto::kAttrDestQpn) {
     q->addr.src_port = wire::udp_sport_for_qp(q->qpn, a.dest_qpn);
@@ -571,10 +531,29 @@ int Engine::modify_qp(const control::EngineCommand& cmd, uint64_t now_ns) {
   return 0;
 }
 
+int Engine::set_peer(QpCtx& q, net::Ipv4Addr peer, uint64_t now_ns) {
+  // Our own address is a valid peer (loopback between local clients).
+  auto hop = peer == net_.config().addr ? std::optional(peer) : net_.next_hop(peer);
+  if (!hop) return -ENETUNREACH;
+  q.peer_set = true;
+  q.peer_local = peer == net_.config().addr;
+  q.peer_resolved = false;
+  q.peer_ip = peer;
+  q.next_hop = *hop;
+  q.next_resolve_ns = now_ns;
+  q.addr.dst_ip = peer.value;
+  return 0;
+}
+
 void Engine::remove_qp(uint32_t qpn, bool owner_gone) {
   auto it = qps_.find(qpn);
   if (it == qps_.end()) return;
   QpCtx* q = it->second.get();
+  if (q->cm_conn != 0) {
+    // A QP destroyed with its connection up: the peer gets a DREQ.
+    cm_.disconnect(tsc_now_ns(), q->client->id, q->cm_conn);
+    cm_forget_conn(*q);
+  }
   transport::QpAttr err;
   err.state = transport::QpState::kErr;
   q->qp->modify(err, transport::kAttrState);
@@ -681,6 +660,24 @@ void Engine::fill_snapshot(control::CounterSnapshot& out) const {
   out.add("engine.peers_failed", c.peers_failed);
   out.add("engine.cqe_dropped", c.cqe_dropped);
 
+  const cm::CmCounters& k = cm_.counters();
+  out.add("cm.connections", cm_.connection_count());
+  out.add("cm.rx_datagrams", c.cm_rx_datagrams);
+  out.add("cm.tx_datagrams", c.cm_tx_datagrams);
+  out.add("cm.local_datagrams", c.cm_local_datagrams);
+  out.add("cm.tx_no_route", c.cm_tx_no_route);
+  out.add("cm.events_no_qp", c.cm_events_no_qp);
+  out.add("cm.rx_messages", k.rx_messages);
+  out.add("cm.rx_malformed", k.rx_malformed);
+  out.add("cm.rx_unknown_conn", k.rx_unknown_conn);
+  out.add("cm.rx_unexpected", k.rx_unexpected);
+  out.add("cm.tx_messages", k.tx_messages);
+  out.add("cm.retransmits", k.retransmits);
+  out.add("cm.timeouts", k.timeouts);
+  out.add("cm.established", k.established);
+  out.add("cm.rejects_sent", k.rejected_sent);
+  out.add("cm.rejects_received", k.rejected_received);
+
   // The device's own view (rx_missed: its RX ring overflowed before we polled).
   const dpdk::PortStats ps = port_.stats();
   out.add("port.rx_packets", ps.rx_packets);
@@ -765,6 +762,19 @@ bool Engine::run_timers(uint64_t now_ns) {
   net::NetAction actions[8];
   for (size_t n; (n = net_.take_actions(actions)) > 0;) {
     for (size_t i = 0; i < n; ++i) {
+      // Queued frames are the connection manager's datagrams (cm_send).
+      if (actions[i].kind == net::NetAction::Kind::kTransmitQueued) {
+        auto* m = reinterpret_cast<rte_mbuf*>(actions[i].frame);
+        std::memcpy(rte_pktmbuf_mtod(m, uint8_t*), actions[i].dst_mac.bytes.data(), 6);
+        transmit_now(m);
+        work = true;
+        continue;
+      }
+      if (actions[i].kind == net::NetAction::Kind::kDropQueued) {
+        rte_pktmbuf_free(reinterpret_cast<rte_mbuf*>(actions[i].frame));
+        ++counters_.cm_tx_no_route;
+        continue;
+      }
       if (actions[i].kind != net::NetAction::Kind::kTransmit) continue;
       rte_mbuf* m = port_.alloc_mbuf();
       if (m == nullptr) {
@@ -777,6 +787,7 @@ bool Engine::run_timers(uint64_t now_ns) {
       work = true;
     }
   }
+  work |= cm_poll(now_ns);
   for (QpCtx* q : qp_list_) {
     if (now_ns >= q->qp->next_deadline_ns()) {
       q->qp->on_timer(now_ns);
@@ -814,6 +825,8 @@ bool Engine::rx(uint64_t now_ns) {
     const net::RxResult r = net_.on_rx_frame(frame, now_ns, reply);
     if (r.verdict == net::RxVerdict::kDeliverUdp && r.udp.dst_port == config_.roce_udp_port) {
       rx_roce(r.udp, frame, now_ns);
+    } else if (r.verdict == net::RxVerdict::kDeliverUdp && r.udp.dst_port == config_.cm_udp_port) {
+      cm_rx(r.udp, frame, now_ns);
     } else if (r.verdict == net::RxVerdict::kReply) {
       if (rte_mbuf* out = port_.alloc_mbuf()) {
         std::memcpy(rte_pktmbuf_mtod(out, uint8_t*), reply.data(), r.reply_len);
@@ -869,6 +882,11 @@ void Engine::rx_roce(const net::UdpDatagram& udp, std::span<const uint8_t> frame
   }
   q->qp->on_packet(now_ns, pf);
   q->rx_bytes += pf.payload.size();
+  if (q->cm_wait_traffic) {
+    // The peer sends, so it has our REP even if its RTU was lost.
+    q->cm_wait_traffic = false;
+    cm_.on_qp_traffic(q->cm_conn);
+  }
   if ((udp.tos & 3) == wire::kEcnCe) {
     ++counters_.rx_ce_marked;
     if (q->np.on_ce_marked(now_ns)) send_cnp(*q, now_ns);
@@ -1298,7 +1316,7 @@ void Engine::sleep_until_work(uint64_t now_ns) {
   }
   // Work that no file descriptor announces: frames the device has not taken
   // yet, events the ring refused, entries and completions already waiting.
-  bool pending = tx_batch_len_ > 0 || !event_backlog_.empty();
+  bool pending = tx_batch_len_ > 0 || !event_backlog_.empty() || cm_.pending_actions() > 0;
   for (QpCtx* q : qp_list_) {
     if (q->client->broken) continue;
     pending |= q->sq.available() > 0 || q->rq.available() > 0 || q->has_pending_send ||
@@ -1312,7 +1330,7 @@ void Engine::sleep_until_work(uint64_t now_ns) {
   port_wake_unanswered_ = false;
   const uint32_t cap_us = port_fds.empty() ? config_.idle_sleep_us : config_.idle_sleep_max_us;
   uint64_t wake_ns = now_ns + uint64_t{cap_us} * 1000;
-  wake_ns = std::min(wake_ns, net_.next_deadline_ns());
+  wake_ns = std::min({wake_ns, net_.next_deadline_ns(), cm_deadline_ns_});
   for (QpCtx* q : qp_list_) {
     wake_ns = std::min({wake_ns, q->qp->next_deadline_ns(), q->rc->next_deadline_ns()});
   }

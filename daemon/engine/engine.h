@@ -41,6 +41,7 @@
 #include "cc/dcqcn_params.h"
 #include "cc/notification_point.h"
 #include "cc/rate_controller.h"
+#include "cm/connection_manager.h"
 #include "control/engine_channel.h"
 #include "dpdk/port.h"
 #include "engine/client_memory.h"
@@ -75,6 +76,8 @@ sched::SchedulerConfig engine_pacer_config();
 struct EngineConfig {
   net::NetStackConfig net;
   uint16_t roce_udp_port = wire::kRoceUdpPort;
+  uint16_t cm_udp_port = 4792;  // native connection manager (daemon/cm), also in net.udp_ports
+  cm::CmConfig cm;
   uint64_t line_rate_bps = 10'000'000'000ull;
   std::vector<TrafficClassSpec> classes;  // the first is the default class
   cc::NpParams np = cc::NpParams::mlx5_defaults();
@@ -127,6 +130,12 @@ struct EngineCounters {
   uint64_t commands = 0;
   uint64_t stalls = 0;      // loops that came over 1 ms late (descheduled, or a sleep overran)
   uint64_t stalled_ns = 0;  // their lateness beyond 1 ms: the QPs' ACK timers moved out by it
+  // Connection manager datagrams (the state machine's own counters: cm::CmCounters).
+  uint64_t cm_rx_datagrams = 0;
+  uint64_t cm_tx_datagrams = 0;
+  uint64_t cm_local_datagrams = 0;  // to a client of this same daemon
+  uint64_t cm_tx_no_route = 0;      // peer off-link without a gateway, or ARP gave up
+  uint64_t cm_events_no_qp = 0;     // an outcome for a connection whose QP is gone
 };
 
 class Engine {
@@ -162,7 +171,7 @@ class Engine {
   // Commands.
   void handle_command(const control::EngineCommand& cmd, uint64_t now_ns);
   int add_client(const control::EngineCommand& cmd);
-  void remove_client(uint32_t client_id);
+  void remove_client(uint32_t client_id, uint64_t now_ns);
   int add_cq(const control::EngineCommand& cmd);
   int add_qp(const control::EngineCommand& cmd, uint64_t now_ns);
   int modify_qp(const control::EngineCommand& cmd, uint64_t now_ns);
@@ -175,6 +184,23 @@ class Engine {
   void post_event(const control::EngineEvent& ev);
   Client* find_client(uint32_t id);
   QpCtx* find_qp(uint32_t qpn);
+
+  // Connection manager (engine_cm.cc).
+  int cm_command(const control::EngineCommand& cmd, uint64_t now_ns, uint32_t* conn_out);
+  void cm_rx(const net::UdpDatagram& udp, std::span<const uint8_t> frame, uint64_t now_ns);
+  // Runs the CM's timers when due and carries out its actions; true if any.
+  bool cm_poll(uint64_t now_ns);
+  void cm_send(const cm::CmAction& a, uint64_t now_ns);
+  void cm_on_established(const cm::CmAction& a, uint64_t now_ns);
+  void cm_on_ended(const cm::CmAction& a);
+  void cm_post(uint32_t client_id, const control::CmEventInfo& info);
+  // Moves q along RESET -> INIT -> RTR (-> RTS) with the negotiated values.
+  int cm_move_qp(QpCtx& q, const cm::QpParams& local, const cm::QpParams& remote,
+                 uint16_t pmtu_bytes, uint16_t caps, bool to_rts, uint64_t now_ns);
+  cm::QpParams cm_local_params(const QpCtx& q, const control::CmArgs& args);
+  void cm_forget_conn(QpCtx& q);
+  // Peer address of a QP (its RoCE frames' destination): 0 or -ENETUNREACH.
+  int set_peer(QpCtx& q, net::Ipv4Addr peer, uint64_t now_ns);
 
   // Datapath.
   void defer_timers_after_stall(uint64_t now_ns);
@@ -225,6 +251,12 @@ class Engine {
   uint64_t idle_since_ns_ = 0;                        // start of the current idle spin; 0: not idle
   bool port_wake_unanswered_ = false;  // the port's socket woke us, no frame seen since
   EngineCounters counters_;
+
+  cm::ConnectionManager cm_;
+  uint64_t cm_deadline_ns_ = UINT64_MAX;  // cm_.next_deadline_ns(), refreshed after each change
+  std::unordered_map<uint32_t, uint32_t> cm_conn_qpn_;      // connection -> QPN
+  std::unordered_map<uint32_t, cm::CmAction> cm_requests_;  // kRequest not yet answered
+  uint64_t psn_seed_ = 0;                                   // xorshift state for start PSNs
 };
 
 // Monotonic nanoseconds from the TSC (rte_get_tsc_cycles / rte_get_tsc_hz).

@@ -59,6 +59,7 @@ EngineConfig engine_config_from_policy(const policy::Policy& p, net::MacAddr mac
     c.net.static_neighbours.push_back({net::Ipv4Addr{n.ip.value}, net::MacAddr{n.mac.bytes}});
   }
   c.roce_udp_port = p.port.roce_udp_port;
+  c.cm_udp_port = p.port.cm_udp_port;
   c.line_rate_bps = line_rate_bps != 0 ? line_rate_bps : 10'000'000'000ull;
 
   // The default class goes first: QPs that name no known class land there.

@@ -24,6 +24,11 @@ class Writer {
     u16(static_cast<uint16_t>(n));
     buf_.insert(buf_.end(), s.begin(), s.begin() + static_cast<std::ptrdiff_t>(n));
   }
+  void blob(const std::vector<uint8_t>& b, size_t max_bytes) {
+    size_t n = b.size() < max_bytes ? b.size() : max_bytes;
+    u16(static_cast<uint16_t>(n));
+    buf_.insert(buf_.end(), b.begin(), b.begin() + static_cast<std::ptrdiff_t>(n));
+  }
   std::vector<uint8_t>& buf() { return buf_; }
 
  private:
@@ -88,6 +93,20 @@ class Reader {
         }
       }
     }
+    return true;
+  }
+  // Opaque bytes (u16 length + bytes), at most max_bytes.
+  bool blob(std::vector<uint8_t>& out, size_t max_bytes, const char* field) {
+    uint16_t n;
+    if (!u16(n)) return false;
+    if (n > max_bytes) {
+      return fail(-EINVAL,
+                  std::string(field) + " longer than " + std::to_string(max_bytes) + " bytes");
+    }
+    if (!need(n)) return false;
+    out.assign(b_.begin() + static_cast<std::ptrdiff_t>(pos_),
+               b_.begin() + static_cast<std::ptrdiff_t>(pos_ + n));
+    pos_ += n;
     return true;
   }
   bool fail(int code, std::string why) {
@@ -241,6 +260,54 @@ bool get(Reader& r, PolicyShowRequest& m) { return r.u64(m.offset); }
 void put(Writer&, const PolicyReloadRequest&) {}
 bool get(Reader&, PolicyReloadRequest&) { return true; }
 
+void put(Writer& w, const CmQpOffer& m) {
+  w.u32(m.qpn);
+  w.u32(m.access);
+  w.u8(m.path_mtu);
+  w.u32(m.flags);
+  w.blob(m.private_data, kMaxCmPrivateBytes);
+}
+bool get(Reader& r, CmQpOffer& m) {
+  if (!(r.u32(m.qpn) && r.u32(m.access) && r.u8(m.path_mtu) && r.u32(m.flags) &&
+        r.blob(m.private_data, kMaxCmPrivateBytes, "private data"))) {
+    return false;
+  }
+  if ((m.access & ~kAccessAll) != 0) return r.fail(-EINVAL, "unknown access flag bits");
+  if ((m.flags & ~kCmFlagsAll) != 0) return r.fail(-EINVAL, "unknown connection flag bits");
+  return range(r, m.qpn, 0, kMax24Bit, "QPN") &&
+         (m.path_mtu == 0 || range(r, m.path_mtu, kMinPathMtu, kMaxPathMtu, "path MTU"));
+}
+void put(Writer& w, const CmListenRequest& m) { w.u64(m.service); }
+bool get(Reader& r, CmListenRequest& m) { return r.u64(m.service); }
+void put(Writer& w, const CmUnlistenRequest& m) { w.u64(m.service); }
+bool get(Reader& r, CmUnlistenRequest& m) { return r.u64(m.service); }
+void put(Writer& w, const CmConnectRequest& m) {
+  w.u32(m.peer_ip);
+  w.u64(m.service);
+  put(w, m.offer);
+}
+bool get(Reader& r, CmConnectRequest& m) {
+  return r.u32(m.peer_ip) && r.u64(m.service) && get(r, m.offer);
+}
+void put(Writer& w, const CmAcceptRequest& m) {
+  w.u32(m.conn);
+  put(w, m.offer);
+}
+bool get(Reader& r, CmAcceptRequest& m) { return r.u32(m.conn) && get(r, m.offer); }
+void put(Writer& w, const CmRejectRequest& m) {
+  w.u32(m.conn);
+  w.u16(m.reason);
+}
+bool get(Reader& r, CmRejectRequest& m) {
+  return r.u32(m.conn) && r.u16(m.reason) && range(r, m.reason, 1, kCmMaxReason, "reason");
+}
+void put(Writer& w, const CmDisconnectRequest& m) { w.u32(m.qpn); }
+bool get(Reader& r, CmDisconnectRequest& m) {
+  return r.u32(m.qpn) && range(r, m.qpn, 0, kMax24Bit, "QPN");
+}
+void put(Writer&, const CmPollEventRequest&) {}
+bool get(Reader&, CmPollEventRequest&) { return true; }
+
 // ---- replies -----------------------------------------------------------------------
 
 void put(Writer& w, const AttachReply& m) {
@@ -386,6 +453,46 @@ bool get(Reader& r, PolicyReloadReply& m) {
   return r.str(m.message, kMaxReasonBytes, false, "message");
 }
 
+void put(Writer&, const CmListenReply&) {}
+bool get(Reader&, CmListenReply&) { return true; }
+void put(Writer&, const CmUnlistenReply&) {}
+bool get(Reader&, CmUnlistenReply&) { return true; }
+void put(Writer& w, const CmConnectReply& m) { w.u32(m.conn); }
+bool get(Reader& r, CmConnectReply& m) { return r.u32(m.conn); }
+void put(Writer&, const CmAcceptReply&) {}
+bool get(Reader&, CmAcceptReply&) { return true; }
+void put(Writer&, const CmRejectReply&) {}
+bool get(Reader&, CmRejectReply&) { return true; }
+void put(Writer&, const CmDisconnectReply&) {}
+bool get(Reader&, CmDisconnectReply&) { return true; }
+void put(Writer& w, const CmPollEventReply& m) {
+  const CmEvent& e = m.event;
+  w.u8(static_cast<uint8_t>(e.kind));
+  w.u32(e.conn);
+  w.u32(e.qpn);
+  w.u32(e.peer_ip);
+  w.u64(e.service);
+  w.u32(e.remote_qpn);
+  w.u32(e.pmtu_bytes);
+  w.u32(e.flags);
+  w.u16(e.reason);
+  w.blob(e.private_data, kMaxCmPrivateBytes);
+}
+bool get(Reader& r, CmPollEventReply& m) {
+  CmEvent& e = m.event;
+  uint8_t kind;
+  if (!(r.u8(kind) && r.u32(e.conn) && r.u32(e.qpn) && r.u32(e.peer_ip) && r.u64(e.service) &&
+        r.u32(e.remote_qpn) && r.u32(e.pmtu_bytes) && r.u32(e.flags) && r.u16(e.reason) &&
+        r.blob(e.private_data, kMaxCmPrivateBytes, "private data"))) {
+    return false;
+  }
+  if (kind > kMaxCmEventKind) return r.fail(-EINVAL, "unknown CM event " + std::to_string(kind));
+  e.kind = static_cast<CmEventKind>(kind);
+  return range(r, e.qpn, 0, kMax24Bit, "QPN") &&
+         range(r, e.remote_qpn, 0, kMax24Bit, "remote QPN") &&
+         range(r, e.reason, 0, kCmMaxReason, "reason");
+}
+
 // ---- framing ---------------------------------------------------------------------
 
 void put_header(Writer& w, uint16_t type, uint32_t seq) {
@@ -492,6 +599,20 @@ const char* msg_type_name(MsgType t) {
       return "policy_show";
     case MsgType::kPolicyReload:
       return "policy_reload";
+    case MsgType::kCmListen:
+      return "cm_listen";
+    case MsgType::kCmUnlisten:
+      return "cm_unlisten";
+    case MsgType::kCmConnect:
+      return "cm_connect";
+    case MsgType::kCmAccept:
+      return "cm_accept";
+    case MsgType::kCmReject:
+      return "cm_reject";
+    case MsgType::kCmDisconnect:
+      return "cm_disconnect";
+    case MsgType::kCmPollEvent:
+      return "cm_poll_event";
   }
   return "unknown";
 }

@@ -16,7 +16,8 @@
 // negative errno, then a reason string a person can act on.
 //
 // File descriptors travel as SCM_RIGHTS ancillary data: the attach reply carries
-// the region memfd and the engine's doorbell eventfd; a create-CQ request may
+// the region memfd, the engine's doorbell eventfd and the connection-manager
+// event eventfd (kicked when a CmEvent is pending); a create-CQ request may
 // carry the client's eventfd for CQ wake-ups (flag `has_eventfd`).
 //
 // Units: sizes in bytes, offsets relative to the start of the client's region.
@@ -32,7 +33,9 @@
 namespace conduit::proto {
 
 inline constexpr uint32_t kControlMagic = 0x54434443;  // bytes 'C','D','C','T'
-inline constexpr uint16_t kControlVersion = 2;         // 2: QpSummary carries cnps_rx and cnps_tx
+// 2: QpSummary carries cnps_rx and cnps_tx. 3: connection-manager requests
+// (kCmListen .. kCmPollEvent); the attach reply carries a third descriptor.
+inline constexpr uint16_t kControlVersion = 3;
 inline constexpr size_t kHeaderBytes = 16;
 // Largest datagram either side sends or accepts (SOCK_SEQPACKET keeps boundaries).
 inline constexpr size_t kMaxMessageBytes = 64 * 1024;
@@ -68,8 +71,16 @@ enum class MsgType : uint16_t {
   kListQps = 13,
   kPolicyShow = 14,
   kPolicyReload = 15,
+  // Connection manager (daemon-to-daemon QP set-up by service number).
+  kCmListen = 16,
+  kCmUnlisten = 17,
+  kCmConnect = 18,
+  kCmAccept = 19,
+  kCmReject = 20,
+  kCmDisconnect = 21,
+  kCmPollEvent = 22,
 };
-inline constexpr uint16_t kMaxMsgType = 15;
+inline constexpr uint16_t kMaxMsgType = 22;
 
 const char* msg_type_name(MsgType t);
 
@@ -196,11 +207,74 @@ struct PolicyReloadRequest {
   bool operator==(const PolicyReloadRequest&) const = default;
 };
 
+// ---- connection manager --------------------------------------------------------
+// The daemon connects a QP to a QP behind another conduitd: the active side
+// names the peer daemon's IPv4 address and a service number, the passive side
+// listens on that service and accepts or rejects each request. Results and
+// incoming requests arrive as CmEvents: the client fetches them with
+// kCmPollEvent when the attach reply's third descriptor (an eventfd) is readable.
+
+// Why a connection failed (CmEvent::reason); the values of the wire's REJ
+// reasons (daemon/cm/cm_message.h) plus kCmTimeout.
+inline constexpr uint16_t kCmNoListener = 1;  // nobody listens on that service at the peer
+inline constexpr uint16_t kCmQuota = 2;       // the peer is out of connections or QPs
+inline constexpr uint16_t kCmPolicy = 3;      // the peer's policy refuses it
+inline constexpr uint16_t kCmRefused = 4;     // the listening application said no
+inline constexpr uint16_t kCmTimeout = 5;     // no answer within the retry budget
+inline constexpr uint16_t kCmInvalid = 6;     // the peer found the request invalid
+inline constexpr uint16_t kCmMaxReason = 6;
+inline constexpr size_t kMaxCmPrivateBytes = 64;
+inline constexpr uint32_t kCmFlagSelectiveRepeat = 1u << 0;  // offer selective repeat
+inline constexpr uint32_t kCmFlagsAll = kCmFlagSelectiveRepeat;
+
+// The QP parameters a client offers when it connects or accepts.
+struct CmQpOffer {
+  uint32_t qpn = 0;
+  uint32_t access = 0;                // kAccess*: what the peer may do to this QP
+  uint8_t path_mtu = 0;               // verbs enum 1..5; 0: 1024 bytes
+  uint32_t flags = 0;                 // kCmFlag*
+  std::vector<uint8_t> private_data;  // at most kMaxCmPrivateBytes, for the peer's application
+  bool operator==(const CmQpOffer&) const = default;
+};
+struct CmListenRequest {
+  uint64_t service = 0;
+  bool operator==(const CmListenRequest&) const = default;
+};
+struct CmUnlistenRequest {
+  uint64_t service = 0;
+  bool operator==(const CmUnlistenRequest&) const = default;
+};
+struct CmConnectRequest {
+  uint32_t peer_ip = 0;  // IPv4 of the peer's conduitd, host byte order
+  uint64_t service = 0;
+  CmQpOffer offer;
+  bool operator==(const CmConnectRequest&) const = default;
+};
+struct CmAcceptRequest {
+  uint32_t conn = 0;  // CmEvent::conn of a kCmEventRequest
+  CmQpOffer offer;
+  bool operator==(const CmAcceptRequest&) const = default;
+};
+struct CmRejectRequest {
+  uint32_t conn = 0;
+  uint16_t reason = kCmRefused;  // kCmRefused, kCmQuota or kCmPolicy
+  bool operator==(const CmRejectRequest&) const = default;
+};
+struct CmDisconnectRequest {
+  uint32_t qpn = 0;  // the QP whose connection ends (also one whose peer already ended it)
+  bool operator==(const CmDisconnectRequest&) const = default;
+};
+struct CmPollEventRequest {
+  bool operator==(const CmPollEventRequest&) const = default;
+};
+
 // Alternative index i carries MsgType i+1.
-using Request = std::variant<AttachRequest, DetachRequest, CreateCqRequest, DestroyCqRequest,
-                             CreateQpRequest, DestroyQpRequest, RegMrRequest, DeregMrRequest,
-                             ModifyQpRequest, QueryQpRequest, StatsRequest, StatusRequest,
-                             ListQpsRequest, PolicyShowRequest, PolicyReloadRequest>;
+using Request =
+    std::variant<AttachRequest, DetachRequest, CreateCqRequest, DestroyCqRequest, CreateQpRequest,
+                 DestroyQpRequest, RegMrRequest, DeregMrRequest, ModifyQpRequest, QueryQpRequest,
+                 StatsRequest, StatusRequest, ListQpsRequest, PolicyShowRequest,
+                 PolicyReloadRequest, CmListenRequest, CmUnlistenRequest, CmConnectRequest,
+                 CmAcceptRequest, CmRejectRequest, CmDisconnectRequest, CmPollEventRequest>;
 
 struct RequestMessage {
   uint32_t seq = 0;
@@ -308,12 +382,58 @@ struct PolicyReloadReply {
   std::string message;
   bool operator==(const PolicyReloadReply&) const = default;
 };
+struct CmListenReply {
+  bool operator==(const CmListenReply&) const = default;
+};
+struct CmUnlistenReply {
+  bool operator==(const CmUnlistenReply&) const = default;
+};
+struct CmConnectReply {
+  uint32_t conn = 0;  // the connection; its outcome comes as a CmEvent
+  bool operator==(const CmConnectReply&) const = default;
+};
+struct CmAcceptReply {
+  bool operator==(const CmAcceptReply&) const = default;
+};
+struct CmRejectReply {
+  bool operator==(const CmRejectReply&) const = default;
+};
+struct CmDisconnectReply {
+  bool operator==(const CmDisconnectReply&) const = default;
+};
+enum class CmEventKind : uint8_t {
+  kNone = 0,
+  kRequest = 1,       // a peer connects to a service we listen on: accept or reject `conn`
+  kEstablished = 2,   // `qpn` is connected (RTS) to `remote_qpn` at `peer_ip`
+  kRejected = 3,      // the connection failed before it was up; `reason` says why
+  kDisconnected = 4,  // an established connection ended (our disconnect, or the peer's)
+};
+inline constexpr uint8_t kMaxCmEventKind = 4;
+struct CmEvent {
+  CmEventKind kind = CmEventKind::kNone;
+  uint32_t conn = 0;
+  uint32_t qpn = 0;      // our QP (kEstablished, kRejected, kDisconnected)
+  uint32_t peer_ip = 0;  // host byte order
+  uint64_t service = 0;
+  uint32_t remote_qpn = 0;            // kRequest, kEstablished
+  uint32_t pmtu_bytes = 0;            // kRequest: the peer's offer; kEstablished: negotiated
+  uint32_t flags = 0;                 // kCmFlag*: kRequest offered; kEstablished agreed
+  uint16_t reason = 0;                // kRejected: kCm* reason
+  std::vector<uint8_t> private_data;  // kRequest, kEstablished: the peer's
+  bool operator==(const CmEvent&) const = default;
+};
+struct CmPollEventReply {
+  CmEvent event;  // kind kNone: nothing pending
+  bool operator==(const CmPollEventReply&) const = default;
+};
 
 // Same alternative order as Request.
 using ReplyBody =
     std::variant<AttachReply, DetachReply, CreateCqReply, DestroyCqReply, CreateQpReply,
                  DestroyQpReply, RegMrReply, DeregMrReply, ModifyQpReply, QueryQpReply, StatsReply,
-                 StatusReply, ListQpsReply, PolicyShowReply, PolicyReloadReply>;
+                 StatusReply, ListQpsReply, PolicyShowReply, PolicyReloadReply, CmListenReply,
+                 CmUnlistenReply, CmConnectReply, CmAcceptReply, CmRejectReply, CmDisconnectReply,
+                 CmPollEventReply>;
 
 struct ReplyMessage {
   uint32_t seq = 0;

@@ -2,6 +2,8 @@
 // (lib/proto) and the shared-memory region (shm-ipc).
 #include "conduit/conduit.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
 #include <sys/socket.h>
 
 #include <poll.h>
@@ -11,6 +13,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -122,6 +125,11 @@ struct conduit_context {
   // thread may set it; polls and posts read it (relaxed: a late reader only
   // takes one more pass to see it).
   std::atomic<bool> daemon_gone{false};
+  // Connection manager: the daemon kicks cm_eventfd when events wait; those
+  // fetched but not yet claimed by a waiter sit in cm_events (under cm_mu).
+  shm::EventFd cm_eventfd;
+  std::mutex cm_mu;
+  std::deque<proto::CmEvent> cm_events;
 };
 
 struct conduit_cq {
@@ -141,6 +149,7 @@ struct conduit_qp {
   conduit_cq* recv_cq;
   shm::SpscProducer<conduit_shm_send_wr> sq;
   shm::SpscProducer<conduit_shm_recv_wr> rq;
+  uint32_t cm_conn = 0;  // the connection manager's connection, 0: none
 };
 
 namespace {
@@ -247,8 +256,9 @@ int conduit_open(const conduit_context_attr* attr, conduit_context** out) {
   rc = call(ctx.get(), proto::AttachRequest{CONDUIT_SHM_ABI_VERSION, attr->region_bytes, name},
             reply, {}, &fds);
   if (rc < 0) return rc;
-  if (fds.size() != 2) {
-    return set_error(-EPROTO, "conduitd's attach reply did not carry the region and doorbell");
+  if (fds.size() != 3) {
+    return set_error(-EPROTO,
+                     "conduitd's attach reply did not carry the region, doorbell and CM eventfd");
   }
   ctx->info = std::get<proto::AttachReply>(reply.body);
   rc = shm::Region::attach(fds[0].release(), &ctx->region);
@@ -260,6 +270,7 @@ int conduit_open(const conduit_context_attr* attr, conduit_context** out) {
                                              std::strerror(-rc));
   }
   ctx->doorbell = shm::EventFd(fds[1].release());
+  ctx->cm_eventfd = shm::EventFd(fds[2].release());
   ctx->arena.init(ctx->region.layout().arena_offset, ctx->region.arena_size());
   *out = ctx.release();
   return 0;
@@ -739,6 +750,307 @@ int conduit_post_recv(conduit_qp* qp, conduit_recv_wr* wr, conduit_recv_wr** bad
   if (posted) ring_doorbell(qp->ctx);
   if (rc == 0 && bad_wr != nullptr) *bad_wr = nullptr;
   if (rc < 0 && bad_wr != nullptr) *bad_wr = wr;
+  return rc;
+}
+
+}  // extern "C"
+
+// ---- connection manager ----------------------------------------------------------
+
+namespace {
+
+// Local events nobody waits for (a peer's later disconnect) are dropped beyond this.
+constexpr size_t kMaxLocalCmEvents = 1024;
+// A waiter sleeps at most this long between looks at the shared event list, so
+// an event another thread fetched for it is seen soon.
+constexpr int kCmWaitSliceMs = 20;
+
+std::string ip_text(uint32_t ip) {
+  return std::to_string(ip >> 24) + "." + std::to_string((ip >> 16) & 0xFF) + "." +
+         std::to_string((ip >> 8) & 0xFF) + "." + std::to_string(ip & 0xFF);
+}
+
+int reason_errno(uint16_t reason) {
+  switch (reason) {
+    case proto::kCmNoListener:
+    case proto::kCmRefused:
+      return -ECONNREFUSED;
+    case proto::kCmQuota:
+      return -EDQUOT;
+    case proto::kCmPolicy:
+      return -EPERM;
+    case proto::kCmTimeout:
+      return -ETIMEDOUT;
+    default:
+      return -EINVAL;
+  }
+}
+
+const char* reason_text(uint16_t reason) {
+  switch (reason) {
+    case proto::kCmNoListener:
+      return "no listener on that service";
+    case proto::kCmQuota:
+      return "the peer is out of connections or QPs (quota)";
+    case proto::kCmPolicy:
+      return "refused by the peer's policy";
+    case proto::kCmRefused:
+      return "refused by the listening application";
+    case proto::kCmTimeout:
+      return "no answer from the peer's conduitd within the retry budget (is it running, "
+             "and is the address right?)";
+    default:
+      return "the peer found the request invalid";
+  }
+}
+
+// Takes every event the daemon holds for us into ctx->cm_events. Caller holds
+// ctx->control_mu and ctx->cm_mu.
+int fetch_cm_events(conduit_context* ctx) {
+  for (;;) {
+    proto::ReplyMessage reply;
+    if (int rc = call(ctx, proto::CmPollEventRequest{}, reply); rc < 0) return rc;
+    auto& ev = std::get<proto::CmPollEventReply>(reply.body).event;
+    if (ev.kind == proto::CmEventKind::kNone) return 0;
+    if (ctx->cm_events.size() >= kMaxLocalCmEvents) ctx->cm_events.pop_front();
+    ctx->cm_events.push_back(std::move(ev));
+  }
+}
+
+// Waits for the first event `match` accepts and moves it into *out.
+template <class Match>
+int wait_cm_event(conduit_context* ctx, int timeout_ms, Match match, proto::CmEvent* out) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  // The daemon is asked only when its eventfd says something waits (and once
+  // at the start); the shared list is looked at every slice.
+  for (bool kicked = true, fetched = false;; fetched = false) {
+    {
+      std::lock_guard cm(ctx->cm_mu);
+      for (int pass = 0; pass < 2; ++pass) {
+        for (auto it = ctx->cm_events.begin(); it != ctx->cm_events.end(); ++it) {
+          if (match(*it)) {
+            *out = std::move(*it);
+            ctx->cm_events.erase(it);
+            return 0;
+          }
+        }
+        if (fetched || !kicked) break;
+        // Drain before fetching: an event posted after the fetch kicks it again.
+        ctx->cm_eventfd.drain();
+        std::lock_guard lock(ctx->control_mu);
+        if (int rc = fetch_cm_events(ctx); rc < 0) return rc;
+        fetched = true;
+      }
+    }
+    int wait_ms = kCmWaitSliceMs;
+    if (timeout_ms >= 0) {
+      const auto left =
+          std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return -ETIMEDOUT;
+      wait_ms = std::min<int>(wait_ms, static_cast<int>(left.count()));
+    }
+    pollfd p[2] = {{ctx->cm_eventfd.fd(), POLLIN, 0}, {ctx->sock.get(), POLLRDHUP, 0}};
+    const int n = ::poll(p, 2, wait_ms);
+    if (n > 0 && (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0) {
+      ctx->daemon_gone.store(true, std::memory_order_relaxed);
+      return set_error(-ECONNRESET, kDaemonGoneMsg);
+    }
+    kicked = n > 0 && (p[0].revents & POLLIN) != 0;
+  }
+}
+
+int make_offer(const conduit_qp* qp, const conduit_cm_param* param, proto::CmQpOffer& o) {
+  o.qpn = qp->qpn;
+  if (param == nullptr) {
+    o.access = proto::kAccessAll;
+    return 0;
+  }
+  if (param->private_len > CONDUIT_CM_MAX_PRIVATE) {
+    return set_error(
+        -EINVAL, "private data is limited to " + std::to_string(CONDUIT_CM_MAX_PRIVATE) + " bytes");
+  }
+  if (param->private_len > 0 && param->private_data == nullptr) {
+    return set_error(-EINVAL, "private_len is set but private_data is NULL");
+  }
+  if (param->mtu > CONDUIT_MTU_4096) return set_error(-EINVAL, "mtu must be a conduit_mtu value");
+  if ((param->flags & ~CONDUIT_CM_SELECTIVE_REPEAT) != 0) {
+    return set_error(-EINVAL, "unknown conduit_cm_param flags");
+  }
+  o.access = param->access;
+  o.path_mtu = static_cast<uint8_t>(param->mtu);
+  o.flags = param->flags;
+  const auto* b = static_cast<const uint8_t*>(param->private_data);
+  o.private_data.assign(b, b + param->private_len);
+  return 0;
+}
+
+// The outcome of connection `conn` of qp: 0 when established, else the reason as -errno.
+int await_established(conduit_qp* qp, uint32_t conn, int timeout_ms, const std::string& who,
+                      conduit_cm_conn* out) {
+  conduit_context* ctx = qp->ctx;
+  proto::CmEvent ev;
+  int rc = wait_cm_event(
+      ctx, timeout_ms,
+      [conn](const proto::CmEvent& e) {
+        return e.conn == conn && e.kind != proto::CmEventKind::kRequest;
+      },
+      &ev);
+  if (rc == -ETIMEDOUT) {
+    // Abandon it, so a late success does not leave a half-connected QP behind.
+    std::lock_guard lock(ctx->control_mu);
+    proto::ReplyMessage reply;
+    call(ctx, proto::CmDisconnectRequest{qp->qpn}, reply);
+    qp->cm_conn = 0;
+    return set_error(-ETIMEDOUT,
+                     who + ": not connected within " + std::to_string(timeout_ms) + " ms");
+  }
+  if (rc < 0) return rc;
+  if (ev.kind != proto::CmEventKind::kEstablished) {
+    qp->cm_conn = 0;
+    const uint16_t reason =
+        ev.kind == proto::CmEventKind::kRejected ? ev.reason : proto::kCmRefused;
+    const char* text =
+        ev.kind == proto::CmEventKind::kRejected ? reason_text(reason) : "the peer disconnected";
+    return set_error(reason_errno(reason), who + ": " + text);
+  }
+  if (out != nullptr) {
+    *out = conduit_cm_conn{};
+    out->peer_ipv4 = ev.peer_ip;
+    out->remote_qpn = ev.remote_qpn;
+    out->mtu_bytes = ev.pmtu_bytes;
+    out->flags = (ev.flags & proto::kCmFlagSelectiveRepeat) ? CONDUIT_CM_SELECTIVE_REPEAT : 0;
+    out->private_len = static_cast<uint32_t>(ev.private_data.size());
+    std::memcpy(out->private_data, ev.private_data.data(), ev.private_data.size());
+  }
+  return 0;
+}
+
+bool parse_ipv4(const char* host, uint32_t& out) {
+  in_addr a{};
+  if (::inet_pton(AF_INET, host, &a) == 1) {
+    out = ntohl(a.s_addr);
+    return true;
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  addrinfo* res = nullptr;
+  if (::getaddrinfo(host, nullptr, &hints, &res) != 0 || res == nullptr) return false;
+  out = ntohl(reinterpret_cast<const sockaddr_in*>(res->ai_addr)->sin_addr.s_addr);
+  ::freeaddrinfo(res);
+  return true;
+}
+
+}  // namespace
+
+extern "C" {
+
+int conduit_listen(conduit_context* ctx, uint64_t service) {
+  if (!valid_ptr(ctx, "ctx")) return -EINVAL;
+  std::lock_guard lock(ctx->control_mu);
+  proto::ReplyMessage reply;
+  return call(ctx, proto::CmListenRequest{service}, reply);
+}
+
+int conduit_unlisten(conduit_context* ctx, uint64_t service) {
+  if (!valid_ptr(ctx, "ctx")) return -EINVAL;
+  std::lock_guard lock(ctx->control_mu);
+  proto::ReplyMessage reply;
+  return call(ctx, proto::CmUnlistenRequest{service}, reply);
+}
+
+int conduit_get_request(conduit_context* ctx, int timeout_ms, conduit_cm_request* out) {
+  if (!valid_ptr(ctx, "ctx") || !valid_ptr(out, "out")) return -EINVAL;
+  proto::CmEvent ev;
+  const int rc = wait_cm_event(
+      ctx, timeout_ms,
+      [](const proto::CmEvent& e) { return e.kind == proto::CmEventKind::kRequest; }, &ev);
+  if (rc == -ETIMEDOUT) {
+    return set_error(rc, "no connection request within " + std::to_string(timeout_ms) + " ms");
+  }
+  if (rc < 0) return rc;
+  *out = conduit_cm_request{};
+  out->id = ev.conn;
+  out->service = ev.service;
+  out->peer_ipv4 = ev.peer_ip;
+  out->peer_qpn = ev.remote_qpn;
+  out->peer_mtu_bytes = ev.pmtu_bytes;
+  out->peer_flags = (ev.flags & proto::kCmFlagSelectiveRepeat) ? CONDUIT_CM_SELECTIVE_REPEAT : 0;
+  out->private_len = static_cast<uint32_t>(ev.private_data.size());
+  std::memcpy(out->private_data, ev.private_data.data(), ev.private_data.size());
+  return 0;
+}
+
+int conduit_accept(conduit_qp* qp, const conduit_cm_request* req, const conduit_cm_param* param,
+                   int timeout_ms, conduit_cm_conn* out) {
+  if (!valid_ptr(qp, "qp") || !valid_ptr(req, "req")) return -EINVAL;
+  proto::CmAcceptRequest r;
+  r.conn = req->id;
+  if (int rc = make_offer(qp, param, r.offer); rc < 0) return rc;
+  {
+    std::lock_guard lock(qp->ctx->control_mu);
+    proto::ReplyMessage reply;
+    if (int rc = call(qp->ctx, r, reply); rc < 0) return rc;
+    qp->cm_conn = req->id;
+  }
+  const int rc = await_established(qp, req->id, timeout_ms,
+                                   "connection from " + ip_text(req->peer_ipv4) + " (service " +
+                                       std::to_string(req->service) + ")",
+                                   out);
+  if (rc == 0 && out != nullptr && out->private_len == 0) {
+    // The request's private data is the useful part for the passive side.
+    out->private_len = req->private_len;
+    std::memcpy(out->private_data, req->private_data, req->private_len);
+  }
+  return rc;
+}
+
+int conduit_reject(conduit_context* ctx, const conduit_cm_request* req, int reason) {
+  if (!valid_ptr(ctx, "ctx") || !valid_ptr(req, "req")) return -EINVAL;
+  if (reason != CONDUIT_CM_REJ_REFUSED && reason != CONDUIT_CM_REJ_QUOTA &&
+      reason != CONDUIT_CM_REJ_POLICY) {
+    return set_error(-EINVAL,
+                     "reject with CONDUIT_CM_REJ_REFUSED, CONDUIT_CM_REJ_QUOTA or "
+                     "CONDUIT_CM_REJ_POLICY");
+  }
+  std::lock_guard lock(ctx->control_mu);
+  proto::ReplyMessage reply;
+  return call(ctx, proto::CmRejectRequest{req->id, static_cast<uint16_t>(reason)}, reply);
+}
+
+int conduit_connect_service(conduit_qp* qp, const char* host, uint64_t service,
+                            const conduit_cm_param* param, int timeout_ms, conduit_cm_conn* out) {
+  if (!valid_ptr(qp, "qp") || !valid_ptr(host, "host")) return -EINVAL;
+  proto::CmConnectRequest r;
+  if (!parse_ipv4(host, r.peer_ip)) {
+    return set_error(-EINVAL, std::string("'") + host +
+                                  "' is not an IPv4 address or a name "
+                                  "that resolves to one");
+  }
+  r.service = service;
+  if (int rc = make_offer(qp, param, r.offer); rc < 0) return rc;
+  uint32_t conn;
+  {
+    std::lock_guard lock(qp->ctx->control_mu);
+    proto::ReplyMessage reply;
+    if (int rc = call(qp->ctx, r, reply); rc < 0) return rc;
+    conn = std::get<proto::CmConnectReply>(reply.body).conn;
+    qp->cm_conn = conn;
+  }
+  return await_established(
+      qp, conn, timeout_ms,
+      "connect to " + ip_text(r.peer_ip) + " service " + std::to_string(service), out);
+}
+
+int conduit_disconnect(conduit_qp* qp) {
+  if (!valid_ptr(qp, "qp")) return -EINVAL;
+  if (qp->cm_conn == 0) {
+    return set_error(-ENOTCONN,
+                     "QP " + std::to_string(qp->qpn) + " has no connection-manager connection");
+  }
+  std::lock_guard lock(qp->ctx->control_mu);
+  proto::ReplyMessage reply;
+  const int rc = call(qp->ctx, proto::CmDisconnectRequest{qp->qpn}, reply);
+  qp->cm_conn = 0;
   return rc;
 }
 

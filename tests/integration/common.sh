@@ -61,6 +61,28 @@ daemon_test_cleanup() {
   return "$rc"
 }
 
+# two_daemon_hosts PREFIX [KIND]: hosts a and b joined by a data veth 198.18.0.0/24 (kernel
+# addresses .1 and .2; the daemons get .11 and .12) and an out-of-band veth 198.19.0.0/24, with
+# perf_pair's variables set (server in b, client in a). start_daemon HOST then starts (or
+# restarts) HOST's conduitd over port KIND (af_packet, the default, or af_xdp; a on lcore 0, b
+# on lcore 1, DPDK file prefix PREFIX<pid><host>).
+two_daemon_hosts() {
+  DAEMON_FILE_PREFIX=$1
+  DAEMON_PORT_KIND=${2:-af_packet}
+  PERF_SERVER_HOST=b PERF_SERVER_ADDR=198.18.0.12
+  PERF_CLIENT_HOST=a PERF_CLIENT_ADDR=198.18.0.11 PERF_OOB_ADDR=198.19.0.2
+  netns_add a b
+  netns_link a eth0 198.18.0.1/24 b eth0 198.18.0.2/24
+  netns_link a mgmt0 198.19.0.1/24 b mgmt0 198.19.0.2/24
+}
+start_daemon() {
+  local h=$1 addr lcore
+  if [[ $h == a ]]; then addr=198.18.0.11/24 lcore=0; else addr=198.18.0.12/24 lcore=1; fi
+  conduitd_config "$work/$h.yaml" "$work/$h.sock" "$(conduitd_vdev "$DAEMON_PORT_KIND" eth0)" \
+    "$addr" "$lcore" "$DAEMON_FILE_PREFIX$$$h"
+  conduitd_start "$h" "$work/$h.yaml" "$work/conduitd-$h.log"
+}
+
 # perf_pair LIMIT_S TEST ARGS...: conduit-perf server in $PERF_SERVER_HOST (our address
 # $PERF_SERVER_ADDR), client in $PERF_CLIENT_HOST ($PERF_CLIENT_ADDR) connecting to the server's
 # out-of-band address $PERF_OOB_ADDR. Prints the client's output; non-zero if either side fails.

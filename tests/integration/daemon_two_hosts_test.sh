@@ -17,20 +17,7 @@ netns_require_root
 kind=${2:-af_packet}
 daemon_test_init "2h$kind" "${1:-}"
 echo "port kind: $kind"
-PERF_SERVER_HOST=b PERF_SERVER_ADDR=198.18.0.12
-PERF_CLIENT_HOST=a PERF_CLIENT_ADDR=198.18.0.11 PERF_OOB_ADDR=198.19.0.2
-
-netns_add a b
-netns_link a eth0 198.18.0.1/24 b eth0 198.18.0.2/24
-netns_link a mgmt0 198.19.0.1/24 b mgmt0 198.19.0.2/24
-
-start_daemon() {
-  local h=$1 addr lcore
-  if [[ $h == a ]]; then addr=198.18.0.11/24 lcore=0; else addr=198.18.0.12/24 lcore=1; fi
-  conduitd_config "$work/$h.yaml" "$work/$h.sock" "$(conduitd_vdev "$kind" eth0)" "$addr" \
-    "$lcore" "cdt2h$$$h"
-  conduitd_start "$h" "$work/$h.yaml" "$work/conduitd-$h.log"
-}
+two_daemon_hosts cdt2h "$kind"
 start_daemon a || fail "conduitd a did not start"
 start_daemon b || fail "conduitd b did not start"
 

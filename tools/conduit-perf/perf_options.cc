@@ -198,13 +198,17 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
       if (!flag(o.json)) return fail("option " + name + " takes no value");
       continue;
     }
+    if (is("--sr", nullptr)) {
+      if (!flag(o.cm_selective_repeat)) return fail("option " + name + " takes no value");
+      continue;
+    }
 
     // Everything else takes a value: attached, after '=', or the next argument.
     static constexpr const char* kValued[][2] = {
-        {"-s", "--size"},    {"-n", "--iters"},     {"-D", "--duration"}, {"-q", "--qp"},
-        {"-p", "--port"},    {"-t", "--tx-depth"},  {"-r", "--rx-depth"}, {"-Q", "--cq-mod"},
-        {"-m", "--mtu"},     {"-x", "--gid"},       {"-S", "--socket"},   {"-T", "--class"},
-        {"-W", "--timeout"}, {"-u", "--qp-timeout"}};
+        {"-s", "--size"},    {"-n", "--iters"},      {"-D", "--duration"}, {"-q", "--qp"},
+        {"-p", "--port"},    {"-t", "--tx-depth"},   {"-r", "--rx-depth"}, {"-Q", "--cq-mod"},
+        {"-m", "--mtu"},     {"-x", "--gid"},        {"-S", "--socket"},   {"-T", "--class"},
+        {"-W", "--timeout"}, {"-u", "--qp-timeout"}, {"--cm", nullptr}};
     bool valued = false;
     for (const auto& v : kValued) valued = valued || is(v[0], v[1]);
     if (!valued) return fail("unknown option '" + name + "' (conduit-perf --help lists them)");
@@ -282,6 +286,11 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
       if (!parse_uint_in<uint8_t>(value, 1, 31, o.qp_timeout)) {
         return fail(range_error(name, value, 1, 31));
       }
+    } else if (is("--cm", nullptr)) {
+      if (!parse_uint_in<uint64_t>(value, 1, ~uint64_t{0}, o.cm_service)) {
+        return fail("option --cm needs a service number (1 .. 2^64-1)");
+      }
+      o.cm = true;
     } else if (is("-W", "--timeout")) {
       if (!parse_uint_in<uint32_t>(value, 1, 3600, o.timeout_s)) {
         return fail(range_error(name, value, 1, 3600));
@@ -334,6 +343,8 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
       return fail("--perftest runs one QP, one size (-s) and -n iterations, one direction");
     }
   }
+  if (o.cm && o.perftest) return fail("--cm and --perftest exclude each other");
+  if (o.cm_selective_repeat && !o.cm) return fail("--sr is negotiated through --cm");
   (void)have_test;
   out = o;
   r.ok = true;
@@ -378,6 +389,11 @@ Options:
                          the peer may be stock ib_send_bw/ib_write_bw/ib_read_bw
                          (e.g. on rxe or a RoCE NIC); both roles, one QP, -s one
                          size; the server also needs -s and -n as the peer's
+  --cm SERVICE           connect the QPs through conduitd's connection manager:
+                         the server listens on SERVICE, the client connects to
+                         it at the server's -x address (TCP still carries the
+                         parameters); both sides give the same --cm
+  --sr                   with --cm: offer selective repeat (used when both do)
   -J, --json             one JSON object per line instead of the table
   -V, --version          print the version
   -h, --help             this text

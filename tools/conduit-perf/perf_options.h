@@ -52,6 +52,12 @@ struct PerfOptions {
   uint32_t timeout_s = 30;  // no progress for this long: fail instead of hanging
   uint8_t qp_timeout = 14;  // -u: local ACK timeout 4.096 us * 2^N (--perftest sessions)
   bool perftest = false;    // speak perftest's own exchange (perftest_wire.h) with stock tools
+  // --cm SERVICE: connect the QPs through conduitd's connection manager (the
+  // server listens on SERVICE) instead of exchanging QPN/PSN over TCP; the TCP
+  // channel still carries the parameters and the run's coordination.
+  bool cm = false;
+  uint64_t cm_service = 0;
+  bool cm_selective_repeat = false;  // --sr: offer selective repeat through the CM
   bool help = false;
   bool version = false;
 

@@ -177,6 +177,65 @@ class Endpoint {
     check_rc(conduit_connect_qp(q.qp, &ca), "conduit_connect_qp");
   }
 
+  // Connection manager: QP i connects to / is accepted for the peer's QP i;
+  // the private data carries the QP index and the MR's rkey and iova (what
+  // the TCP record carries otherwise).
+  static std::array<uint8_t, 16> cm_private(uint32_t index, uint32_t rkey, uint64_t iova) {
+    std::array<uint8_t, 16> b{};
+    std::memcpy(b.data(), &index, 4);
+    std::memcpy(b.data() + 4, &rkey, 4);
+    std::memcpy(b.data() + 8, &iova, 8);
+    return b;
+  }
+  static void cm_remote(const uint8_t* priv, QpRecord& r, uint32_t* index) {
+    std::memcpy(index, priv, 4);
+    std::memcpy(&r.rkey, priv + 4, 4);
+    std::memcpy(&r.vaddr, priv + 8, 8);
+  }
+  conduit_cm_param cm_param(uint32_t i, uint32_t mtu_bytes, bool sr,
+                            std::array<uint8_t, 16>& priv) const {
+    priv = cm_private(i, qps_[i].mr->rkey, qps_[i].mr->iova);
+    conduit_cm_param cp{};
+    cp.access =
+        CONDUIT_ACCESS_LOCAL_WRITE | CONDUIT_ACCESS_REMOTE_WRITE | CONDUIT_ACCESS_REMOTE_READ;
+    cp.mtu = mtu_enum(mtu_bytes);
+    cp.flags = sr ? CONDUIT_CM_SELECTIVE_REPEAT : 0;
+    cp.private_data = priv.data();
+    cp.private_len = priv.size();
+    return cp;
+  }
+  void cm_connect(uint32_t i, const std::string& host, uint64_t service, uint32_t mtu_bytes,
+                  bool sr, int timeout_ms) {
+    std::array<uint8_t, 16> priv;
+    const conduit_cm_param cp = cm_param(i, mtu_bytes, sr, priv);
+    conduit_cm_conn conn{};
+    check_rc(conduit_connect_service(qps_[i].qp, host.c_str(), service, &cp, timeout_ms, &conn),
+             "conduit_connect_service");
+    if (conn.private_len != 16) fail("the peer's accept carried no rkey/iova");
+    uint32_t index = 0;
+    cm_remote(conn.private_data, qps_[i].remote, &index);
+    qps_[i].remote.qpn = conn.remote_qpn;
+  }
+  // Answers one request; returns the QP index it connected.
+  uint32_t cm_accept_one(uint32_t mtu_bytes, bool sr, int timeout_ms) {
+    conduit_cm_request req{};
+    check_rc(conduit_get_request(ctx_, timeout_ms, &req), "conduit_get_request");
+    QpRecord remote;
+    uint32_t index = UINT32_MAX;
+    if (req.private_len == 16) cm_remote(req.private_data, remote, &index);
+    if (index >= qps_.size() || qps_[index].remote.qpn != 0) {
+      conduit_reject(ctx_, &req, CONDUIT_CM_REJ_REFUSED);
+      fail("connection request for an unknown or already connected QP index");
+    }
+    std::array<uint8_t, 16> priv;
+    const conduit_cm_param cp = cm_param(index, mtu_bytes, sr, priv);
+    check_rc(conduit_accept(qps_[index].qp, &req, &cp, timeout_ms, nullptr), "conduit_accept");
+    remote.qpn = req.peer_qpn;
+    qps_[index].remote = remote;
+    return index;
+  }
+  void listen(uint64_t service) { check_rc(conduit_listen(ctx_, service), "conduit_listen"); }
+
   std::vector<QpSide>& qps() { return qps_; }
   const std::vector<conduit_cq*>& send_cqs() const { return send_cqs_; }
   const std::vector<conduit_cq*>& recv_cqs() const { return recv_cqs_; }
@@ -230,6 +289,7 @@ class Session {
 
  private:
   void negotiate();
+  void connect_through_cm(const Gid& gid);
   void run_size(size_t size_index);
   void run_bw(size_t size_index, uint64_t size);
   void run_lat(size_t size_index, uint64_t size);
@@ -330,8 +390,14 @@ void Session::negotiate() {
   const uint64_t max_size = *std::max_element(p_.sizes.begin(), p_.sizes.end());
   layout_ = make_layout(max_size, p_.qps, p_.tx_depth, p_.rx_depth, p_.check, kCheckBudgetBytes);
   ep_.open(o_, p_, layout_);
+  // The listener is up before the client hears "ok".
+  if (!client_ && o_.cm) ep_.listen(o_.cm_service);
   if (!client_ && !ch_.send_line("ok", error)) fail(error);
 
+  if (o_.cm) {
+    connect_through_cm(gid);
+    return;
+  }
   // QP records: the client first, then the server (perftest's order).
   std::vector<QpRecord> remote(p_.qps);
   auto send_records = [&] {
@@ -365,6 +431,40 @@ void Session::negotiate() {
                            : (std::to_string(p_.duration_s) + " s per size").c_str(),
         format_gid(gid).c_str(), ep_.record(0, gid).qpn, format_gid(remote[0].gid).c_str(),
         remote[0].qpn, p_.check ? ", checking every byte" : "");
+    std::fflush(stdout);
+  }
+}
+
+// --cm: the server tells the client its daemon's address, then each QP is
+// connected through the connection manager, one after the other.
+void Session::connect_through_cm(const Gid& gid) {
+  std::string error;
+  const int timeout_ms = static_cast<int>(p_.timeout_s * 1000);
+  std::string host;
+  if (client_) {
+    const std::string line = expect_line("the server's CM address");
+    if (line.compare(0, 8, "cm addr=") != 0) fail("expected 'cm addr=...', got '" + line + "'");
+    host = line.substr(8);
+    for (uint32_t i = 0; i < p_.qps; ++i) {
+      ep_.cm_connect(i, host, o_.cm_service, p_.mtu, o_.cm_selective_repeat, timeout_ms);
+    }
+  } else {
+    const std::string text = format_gid(gid);
+    const size_t colon = text.rfind(':');  // ::ffff:a.b.c.d -> a.b.c.d
+    host = colon == std::string::npos ? text : text.substr(colon + 1);
+    if (!ch_.send_line("cm addr=" + host, error)) fail(error);
+    for (uint32_t i = 0; i < p_.qps; ++i) {
+      ep_.cm_accept_one(p_.mtu, o_.cm_selective_repeat, timeout_ms);
+    }
+  }
+  if (!o_.json) {
+    std::printf(
+        "conduit-perf %s: %s, %u QP%s, mtu %u, connected through the CM (service %llu, peer "
+        "%s%s), QPN 0x%06x -> 0x%06x%s\n",
+        test_name(p_.test), client_ ? "client" : "server", p_.qps, p_.qps == 1 ? "" : "s", p_.mtu,
+        static_cast<unsigned long long>(o_.cm_service), client_ ? host.c_str() : "any",
+        o_.cm_selective_repeat ? ", selective repeat offered" : "", conduit_qp_num(ep_.qps()[0].qp),
+        ep_.qps()[0].remote.qpn, p_.check ? ", checking every byte" : "");
     std::fflush(stdout);
   }
 }

@@ -4,8 +4,11 @@
  * region of shared memory for it. Memory for RDMA is allocated from that
  * region (conduit_alloc_mr), queue pairs and completion queues live in it, and
  * posting a work request is a copy into a ring plus, only when the daemon is
- * asleep, one eventfd write. Connect a QP to a peer manually with the peer's
- * QPN, PSN and GID (the out-of-band exchange ibv_rc_pingpong and perftest do).
+ * asleep, one eventfd write. Connect a QP to a peer either through conduitd's
+ * connection manager (conduit_listen / conduit_connect_service: the daemons
+ * negotiate QPN, PSN, path MTU and capabilities over UDP), or manually with the
+ * peer's QPN, PSN and GID (the out-of-band exchange ibv_rc_pingpong and
+ * perftest do; the only way to reach a verbs peer).
  *
  * Errors: every function returning int returns 0 (or a count) on success and a
  * negative errno value on failure. conduit_strerror(rc), called on the same
@@ -272,6 +275,104 @@ CONDUIT_API int conduit_post_send(struct conduit_qp* qp, struct conduit_send_wr*
                                   struct conduit_send_wr** bad_wr);
 CONDUIT_API int conduit_post_recv(struct conduit_qp* qp, struct conduit_recv_wr* wr,
                                   struct conduit_recv_wr** bad_wr);
+
+/* ---- connection manager -------------------------------------------------------
+ *
+ * conduitd connects a QP to a QP behind another conduitd (or this one) by
+ * service number, in the style of rdma_cm: the passive side listens on a
+ * service and accepts or rejects each request; the active side names the peer
+ * daemon's IPv4 address and the service. The daemons exchange REQ / REP / RTU
+ * over UDP (policy port.cm_udp_port, 4792 by default), with retries: a peer
+ * that does not answer fails the connection after about 1.2 s (ETIMEDOUT).
+ * QPN and start PSNs are exchanged, the path MTU is the smaller of the two
+ * offers, selective repeat is used only when both offer it. The QP must be in
+ * RESET or INIT; when the call returns 0 it is in RTS, connected.
+ *
+ * Errors a connect or accept returns when the connection fails:
+ *   -ECONNREFUSED  nobody listens on that service at the peer, or the
+ *                  listening application rejected it (CONDUIT_CM_REJ_REFUSED)
+ *   -EDQUOT        the peer is out of connections or QPs (CONDUIT_CM_REJ_QUOTA)
+ *   -EPERM         the peer's policy refuses it (CONDUIT_CM_REJ_POLICY)
+ *   -ETIMEDOUT     no answer within the retry budget, or timeout_ms passed
+ *   -EINVAL        the peer found the request invalid
+ * conduit_strerror() then names the peer, the service and the reason.
+ * Threads: any thread; waits from several threads on one context work but
+ * may each take up to 20 ms longer. */
+
+#define CONDUIT_CM_MAX_PRIVATE 64 /* bytes of private data per request or reply */
+
+enum conduit_cm_reject_reason {
+  CONDUIT_CM_REJ_NO_LISTENER = 1, /* sent by the peer daemon, never by an application */
+  CONDUIT_CM_REJ_QUOTA = 2,
+  CONDUIT_CM_REJ_POLICY = 3,
+  CONDUIT_CM_REJ_REFUSED = 4,
+  CONDUIT_CM_REJ_TIMEOUT = 5, /* local: the peer never answered */
+  CONDUIT_CM_REJ_INVALID = 6,
+};
+
+#define CONDUIT_CM_SELECTIVE_REPEAT 1u /* offer selective repeat (both ends must offer it) */
+
+/* What this side offers. NULL where a function takes one: all access flags, 1024-byte MTU,
+ * no flags, no private data. */
+struct conduit_cm_param {
+  uint32_t access;          /* conduit_access_flags the peer may use on this QP */
+  uint32_t mtu;             /* enum conduit_mtu; 0: CONDUIT_MTU_1024 */
+  uint32_t flags;           /* CONDUIT_CM_SELECTIVE_REPEAT */
+  const void* private_data; /* handed to the peer's application; may be NULL */
+  size_t private_len;       /* 0..CONDUIT_CM_MAX_PRIVATE */
+};
+
+/* A peer's request to connect to a service this context listens on. */
+struct conduit_cm_request {
+  uint32_t id; /* pass the request to conduit_accept or conduit_reject */
+  uint64_t service;
+  uint32_t peer_ipv4; /* the requesting daemon's address, host byte order */
+  uint32_t peer_qpn;
+  uint32_t peer_mtu_bytes; /* its offer */
+  uint32_t peer_flags;     /* CONDUIT_CM_SELECTIVE_REPEAT if offered */
+  uint32_t private_len;
+  uint8_t private_data[CONDUIT_CM_MAX_PRIVATE];
+};
+
+/* What an established connection agreed on (optional output). */
+struct conduit_cm_conn {
+  uint32_t peer_ipv4; /* host byte order */
+  uint32_t remote_qpn;
+  uint32_t mtu_bytes;
+  uint32_t flags;       /* CONDUIT_CM_SELECTIVE_REPEAT when in use */
+  uint32_t private_len; /* the peer's private data: its accept (for connect) or request */
+  uint8_t private_data[CONDUIT_CM_MAX_PRIVATE];
+};
+
+/* Requests for `service` on this daemon come to this context from now on.
+ * -EADDRINUSE: another client listens on it. */
+CONDUIT_API int conduit_listen(struct conduit_context* ctx, uint64_t service);
+CONDUIT_API int conduit_unlisten(struct conduit_context* ctx, uint64_t service);
+/* Waits up to timeout_ms (-1: forever) for the next request to any service this
+ * context listens on. 0 and *out filled, or -ETIMEDOUT. A request not answered
+ * within about 1.2 s expires (the requester gives up). */
+CONDUIT_API int conduit_get_request(struct conduit_context* ctx, int timeout_ms,
+                                    struct conduit_cm_request* out);
+/* Accepts req with qp and waits up to timeout_ms (-1: until the connection
+ * manager decides) until the connection is established. out may be NULL. */
+CONDUIT_API int conduit_accept(struct conduit_qp* qp, const struct conduit_cm_request* req,
+                               const struct conduit_cm_param* param, int timeout_ms,
+                               struct conduit_cm_conn* out);
+/* Refuses req; the requester sees the reason (CONDUIT_CM_REJ_REFUSED, _QUOTA or _POLICY). */
+CONDUIT_API int conduit_reject(struct conduit_context* ctx, const struct conduit_cm_request* req,
+                               int reason);
+/* Connects qp to `service` at the conduitd with IPv4 address `host` (dotted
+ * quad, or a name that resolves to IPv4) and waits up to timeout_ms (-1: until
+ * the connection manager decides) for the outcome. out may be NULL. */
+CONDUIT_API int conduit_connect_service(struct conduit_qp* qp, const char* host, uint64_t service,
+                                        const struct conduit_cm_param* param, int timeout_ms,
+                                        struct conduit_cm_conn* out);
+/* Ends qp's connection: this QP goes to ERROR (outstanding WRs complete with
+ * CONDUIT_WC_WR_FLUSH_ERR) and the peer's daemon is told; the peer's QP is
+ * left as it is (what it has received stays; new sends to us fail after the
+ * retries). Destroying a connected QP, or the process exiting, tells the peer
+ * the same way. -ENOTCONN: qp has no connection. */
+CONDUIT_API int conduit_disconnect(struct conduit_qp* qp);
 
 #ifdef __cplusplus
 } /* extern "C" */

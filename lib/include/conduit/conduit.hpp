@@ -9,6 +9,7 @@
 
 #include <conduit/conduit.h>
 
+#include <cerrno>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -97,6 +98,23 @@ class QueuePair {
   void connect(const conduit_qp_connect_attr& attr) {
     detail::check(conduit_connect_qp(qp_.get(), &attr), "conduit_connect_qp");
   }
+  // Connection manager (see conduit.h): connect to `service` at the conduitd
+  // `host`, or accept a request; both wait until the QP is connected (RTS).
+  conduit_cm_conn connect_service(const std::string& host, uint64_t service,
+                                  const conduit_cm_param* param = nullptr, int timeout_ms = -1) {
+    conduit_cm_conn out{};
+    detail::check(
+        conduit_connect_service(qp_.get(), host.c_str(), service, param, timeout_ms, &out),
+        "conduit_connect_service");
+    return out;
+  }
+  conduit_cm_conn accept(const conduit_cm_request& req, const conduit_cm_param* param = nullptr,
+                         int timeout_ms = -1) {
+    conduit_cm_conn out{};
+    detail::check(conduit_accept(qp_.get(), &req, param, timeout_ms, &out), "conduit_accept");
+    return out;
+  }
+  void disconnect() { detail::check(conduit_disconnect(qp_.get()), "conduit_disconnect"); }
   conduit_qp_attr query() {
     conduit_qp_attr a{};
     detail::check(conduit_query_qp(qp_.get(), &a), "conduit_query_qp");
@@ -151,6 +169,23 @@ class Context {
     conduit_qp* qp = nullptr;
     detail::check(conduit_create_qp(ctx_.get(), &attr, &qp), "conduit_create_qp");
     return QueuePair(qp);
+  }
+  // Connection manager, passive side (see conduit.h).
+  void listen(uint64_t service) {
+    detail::check(conduit_listen(ctx_.get(), service), "conduit_listen");
+  }
+  void unlisten(uint64_t service) {
+    detail::check(conduit_unlisten(ctx_.get(), service), "conduit_unlisten");
+  }
+  // False on timeout.
+  bool get_request(conduit_cm_request& out, int timeout_ms = -1) {
+    const int rc = conduit_get_request(ctx_.get(), timeout_ms, &out);
+    if (rc == -ETIMEDOUT) return false;
+    detail::check(rc, "conduit_get_request");
+    return true;
+  }
+  void reject(const conduit_cm_request& req, int reason = CONDUIT_CM_REJ_REFUSED) {
+    detail::check(conduit_reject(ctx_.get(), &req, reason), "conduit_reject");
   }
   conduit_context* get() const { return ctx_.get(); }
 

@@ -453,3 +453,25 @@ TEST_CASE("a DREQ for a connection still waiting for its REP is answered, not ob
   CHECK(a.connection_count() == 1);
   CHECK(a.counters().rx_unexpected == 1);
 }
+
+TEST_CASE("kEstablished carries the peer's private data: the REP's on A, the REQ's on B") {
+  Net n;
+  REQUIRE(n.b.listen(42, kOwnerB) == 0);
+  const uint8_t req_data[] = {'r', 'e', 'q'};
+  REQUIRE(n.a.connect(n.now, kOwnerA, kB, 42, params(100), req_data, sizeof(req_data)) > 0);
+  n.run();
+  const CmAction* req = Net::find(n.events_b, CmAction::Kind::kRequest);
+  REQUIRE(req != nullptr);
+  const uint8_t rep_data[] = {'r', 'e', 'p', '!'};
+  REQUIRE(n.b.accept(n.now, kOwnerB, req->conn, params(200), rep_data, sizeof(rep_data)) == 0);
+  n.run();
+  const CmAction* ea = Net::find(n.events_a, CmAction::Kind::kEstablished);
+  const CmAction* eb = Net::find(n.events_b, CmAction::Kind::kEstablished);
+  REQUIRE(ea != nullptr);
+  REQUIRE(eb != nullptr);
+  CHECK(ea->private_len == 4);
+  CHECK(ea->private_data[3] == '!');
+  CHECK(eb->private_len == 3);
+  CHECK(eb->private_data[2] == 'q');
+  CHECK(ea->caps == kCapSelectiveRepeat);  // both offered it
+}

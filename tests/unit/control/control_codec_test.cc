@@ -24,6 +24,16 @@ QpAttr rtr_attr() {
   return a;
 }
 
+CmQpOffer cm_offer() {
+  CmQpOffer o;
+  o.qpn = 0x00ABCD;
+  o.access = kAccessAll;
+  o.path_mtu = 5;
+  o.flags = kCmFlagSelectiveRepeat;
+  o.private_data = {1, 2, 3, 0, 255};
+  return o;
+}
+
 std::vector<Request> all_requests() {
   ModifyQpRequest m{77, rtr_attr()};
   return {AttachRequest{3, 1 << 20, "trainer-0"},
@@ -40,7 +50,28 @@ std::vector<Request> all_requests() {
           StatusRequest{},
           ListQpsRequest{5, 100},
           PolicyShowRequest{1000},
-          PolicyReloadRequest{}};
+          PolicyReloadRequest{},
+          CmListenRequest{7},
+          CmUnlistenRequest{7},
+          CmConnectRequest{0xC6120002, 7, cm_offer()},
+          CmAcceptRequest{42, cm_offer()},
+          CmRejectRequest{42, kCmPolicy},
+          CmDisconnectRequest{42},
+          CmPollEventRequest{}};
+}
+
+CmEvent cm_event() {
+  CmEvent e;
+  e.kind = CmEventKind::kEstablished;
+  e.conn = 42;
+  e.qpn = 17;
+  e.peer_ip = 0xC6120002;
+  e.service = 7;
+  e.remote_qpn = 0x00ABCD;
+  e.pmtu_bytes = 4096;
+  e.flags = kCmFlagSelectiveRepeat;
+  e.private_data = std::vector<uint8_t>(kMaxCmPrivateBytes, 0xA5);
+  return e;
 }
 
 std::vector<ReplyBody> all_replies() {
@@ -75,7 +106,14 @@ std::vector<ReplyBody> all_replies() {
           StatusReply{"0.1.0", 33, 0, "control plane only", 2, 3, "/etc/conduit/conduitd.yaml"},
           ListQpsReply{{q, q}, 18},
           PolicyShowReply{10, "a: 1\nb: 2\n"},
-          PolicyReloadReply{"policy reloaded"}};
+          PolicyReloadReply{"policy reloaded"},
+          CmListenReply{},
+          CmUnlistenReply{},
+          CmConnectReply{42},
+          CmAcceptReply{},
+          CmRejectReply{},
+          CmDisconnectReply{},
+          CmPollEventReply{cm_event()}};
 }
 
 bool decodes(const std::vector<uint8_t>& bytes, CodecError& err) {
@@ -175,7 +213,7 @@ TEST_CASE("header checks: magic, version, length, type, direction", "[control][c
   CHECK_FALSE(decodes(bad, err));
   CHECK(err.code == -EBADMSG);
 
-  for (uint16_t t : {0, 16, 0x7FFF}) {
+  for (uint16_t t : {0, kMaxMsgType + 1, 0x7FFF}) {
     bad = good;
     bad[6] = static_cast<uint8_t>(t);
     bad[7] = static_cast<uint8_t>(t >> 8);
@@ -205,6 +243,22 @@ TEST_CASE("field ranges are enforced", "[control][codec]") {
     CHECK(err.reason.find(fragment) != std::string::npos);
   };
   rejects(CreateCqRequest{0, false}, "CQ entries");
+  {
+    // Over-long private data: the encoder cuts it: patch the length field (after qpn, access,
+    // path_mtu, flags).
+    auto bytes = encode_request(RequestMessage{1, CmAcceptRequest{1, cm_offer()}});
+    bytes[kHeaderBytes + 4 + 13] = kMaxCmPrivateBytes + 1;
+    CHECK_FALSE(decodes(bytes, err));
+    CHECK(err.reason.find("private data") != std::string::npos);
+    CmQpOffer o = cm_offer();
+    o.flags = 2;
+    rejects(CmConnectRequest{1, 7, o}, "connection flag");
+    o = cm_offer();
+    o.path_mtu = 6;
+    rejects(CmConnectRequest{1, 7, o}, "path MTU");
+    rejects(CmRejectRequest{1, 0}, "reason");
+    rejects(CmRejectRequest{1, kCmMaxReason + 1}, "reason");
+  }
   rejects(CreateCqRequest{kMaxQueueEntries + 1, false}, "CQ entries");
   rejects(CreateQpRequest{1, 1, 0, 1, ""}, "send queue entries");
   rejects(CreateQpRequest{1, 1, 1, kMaxQueueEntries + 1, ""}, "receive queue entries");

@@ -89,7 +89,7 @@ TEST_CASE("attach hands over the region and doorbell; ABI mismatch is explained"
 
   r = c.request(attach_req());
   REQUIRE(r.status == 0);
-  CHECK(c.rx_fds.size() == 2);
+  CHECK(c.rx_fds.size() == 3);
   auto a = std::get<proto::AttachReply>(r.body);
   CHECK(a.max_qps == 2);
   shm::Region region;

@@ -95,7 +95,7 @@ void make_engine(Host& h, const std::string& port_name, net::Ipv4Addr addr, uint
   ec.net.mac = net::MacAddr{{0x02, 0, 0, 0, 0, mac_low}};
   ec.net.addr = addr;
   ec.net.prefix_len = 24;
-  ec.net.udp_ports = {wire::kRoceUdpPort};
+  ec.net.udp_ports = {wire::kRoceUdpPort, ec.cm_udp_port};
   ec.idle_mode = engine::IdleMode::kSpin;
   engine::TrafficClassSpec tc;
   tc.name = "default";
@@ -212,9 +212,19 @@ struct Fixture {
   const net::Ipv4Addr addr_b = net::Ipv4Addr::from_octets(198, 18, 0, 2);
 
   // ring_slots: the rte_ring between the ports (one direction), a power of two; it holds
-  // one frame less.
-  explicit Fixture(cc::ControllerKind cc_kind = cc::ControllerKind::kNone,
-                   unsigned ring_slots = 1024) {
+  // one frame less. connect_qps false: the QPs stay in RESET (the connection manager
+  // connects them).
+  struct Options {
+    cc::ControllerKind cc_kind = cc::ControllerKind::kNone;
+    unsigned ring_slots = 1024;
+    bool connect_qps = true;
+  };
+  explicit Fixture(cc::ControllerKind cc_kind = cc::ControllerKind::kNone)
+      : Fixture(Options{cc_kind}) {}
+  explicit Fixture(const Options& o) {
+    const unsigned ring_slots = o.ring_slots;
+    const bool connect_qps = o.connect_qps;
+    const cc::ControllerKind cc_kind = o.cc_kind;
     need_eal();
     static int instances = 0;  // port and ring names must be unique per process
     const int id = ++instances;
@@ -230,6 +240,7 @@ struct Fixture {
     REQUIRE(rte_eth_from_rings(("eng_b" + s).c_str(), &ab, 1, &ba, 1, SOCKET_ID_ANY) >= 0);
     make_host(a, "net_ring_eng_a" + s, addr_a, 0x11, cc_kind);
     make_host(b, "net_ring_eng_b" + s, addr_b, 0x22, cc_kind);
+    if (!connect_qps) return;
     connect(a, b, addr_b);
     connect(b, a, addr_a);
   }
@@ -660,7 +671,7 @@ bool run_sim(Fixture& f, SimClock& clock, Pred pred, uint64_t step_ns = 1000,
 
 TEST_CASE("engine: a full device ring holds frames back: none dropped, none sent twice",
           "[engine]") {
-  Fixture f(cc::ControllerKind::kNone, 64);  // 63 frames fit between the ports
+  Fixture f(Fixture::Options{.ring_slots = 64});  // 63 frames fit between the ports
   REQUIRE(run_until(
               f.a, f.b, [] { return false; }, 50) == false);  // commands, ARP
   expect_acks_ok(f.a);
@@ -769,4 +780,144 @@ TEST_CASE("engine: the control service's stats and QP table come from the engine
   CHECK(list.qps[0].rate_bps > 0);
   CHECK(list.qps[0].tx_bytes == 0);
   svc.close_client(id);
+}
+
+// ---- connection manager -------------------------------------------------------------
+
+namespace {
+
+// Everything h's engine posted since the last call, appended to log.
+void take_events(Host& h, std::vector<control::EngineEvent>& log) {
+  control::EngineEvent ev[64];
+  for (uint32_t n; (n = h.channel->poll_events(ev, 64)) > 0;) log.insert(log.end(), ev, ev + n);
+}
+
+const control::EngineEvent* find_cm(const std::vector<control::EngineEvent>& log,
+                                    proto::CmEventKind kind) {
+  for (const auto& e : log) {
+    if (e.kind == control::EngineEventKind::kCmEvent && e.cm.kind == kind) return &e;
+  }
+  return nullptr;
+}
+
+const control::EngineEvent* find_ack(const std::vector<control::EngineEvent>& log,
+                                     uint64_t cookie) {
+  for (const auto& e : log) {
+    if (e.kind == control::EngineEventKind::kAck && e.cookie == cookie) return &e;
+  }
+  return nullptr;
+}
+
+control::EngineCommand cm_cmd(control::EngineOp op, uint32_t qpn, uint32_t pmtu, bool sr,
+                              const char* priv) {
+  control::EngineCommand c;
+  c.op = op;
+  c.qpn = qpn;
+  c.cm.access = proto::kAccessAll;
+  c.cm.pmtu_bytes = pmtu;
+  c.cm.flags = sr ? proto::kCmFlagSelectiveRepeat : 0;
+  c.cm.private_len = static_cast<uint8_t>(std::strlen(priv) + 1);
+  std::memcpy(c.cm.private_data, priv, c.cm.private_len);
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("engine: the connection manager connects two QPs over the wire, then SEND works",
+          "[engine][cm]") {
+  Fixture f(Fixture::Options{.connect_qps = false});
+  std::vector<control::EngineEvent> ev_a, ev_b;
+  auto pump = [&](auto pred) {
+    return run_until(f.a, f.b, [&] {
+      take_events(f.a, ev_a);
+      take_events(f.b, ev_b);
+      return pred();
+    });
+  };
+
+  control::EngineCommand listen;
+  listen.op = control::EngineOp::kCmListen;
+  listen.cm.service = 5;
+  f.b.submit(listen);
+  auto conn = cm_cmd(control::EngineOp::kCmConnect, f.a.qpn, 4096, true, "req");
+  conn.cm.peer_ip = f.addr_b.value;
+  conn.cm.service = 5;
+  f.a.submit(conn);
+  const uint64_t connect_cookie = f.a.cookie;
+  REQUIRE(pump([&] { return find_cm(ev_b, proto::CmEventKind::kRequest) != nullptr; }));
+  const control::CmEventInfo req = find_cm(ev_b, proto::CmEventKind::kRequest)->cm;
+  CHECK(req.remote_qpn == f.a.qpn);
+  CHECK(req.peer_ip == f.addr_a.value);
+  CHECK(req.service == 5);
+  CHECK(req.pmtu_bytes == 4096);
+  CHECK(req.flags == proto::kCmFlagSelectiveRepeat);
+  CHECK(std::string(reinterpret_cast<const char*>(req.private_data)) == "req");
+  const control::EngineEvent* ack = find_ack(ev_a, connect_cookie);
+  REQUIRE(ack != nullptr);
+  CHECK(ack->status == 0);
+  CHECK(ack->cm.conn != 0);
+
+  // b accepts with a smaller PMTU and selective repeat: both are what the QPs get.
+  auto accept = cm_cmd(control::EngineOp::kCmAccept, f.b.qpn, 1024, true, "rep");
+  accept.cm.conn = req.conn;
+  f.b.submit(accept);
+  REQUIRE(pump([&] {
+    return find_cm(ev_a, proto::CmEventKind::kEstablished) != nullptr &&
+           find_cm(ev_b, proto::CmEventKind::kEstablished) != nullptr;
+  }));
+  const control::CmEventInfo ea = find_cm(ev_a, proto::CmEventKind::kEstablished)->cm;
+  const control::CmEventInfo eb = find_cm(ev_b, proto::CmEventKind::kEstablished)->cm;
+  CHECK(ea.qpn == f.a.qpn);
+  CHECK(ea.remote_qpn == f.b.qpn);
+  CHECK(eb.remote_qpn == f.a.qpn);
+  CHECK(ea.pmtu_bytes == 1024);
+  CHECK(eb.pmtu_bytes == 1024);
+  CHECK(ea.flags == proto::kCmFlagSelectiveRepeat);
+  CHECK(ea.sq_psn == eb.rq_psn);  // each side's start PSN is what the other expects
+  CHECK(eb.sq_psn == ea.rq_psn);
+  CHECK(std::string(reinterpret_cast<const char*>(ea.private_data)) == "rep");
+
+  // Connected: a SEND goes through.
+  std::memcpy(f.a.arena(), "through the CM", 15);
+  post_recv(f.b, 1, 0, 64);
+  post_send(f.a, 2, CONDUIT_SHM_WR_SEND, 0, 15);
+  conduit_shm_cqe cqe = wait_cqe(f, f.b);
+  CHECK(cqe.status == CONDUIT_SHM_WC_SUCCESS);
+  CHECK(cqe.byte_len == 15);
+  CHECK(std::memcmp(f.b.arena(), "through the CM", 15) == 0);
+  cqe = wait_cqe(f, f.a);
+  CHECK(cqe.status == CONDUIT_SHM_WC_SUCCESS);
+
+  // A second connect on a connected QP is refused.
+  f.a.submit(conn);
+  const uint64_t again = f.a.cookie;
+  REQUIRE(pump([&] { return find_ack(ev_a, again) != nullptr; }));
+  CHECK(find_ack(ev_a, again)->status == -EBUSY);
+
+  // a disconnects: b hears of it.
+  control::EngineCommand disc;
+  disc.op = control::EngineOp::kCmDisconnect;
+  disc.qpn = f.a.qpn;
+  f.a.submit(disc);
+  REQUIRE(pump([&] { return find_cm(ev_b, proto::CmEventKind::kDisconnected) != nullptr; }));
+  CHECK(find_cm(ev_b, proto::CmEventKind::kDisconnected)->cm.qpn == f.b.qpn);
+}
+
+TEST_CASE("engine: a connect to a service nobody listens on is rejected with the reason",
+          "[engine][cm]") {
+  Fixture f(Fixture::Options{.connect_qps = false});
+  std::vector<control::EngineEvent> ev_a, ev_b;
+  auto conn = cm_cmd(control::EngineOp::kCmConnect, f.a.qpn, 1024, false, "x");
+  conn.cm.peer_ip = f.addr_b.value;
+  conn.cm.service = 6;
+  f.a.submit(conn);
+  REQUIRE(run_until(f.a, f.b, [&] {
+    take_events(f.a, ev_a);
+    take_events(f.b, ev_b);
+    return find_cm(ev_a, proto::CmEventKind::kRejected) != nullptr;
+  }));
+  const control::CmEventInfo r = find_cm(ev_a, proto::CmEventKind::kRejected)->cm;
+  CHECK(r.reason == proto::kCmNoListener);
+  CHECK(r.qpn == f.a.qpn);
+  CHECK(find_cm(ev_b, proto::CmEventKind::kRequest) == nullptr);
 }

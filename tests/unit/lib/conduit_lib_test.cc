@@ -451,3 +451,123 @@ TEST_CASE("control plane without an engine still serves and says so", "[lib][con
     CHECK(std::string(e.what()).find("conduit_open") != std::string::npos);
   }
 }
+
+TEST_CASE("connection manager: requests, rejects with reasons, established", "[lib][control][cm]") {
+  Daemon d;
+  conduit_context* ctx = open_ctx(d.path);
+  control::EngineCommand add;
+  REQUIRE(d.engine->wait_for(control::EngineOp::kAddClient, 0, 2s, &add));
+  conduit_cq* cq = nullptr;
+  REQUIRE(conduit_create_cq(ctx, 32, &cq) == 0);
+  conduit_qp_init_attr qa{};
+  qa.send_cq = cq;
+  qa.recv_cq = cq;
+  conduit_qp* qp = nullptr;
+  REQUIRE(conduit_create_qp(ctx, &qa, &qp) == 0);
+  const uint32_t qpn = conduit_qp_num(qp);
+
+  REQUIRE(conduit_listen(ctx, 5) == 0);
+  control::EngineCommand cmd;
+  REQUIRE(d.engine->wait_for(control::EngineOp::kCmListen, add.client_id, 2s, &cmd));
+  CHECK(cmd.cm.service == 5);
+
+  // Nothing pending: a wait with a timeout ends with ETIMEDOUT.
+  conduit_cm_request req{};
+  CHECK(conduit_get_request(ctx, 50, &req) == -ETIMEDOUT);
+
+  control::EngineEvent ev;
+  ev.kind = control::EngineEventKind::kCmEvent;
+  ev.client_id = add.client_id;
+  ev.cm.kind = proto::CmEventKind::kRequest;
+  ev.cm.conn = 9;
+  ev.cm.peer_ip = 0xC6120002;
+  ev.cm.service = 5;
+  ev.cm.remote_qpn = 0x1234;
+  ev.cm.pmtu_bytes = 4096;
+  ev.cm.private_len = 3;
+  std::memcpy(ev.cm.private_data, "abc", 3);
+  d.engine->inject(ev);
+  REQUIRE(conduit_get_request(ctx, 2000, &req) == 0);
+  CHECK(req.id == 9);
+  CHECK(req.service == 5);
+  CHECK(req.peer_ipv4 == 0xC6120002);
+  CHECK(req.peer_qpn == 0x1234);
+  CHECK(req.private_len == 3);
+  CHECK(std::memcmp(req.private_data, "abc", 3) == 0);
+  CHECK(conduit_reject(ctx, &req, CONDUIT_CM_REJ_NO_LISTENER) == -EINVAL);
+  REQUIRE(conduit_reject(ctx, &req, CONDUIT_CM_REJ_POLICY) == 0);
+  REQUIRE(d.engine->wait_for(control::EngineOp::kCmReject, add.client_id, 2s, &cmd));
+  CHECK(cmd.cm.conn == 9);
+  CHECK(cmd.cm.reason == proto::kCmPolicy);
+
+  // The active side: each reject reason reaches the caller as its errno and text.
+  struct Case {
+    uint16_t reason;
+    int err;
+    const char* text;
+  };
+  for (const Case& c :
+       {Case{proto::kCmNoListener, -ECONNREFUSED, "no listener"},
+        Case{proto::kCmRefused, -ECONNREFUSED, "refused by the listening"},
+        Case{proto::kCmQuota, -EDQUOT, "quota"}, Case{proto::kCmPolicy, -EPERM, "policy"},
+        Case{proto::kCmTimeout, -ETIMEDOUT, "no answer"}}) {
+    ev = {};
+    ev.kind = control::EngineEventKind::kCmEvent;
+    ev.client_id = add.client_id;
+    ev.cm.kind = proto::CmEventKind::kRejected;
+    ev.cm.conn = test::TestEngine::kCmConn;
+    ev.cm.qpn = qpn;
+    ev.cm.reason = c.reason;
+    d.engine->inject(ev);
+    const int rc = conduit_connect_service(qp, "198.18.0.2", 7, nullptr, 2000, nullptr);
+    INFO(conduit_strerror(rc));
+    CHECK(rc == c.err);
+    CHECK(std::string(conduit_strerror(rc)).find(c.text) != std::string::npos);
+    CHECK(std::string(conduit_strerror(rc)).find("198.18.0.2 service 7") != std::string::npos);
+  }
+  REQUIRE(d.engine->wait_for(control::EngineOp::kCmConnect, add.client_id, 2s, &cmd));
+  CHECK(cmd.qpn == qpn);
+  CHECK(cmd.cm.peer_ip == 0xC6120002);
+  CHECK(cmd.cm.service == 7);
+  CHECK(cmd.cm.access == proto::kAccessAll);
+  CHECK(cmd.cm.pmtu_bytes == 1024);
+
+  // Established: the QP table follows what the engine did.
+  ev = {};
+  ev.kind = control::EngineEventKind::kCmEvent;
+  ev.client_id = add.client_id;
+  ev.cm.kind = proto::CmEventKind::kEstablished;
+  ev.cm.conn = test::TestEngine::kCmConn;
+  ev.cm.qpn = qpn;
+  ev.cm.peer_ip = 0xC6120002;
+  ev.cm.remote_qpn = 0x4321;
+  ev.cm.pmtu_bytes = 2048;
+  ev.cm.flags = proto::kCmFlagSelectiveRepeat;
+  ev.cm.sq_psn = 100;
+  ev.cm.rq_psn = 200;
+  d.engine->inject(ev);
+  conduit_cm_param param{};
+  param.flags = CONDUIT_CM_SELECTIVE_REPEAT;
+  param.mtu = CONDUIT_MTU_4096;
+  conduit_cm_conn conn{};
+  REQUIRE(conduit_connect_service(qp, "198.18.0.2", 7, &param, 2000, &conn) == 0);
+  CHECK(conn.remote_qpn == 0x4321);
+  CHECK(conn.mtu_bytes == 2048);
+  CHECK(conn.flags == CONDUIT_CM_SELECTIVE_REPEAT);
+  conduit_qp_attr a{};
+  REQUIRE(conduit_query_qp(qp, &a) == 0);
+  CHECK(a.state == CONDUIT_QPS_RTS);
+  CHECK(a.dest_qpn == 0x4321);
+  CHECK(a.sq_psn == 100);
+  CHECK(a.rq_psn == 200);
+  CHECK(a.path_mtu == CONDUIT_MTU_2048);
+  CHECK(a.dgid[15] == 2);
+  // Connected now: another connect is refused by the daemon before the engine.
+  CHECK(conduit_connect_service(qp, "198.18.0.2", 7, nullptr, 100, nullptr) == -EISCONN);
+  REQUIRE(conduit_disconnect(qp) == 0);
+  REQUIRE(d.engine->wait_for(control::EngineOp::kCmDisconnect, add.client_id, 2s, &cmd));
+  CHECK(cmd.qpn == qpn);
+  CHECK(conduit_disconnect(qp) == -ENOTCONN);
+  CHECK(conduit_connect_service(qp, "", 7, nullptr, 100, nullptr) == -EINVAL);
+  conduit_close(ctx);
+}

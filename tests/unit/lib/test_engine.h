@@ -22,6 +22,15 @@ class TestEngine {
     thread_.join();
   }
 
+  // Posts ev from the engine thread (the event ring has one producer), ahead of
+  // the acks of commands submitted later.
+  void inject(const control::EngineEvent& ev) {
+    std::lock_guard lock(mu_);
+    inject_.push_back(ev);
+  }
+  // The connection id kCmConnect acks carry.
+  static constexpr uint32_t kCmConn = 77;
+
   std::vector<control::EngineCommand> commands() {
     std::lock_guard lock(mu_);
     return log_;
@@ -49,6 +58,14 @@ class TestEngine {
   void run() {
     control::EngineCommand cmd[16];
     while (!stop_) {
+      std::vector<control::EngineEvent> injected;
+      {
+        std::lock_guard lock(mu_);
+        injected.swap(inject_);
+      }
+      for (const auto& ev : injected) {
+        while (!ch_.post_event(ev) && !stop_) std::this_thread::yield();
+      }
       uint32_t n = ch_.poll_commands(cmd, 16);
       for (uint32_t i = 0; i < n; ++i) {
         {
@@ -58,6 +75,7 @@ class TestEngine {
         control::EngineEvent ev;
         ev.cookie = cmd[i].cookie;
         ev.kind = control::EngineEventKind::kAck;
+        if (cmd[i].op == control::EngineOp::kCmConnect) ev.cm.conn = kCmConn;
         while (!ch_.post_event(ev) && !stop_) std::this_thread::yield();
       }
       if (n == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -67,6 +85,7 @@ class TestEngine {
   control::EngineChannel& ch_;
   std::mutex mu_;
   std::vector<control::EngineCommand> log_;
+  std::vector<control::EngineEvent> inject_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

@@ -164,3 +164,20 @@ TEST_CASE("--help and --version need no test name") {
   CHECK(parse({"-V"}).o.version);
   CHECK_FALSE(conduit::perf::usage_text().empty());
 }
+
+TEST_CASE("--cm SERVICE connects through the connection manager; --sr needs it") {
+  auto p = parse({"send_bw", "h", "--cm", "7", "--sr"});
+  REQUIRE(p.ok);
+  CHECK(p.o.cm);
+  CHECK(p.o.cm_service == 7);
+  CHECK(p.o.cm_selective_repeat);
+  p = parse({"send_bw", "--cm=18446744073709551615"});
+  REQUIRE(p.ok);
+  CHECK(p.o.cm_service == 18446744073709551615ull);
+  CHECK_FALSE(parse({"send_bw", "--cm", "0"}).ok);
+  CHECK_FALSE(parse({"send_bw", "--cm"}).ok);
+  CHECK(parse({"send_bw", "--sr"}).error.find("--cm") != std::string::npos);
+  CHECK(parse({"send_bw", "--cm", "7", "--perftest", "-n", "5"}).error.find("exclude") !=
+        std::string::npos);
+  CHECK_FALSE(parse({"send_bw"}).o.cm);
+}

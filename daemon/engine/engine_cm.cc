@@ -1,0 +1,359 @@
+// The engine's side of the native connection manager (daemon/cm): control
+// commands into cm::ConnectionManager, its datagrams to and from the CM UDP
+// port through the NetStack (ARP as for RoCE frames), and its outcomes
+// applied to the QPs (RESET -> INIT -> RTR -> RTS with the negotiated values)
+// and reported to the clients as kCmEvent.
+#include <rte_mbuf.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "engine/engine.h"
+#include "engine/engine_contexts.h"
+
+namespace conduit::engine {
+namespace {
+
+// proto's reasons are the wire's (cm_message.h) plus the local timeout.
+static_assert(proto::kCmNoListener == static_cast<uint16_t>(cm::RejectReason::kNoListener));
+static_assert(proto::kCmQuota == static_cast<uint16_t>(cm::RejectReason::kQuota));
+static_assert(proto::kCmPolicy == static_cast<uint16_t>(cm::RejectReason::kPolicy));
+static_assert(proto::kCmRefused == static_cast<uint16_t>(cm::RejectReason::kRefused));
+static_assert(proto::kCmTimeout == static_cast<uint16_t>(cm::RejectReason::kTimeout));
+static_assert(proto::kCmInvalid == static_cast<uint16_t>(cm::RejectReason::kInvalid));
+static_assert(proto::kMaxCmPrivateBytes == cm::kMaxPrivateBytes);
+
+constexpr size_t kCmBurst = 8;
+
+uint32_t flags_from_caps(uint16_t caps) {
+  return (caps & cm::kCapSelectiveRepeat) != 0 ? proto::kCmFlagSelectiveRepeat : 0;
+}
+
+}  // namespace
+
+cm::QpParams Engine::cm_local_params(const QpCtx& q, const control::CmArgs& args) {
+  // xorshift64: start PSNs only need to differ between connections.
+  psn_seed_ ^= psn_seed_ << 13;
+  psn_seed_ ^= psn_seed_ >> 7;
+  psn_seed_ ^= psn_seed_ << 17;
+  cm::QpParams p;
+  p.qpn = q.qpn;
+  p.psn = static_cast<uint32_t>(psn_seed_) & 0xFFFFFF;
+  p.pmtu_bytes = static_cast<uint16_t>(args.pmtu_bytes != 0 ? args.pmtu_bytes : 1024);
+  p.caps = (args.flags & proto::kCmFlagSelectiveRepeat) != 0 ? cm::kCapSelectiveRepeat : 0;
+  const transport::QpAttr defaults;
+  p.timeout = defaults.timeout;
+  p.retry_cnt = defaults.retry_cnt;
+  p.rnr_retry = defaults.rnr_retry;
+  return p;
+}
+
+int Engine::cm_command(const control::EngineCommand& cmd, uint64_t now_ns, uint32_t* conn_out) {
+  const control::CmArgs& a = cmd.cm;
+  const uint64_t owner = cmd.client_id;
+  int rc = 0;
+  switch (cmd.op) {
+    case control::EngineOp::kCmListen:
+      rc = cm_.listen(a.service, owner);
+      break;
+    case control::EngineOp::kCmUnlisten:
+      rc = cm_.unlisten(a.service, owner);
+      break;
+    case control::EngineOp::kCmConnect:
+    case control::EngineOp::kCmAccept: {
+      QpCtx* q = find_qp(cmd.qpn);
+      if (q == nullptr || q->client->id != cmd.client_id) return -ENOENT;
+      if (q->cm_conn != 0) return -EBUSY;
+      const transport::QpState st = q->qp->state();
+      if (st != transport::QpState::kReset && st != transport::QpState::kInit) return -EISCONN;
+      if (a.private_len > cm::kMaxPrivateBytes || !cm::valid_pmtu(a.pmtu_bytes)) return -EINVAL;
+      const cm::QpParams local = cm_local_params(*q, a);
+      q->cm_access = a.access;
+      if (cmd.op == control::EngineOp::kCmConnect) {
+        net::Ipv4Addr peer{a.peer_ip};
+        if (peer.is_loopback()) peer = net_.config().addr;
+        if (peer != net_.config().addr && !net_.next_hop(peer)) return -ENETUNREACH;
+        const int64_t id = cm_.connect(now_ns, owner, cm::CmPeer{peer.value, config_.cm_udp_port},
+                                       a.service, local, a.private_data, a.private_len);
+        if (id < 0) return static_cast<int>(id);
+        q->cm_conn = static_cast<uint32_t>(id);
+        q->cm_local = local;
+        cm_conn_qpn_[q->cm_conn] = q->qpn;
+        *conn_out = q->cm_conn;
+        // INIT now, so receives may be posted while the peer answers.
+        if (st == transport::QpState::kReset) {
+          transport::QpAttr init;
+          init.state = transport::QpState::kInit;
+          init.access_flags = q->cm_access;
+          q->qp->modify(init, transport::kAttrState | transport::kAttrAccessFlags);
+          q->reported_state = q->qp->state();
+        }
+        break;
+      }
+      auto req = cm_requests_.find(a.conn);
+      if (req == cm_requests_.end() || req->second.owner != owner) return -ENOENT;
+      const cm::CmAction request = req->second;
+      rc = cm_.accept(now_ns, owner, a.conn, local, a.private_data, a.private_len);
+      if (rc < 0) break;
+      cm_requests_.erase(req);
+      q->cm_conn = a.conn;
+      q->cm_local = local;
+      q->cm_remote = request.remote;
+      cm_conn_qpn_[a.conn] = q->qpn;
+      // RTR before the REP leaves: the peer may send as soon as it has it.
+      const uint16_t pmtu = std::min(local.pmtu_bytes, request.remote.pmtu_bytes);
+      const uint16_t caps = static_cast<uint16_t>(local.caps & request.remote.caps);
+      rc = cm_move_qp(*q, local, request.remote, pmtu, caps, false, now_ns);
+      if (rc == 0) rc = set_peer(*q, net::Ipv4Addr{request.peer.ip}, now_ns);
+      if (rc < 0) {
+        cm_.disconnect(now_ns, owner, a.conn);
+        cm_forget_conn(*q);
+        break;
+      }
+      q->addr.src_port = wire::udp_sport_for_qp(q->qpn, request.remote.qpn);
+      q->cm_wait_traffic = true;
+      break;
+    }
+    case control::EngineOp::kCmReject: {
+      auto req = cm_requests_.find(a.conn);
+      if (req == cm_requests_.end() || req->second.owner != owner) return -ENOENT;
+      rc = cm_.reject(now_ns, owner, a.conn, static_cast<cm::RejectReason>(a.reason));
+      cm_requests_.erase(req);
+      break;
+    }
+    case control::EngineOp::kCmDisconnect: {
+      QpCtx* q = find_qp(cmd.qpn);
+      if (q == nullptr || q->client->id != cmd.client_id) return -ENOENT;
+      // The connection may be gone already (the peer's DREQ): the QP still stops.
+      if (q->cm_conn != 0) {
+        cm_.disconnect(now_ns, owner, q->cm_conn);
+        cm_forget_conn(*q);
+      }
+      // As rdma_disconnect: the QP stops, outstanding WRs are flushed.
+      transport::QpAttr err;
+      err.state = transport::QpState::kErr;
+      q->qp->modify(err, transport::kAttrState);
+      break;
+    }
+    default:
+      return -EINVAL;
+  }
+  cm_poll(now_ns);
+  return rc;
+}
+
+void Engine::cm_forget_conn(QpCtx& q) {
+  cm_conn_qpn_.erase(q.cm_conn);
+  q.cm_conn = 0;
+  q.cm_wait_traffic = false;
+}
+
+int Engine::cm_move_qp(QpCtx& q, const cm::QpParams& local, const cm::QpParams& remote,
+                       uint16_t pmtu_bytes, uint16_t caps, bool to_rts, uint64_t now_ns) {
+  (void)now_ns;
+  transport::QpAttr a;
+  if (q.qp->state() == transport::QpState::kReset) {
+    a.state = transport::QpState::kInit;
+    a.access_flags = q.cm_access;
+    if (q.qp->modify(a, transport::kAttrState | transport::kAttrAccessFlags) !=
+        transport::Status::kOk) {
+      return -EINVAL;
+    }
+  }
+  if (q.qp->state() == transport::QpState::kInit) {
+    a = transport::QpAttr{};
+    a.state = transport::QpState::kRtr;
+    a.access_flags = q.cm_access;
+    a.pmtu_bytes = pmtu_bytes;
+    a.dest_qpn = remote.qpn;
+    a.rq_psn = remote.psn;
+    // Selective repeat only when both ends offered it.
+    a.selective_repeat = (caps & cm::kCapSelectiveRepeat) != 0;
+    if (q.qp->modify(a, transport::kAttrState | transport::kAttrAccessFlags |
+                            transport::kAttrPathMtu | transport::kAttrDestQpn |
+                            transport::kAttrRqPsn | transport::kAttrMaxDestRdAtomic |
+                            transport::kAttrMinRnrTimer | transport::kAttrSelectiveRepeat) !=
+        transport::Status::kOk) {
+      return -EINVAL;
+    }
+  }
+  if (to_rts && q.qp->state() == transport::QpState::kRtr) {
+    a = transport::QpAttr{};
+    a.state = transport::QpState::kRts;
+    a.sq_psn = local.psn;
+    a.timeout = local.timeout;
+    a.retry_cnt = local.retry_cnt;
+    a.rnr_retry = local.rnr_retry;
+    if (q.qp->modify(a, transport::kAttrState | transport::kAttrSqPsn | transport::kAttrTimeout |
+                            transport::kAttrRetryCnt | transport::kAttrRnrRetry |
+                            transport::kAttrMaxRdAtomic) != transport::Status::kOk) {
+      return -EINVAL;
+    }
+  }
+  // The control thread learns the new state from the kCmEvent, not kQpState.
+  q.reported_state = q.qp->state();
+  return 0;
+}
+
+void Engine::cm_rx(const net::UdpDatagram& udp, std::span<const uint8_t> frame, uint64_t now_ns) {
+  ++counters_.cm_rx_datagrams;
+  const auto payload = frame.subspan(udp.payload_offset, udp.payload_len);
+  cm_.on_message(now_ns, cm::CmPeer{udp.src_ip.value, udp.src_port}, payload.data(),
+                 payload.size());
+}
+
+bool Engine::cm_poll(uint64_t now_ns) {
+  if (cm_.pending_actions() == 0 && now_ns < cm_deadline_ns_) return false;
+  if (now_ns >= cm_deadline_ns_) cm_.on_timer(now_ns);
+  cm::CmAction actions[kCmBurst];
+  for (size_t n; (n = cm_.poll_actions(actions, kCmBurst)) > 0;) {
+    for (size_t i = 0; i < n; ++i) {
+      const cm::CmAction& a = actions[i];
+      switch (a.kind) {
+        case cm::CmAction::Kind::kSend:
+          cm_send(a, now_ns);
+          break;
+        case cm::CmAction::Kind::kRequest: {
+          cm_requests_[a.conn] = a;
+          control::CmEventInfo info;
+          info.kind = proto::CmEventKind::kRequest;
+          info.conn = a.conn;
+          info.peer_ip = a.peer.ip;
+          info.service = a.service;
+          info.remote_qpn = a.remote.qpn;
+          info.pmtu_bytes = a.remote.pmtu_bytes;
+          info.flags = flags_from_caps(a.remote.caps);
+          info.private_len = a.private_len;
+          std::memcpy(info.private_data, a.private_data.data(), a.private_len);
+          cm_post(static_cast<uint32_t>(a.owner), info);
+          break;
+        }
+        case cm::CmAction::Kind::kEstablished:
+          cm_on_established(a, now_ns);
+          break;
+        case cm::CmAction::Kind::kRejected:
+        case cm::CmAction::Kind::kDisconnected:
+          cm_on_ended(a);
+          break;
+      }
+    }
+  }
+  cm_deadline_ns_ = cm_.next_deadline_ns();
+  return true;
+}
+
+void Engine::cm_send(const cm::CmAction& a, uint64_t now_ns) {
+  const net::Ipv4Addr peer{a.peer.ip};
+  if (peer == net_.config().addr) {
+    // A client of this daemon on the other end: no port, no ARP.
+    ++counters_.cm_local_datagrams;
+    cm_.on_message(now_ns, cm::CmPeer{peer.value, config_.cm_udp_port}, a.bytes.data(), a.len);
+    return;
+  }
+  const auto hop = net_.next_hop(peer);
+  if (!hop) {
+    ++counters_.cm_tx_no_route;
+    return;
+  }
+  rte_mbuf* m = port_.alloc_mbuf();
+  if (m == nullptr) {
+    ++counters_.tx_no_mbuf;  // the CM resends
+    return;
+  }
+  std::span<uint8_t> room(rte_pktmbuf_mtod(m, uint8_t*), rte_pktmbuf_tailroom(m));
+  // The destination MAC is written once the next hop is resolved.
+  const size_t hdr = net_.write_udp_headers(room, net::MacAddr{}, peer, config_.cm_udp_port,
+                                            a.peer.port, config_.classes[0].dscp << 2, a.len);
+  if (hdr == 0 || hdr + a.len > room.size()) {
+    ++counters_.tx_build_errors;
+    rte_pktmbuf_free(m);
+    return;
+  }
+  std::memcpy(room.data() + hdr, a.bytes.data(), a.len);
+  m->data_len = m->pkt_len = static_cast<uint32_t>(hdr + a.len);
+  ++counters_.cm_tx_datagrams;
+  const auto r = net_.resolve(*hop, now_ns, reinterpret_cast<net::FrameHandle>(m));
+  switch (r.status) {
+    case net::NeighbourTable::Resolve::kResolved:
+      std::memcpy(room.data(), r.mac.bytes.data(), 6);
+      transmit_now(m);
+      break;
+    case net::NeighbourTable::Resolve::kQueued:
+      break;  // comes back through take_actions (run_timers)
+    default:
+      ++counters_.cm_tx_no_route;
+      rte_pktmbuf_free(m);
+      break;
+  }
+}
+
+void Engine::cm_on_established(const cm::CmAction& a, uint64_t now_ns) {
+  auto it = cm_conn_qpn_.find(a.conn);
+  QpCtx* q = it != cm_conn_qpn_.end() ? find_qp(it->second) : nullptr;
+  if (q == nullptr) {
+    ++counters_.cm_events_no_qp;
+    cm_.disconnect(now_ns, a.owner, a.conn);
+    return;
+  }
+  q->cm_wait_traffic = false;
+  q->cm_remote = a.remote;
+  int rc = cm_move_qp(*q, a.local, a.remote, a.pmtu_bytes, a.caps, true, now_ns);
+  if (rc == 0 && !q->peer_set) rc = set_peer(*q, net::Ipv4Addr{a.peer.ip}, now_ns);
+  q->addr.src_port = wire::udp_sport_for_qp(q->qpn, a.remote.qpn);
+  control::CmEventInfo info;
+  info.conn = a.conn;
+  info.qpn = q->qpn;
+  info.peer_ip = a.peer.ip;
+  info.service = a.service;
+  if (rc < 0) {
+    // The peer thinks it is connected: tell it otherwise.
+    cm_.disconnect(now_ns, a.owner, a.conn);
+    cm_forget_conn(*q);
+    info.kind = proto::CmEventKind::kRejected;
+    info.reason = proto::kCmInvalid;
+    cm_post(q->client->id, info);
+    return;
+  }
+  info.kind = proto::CmEventKind::kEstablished;
+  info.remote_qpn = a.remote.qpn;
+  info.pmtu_bytes = a.pmtu_bytes;
+  info.flags = flags_from_caps(a.caps);
+  info.sq_psn = a.local.psn;
+  info.rq_psn = a.remote.psn;
+  info.access = q->cm_access;
+  info.private_len = a.private_len;
+  std::memcpy(info.private_data, a.private_data.data(), a.private_len);
+  cm_post(q->client->id, info);
+}
+
+void Engine::cm_on_ended(const cm::CmAction& a) {
+  control::CmEventInfo info;
+  info.kind = a.kind == cm::CmAction::Kind::kRejected ? proto::CmEventKind::kRejected
+                                                      : proto::CmEventKind::kDisconnected;
+  info.conn = a.conn;
+  info.peer_ip = a.peer.ip;
+  info.service = a.service;
+  info.reason = static_cast<uint16_t>(a.reason);
+  if (cm_requests_.erase(a.conn) > 0) return;  // a request nobody answered in time
+  auto it = cm_conn_qpn_.find(a.conn);
+  if (QpCtx* q = it != cm_conn_qpn_.end() ? find_qp(it->second) : nullptr) {
+    info.qpn = q->qpn;
+    // A peer's DREQ leaves the QP as it is (as rdma_cm, the application
+    // decides): WRs it already received complete normally, new sends fail
+    // after the retries. A peer that exits right after its last receive must
+    // not flush completions this side is still collecting.
+    cm_forget_conn(*q);
+  }
+  cm_post(static_cast<uint32_t>(a.owner), info);
+}
+
+void Engine::cm_post(uint32_t client_id, const control::CmEventInfo& info) {
+  control::EngineEvent ev;
+  ev.kind = control::EngineEventKind::kCmEvent;
+  ev.client_id = client_id;
+  ev.qpn = info.qpn;
+  ev.cm = info;
+  post_event(ev);
+}
+
+}  // namespace conduit::engine

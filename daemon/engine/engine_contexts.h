@@ -1,0 +1,79 @@
+// The engine's per-client and per-QP state (Engine::Client, Engine::QpCtx),
+// shared by engine.cc and engine_cm.cc. Engine thread only.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "engine/engine.h"
+
+namespace conduit::engine {
+
+struct Engine::Client {
+  uint32_t id = 0;
+  uint8_t* region = nullptr;
+  shm::RegionLayout layout;
+  int doorbell_fd = -1;
+  ClientMemory mem;
+  std::vector<CqCtx> cqs;
+  std::vector<uint32_t> qpns;
+  conduit_shm_wakeup* engine_wakeup = nullptr;
+  bool broken = false;
+
+  std::span<uint8_t> bytes() const { return {region, layout.region_size}; }
+  shm::ArenaBounds arena() const { return {layout.arena_offset, layout.arena_size}; }
+};
+
+struct Engine::QpCtx {
+  uint32_t qpn = 0;
+  Client* client = nullptr;
+  uint32_t slot = 0;
+  std::unique_ptr<transport::Qp> qp;
+  shm::SpscConsumer<conduit_shm_send_wr> sq;
+  shm::SpscConsumer<conduit_shm_recv_wr> rq;
+  uint32_t send_cq = 0;
+  uint32_t recv_cq = 0;
+  size_t cls = 0;
+  sched::FlowId flow = sched::kInvalidId;
+  std::unique_ptr<cc::RateController> rc;
+  cc::NotificationPoint np;
+  // Inline send data lives here while the transport holds the WR.
+  std::vector<uint8_t> inline_buf;
+  uint32_t inline_lkey = 0;
+  uint32_t inline_slots = 0;
+  uint64_t inline_next = 0;
+  // An entry the QP could not take yet (its queue was full): retried first.
+  bool has_pending_send = false;
+  conduit_shm_send_wr pending_send{};
+  bool has_pending_recv = false;
+  transport::RecvWr pending_recv{};
+  // Peer addressing.
+  bool peer_set = false;
+  bool peer_resolved = false;
+  bool peer_local = false;  // the peer QP lives on this host: loopback, no port
+  net::Ipv4Addr peer_ip{};
+  net::Ipv4Addr next_hop{};
+  uint64_t next_resolve_ns = 0;
+  wire::FrameAddr addr;
+  uint32_t queued_frames = 0;
+  transport::QpState reported_state = transport::QpState::kReset;
+  uint64_t tx_bytes = 0;
+  uint64_t rx_bytes = 0;
+  uint64_t cnps_rx = 0;
+  uint64_t cnps_tx = 0;
+  uint64_t rx_wrong_peer = 0;
+  // Frame headers for `addr`, remade by fill_pacer whenever addr changed.
+  wire::FrameAddr tmpl_addr;
+  wire::FrameTemplate tmpl = wire::make_frame_template(tmpl_addr);
+  // Connection manager: the connection this QP belongs to (0: none).
+  uint32_t cm_conn = 0;
+  uint32_t cm_access = 0;
+  bool cm_wait_traffic = false;  // passive, REP sent: the peer's first packet confirms it
+  cm::QpParams cm_local;         // what we offered (passive: RTS waits for confirmation)
+  cm::QpParams cm_remote;
+
+  explicit QpCtx(const cc::NpParams& np_params) : np(np_params) {}
+};
+
+}  // namespace conduit::engine
