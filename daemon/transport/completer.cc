@@ -94,13 +94,13 @@ bool Qp::advance_una(uint64_t now_ns, uint32_t psn) {
 
 void Qp::on_progress(uint64_t now_ns) {
   retry_left_ = attr_.retry_cnt;
+  sr_charged_ns_ = now_ns;
   rnr_retry_left_ = attr_.rnr_retry;
   rewound_without_progress_ = false;
   if (wire::psn_lt(cur_psn_, una_psn_)) rewind_to(una_psn_);
   if (una_psn_ == snd_max_psn_ || (!sr_ && attr_.timeout == 0) || rnr_deadline_ns_ != kNoDeadline) {
     ack_deadline_ns_ = kNoDeadline;
   } else {
-    timer_base_ns_ = now_ns;
     timer_base_ns_ = now_ns;
     ack_deadline_ns_ = now_ns + retransmit_timeout_ns();
   }
@@ -305,7 +305,12 @@ void Qp::on_timer(uint64_t now_ns) {
       ack_deadline_ns_ = kNoDeadline;
       return;
     }
-    if (!consume_retry(now_ns)) return;
+    if (!sr_) {
+      if (!consume_retry(now_ns)) return;
+    } else if (attr_.timeout != 0 && now_ns - sr_charged_ns_ >= ack_timeout_ns(attr_.timeout)) {
+      if (!consume_retry(now_ns)) return;
+      sr_charged_ns_ = now_ns;
+    }
     ++counters_.retries;
     rewound_without_progress_ = true;
     if (sr_) {
@@ -330,6 +335,7 @@ void Qp::defer_timers(uint64_t stall_ns) {
   ack_deadline_ns_ =
       stall_ns < kNoDeadline - ack_deadline_ns_ ? ack_deadline_ns_ + stall_ns : kNoDeadline - 1;
   timer_base_ns_ += stall_ns;  // SR re-derives the deadline from it
+  sr_charged_ns_ += stall_ns;
 }
 
 void Qp::sr_sack(uint64_t now_ns, uint32_t cum_psn, uint32_t sacked_psn) {

@@ -371,6 +371,11 @@ class Qp {
   bool rewound_without_progress_ = false;
   uint64_t ack_deadline_ns_ = kNoDeadline;
   uint64_t timer_base_ns_ = 0;  // when the retransmission timer was last (re)started
+  // Selective repeat: when the retry budget was last charged, or progress made. RTO-low/high
+  // expiries resend at once but charge the budget at most once per local ACK timeout, so the
+  // QP fails after (retry_cnt + 1) ACK timeouts without progress, as under go-back-N (and
+  // never with timeout 0), not after retry_cnt RTOs of 100-320 us.
+  uint64_t sr_charged_ns_ = 0;
   uint64_t rnr_deadline_ns_ = kNoDeadline;
   uint32_t rnr_psn_ = 0;
 

@@ -167,7 +167,7 @@ bool Qp::requester_poll(uint64_t now_ns, TxPacket& out) {
   if (rnr_deadline_ns_ != kNoDeadline) return false;  // waiting out an RNR NAK
   if (sr_ && sr_retransmit_poll(out)) {
     if (ack_deadline_ns_ == kNoDeadline) {
-      timer_base_ns_ = now_ns;
+      timer_base_ns_ = sr_charged_ns_ = now_ns;
       ack_deadline_ns_ = now_ns + retransmit_timeout_ns();
     }
     return true;
@@ -226,7 +226,7 @@ bool Qp::request_sent(uint64_t now_ns, SendWqe& w, uint32_t psn) {
   }
   if (wire::psn_gt(cur_psn_, snd_max_psn_)) snd_max_psn_ = cur_psn_;
   if (ack_deadline_ns_ == kNoDeadline && (sr_ || attr_.timeout != 0)) {
-    timer_base_ns_ = now_ns;
+    timer_base_ns_ = sr_charged_ns_ = now_ns;
     ack_deadline_ns_ = now_ns + retransmit_timeout_ns();
   } else if (sr_) {
     // RTO-low or RTO-high depends on what is in flight now.

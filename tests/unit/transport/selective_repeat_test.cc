@@ -177,3 +177,28 @@ TEST_CASE(
   CHECK(cb[0].wr_id == 1);
   CHECK(cb[1].wr_id == 2);
 }
+
+TEST_CASE("selective repeat: RTOs resend early, the retry budget runs on the local ACK timeout") {
+  // A dead link: every RTO (100 us here) resends, but the QP fails only after retry_cnt + 1
+  // ACK timeouts without progress (4.2 ms each at timeout 10), as under go-back-N; charging a
+  // retry per RTO failed SR QPs after about half a millisecond of a descheduled peer.
+  QpAttr attr = sr_attr();
+  QpPair p(attr);
+  p.filter = [](bool, Packet&) { return false; };
+  REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kWrite, 1, 0, 10)) == Status::kOk);
+  const uint64_t t0 = p.now_ns;
+  std::vector<Completion> done;
+  for (int i = 0; i < 10000 && done.empty(); ++i) {
+    p.pump();
+    done = p.a.drain_cq();
+    if (!done.empty() || !p.advance_to_deadline()) break;
+  }
+  REQUIRE(done.size() == 1);
+  CHECK(done[0].status == WcStatus::kRetryExceeded);
+  const uint64_t elapsed = p.now_ns - t0;
+  const uint64_t period = ack_timeout_ns(attr.timeout);
+  CHECK(elapsed >= (attr.retry_cnt + 1) * period);
+  CHECK(elapsed <= (attr.retry_cnt + 1) * period + QpPair::make_cfg(0x11).rto_high_ns);
+  // Every RTO in between resent the packet.
+  CHECK(p.a.qp.counters().retries >= (attr.retry_cnt + 1) * period / 320'000);
+}
