@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # What two conduitd put on the wire, checked by independent decoders: tcpdump inside a router
 # namespace r between hosts a and b captures the RoCE traffic of SEND, WRITE and READ
-# transfers (conduit-perf --check) between daemons in a and b (af_packet, routed through r
-# as their gateway), and then
+# transfers (conduit-perf --check; SEND and WRITE once more under selective repeat) between
+# daemons in a and b (af_packet, routed through r as their gateway), and then
 #   - tshark decodes every captured frame as RRoCE (InfiniBand over UDP 4791), and the
 #     capture holds the expected opcodes: SEND, RDMA WRITE (first/middle/last/only), RDMA
 #     READ request and responses, ACK, NAK (sequence error), and CNP (0x81);
@@ -82,6 +82,12 @@ for t in send_bw write_bw read_bw; do
   echo "== $t --check through 1 % loss and the ECN marker"
   perf_pair 60 "$t" -s 1,4096,200000 -n 10 --check -W 30 || fail "$t failed"
   [[ $(grep -c 'check: OK' "$work/client.out") -eq 3 ]] || fail "$t: not every size checked OK"
+done
+# The same loss under selective repeat (negotiated through the connection manager).
+for t in send_bw write_bw; do
+  echo "== $t --cm --sr --check through 1 % loss (selective repeat)"
+  perf_pair 60 "$t" --cm 5 --sr -s 1,4096,200000 -n 10 --check -W 30 || fail "$t --sr failed"
+  [[ $(grep -c 'check: OK' "$work/client.out") -eq 3 ]] || fail "$t --sr: not every size OK"
 done
 stats_a=$(netns_exec a "$ctl" --socket "$work/a.sock" stats --json)
 sleep 0.5
