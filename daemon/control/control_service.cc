@@ -851,7 +851,7 @@ void fill_args(CmArgs& a, const proto::CmQpOffer& o) {
   a.pmtu_bytes = o.path_mtu == 0 ? 1024 : proto::path_mtu_bytes(o.path_mtu);
   a.flags = o.flags;
   a.private_len = static_cast<uint8_t>(o.private_data.size());
-  std::memcpy(a.private_data, o.private_data.data(), o.private_data.size());
+  std::copy(o.private_data.begin(), o.private_data.end(), a.private_data);  // may be empty
 }
 
 }  // namespace

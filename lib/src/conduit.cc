@@ -8,6 +8,7 @@
 
 #include <poll.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -30,6 +31,9 @@
 #ifndef CONDUIT_VERSION
 #define CONDUIT_VERSION "unknown"
 #endif
+
+static_assert(CONDUIT_CM_MAX_PRIVATE >= conduit::proto::kMaxCmPrivateBytes,
+              "private data decoded from the daemon must fit the public structs");
 
 namespace {
 
@@ -920,7 +924,7 @@ int await_established(conduit_qp* qp, uint32_t conn, int timeout_ms, const std::
     out->mtu_bytes = ev.pmtu_bytes;
     out->flags = (ev.flags & proto::kCmFlagSelectiveRepeat) ? CONDUIT_CM_SELECTIVE_REPEAT : 0;
     out->private_len = static_cast<uint32_t>(ev.private_data.size());
-    std::memcpy(out->private_data, ev.private_data.data(), ev.private_data.size());
+    std::copy(ev.private_data.begin(), ev.private_data.end(), out->private_data);
   }
   return 0;
 }
@@ -976,7 +980,7 @@ int conduit_get_request(conduit_context* ctx, int timeout_ms, conduit_cm_request
   out->peer_mtu_bytes = ev.pmtu_bytes;
   out->peer_flags = (ev.flags & proto::kCmFlagSelectiveRepeat) ? CONDUIT_CM_SELECTIVE_REPEAT : 0;
   out->private_len = static_cast<uint32_t>(ev.private_data.size());
-  std::memcpy(out->private_data, ev.private_data.data(), ev.private_data.size());
+  std::copy(ev.private_data.begin(), ev.private_data.end(), out->private_data);
   return 0;
 }
 
