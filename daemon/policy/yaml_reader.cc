@@ -152,7 +152,8 @@ MapReader::MapReader(ErrorSink& sink, const Field& f) : sink_(sink), path_(f.pat
     auto dup = std::find_if(entries_.begin(), entries_.end(),
                             [&](const Entry& e) { return e.key == key.Scalar(); });
     if (dup != entries_.end()) {
-      sink_.add(key.Mark(), child(key.Scalar()) + ": duplicate key (first set on line " +
+      // printable(): the key may hold control bytes; an error stays one line.
+      sink_.add(key.Mark(), child(printable(key.Scalar())) + ": duplicate key (first set on line " +
                                 std::to_string(dup->key_node.Mark().line + 1) + ")");
       continue;
     }

@@ -284,6 +284,16 @@ TEST_CASE("daemon, transport and clients cross-checks") {
   CHECK(errors_of(std::string(kPort) + "clients: {allowed_uids: [5, 5, -1]}\n") ==
         Errors{"t.yaml:4:29: clients.allowed_uids[1]: 5 is listed twice",
                "t.yaml:4:32: clients.allowed_uids[2]: -1 is out of range 0..4294967294"});
+  CHECK(errors_of(std::string(kPort) +
+                  "clients: {allowed_peers: [198.18.0.1/15, 10.0.0.0/8, 10.0.0.0/8, 1.2.3/8, "
+                  "1.2.3.4/33]}\n") ==
+        Errors{"t.yaml:4:27: clients.allowed_peers[0]: 198.18.0.1/15 has host bits set; did you "
+               "mean 198.18.0.0/15?",
+               "t.yaml:4:54: clients.allowed_peers[2]: 10.0.0.0/8 is listed twice",
+               "t.yaml:4:66: clients.allowed_peers[3]: expected an IPv4 network (198.18.0.0/15) "
+               "or address, got '1.2.3/8'",
+               "t.yaml:4:75: clients.allowed_peers[4]: expected an IPv4 network (198.18.0.0/15) "
+               "or address, got '1.2.3.4/33'"});
   CHECK(errors_of(std::string(kPort) + "version: 2\n") ==
         Errors{"t.yaml:4:10: version: 2 is out of range 1..1"});
 }
@@ -314,4 +324,17 @@ TEST_CASE("strings must be UTF-8 without control characters") {
   CHECK(
       errors_of("port: {device: net_null0, address: 198.18.0.1/24, eal_args: [\"--x=\xc3\xa9\"]}\n")
           .empty());
+}
+
+TEST_CASE("a duplicate key with control bytes is reported on one printable line") {
+  // Found by the loader fuzzer: the key went into the message raw.
+  const std::string yaml = std::string(kPort) + "c\x02np: 1\nc\x02np: 2\n";
+  const Errors e = errors_of(yaml);
+  REQUIRE(!e.empty());
+  bool dup = false;
+  for (const std::string& m : e) {
+    CHECK(m.find('\n') == std::string::npos);
+    dup |= m.find("c\\x02np: duplicate key") != std::string::npos;
+  }
+  CHECK(dup);
 }
