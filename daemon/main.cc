@@ -31,6 +31,7 @@
 #include "dpdk/xdp_steer.h"
 #include "engine/engine.h"
 #include "engine/engine_config.h"
+#include "policy/address.h"
 #include "policy/loader.h"
 #include "policy/policy_diff.h"
 #include "policy/policy_dump.h"
@@ -120,6 +121,9 @@ ControlLimits control_limits(const Policy& p) {
   l.max_mr_bytes = q.max_registered_bytes;
   l.max_region_bytes = q.max_region_bytes;
   l.default_region_bytes = std::min<uint64_t>(64ull << 20, q.max_region_bytes);
+  for (const auto& n : p.clients.allowed_peers) {
+    l.cm_allowed_peers.push_back({n.network.value, conduit::policy::prefix_mask(n.length)});
+  }
   return l;
 }
 

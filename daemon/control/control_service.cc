@@ -783,6 +783,8 @@ std::vector<proto::Counter> ControlService::counters() const {
       {"control.engine_call_timeouts", engine_call_timeouts_},
       {"control.cm_events", cm_events_},
       {"control.cm_events_dropped", cm_events_dropped_},
+      {"control.cm_policy_rejects", cm_policy_rejects_},
+      {"control.cm_quota_rejects", cm_quota_rejects_},
       {"engine.attached", engine_ != nullptr ? 1u : 0u},
       {"uptime_s", (now_ns() - start_ns_) / 1'000'000'000ull},
   };
@@ -1001,9 +1003,49 @@ ControlService::Outcome ControlService::cm_poll_event(Client& c, uint32_t seq) {
   return ok(MsgType::kCmPollEvent, seq, rep);
 }
 
+namespace {
+std::string format_ip(uint32_t ip) {
+  return std::to_string(ip >> 24) + "." + std::to_string((ip >> 16) & 0xFF) + "." +
+         std::to_string((ip >> 8) & 0xFF) + "." + std::to_string(ip & 0xFF);
+}
+}  // namespace
+
+bool ControlService::peer_allowed(uint32_t ip) const {
+  if (limits_.cm_allowed_peers.empty()) return true;
+  for (const ControlLimits::PeerNetwork& n : limits_.cm_allowed_peers) {
+    if ((ip & n.mask) == n.network) return true;
+  }
+  return false;
+}
+
 void ControlService::on_cm_event(const EngineEvent& e) {
   ++cm_events_;
   Client* c = find(e.client_id);
+  if (c != nullptr && c->attached && e.cm.kind == proto::CmEventKind::kRequest) {
+    // The daemon answers for the listener when the policy or its queue says no; the
+    // requester sees the reason at once instead of timing out.
+    uint8_t reason = 0;
+    if (!peer_allowed(e.cm.peer_ip)) {
+      reason = proto::kCmPolicy;
+      ++cm_policy_rejects_;
+      spdlog::warn(
+          "control: connection request {} from {} for service {} refused by policy "
+          "(clients.allowed_peers)",
+          e.cm.conn, format_ip(e.cm.peer_ip), e.cm.service);
+    } else if (c->cm_events.size() >= kMaxCmEventsPerClient) {
+      reason = proto::kCmQuota;
+      ++cm_quota_rejects_;
+    }
+    if (reason != 0) {
+      EngineCommand cmd;
+      cmd.client_id = c->id;
+      cmd.op = EngineOp::kCmReject;
+      cmd.cm.conn = e.cm.conn;
+      cmd.cm.reason = reason;
+      to_engine(cmd);
+      return;
+    }
+  }
   if (c == nullptr || !c->attached || c->cm_events.size() >= kMaxCmEventsPerClient) {
     ++cm_events_dropped_;
     return;

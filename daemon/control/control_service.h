@@ -40,6 +40,14 @@ struct ControlLimits {
   uint32_t rq_depth = 256;
   uint32_t cq_depth = 1024;
   shm::HugePages huge_pages = shm::HugePages::kAuto;
+  // Peer daemons whose connection requests reach listeners (host byte order,
+  // network & mask); others get "refused by policy". Empty: any. Read when a
+  // request arrives, so a reload applies to the next one.
+  struct PeerNetwork {
+    uint32_t network = 0;
+    uint32_t mask = 0;
+  };
+  std::vector<PeerNetwork> cm_allowed_peers;
 };
 
 struct PeerCred {
@@ -201,6 +209,7 @@ class ControlService {
   Outcome cm_request(Client& c, const proto::RequestMessage& req);
   Outcome cm_poll_event(Client& c, uint32_t seq);
   void on_cm_event(const EngineEvent& e);
+  bool peer_allowed(uint32_t ip) const;  // clients.allowed_peers
   // Sends cmd and waits up to timeout_ms for its ack (the engine answers
   // within a loop iteration). The ack's status, or -ETIMEDOUT / -EOPNOTSUPP.
   int engine_call(EngineCommand cmd, uint32_t timeout_ms, EngineEvent* ack);
@@ -255,6 +264,8 @@ class ControlService {
   uint64_t snapshot_timeouts_ = 0;
   uint64_t cm_events_ = 0;
   uint64_t cm_events_dropped_ = 0;  // a client's queue was full, or it was gone
+  uint64_t cm_policy_rejects_ = 0;  // requests from peers outside cm_allowed_peers
+  uint64_t cm_quota_rejects_ = 0;   // requests for a client whose event queue was full
   uint64_t engine_call_timeouts_ = 0;
 };
 

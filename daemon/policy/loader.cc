@@ -679,10 +679,59 @@ std::optional<std::vector<uint32_t>> read_ids(ErrorSink& s, const Field& f) {
   return ids;
 }
 
+// "a.b.c.d/len" (host bits zero) or "a.b.c.d" (= /32).
+std::optional<std::vector<Ipv4Prefix>> read_prefixes(ErrorSink& s, const Field& f) {
+  auto list = detail::read_list(s, f);
+  if (!list) return std::nullopt;
+  std::vector<Ipv4Prefix> out;
+  bool ok = true;
+  for (const Field& e : *list) {
+    auto text = detail::read_string(s, e);
+    if (!text) {
+      ok = false;
+      continue;
+    }
+    const size_t slash = text->find('/');
+    std::optional<Ipv4Address> ip = parse_ipv4(std::string_view(*text).substr(0, slash));
+    int length = 32;
+    if (ip && slash != std::string::npos) {
+      const std::string_view digits = std::string_view(*text).substr(slash + 1);
+      length = digits.empty() || digits.size() > 2 ? -1 : 0;
+      for (char ch : digits) {
+        if (ch < '0' || ch > '9') length = -1;
+        if (length >= 0) length = length * 10 + (ch - '0');
+      }
+    }
+    if (!ip || length < 0 || length > 32) {
+      s.add(e.mark,
+            e.path + ": expected an IPv4 network (198.18.0.0/15) or address, got " + quote(*text));
+      ok = false;
+      continue;
+    }
+    const Ipv4Prefix p{*ip, static_cast<uint8_t>(length)};
+    if ((ip->value & prefix_mask(p.length)) != ip->value) {
+      const Ipv4Address net{ip->value & prefix_mask(p.length)};
+      s.add(e.mark, e.path + ": " + *text + " has host bits set; did you mean " + format_ipv4(net) +
+                        "/" + std::to_string(length) + "?");
+      ok = false;
+      continue;
+    }
+    if (std::find(out.begin(), out.end(), p) != out.end()) {
+      s.add(e.mark, e.path + ": " + *text + " is listed twice");
+      ok = false;
+      continue;
+    }
+    out.push_back(p);
+  }
+  if (!ok) return std::nullopt;
+  return out;
+}
+
 void parse_clients(ErrorSink& s, const Field& f, ClientsSection& c) {
   MapReader r(s, f);
   if (auto v = r.take("allowed_uids")) assign(c.allowed_uids, read_ids(s, *v));
   if (auto v = r.take("allowed_gids")) assign(c.allowed_gids, read_ids(s, *v));
+  if (auto v = r.take("allowed_peers")) assign(c.allowed_peers, read_prefixes(s, *v));
   if (auto v = r.take("quotas")) {
     MapReader q(s, *v);
     ClientQuotas& quotas = c.quotas;

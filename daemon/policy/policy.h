@@ -170,11 +170,25 @@ struct ClientQuotas {
   bool operator==(const ClientQuotas&) const = default;
 };
 
+// An IPv4 network: address with the host bits zero, and prefix length 0..32.
+struct Ipv4Prefix {
+  Ipv4Address network;
+  uint8_t length = 32;
+  bool contains(Ipv4Address a) const {
+    const uint32_t mask = length == 0 ? 0 : ~uint32_t{0} << (32 - length);
+    return (a.value & mask) == network.value;
+  }
+  bool operator==(const Ipv4Prefix&) const = default;
+};
+
 struct ClientsSection {
   // A peer may attach when its uid or one of its gids is listed. Both empty:
   // anyone who can open the control socket (its group and mode are the gate).
   std::vector<uint32_t> allowed_uids;
   std::vector<uint32_t> allowed_gids;
+  // Hosts whose conduitd may connect to this host's listeners (connection
+  // manager requests); others are rejected with "refused by policy". Empty: any.
+  std::vector<Ipv4Prefix> allowed_peers;
   ClientQuotas quotas;  // per client process
   bool operator==(const ClientsSection&) const = default;
 };

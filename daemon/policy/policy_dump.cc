@@ -191,6 +191,11 @@ std::string to_yaml(const Policy& p) {
   out << YAML::Key << "clients" << YAML::Value << YAML::BeginMap;
   emit_ids(out, "allowed_uids", cl.allowed_uids);
   emit_ids(out, "allowed_gids", cl.allowed_gids);
+  out << YAML::Key << "allowed_peers" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+  for (const Ipv4Prefix& n : cl.allowed_peers) {
+    out << format_ipv4(n.network) + "/" + std::to_string(n.length);
+  }
+  out << YAML::EndSeq;
   out << YAML::Key << "quotas" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "max_qps" << YAML::Value << cl.quotas.max_qps;
   out << YAML::Key << "max_cqs" << YAML::Value << cl.quotas.max_cqs;

@@ -87,6 +87,26 @@ for r in refused:ECONNREFUSED:"refused by the listening application" \
   wait "$lpid" || fail "listener failed: $(cat "$work/listener.out" "$work/listener.err")"
 done
 
+echo "== b's policy admits only 198.18.9.0/24 (policy reload): a's request is refused by b"
+cp "$work/b.yaml" "$work/b.yaml.orig"
+sed -i 's|^clients:$|clients:\n  allowed_peers: [198.18.9.0/24]|' "$work/b.yaml"
+netns_exec b "$ctl" --socket "$work/b.sock" policy reload >/dev/null || fail "policy reload failed"
+listener b 104 accept 1
+connect a 198.18.0.12 104 5000
+[[ $crc -eq 2 && $out == "error EPERM"* && $out == *"policy"* ]] ||
+  fail "expected EPERM (refused by b's policy): $out"
+pkill -f -- "$work/b.sock listen 104" 2>/dev/null || true  # it never got a request: stop it
+wait "$lpid" 2>/dev/null || true
+if grep -q 'accepted' "$work/listener.out"; then fail "the listener got a request the policy refuses"; fi
+n=$(netns_exec b "$ctl" --socket "$work/b.sock" stats | awk '$1 == "control.cm_policy_rejects" {print $2}')
+[[ ${n:-0} -ge 1 ]] || fail "control.cm_policy_rejects is ${n:-unset} on b"
+cp "$work/b.yaml.orig" "$work/b.yaml"
+netns_exec b "$ctl" --socket "$work/b.sock" policy reload >/dev/null || fail "policy reload failed"
+listener b 105 accept 1
+connect a 198.18.0.12 105 5000
+[[ $crc -eq 0 && $out == connected* ]] || fail "connect after the policy was restored failed: $out"
+wait "$lpid" || fail "listener failed: $(cat "$work/listener.out" "$work/listener.err")"
+
 echo "== an address with no conduitd (the kernel at 198.18.0.2 answers ARP, nobody the CM)"
 connect a 198.18.0.2 100 -1
 [[ $crc -eq 2 && $out == "error ETIMEDOUT"* ]] || fail "expected ETIMEDOUT: $out"

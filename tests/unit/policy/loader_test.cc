@@ -130,6 +130,7 @@ TEST_CASE("every section is read into its typed field") {
       "clients:\n"
       "  allowed_uids: [0, 1000]\n"
       "  allowed_gids: 2000\n"
+      "  allowed_peers: [198.18.0.0/15, 10.1.9.9]\n"
       "  quotas: {max_qps: 8, max_cqs: 9, max_mrs: 10, max_registered_memory: 1GiB,\n"
       "           max_region_size: 1GiB}\n");
   INFO(r.error_text());
@@ -181,6 +182,11 @@ TEST_CASE("every section is read into its typed field") {
   CHECK(p.transport.max_outstanding_reads == 64);
   CHECK(p.clients.allowed_uids == std::vector<uint32_t>{0, 1000});
   CHECK(p.clients.allowed_gids == std::vector<uint32_t>{2000});
+  REQUIRE(p.clients.allowed_peers.size() == 2);
+  CHECK(p.clients.allowed_peers[0] == Ipv4Prefix{Ipv4Address{0xC6120000}, 15});
+  CHECK(p.clients.allowed_peers[1] == Ipv4Prefix{Ipv4Address{0x0A010909}, 32});
+  CHECK(p.clients.allowed_peers[0].contains(Ipv4Address{0xC613FFFF}));        // 198.19.255.255
+  CHECK_FALSE(p.clients.allowed_peers[0].contains(Ipv4Address{0xC6140000}));  // 198.20.0.0
   CHECK(p.clients.quotas.max_qps == 8);
   CHECK(p.clients.quotas.max_region_bytes == 1ull << 30);
 }
