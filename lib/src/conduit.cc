@@ -153,7 +153,8 @@ struct conduit_qp {
   conduit_cq* recv_cq;
   shm::SpscProducer<conduit_shm_send_wr> sq;
   shm::SpscProducer<conduit_shm_recv_wr> rq;
-  uint32_t cm_conn = 0;  // the connection manager's connection, 0: none
+  uint32_t cm_conn = 0;            // the connection manager's connection, 0: none
+  bool cm_connected_once = false;  // a connection was established (conduit_wait_disconnect)
 };
 
 namespace {
@@ -917,6 +918,7 @@ int await_established(conduit_qp* qp, uint32_t conn, int timeout_ms, const std::
         ev.kind == proto::CmEventKind::kRejected ? reason_text(reason) : "the peer disconnected";
     return set_error(reason_errno(reason), who + ": " + text);
   }
+  qp->cm_connected_once = true;
   if (out != nullptr) {
     *out = conduit_cm_conn{};
     out->peer_ipv4 = ev.peer_ip;
@@ -1056,6 +1058,29 @@ int conduit_disconnect(conduit_qp* qp) {
   const int rc = call(qp->ctx, proto::CmDisconnectRequest{qp->qpn}, reply);
   qp->cm_conn = 0;
   return rc;
+}
+
+int conduit_wait_disconnect(conduit_qp* qp, int timeout_ms) {
+  if (!valid_ptr(qp, "qp")) return -EINVAL;
+  if (!qp->cm_connected_once) {
+    return set_error(-ENOTCONN,
+                     "QP " + std::to_string(qp->qpn) + " has no connection-manager connection");
+  }
+  if (qp->cm_conn == 0) return 0;  // ended already: conduit_disconnect, or an earlier wait
+  proto::CmEvent ev;
+  const uint32_t qpn = qp->qpn;
+  const int rc = wait_cm_event(
+      qp->ctx, timeout_ms,
+      [qpn](const proto::CmEvent& e) {
+        return e.qpn == qpn && e.kind == proto::CmEventKind::kDisconnected;
+      },
+      &ev);
+  if (rc == -ETIMEDOUT) {
+    return set_error(-ETIMEDOUT, "QP " + std::to_string(qpn) + " is still connected");
+  }
+  if (rc < 0) return rc;
+  qp->cm_conn = 0;
+  return 0;
 }
 
 }  // extern "C"

@@ -2,10 +2,12 @@
 // through conduitd's connection manager, with the outcome printed in a form
 // the script greps.
 //
-//   cm_probe SOCKET listen SERVICE (accept|reject=REASON) COUNT [--sr]
+//   cm_probe SOCKET listen SERVICE (accept|reject=REASON) COUNT [--sr] [--wait-disconnect]
 //       listens on SERVICE and answers COUNT requests (REASON: refused, quota,
 //       policy); prints "accepted qpn=... remote_qpn=... mtu=... sr=0|1" or
-//       "rejected" per request, then exits (its connections end with it).
+//       "rejected" per request, then exits (its connections end with it). With
+//       --wait-disconnect, after each accept it waits (10 s) for the peer to
+//       disconnect and prints "peer disconnected qpn=...".
 //   cm_probe SOCKET connect HOST SERVICE TIMEOUT_MS [--sr]
 //       prints "connected remote_qpn=... mtu=... sr=0|1 ms=..." (exit 0) or
 //       "error ERRNO_NAME ms=...: message" (exit 2).
@@ -51,7 +53,11 @@ int main(int argc, char** argv) {
   }
   const std::string mode = argv[2];
   bool sr = false;
-  for (int i = 1; i < argc; ++i) sr = sr || std::strcmp(argv[i], "--sr") == 0;
+  bool wait_disconnect = false;
+  for (int i = 1; i < argc; ++i) {
+    sr = sr || std::strcmp(argv[i], "--sr") == 0;
+    wait_disconnect = wait_disconnect || std::strcmp(argv[i], "--wait-disconnect") == 0;
+  }
   conduit_context_attr attr{};
   attr.socket_path = argv[1];
   attr.region_bytes = 8 << 20;
@@ -106,6 +112,16 @@ int main(int argc, char** argv) {
                     conn.remote_qpn, conn.mtu_bytes,
                     (conn.flags & CONDUIT_CM_SELECTIVE_REPEAT) ? 1 : 0,
                     reinterpret_cast<const char*>(conn.private_data));
+        if (wait_disconnect) {
+          std::fflush(stdout);
+          if (int rc = conduit_wait_disconnect(qp, 10000); rc < 0) {
+            return die("conduit_wait_disconnect", rc);
+          }
+          std::printf("peer disconnected qpn=%u\n", conduit_qp_num(qp));
+          if (int rc = conduit_wait_disconnect(qp, 0); rc != 0) {
+            return die("conduit_wait_disconnect (again)", rc);
+          }
+        }
       }
       std::fflush(stdout);
     }

@@ -47,7 +47,7 @@ connect() {
 }
 
 echo "== connect + accept, selective repeat offered by both"
-listener b 100 accept 1 --sr
+listener b 100 accept 1 --sr --wait-disconnect
 connect a 198.18.0.12 100 5000 --sr
 [[ $crc -eq 0 && $out == connected* ]] || fail "connect failed: $out"
 [[ $out == *" mtu=1024 sr=1 state=3 "* ]] || fail "expected PMTU 1024, selective repeat, RTS: $out"
@@ -55,6 +55,9 @@ connect a 198.18.0.12 100 5000 --sr
 wait "$lpid" || fail "listener failed: $(cat "$work/listener.out" "$work/listener.err")"
 grep -q 'accepted .* sr=1 private=hello' "$work/listener.out" ||
   fail "listener: $(cat "$work/listener.out")"
+# The client disconnects after it connected: the listener's conduit_wait_disconnect sees it.
+grep -q '^peer disconnected qpn=' "$work/listener.out" ||
+  fail "the listener did not see the peer disconnect: $(cat "$work/listener.out")"
 remote=$(sed -n 's/.*remote_qpn=\([0-9]*\).*/\1/p' <<<"$out")
 grep -q "accepted qpn=$remote " "$work/listener.out" ||
   fail "the client's remote QPN $remote is not the listener's QP: $(cat "$work/listener.out")"

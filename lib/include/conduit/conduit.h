@@ -373,6 +373,13 @@ CONDUIT_API int conduit_connect_service(struct conduit_qp* qp, const char* host,
  * retries). Destroying a connected QP, or the process exiting, tells the peer
  * the same way. -ENOTCONN: qp has no connection. */
 CONDUIT_API int conduit_disconnect(struct conduit_qp* qp);
+/* Waits up to timeout_ms (-1: forever) until the peer ends qp's connection
+ * (it called conduit_disconnect, destroyed its QP or exited: its daemon sends
+ * a disconnect). 0 when it ended (at once if this side already disconnected),
+ * -ETIMEDOUT, -ENOTCONN when qp was never connected through the connection
+ * manager. What the peer sent before stays receivable; our QP stays as it is
+ * (sends to the peer fail after the retries): disconnect or destroy it. */
+CONDUIT_API int conduit_wait_disconnect(struct conduit_qp* qp, int timeout_ms);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -115,6 +115,13 @@ class QueuePair {
     return out;
   }
   void disconnect() { detail::check(conduit_disconnect(qp_.get()), "conduit_disconnect"); }
+  // true when the peer ended the connection within timeout_ms, false on timeout.
+  bool wait_disconnect(int timeout_ms) {
+    const int rc = conduit_wait_disconnect(qp_.get(), timeout_ms);
+    if (rc == -ETIMEDOUT) return false;
+    detail::check(rc, "conduit_wait_disconnect");
+    return true;
+  }
   conduit_qp_attr query() {
     conduit_qp_attr a{};
     detail::check(conduit_query_qp(qp_.get(), &a), "conduit_query_qp");
