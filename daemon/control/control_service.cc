@@ -1003,13 +1003,6 @@ ControlService::Outcome ControlService::cm_poll_event(Client& c, uint32_t seq) {
   return ok(MsgType::kCmPollEvent, seq, rep);
 }
 
-namespace {
-std::string format_ip(uint32_t ip) {
-  return std::to_string(ip >> 24) + "." + std::to_string((ip >> 16) & 0xFF) + "." +
-         std::to_string((ip >> 8) & 0xFF) + "." + std::to_string(ip & 0xFF);
-}
-}  // namespace
-
 bool ControlService::peer_allowed(uint32_t ip) const {
   if (limits_.cm_allowed_peers.empty()) return true;
   for (const ControlLimits::PeerNetwork& n : limits_.cm_allowed_peers) {
@@ -1031,7 +1024,7 @@ void ControlService::on_cm_event(const EngineEvent& e) {
       spdlog::warn(
           "control: connection request {} from {} for service {} refused by policy "
           "(clients.allowed_peers)",
-          e.cm.conn, format_ip(e.cm.peer_ip), e.cm.service);
+          e.cm.conn, proto::ipv4_text(e.cm.peer_ip), e.cm.service);
     } else if (c->cm_events.size() >= kMaxCmEventsPerClient) {
       reason = proto::kCmQuota;
       ++cm_quota_rejects_;

@@ -231,7 +231,9 @@ class Engine {
   sched::TxScheduler pacer_;
   std::vector<sched::ClassId> class_ids_;
   std::atomic<bool> stop_{false};
-  std::atomic<uint64_t> heartbeat_{0};  // written by the engine thread only
+  // Written by the engine thread only; relaxed both ways: a progress signal that
+  // publishes no other data, so no ordering pairs with it.
+  std::atomic<uint64_t> heartbeat_{0};
 
   std::unordered_map<uint32_t, std::unique_ptr<Client>> clients_;
   std::unordered_map<uint32_t, std::unique_ptr<QpCtx>> qps_;

@@ -63,6 +63,21 @@ std::string format_mac(const MacAddress& m) {
   return buf;
 }
 
+std::optional<Ipv4Prefix> parse_ipv4_prefix(std::string_view text) {
+  const size_t slash = text.find('/');
+  if (slash == std::string_view::npos) return std::nullopt;
+  const std::optional<Ipv4Address> ip = parse_ipv4(text.substr(0, slash));
+  const std::string_view digits = text.substr(slash + 1);
+  if (!ip || digits.empty() || digits.size() > 2) return std::nullopt;
+  unsigned length = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return std::nullopt;
+    length = length * 10 + static_cast<unsigned>(c - '0');
+  }
+  if (length > 32) return std::nullopt;
+  return Ipv4Prefix{*ip, static_cast<uint8_t>(length)};
+}
+
 uint32_t prefix_mask(uint8_t prefix_len) {
   if (prefix_len == 0) return 0;
   if (prefix_len >= 32) return 0xFFFFFFFFu;

@@ -290,28 +290,18 @@ void parse_port(ErrorSink& s, const Field& f, PortSection& p, Marks& marks) {
     address_given = true;
     have_address = true;
     if (auto text = detail::read_string(s, *v)) {
-      size_t slash = text->find('/');
-      std::optional<Ipv4Address> ip;
-      uint64_t prefix = 0;
-      if (slash != std::string::npos) {
-        ip = parse_ipv4(std::string_view(*text).substr(0, slash));
-        std::string_view digits = std::string_view(*text).substr(slash + 1);
-        if (digits.empty() || digits.size() > 2) ip.reset();
-        for (char c : digits) {
-          if (c < '0' || c > '9') ip.reset();
-          prefix = prefix * 10 + static_cast<uint64_t>(c - '0');
-        }
-      }
-      if (!ip || prefix < 1 || prefix > 32) {
+      const std::optional<Ipv4Prefix> net = parse_ipv4_prefix(*text);
+      if (!net || net->length < 1) {
         s.add(v->mark,
               v->path + ": expected IPV4/PREFIX (e.g. 198.18.0.1/24), got " + quote(*text));
         have_address = false;
-      } else if (!is_unicast_host(*ip)) {
-        s.add(v->mark, v->path + ": " + format_ipv4(*ip) + " is not a unicast host address");
+      } else if (!is_unicast_host(net->network)) {
+        s.add(v->mark,
+              v->path + ": " + format_ipv4(net->network) + " is not a unicast host address");
         have_address = false;
       } else {
-        p.address = *ip;
-        p.prefix_len = static_cast<uint8_t>(prefix);
+        p.address = net->network;
+        p.prefix_len = net->length;
       }
     } else {
       have_address = false;
@@ -691,28 +681,21 @@ std::optional<std::vector<Ipv4Prefix>> read_prefixes(ErrorSink& s, const Field& 
       ok = false;
       continue;
     }
-    const size_t slash = text->find('/');
-    std::optional<Ipv4Address> ip = parse_ipv4(std::string_view(*text).substr(0, slash));
-    int length = 32;
-    if (ip && slash != std::string::npos) {
-      const std::string_view digits = std::string_view(*text).substr(slash + 1);
-      length = digits.empty() || digits.size() > 2 ? -1 : 0;
-      for (char ch : digits) {
-        if (ch < '0' || ch > '9') length = -1;
-        if (length >= 0) length = length * 10 + (ch - '0');
-      }
+    std::optional<Ipv4Prefix> net = parse_ipv4_prefix(*text);
+    if (!net && text->find('/') == std::string::npos) {
+      if (auto ip = parse_ipv4(*text)) net = Ipv4Prefix{*ip, 32};  // a single host
     }
-    if (!ip || length < 0 || length > 32) {
+    if (!net) {
       s.add(e.mark,
             e.path + ": expected an IPv4 network (198.18.0.0/15) or address, got " + quote(*text));
       ok = false;
       continue;
     }
-    const Ipv4Prefix p{*ip, static_cast<uint8_t>(length)};
-    if ((ip->value & prefix_mask(p.length)) != ip->value) {
-      const Ipv4Address net{ip->value & prefix_mask(p.length)};
-      s.add(e.mark, e.path + ": " + *text + " has host bits set; did you mean " + format_ipv4(net) +
-                        "/" + std::to_string(length) + "?");
+    const Ipv4Prefix p = *net;
+    if ((p.network.value & prefix_mask(p.length)) != p.network.value) {
+      const Ipv4Address masked{p.network.value & prefix_mask(p.length)};
+      s.add(e.mark, e.path + ": " + *text + " has host bits set; did you mean " +
+                        format_ipv4(masked) + "/" + std::to_string(p.length) + "?");
       ok = false;
       continue;
     }

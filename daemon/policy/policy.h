@@ -174,10 +174,6 @@ struct ClientQuotas {
 struct Ipv4Prefix {
   Ipv4Address network;
   uint8_t length = 32;
-  bool contains(Ipv4Address a) const {
-    const uint32_t mask = length == 0 ? 0 : ~uint32_t{0} << (32 - length);
-    return (a.value & mask) == network.value;
-  }
   bool operator==(const Ipv4Prefix&) const = default;
 };
 

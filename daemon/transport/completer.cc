@@ -307,7 +307,8 @@ void Qp::on_timer(uint64_t now_ns) {
     }
     if (!sr_) {
       if (!consume_retry(now_ns)) return;
-    } else if (attr_.timeout != 0 && now_ns - sr_charged_ns_ >= ack_timeout_ns(attr_.timeout)) {
+    } else if (attr_.timeout != 0 && now_ns >= sr_charged_ns_ &&
+               now_ns - sr_charged_ns_ >= ack_timeout_ns(attr_.timeout)) {
       if (!consume_retry(now_ns)) return;
       sr_charged_ns_ = now_ns;
     }

@@ -224,6 +224,11 @@ inline constexpr uint16_t kCmTimeout = 5;     // no answer within the retry budg
 inline constexpr uint16_t kCmInvalid = 6;     // the peer found the request invalid
 inline constexpr uint16_t kCmMaxReason = 6;
 inline constexpr size_t kMaxCmPrivateBytes = 64;
+// A peer address of the connection-manager messages (host byte order) as a dotted quad.
+inline std::string ipv4_text(uint32_t ip) {
+  return std::to_string(ip >> 24) + "." + std::to_string((ip >> 16) & 0xFF) + "." +
+         std::to_string((ip >> 8) & 0xFF) + "." + std::to_string(ip & 0xFF);
+}
 inline constexpr uint32_t kCmFlagSelectiveRepeat = 1u << 0;  // offer selective repeat
 inline constexpr uint32_t kCmFlagsAll = kCmFlagSelectiveRepeat;
 

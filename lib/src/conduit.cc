@@ -770,11 +770,6 @@ constexpr size_t kMaxLocalCmEvents = 1024;
 // an event another thread fetched for it is seen soon.
 constexpr int kCmWaitSliceMs = 20;
 
-std::string ip_text(uint32_t ip) {
-  return std::to_string(ip >> 24) + "." + std::to_string((ip >> 16) & 0xFF) + "." +
-         std::to_string((ip >> 8) & 0xFF) + "." + std::to_string(ip & 0xFF);
-}
-
 int reason_errno(uint16_t reason) {
   switch (reason) {
     case proto::kCmNoListener:
@@ -999,8 +994,8 @@ int conduit_accept(conduit_qp* qp, const conduit_cm_request* req, const conduit_
     qp->cm_conn = req->id;
   }
   const int rc = await_established(qp, req->id, timeout_ms,
-                                   "connection from " + ip_text(req->peer_ipv4) + " (service " +
-                                       std::to_string(req->service) + ")",
+                                   "connection from " + proto::ipv4_text(req->peer_ipv4) +
+                                       " (service " + std::to_string(req->service) + ")",
                                    out);
   if (rc == 0 && out != nullptr && out->private_len == 0) {
     // The request's private data is the useful part for the passive side.
@@ -1044,7 +1039,7 @@ int conduit_connect_service(conduit_qp* qp, const char* host, uint64_t service,
   }
   return await_established(
       qp, conn, timeout_ms,
-      "connect to " + ip_text(r.peer_ip) + " service " + std::to_string(service), out);
+      "connect to " + proto::ipv4_text(r.peer_ip) + " service " + std::to_string(service), out);
 }
 
 int conduit_disconnect(conduit_qp* qp) {

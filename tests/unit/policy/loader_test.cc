@@ -185,8 +185,6 @@ TEST_CASE("every section is read into its typed field") {
   REQUIRE(p.clients.allowed_peers.size() == 2);
   CHECK(p.clients.allowed_peers[0] == Ipv4Prefix{Ipv4Address{0xC6120000}, 15});
   CHECK(p.clients.allowed_peers[1] == Ipv4Prefix{Ipv4Address{0x0A010909}, 32});
-  CHECK(p.clients.allowed_peers[0].contains(Ipv4Address{0xC613FFFF}));        // 198.19.255.255
-  CHECK_FALSE(p.clients.allowed_peers[0].contains(Ipv4Address{0xC6140000}));  // 198.20.0.0
   CHECK(p.clients.quotas.max_qps == 8);
   CHECK(p.clients.quotas.max_region_bytes == 1ull << 30);
 }
