@@ -338,10 +338,13 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
     }
   }
   if (o.perftest) {
-    if (is_latency(o.test)) return fail("--perftest speaks to ib_send_bw, ib_write_bw, ib_read_bw");
-    if (o.qps != 1 || o.bidirectional || o.sizes.size() != 1 || o.duration_s != 0) {
-      return fail("--perftest runs one QP, one size (-s) and -n iterations, one direction");
+    if (o.qps != 1 || o.bidirectional || o.duration_s != 0) {
+      return fail("--perftest runs one QP, -n iterations, one direction");
     }
+    if (o.sweep && is_latency(o.test)) {
+      return fail("--perftest sweeps (-a) the bandwidth tests only; give the latency tests -s");
+    }
+    if (!o.sweep && o.sizes.size() != 1) return fail("--perftest runs one size (-s) or -a");
   }
   if (o.cm && o.perftest) return fail("--cm and --perftest exclude each other");
   if (o.cm_selective_repeat && !o.cm) return fail("--sr is negotiated through --cm");
@@ -386,9 +389,11 @@ Options:
   -W, --timeout SEC      fail when nothing completes for SEC seconds (30)
   -u, --qp-timeout N     --perftest: local ACK timeout 4.096 us * 2^N (14)
   --perftest             speak perftest's own TCP exchange instead of ours, so
-                         the peer may be stock ib_send_bw/ib_write_bw/ib_read_bw
-                         (e.g. on rxe or a RoCE NIC); both roles, one QP, -s one
-                         size; the server also needs -s and -n as the peer's
+                         the peer may be stock ib_send_bw, ib_write_bw,
+                         ib_read_bw, ib_send_lat or ib_write_lat (e.g. on rxe or
+                         a RoCE NIC); both roles, one QP, -n iterations, -s one
+                         size or (bw tests) -a; perftest does not tell the
+                         server the client's -s/-a/-n, so give both the same
   --cm SERVICE           connect the QPs through conduitd's connection manager:
                          the server listens on SERVICE, the client connects to
                          it at the server's -x address (TCP still carries the

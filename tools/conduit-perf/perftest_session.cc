@@ -2,6 +2,8 @@
 
 #include <conduit/conduit.h>
 #include <poll.h>
+#include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,7 +13,9 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <vector>
 
+#include "perf_report.h"
 #include "perftest_wire.h"
 #include "tcp_line_channel.h"
 
@@ -19,28 +23,45 @@ namespace conduit::perf {
 
 namespace {
 
+// write_lat polls a byte in memory: spin this often, then nap between looks (a spinning
+// process starves the daemons on a small machine; perf_runner.cc has the measurements).
+constexpr uint32_t kSpinsBeforeNap = 2000;
+constexpr long kNapNs = 50'000;
+// Latency: our messages whose completion has not come yet, at most.
+constexpr uint64_t kLatSendWindow = 8;
+
 struct Failure {
   std::string message;
 };
 
 [[noreturn]] void fail(std::string message) { throw Failure{std::move(message)}; }
 
+uint64_t now_ns() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
 // Byte-exact I/O on the exchange socket, every wait bounded.
 class Wire {
  public:
   Wire(int fd, int timeout_ms) : fd_(fd), timeout_ms_(timeout_ms) {}
 
-  void write_all(const uint8_t* p, size_t n, const char* what) {
+  // False when the peer has gone (EPIPE, ECONNRESET) and `tolerate_gone`; fails otherwise.
+  bool write_all(const uint8_t* p, size_t n, const char* what, bool tolerate_gone = false) {
     while (n > 0) {
-      const ssize_t w = ::write(fd_, p, n);
+      const ssize_t w = ::send(fd_, p, n, MSG_NOSIGNAL);
       if (w < 0 && errno == EINTR) continue;
+      if (w < 0 && tolerate_gone && (errno == EPIPE || errno == ECONNRESET)) return false;
       if (w <= 0) fail(std::string("writing ") + what + ": " + std::strerror(errno));
       p += w;
       n -= static_cast<size_t>(w);
     }
+    return true;
   }
 
-  void read_all(uint8_t* p, size_t n, const char* what) {
+  // False when the peer closed (or reset) the connection first and `tolerate_gone`.
+  bool read_all(uint8_t* p, size_t n, const char* what, bool tolerate_gone = false) {
     while (n > 0) {
       pollfd pfd{fd_, POLLIN, 0};
       const int pr = ::poll(&pfd, 1, timeout_ms_);
@@ -48,11 +69,13 @@ class Wire {
       if (pr == 0) fail(std::string("the peer sent no ") + what + " in time");
       const ssize_t r = ::read(fd_, p, n);
       if (r < 0 && errno == EINTR) continue;
+      if (tolerate_gone && (r == 0 || (r < 0 && errno == ECONNRESET))) return false;
       if (r == 0) fail(std::string("the peer closed the connection before its ") + what);
       if (r < 0) fail(std::string("reading ") + what + ": " + std::strerror(errno));
       p += r;
       n -= static_cast<size_t>(r);
     }
+    return true;
   }
 
   // One step of the exchange: ours out, theirs in (the same size). Writing first is safe
@@ -73,14 +96,15 @@ class Wire {
 const char* verb_name(TestKind t) {
   switch (t) {
     case TestKind::kSendBw:
+    case TestKind::kSendLat:
       return "Send";
     case TestKind::kWriteBw:
+    case TestKind::kWriteLat:
       return "RDMA_Write";
     case TestKind::kReadBw:
       return "RDMA_Read";
-    default:
-      return "?";
   }
+  return "?";
 }
 
 void print_record(const char* side, const QpRecord& r) {
@@ -89,17 +113,37 @@ void print_record(const char* side, const QpRecord& r) {
   std::printf(" GID: %s\n", format_gid(r.gid).c_str());
 }
 
-void print_result(const PerftestReport& r) {
+const char* kRule = "---------------------------------------------------------------------------\n";
+
+void print_bw_header() {
   std::printf(" #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n");
+}
+
+void print_bw_result(const PerftestReport& r) {
   std::printf(" %-10llu %-10llu     %-7.2f            %-7.2f              %-7.6f\n",
               static_cast<unsigned long long>(r.size_bytes),
               static_cast<unsigned long long>(r.iterations), r.bw_peak_mib_s, r.bw_avg_mib_s,
               r.msg_rate_mpps);
+  std::fflush(stdout);
+}
+
+// `messages` of `size` bytes; the rates count `timed` of them in `secs` (0: not measurable).
+PerftestReport rate_report(uint64_t size, uint64_t messages, double secs, uint64_t timed) {
+  PerftestReport r;
+  r.size_bytes = size;
+  r.iterations = messages;
+  if (secs > 0 && timed > 0) {
+    r.bw_avg_mib_s = static_cast<double>(size * timed) / secs / (1 << 20);
+    r.msg_rate_mpps = static_cast<double>(timed) / secs / 1e6;
+  }
+  r.bw_peak_mib_s = r.bw_avg_mib_s;  // no per-message timestamps: the average
+  return r;
 }
 
 class Session {
  public:
-  Session(const PerfOptions& o, int fd) : o_(o), wire_(fd, static_cast<int>(o.timeout_s) * 1000) {}
+  Session(const PerfOptions& o, int fd)
+      : o_(o), wire_(fd, static_cast<int>(o.timeout_s) * 1000), client_(!o.is_server()) {}
   ~Session() {
     if (qp_ != nullptr) conduit_destroy_qp(qp_);
     if (cq_ != nullptr) conduit_destroy_cq(cq_);
@@ -113,48 +157,77 @@ class Session {
 
  private:
   QpRecord handshake(const char* what) {
+    handshake_ns_ = now_ns();
     QpRecord peer;
     if (!parse_perftest_record(wire_.exchange(perftest_record(mine_), what), peer)) {
       fail(std::string("the peer's ") + what + " is not a perftest connection record");
     }
     return peer;
   }
-  void open_resources();
+  void open_resources(uint64_t max_size);
   void connect(const QpRecord& peer, uint32_t mtu_bytes);
-  PerftestReport drive_traffic();  // client
-  uint64_t receive_sends();        // send_bw server
-  int poll_one(conduit_wc& wc);    // waits up to the timeout; fails on an error completion
+  void close_exchange();
+
+  uint8_t* tx_area() const { return static_cast<uint8_t*>(mr_->addr); }
+  uint8_t* rx_area() const { return static_cast<uint8_t*>(mr_->addr) + half_; }
+  void post_receive(uint64_t size);
+  // False when the send queue is full (reap first).
+  bool post_one_send(uint64_t size, uint64_t wr_id, bool signaled);
+  // Takes every completion there is (fails on an error completion); counts them.
+  void reap();
+  // Waits for a completion, at most the timeout; fails without one.
+  void wait_completion(const char* what);
+  void note_progress() { last_progress_ns_ = now_ns(); }
+  void check_stalled(const char* what) const {
+    if (now_ns() - last_progress_ns_ > uint64_t{o_.timeout_s} * 1'000'000'000ull) {
+      fail(std::string("no progress for ") + std::to_string(o_.timeout_s) + " s " + what);
+    }
+  }
+
+  PerftestReport bw_client(uint64_t size);  // SEND/WRITE/READ, -n messages
+  PerftestReport bw_server(uint64_t size);  // send_bw: receives -n messages
+  LatResult latency(uint64_t size);         // the ping-pong, either role
 
   const PerfOptions& o_;
   Wire wire_;
+  const bool client_;
   PerftestPlan plan_{};
-  uint64_t size_ = 0;
+  std::vector<uint64_t> sizes_;
   uint64_t iters_ = 0;
+  uint64_t half_ = 0;  // bytes in each half of the MR
   conduit_context* ctx_ = nullptr;
   conduit_mr* mr_ = nullptr;
   conduit_cq* cq_ = nullptr;
   conduit_qp* qp_ = nullptr;
   QpRecord mine_{};
   QpRecord peer_{};
-  uint32_t recv_depth_ = 0;
+  // The size being received, and its receives: posted so far, completed so far.
+  uint64_t rx_size_ = 0;
+  uint64_t rx_posted_ = 0;
+  uint64_t rx_done_ = 0;
+  uint64_t rx_last_ns_ = 0;    // when the last message arrived
+  uint64_t handshake_ns_ = 0;  // when we sent our latest handshake record
+  uint64_t tx_outstanding_ = 0;
+  uint64_t last_progress_ns_ = 0;
 };
 
-void Session::open_resources() {
+void Session::open_resources(uint64_t max_size) {
   conduit_context_attr attr{};
   attr.socket_path = o_.socket_path.empty() ? nullptr : o_.socket_path.c_str();
   attr.client_name = "conduit-perf-perftest";
-  // The buffer: at least perftest's cycle buffer (the peer's WRITE/READ addresses wrap within
-  // it) and one message, twice (perftest's layout), rounded to pages.
-  const uint64_t one = std::max<uint64_t>(size_, kPerftestCycleBufferBytes);
-  const uint64_t bytes = (2 * one + 4095) / 4096 * 4096;
-  attr.region_bytes = bytes + (1u << 20);
+  // Each half holds at least perftest's cycle buffer (the peer's WRITE/READ addresses wrap
+  // within it) and the largest message, rounded to pages.
+  half_ = (std::max<uint64_t>(max_size, kPerftestCycleBufferBytes) + 4095) / 4096 * 4096;
+  attr.region_bytes = 2 * half_ + (1u << 20);
   int rc = conduit_open(&attr, &ctx_);
   if (rc < 0) fail(std::string("conduit_open: ") + conduit_strerror(rc));
   rc = conduit_alloc_mr(
-      ctx_, bytes,
+      ctx_, 2 * half_,
       CONDUIT_ACCESS_LOCAL_WRITE | CONDUIT_ACCESS_REMOTE_WRITE | CONDUIT_ACCESS_REMOTE_READ, &mr_);
   if (rc < 0) fail(std::string("conduit_alloc_mr: ") + conduit_strerror(rc));
-  std::memset(mr_->addr, 0x5a, bytes);
+  std::memset(tx_area(), 0x5a, half_);
+  // write_lat waits for the peer's counter (1, 2, ...) in the last byte of a message: start at 0.
+  std::memset(rx_area(), 0, half_);
   rc = conduit_create_cq(ctx_, 512, &cq_);
   if (rc < 0) fail(std::string("conduit_create_cq: ") + conduit_strerror(rc));
   conduit_qp_init_attr qa{};
@@ -175,7 +248,7 @@ void Session::open_resources() {
   mine_.qpn = conduit_qp_num(qp_);
   mine_.psn = rd() & 0xFFFFFFu;
   mine_.rkey = mr_->rkey;
-  mine_.vaddr = mr_->iova;
+  mine_.vaddr = mr_->iova + half_;  // the peer writes into / reads from the second half
   mine_.gid = gid;
   mine_.srqn = 0;
 }
@@ -199,101 +272,197 @@ void Session::connect(const QpRecord& peer, uint32_t mtu_bytes) {
   if (rc < 0) fail(std::string("conduit_connect_qp: ") + conduit_strerror(rc));
 }
 
-int Session::poll_one(conduit_wc& wc) {
-  for (;;) {
-    const int n = conduit_poll_cq(cq_, 1, &wc);
-    if (n < 0) fail(std::string("conduit_poll_cq: ") + conduit_strerror(n));
-    if (n == 1) break;
-    const int w = conduit_wait_cq(cq_, static_cast<int>(o_.timeout_s) * 1000);
-    if (w < 0) fail(std::string("conduit_wait_cq: ") + conduit_strerror(w));
-    if (w == 0) fail("no completion for " + std::to_string(o_.timeout_s) + " s");
-  }
-  if (wc.status != CONDUIT_WC_SUCCESS) {
-    fail(std::string("work request failed: ") + conduit_wc_status_str(wc.status) + " (vendor_err " +
-         std::to_string(wc.vendor_err) + ")");
-  }
-  return 1;
+void Session::post_receive(uint64_t size) {
+  conduit_sge sge{reinterpret_cast<uint64_t>(rx_area()), static_cast<uint32_t>(size), mr_->lkey};
+  conduit_recv_wr wr{};
+  wr.wr_id = rx_posted_;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  const int rc = conduit_post_recv(qp_, &wr, nullptr);
+  if (rc < 0) fail(std::string("conduit_post_recv: ") + conduit_strerror(rc));
+  ++rx_posted_;
 }
 
-PerftestReport Session::drive_traffic() {
+bool Session::post_one_send(uint64_t size, uint64_t wr_id, bool signaled) {
+  conduit_sge sge{reinterpret_cast<uint64_t>(tx_area()), static_cast<uint32_t>(size), mr_->lkey};
+  conduit_send_wr wr{};
+  wr.wr_id = wr_id;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.send_flags = signaled ? CONDUIT_SEND_SIGNALED : 0;
+  switch (o_.test) {
+    case TestKind::kSendBw:
+    case TestKind::kSendLat:
+      wr.opcode = CONDUIT_WR_SEND;
+      break;
+    case TestKind::kWriteBw:
+    case TestKind::kWriteLat:
+      wr.opcode = CONDUIT_WR_RDMA_WRITE;
+      break;
+    case TestKind::kReadBw:
+      wr.opcode = CONDUIT_WR_RDMA_READ;
+      break;
+  }
+  wr.remote_addr = peer_.vaddr;
+  wr.rkey = peer_.rkey;
+  const int rc = conduit_post_send(qp_, &wr, nullptr);
+  if (rc == -ENOMEM) return false;
+  if (rc < 0) fail(std::string("conduit_post_send: ") + conduit_strerror(rc));
+  if (signaled) ++tx_outstanding_;
+  return true;
+}
+
+void Session::reap() {
+  conduit_wc wc[16];
+  for (;;) {
+    const int n = conduit_poll_cq(cq_, 16, wc);
+    if (n < 0) fail(std::string("conduit_poll_cq: ") + conduit_strerror(n));
+    for (int i = 0; i < n; ++i) {
+      const conduit_wc& c = wc[i];
+      if (c.status != CONDUIT_WC_SUCCESS) {
+        fail(std::string(c.opcode == CONDUIT_WC_RECV ? "a receive" : "a work request") +
+             " failed: " + conduit_wc_status_str(c.status) + " (vendor_err " +
+             std::to_string(c.vendor_err) + ")");
+      }
+      if (c.opcode == CONDUIT_WC_RECV) {
+        if (c.byte_len != rx_size_) {
+          fail("message " + std::to_string(rx_done_) + " has " + std::to_string(c.byte_len) +
+               " bytes, expected " + std::to_string(rx_size_));
+        }
+        rx_last_ns_ = now_ns();
+        ++rx_done_;
+        if (rx_posted_ < iters_) post_receive(rx_size_);  // the peer sends exactly -n
+      } else if (tx_outstanding_ > 0) {
+        --tx_outstanding_;
+      }
+      note_progress();
+    }
+    if (n < 16) return;
+  }
+}
+
+void Session::wait_completion(const char* what) {
+  const int w = conduit_wait_cq(cq_, static_cast<int>(o_.timeout_s) * 1000);
+  if (w < 0) fail(std::string("conduit_wait_cq: ") + conduit_strerror(w));
+  if (w == 0) fail("no completion for " + std::to_string(o_.timeout_s) + " s " + what);
+}
+
+PerftestReport Session::bw_client(uint64_t size) {
   const uint32_t window = std::max<uint32_t>(
       1, std::min<uint32_t>(
              {o_.effective_tx_depth(), 128,
               o_.test == TestKind::kReadBw ? std::max<uint32_t>(1, peer_.out_reads) : 128u}));
   const auto t0 = std::chrono::steady_clock::now();
-  uint64_t posted = 0, completed = 0;
-  char* buf = static_cast<char*>(mr_->addr);
-  while (completed < iters_) {
-    while (posted < iters_ && posted - completed < window) {
-      conduit_sge sge{reinterpret_cast<uint64_t>(buf), static_cast<uint32_t>(size_), mr_->lkey};
-      conduit_send_wr wr{};
-      wr.wr_id = posted;
-      wr.sg_list = &sge;
-      wr.num_sge = 1;
-      wr.send_flags = CONDUIT_SEND_SIGNALED;
-      switch (o_.test) {
-        case TestKind::kSendBw:
-          wr.opcode = CONDUIT_WR_SEND;
-          break;
-        case TestKind::kWriteBw:
-          wr.opcode = CONDUIT_WR_RDMA_WRITE;
-          break;
-        default:
-          wr.opcode = CONDUIT_WR_RDMA_READ;
-          break;
-      }
-      wr.remote_addr = peer_.vaddr;
-      wr.rkey = peer_.rkey;
-      const int rc = conduit_post_send(qp_, &wr, nullptr);
-      if (rc == -ENOMEM) break;  // the send queue is full: reap first
-      if (rc < 0) fail(std::string("conduit_post_send: ") + conduit_strerror(rc));
-      ++posted;
+  uint64_t posted = 0;
+  tx_outstanding_ = 0;
+  note_progress();
+  while (posted < iters_ || tx_outstanding_ > 0) {
+    bool queue_full = false;
+    while (posted < iters_ && tx_outstanding_ < window && !queue_full) {
+      queue_full = !post_one_send(size, posted, true);
+      if (!queue_full) ++posted;
     }
-    conduit_wc wc;
-    poll_one(wc);
-    ++completed;
+    const uint64_t before = tx_outstanding_;
+    reap();
+    if (tx_outstanding_ == before && tx_outstanding_ > 0 &&
+        (posted == iters_ || tx_outstanding_ >= window || queue_full)) {
+      wait_completion("for the messages sent");
+    }
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  PerftestReport r;
-  r.size_bytes = size_;
+  return rate_report(size, iters_, secs, iters_);
+}
+
+PerftestReport Session::bw_server(uint64_t size) {
+  // The receives of this size were posted before the barrier (kPostReceives). Messages may have
+  // come in since, so time from our barrier record (the peer sends once it has it) to the last
+  // arrival: completions reaped in a batch would make the first arrival's time meaningless.
+  note_progress();
+  while (rx_done_ < iters_) {
+    const uint64_t before = rx_done_;
+    reap();
+    if (rx_done_ == before) wait_completion("for the peer's messages");
+  }
+  const double secs = static_cast<double>(rx_last_ns_ - handshake_ns_) / 1e9;
+  return rate_report(size, rx_done_, secs, rx_done_);
+}
+
+LatResult Session::latency(uint64_t size) {
+  const bool write = o_.test == TestKind::kWriteLat;
+  const bool starter = plan_.server_starts != client_;
+  volatile uint8_t* const counter_in = rx_area() + size - 1;  // write_lat: the peer's counter
+  uint8_t* const counter_out = tx_area() + size - 1;
+  std::vector<uint64_t> posted_at;
+  posted_at.reserve(iters_);
+  tx_outstanding_ = 0;
+  note_progress();
+
+  // Message k (1..n) of the peer has arrived: its counter (write_lat), or k receives done.
+  auto arrived = [&](uint64_t k) {
+    return write ? *counter_in == static_cast<uint8_t>(k) : rx_done_ >= k;
+  };
+  auto await = [&](uint64_t k) {
+    uint32_t spins = 0;
+    for (;;) {
+      reap();
+      if (arrived(k)) {
+        note_progress();
+        return;
+      }
+      check_stalled("waiting for the peer's message");
+      if (!write) {
+        wait_completion("waiting for the peer's message");
+      } else if (++spins > kSpinsBeforeNap) {
+        const timespec ts{0, kNapNs};
+        nanosleep(&ts, nullptr);
+      }
+    }
+  };
+  for (uint64_t k = 1; k <= iters_; ++k) {
+    if (!starter) await(k);
+    // The answers may come back before the ACKs of our messages: keep the send queue short.
+    while (tx_outstanding_ >= kLatSendWindow) {
+      reap();
+      if (tx_outstanding_ >= kLatSendWindow) wait_completion("for the messages sent");
+    }
+    posted_at.push_back(now_ns());
+    *counter_out = static_cast<uint8_t>(k);  // perftest's write_lat counter; harmless for SEND
+    if (!post_one_send(size, k, true)) fail("the send queue is full in a ping-pong");
+    if (starter) await(k);
+  }
+  while (tx_outstanding_ > 0) {
+    reap();
+    if (tx_outstanding_ > 0) wait_completion("for the last messages sent");
+  }
+  // Like perftest: a sample is the time between two posts (one round trip).
+  std::vector<uint64_t> rtt_ns;
+  for (size_t i = 1; i < posted_at.size(); ++i) rtt_ns.push_back(posted_at[i] - posted_at[i - 1]);
+  LatResult r = make_lat_result(size, std::move(rtt_ns));
   r.iterations = iters_;
-  r.bw_avg_mib_s = static_cast<double>(size_ * iters_) / secs / (1 << 20);
-  r.bw_peak_mib_s = r.bw_avg_mib_s;  // no per-message timestamps: the average
-  r.msg_rate_mpps = static_cast<double>(iters_) / secs / 1e6;
   return r;
 }
 
-uint64_t Session::receive_sends() {
-  char* buf = static_cast<char*>(mr_->addr);
-  uint64_t received = 0, posted = recv_depth_;
-  while (received < iters_) {
-    conduit_wc wc;
-    poll_one(wc);
-    if (wc.opcode != CONDUIT_WC_RECV) continue;
-    if (wc.byte_len != size_) {
-      fail("message " + std::to_string(received) + " has " + std::to_string(wc.byte_len) +
-           " bytes, expected " + std::to_string(size_));
-    }
-    ++received;
-    if (posted < iters_) {
-      conduit_sge sge{reinterpret_cast<uint64_t>(buf), static_cast<uint32_t>(size_), mr_->lkey};
-      conduit_recv_wr wr{};
-      wr.wr_id = posted;
-      wr.sg_list = &sge;
-      wr.num_sge = 1;
-      const int rc = conduit_post_recv(qp_, &wr, nullptr);
-      if (rc < 0) fail(std::string("conduit_post_recv: ") + conduit_strerror(rc));
-      ++posted;
-    }
-  }
-  return received;
+void Session::close_exchange() {
+  // perftest's close: a handshake, then "done" (5 bytes), not waiting for the peer's. A peer
+  // that has already closed the socket (ib_write_lat 4.5 exits after its traffic) or resets it
+  // is done as well: its traffic is over.
+  const PerftestRecord out = perftest_record(mine_);
+  if (!wire_.write_all(out.data(), out.size(), "closing record", true)) return;
+  PerftestRecord in{};
+  if (!wire_.read_all(in.data(), in.size(), "closing record", true)) return;
+  QpRecord r;
+  if (!parse_perftest_record(in, r)) fail("the peer's closing record is not a connection record");
+  const std::array<uint8_t, kPerftestDoneBytes> done{'d', 'o', 'n', 'e', 0};
+  wire_.write_all(done.data(), done.size(), "done", true);
 }
 
 int Session::run() {
-  if (!perftest_plan(o_.test, plan_)) fail("--perftest speaks to the bandwidth tests only");
-  size_ = o_.sizes.front();
+  sizes_ = o_.sizes;
   iters_ = o_.effective_iterations();
-  const bool client = !o_.is_server();
+  if (!perftest_plan(o_.test, !client_, sizes_.size(), plan_)) {
+    fail("--perftest runs the latency tests with one size (-s)");
+  }
+  const bool lat = is_latency(o_.test);
 
   // 1-4: version, system data, MTU.
   std::string peer_version;
@@ -301,8 +470,7 @@ int Session::run() {
                               peer_version)) {
     fail("the peer's version message is not perftest's");
   }
-  const uint32_t cycle =
-      perftest_u32_value(wire_.exchange(perftest_u32(kPerftestCycleBufferBytes), "cycle buffer"));
+  wire_.exchange(perftest_u32(kPerftestCycleBufferBytes), "cycle buffer");
   wire_.exchange(perftest_u32(kPerftestCacheLineBytes), "cache line size");
   uint32_t peer_mtu = 0;
   if (!parse_perftest_mtu(wire_.exchange(perftest_mtu_message(o_.effective_mtu()), "MTU"),
@@ -310,81 +478,90 @@ int Session::run() {
     fail("the peer's MTU message is not a verbs MTU");
   }
   const uint32_t mtu = std::min(peer_mtu, o_.effective_mtu());
-  (void)cycle;
 
-  open_resources();
-  std::printf("---------------------------------------------------------------------------\n");
-  std::printf("                    %s BW Test (conduit-perf --perftest, peer perftest %s)\n",
-              verb_name(o_.test), peer_version.c_str());
-  std::printf(" Connection type : RC   Mtu : %u[B]   Number of qps : 1\n", mtu);
-  std::printf("---------------------------------------------------------------------------\n");
+  open_resources(*std::max_element(sizes_.begin(), sizes_.end()));
+  std::printf("%s", kRule);
+  std::printf("                    %s %s Test (conduit-perf --perftest, peer perftest %s)\n",
+              verb_name(o_.test), lat ? "Latency" : "BW", peer_version.c_str());
+  std::printf(" Connection type : RC   Mtu : %u[B]   Number of qps : 1   Iterations : %llu\n", mtu,
+              static_cast<unsigned long long>(iters_));
+  std::printf("%s", kRule);
 
-  // 5: the first handshake carries the QP; then the barriers.
-  peer_ = handshake("connection record");
-  connect(peer_, mtu);
-  print_record("local", mine_);
-  print_record("remote", peer_);
-  for (uint32_t i = 1; i < plan_.handshakes_before_traffic; ++i) {
-    if (i + 1 == plan_.handshakes_before_traffic && plan_.receiver_posts_before_last && !client) {
-      // send_bw's server posts its receives before the last barrier: the client sends after it.
-      char* buf = static_cast<char*>(mr_->addr);
-      recv_depth_ = static_cast<uint32_t>(std::min<uint64_t>(iters_, o_.effective_rx_depth()));
-      for (uint32_t k = 0; k < recv_depth_; ++k) {
-        conduit_sge sge{reinterpret_cast<uint64_t>(buf), static_cast<uint32_t>(size_), mr_->lkey};
-        conduit_recv_wr wr{};
-        wr.wr_id = k;
-        wr.sg_list = &sge;
-        wr.num_sge = 1;
-        const int rc = conduit_post_recv(qp_, &wr, nullptr);
-        if (rc < 0) fail(std::string("conduit_post_recv: ") + conduit_strerror(rc));
+  size_t next_rx = 0, next_traffic = 0;
+  bool header = false;
+  PerftestReport last;  // bandwidth: the last size's (what write/read_bw report)
+  for (const PerftestStep step : plan_.steps) {
+    switch (step) {
+      case PerftestStep::kConnect:
+        peer_ = handshake("connection record");
+        connect(peer_, mtu);
+        print_record("local", mine_);
+        print_record("remote", peer_);
+        break;
+      case PerftestStep::kBarrier:
+        handshake("barrier record");
+        break;
+      case PerftestStep::kPostReceives: {
+        // Posted before the barrier that lets the peer send (perftest does the same).
+        rx_size_ = sizes_.at(next_rx++);
+        rx_posted_ = rx_done_ = 0;
+        const uint64_t depth = std::min<uint64_t>(iters_, o_.effective_rx_depth());
+        while (rx_posted_ < depth) post_receive(rx_size_);
+        break;
       }
+      case PerftestStep::kTraffic: {
+        const uint64_t size = sizes_.at(next_traffic++);
+        if (!header) {
+          std::printf("%s", kRule);
+          if (lat) {
+            std::printf("%s\n", lat_header().c_str());
+          } else {
+            print_bw_header();
+          }
+          header = true;
+        }
+        if (lat) {
+          std::printf("%s\n", lat_line(latency(size)).c_str());
+          std::fflush(stdout);
+        } else {
+          last = client_ ? bw_client(size) : bw_server(size);
+          print_bw_result(last);
+          if (last.iterations != iters_) {
+            fail("received " + std::to_string(last.iterations) + " messages of " +
+                 std::to_string(size) + " B, expected " + std::to_string(iters_));
+          }
+        }
+        break;
+      }
+      case PerftestStep::kReport: {
+        // The client's report (the last size's); the server's is not used.
+        PerftestReport mine = last;
+        if (!client_) {
+          mine.size_bytes = sizes_.back();
+          mine.iterations = iters_;
+        }
+        const auto out = perftest_report_messages(mine);
+        std::array<PerftestU64, kPerftestReportFields> in{};
+        for (size_t i = 0; i < kPerftestReportFields; ++i) in[i] = wire_.exchange(out[i], "report");
+        if (!client_) {
+          if (!parse_perftest_report(in, last)) fail("the client's report is malformed");
+          std::printf("%s", kRule);
+          print_bw_header();
+          print_bw_result(last);
+          if (last.iterations != iters_ || last.size_bytes != sizes_.back()) {
+            fail("the peer's run (" + std::to_string(last.iterations) + " x " +
+                 std::to_string(last.size_bytes) + " B) is not ours (" + std::to_string(iters_) +
+                 " x " + std::to_string(sizes_.back()) + " B)");
+          }
+        }
+        break;
+      }
+      case PerftestStep::kClose:
+        close_exchange();
+        break;
     }
-    handshake("barrier record");
   }
-
-  PerftestReport result;
-  if (client) {
-    result = drive_traffic();
-  } else if (o_.test == TestKind::kSendBw) {
-    const auto t0 = std::chrono::steady_clock::now();
-    const uint64_t got = receive_sends();
-    const double secs =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    result.size_bytes = size_;
-    result.iterations = got;
-    result.bw_avg_mib_s = static_cast<double>(size_ * got) / secs / (1 << 20);
-    result.bw_peak_mib_s = result.bw_avg_mib_s;
-    result.msg_rate_mpps = static_cast<double>(got) / secs / 1e6;
-  }
-
-  // 6: write_bw/read_bw: a barrier, then the client's report (the server's is not used).
-  if (plan_.report_exchange) {
-    handshake("post-traffic record");
-    PerftestReport mine = result;
-    if (!client) {
-      mine.size_bytes = size_;
-      mine.iterations = iters_;
-    }
-    const auto out = perftest_report_messages(mine);
-    std::array<PerftestU64, kPerftestReportFields> in{};
-    for (size_t i = 0; i < kPerftestReportFields; ++i) in[i] = wire_.exchange(out[i], "report");
-    if (!client) {
-      if (!parse_perftest_report(in, result)) fail("the client's report is malformed");
-    }
-  }
-
-  // 7: close: a handshake and "done".
-  handshake("closing record");
-  const std::array<uint8_t, kPerftestDoneBytes> done{'d', 'o', 'n', 'e', 0};
-  wire_.write_all(done.data(), done.size(), "done");
-
-  print_result(result);
-  std::printf("---------------------------------------------------------------------------\n");
-  if (result.iterations != iters_ || result.size_bytes != size_) {
-    fail("the peer's run (" + std::to_string(result.iterations) + " x " +
-         std::to_string(result.size_bytes) + " B) is not ours (" + std::to_string(iters_) + " x " +
-         std::to_string(size_) + " B)");
-  }
+  std::printf("%s", kRule);
   return 0;
 }
 

@@ -1,8 +1,10 @@
 #include "perftest_wire.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string_view>
+#include <utility>
 
 namespace conduit::perf {
 
@@ -110,18 +112,68 @@ bool parse_perftest_report(const std::array<PerftestU64, kPerftestReportFields>&
   return true;
 }
 
-bool perftest_plan(TestKind t, PerftestPlan& out) {
+const char* perftest_step_name(PerftestStep s) {
+  switch (s) {
+    case PerftestStep::kConnect:
+      return "connect";
+    case PerftestStep::kBarrier:
+      return "barrier";
+    case PerftestStep::kPostReceives:
+      return "receives";
+    case PerftestStep::kTraffic:
+      return "traffic";
+    case PerftestStep::kReport:
+      return "report";
+    case PerftestStep::kClose:
+      return "close";
+  }
+  return "?";
+}
+
+bool perftest_plan(TestKind t, bool server, size_t sizes, PerftestPlan& out) {
+  using S = PerftestStep;
+  if (sizes == 0) return false;
+  PerftestPlan p;
+  p.steps = {S::kConnect, S::kBarrier, S::kBarrier};
   switch (t) {
     case TestKind::kSendBw:
-      out = {4, true, false};
-      return true;
+      for (size_t i = 0; i < sizes; ++i) {
+        if (server) p.steps.push_back(S::kPostReceives);
+        p.steps.push_back(S::kBarrier);
+        p.steps.push_back(S::kTraffic);
+        if (sizes > 1) p.steps.push_back(S::kBarrier);  // RUN_ALL's barrier after each size
+      }
+      p.steps.push_back(S::kClose);
+      break;
     case TestKind::kWriteBw:
     case TestKind::kReadBw:
-      out = {3, false, true};
-      return true;
-    default:
-      return false;
+      if (!server) p.steps.insert(p.steps.end(), sizes, S::kTraffic);
+      p.steps.push_back(S::kBarrier);
+      p.steps.push_back(S::kReport);
+      p.steps.push_back(S::kClose);
+      break;
+    case TestKind::kWriteLat:
+      if (sizes != 1) return false;
+      p.steps.insert(p.steps.end(), {S::kBarrier, S::kTraffic, S::kClose});
+      p.server_starts = true;
+      break;
+    case TestKind::kSendLat:
+      if (sizes != 1) return false;
+      p.steps.insert(p.steps.end(), {S::kPostReceives, S::kBarrier, S::kTraffic, S::kClose});
+      p.server_starts = false;
+      break;
   }
+  out = std::move(p);
+  return true;
+}
+
+std::string perftest_plan_text(const PerftestPlan& p) {
+  std::string s;
+  for (PerftestStep step : p.steps) {
+    if (!s.empty()) s += ' ';
+    s += perftest_step_name(step);
+  }
+  return s;
 }
 
 }  // namespace conduit::perf

@@ -1,7 +1,8 @@
-// perftest's own out-of-band exchange (ib_send_bw, ib_write_bw, ib_read_bw over TCP port
-// 18515, "Ethernet" data exchange method), so conduit-perf --perftest and the stock perftest
-// tools run against each other. Learned from perftest's sources and checked against a capture
-// of rxe talking to rxe (perftest 4.5, version string "6.06"):
+// perftest's own out-of-band exchange (ib_send_bw, ib_write_bw, ib_read_bw, ib_send_lat,
+// ib_write_lat over TCP port 18515, "Ethernet" data exchange method), so conduit-perf --perftest
+// and the stock perftest tools run against each other. Learned from perftest's sources and from
+// the binaries of perftest 4.5-0.17 (Debian bookworm, version string "6.06"; which handshakes
+// each main() makes), checked against a capture of rxe talking to rxe:
 //
 //   each step is one fixed-size message each way; the client writes first
 //   1. version        16 bytes: "6.06" and NULs
@@ -10,13 +11,15 @@
 //   4. path MTU        2 bytes: the verbs MTU enum as text, "3" + NUL for 1024
 //   5. handshakes     108 bytes each: "%04x:%04x:%06x:%06x:%08x:%016llx:" (LID, out_reads,
 //                     QPN, PSN, rkey, vaddr), the 16 GID bytes as "%02x:", "%08x:" (SRQN),
-//                     NUL. The first carries the QP; the later ones are barriers
-//                     (send_bw: 4 before traffic, write_bw/read_bw: 3)
-//   traffic
-//   6. write_bw/read_bw only: one handshake, then the client's report as 5 messages of
-//      8 bytes, big endian: size, iterations (u64), BW peak, BW average [MiB/s], message
-//      rate [Mpps] (doubles)
-//   7. close: one handshake, then "done" + NUL (5 bytes) from each side, no reply awaited.
+//                     NUL. Every one carries the same QP record; after the first they are
+//                     barriers. The order of barriers, traffic and the end is the test's
+//                     PerftestPlan below.
+//   report            write_bw/read_bw: the client's report as 5 messages of 8 bytes, big
+//                     endian: size, iterations (u64), BW peak, BW average [MiB/s], message
+//                     rate [Mpps] (doubles); with -a only once, for the last size
+//   close             one handshake, then "done" + NUL (5 bytes) from each side, no reply
+//                     awaited. ib_write_lat 4.5 has none: it exits after its traffic, which
+//                     closes the socket.
 //
 // Plain values and byte arrays only; the socket side is perftest_session.cc. Every parser
 // validates its input completely.
@@ -25,6 +28,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "exchange.h"
 #include "perf_options.h"
@@ -81,13 +85,37 @@ std::array<PerftestU64, kPerftestReportFields> perftest_report_messages(const Pe
 bool parse_perftest_report(const std::array<PerftestU64, kPerftestReportFields>& m,
                            PerftestReport& out);
 
-// The barrier handshakes each test has before its traffic, after the first one.
-struct PerftestPlan {
-  uint32_t handshakes_before_traffic = 0;   // including the first (QP data)
-  bool receiver_posts_before_last = false;  // send_bw: receives posted before the last barrier
-  bool report_exchange = false;             // write_bw/read_bw: handshake + report after traffic
+// What happens on the exchange socket, and when, in one perftest session; perftest_plan() lists
+// it per test and role. Each handshake is one PerftestRecord each way.
+enum class PerftestStep : uint8_t {
+  kConnect,       // the first handshake: the peer's QP record; connect our QP to it
+  kBarrier,       // one more handshake
+  kPostReceives,  // post the next size's receives (then a barrier tells the peer to send)
+  kTraffic,       // the next size's traffic (bandwidth: the client only; latency: both)
+  kReport,        // write_bw/read_bw: the client's PerftestReport, 5 x 8 bytes each way
+  kClose,         // a handshake, then "done"; a peer that closes the socket instead is fine
 };
-// False for tests perftest mode does not speak (the latency tests).
-bool perftest_plan(TestKind t, PerftestPlan& out);
+const char* perftest_step_name(PerftestStep s);  // "connect", "barrier", ...
+
+struct PerftestPlan {
+  std::vector<PerftestStep> steps;
+  // The side that moves first in a ping-pong (write_lat: the server, send_lat: the client).
+  bool server_starts = false;
+};
+// The plan of test t for one side, for `sizes` message sizes (1 for -s, 23 for -a). perftest
+// 4.5 (write_lat.c, send_lat.c, send_bw.c, write_bw.c, read_bw.c):
+//   all tests       connect, barrier, barrier (after connecting the QP, the third)
+//   send_bw         per size: the server posts receives, barrier, traffic; with -a a barrier
+//                   after each size too (RUN_ALL); then close
+//   write/read_bw   the client runs every size; then a barrier (the server waits in it),
+//                   the report (the last size's), close
+//   write_lat       barrier, traffic (the server writes first), then nothing: 4.5 exits. We
+//                   still offer a close (answered by newer tools, a closed socket otherwise).
+//   send_lat        both post receives, barrier, traffic (the client sends first), close
+// False (and no plan) for what perftest mode does not speak: the latency tests with more than
+// one size.
+bool perftest_plan(TestKind t, bool server, size_t sizes, PerftestPlan& out);
+// "connect barrier barrier ..." for messages and tests.
+std::string perftest_plan_text(const PerftestPlan& p);
 
 }  // namespace conduit::perf

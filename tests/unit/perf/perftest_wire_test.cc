@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <vector>
 
 using namespace conduit::perf;
 
@@ -123,18 +124,76 @@ TEST_CASE("perftest report: the client's 5 fields as write_bw sent them") {
   }
 }
 
-TEST_CASE("perftest plans: barrier handshakes before traffic as the capture shows") {
+namespace {
+
+std::string plan_of(TestKind t, bool server, size_t sizes) {
   PerftestPlan p;
-  REQUIRE(perftest_plan(TestKind::kSendBw, p));
-  CHECK(p.handshakes_before_traffic == 4);
-  CHECK(p.receiver_posts_before_last);
-  CHECK_FALSE(p.report_exchange);
-  REQUIRE(perftest_plan(TestKind::kWriteBw, p));
-  CHECK(p.handshakes_before_traffic == 3);
-  CHECK(p.report_exchange);
-  REQUIRE(perftest_plan(TestKind::kReadBw, p));
-  CHECK(p.handshakes_before_traffic == 3);
-  CHECK_FALSE(perftest_plan(TestKind::kSendLat, p));
+  if (!perftest_plan(t, server, sizes, p)) return "none";
+  return perftest_plan_text(p);
+}
+
+size_t count_of(const std::string& text, const std::string& word) {
+  size_t n = 0;
+  for (size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+// The handshakes each perftest 4.5 main() makes, counted in the binaries of perftest
+// 4.5-0.17 (and seen in the capture for send_bw/write_bw): both sides must make the same
+// number, in the same places relative to posting receives and the traffic.
+TEST_CASE("perftest plans: bandwidth tests, one size") {
+  CHECK(plan_of(TestKind::kSendBw, true, 1) ==
+        "connect barrier barrier receives barrier traffic close");
+  CHECK(plan_of(TestKind::kSendBw, false, 1) == "connect barrier barrier barrier traffic close");
+  for (TestKind t : {TestKind::kWriteBw, TestKind::kReadBw}) {
+    CHECK(plan_of(t, true, 1) == "connect barrier barrier barrier report close");
+    CHECK(plan_of(t, false, 1) == "connect barrier barrier traffic barrier report close");
+  }
+}
+
+TEST_CASE("perftest plans: -a (RUN_ALL), 23 sizes") {
+  const size_t n = sweep_sizes(kSweepMinBytes, kSweepMaxBytes).size();
+  REQUIRE(n == 23);  // perftest's 2^1 .. 2^23
+  // send_bw: each size has its receives, a barrier before and one after the traffic.
+  const std::string server = plan_of(TestKind::kSendBw, true, n);
+  const std::string client = plan_of(TestKind::kSendBw, false, n);
+  CHECK(count_of(server, "receives") == n);
+  CHECK(count_of(client, "receives") == 0);
+  CHECK(count_of(server, "traffic") == n);
+  CHECK(count_of(client, "traffic") == n);
+  CHECK(count_of(server, "barrier") == 2 + 2 * n);
+  CHECK(count_of(client, "barrier") == 2 + 2 * n);
+  CHECK(server.rfind("receives barrier traffic barrier close") == server.size() - 38);
+  // write_bw/read_bw: no barriers between sizes; the server waits for one final report.
+  const std::string w_client = plan_of(TestKind::kWriteBw, false, n);
+  CHECK(count_of(w_client, "traffic") == n);
+  CHECK(count_of(w_client, "barrier") == 3);
+  CHECK(w_client.find("traffic traffic") != std::string::npos);
+  CHECK(plan_of(TestKind::kReadBw, true, n) == "connect barrier barrier barrier report close");
+}
+
+TEST_CASE("perftest plans: latency tests") {
+  PerftestPlan p;
+  // write_lat: four handshakes, the server writes first; 4.5 ends without a closing
+  // handshake (we offer one and accept a closed socket).
+  REQUIRE(perftest_plan(TestKind::kWriteLat, true, 1, p));
+  CHECK(perftest_plan_text(p) == "connect barrier barrier barrier traffic close");
+  CHECK(p.server_starts);
+  REQUIRE(perftest_plan(TestKind::kWriteLat, false, 1, p));
+  CHECK(perftest_plan_text(p) == "connect barrier barrier barrier traffic close");
+  // send_lat: both sides post their receives before the fourth handshake; the client sends
+  // first; ctx_close_connection's handshake and "done" at the end.
+  for (bool server : {true, false}) {
+    REQUIRE(perftest_plan(TestKind::kSendLat, server, 1, p));
+    CHECK(perftest_plan_text(p) == "connect barrier barrier receives barrier traffic close");
+    CHECK_FALSE(p.server_starts);
+  }
+  // Not spoken: latency sweeps; no sizes at all.
+  CHECK(plan_of(TestKind::kWriteLat, false, 23) == "none");
+  CHECK(plan_of(TestKind::kSendLat, true, 2) == "none");
+  CHECK(plan_of(TestKind::kSendBw, true, 0) == "none");
 }
 
 TEST_CASE("--perftest options") {
@@ -142,8 +201,24 @@ TEST_CASE("--perftest options") {
   const char* ok[] = {"conduit-perf", "write_bw", "--perftest", "-s", "4096", "-n", "10"};
   REQUIRE(parse_args(7, ok, o).ok);
   CHECK(o.perftest);
-  const char* lat[] = {"conduit-perf", "send_lat", "--perftest"};
-  CHECK_FALSE(parse_args(3, lat, o).ok);
+  const char* lat[] = {"conduit-perf", "send_lat", "--perftest", "-s", "64", "-n", "100"};
+  REQUIRE(parse_args(7, lat, o).ok);
+  CHECK(o.sizes == std::vector<uint64_t>{64});
+  const char* lat_default[] = {"conduit-perf", "write_lat", "--perftest"};
+  REQUIRE(parse_args(3, lat_default, o).ok);
+  CHECK(o.sizes == std::vector<uint64_t>{2});  // perftest's latency default
+  CHECK(o.effective_iterations() == 1000);
+  const char* lat_sweep[] = {"conduit-perf", "write_lat", "--perftest", "-a"};
+  CHECK_FALSE(parse_args(4, lat_sweep, o).ok);
+  const char* bw_sweep[] = {"conduit-perf", "send_bw", "--perftest", "-a", "-n", "5"};
+  REQUIRE(parse_args(6, bw_sweep, o).ok);
+  CHECK(o.sizes.size() == 23);
+  CHECK(o.sizes.front() == 2);
+  CHECK(o.sizes.back() == 8ull << 20);
+  const char* list[] = {"conduit-perf", "send_bw", "--perftest", "-s", "64,128"};
+  CHECK_FALSE(parse_args(5, list, o).ok);
+  const char* dur[] = {"conduit-perf", "send_lat", "--perftest", "-D", "5"};
+  CHECK_FALSE(parse_args(5, dur, o).ok);
   const char* qps[] = {"conduit-perf", "send_bw", "--perftest", "-q", "2"};
   CHECK_FALSE(parse_args(5, qps, o).ok);
   const char* val[] = {"conduit-perf", "send_bw", "--perftest=1"};
