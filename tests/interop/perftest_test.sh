@@ -1,22 +1,33 @@
 #!/usr/bin/env bash
-# conduit-perf --perftest against the stock perftest tools (ib_send_bw, ib_write_bw, ib_read_bw)
-# on the Linux kernel's Soft-RoCE (rxe) in a QEMU VM; conduitd on an af_packet port in
-# namespace host c. One VM boot runs every step:
+# conduit-perf --perftest against the stock perftest tools (ib_send_bw, ib_write_bw, ib_read_bw,
+# ib_write_lat, ib_send_lat) on the Linux kernel's Soft-RoCE (rxe) in a QEMU VM; conduitd on an
+# af_packet port in namespace host c. One VM boot runs every step, in this order:
 #
-#   each of send_bw, write_bw, read_bw with the VM as server (conduit-perf client) and as
-#   client (conduit-perf server), PERFTEST_SIZE (4096) B x PERFTEST_ITERS (200) messages;
-#   with PERFTEST_LOSS_PPM (default 10000 = 1 %) > 0, the same again with that share of the
-#   RoCE frames (ACKs included) dropped both ways by the tc eBPF drop program next to c.
+#   1. each of send_bw, write_bw, read_bw with the VM as server (conduit-perf client) and as
+#      client (conduit-perf server), PERFTEST_SIZE (4096) B x PERFTEST_ITERS (200) messages;
+#   2. write_lat and send_lat, both roles, PERFTEST_LAT_SIZE (64) B x PERFTEST_LAT_ITERS (300)
+#      round trips (more than 255: write_lat's one-byte counter wraps);
+#   3. the -a sweep (2 B .. 8 MiB, PERFTEST_SWEEP_ITERS (5, perftest's minimum) messages per
+#      size, 80 MiB per step; 0 skips it) where the data goes from the VM to conduit: send_bw
+#      with the VM as client (per-size receives and barriers on conduit's side), read_bw with the
+#      VM as server (conduit runs every size, then reports the 8 MiB one). write_bw's exchange
+#      with -a is read_bw's; PERFTEST_SWEEP_TESTS adds it (the VM as client). The sweeps with
+#      conduit sending 8 MiB messages to the VM are not run (nor tried): the emulated NIC's
+#      queue already overflowed under 128 x 4 KiB in flight (see -t below);
+#   4. with PERFTEST_LOSS_PPM (default 10000 = 1 %) > 0, step 1 again with that share of the
+#      RoCE frames (ACKs included) dropped both ways by the tc eBPF drop program next to c.
 #
 # Both sides of every step must succeed and print the same "#bytes #iterations" (perftest's
 # send_bw server counts what it received; write_bw/read_bw servers print the client's report;
-# conduit-perf checks the peer's report against its own run). The RoCEv2 traffic is captured
-# next to c and checked with tshark and scapy. Root only (exit 77 otherwise); cleans up on
-# every exit.
+# conduit-perf checks the peer's report against its own run; both sides of a latency test print
+# their own; a sweep must reach 8 MiB). The RoCEv2 traffic is captured next to c and checked
+# with tshark and scapy. Root only (exit 77 otherwise); cleans up on every exit.
 #
 #   perftest_test.sh [BUILD_DIR]     (default: $CONDUIT_BUILD, else $CONDUIT_SRC/build)
-# Environment: PERFTEST_TESTS (default "send_bw write_bw read_bw"), PERFTEST_SIZE,
-# PERFTEST_ITERS, PERFTEST_LOSS_PPM, INTEROP_KEEP=1 keeps the work directory (capture, logs).
+# Environment: PERFTEST_TESTS (default "send_bw write_bw read_bw"), PERFTEST_LAT_TESTS
+# (default "write_lat send_lat"), PERFTEST_SWEEP_TESTS (default "send_bw read_bw"),
+# the sizes and counts above, PERFTEST_LOSS_PPM, INTEROP_KEEP=1 keeps the work directory
+# (capture, logs).
 . "$(dirname "$0")/common.sh"
 build=${1:-${CONDUIT_BUILD:-$src/build}}
 perf=$build/tools/conduit-perf/conduit-perf
@@ -25,17 +36,29 @@ loss_ppm=${PERFTEST_LOSS_PPM:-10000}
 ((loss_ppm == 0)) || interop_need_drop
 size=${PERFTEST_SIZE:-4096}
 iters=${PERFTEST_ITERS:-200}
+lat_size=${PERFTEST_LAT_SIZE:-64}
+lat_iters=${PERFTEST_LAT_ITERS:-300}
+sweep_iters=${PERFTEST_SWEEP_ITERS:-5}
+bw_tests=${PERFTEST_TESTS-send_bw write_bw read_bw}
+lat_tests=${PERFTEST_LAT_TESTS-write_lat send_lat}
+sweep_tests=${PERFTEST_SWEEP_TESTS-send_bw read_bw}
+((sweep_iters > 0)) || sweep_tests=
 
-interop_vm_step() { # NAME ROLE LOSS TEST
-  echo "$1 $2 ib_$4 -d rxe0 -x 1 -F -m 1024 -u 17 -s $size -n $iters"
+# A step's size argument: "-s N", or "-a" for the sweep (SIZE "all").
+size_args() { if [[ $1 == all ]]; then echo "-a"; else echo "-s $1"; fi; }
+
+interop_vm_step() { # NAME ROLE LOSS TEST SIZE ITERS
+  echo "$1 $2 ib_$4 -d rxe0 -x 1 -F -m 1024 -u 17 $(size_args "$5") -n $6"
 }
-interop_host_step() { # NAME ROLE LOSS TEST
+interop_host_step() { # NAME ROLE LOSS TEST SIZE ITERS
   # -t 16: at most 64 packets in flight. A go-back-N round of perftest's 128 x 4 packets floods
   # the emulated (TCG) VM's NIC queue, which then drops more than the 1 %. -u 17 (both sides):
   # local ACK timeout 0.54 s instead of 67 ms; the emulated peer on a loaded machine stalls
   # longer than 8 x 67 ms at times, which exhausted the retry budget ("transport retry counter
   # exceeded", seen twice in ~10 runs with -u 14).
-  local args=("$4" --perftest -S "$work/c.sock" -x "$conduit_ip" -s "$size" -n "$iters" -m 1024
+  local sizes=(-s "$5")
+  [[ $5 == all ]] && sizes=(-a)
+  local args=("$4" --perftest -S "$work/c.sock" -x "$conduit_ip" "${sizes[@]}" -n "$6" -m 1024
     -t 16 -u 17 -W 40)
   [[ $2 == server ]] && args+=("$RXE_VM_IP") # the VM serves: we are the client
   netns_exec c timeout 170 "$perf" "${args[@]}" >"$work/$1.host" 2>&1
@@ -47,23 +70,44 @@ losses=(0)
 ((loss_ppm == 0)) || losses+=("$loss_ppm")
 for loss in "${losses[@]}"; do
   ((loss == 0)) && tag=plain || tag=loss
-  for t in ${PERFTEST_TESTS:-send_bw write_bw read_bw}; do
+  for t in $bw_tests; do
     for role in server client; do
-      plan+=("$tag-$t-vm$role $role $loss $t")
+      plan+=("$tag-$t-vm$role $role $loss $t $size $iters")
     done
+  done
+  ((loss == 0)) || continue
+  for t in $lat_tests; do
+    for role in server client; do
+      plan+=("$tag-$t-vm$role $role $loss $t $lat_size $lat_iters")
+    done
+  done
+  for t in $sweep_tests; do
+    [[ $t == read_bw ]] && role=server || role=client # the VM sends the data
+    plan+=("sweep-$t-vm$role $role $loss $t all $sweep_iters")
   done
 done
 interop_run
 
-# Each step's result line: "#bytes #iterations ..." with our size and count, on both sides.
-result_re="^ *$size +$iters +[0-9]"
+# The VM's output of one step.
+vm_step_out() {
+  awk -v s="=== $1 begin" -v e="=== $1 rc=" 'index($0, s) == 1 {on = 1; next}
+    index($0, e) == 1 {on = 0} on' "$work/vm.out"
+}
+# Each step's result line: "#bytes #iterations ..." with its size and count, on both sides (a
+# sweep: its last size, 8 MiB; and conduit's side of send_bw prints every size).
 for p in "${plan[@]}"; do
-  read -r name _ <<<"$p"
+  read -r name _ _ t s n <<<"$p"
   grep -q "=== $name rc=0" "$work/vm.out" || fail "perftest failed in step $name"
-  grep -Eq "$result_re" "$work/$name.host" || fail "no '$size $iters' result from conduit in $name"
-  awk -v s="=== $name begin" -v e="=== $name rc=" 'index($0, s) == 1 {on = 1; next}
-    index($0, e) == 1 {on = 0} on' "$work/vm.out" | grep -Eq "$result_re" ||
-    fail "perftest did not report '$size $iters' in step $name"
+  [[ $s == all ]] && s=8388608
+  result_re="^ *$s +$n +[0-9]"
+  grep -Eq "$result_re" "$work/$name.host" || fail "no '$s $n' result from conduit in $name"
+  vm_step_out "$name" | grep -Eq "$result_re" || fail "perftest did not report '$s $n' in $name"
+  if [[ $name == sweep-send_bw-* ]]; then
+    lines=$(grep -Ec "^ *[0-9]+ +$n +[0-9]" "$work/$name.host")
+    ((lines == 23)) || fail "conduit printed $lines result lines in $name, not 23 (2 B .. 8 MiB)"
+    lines=$(vm_step_out "$name" | grep -Ec "^ *[0-9]+ +$n +[0-9]")
+    ((lines == 23)) || fail "perftest printed $lines result lines in $name, not 23"
+  fi
 done
 ip_gid=$(tr . : <<<"$conduit_ip" | awk -F: '{printf "%02d:%02d:%02d:%02d", $1, $2, $3, $4}')
 grep -q "GID: 00:00:00:00:00:00:00:00:00:00:255:255:$ip_gid" "$work/vm.out" ||
@@ -71,12 +115,15 @@ grep -q "GID: 00:00:00:00:00:00:00:00:00:00:255:255:$ip_gid" "$work/vm.out" ||
 
 echo "--- capture check (tshark, scapy)"
 # The opcodes each test must have put on the wire (4096 B at PMTU 1024: FIRST/MIDDLE/LAST).
+# The latency tests' small messages: SEND_ONLY and WRITE_ONLY.
 need=
-for t in ${PERFTEST_TESTS:-send_bw write_bw read_bw}; do
+for t in $bw_tests $lat_tests; do
   case $t in
     send_bw) need+=0,1,2,17, ;;
     write_bw) need+=6,7,8,17, ;;
     read_bw) need+=12,13,14,15, ;;
+    send_lat) need+=4,17, ;;
+    write_lat) need+=10,17, ;;
   esac
 done
 /usr/bin/python3 "$src/tests/interop/check_capture.py" "$work/rc.pcap" "$conduit_ip" \

@@ -345,6 +345,10 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
       return fail("--perftest sweeps (-a) the bandwidth tests only; give the latency tests -s");
     }
     if (!o.sweep && o.sizes.size() != 1) return fail("--perftest runs one size (-s) or -a");
+    if (o.iterations != 0 && o.iterations < kPerftestMinIterations) {
+      return fail("--perftest: perftest takes -n " + std::to_string(kPerftestMinIterations) +
+                  " or more");
+    }
   }
   if (o.cm && o.perftest) return fail("--cm and --perftest exclude each other");
   if (o.cm_selective_repeat && !o.cm) return fail("--sr is negotiated through --cm");

@@ -27,7 +27,8 @@ inline constexpr uint64_t kSweepMaxBytes = 8ull << 20;
 inline constexpr uint64_t kMaxMessageBytes = 1ull << 30;
 inline constexpr uint32_t kMaxQps = 4096;
 inline constexpr uint32_t kMaxDepth = 8192;
-inline constexpr uint16_t kDefaultPort = 18515;  // perftest's
+inline constexpr uint16_t kDefaultPort = 18515;        // perftest's
+inline constexpr uint64_t kPerftestMinIterations = 5;  // perftest refuses fewer (-n)
 
 struct PerfOptions {
   TestKind test = TestKind::kSendBw;

@@ -217,6 +217,8 @@ TEST_CASE("--perftest options") {
   CHECK(o.sizes.back() == 8ull << 20);
   const char* list[] = {"conduit-perf", "send_bw", "--perftest", "-s", "64,128"};
   CHECK_FALSE(parse_args(5, list, o).ok);
+  const char* few[] = {"conduit-perf", "send_bw", "--perftest", "-a", "-n", "4"};
+  CHECK_FALSE(parse_args(6, few, o).ok);  // perftest: "Iteration num should be between 5 and"
   const char* dur[] = {"conduit-perf", "send_lat", "--perftest", "-D", "5"};
   CHECK_FALSE(parse_args(5, dur, o).ok);
   const char* qps[] = {"conduit-perf", "send_bw", "--perftest", "-q", "2"};
