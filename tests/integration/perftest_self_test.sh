@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# conduit-perf --perftest against itself, two conduitd over a veth pair (af_packet): perftest's
+# exchange (tools/conduit-perf/perftest_wire.h) in both roles at once, without the rxe VM, so
+# the sessions' steps and traffic loops are covered by the integration suite. Whether the
+# exchange is perftest's is the interop test's job (tests/interop/perftest_test.sh):
+#   1. write_lat and send_lat, 64 B x 300 round trips (write_lat's one-byte counter wraps);
+#   2. send_bw and write_bw with -a (2 B .. 8 MiB, 5 messages per size);
+#   3. read_bw, one size.
+# Both sides must succeed and print the same "#bytes #iterations". Root only (exit 77
+# otherwise); everything is removed on exit.
+#
+#   perftest_self_test.sh [BUILD_DIR]  (default: $CONDUIT_BUILD, else $CONDUIT_SRC/build)
+. "$(dirname "$0")/common.sh"
+netns_require_root
+daemon_test_init pfself "${1:-}"
+two_daemon_hosts cdpfs
+start_daemon a || fail "conduitd a did not start"
+start_daemon b || fail "conduitd b did not start"
+
+# check_side STEP SIDE SIZE ITERS LINES: SIDE (client|server) printed LINES result lines with
+# ITERS iterations, one of them for SIZE.
+check_side() {
+  local n
+  n=$(grep -Ec "^ *[0-9]+ +$4 +[0-9]" "$work/$2.out" || true)
+  ((n == $5)) || fail "$1: the $2 printed $n result lines, not $5"
+  grep -Eq "^ *$3 +$4 +[0-9]" "$work/$2.out" || fail "$1: no '$3 $4' result from the $2"
+}
+
+for t in write_lat send_lat; do
+  echo "== $t --perftest -s 64 -n 300"
+  perf_pair 60 "$t" --perftest -s 64 -n 300 -W 20 >/dev/null || fail "$t failed"
+  check_side "$t" client 64 300 1
+  check_side "$t" server 64 300 1
+done
+for t in send_bw write_bw; do
+  echo "== $t --perftest -a -n 5"
+  perf_pair 120 "$t" --perftest -a -n 5 -t 16 -W 20 >/dev/null || fail "$t -a failed"
+  check_side "$t -a" client 8388608 5 23
+  # send_bw's server counts every size; write_bw's prints the client's last report.
+  if [[ $t == send_bw ]]; then lines=23; else lines=1; fi
+  check_side "$t -a" server 8388608 5 "$lines"
+done
+echo "== read_bw --perftest -s 65536 -n 100"
+perf_pair 60 read_bw --perftest -s 65536 -n 100 -W 20 >/dev/null || fail "read_bw failed"
+check_side read_bw client 65536 100 1
+check_side read_bw server 65536 100 1
+echo "PASS"
