@@ -345,6 +345,9 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
       return fail("--perftest sweeps (-a) the bandwidth tests only; give the latency tests -s");
     }
     if (!o.sweep && o.sizes.size() != 1) return fail("--perftest runs one size (-s) or -a");
+    if (o.check || o.json || o.events || o.cq_mod != 0) {
+      return fail("--perftest does not do -c, -J, -e or -Q (perftest's exchange has no room)");
+    }
     if (o.iterations != 0 && o.iterations < kPerftestMinIterations) {
       return fail("--perftest: perftest takes -n " + std::to_string(kPerftestMinIterations) +
                   " or more");
@@ -387,6 +390,7 @@ Options:
   -T, --class NAME       the policy's traffic class for the QPs
   -x, --gid ADDR         address the peer sends to: our conduitd's port
                          address (IPv4 or GID); default: the TCP local address
+                         (--perftest: required)
   -S, --socket PATH      conduitd control socket ($CONDUIT_SOCKET, or
                          /run/conduit/conduitd.sock)
   -p, --port N           TCP port of the out-of-band exchange (18515)
@@ -395,9 +399,10 @@ Options:
   --perftest             speak perftest's own TCP exchange instead of ours, so
                          the peer may be stock ib_send_bw, ib_write_bw,
                          ib_read_bw, ib_send_lat or ib_write_lat (e.g. on rxe or
-                         a RoCE NIC); both roles, one QP, -n iterations, -s one
-                         size or (bw tests) -a; perftest does not tell the
-                         server the client's -s/-a/-n, so give both the same
+                         a RoCE NIC); both roles, one QP, -n iterations (5 or
+                         more), -s one size or (bw tests) -a; perftest does not
+                         tell the server the client's -s/-a/-n: give both the
+                         same. Not with -q, -b, -D, -c, -e, -Q, -J
   --cm SERVICE           connect the QPs through conduitd's connection manager:
                          the server listens on SERVICE, the client connects to
                          it at the server's -x address (TCP still carries the
@@ -409,6 +414,8 @@ Options:
 
 Output (like perftest): bandwidth lines
   #bytes #iterations BW peak[Gb/sec] BW average[Gb/sec] MsgRate[Mpps]
+  (--perftest: [MB/sec], perftest's default; its write_bw/read_bw server
+  prints the client's report, of the last size with -a)
 latency lines (one-way = round trip / 2, as perftest reports)
   #bytes #iterations t_min t_max t_typical t_avg t_stdev t_99 t_99.9 [usec]
 Exit status: 0 on success, 1 on an error or a --check mismatch, 2 on bad usage.

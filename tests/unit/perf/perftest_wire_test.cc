@@ -219,6 +219,10 @@ TEST_CASE("--perftest options") {
   CHECK_FALSE(parse_args(5, list, o).ok);
   const char* few[] = {"conduit-perf", "send_bw", "--perftest", "-a", "-n", "4"};
   CHECK_FALSE(parse_args(6, few, o).ok);  // perftest: "Iteration num should be between 5 and"
+  const char* check[] = {"conduit-perf", "write_bw", "--perftest", "-c"};
+  CHECK_FALSE(parse_args(4, check, o).ok);
+  const char* json[] = {"conduit-perf", "write_lat", "--perftest", "-J"};
+  CHECK_FALSE(parse_args(4, json, o).ok);
   const char* dur[] = {"conduit-perf", "send_lat", "--perftest", "-D", "5"};
   CHECK_FALSE(parse_args(5, dur, o).ok);
   const char* qps[] = {"conduit-perf", "send_bw", "--perftest", "-q", "2"};
