@@ -21,6 +21,11 @@
 //                     awaited. ib_write_lat 4.5 has none: it exits after its traffic, which
 //                     closes the socket.
 //
+// Version conditions in perftest's sources: a sender writes the report's iterations as 8
+// bytes when the *receiver's* version is >= 5.33 (ours is "6.06", so every peer that knows the
+// rule sends 8, and expects 8 from us); the other atof(version) checks (e.g. write_bw's extra
+// per-size handshake for >= 4.6) concern -b (duplex), which perftest mode does not speak.
+//
 // Plain values and byte arrays only; the socket side is perftest_session.cc. Every parser
 // validates its input completely.
 #pragma once
