@@ -5,7 +5,18 @@
 //   completion) plus the receive re-post. Reports ns per message; for instruction counts
 // run it under callgrind with two message counts and subtract (BENCHMARKS.md).
 //
-// usage: transport_send64_bench [messages]   (default 1,000,000)
+// Two modes, both with every step of the path in the count:
+//   burst 1 (default): post one SEND, send it, parse it, deliver it, the ACK
+//     for it back the same way, both completions polled, the receive
+//     re-posted; one message at a time.
+//   burst N (streaming, as the engine runs): N SENDs posted, all N written as
+//     frames, all N parsed and delivered (the responder coalesces its queued
+//     ACKs, as the engine's does within one RX burst), then ONE ACK frame
+//     written, parsed and processed, then the completions polled (one call
+//     per side) and N receives re-posted. N = 32 is the engine's RX burst.
+//
+// usage: transport_send64_bench [messages] [burst]   (default 1,000,000, 1;
+// messages is rounded up to a whole number of bursts)
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -63,6 +74,7 @@ struct Side {
 struct Hop {
   wire::RoceView v;
   std::vector<uint8_t> buf = std::vector<uint8_t>(9000);
+  size_t len = 0;
 };
 
 bool hop(Side& from, Side& to, Hop& h, const wire::ParseOptions& opt, uint64_t now_ns) {
@@ -77,10 +89,51 @@ bool hop(Side& from, Side& to, Hop& h, const wire::ParseOptions& opt, uint64_t n
   return true;
 }
 
+// One burst of `burst` SENDs a -> b and the one ACK b -> a for all of them.
+bool streaming_burst(Side& a, Side& b, std::vector<Hop>& frames, Hop& ack,
+                     const wire::ParseOptions& opt, SendWr& wr, const RecvWr& rr, uint64_t& next_id,
+                     uint64_t now_ns, std::span<Completion> cq, uint64_t& done) {
+  const size_t burst = frames.size();
+  for (size_t i = 0; i < burst; ++i) {
+    wr.wr_id = next_id++;
+    if (a.qp.post_send(wr) != Status::kOk) return false;
+  }
+  // The TX burst: every frame written before any is received.
+  for (size_t i = 0; i < burst; ++i) {
+    const wire::BuildResult r = a.qp.poll_tx_frame(now_ns, a.tmpl, frames[i].buf);
+    if (!r.ok() || r.len_bytes == 0) return false;
+    frames[i].len = r.len_bytes;
+  }
+  // The RX burst at b: parse and deliver each; the ACKs coalesce in b's queue.
+  for (size_t i = 0; i < burst; ++i) {
+    Hop& h = frames[i];
+    if (wire::parse_frame(std::span<const uint8_t>(h.buf.data(), h.len), opt, h.v) !=
+        wire::DropReason::kNone) {
+      return false;
+    }
+    b.qp.on_packet(now_ns, h.v);
+  }
+  // One ACK for the burst, back to a.
+  if (!hop(b, a, ack, opt, now_ns)) return false;
+  if (hop(b, a, ack, opt, now_ns)) return false;  // nothing more queued
+  done += a.qp.poll_cq(cq);
+  if (b.qp.poll_cq(cq) != burst) return false;
+  for (size_t i = 0; i < burst; ++i) {
+    if (b.qp.post_recv(rr) != Status::kOk) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const uint64_t messages = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 1'000'000;
+  uint64_t messages = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 1'000'000;
+  const uint64_t burst = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1;
+  if (burst == 0 || burst > 64) {
+    std::fprintf(stderr, "burst must be 1..64\n");
+    return 2;
+  }
+  messages = (messages + burst - 1) / burst * burst;
   Side a(0x11), b(0x22);
   bring_up(a.qp, 0x22);
   bring_up(b.qp, 0x11);
@@ -100,20 +153,33 @@ int main(int argc, char** argv) {
   RecvWr rr;
   rr.sge[0] = Sge{kBase + 4096, 64, 0x100};
   rr.num_sge = 1;
-  for (int i = 0; i < 8; ++i) b.qp.post_recv(rr);
+  for (uint64_t i = 0; i < (burst == 1 ? 8 : burst); ++i) b.qp.post_recv(rr);
 
-  Completion cq[4];
+  Completion cq[64];
   uint64_t now_ns = 0, done = 0;
   const auto t0 = std::chrono::steady_clock::now();
-  for (uint64_t i = 0; i < messages; ++i) {
-    wr.wr_id = i;
-    if (a.qp.post_send(wr) != Status::kOk) return 1;
-    hop(a, b, h, opt, now_ns);  // the SEND
-    hop(b, a, h, opt, now_ns);  // its ACK
-    done += a.qp.poll_cq(cq);
-    if (b.qp.poll_cq(cq) != 1) return 1;
-    if (b.qp.post_recv(rr) != Status::kOk) return 1;
-    now_ns += 100;
+  if (burst == 1) {
+    for (uint64_t i = 0; i < messages; ++i) {
+      wr.wr_id = i;
+      if (a.qp.post_send(wr) != Status::kOk) return 1;
+      hop(a, b, h, opt, now_ns);  // the SEND
+      hop(b, a, h, opt, now_ns);  // its ACK
+      done += a.qp.poll_cq(std::span<Completion>(cq, 4));
+      if (b.qp.poll_cq(std::span<Completion>(cq, 4)) != 1) return 1;
+      if (b.qp.post_recv(rr) != Status::kOk) return 1;
+      now_ns += 100;
+    }
+  } else {
+    std::vector<Hop> frames(burst);
+    for (Hop& f : frames) f.buf.resize(256);
+    uint64_t next_id = 0;
+    for (uint64_t i = 0; i < messages; i += burst) {
+      if (!streaming_burst(a, b, frames, h, opt, wr, rr, next_id, now_ns, cq, done)) {
+        std::fprintf(stderr, "burst %llu failed\n", static_cast<unsigned long long>(i / burst));
+        return 1;
+      }
+      now_ns += 100 * burst;
+    }
   }
   const auto t1 = std::chrono::steady_clock::now();
   if (done != messages) {
@@ -122,7 +188,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   const double ns = std::chrono::duration<double, std::nano>(t1 - t0).count();
-  std::printf("64-byte SEND one way (incl. ACK): %llu messages, %.1f ns/message\n",
-              static_cast<unsigned long long>(messages), ns / static_cast<double>(messages));
+  std::printf("64-byte SEND one way (incl. ACK), burst %llu: %llu messages, %.1f ns/message\n",
+              static_cast<unsigned long long>(burst), static_cast<unsigned long long>(messages),
+              ns / static_cast<double>(messages));
   return 0;
 }
