@@ -54,6 +54,7 @@ struct Side {
   Qp qp;
   wire::FrameAddr addr;
   wire::FrameTemplate tmpl;  // made from addr once the addresses are set
+  wire::RxExpect rx;         // the peer's frames to this QP, also per connection
   explicit Side(uint32_t qpn) : qp(make_cfg(qpn), mrs) {
     mrs.add(kBase, 1 << 16, kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead);
   }
@@ -71,17 +72,19 @@ struct Side {
 // receiver validates all of it (parse_frame: Ethernet, IPv4 incl. checksum,
 // UDP, BTH, lengths, ICRC) into a RoceView and the QP reads the packet from
 // it (Qp::on_packet(RoceView)). Returns false if there was nothing to send.
+// The parser takes the receiver's per-connection RxExpect (the same checks
+// and result as parse_frame with its ParseOptions; BENCHMARKS.md).
 struct Hop {
   wire::RoceView v;
   std::vector<uint8_t> buf = std::vector<uint8_t>(9000);
   size_t len = 0;
 };
 
-bool hop(Side& from, Side& to, Hop& h, const wire::ParseOptions& opt, uint64_t now_ns) {
+bool hop(Side& from, Side& to, Hop& h, uint64_t now_ns) {
   const wire::BuildResult r = from.qp.poll_tx_frame(now_ns, from.tmpl, h.buf);
   if (r.ok() && r.len_bytes == 0) return false;
-  if (!r.ok() || wire::parse_frame(std::span<const uint8_t>(h.buf.data(), r.len_bytes), opt, h.v) !=
-                     wire::DropReason::kNone) {
+  if (!r.ok() || wire::parse_frame(std::span<const uint8_t>(h.buf.data(), r.len_bytes), to.rx,
+                                   h.v) != wire::DropReason::kNone) {
     std::fprintf(stderr, "frame did not round-trip\n");
     std::exit(1);
   }
@@ -90,9 +93,9 @@ bool hop(Side& from, Side& to, Hop& h, const wire::ParseOptions& opt, uint64_t n
 }
 
 // One burst of `burst` SENDs a -> b and the one ACK b -> a for all of them.
-bool streaming_burst(Side& a, Side& b, std::vector<Hop>& frames, Hop& ack,
-                     const wire::ParseOptions& opt, SendWr& wr, const RecvWr& rr, uint64_t& next_id,
-                     uint64_t now_ns, std::span<Completion> cq, uint64_t& done) {
+bool streaming_burst(Side& a, Side& b, std::vector<Hop>& frames, Hop& ack, SendWr& wr,
+                     const RecvWr& rr, uint64_t& next_id, uint64_t now_ns, std::span<Completion> cq,
+                     uint64_t& done) {
   const size_t burst = frames.size();
   for (size_t i = 0; i < burst; ++i) {
     wr.wr_id = next_id++;
@@ -107,15 +110,15 @@ bool streaming_burst(Side& a, Side& b, std::vector<Hop>& frames, Hop& ack,
   // The RX burst at b: parse and deliver each; the ACKs coalesce in b's queue.
   for (size_t i = 0; i < burst; ++i) {
     Hop& h = frames[i];
-    if (wire::parse_frame(std::span<const uint8_t>(h.buf.data(), h.len), opt, h.v) !=
+    if (wire::parse_frame(std::span<const uint8_t>(h.buf.data(), h.len), b.rx, h.v) !=
         wire::DropReason::kNone) {
       return false;
     }
     b.qp.on_packet(now_ns, h.v);
   }
   // One ACK for the burst, back to a.
-  if (!hop(b, a, ack, opt, now_ns)) return false;
-  if (hop(b, a, ack, opt, now_ns)) return false;  // nothing more queued
+  if (!hop(b, a, ack, now_ns)) return false;
+  if (hop(b, a, ack, now_ns)) return false;  // nothing more queued
   done += a.qp.poll_cq(cq);
   if (b.qp.poll_cq(cq) != burst) return false;
   for (size_t i = 0; i < burst; ++i) {
@@ -143,7 +146,9 @@ int main(int argc, char** argv) {
   b.addr.src_port = wire::udp_sport_for_qp(0x22, 0x11);
   a.tmpl = wire::make_frame_template(a.addr);
   b.tmpl = wire::make_frame_template(b.addr);
-  wire::ParseOptions opt;
+  const wire::ParseOptions opt;  // PMTU 4096, P_Key, IPv4 checksum, ICRC: all checked
+  a.rx = wire::make_rx_expect(b.addr, 0x11, opt);
+  b.rx = wire::make_rx_expect(a.addr, 0x22, opt);
   Hop h;
 
   SendWr wr;
@@ -162,8 +167,8 @@ int main(int argc, char** argv) {
     for (uint64_t i = 0; i < messages; ++i) {
       wr.wr_id = i;
       if (a.qp.post_send(wr) != Status::kOk) return 1;
-      hop(a, b, h, opt, now_ns);  // the SEND
-      hop(b, a, h, opt, now_ns);  // its ACK
+      hop(a, b, h, now_ns);  // the SEND
+      hop(b, a, h, now_ns);  // its ACK
       done += a.qp.poll_cq(std::span<Completion>(cq, 4));
       if (b.qp.poll_cq(std::span<Completion>(cq, 4)) != 1) return 1;
       if (b.qp.post_recv(rr) != Status::kOk) return 1;
@@ -174,7 +179,7 @@ int main(int argc, char** argv) {
     for (Hop& f : frames) f.buf.resize(256);
     uint64_t next_id = 0;
     for (uint64_t i = 0; i < messages; i += burst) {
-      if (!streaming_burst(a, b, frames, h, opt, wr, rr, next_id, now_ns, cq, done)) {
+      if (!streaming_burst(a, b, frames, h, wr, rr, next_id, now_ns, cq, done)) {
         std::fprintf(stderr, "burst %llu failed\n", static_cast<unsigned long long>(i / burst));
         return 1;
       }
