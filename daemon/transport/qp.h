@@ -274,6 +274,8 @@ class Qp {
 
   // requester.cc
   bool requester_poll(uint64_t now_ns, TxPacket& out);
+  wire::BuildResult poll_tx_frame_general(uint64_t now_ns, const wire::FrameTemplate& tmpl,
+                                          std::span<uint8_t> out);
   bool sr_retransmit_poll(TxPacket& out);
   void after_send(uint32_t psn);
   uint64_t retransmit_timeout_ns() const;

@@ -259,6 +259,18 @@ void Qp::rewind_to(uint32_t psn) {
   recount_reads_started();
 }
 
+// The general path: poll_tx, then build_frame. Out of line, so that the
+// direct paths below need no room for a TxPacket (nor its spills).
+[[gnu::noinline]] wire::BuildResult Qp::poll_tx_frame_general(uint64_t now_ns,
+                                                              const wire::FrameTemplate& tmpl,
+                                                              std::span<uint8_t> out) {
+  TxPacket pkt;
+  if (!poll_tx(now_ns, pkt)) return {};
+  return wire::build_frame(
+      out, tmpl, pkt.hdr,
+      std::span<const std::span<const uint8_t>>(pkt.payload.data(), pkt.payload_parts));
+}
+
 // The general path (poll_tx, then build_frame) for everything else; the
 // direct paths repeat its checks and share its bookkeeping (requester_next,
 // request_sent). Flattened: those are inlined here.
@@ -295,35 +307,31 @@ void Qp::rewind_to(uint32_t psn) {
         const uint32_t psn = cur_psn_;
         const bool imm = op == WrOpcode::kSendImm;
         const uint32_t len = w->len_bytes;
-        const uint8_t* src = w->seg[0].data();
         const uint32_t hdr_bytes = wire::kBthBytes + (imm ? wire::kImmBytes : 0);
         const uint8_t pad = wire::pad_bytes_for(len);
-        const uint32_t w0 = op_word(imm ? Opcode::kSendOnlyImm : Opcode::kSendOnly) |
-                            (w->wr.solicited ? 0x800000u : 0u) | uint32_t{pad} << 20 |
-                            wire::kDefaultPkey;
-        const uint32_t imm_value = w->wr.imm;
-        pkts_since_ack_req_ = 0;
-        request_sent(now_ns, *w, psn);  // ack_req is set already
-        ++counters_.tx_packets;
         const size_t roce = hdr_bytes + len + pad;
         wire::BuildStatus st;
         uint8_t* p = wire::begin_frame(out, tmpl, roce, st);
+        // As poll_tx() + a failed build: the packet counts as sent.
+        if (p != nullptr) {
+          wire::put_be32(p, op_word(imm ? Opcode::kSendOnlyImm : Opcode::kSendOnly) |
+                                (w->wr.solicited ? 0x800000u : 0u) | uint32_t{pad} << 20 |
+                                wire::kDefaultPkey);
+          wire::put_be32(p + 4, attr_.dest_qpn & wire::kPsnMask);
+          wire::put_be32(p + 8, 0x80000000u | psn);
+          if (imm) wire::put_be32(p + wire::kBthBytes, w->wr.imm);
+          if (len != 0) std::memcpy(p + hdr_bytes, w->seg[0].data(), len);
+          std::memset(p + hdr_bytes + len, 0, 4);  // pad (the ICRC overwrites the rest)
+        }
+        pkts_since_ack_req_ = 0;
+        request_sent(now_ns, *w, psn);  // ack_req is set already
+        ++counters_.tx_packets;
         if (p == nullptr) return {st, 0};
-        wire::put_be32(p, w0);
-        wire::put_be32(p + 4, attr_.dest_qpn & wire::kPsnMask);
-        wire::put_be32(p + 8, 0x80000000u | psn);
-        if (imm) wire::put_be32(p + wire::kBthBytes, imm_value);
-        if (len != 0) std::memcpy(p + hdr_bytes, src, len);
-        std::memset(p + hdr_bytes + len, 0, 4);  // pad (the ICRC overwrites the rest)
         return {wire::BuildStatus::kOk, wire::finish_frame(tmpl, out.data(), roce)};
       }
     }
   }
-  TxPacket pkt;
-  if (!poll_tx(now_ns, pkt)) return {};
-  return wire::build_frame(
-      out, tmpl, pkt.hdr,
-      std::span<const std::span<const uint8_t>>(pkt.payload.data(), pkt.payload_parts));
+  return poll_tx_frame_general(now_ns, tmpl, out);
 }
 
 }  // namespace conduit::transport

@@ -411,7 +411,7 @@ BuildResult build_frame(std::span<uint8_t> out, const FrameTemplate& tmpl, RoceH
   // Whole template: its bytes after the UDP header land where the BTH is
   // written next (every frame is longer than the template).
   static_assert(sizeof(tmpl.bytes) <= kEthHeaderBytes + kIpUdpBytes + kBthBytes + kIcrcBytes);
-  std::memcpy(f, tmpl.bytes.data(), sizeof(tmpl.bytes));
+  copy_template_bytes(f, tmpl);
   uint8_t* ip = f + l2;
   const auto total = static_cast<uint32_t>(ip_total);
   put_be16(ip + kIpTotalLen, static_cast<uint16_t>(total));

@@ -26,6 +26,10 @@
 #include "wire/icrc.h"
 #include "wire/roce_header.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace conduit::wire {
 
 inline constexpr size_t kEthHeaderBytes = 14;
@@ -167,6 +171,23 @@ FrameTemplate make_frame_template(const FrameAddr& addr);
 BuildResult build_frame(std::span<uint8_t> out, const FrameTemplate& tmpl, RoceHeader& hdr,
                         std::span<const std::span<const uint8_t>> payload);
 
+// The template's 48 bytes to the front of a frame, as three 16-byte words
+// (a plain memcpy of 48 bytes may become a 12-step rep movs).
+inline void copy_template_bytes(uint8_t* f, const FrameTemplate& tmpl) {
+#if defined(__SSE2__)
+  const auto* src = reinterpret_cast<const __m128i*>(tmpl.bytes.data());
+  auto* dst = reinterpret_cast<__m128i*>(f);
+  const __m128i a = _mm_loadu_si128(src);
+  const __m128i b = _mm_loadu_si128(src + 1);
+  const __m128i c = _mm_loadu_si128(src + 2);
+  _mm_storeu_si128(dst, a);
+  _mm_storeu_si128(dst + 1, b);
+  _mm_storeu_si128(dst + 2, c);
+#else
+  std::memcpy(f, tmpl.bytes.data(), sizeof(tmpl.bytes));
+#endif
+}
+
 // The fused transmit path, for callers that encode the BTH and extension
 // headers themselves (Qp::poll_tx_frame): begin_frame() writes the
 // template's headers for a frame whose BTH .. pad is `roce_bytes` long and
@@ -191,7 +212,7 @@ inline uint8_t* begin_frame(std::span<uint8_t> out, const FrameTemplate& tmpl, s
     return nullptr;
   }
   uint8_t* f = out.data();
-  std::memcpy(f, tmpl.bytes.data(), sizeof(tmpl.bytes));
+  copy_template_bytes(f, tmpl);
   uint8_t* ip = f + l2;
   auto total = static_cast<uint32_t>(ip_total);
   put_be16(ip + 2, static_cast<uint16_t>(total));
