@@ -234,6 +234,12 @@ class Qp {
   // An SGE through the cached region view when it covers it, else through
   // mrs_ (which then refreshes the cache).
   MrStatus resolve_local(const Sge& s, uint32_t access, std::span<uint8_t>& out) {
+    if (resolve_cached(s, access, out)) return MrStatus::kOk;
+    return resolve_local_slow(s, access, out);
+  }
+  // The cached region's part of resolve_local(): true (and out set) when it
+  // covers the SGE, as lookup_local() would.
+  bool resolve_cached(const Sge& s, uint32_t access, std::span<uint8_t>& out) const {
     if (mr_cache_valid_ && s.lkey == mr_cache_lkey_ && mrs_.epoch() == mr_cache_epoch_ &&
         s.addr >= mr_cache_.base) {
       // Overflow-safe: offsets, never addr + len.
@@ -242,14 +248,17 @@ class Qp {
       if (off <= size && s.len_bytes <= size - off &&
           (mr_cache_.access & access & kAccessLocalWrite) == (access & kAccessLocalWrite)) {
         out = std::span<uint8_t>(mr_cache_.bytes.data() + off, s.len_bytes);
-        return MrStatus::kOk;
+        return true;
       }
     }
-    return resolve_local_slow(s, access, out);
+    return false;
   }
   MrStatus resolve_local_slow(const Sge& s, uint32_t access, std::span<uint8_t>& out);
   void reset_all();
   void enter_error();
+  size_t poll_cq_runs(Completion* out, size_t n);
+  Status post_send_general(const SendWr& wr);
+  Status post_recv_general(const RecvWr& wr);
   void push_completion(const Completion& c) {
     // Cannot overflow: posting reserves a slot per WR (cq_has_room_for_post).
     cq_[cq_tail_ & cq_mask_] = c;
