@@ -136,7 +136,8 @@ Qp::Qp(const QpConfig& config, MemoryRegions& mrs) : config_(config), mrs_(mrs) 
   reads_.resize(kMaxReadDepth);
   sack_bits_.resize(kSrWindow / 64);
   sr_slots_.resize(kSrWindow);
-  resp_fifo_.resize(round_pow2(2 * kMaxReadDepth + 2));
+  static_assert(kRespFifoSlots == std::bit_ceil(2 * kMaxReadDepth + 2));
+  resp_fifo_.resize(kRespFifoSlots);
   reset_all();
 }
 

@@ -306,6 +306,9 @@ class Qp {
   RxResult responder_rnr(uint32_t psn);
   RxResult responder_send(uint32_t flags, uint32_t psn, bool ack_req, uint32_t imm,
                           std::span<const uint8_t> payload);
+  RxResult responder_send_inline(uint32_t flags, uint32_t psn, bool ack_req, uint32_t imm,
+                                 std::span<const uint8_t> payload);
+  RxResult on_packet_decoded(uint64_t now_ns, const wire::RoceView& pkt);
   RxResult responder_write(const wire::RoceHeader& hdr, std::span<const uint8_t> payload);
   RxResult responder_read(const wire::RoceHeader& hdr);
   RxResult responder_sr(const wire::RoceHeader& hdr, std::span<const uint8_t> payload);
@@ -406,9 +409,12 @@ class Qp {
   uint32_t write_offset_ = 0;
   std::vector<ReadResource> reads_;  // max_dest_rd_atomic entries
   uint32_t read_next_ = 0;           // next slot to (re)use, round robin
-  std::vector<Response> resp_fifo_;  // ring, 2 * 16 + 2 entries
-  std::vector<SrSlot> sr_slots_;     // SR: kSrWindow entries indexed by PSN
-  uint32_t recv_seq_done_ = 0;       // SR: receive WQEs consumed so far
+  // Ring of kRespFifoSlots: 2 items per READ slot (16) + 2, rounded up to a
+  // power of 2; a constant, so the index masks are too.
+  static constexpr uint32_t kRespFifoSlots = 64;
+  std::vector<Response> resp_fifo_;
+  std::vector<SrSlot> sr_slots_;  // SR: kSrWindow entries indexed by PSN
+  uint32_t recv_seq_done_ = 0;    // SR: receive WQEs consumed so far
   uint32_t resp_head_ = 0;
   uint32_t resp_tail_ = 0;
 

@@ -279,8 +279,7 @@ void Qp::rewind_to(uint32_t psn) {
                                                      std::span<uint8_t> out) {
   if (state_ != QpState::kReset && state_ != QpState::kInit) {
     if (resp_head_ != resp_tail_) {
-      const Response& item =
-          resp_fifo_[resp_head_ & (static_cast<uint32_t>(resp_fifo_.size()) - 1)];
+      const Response& item = resp_fifo_[resp_head_ & (kRespFifoSlots - 1)];
       if (item.kind == RespItem::kAck) {
         // responder_poll()'s ACK/NAK: BTH and AETH.
         ++resp_head_;
