@@ -319,7 +319,7 @@ void Qp::rewind_to(uint32_t psn) {
           wire::put_be32(p + 4, attr_.dest_qpn & wire::kPsnMask);
           wire::put_be32(p + 8, 0x80000000u | psn);
           if (imm) wire::put_be32(p + wire::kBthBytes, w->wr.imm);
-          if (len != 0) std::memcpy(p + hdr_bytes, w->seg[0].data(), len);
+          wire::copy_payload(p + hdr_bytes, w->seg[0].data(), len);
           std::memset(p + hdr_bytes + len, 0, 4);  // pad (the ICRC overwrites the rest)
         }
         pkts_since_ack_req_ = 0;

@@ -20,7 +20,7 @@ constexpr uint32_t kMaxReadPkts = 1u << 22;
 void scatter(const std::array<std::span<uint8_t>, kMaxSge>& seg, uint32_t num_sge, uint32_t offset,
              std::span<const uint8_t> payload) {
   if (num_sge == 1) {  // the common case: the room check covered the one SGE
-    if (!payload.empty()) std::memcpy(seg[0].data() + offset, payload.data(), payload.size());
+    wire::copy_payload(seg[0].data() + offset, payload.data(), payload.size());
     return;
   }
   size_t done = 0;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <bit>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -33,5 +34,47 @@ inline void put_be64(uint8_t* p, uint64_t v) { put_be(p, v); }
 inline uint16_t get_be16(const uint8_t* p) { return get_be<uint16_t>(p); }
 inline uint32_t get_be32(const uint8_t* p) { return get_be<uint32_t>(p); }
 inline uint64_t get_be64(const uint8_t* p) { return get_be<uint64_t>(p); }
+
+// memcpy for the per-packet copies (a small SEND's payload into the frame and
+// out of it): up to 64 bytes as at most four overlapping 16-byte words (or
+// 8-, 4-byte words), inline, with no call; longer copies call memcpy.
+// The ranges must not overlap.
+inline void copy_payload(uint8_t* dst, const uint8_t* src, size_t n) {
+  if (n > 64) {
+    std::memcpy(dst, src, n);
+    return;
+  }
+  if (n >= 16) {
+    uint8_t a[16], b[16], c[16], d[16];
+    std::memcpy(a, src, 16);
+    std::memcpy(d, src + n - 16, 16);
+    if (n > 32) {
+      std::memcpy(b, src + 16, 16);
+      std::memcpy(c, src + n - 32, 16);
+      std::memcpy(dst + 16, b, 16);
+      std::memcpy(dst + n - 32, c, 16);
+    }
+    std::memcpy(dst, a, 16);
+    std::memcpy(dst + n - 16, d, 16);
+    return;
+  }
+  if (n >= 8) {
+    uint64_t a, b;
+    std::memcpy(&a, src, 8);
+    std::memcpy(&b, src + n - 8, 8);
+    std::memcpy(dst, &a, 8);
+    std::memcpy(dst + n - 8, &b, 8);
+    return;
+  }
+  if (n >= 4) {
+    uint32_t a, b;
+    std::memcpy(&a, src, 4);
+    std::memcpy(&b, src + n - 4, 4);
+    std::memcpy(dst, &a, 4);
+    std::memcpy(dst + n - 4, &b, 4);
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) dst[i] = src[i];
+}
 
 }  // namespace conduit::wire

@@ -704,3 +704,16 @@ TEST_CASE("frame: parse_frame with an RxExpect equals the full parser on every f
   CHECK(accepted > 10000);
   CHECK(dropped > 10000);
 }
+
+TEST_CASE("byte_order: copy_payload copies exactly n bytes for every n") {
+  std::mt19937_64 rng(3);
+  for (size_t n = 0; n <= 200; ++n) {
+    Bytes src(n + 32), dst(n + 32, 0xAA);
+    for (auto& b : src) b = static_cast<uint8_t>(rng());
+    copy_payload(dst.data() + 16, src.data() + 16, n);
+    for (size_t i = 0; i < dst.size(); ++i) {
+      INFO("n " << n << " i " << i);
+      REQUIRE(dst[i] == (i >= 16 && i < 16 + n ? src[i] : 0xAA));
+    }
+  }
+}
