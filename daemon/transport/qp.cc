@@ -302,8 +302,8 @@ Qp::SendWqe* Qp::wqe_for_psn(uint32_t psn) {
   return nullptr;
 }
 
-void Qp::set_una(uint32_t psn) {
-  if (sr_) {
+void Qp::sr_release_sacks(uint32_t psn) {
+  {
     // Clear the SACK bits of the PSNs the cumulative ACK passes (ring reuse).
     uint32_t n = static_cast<uint32_t>(wire::psn_diff(psn, una_psn_));
     for (uint32_t p = una_psn_; n > 0 && n <= kSrWindow; --n, p = wire::psn_next(p)) {
@@ -315,7 +315,6 @@ void Qp::set_una(uint32_t psn) {
     }
     if (in_recovery_ && wire::psn_ge(psn, recovery_psn_)) in_recovery_ = false;
   }
-  una_psn_ = psn;
 }
 
 size_t Qp::poll_cq(std::span<Completion> out) {

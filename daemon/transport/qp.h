@@ -275,7 +275,12 @@ class Qp {
     return op == WrOpcode::kRead ? attr_.pmtu_bytes : seg_bytes_;
   }
   SendWqe* wqe_for_psn(uint32_t psn);
-  void set_una(uint32_t psn);
+  void set_una(uint32_t psn) {
+    if (sr_) sr_release_sacks(psn);
+    una_psn_ = psn;
+  }
+  // SR: the SACK bits of the PSNs from una_psn_ up to psn cleared, recovery left.
+  void sr_release_sacks(uint32_t psn);
   bool sacked(uint32_t psn) const {
     const uint32_t i = psn & (kSrWindow - 1);
     return (sack_bits_[i / 64] >> (i % 64)) & 1;
