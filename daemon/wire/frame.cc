@@ -45,6 +45,12 @@ inline uint32_t load_native16(const uint8_t* p) {
   sum = (sum & 0xFFFF) + (sum >> 16);
   return static_cast<uint16_t>(sum);
 }
+// fold_sum(sum) == 0xFFFF (a valid header's sum) for a sum that is not 0:
+// folding keeps the value mod 0xFFFF (2^16 = 1 mod 0xFFFF) and ends at
+// 0xFFFF exactly for the non-zero multiples of 0xFFFF. One multiply instead
+// of four folds. (An RxExpect match makes the sum non-zero: it includes the
+// 0x45 version byte.)
+[[gnu::always_inline]] inline bool ones_complement_zero(uint64_t sum) { return sum % 0xFFFF == 0; }
 [[gnu::always_inline]] inline uint16_t ipv4_header_sum(const uint8_t* h) {
   return fold_sum(uint64_t{load_native32(h)} + load_native32(h + 4) + load_native32(h + 8) +
                   load_native32(h + 12) + load_native32(h + 16));
@@ -583,8 +589,8 @@ DropReason parse_frame(std::span<const uint8_t> frame, const RxExpect& exp, Roce
     const size_t ip_total = get_be16(ip + kIpTotalLen);
     if (ip_total >= kIpUdpBytes + kBthBytes + kIcrcBytes && ip_total <= frame.size() - l2 &&
         get_be16(ip + kIpv4HeaderBytes + kUdpLen) == ip_total - kIpv4HeaderBytes &&
-        (!exp.opt.verify_ip_checksum ||
-         fold_sum(exp.ip_fixed_sum + load_native32(ip) + load_native16(ip + kIpCsum)) == 0xFFFF)) {
+        (!exp.opt.verify_ip_checksum || ones_complement_zero(exp.ip_fixed_sum + load_native32(ip) +
+                                                             load_native16(ip + kIpCsum)))) {
       return parse_roce_impl<true>(
           ip, std::span<const uint8_t>(ip + kIpUdpBytes, ip_total - kIpUdpBytes), exp.opt, out);
     }
