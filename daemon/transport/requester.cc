@@ -296,9 +296,14 @@ void Qp::rewind_to(uint32_t psn) {
       }
     } else if (state_ == QpState::kRts && !sr_ && rnr_deadline_ns_ == kNoDeadline) {
       // requester_poll() without SR: nothing to resend out of order, so the
-      // next packet is requester_next()'s.
-      SendWqe* w = requester_next();
-      if (w == nullptr) return {};
+      // next packet is requester_next()'s. In RTS, for a SEND, only its queue
+      // and window checks can refuse it; anything else (a READ at its depth
+      // limit included) takes the general path, which asks requester_next().
+      if (cur_wqe_ == sq_tail_) return {};
+      if (static_cast<uint32_t>(wire::psn_diff(cur_psn_, una_psn_)) >= config_.window_packets) {
+        return {};
+      }
+      SendWqe* w = &sq_at(cur_wqe_);
       const WrOpcode op = w->wr.opcode;
       if (w->npkts == 1 && w->wr.num_sge <= 1 &&
           (op == WrOpcode::kSend || op == WrOpcode::kSendImm)) {
@@ -306,26 +311,30 @@ void Qp::rewind_to(uint32_t psn) {
         const uint32_t psn = cur_psn_;
         const bool imm = op == WrOpcode::kSendImm;
         const uint32_t len = w->len_bytes;
+        const uint8_t* src = w->seg[0].data();
         const uint32_t hdr_bytes = wire::kBthBytes + (imm ? wire::kImmBytes : 0);
         const uint8_t pad = wire::pad_bytes_for(len);
+        const uint32_t w0 = op_word(imm ? Opcode::kSendOnlyImm : Opcode::kSendOnly) |
+                            (w->wr.solicited ? 0x800000u : 0u) | uint32_t{pad} << 20 |
+                            wire::kDefaultPkey;
+        const uint32_t imm_value = w->wr.imm;
+        const uint32_t w1 = attr_.dest_qpn & wire::kPsnMask;
+        // request_sent() for a one-packet SEND, before the frame bytes are
+        // written (stores through them may alias anything).
+        pkts_since_ack_req_ = 0;
+        request_sent(now_ns, *w, psn);  // ack_req is set already
+        ++counters_.tx_packets;
         const size_t roce = hdr_bytes + len + pad;
         wire::BuildStatus st;
         uint8_t* p = wire::begin_frame(out, tmpl, roce, st);
         // As poll_tx() + a failed build: the packet counts as sent.
-        if (p != nullptr) {
-          wire::put_be32(p, op_word(imm ? Opcode::kSendOnlyImm : Opcode::kSendOnly) |
-                                (w->wr.solicited ? 0x800000u : 0u) | uint32_t{pad} << 20 |
-                                wire::kDefaultPkey);
-          wire::put_be32(p + 4, attr_.dest_qpn & wire::kPsnMask);
-          wire::put_be32(p + 8, 0x80000000u | psn);
-          if (imm) wire::put_be32(p + wire::kBthBytes, w->wr.imm);
-          wire::copy_payload(p + hdr_bytes, w->seg[0].data(), len);
-          std::memset(p + hdr_bytes + len, 0, 4);  // pad (the ICRC overwrites the rest)
-        }
-        pkts_since_ack_req_ = 0;
-        request_sent(now_ns, *w, psn);  // ack_req is set already
-        ++counters_.tx_packets;
         if (p == nullptr) return {st, 0};
+        wire::put_be32(p, w0);
+        wire::put_be32(p + 4, w1);
+        wire::put_be32(p + 8, 0x80000000u | psn);
+        if (imm) wire::put_be32(p + wire::kBthBytes, imm_value);
+        wire::copy_payload(p + hdr_bytes, src, len);
+        std::memset(p + hdr_bytes + len, 0, 4);  // pad (the ICRC overwrites the rest)
         return {wire::BuildStatus::kOk, wire::finish_frame(tmpl, out.data(), roce)};
       }
     }
