@@ -337,6 +337,26 @@ size_t Qp::poll_cq(std::span<Completion> out) {
   return n;
 }
 
+// The WR up to its SGE list, and the SGE count: the SGEs themselves are kept
+// resolved, in w.seg (w.wr.sge is not used after the post).
+[[gnu::always_inline]] inline void Qp::keep_wr(SendWqe& w, const SendWr& wr) {
+  std::memcpy(static_cast<void*>(&w.wr), &wr, offsetof(SendWr, sge));  // trivially copyable
+  w.wr.num_sge = wr.num_sge;
+}
+
+// A WQE whose WR and length are set joins the send queue: its PSNs, and the
+// receive WQE it will consume at the responder (SR).
+[[gnu::always_inline]] inline void Qp::enqueue_send(SendWqe& w) {
+  const WrOpcode op = w.wr.opcode;
+  w.first_psn = next_post_psn_;
+  w.npkts = npkts_for(w.len_bytes, op == WrOpcode::kRead);  // READ: per response
+  if (op == WrOpcode::kSend || op == WrOpcode::kSendImm || op == WrOpcode::kWriteImm) {
+    w.recv_seq = next_recv_seq_++;
+  }
+  next_post_psn_ = wire::psn_add(next_post_psn_, w.npkts);
+  ++sq_tail_;
+}
+
 // The common post: one SGE in the cached region, queue open. Every check of
 // post_send_general() that can fail is made here first; anything else goes
 // there. No calls: a leaf.
@@ -348,18 +368,9 @@ Status Qp::post_send(const SendWr& wr) {
     SendWqe& w = sq_at(sq_tail_);
     const uint32_t access = wr.opcode == WrOpcode::kRead ? kAccessLocalWrite : 0u;
     if (resolve_cached(wr.sge[0], access, w.seg[0])) {
-      std::memcpy(static_cast<void*>(&w.wr), &wr, offsetof(SendWr, sge));  // as below
-      w.wr.num_sge = 1;
-      const uint32_t len = wr.sge[0].len_bytes;
-      w.len_bytes = len;
-      w.first_psn = next_post_psn_;
-      w.npkts = npkts_for(len, wr.opcode == WrOpcode::kRead);
-      if (wr.opcode == WrOpcode::kSend || wr.opcode == WrOpcode::kSendImm ||
-          wr.opcode == WrOpcode::kWriteImm) {
-        w.recv_seq = next_recv_seq_++;
-      }
-      next_post_psn_ = wire::psn_add(next_post_psn_, w.npkts);
-      ++sq_tail_;
+      keep_wr(w, wr);
+      w.len_bytes = wr.sge[0].len_bytes;
+      enqueue_send(w);
       return Status::kOk;
     }
   }
@@ -375,10 +386,7 @@ Status Qp::post_send(const SendWr& wr) {
   if (sq_tail_ - sq_head_ > sq_mask_ || !cq_has_room_for_post()) return Status::kQueueFull;
 
   SendWqe& w = sq_at(sq_tail_);
-  // The WR up to its SGE list, and the SGE count: the SGEs themselves are
-  // kept resolved, in w.seg (w.wr.sge is not used after this).
-  std::memcpy(static_cast<void*>(&w.wr), &wr, offsetof(SendWr, sge));  // trivially copyable
-  w.wr.num_sge = wr.num_sge;
+  keep_wr(w, wr);
   const uint32_t access = wr.opcode == WrOpcode::kRead ? kAccessLocalWrite : 0u;
   uint32_t len = 0;
   for (uint32_t i = 0; i < wr.num_sge; ++i) {
@@ -395,14 +403,7 @@ Status Qp::post_send(const SendWr& wr) {
     push_completion(c);
     return Status::kOk;
   }
-  w.first_psn = next_post_psn_;
-  w.npkts = npkts_for(len, wr.opcode == WrOpcode::kRead);  // READ: per response
-  if (wr.opcode == WrOpcode::kSend || wr.opcode == WrOpcode::kSendImm ||
-      wr.opcode == WrOpcode::kWriteImm) {
-    w.recv_seq = next_recv_seq_++;
-  }
-  next_post_psn_ = wire::psn_add(next_post_psn_, w.npkts);
-  ++sq_tail_;
+  enqueue_send(w);
   return Status::kOk;
 }
 

@@ -258,6 +258,8 @@ class Qp {
   void enter_error();
   size_t poll_cq_runs(Completion* out, size_t n);
   Status post_send_general(const SendWr& wr);
+  void keep_wr(SendWqe& w, const SendWr& wr);
+  void enqueue_send(SendWqe& w);
   Status post_recv_general(const RecvWr& wr);
   void push_completion(const Completion& c) {
     // Cannot overflow: posting reserves a slot per WR (cq_has_room_for_post).

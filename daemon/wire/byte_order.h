@@ -35,6 +35,22 @@ inline uint16_t get_be16(const uint8_t* p) { return get_be<uint16_t>(p); }
 inline uint32_t get_be32(const uint8_t* p) { return get_be<uint32_t>(p); }
 inline uint64_t get_be64(const uint8_t* p) { return get_be<uint64_t>(p); }
 
+namespace detail {
+struct Word16 {
+  uint8_t b[16];
+};
+// The first and the last sizeof(Word) bytes of [src, src + n), n >= sizeof(Word),
+// as two words: together all n bytes when n <= 2 * sizeof(Word).
+template <class Word>
+inline void copy_ends(uint8_t* dst, const uint8_t* src, size_t n) {
+  Word a, b;
+  std::memcpy(&a, src, sizeof a);
+  std::memcpy(&b, src + n - sizeof b, sizeof b);
+  std::memcpy(dst, &a, sizeof a);
+  std::memcpy(dst + n - sizeof b, &b, sizeof b);
+}
+}  // namespace detail
+
 // memcpy for the per-packet copies (a small SEND's payload into the frame and
 // out of it): up to 64 bytes as at most four overlapping 16-byte words (or
 // 8-, 4-byte words), inline, with no call; longer copies call memcpy.
@@ -42,39 +58,18 @@ inline uint64_t get_be64(const uint8_t* p) { return get_be<uint64_t>(p); }
 inline void copy_payload(uint8_t* dst, const uint8_t* src, size_t n) {
   if (n > 64) {
     std::memcpy(dst, src, n);
-    return;
+  } else if (n > 32) {  // [0, 16) + [n - 32, n - 16), then [16, 32) + [n - 16, n)
+    detail::copy_ends<detail::Word16>(dst, src, n - 16);
+    detail::copy_ends<detail::Word16>(dst + 16, src + 16, n - 16);
+  } else if (n >= 16) {
+    detail::copy_ends<detail::Word16>(dst, src, n);
+  } else if (n >= 8) {
+    detail::copy_ends<uint64_t>(dst, src, n);
+  } else if (n >= 4) {
+    detail::copy_ends<uint32_t>(dst, src, n);
+  } else {
+    for (size_t i = 0; i < n; ++i) dst[i] = src[i];
   }
-  if (n >= 16) {
-    uint8_t a[16], b[16], c[16], d[16];
-    std::memcpy(a, src, 16);
-    std::memcpy(d, src + n - 16, 16);
-    if (n > 32) {
-      std::memcpy(b, src + 16, 16);
-      std::memcpy(c, src + n - 32, 16);
-      std::memcpy(dst + 16, b, 16);
-      std::memcpy(dst + n - 32, c, 16);
-    }
-    std::memcpy(dst, a, 16);
-    std::memcpy(dst + n - 16, d, 16);
-    return;
-  }
-  if (n >= 8) {
-    uint64_t a, b;
-    std::memcpy(&a, src, 8);
-    std::memcpy(&b, src + n - 8, 8);
-    std::memcpy(dst, &a, 8);
-    std::memcpy(dst + n - 8, &b, 8);
-    return;
-  }
-  if (n >= 4) {
-    uint32_t a, b;
-    std::memcpy(&a, src, 4);
-    std::memcpy(&b, src + n - 4, 4);
-    std::memcpy(dst, &a, 4);
-    std::memcpy(dst + n - 4, &b, 4);
-    return;
-  }
-  for (size_t i = 0; i < n; ++i) dst[i] = src[i];
 }
 
 }  // namespace conduit::wire
