@@ -1,7 +1,10 @@
 // QP state changes, posting work requests and the completion queue.
 #include "transport/qp.h"
 
+#include <algorithm>
 #include <bit>
+#include <cstddef>
+#include <cstring>
 
 #include "wire/psn.h"
 
@@ -133,7 +136,8 @@ Qp::Qp(const QpConfig& config, MemoryRegions& mrs) : config_(config), mrs_(mrs) 
   reads_.resize(kMaxReadDepth);
   sack_bits_.resize(kSrWindow / 64);
   sr_slots_.resize(kSrWindow);
-  resp_fifo_.resize(round_pow2(2 * kMaxReadDepth + 2));
+  static_assert(kRespFifoSlots == std::bit_ceil(2 * kMaxReadDepth + 2));
+  resp_fifo_.resize(kRespFifoSlots);
   reset_all();
 }
 
@@ -298,8 +302,8 @@ Qp::SendWqe* Qp::wqe_for_psn(uint32_t psn) {
   return nullptr;
 }
 
-void Qp::set_una(uint32_t psn) {
-  if (sr_) {
+void Qp::sr_release_sacks(uint32_t psn) {
+  {
     // Clear the SACK bits of the PSNs the cumulative ACK passes (ring reuse).
     uint32_t n = static_cast<uint32_t>(wire::psn_diff(psn, una_psn_));
     for (uint32_t p = una_psn_; n > 0 && n <= kSrWindow; --n, p = wire::psn_next(p)) {
@@ -311,35 +315,87 @@ void Qp::set_una(uint32_t psn) {
     }
     if (in_recovery_ && wire::psn_ge(psn, recovery_psn_)) in_recovery_ = false;
   }
-  una_psn_ = psn;
 }
 
 size_t Qp::poll_cq(std::span<Completion> out) {
   const size_t avail = cq_tail_ - cq_head_;
   const size_t n = avail < out.size() ? avail : out.size();
+  if (n >= 4) return poll_cq_runs(out.data(), n);
   for (size_t i = 0; i < n; ++i) out[i] = cq_[(cq_head_ + i) & cq_mask_];
   cq_head_ += static_cast<uint32_t>(n);
   return n;
 }
 
+// n completions as whole runs: up to the ring's end, then from its start.
+// Out of line: the one-completion poll stays a leaf without the calls.
+[[gnu::noinline]] size_t Qp::poll_cq_runs(Completion* out, size_t n) {
+  const size_t from = cq_head_ & cq_mask_;
+  const size_t first = std::min(n, cq_.size() - from);
+  std::memcpy(out, cq_.data() + from, first * sizeof(Completion));
+  std::memcpy(out + first, cq_.data(), (n - first) * sizeof(Completion));
+  cq_head_ += static_cast<uint32_t>(n);
+  return n;
+}
+
+// The WR up to its SGE list, and the SGE count: the SGEs themselves are kept
+// resolved, in w.seg (w.wr.sge is not used after the post).
+[[gnu::always_inline]] inline void Qp::keep_wr(SendWqe& w, const SendWr& wr) {
+  std::memcpy(static_cast<void*>(&w.wr), &wr, offsetof(SendWr, sge));  // trivially copyable
+  w.wr.num_sge = wr.num_sge;
+}
+
+// A WQE whose WR and length are set joins the send queue: its PSNs, and the
+// receive WQE it will consume at the responder (SR).
+[[gnu::always_inline]] inline void Qp::enqueue_send(SendWqe& w) {
+  const WrOpcode op = w.wr.opcode;
+  w.first_psn = next_post_psn_;
+  w.npkts = npkts_for(w.len_bytes, op == WrOpcode::kRead);  // READ: per response
+  if (op == WrOpcode::kSend || op == WrOpcode::kSendImm || op == WrOpcode::kWriteImm) {
+    w.recv_seq = next_recv_seq_++;
+  }
+  next_post_psn_ = wire::psn_add(next_post_psn_, w.npkts);
+  ++sq_tail_;
+}
+
+// The common post: one SGE in the cached region, queue open. Every check of
+// post_send_general() that can fail is made here first; anything else goes
+// there. No calls: a leaf.
 Status Qp::post_send(const SendWr& wr) {
+  const uint32_t op = static_cast<uint8_t>(wr.opcode);
+  if (wr.num_sge == 1 && op <= static_cast<uint8_t>(WrOpcode::kRead) &&
+      (state_ == QpState::kRts || state_ == QpState::kSqd) && sq_tail_ - sq_head_ <= sq_mask_ &&
+      cq_has_room_for_post() && wr.sge[0].len_bytes <= kMaxPayloadPerWr) {
+    SendWqe& w = sq_at(sq_tail_);
+    const uint32_t access = wr.opcode == WrOpcode::kRead ? kAccessLocalWrite : 0u;
+    if (resolve_cached(wr.sge[0], access, w.seg[0])) {
+      keep_wr(w, wr);
+      w.len_bytes = wr.sge[0].len_bytes;
+      enqueue_send(w);
+      return Status::kOk;
+    }
+  }
+  return post_send_general(wr);
+}
+
+[[gnu::noinline]] Status Qp::post_send_general(const SendWr& wr) {
   if (wr.num_sge > (sr_ ? kMaxSge - 1 : kMaxSge)) return Status::kInvalidWr;
   if (static_cast<uint8_t>(wr.opcode) > static_cast<uint8_t>(WrOpcode::kRead))
     return Status::kInvalidWr;
   if (state_ != QpState::kRts && state_ != QpState::kSqd && state_ != QpState::kErr)
     return Status::kInvalidState;
-  if (sq_tail_ - sq_head_ == sq_.size() || !cq_has_room_for_post()) return Status::kQueueFull;
+  if (sq_tail_ - sq_head_ > sq_mask_ || !cq_has_room_for_post()) return Status::kQueueFull;
 
   SendWqe& w = sq_at(sq_tail_);
-  w.wr = wr;
-  w.len_bytes = 0;
+  keep_wr(w, wr);
   const uint32_t access = wr.opcode == WrOpcode::kRead ? kAccessLocalWrite : 0u;
+  uint32_t len = 0;
   for (uint32_t i = 0; i < wr.num_sge; ++i) {
     const Sge& s = wr.sge[i];
-    if (s.len_bytes > kMaxPayloadPerWr - w.len_bytes) return Status::kInvalidWr;
+    if (s.len_bytes > kMaxPayloadPerWr - len) return Status::kInvalidWr;
     if (resolve_local(s, access, w.seg[i]) != MrStatus::kOk) return Status::kInvalidSge;
-    w.len_bytes += s.len_bytes;
+    len += s.len_bytes;
   }
+  w.len_bytes = len;
   if (state_ == QpState::kErr) {
     Completion c;
     c.wr_id = wr.wr_id;
@@ -347,31 +403,42 @@ Status Qp::post_send(const SendWr& wr) {
     push_completion(c);
     return Status::kOk;
   }
-  w.first_psn = next_post_psn_;
-  w.npkts = npkts_for(w.len_bytes, wr.opcode == WrOpcode::kRead);  // READ: per response
-  if (wr.opcode == WrOpcode::kSend || wr.opcode == WrOpcode::kSendImm ||
-      wr.opcode == WrOpcode::kWriteImm) {
-    w.recv_seq = next_recv_seq_++;
-  }
-  next_post_psn_ = wire::psn_add(next_post_psn_, w.npkts);
-  ++sq_tail_;
+  enqueue_send(w);
   return Status::kOk;
 }
 
+// As post_send(): the one-SGE post in the cached region, else the general one.
 Status Qp::post_recv(const RecvWr& wr) {
+  if (wr.num_sge == 1 && state_ != QpState::kReset && state_ != QpState::kErr &&
+      rq_tail_ - rq_head_ <= rq_mask_ && cq_has_room_for_post() &&
+      wr.sge[0].len_bytes <= kMaxPayloadPerWr) {
+    RecvWqe& r = rq_[rq_tail_ & rq_mask_];
+    if (resolve_cached(wr.sge[0], kAccessLocalWrite, r.seg[0])) {
+      r.wr_id = wr.wr_id;
+      r.num_sge = 1;
+      r.len_bytes = wr.sge[0].len_bytes;
+      ++rq_tail_;
+      return Status::kOk;
+    }
+  }
+  return post_recv_general(wr);
+}
+
+[[gnu::noinline]] Status Qp::post_recv_general(const RecvWr& wr) {
   if (wr.num_sge > kMaxSge) return Status::kInvalidWr;
   if (state_ == QpState::kReset) return Status::kInvalidState;
-  if (rq_tail_ - rq_head_ == rq_.size() || !cq_has_room_for_post()) return Status::kQueueFull;
+  if (rq_tail_ - rq_head_ > rq_mask_ || !cq_has_room_for_post()) return Status::kQueueFull;
   RecvWqe& r = rq_[rq_tail_ & rq_mask_];
   r.wr_id = wr.wr_id;
   r.num_sge = wr.num_sge;
-  r.len_bytes = 0;
+  uint32_t len = 0;
   for (uint32_t i = 0; i < wr.num_sge; ++i) {
     const Sge& s = wr.sge[i];
-    if (s.len_bytes > kMaxPayloadPerWr - r.len_bytes) return Status::kInvalidWr;
+    if (s.len_bytes > kMaxPayloadPerWr - len) return Status::kInvalidWr;
     if (resolve_local(s, kAccessLocalWrite, r.seg[i]) != MrStatus::kOk) return Status::kInvalidSge;
-    r.len_bytes += s.len_bytes;
+    len += s.len_bytes;
   }
+  r.len_bytes = len;
   if (state_ == QpState::kErr) {
     Completion c;
     c.wr_id = wr.wr_id;

@@ -234,6 +234,12 @@ class Qp {
   // An SGE through the cached region view when it covers it, else through
   // mrs_ (which then refreshes the cache).
   MrStatus resolve_local(const Sge& s, uint32_t access, std::span<uint8_t>& out) {
+    if (resolve_cached(s, access, out)) return MrStatus::kOk;
+    return resolve_local_slow(s, access, out);
+  }
+  // The cached region's part of resolve_local(): true (and out set) when it
+  // covers the SGE, as lookup_local() would.
+  bool resolve_cached(const Sge& s, uint32_t access, std::span<uint8_t>& out) const {
     if (mr_cache_valid_ && s.lkey == mr_cache_lkey_ && mrs_.epoch() == mr_cache_epoch_ &&
         s.addr >= mr_cache_.base) {
       // Overflow-safe: offsets, never addr + len.
@@ -242,14 +248,19 @@ class Qp {
       if (off <= size && s.len_bytes <= size - off &&
           (mr_cache_.access & access & kAccessLocalWrite) == (access & kAccessLocalWrite)) {
         out = std::span<uint8_t>(mr_cache_.bytes.data() + off, s.len_bytes);
-        return MrStatus::kOk;
+        return true;
       }
     }
-    return resolve_local_slow(s, access, out);
+    return false;
   }
   MrStatus resolve_local_slow(const Sge& s, uint32_t access, std::span<uint8_t>& out);
   void reset_all();
   void enter_error();
+  size_t poll_cq_runs(Completion* out, size_t n);
+  Status post_send_general(const SendWr& wr);
+  void keep_wr(SendWqe& w, const SendWr& wr);
+  void enqueue_send(SendWqe& w);
+  Status post_recv_general(const RecvWr& wr);
   void push_completion(const Completion& c) {
     // Cannot overflow: posting reserves a slot per WR (cq_has_room_for_post).
     cq_[cq_tail_ & cq_mask_] = c;
@@ -266,7 +277,12 @@ class Qp {
     return op == WrOpcode::kRead ? attr_.pmtu_bytes : seg_bytes_;
   }
   SendWqe* wqe_for_psn(uint32_t psn);
-  void set_una(uint32_t psn);
+  void set_una(uint32_t psn) {
+    if (sr_) sr_release_sacks(psn);
+    una_psn_ = psn;
+  }
+  // SR: the SACK bits of the PSNs from una_psn_ up to psn cleared, recovery left.
+  void sr_release_sacks(uint32_t psn);
   bool sacked(uint32_t psn) const {
     const uint32_t i = psn & (kSrWindow - 1);
     return (sack_bits_[i / 64] >> (i % 64)) & 1;
@@ -274,6 +290,8 @@ class Qp {
 
   // requester.cc
   bool requester_poll(uint64_t now_ns, TxPacket& out);
+  wire::BuildResult poll_tx_frame_general(uint64_t now_ns, const wire::FrameTemplate& tmpl,
+                                          std::span<uint8_t> out);
   bool sr_retransmit_poll(TxPacket& out);
   void after_send(uint32_t psn);
   uint64_t retransmit_timeout_ns() const;
@@ -295,6 +313,9 @@ class Qp {
   RxResult responder_rnr(uint32_t psn);
   RxResult responder_send(uint32_t flags, uint32_t psn, bool ack_req, uint32_t imm,
                           std::span<const uint8_t> payload);
+  RxResult responder_send_inline(uint32_t flags, uint32_t psn, bool ack_req, uint32_t imm,
+                                 std::span<const uint8_t> payload);
+  RxResult on_packet_decoded(uint64_t now_ns, const wire::RoceView& pkt);
   RxResult responder_write(const wire::RoceHeader& hdr, std::span<const uint8_t> payload);
   RxResult responder_read(const wire::RoceHeader& hdr);
   RxResult responder_sr(const wire::RoceHeader& hdr, std::span<const uint8_t> payload);
@@ -395,9 +416,12 @@ class Qp {
   uint32_t write_offset_ = 0;
   std::vector<ReadResource> reads_;  // max_dest_rd_atomic entries
   uint32_t read_next_ = 0;           // next slot to (re)use, round robin
-  std::vector<Response> resp_fifo_;  // ring, 2 * 16 + 2 entries
-  std::vector<SrSlot> sr_slots_;     // SR: kSrWindow entries indexed by PSN
-  uint32_t recv_seq_done_ = 0;       // SR: receive WQEs consumed so far
+  // Ring of kRespFifoSlots: 2 items per READ slot (16) + 2, rounded up to a
+  // power of 2; a constant, so the index masks are too.
+  static constexpr uint32_t kRespFifoSlots = 64;
+  std::vector<Response> resp_fifo_;
+  std::vector<SrSlot> sr_slots_;  // SR: kSrWindow entries indexed by PSN
+  uint32_t recv_seq_done_ = 0;    // SR: receive WQEs consumed so far
   uint32_t resp_head_ = 0;
   uint32_t resp_tail_ = 0;
 

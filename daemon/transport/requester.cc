@@ -259,6 +259,18 @@ void Qp::rewind_to(uint32_t psn) {
   recount_reads_started();
 }
 
+// The general path: poll_tx, then build_frame. Out of line, so that the
+// direct paths below need no room for a TxPacket (nor its spills).
+[[gnu::noinline]] wire::BuildResult Qp::poll_tx_frame_general(uint64_t now_ns,
+                                                              const wire::FrameTemplate& tmpl,
+                                                              std::span<uint8_t> out) {
+  TxPacket pkt;
+  if (!poll_tx(now_ns, pkt)) return {};
+  return wire::build_frame(
+      out, tmpl, pkt.hdr,
+      std::span<const std::span<const uint8_t>>(pkt.payload.data(), pkt.payload_parts));
+}
+
 // The general path (poll_tx, then build_frame) for everything else; the
 // direct paths repeat its checks and share its bookkeeping (requester_next,
 // request_sent). Flattened: those are inlined here.
@@ -267,8 +279,7 @@ void Qp::rewind_to(uint32_t psn) {
                                                      std::span<uint8_t> out) {
   if (state_ != QpState::kReset && state_ != QpState::kInit) {
     if (resp_head_ != resp_tail_) {
-      const Response& item =
-          resp_fifo_[resp_head_ & (static_cast<uint32_t>(resp_fifo_.size()) - 1)];
+      const Response& item = resp_fifo_[resp_head_ & (kRespFifoSlots - 1)];
       if (item.kind == RespItem::kAck) {
         // responder_poll()'s ACK/NAK: BTH and AETH.
         ++resp_head_;
@@ -285,9 +296,14 @@ void Qp::rewind_to(uint32_t psn) {
       }
     } else if (state_ == QpState::kRts && !sr_ && rnr_deadline_ns_ == kNoDeadline) {
       // requester_poll() without SR: nothing to resend out of order, so the
-      // next packet is requester_next()'s.
-      SendWqe* w = requester_next();
-      if (w == nullptr) return {};
+      // next packet is requester_next()'s. In RTS, for a SEND, only its queue
+      // and window checks can refuse it; anything else (a READ at its depth
+      // limit included) takes the general path, which asks requester_next().
+      if (cur_wqe_ == sq_tail_) return {};
+      if (static_cast<uint32_t>(wire::psn_diff(cur_psn_, una_psn_)) >= config_.window_packets) {
+        return {};
+      }
+      SendWqe* w = &sq_at(cur_wqe_);
       const WrOpcode op = w->wr.opcode;
       if (w->npkts == 1 && w->wr.num_sge <= 1 &&
           (op == WrOpcode::kSend || op == WrOpcode::kSendImm)) {
@@ -302,28 +318,28 @@ void Qp::rewind_to(uint32_t psn) {
                             (w->wr.solicited ? 0x800000u : 0u) | uint32_t{pad} << 20 |
                             wire::kDefaultPkey;
         const uint32_t imm_value = w->wr.imm;
+        const uint32_t w1 = attr_.dest_qpn & wire::kPsnMask;
+        // request_sent() for a one-packet SEND, before the frame bytes are
+        // written (stores through them may alias anything).
         pkts_since_ack_req_ = 0;
         request_sent(now_ns, *w, psn);  // ack_req is set already
         ++counters_.tx_packets;
         const size_t roce = hdr_bytes + len + pad;
         wire::BuildStatus st;
         uint8_t* p = wire::begin_frame(out, tmpl, roce, st);
+        // As poll_tx() + a failed build: the packet counts as sent.
         if (p == nullptr) return {st, 0};
         wire::put_be32(p, w0);
-        wire::put_be32(p + 4, attr_.dest_qpn & wire::kPsnMask);
+        wire::put_be32(p + 4, w1);
         wire::put_be32(p + 8, 0x80000000u | psn);
         if (imm) wire::put_be32(p + wire::kBthBytes, imm_value);
-        if (len != 0) std::memcpy(p + hdr_bytes, src, len);
+        wire::copy_payload(p + hdr_bytes, src, len);
         std::memset(p + hdr_bytes + len, 0, 4);  // pad (the ICRC overwrites the rest)
         return {wire::BuildStatus::kOk, wire::finish_frame(tmpl, out.data(), roce)};
       }
     }
   }
-  TxPacket pkt;
-  if (!poll_tx(now_ns, pkt)) return {};
-  return wire::build_frame(
-      out, tmpl, pkt.hdr,
-      std::span<const std::span<const uint8_t>>(pkt.payload.data(), pkt.payload_parts));
+  return poll_tx_frame_general(now_ns, tmpl, out);
 }
 
 }  // namespace conduit::transport

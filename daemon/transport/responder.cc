@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "transport/qp.h"
+#include "wire/byte_order.h"
 #include "wire/psn.h"
 
 namespace conduit::transport {
@@ -19,7 +20,7 @@ constexpr uint32_t kMaxReadPkts = 1u << 22;
 void scatter(const std::array<std::span<uint8_t>, kMaxSge>& seg, uint32_t num_sge, uint32_t offset,
              std::span<const uint8_t> payload) {
   if (num_sge == 1) {  // the common case: the room check covered the one SGE
-    if (!payload.empty()) std::memcpy(seg[0].data() + offset, payload.data(), payload.size());
+    wire::copy_payload(seg[0].data() + offset, payload.data(), payload.size());
     return;
   }
   size_t done = 0;
@@ -86,9 +87,17 @@ RxResult Qp::responder_rx(const wire::RoceHeader& hdr, std::span<const uint8_t> 
   return responder_read(hdr);
 }
 
-// Flattened (scatter, queue_ack inlined): every SEND packet comes here.
+// Every SEND packet comes here (from responder_rx), and the fused receive
+// path inlines the same body (on_packet(RoceView) below).
 [[gnu::flatten]] RxResult Qp::responder_send(uint32_t flags, uint32_t psn, bool ack_req,
                                              uint32_t imm, std::span<const uint8_t> payload) {
+  return responder_send_inline(flags, psn, ack_req, imm, payload);
+}
+
+// scatter() and queue_ack() inlined: per packet they cost more in calls than in work.
+[[gnu::always_inline]] inline RxResult Qp::responder_send_inline(uint32_t flags, uint32_t psn,
+                                                                 bool ack_req, uint32_t imm,
+                                                                 std::span<const uint8_t> payload) {
   if (flags & wire::kOpFirst) {
     if (rq_head_ == rq_tail_) return responder_rnr(psn);
     recv_offset_ = 0;
@@ -386,7 +395,7 @@ RxResult Qp::responder_fatal(NakCode code, uint32_t psn) {
 }
 
 void Qp::queue_ack(Aeth aeth, uint32_t psn) {
-  const uint32_t size = static_cast<uint32_t>(resp_fifo_.size());
+  constexpr uint32_t size = kRespFifoSlots;
   if (resp_tail_ != resp_head_) {
     Response& last = resp_fifo_[(resp_tail_ - 1) & (size - 1)];
     // Coalesce: a newer ACK replaces a queued ACK (it acknowledges more).
@@ -409,7 +418,7 @@ void Qp::queue_ack(Aeth aeth, uint32_t psn) {
 }
 
 bool Qp::queue_read(uint8_t index) {
-  const uint32_t size = static_cast<uint32_t>(resp_fifo_.size());
+  constexpr uint32_t size = kRespFifoSlots;
   if (resp_tail_ - resp_head_ == size) return false;
   Response& item = resp_fifo_[resp_tail_ & (size - 1)];
   item.kind = RespItem::kRead;
@@ -454,7 +463,7 @@ void Qp::build_read_response(ReadResource& r, TxPacket& out) {
 }
 
 bool Qp::responder_poll(TxPacket& out) {
-  const uint32_t mask = static_cast<uint32_t>(resp_fifo_.size()) - 1;
+  constexpr uint32_t mask = kRespFifoSlots - 1;
   while (resp_head_ != resp_tail_) {
     Response& item = resp_fifo_[resp_head_ & mask];
     if (item.kind == RespItem::kAck) {
@@ -479,6 +488,56 @@ bool Qp::responder_poll(TxPacket& out) {
     return true;
   }
   return false;
+}
+
+// The fused receive path: the common received packets (ACK, in-order SEND
+// only) are read straight from the frame (a wire::RoceView). Everything else,
+// and every condition the direct path does not cover, is decoded into a
+// RoceHeader and goes through on_packet(), so both routes share one
+// implementation of the protocol; the direct path only skips the RoceHeader
+// round trip and the dispatch whose checks it repeats. Here, next to
+// responder_send(), so that the SEND's path is one function. The transmit
+// side, Qp::poll_tx_frame, is in requester.cc.
+[[gnu::flatten]] RxResult Qp::on_packet(uint64_t now_ns, const wire::RoceView& pkt) {
+  const uint8_t* b = pkt.bth;
+  const uint8_t opcode = b[0];
+  const uint32_t w2 = wire::get_be32(b + 8);
+  const uint32_t psn = w2 & wire::kPsnMask;
+  if ((wire::get_be32(b + 4) & wire::kPsnMask) == config_.qpn) {
+    if (opcode == static_cast<uint8_t>(Opcode::kAcknowledge)) {
+      // on_packet() -> completer_rx() -> completer_ack() for an ACK/NAK.
+      if ((state_ == QpState::kRts || state_ == QpState::kSqd) && pkt.payload.empty()) {
+        ++counters_.rx_packets;
+        if (wire::psn_ge(psn, snd_max_psn_)) {
+          ++counters_.drop_stale_response;
+          return RxResult::kDropped;
+        }
+        const uint32_t a = wire::get_be32(b + wire::kBthBytes);
+        return completer_ack(now_ns, psn, wire::Aeth{static_cast<uint8_t>(a >> 24), a & 0xFFFFFF});
+      }
+    } else if ((opcode == static_cast<uint8_t>(Opcode::kSendOnly) ||
+                opcode == static_cast<uint8_t>(Opcode::kSendOnlyImm)) &&
+               !sr_ && psn == epsn_ && in_msg_ == InMessage::kNone &&
+               (state_ == QpState::kRtr || state_ == QpState::kRts || state_ == QpState::kSqd) &&
+               pkt.payload.size() <= attr_.pmtu_bytes) {
+      // on_packet() -> responder_rx() for the expected PSN outside a message:
+      // every check there passes for a SEND only, which goes to responder_send().
+      ++counters_.rx_packets;
+      const bool imm = opcode == static_cast<uint8_t>(Opcode::kSendOnlyImm);
+      return responder_send_inline(imm ? wire::opcode_info(Opcode::kSendOnlyImm).flags
+                                       : wire::opcode_info(Opcode::kSendOnly).flags,
+                                   psn, (w2 >> 31) != 0,
+                                   imm ? wire::get_be32(b + wire::kBthBytes) : 0, pkt.payload);
+    }
+  }
+  return on_packet_decoded(now_ns, pkt);
+}
+
+// Out of line: the direct paths above need no room for a RoceHeader.
+[[gnu::noinline]] RxResult Qp::on_packet_decoded(uint64_t now_ns, const wire::RoceView& pkt) {
+  wire::RoceHeader hdr;
+  wire::decode_roce_header(pkt, hdr);
+  return on_packet(now_ns, hdr, pkt.payload);
 }
 
 }  // namespace conduit::transport

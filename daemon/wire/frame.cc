@@ -7,6 +7,10 @@
 #include "wire/byte_order.h"
 #include "wire/icrc.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace conduit::wire {
 namespace {
 
@@ -27,14 +31,29 @@ inline uint32_t load_native32(const uint8_t* p) {
   std::memcpy(&w, p, sizeof w);
   return w;
 }
-[[gnu::always_inline]] inline uint16_t ipv4_header_sum(const uint8_t* h) {
-  uint64_t sum = uint64_t{load_native32(h)} + load_native32(h + 4) + load_native32(h + 8) +
-                 load_native32(h + 12) + load_native32(h + 16);
+inline uint32_t load_native16(const uint8_t* p) {
+  uint16_t w;
+  std::memcpy(&w, p, sizeof w);
+  return w;
+}
+// Folds an unfolded one's-complement sum (of native 16-bit words, or of
+// native 32-bit words) to 16 bits.
+[[gnu::always_inline]] inline uint16_t fold_sum(uint64_t sum) {
   sum = (sum & 0xFFFFFFFF) + (sum >> 32);
   sum = (sum & 0xFFFF) + (sum >> 16);
   sum = (sum & 0xFFFF) + (sum >> 16);
   sum = (sum & 0xFFFF) + (sum >> 16);
   return static_cast<uint16_t>(sum);
+}
+// fold_sum(sum) == 0xFFFF (a valid header's sum) for a sum that is not 0:
+// folding keeps the value mod 0xFFFF (2^16 = 1 mod 0xFFFF) and ends at
+// 0xFFFF exactly for the non-zero multiples of 0xFFFF. One multiply instead
+// of four folds. (An RxExpect match makes the sum non-zero: it includes the
+// 0x45 version byte.)
+[[gnu::always_inline]] inline bool ones_complement_zero(uint64_t sum) { return sum % 0xFFFF == 0; }
+[[gnu::always_inline]] inline uint16_t ipv4_header_sum(const uint8_t* h) {
+  return fold_sum(uint64_t{load_native32(h)} + load_native32(h + 4) + load_native32(h + 8) +
+                  load_native32(h + 12) + load_native32(h + 16));
 }
 
 size_t eth_bytes(bool vlan) { return kEthHeaderBytes + (vlan ? kVlanTagBytes : 0); }
@@ -160,12 +179,14 @@ constexpr std::array<const char*, kDropReasonCount> kDropReasonNames = {
 
 // Shared by parse_frame and parse_roce: `ip_udp` is the 28 header bytes (may
 // be empty when the ICRC is not verified), `udp_payload` BTH .. ICRC.
-// On success `out` is the view of the packet.
+// On success `out` is the view of the packet. kHeaderChecked: the caller
+// (an RxExpect match) knows that n >= 16, TVer is 0 and the P_Key matches.
+template <bool kHeaderChecked = false>
 [[gnu::always_inline]] inline DropReason parse_roce_impl(const uint8_t* ip_udp,
                                                          std::span<const uint8_t> udp_payload,
                                                          const ParseOptions& opt, RoceView& out) {
   const size_t n = udp_payload.size();
-  if (n < kBthBytes + kIcrcBytes) return DropReason::kTruncated;
+  if (!kHeaderChecked && n < kBthBytes + kIcrcBytes) return DropReason::kTruncated;
   const uint8_t* b = udp_payload.data();
   // The ICRC is checked before anything after the UDP header is trusted, so
   // a corrupted BTH counts as corruption, not as a protocol error.
@@ -179,10 +200,12 @@ constexpr std::array<const char*, kDropReasonCount> kDropReasonNames = {
                                          udp_payload.first(n - kIcrcBytes));
     if (crc != icrc_load(b + n - kIcrcBytes)) return DropReason::kIcrc;
   }
-  if ((b[1] & 0x0F) != 0) return DropReason::kBthVersion;
+  if (!kHeaderChecked && (b[1] & 0x0F) != 0) return DropReason::kBthVersion;
   const OpcodeInfo& info = opcode_info(b[0]);
   if (!info.has(kOpValid)) return DropReason::kOpcode;
-  if (opt.check_pkey && !pkey_match(get_be16(b + 2), opt.pkey)) return DropReason::kPkey;
+  if (!kHeaderChecked && opt.check_pkey && !pkey_match(get_be16(b + 2), opt.pkey)) {
+    return DropReason::kPkey;
+  }
   if (n < info.header_bytes + kIcrcBytes) return DropReason::kTruncated;
   const size_t after_headers = n - info.header_bytes - kIcrcBytes;
   const uint8_t pad = (b[1] >> 4) & 3;
@@ -394,7 +417,7 @@ BuildResult build_frame(std::span<uint8_t> out, const FrameTemplate& tmpl, RoceH
   // Whole template: its bytes after the UDP header land where the BTH is
   // written next (every frame is longer than the template).
   static_assert(sizeof(tmpl.bytes) <= kEthHeaderBytes + kIpUdpBytes + kBthBytes + kIcrcBytes);
-  std::memcpy(f, tmpl.bytes.data(), sizeof(tmpl.bytes));
+  copy_template_bytes(f, tmpl);
   uint8_t* ip = f + l2;
   const auto total = static_cast<uint32_t>(ip_total);
   put_be16(ip + kIpTotalLen, static_cast<uint16_t>(total));
@@ -482,6 +505,98 @@ DropReason parse_frame(std::span<const uint8_t> frame, const ParseOptions& opt, 
 
 void decode_roce_header(const RoceView& view, RoceHeader& out) {
   decode_roce_header(view.bth, *view.info, out);
+}
+
+RxExpect make_rx_expect(const FrameAddr& sender, uint32_t dest_qpn, const ParseOptions& opt,
+                        uint16_t pkey) {
+  RxExpect e;
+  e.opt = opt;
+  const size_t l2 = eth_bytes(sender.has_vlan);
+  e.l2_bytes = static_cast<uint8_t>(l2);
+  // The sender's frame image (lengths, checksum, opcode, PSN left 0: masked
+  // out) and which of its bytes must be equal.
+  std::array<uint8_t, 64> img{};
+  std::array<uint8_t, 64> msk{};
+  uint8_t* ip = write_l2_ip_udp(img.data(), sender, 0);
+  const size_t i = l2;                                 // offset of the IPv4 header
+  msk[12] = msk[13] = 0xFF;                            // Ethernet type or the VLAN TPID
+  if (sender.has_vlan) msk[16] = msk[17] = 0xFF;       // the type after the tag (not the TCI)
+  msk[i] = 0xFF;                                       // version, IHL
+  for (size_t k = 4; k < 10; ++k) msk[i + k] = 0xFF;   // ID, flags/fragment, TTL, protocol
+  for (size_t k = 12; k < 20; ++k) msk[i + k] = 0xFF;  // addresses
+  msk[i + 22] = msk[i + 23] = 0xFF;                    // UDP destination port
+  uint8_t* bth = ip + kIpUdpBytes;
+  msk[i + 29] = 0x0F;  // TVer (img: 0)
+  if (opt.check_pkey) {
+    put_be16(bth + 2, pkey);
+    msk[i + 30] = msk[i + 31] = 0xFF;
+  }
+  put_be32(bth + 4, dest_qpn & 0xFFFFFF);
+  msk[i + 33] = msk[i + 34] = msk[i + 35] = 0xFF;
+  const size_t word_at[3] = {12, 28, l2 + kIpUdpBytes + kBthBytes - 16};
+  for (size_t w = 0; w < 3; ++w) {
+    for (size_t k = 0; k < 16; ++k) {
+      e.mask[w][k] = msk[word_at[w] + k];
+      e.expect[w][k] = img[word_at[w] + k] & msk[word_at[w] + k];
+    }
+  }
+  e.ip_fixed_sum = uint64_t{load_native32(ip + kIpId)} + load_native16(ip + kIpTtl) +
+                   load_native32(ip + kIpSrc) + load_native32(ip + kIpDst);
+  // A matching frame passes every check the image covers.
+  e.usable = sender.dst_port == opt.udp_dst_port && (!opt.check_pkey || pkey_match(pkey, opt.pkey));
+  return e;
+}
+
+namespace {
+[[gnu::always_inline]] inline bool header_matches(const uint8_t* f, const RxExpect& e) {
+  const uint8_t* w2 = f + e.l2_bytes + kIpUdpBytes + kBthBytes - 16;
+#if defined(__SSE2__)
+  const auto load = [](const uint8_t* p) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  };
+  const auto word = [](const std::array<uint8_t, 16>& a) {
+    return _mm_load_si128(reinterpret_cast<const __m128i*>(a.data()));
+  };
+  const __m128i d0 = _mm_and_si128(_mm_xor_si128(load(f + 12), word(e.expect[0])), word(e.mask[0]));
+  const __m128i d1 = _mm_and_si128(_mm_xor_si128(load(f + 28), word(e.expect[1])), word(e.mask[1]));
+  const __m128i d2 = _mm_and_si128(_mm_xor_si128(load(w2), word(e.expect[2])), word(e.mask[2]));
+  const __m128i d = _mm_or_si128(_mm_or_si128(d0, d1), d2);
+  return _mm_movemask_epi8(_mm_cmpeq_epi8(d, _mm_setzero_si128())) == 0xFFFF;
+#else
+  const uint8_t* at[3] = {f + 12, f + 28, w2};
+  uint64_t d = 0;
+  for (size_t w = 0; w < 3; ++w) {
+    for (size_t h = 0; h < 16; h += 8) {
+      uint64_t v, x, m;
+      std::memcpy(&v, at[w] + h, 8);
+      std::memcpy(&x, e.expect[w].data() + h, 8);
+      std::memcpy(&m, e.mask[w].data() + h, 8);
+      d |= (v ^ x) & m;
+    }
+  }
+  return d == 0;
+#endif
+}
+}  // namespace
+
+DropReason parse_frame(std::span<const uint8_t> frame, const RxExpect& exp, RoceView& out) {
+  const uint8_t* f = frame.data();
+  const size_t l2 = exp.l2_bytes;
+  // Every byte compared lies before the ICRC of the shortest frame.
+  if (exp.usable && frame.size() >= l2 + kIpUdpBytes + kBthBytes + kIcrcBytes &&
+      header_matches(f, exp)) {
+    const uint8_t* ip = f + l2;
+    const size_t ip_total = get_be16(ip + kIpTotalLen);
+    if (ip_total >= kIpUdpBytes + kBthBytes + kIcrcBytes && ip_total <= frame.size() - l2 &&
+        get_be16(ip + kIpv4HeaderBytes + kUdpLen) == ip_total - kIpv4HeaderBytes &&
+        (!exp.opt.verify_ip_checksum || ones_complement_zero(exp.ip_fixed_sum + load_native32(ip) +
+                                                             load_native16(ip + kIpCsum)))) {
+      return parse_roce_impl<true>(
+          ip, std::span<const uint8_t>(ip + kIpUdpBytes, ip_total - kIpUdpBytes), exp.opt, out);
+    }
+  }
+  const uint8_t* ip = nullptr;
+  return parse_frame_impl(frame, exp.opt, out, ip);
 }
 
 }  // namespace conduit::wire

@@ -135,8 +135,8 @@ CONDUIT_CLMUL inline uint32_t reduce128(__m128i x) {
 // Folds the < 64 remaining whole 16-byte blocks into x with independent
 // multiplies (x by the whole distance, each block by its own), so a short
 // message costs one multiply latency instead of a chain.
-CONDUIT_CLMUL inline __m128i fold_tail_blocks(__m128i x, const uint8_t*& p, size_t& n) {
-  switch (n / 16) {
+CONDUIT_CLMUL inline __m128i fold_blocks(__m128i x, const uint8_t* p, size_t blocks) {
+  switch (blocks) {
     case 3:
       x = _mm_xor_si128(
           _mm_xor_si128(fold(x, constants(kFold384)), fold(load128(p), constants(kFold256))),
@@ -153,6 +153,11 @@ CONDUIT_CLMUL inline __m128i fold_tail_blocks(__m128i x, const uint8_t*& p, size
     default:
       break;
   }
+  return x;
+}
+// The same, advancing p and n past the whole blocks (to the < 16-byte tail).
+CONDUIT_CLMUL inline __m128i fold_tail_blocks(__m128i x, const uint8_t*& p, size_t& n) {
+  x = fold_blocks(x, p, n / 16);
   p += n & ~size_t{15};
   n &= 15;
   return x;
@@ -356,6 +361,15 @@ inline __m128i load_aligned(const std::array<uint8_t, 16>& a) {
 // The raw CRC register at the end of the stream (the ICRC before inversion).
 // Always inlined into the per-ISA entry points below, so the same code is
 // also compiled with VEX encoding (three-operand: no register copies).
+// The stream's part after block 3 when 64 bytes or more are left: out of
+// line, so that the short frames' path keeps its pointer and length in
+// registers (the long path passes them by reference).
+template <bool kUseAvx512>
+[[gnu::noinline]] CONDUIT_CLMUL uint32_t raw_icrc_stream_long(__m128i x, const uint8_t* p,
+                                                              size_t left) {
+  return reduce128(fold_from<kUseAvx512>(x, p, left));
+}
+
 template <bool kUseAvx512>
 [[gnu::always_inline]] CONDUIT_CLMUL_SSSE3 inline uint32_t raw_icrc_stream(const uint8_t* d,
                                                                            size_t n) {
@@ -378,8 +392,8 @@ template <bool kUseAvx512>
   p += 48;
   left -= 16;
   // Short frames stay inline: up to 3 more blocks with independent multiplies.
-  x = left < 64 ? fold_tail_blocks(x, p, left) : fold_from<kUseAvx512>(x, p, left);
-  return reduce128(x);
+  if (left < 64) return reduce128(fold_blocks(x, p, left / 16));
+  return raw_icrc_stream_long<kUseAvx512>(x, p, left);
 }
 
 CONDUIT_CLMUL_SSSE3 uint32_t icrc_stream_sse(const uint8_t* d, size_t n) {

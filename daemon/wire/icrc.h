@@ -56,7 +56,8 @@ extern const IcrcStreamFn icrc_stream;
 
 // icrc_ipv4() of one contiguous datagram with the dispatch inline, for the
 // per-packet paths (frame build and parse): the same result.
-inline uint32_t icrc_ipv4_datagram(const uint8_t* datagram, size_t len_bytes) {
+[[gnu::always_inline]] inline uint32_t icrc_ipv4_datagram(const uint8_t* datagram,
+                                                          size_t len_bytes) {
   const detail::IcrcStreamFn stream = detail::icrc_stream;
   // The stream's lengths: at least 40 bytes, (n + 4) % 16 not in 1..3.
   if (stream != nullptr && len_bytes >= 40 && ((len_bytes + 4) & 15) - 1 >= 3) {

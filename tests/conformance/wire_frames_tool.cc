@@ -2,7 +2,10 @@
 //
 //   wire_frames_tool emit FILE.pcap   writes one frame of every kind the stack
 //                                     emits and prints, per frame, a line
-//                                     "INDEX OPCODE DESTQP PSN NAME" (decimal)
+//                                     "INDEX OPCODE DESTQP PSN SYNDROME MSN NAME"
+//                                     (decimal); the last ones are written by
+//                                     a queue pair's fused datapath
+//                                     (Qp::poll_tx_frame), not build_frame()
 //   wire_frames_tool parse FILE.pcap [PMTU]
 //                                     prints, per frame, "INDEX accept" or
 //                                     "INDEX drop REASON" from parse_frame()
@@ -13,10 +16,13 @@
 #include <vector>
 
 #include "pcap_file.h"
+#include "transport/heap_memory_regions.h"
+#include "transport/qp.h"
 #include "wire/frame.h"
 #include "wire/psn.h"
 
 using namespace conduit::wire;
+namespace tp = conduit::transport;
 using conduit::wire::test::Frame;
 
 namespace {
@@ -107,6 +113,83 @@ int emit(const std::string& path) {
   add(Opcode::kSendLastInvalidate, 11, "send_last_invalidate");
   add(Opcode::kSendOnlyInvalidate, 12, "send_only_invalidate");
   add(Opcode::kCnp, 0, "cnp");
+
+  // The frames a QP writes itself (Qp::poll_tx_frame: template headers,
+  // BTH/ImmDt/AETH words, inline payload copy, ICRC): SEND only, SEND only
+  // with immediate over VLAN (pad bytes), and the ACK the peer answers with.
+  {
+    constexpr uint64_t kBase = 0x10000;
+    struct Side {
+      tp::HeapMemoryRegions mrs;
+      tp::Qp qp;
+      explicit Side(uint32_t qpn) : qp(cfg(qpn), mrs) {
+        mrs.add(kBase, 1 << 16, tp::kAccessLocalWrite);
+      }
+      static tp::QpConfig cfg(uint32_t qpn) {
+        tp::QpConfig c;
+        c.qpn = qpn;
+        return c;
+      }
+    };
+    auto bring_up = [](tp::Qp& qp, uint32_t remote, uint32_t psn0) {
+      tp::QpAttr at;
+      at.pmtu_bytes = 4096;
+      at.dest_qpn = remote;
+      at.rq_psn = at.sq_psn = psn0;
+      at.state = tp::QpState::kInit;
+      qp.modify(at, tp::kAttrState);
+      at.state = tp::QpState::kRtr;
+      qp.modify(at, tp::kAttrState | tp::kAttrPathMtu | tp::kAttrDestQpn | tp::kAttrRqPsn |
+                        tp::kAttrMaxDestRdAtomic | tp::kAttrMinRnrTimer);
+      at.state = tp::QpState::kRts;
+      qp.modify(at, tp::kAttrState | tp::kAttrSqPsn | tp::kAttrTimeout | tp::kAttrRetryCnt |
+                        tp::kAttrRnrRetry | tp::kAttrMaxRdAtomic);
+    };
+    Side a(0x11), b(0xABC);
+    bring_up(a.qp, 0xABC, 0xFFFFFE);  // the QP's PSNs cross the 24-bit wrap too
+    bring_up(b.qp, 0x11, 0xFFFFFE);
+    for (size_t i = 0; i < 64; ++i) a.mrs.region(0).bytes[i] = static_cast<uint8_t>(i * 7 + 3);
+    tp::RecvWr rr;
+    rr.sge[0] = tp::Sge{kBase, 256, 0x100};
+    rr.num_sge = 1;
+    b.qp.post_recv(rr);
+    b.qp.post_recv(rr);
+    auto take = [&](Side& from, Side& to, const FrameTemplate& t, const std::string& name) {
+      Frame f(512);
+      const BuildResult r = from.qp.poll_tx_frame(0, t, f);
+      ParsedFrame pf;
+      if (!r.ok() || r.len_bytes == 0 ||
+          parse_frame(std::span<const uint8_t>(f.data(), r.len_bytes), ParseOptions{}, pf) !=
+              DropReason::kNone) {
+        std::fprintf(stderr, "fused %s: not written or not accepted\n", name.c_str());
+        std::exit(1);
+      }
+      f.resize(r.len_bytes);
+      RoceView v;
+      parse_frame(f, ParseOptions{}, v);
+      to.qp.on_packet(0, v);
+      out.push_back({f, pf.hdr, name});
+    };
+    const FrameTemplate ta = make_frame_template(addr(false));
+    const FrameTemplate ta_vlan = make_frame_template(addr(true));
+    FrameAddr back = addr(false);
+    std::swap(back.src_ip, back.dst_ip);
+    std::swap(back.src_mac, back.dst_mac);
+    back.src_port = udp_sport_for_qp(0xABC, 0x11);
+    const FrameTemplate tb = make_frame_template(back);
+    tp::SendWr wr;
+    wr.opcode = tp::WrOpcode::kSend;
+    wr.sge[0] = tp::Sge{kBase, 64, 0x100};
+    wr.num_sge = 1;
+    a.qp.post_send(wr);
+    take(a, b, ta, "fused_send_only");
+    wr.opcode = tp::WrOpcode::kSendImm;
+    wr.imm = 0xCAFEF00D;
+    wr.sge[0].len_bytes = 7;
+    a.qp.post_send(wr);
+    take(a, b, ta_vlan, "fused_send_only_imm_vlan");
+    take(b, a, tb, "fused_ack");  // one ACK for both (coalesced)
+  }
 
   std::vector<Frame> frames;
   for (size_t i = 0; i < out.size(); ++i) {

@@ -5,7 +5,18 @@
 //   completion) plus the receive re-post. Reports ns per message; for instruction counts
 // run it under callgrind with two message counts and subtract (BENCHMARKS.md).
 //
-// usage: transport_send64_bench [messages]   (default 1,000,000)
+// Two modes, both with every step of the path in the count:
+//   burst 1 (default): post one SEND, send it, parse it, deliver it, the ACK
+//     for it back the same way, both completions polled, the receive
+//     re-posted; one message at a time.
+//   burst N (streaming, as the engine runs): N SENDs posted, all N written as
+//     frames, all N parsed and delivered (the responder coalesces its queued
+//     ACKs, as the engine's does within one RX burst), then ONE ACK frame
+//     written, parsed and processed, then the completions polled (one call
+//     per side) and N receives re-posted. N = 32 is the engine's RX burst.
+//
+// usage: transport_send64_bench [messages] [burst]   (default 1,000,000, 1;
+// messages is rounded up to a whole number of bursts)
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -43,6 +54,7 @@ struct Side {
   Qp qp;
   wire::FrameAddr addr;
   wire::FrameTemplate tmpl;  // made from addr once the addresses are set
+  wire::RxExpect rx;         // the peer's frames to this QP, also per connection
   explicit Side(uint32_t qpn) : qp(make_cfg(qpn), mrs) {
     mrs.add(kBase, 1 << 16, kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead);
   }
@@ -60,16 +72,19 @@ struct Side {
 // receiver validates all of it (parse_frame: Ethernet, IPv4 incl. checksum,
 // UDP, BTH, lengths, ICRC) into a RoceView and the QP reads the packet from
 // it (Qp::on_packet(RoceView)). Returns false if there was nothing to send.
+// The parser takes the receiver's per-connection RxExpect (the same checks
+// and result as parse_frame with its ParseOptions; BENCHMARKS.md).
 struct Hop {
   wire::RoceView v;
   std::vector<uint8_t> buf = std::vector<uint8_t>(9000);
+  size_t len = 0;
 };
 
-bool hop(Side& from, Side& to, Hop& h, const wire::ParseOptions& opt, uint64_t now_ns) {
+bool hop(Side& from, Side& to, Hop& h, uint64_t now_ns) {
   const wire::BuildResult r = from.qp.poll_tx_frame(now_ns, from.tmpl, h.buf);
   if (r.ok() && r.len_bytes == 0) return false;
-  if (!r.ok() || wire::parse_frame(std::span<const uint8_t>(h.buf.data(), r.len_bytes), opt, h.v) !=
-                     wire::DropReason::kNone) {
+  if (!r.ok() || wire::parse_frame(std::span<const uint8_t>(h.buf.data(), r.len_bytes), to.rx,
+                                   h.v) != wire::DropReason::kNone) {
     std::fprintf(stderr, "frame did not round-trip\n");
     std::exit(1);
   }
@@ -77,10 +92,51 @@ bool hop(Side& from, Side& to, Hop& h, const wire::ParseOptions& opt, uint64_t n
   return true;
 }
 
+// One burst of `burst` SENDs a -> b and the one ACK b -> a for all of them.
+bool streaming_burst(Side& a, Side& b, std::vector<Hop>& frames, Hop& ack, SendWr& wr,
+                     const RecvWr& rr, uint64_t& next_id, uint64_t now_ns, std::span<Completion> cq,
+                     uint64_t& done) {
+  const size_t burst = frames.size();
+  for (size_t i = 0; i < burst; ++i) {
+    wr.wr_id = next_id++;
+    if (a.qp.post_send(wr) != Status::kOk) return false;
+  }
+  // The TX burst: every frame written before any is received.
+  for (size_t i = 0; i < burst; ++i) {
+    const wire::BuildResult r = a.qp.poll_tx_frame(now_ns, a.tmpl, frames[i].buf);
+    if (!r.ok() || r.len_bytes == 0) return false;
+    frames[i].len = r.len_bytes;
+  }
+  // The RX burst at b: parse and deliver each; the ACKs coalesce in b's queue.
+  for (size_t i = 0; i < burst; ++i) {
+    Hop& h = frames[i];
+    if (wire::parse_frame(std::span<const uint8_t>(h.buf.data(), h.len), b.rx, h.v) !=
+        wire::DropReason::kNone) {
+      return false;
+    }
+    b.qp.on_packet(now_ns, h.v);
+  }
+  // One ACK for the burst, back to a.
+  if (!hop(b, a, ack, now_ns)) return false;
+  if (hop(b, a, ack, now_ns)) return false;  // nothing more queued
+  done += a.qp.poll_cq(cq);
+  if (b.qp.poll_cq(cq) != burst) return false;
+  for (size_t i = 0; i < burst; ++i) {
+    if (b.qp.post_recv(rr) != Status::kOk) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const uint64_t messages = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 1'000'000;
+  uint64_t messages = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 1'000'000;
+  const uint64_t burst = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1;
+  if (burst == 0 || burst > 64) {
+    std::fprintf(stderr, "burst must be 1..64\n");
+    return 2;
+  }
+  messages = (messages + burst - 1) / burst * burst;
   Side a(0x11), b(0x22);
   bring_up(a.qp, 0x22);
   bring_up(b.qp, 0x11);
@@ -90,7 +146,9 @@ int main(int argc, char** argv) {
   b.addr.src_port = wire::udp_sport_for_qp(0x22, 0x11);
   a.tmpl = wire::make_frame_template(a.addr);
   b.tmpl = wire::make_frame_template(b.addr);
-  wire::ParseOptions opt;
+  const wire::ParseOptions opt;  // PMTU 4096, P_Key, IPv4 checksum, ICRC: all checked
+  a.rx = wire::make_rx_expect(b.addr, 0x11, opt);
+  b.rx = wire::make_rx_expect(a.addr, 0x22, opt);
   Hop h;
 
   SendWr wr;
@@ -100,20 +158,33 @@ int main(int argc, char** argv) {
   RecvWr rr;
   rr.sge[0] = Sge{kBase + 4096, 64, 0x100};
   rr.num_sge = 1;
-  for (int i = 0; i < 8; ++i) b.qp.post_recv(rr);
+  for (uint64_t i = 0; i < (burst == 1 ? 8 : burst); ++i) b.qp.post_recv(rr);
 
-  Completion cq[4];
+  Completion cq[64];
   uint64_t now_ns = 0, done = 0;
   const auto t0 = std::chrono::steady_clock::now();
-  for (uint64_t i = 0; i < messages; ++i) {
-    wr.wr_id = i;
-    if (a.qp.post_send(wr) != Status::kOk) return 1;
-    hop(a, b, h, opt, now_ns);  // the SEND
-    hop(b, a, h, opt, now_ns);  // its ACK
-    done += a.qp.poll_cq(cq);
-    if (b.qp.poll_cq(cq) != 1) return 1;
-    if (b.qp.post_recv(rr) != Status::kOk) return 1;
-    now_ns += 100;
+  if (burst == 1) {
+    for (uint64_t i = 0; i < messages; ++i) {
+      wr.wr_id = i;
+      if (a.qp.post_send(wr) != Status::kOk) return 1;
+      hop(a, b, h, now_ns);  // the SEND
+      hop(b, a, h, now_ns);  // its ACK
+      done += a.qp.poll_cq(std::span<Completion>(cq, 4));
+      if (b.qp.poll_cq(std::span<Completion>(cq, 4)) != 1) return 1;
+      if (b.qp.post_recv(rr) != Status::kOk) return 1;
+      now_ns += 100;
+    }
+  } else {
+    std::vector<Hop> frames(burst);
+    for (Hop& f : frames) f.buf.resize(256);
+    uint64_t next_id = 0;
+    for (uint64_t i = 0; i < messages; i += burst) {
+      if (!streaming_burst(a, b, frames, h, wr, rr, next_id, now_ns, cq, done)) {
+        std::fprintf(stderr, "burst %llu failed\n", static_cast<unsigned long long>(i / burst));
+        return 1;
+      }
+      now_ns += 100 * burst;
+    }
   }
   const auto t1 = std::chrono::steady_clock::now();
   if (done != messages) {
@@ -122,7 +193,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   const double ns = std::chrono::duration<double, std::nano>(t1 - t0).count();
-  std::printf("64-byte SEND one way (incl. ACK): %llu messages, %.1f ns/message\n",
-              static_cast<unsigned long long>(messages), ns / static_cast<double>(messages));
+  std::printf("64-byte SEND one way (incl. ACK), burst %llu: %llu messages, %.1f ns/message\n",
+              static_cast<unsigned long long>(burst), static_cast<unsigned long long>(messages),
+              ns / static_cast<double>(messages));
   return 0;
 }

@@ -9,7 +9,10 @@
 //  - the RoceView parsers (the fused datapath's) return the same drop reason
 //    for every input and, for an accepted frame, a view that decodes to the
 //    same header and payload, with the same fields through its accessors;
-//  - a frame written by begin_frame()/finish_frame() equals build_frame()'s.
+//  - a frame written by begin_frame()/finish_frame() equals build_frame()'s;
+//  - parse_frame() with an RxExpect (a fixed one, and one made from the
+//    accepted frame's own addressing, so the fast path is taken) returns the
+//    same drop reason and view as parse_frame() with its options.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -75,6 +78,17 @@ void check_view(std::span<const uint8_t> frame, const ParseOptions& opt) {
   if (v.info->imm_offset) require(v.imm() == h.imm);
 }
 
+void check_expect(std::span<const uint8_t> frame, const FrameAddr& sender, uint32_t qpn,
+                  uint16_t pkey, const ParseOptions& opt) {
+  const RxExpect e = make_rx_expect(sender, qpn, opt, pkey);
+  RoceView full, fast;
+  const DropReason r = parse_frame(frame, opt, full);
+  require(parse_frame(frame, e, fast) == r);
+  if (r != DropReason::kNone) return;
+  require(fast.bth == full.bth && fast.info == full.info &&
+          fast.payload.data() == full.payload.data() && fast.payload.size() == full.payload.size());
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -82,6 +96,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   ParseOptions strict;
   check_view(frame, strict);
+  check_expect(frame, FrameAddr{}, 0x11, kDefaultPkey, strict);
   ParsedFrame pf;
   if (parse_frame(frame, strict, pf) == DropReason::kNone) {
     check_accepted(frame, pf, strict.pmtu_bytes);
@@ -97,6 +112,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   require(static_cast<size_t>(r) < kDropReasonCount);
   if (r != DropReason::kNone) return 0;
   check_accepted(frame, pf, 0);
+  for (const ParseOptions& o : {strict, loose}) {
+    check_expect(frame, pf.addr, pf.hdr.bth.dest_qp, pf.hdr.bth.pkey, o);
+  }
 
   // parse_roce on the same UDP payload must agree.
   const size_t l2 = pf.addr.has_vlan ? 18 : 14;

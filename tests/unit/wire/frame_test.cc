@@ -598,3 +598,122 @@ TEST_CASE("frame: every RoCE frame in the rxe captures parses") {
   }
   CHECK(n == 32);
 }
+
+namespace {
+void fix_ip_checksum(Bytes& f, size_t l2) {
+  f[l2 + 10] = f[l2 + 11] = 0;
+  uint32_t sum = 0;
+  for (size_t i = l2; i < l2 + 20; i += 2) sum += uint32_t{f[i]} << 8 | f[i + 1];
+  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
+  f[l2 + 10] = static_cast<uint8_t>(~sum >> 8);
+  f[l2 + 11] = static_cast<uint8_t>(~sum);
+}
+}  // namespace
+
+TEST_CASE("frame: parse_frame with an RxExpect equals the full parser on every frame") {
+  std::mt19937_64 rng(7);
+  std::vector<uint8_t> valid_ops;
+  for (int op = 0; op < 256; ++op) {
+    if (opcode_info(static_cast<uint8_t>(op)).has(kOpValid)) valid_ops.push_back(op);
+  }
+  constexpr uint32_t kQpn = 0xABC;
+  size_t accepted = 0, dropped = 0;
+  for (int round = 0; round < 40000; ++round) {
+    const bool vlan = (rng() & 3) == 0;
+    const FrameAddr sender = test_addr(vlan);
+    ParseOptions opt;
+    opt.pmtu_bytes = std::vector<uint32_t>{0, 256, 1024, 4096}[rng() & 3];
+    opt.check_pkey = (rng() & 7) != 0;
+    opt.pkey = (rng() & 7) == 0 ? 0x7FFF : kDefaultPkey;
+    opt.verify_ip_checksum = (rng() & 7) != 0;
+    opt.verify_icrc = (rng() & 15) != 0;
+    if ((rng() & 15) == 0) opt.udp_dst_port = 1234;
+    const uint16_t exp_pkey = (rng() & 7) == 0 ? 0x1234 : kDefaultPkey;
+    const RxExpect exp = make_rx_expect(sender, kQpn, opt, exp_pkey);
+    // A frame from this sender (or a slightly different one), then mutations.
+    FrameAddr a = sender;
+    if ((rng() & 7) == 0) a.ttl = 63;
+    if ((rng() & 7) == 0) a.ecn = kEcnCe;
+    if ((rng() & 15) == 0) a.ip_id = 7;
+    if ((rng() & 15) == 0) a.src_ip ^= 1;
+    const uint8_t op = valid_ops[rng() % valid_ops.size()];
+    RoceHeader h = random_header(op, rng);
+    h.bth.pkey = (rng() & 7) == 0 ? static_cast<uint16_t>(rng()) : exp_pkey;
+    h.bth.dest_qp = (rng() & 7) == 0 ? kQpn + 1 : kQpn;
+    if (opcode_info(op).has(kOpCnp)) h = make_cnp_header(kQpn, h.bth.pkey);
+    size_t len = 0;
+    if (opcode_info(op).has(kOpPayload)) {
+      len = std::vector<size_t>{0, 1, 3, 4, 64, 255, 256, 1024, 1500}[rng() % 9];
+    }
+    Bytes payload(len);
+    for (auto& b : payload) b = static_cast<uint8_t>(rng());
+    Bytes f = build(a, h, payload);
+    const size_t l2 = vlan ? 18 : 14;
+    switch (rng() % 8) {
+      case 0:  // as built
+        break;
+      case 1: {  // one bit flipped anywhere
+        const size_t i = rng() % f.size();
+        f[i] ^= static_cast<uint8_t>(1u << (rng() & 7));
+        break;
+      }
+      case 2: {  // a bit flipped in the headers, IPv4 checksum made right again
+        const size_t i = rng() % (l2 + 40);
+        f[i] ^= static_cast<uint8_t>(1u << (rng() & 7));
+        if (i >= l2 && i < l2 + 20 && f.size() >= l2 + 20) fix_ip_checksum(f, l2);
+        break;
+      }
+      case 3:  // truncated
+        f.resize(rng() % f.size());
+        break;
+      case 4:  // Ethernet padding after the IPv4 datagram
+        f.resize(f.size() + rng() % 20, 0);
+        break;
+      case 5: {  // lengths changed consistently (IPv4 total and UDP)
+        const int delta = static_cast<int>(rng() % 9) - 4;
+        const uint32_t total = (uint32_t{f[l2 + 2]} << 8 | f[l2 + 3]) + delta;
+        f[l2 + 2] = static_cast<uint8_t>(total >> 8);
+        f[l2 + 3] = static_cast<uint8_t>(total);
+        f[l2 + 24] = static_cast<uint8_t>((total - 20) >> 8);
+        f[l2 + 25] = static_cast<uint8_t>(total - 20);
+        fix_ip_checksum(f, l2);
+        break;
+      }
+      case 6:  // BTH TVer, pad count or opcode byte
+        f[l2 + 28 + (rng() & 1)] ^= static_cast<uint8_t>(rng());
+        break;
+      default:  // a frame from another sender's template (not the expected one)
+        f = build(test_addr(!vlan), h, payload);
+        break;
+    }
+    RoceView full, fast;
+    const DropReason r_full = parse_frame(f, opt, full);
+    const DropReason r_fast = parse_frame(f, exp, fast);
+    INFO("round " << round << " opcode " << int(op) << " vlan " << vlan << " size " << f.size());
+    REQUIRE(r_fast == r_full);
+    if (r_full == DropReason::kNone) {
+      ++accepted;
+      CHECK(fast.bth == full.bth);
+      CHECK(fast.info == full.info);
+      CHECK(fast.payload.data() == full.payload.data());
+      CHECK(fast.payload.size() == full.payload.size());
+    } else {
+      ++dropped;
+    }
+  }
+  CHECK(accepted > 10000);
+  CHECK(dropped > 10000);
+}
+
+TEST_CASE("byte_order: copy_payload copies exactly n bytes for every n") {
+  std::mt19937_64 rng(3);
+  for (size_t n = 0; n <= 200; ++n) {
+    Bytes src(n + 32), dst(n + 32, 0xAA);
+    for (auto& b : src) b = static_cast<uint8_t>(rng());
+    copy_payload(dst.data() + 16, src.data() + 16, n);
+    for (size_t i = 0; i < dst.size(); ++i) {
+      INFO("n " << n << " i " << i);
+      REQUIRE(dst[i] == (i >= 16 && i < 16 + n ? src[i] : 0xAA));
+    }
+  }
+}
