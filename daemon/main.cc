@@ -133,6 +133,7 @@ struct PolicyState {
   std::string path;
   std::shared_ptr<const Policy> running;
   ControlServer* server = nullptr;
+  conduit::engine::Engine* engine = nullptr;
 
   // 0, or -EINVAL with every problem in `message`.
   int reload(std::string& message) {
@@ -148,6 +149,9 @@ struct PolicyState {
     running = next;
     spdlog::set_level(to_spdlog(running->daemon.log_level));
     if (server != nullptr) server->update(server_config(*running), control_limits(*running));
+    if (engine != nullptr) {
+      engine->set_idle_mode(conduit::engine::idle_mode_from_policy(running->daemon.idle_mode));
+    }
     message = "policy reloaded from " + path;
     if (!restart.empty()) {
       message += "; these changes take effect after a restart:";
@@ -284,6 +288,7 @@ int run(const std::string& config_path) {
   ControlServer server(server_config(*state.running), control_limits(*state.running), hooks,
                        channel.get());
   state.server = &server;
+  state.engine = engine.get();
   std::string error;
   if (int rc = server.start(error); rc < 0) {
     spdlog::critical("cannot start the control socket: {}", error);
@@ -355,9 +360,10 @@ int run(const std::string& config_path) {
   engine_thread.join();
   const auto& ec = engine->counters();
   spdlog::info(
-      "engine: {} loops, {} sleeps ({} woken by the port), RX {} frames in {} bursts, TX {} "
-      "frames in {} bursts",
-      ec.loops, ec.sleeps, ec.port_wakeups, ec.rx_frames, ec.rx_bursts, ec.tx_frames, ec.tx_bursts);
+      "engine: {} loops, {} sleeps ({} woken by the port), {} yields, RX {} frames in {} bursts, "
+      "TX {} frames in {} bursts",
+      ec.loops, ec.sleeps, ec.port_wakeups, ec.yields, ec.rx_frames, ec.rx_bursts, ec.tx_frames,
+      ec.tx_bursts);
   uint64_t wire_drops = 0;
   for (uint64_t d : ec.rx_wire_drops) wire_drops += d;
   const auto ps = port->stats();

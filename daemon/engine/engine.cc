@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <rte_cycles.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -191,6 +192,7 @@ Engine::Engine(const EngineConfig& config, dpdk::Port& port, control::EngineChan
       channel_(channel),
       net_(config.net),
       pacer_(config.pacer),
+      idle_mode_(config.idle_mode),
       cm_([&config] {
         // Connection ids from the clock: a restarted daemon should not answer
         // a peer's old connection with a reused id.
@@ -221,9 +223,10 @@ void Engine::run() {
   while (!stop_.load(std::memory_order_relaxed)) {
     heartbeat_.store(counters_.loops, std::memory_order_relaxed);
     const uint64_t now = tsc_now_ns();
+    const IdleMode mode = idle_mode_.load(std::memory_order_relaxed);
     if (poll_once(now)) {
       idle_since_ns_ = 0;
-    } else if (config_.idle_mode == IdleMode::kAdaptive) {
+    } else if (mode == IdleMode::kAdaptive) {
       if (idle_since_ns_ == 0) {
         idle_since_ns_ = now;
       } else if (now - idle_since_ns_ >= spin.window_ns()) {
@@ -231,6 +234,9 @@ void Engine::run() {
         spin.after_sleep(tsc_now_ns() - now);
         idle_since_ns_ = 0;
       }
+    } else if (mode == IdleMode::kYield) {
+      ++counters_.yields;
+      sched_yield();
     }
   }
 }
@@ -632,6 +638,7 @@ void Engine::fill_snapshot(control::CounterSnapshot& out) const {
   const EngineCounters& c = counters_;
   out.add("engine.loops", c.loops);
   out.add("engine.sleeps", c.sleeps);
+  out.add("engine.yields", c.yields);
   out.add("engine.commands", c.commands);
   out.add("engine.stalls", c.stalls);
   out.add("engine.stalled_us", c.stalled_ns / 1000);

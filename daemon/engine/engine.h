@@ -64,7 +64,14 @@ struct TrafficClassSpec {
   cc::ControllerConfig cc;
 };
 
-enum class IdleMode : uint8_t { kSpin, kAdaptive };
+// kSpin: poll forever. kAdaptive: spin a while after the last work, then sleep
+// until a doorbell, a frame or a timer (see the top of this file). kYield:
+// poll forever, but give the core away (sched_yield) after every loop that
+// found no work: threads waiting on the same core (this host's clients, the
+// kernel's network work) run at once, and alone on its core the engine keeps
+// polling. For a core shared by the engine and its clients: a completion
+// reaches a client with a context switch instead of a cross-core wake-up.
+enum class IdleMode : uint8_t { kSpin, kAdaptive, kYield };
 
 // The pacer's settings for the engine. Its catch-up allowance (max_lag_ns)
 // must exceed the engine's loop period, or a flow polled late loses rate for
@@ -105,6 +112,7 @@ struct EngineConfig {
 struct EngineCounters {
   uint64_t loops = 0;
   uint64_t sleeps = 0;
+  uint64_t yields = 0;        // idle_mode yield: loops without work that gave the core away
   uint64_t port_wakeups = 0;  // sleeps ended by a frame arriving
   uint64_t rx_bursts = 0;     // RX bursts that returned frames
   uint64_t rx_frames = 0;
@@ -148,6 +156,8 @@ class Engine {
   // Runs until stop(). Each iteration reads the TSC clock.
   void run();
   void stop() { stop_.store(true, std::memory_order_relaxed); }
+  // A policy reload's idle_mode; any thread may call it, run() takes it at its next loop.
+  void set_idle_mode(IdleMode m) { idle_mode_.store(m, std::memory_order_relaxed); }
   // One loop iteration at now_ns; true if it did any work.
   bool poll_once(uint64_t now_ns);
 
@@ -231,6 +241,8 @@ class Engine {
   sched::TxScheduler pacer_;
   std::vector<sched::ClassId> class_ids_;
   std::atomic<bool> stop_{false};
+  // config_.idle_mode, changed by a reload; relaxed: no other data rides on it.
+  std::atomic<IdleMode> idle_mode_;
   // Written by the engine thread only; relaxed both ways: a progress signal that
   // publishes no other data, so no ordering pairs with it.
   std::atomic<uint64_t> heartbeat_{0};
