@@ -11,6 +11,8 @@
 // named in the policy are brought up before the control socket opens, so a
 // port problem stops the daemon with a clear message before clients come.
 #include <pthread.h>
+#include <rte_errno.h>
+#include <rte_lcore.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -282,7 +284,15 @@ int run(const std::string& config_path) {
   }
   std::thread engine_thread([&engine] {
     pthread_setname_np(pthread_self(), "conduit-engine");  // for top -H, gdb and tests
+    // An lcore id gives this thread the mempools' per-lcore caches: without one every
+    // mbuf alloc and free (ours and the PMD's) went to the pool's shared ring, 10 % of
+    // the sending engine's time in a profile of 8 MiB WRITEs over af_xdp.
+    if (rte_thread_register() != 0) {
+      spdlog::warn("engine thread: no lcore id ({}): mbufs come without a per-thread cache",
+                   rte_strerror(rte_errno));
+    }
     engine->run();
+    rte_thread_unregister();
   });
 
   ControlServer server(server_config(*state.running), control_limits(*state.running), hooks,
