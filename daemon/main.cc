@@ -370,10 +370,9 @@ int run(const std::string& config_path) {
   engine_thread.join();
   const auto& ec = engine->counters();
   spdlog::info(
-      "engine: {} loops, {} sleeps ({} woken by the port), {} yields, RX {} frames in {} bursts, "
-      "TX {} frames in {} bursts",
-      ec.loops, ec.sleeps, ec.port_wakeups, ec.yields, ec.rx_frames, ec.rx_bursts, ec.tx_frames,
-      ec.tx_bursts);
+      "engine: {} loops, {} sleeps ({} woken by the port), RX {} frames in {} bursts, TX {} "
+      "frames in {} bursts",
+      ec.loops, ec.sleeps, ec.port_wakeups, ec.rx_frames, ec.rx_bursts, ec.tx_frames, ec.tx_bursts);
   uint64_t wire_drops = 0;
   for (uint64_t d : ec.rx_wire_drops) wire_drops += d;
   const auto ps = port->stats();

@@ -2,7 +2,6 @@
 
 #include <poll.h>
 #include <rte_cycles.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -234,9 +233,6 @@ void Engine::run() {
         spin.after_sleep(tsc_now_ns() - now);
         idle_since_ns_ = 0;
       }
-    } else if (mode == IdleMode::kYield) {
-      ++counters_.yields;
-      sched_yield();
     }
   }
 }
@@ -638,7 +634,6 @@ void Engine::fill_snapshot(control::CounterSnapshot& out) const {
   const EngineCounters& c = counters_;
   out.add("engine.loops", c.loops);
   out.add("engine.sleeps", c.sleeps);
-  out.add("engine.yields", c.yields);
   out.add("engine.commands", c.commands);
   out.add("engine.stalls", c.stalls);
   out.add("engine.stalled_us", c.stalled_ns / 1000);

@@ -64,14 +64,7 @@ struct TrafficClassSpec {
   cc::ControllerConfig cc;
 };
 
-// kSpin: poll forever. kAdaptive: spin a while after the last work, then sleep
-// until a doorbell, a frame or a timer (see the top of this file). kYield:
-// poll forever, but give the core away (sched_yield) after every loop that
-// found no work: threads waiting on the same core (this host's clients, the
-// kernel's network work) run at once, and alone on its core the engine keeps
-// polling. For a core shared by the engine and its clients: a completion
-// reaches a client with a context switch instead of a cross-core wake-up.
-enum class IdleMode : uint8_t { kSpin, kAdaptive, kYield };
+enum class IdleMode : uint8_t { kSpin, kAdaptive };
 
 // The pacer's settings for the engine. Its catch-up allowance (max_lag_ns)
 // must exceed the engine's loop period, or a flow polled late loses rate for
@@ -112,7 +105,6 @@ struct EngineConfig {
 struct EngineCounters {
   uint64_t loops = 0;
   uint64_t sleeps = 0;
-  uint64_t yields = 0;        // idle_mode yield: loops without work that gave the core away
   uint64_t port_wakeups = 0;  // sleeps ended by a frame arriving
   uint64_t rx_bursts = 0;     // RX bursts that returned frames
   uint64_t rx_frames = 0;

@@ -48,15 +48,7 @@ cc::ControllerConfig controller_for(const policy::CongestionControl& c) {
 }  // namespace
 
 IdleMode idle_mode_from_policy(policy::IdleMode m) {
-  switch (m) {
-    case policy::IdleMode::kSpin:
-      return IdleMode::kSpin;
-    case policy::IdleMode::kYield:
-      return IdleMode::kYield;
-    case policy::IdleMode::kAdaptive:
-      break;
-  }
-  return IdleMode::kAdaptive;
+  return m == policy::IdleMode::kSpin ? IdleMode::kSpin : IdleMode::kAdaptive;
 }
 
 EngineConfig engine_config_from_policy(const policy::Policy& p, net::MacAddr mac,

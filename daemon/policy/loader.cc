@@ -56,8 +56,8 @@ const EnumNames<LogLevel> kLogLevels = {
     {"trace", LogLevel::kTrace}, {"debug", LogLevel::kDebug}, {"info", LogLevel::kInfo},
     {"warn", LogLevel::kWarn},   {"error", LogLevel::kError}, {"critical", LogLevel::kCritical},
     {"off", LogLevel::kOff}};
-const EnumNames<IdleMode> kIdleModes = {
-    {"spin", IdleMode::kSpin}, {"adaptive", IdleMode::kAdaptive}, {"yield", IdleMode::kYield}};
+const EnumNames<IdleMode> kIdleModes = {{"spin", IdleMode::kSpin},
+                                        {"adaptive", IdleMode::kAdaptive}};
 const EnumNames<EcnCodepoint> kEcnCodepoints = {{"ect0", EcnCodepoint::kEct0},
                                                 {"ect1", EcnCodepoint::kEct1},
                                                 {"not_ect", EcnCodepoint::kNotEct}};

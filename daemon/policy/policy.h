@@ -37,10 +37,8 @@ struct SocketAddress {
 enum class LogLevel { kTrace, kDebug, kInfo, kWarn, kError, kCritical, kOff };
 
 // spin: the engine lcore polls forever. adaptive: after a run of empty polls
-// it backs off and sleeps until a client doorbell or a short timer. yield: it
-// polls forever but calls sched_yield after each empty poll (a core shared
-// with this host's clients).
-enum class IdleMode { kSpin, kAdaptive, kYield };
+// it backs off and sleeps until a client doorbell or a short timer.
+enum class IdleMode { kSpin, kAdaptive };
 
 struct DaemonSection {
   std::string control_socket = "/run/conduit/conduitd.sock";

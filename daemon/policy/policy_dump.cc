@@ -29,17 +29,7 @@ const char* name_of(LogLevel v) {
   return "off";
 }
 
-const char* name_of(IdleMode v) {
-  switch (v) {
-    case IdleMode::kSpin:
-      return "spin";
-    case IdleMode::kYield:
-      return "yield";
-    case IdleMode::kAdaptive:
-      break;
-  }
-  return "adaptive";
-}
+const char* name_of(IdleMode v) { return v == IdleMode::kSpin ? "spin" : "adaptive"; }
 
 const char* name_of(EcnCodepoint v) {
   switch (v) {

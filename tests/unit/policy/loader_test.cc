@@ -189,21 +189,6 @@ TEST_CASE("every section is read into its typed field") {
   CHECK(p.clients.quotas.max_region_bytes == 1ull << 30);
 }
 
-TEST_CASE("idle_mode takes spin, adaptive and yield") {
-  auto mode_of = [](std::string_view v) {
-    LoadResult r = load(std::string(kPort) + "daemon: {idle_mode: " + std::string(v) + "}");
-    INFO(r.error_text());
-    REQUIRE(r.ok());
-    return r.policy->daemon.idle_mode;
-  };
-  CHECK(mode_of("spin") == IdleMode::kSpin);
-  CHECK(mode_of("adaptive") == IdleMode::kAdaptive);
-  CHECK(mode_of("yield") == IdleMode::kYield);
-  LoadResult bad = load(std::string(kPort) + "daemon: {idle_mode: yeild}");
-  REQUIRE_FALSE(bad.ok());
-  CHECK(bad.error_text().find("did you mean 'yield'?") != std::string::npos);
-}
-
 TEST_CASE("RNR timer codes and durations") {
   CHECK(rnr_timer_ns(0) == 655'360'000);
   CHECK(rnr_timer_ns(1) == 10'000);

@@ -21,17 +21,6 @@ TEST_CASE("the dump of the defaults reloads to the same policy") {
   CHECK(*again.policy == p);
 }
 
-TEST_CASE("the dump round-trips every idle mode") {
-  for (IdleMode m : {IdleMode::kSpin, IdleMode::kAdaptive, IdleMode::kYield}) {
-    Policy p = *load(kPort).policy;
-    p.daemon.idle_mode = m;
-    LoadResult again = load(to_yaml(p));
-    INFO(to_yaml(p) << again.error_text());
-    REQUIRE(again.ok());
-    CHECK(again.policy->daemon.idle_mode == m);
-  }
-}
-
 TEST_CASE("the dump round-trips every kind of value") {
   Policy p = *load(kPort).policy;
   p.daemon.socket_group = "rdma";

@@ -166,8 +166,8 @@ TEST_CASE("several errors are reported at once, in file order") {
       "transport:\n"
       "  loss_recovery: selctive\n"
       "  pmtu: 2048\n");
-  CHECK(e == Errors{"t.yaml:2:14: daemon.idle_mode: unknown value 'spni' (expected spin, "
-                    "adaptive or yield); did you mean 'spin'?",
+  CHECK(e == Errors{"t.yaml:2:14: daemon.idle_mode: unknown value 'spni' (expected spin or "
+                    "adaptive); did you mean 'spin'?",
                     "t.yaml:3:15: daemon.lcores[1]: lcore 1 is listed twice",
                     "t.yaml:5:11: port.device: 'eth0' is neither a PCI address (0000:3b:00.0) nor "
                     "a DPDK net vdev (net_memif0,role=server,...)",
