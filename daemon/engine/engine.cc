@@ -191,6 +191,7 @@ Engine::Engine(const EngineConfig& config, dpdk::Port& port, control::EngineChan
       channel_(channel),
       net_(config.net),
       pacer_(config.pacer),
+      idle_mode_(config.idle_mode),
       cm_([&config] {
         // Connection ids from the clock: a restarted daemon should not answer
         // a peer's old connection with a reused id.
@@ -221,9 +222,10 @@ void Engine::run() {
   while (!stop_.load(std::memory_order_relaxed)) {
     heartbeat_.store(counters_.loops, std::memory_order_relaxed);
     const uint64_t now = tsc_now_ns();
+    const IdleMode mode = idle_mode_.load(std::memory_order_relaxed);
     if (poll_once(now)) {
       idle_since_ns_ = 0;
-    } else if (config_.idle_mode == IdleMode::kAdaptive) {
+    } else if (mode == IdleMode::kAdaptive) {
       if (idle_since_ns_ == 0) {
         idle_since_ns_ = now;
       } else if (now - idle_since_ns_ >= spin.window_ns()) {

@@ -148,6 +148,8 @@ class Engine {
   // Runs until stop(). Each iteration reads the TSC clock.
   void run();
   void stop() { stop_.store(true, std::memory_order_relaxed); }
+  // A policy reload's idle_mode; any thread may call it, run() takes it at its next loop.
+  void set_idle_mode(IdleMode m) { idle_mode_.store(m, std::memory_order_relaxed); }
   // One loop iteration at now_ns; true if it did any work.
   bool poll_once(uint64_t now_ns);
 
@@ -231,6 +233,8 @@ class Engine {
   sched::TxScheduler pacer_;
   std::vector<sched::ClassId> class_ids_;
   std::atomic<bool> stop_{false};
+  // config_.idle_mode, changed by a reload; relaxed: no other data rides on it.
+  std::atomic<IdleMode> idle_mode_;
   // Written by the engine thread only; relaxed both ways: a progress signal that
   // publishes no other data, so no ordering pairs with it.
   std::atomic<uint64_t> heartbeat_{0};

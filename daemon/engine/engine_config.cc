@@ -47,6 +47,10 @@ cc::ControllerConfig controller_for(const policy::CongestionControl& c) {
 
 }  // namespace
 
+IdleMode idle_mode_from_policy(policy::IdleMode m) {
+  return m == policy::IdleMode::kSpin ? IdleMode::kSpin : IdleMode::kAdaptive;
+}
+
 EngineConfig engine_config_from_policy(const policy::Policy& p, net::MacAddr mac,
                                        uint64_t line_rate_bps) {
   EngineConfig c;
@@ -87,8 +91,7 @@ EngineConfig engine_config_from_policy(const policy::Policy& p, net::MacAddr mac
   c.np.cnp_802p_prio = p.cnp.priority;
   c.cnp_dscp = p.cnp.dscp;
   c.qp_defaults.ack_req_every_packets = p.transport.ack_frequency;
-  c.idle_mode =
-      p.daemon.idle_mode == policy::IdleMode::kSpin ? IdleMode::kSpin : IdleMode::kAdaptive;
+  c.idle_mode = idle_mode_from_policy(p.daemon.idle_mode);
   return c;
 }
 

@@ -8,6 +8,9 @@
 
 namespace conduit::engine {
 
+// The policy's daemon.idle_mode as the engine's.
+IdleMode idle_mode_from_policy(policy::IdleMode m);
+
 // mac: the port's MAC; line_rate_bps: the port speed (0 = unknown: 10 Gbit/s).
 EngineConfig engine_config_from_policy(const policy::Policy& p, net::MacAddr mac,
                                        uint64_t line_rate_bps);

@@ -20,7 +20,10 @@ declare -gA CONDUITD_PIDS=()
 conduitd_vdev() {
   local mtu=${3:-1500}
   case $1 in
-    af_xdp) echo "net_af_xdp0,iface=$2,start_queue=0,queue_count=1" ;;
+    # busy_budget=0: no preferred busy polling. With it (DPDK's default, 64) every RX burst
+    # that finds nothing makes a recvfrom() syscall to drive the NAPI; a veth has no NAPI of
+    # conduitd's to drive, so a polling engine paid a syscall per idle loop for nothing.
+    af_xdp) echo "net_af_xdp0,iface=$2,start_queue=0,queue_count=1,busy_budget=0" ;;
     af_packet)
       # A ring frame holds one received frame and must fit one mbuf (conduitd sizes those
       # from the MTU); frames lie back to back, so framesz divides blocksz. 8 KiB frames

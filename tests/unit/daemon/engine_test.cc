@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -80,7 +81,7 @@ struct Host {
 
 // The port, channel and engine of a host, no client yet.
 void make_engine(Host& h, const std::string& port_name, net::Ipv4Addr addr, uint8_t mac_low,
-                 cc::ControllerKind cc_kind) {
+                 cc::ControllerKind cc_kind, engine::IdleMode idle_mode = engine::IdleMode::kSpin) {
   dpdk::PortConfig pc;
   pc.device = port_name;
   pc.rx_ring_size = 512;
@@ -96,7 +97,7 @@ void make_engine(Host& h, const std::string& port_name, net::Ipv4Addr addr, uint
   ec.net.addr = addr;
   ec.net.prefix_len = 24;
   ec.net.udp_ports = {wire::kRoceUdpPort, ec.cm_udp_port};
-  ec.idle_mode = engine::IdleMode::kSpin;
+  ec.idle_mode = idle_mode;
   engine::TrafficClassSpec tc;
   tc.name = "default";
   tc.cc.kind = cc_kind;
@@ -729,43 +730,62 @@ TEST_CASE("engine: time the engine did not run does not count against the peer's
   CHECK(sa.counters.at("engine.stalls") >= 1);
 }
 
+namespace {
+
+// h's engine on its own thread, as in conduitd, reached only through the channel by a
+// control service with one client; closed, stopped and joined on destruction.
+struct ServedEngine {
+  Host& h;
+  control::ControlService svc;
+  std::thread thread;
+  uint32_t client = 0;
+  std::vector<proto::UniqueFd> no_fds;
+  uint32_t seq = 0;
+
+  explicit ServedEngine(Host& host)
+      : h(host), svc({}, {}, host.channel.get()), thread([this] { h.engine->run(); }) {
+    client = svc.open_client({::getpid(), ::getuid(), ::getgid()});
+  }
+  ~ServedEngine() {
+    if (client != 0) svc.close_client(client);
+    h.engine->stop();
+    thread.join();
+  }
+  ServedEngine(const ServedEngine&) = delete;
+  ServedEngine& operator=(const ServedEngine&) = delete;
+
+  proto::ReplyMessage call(proto::Request body) {
+    auto out = svc.handle(client, proto::RequestMessage{++seq, std::move(body)}, no_fds);
+    INFO(out.reply.reason);
+    REQUIRE(out.reply.status == 0);
+    return out.reply;
+  }
+  std::map<std::string, uint64_t> stats() {
+    const proto::ReplyMessage reply = call(proto::StatsRequest{});
+    std::map<std::string, uint64_t> by_name;
+    for (const auto& c : std::get<proto::StatsReply>(reply.body).counters)
+      by_name[c.name] = c.value;
+    return by_name;
+  }
+};
+
+}  // namespace
+
 TEST_CASE("engine: the control service's stats and QP table come from the engine",
           "[engine][stats]") {
   need_eal();
   Host h;
   make_engine(h, "net_ring_svc0", net::Ipv4Addr::from_octets(198, 18, 0, 7), 0x41,
               cc::ControllerKind::kDcqcn);
-  // The engine runs on its own thread, as in conduitd, and the service reaches it only
-  // through the channel.
-  control::ControlService svc({}, {}, h.channel.get());
-  std::thread engine_thread([&] { h.engine->run(); });
-  struct Join {
-    std::thread& t;
-    engine::Engine& e;
-    ~Join() {
-      e.stop();
-      t.join();
-    }
-  } join{engine_thread, *h.engine};
-
-  const uint32_t id = svc.open_client({::getpid(), ::getuid(), ::getgid()});
-  REQUIRE(id != 0);
-  std::vector<proto::UniqueFd> no_fds;
-  auto call = [&](proto::Request body) {
-    static uint32_t seq = 0;
-    auto out = svc.handle(id, proto::RequestMessage{++seq, std::move(body)}, no_fds);
-    INFO(out.reply.reason);
-    REQUIRE(out.reply.status == 0);
-    return out.reply;
-  };
+  ServedEngine served(h);
+  REQUIRE(served.client != 0);
+  auto call = [&](proto::Request body) { return served.call(std::move(body)); };
   call(proto::AttachRequest{CONDUIT_SHM_ABI_VERSION, 1 << 20, "stats-test"});
   const auto cq = std::get<proto::CreateCqReply>(call(proto::CreateCqRequest{64, false}).body);
   const auto qp = std::get<proto::CreateQpReply>(
       call(proto::CreateQpRequest{cq.cq_id, cq.cq_id, 16, 16, ""}).body);
 
-  const auto stats = std::get<proto::StatsReply>(call(proto::StatsRequest{}).body);
-  std::map<std::string, uint64_t> by_name;
-  for (const auto& c : stats.counters) by_name[c.name] = c.value;
+  const auto by_name = served.stats();
   CHECK(by_name.at("control.engine_snapshots") >= 1);
   CHECK(by_name.at("control.engine_snapshot_timeouts") == 0);
   CHECK(by_name.at("engine.loops") > 0);
@@ -779,7 +799,35 @@ TEST_CASE("engine: the control service's stats and QP table come from the engine
   // The rate is the engine's (DCQCN starts at the line rate), not the "-" of an empty table.
   CHECK(list.qps[0].rate_bps > 0);
   CHECK(list.qps[0].tx_bytes == 0);
-  svc.close_client(id);
+}
+
+TEST_CASE("engine: a reload's idle_mode reaches the running engine", "[engine][idle]") {
+  need_eal();
+  Host h;
+  make_engine(h, "net_ring_idle0", net::Ipv4Addr::from_octets(198, 18, 0, 8), 0x42,
+              cc::ControllerKind::kNone, engine::IdleMode::kAdaptive);
+  ServedEngine served(h);
+  REQUIRE(served.client != 0);
+  auto stats = [&] { return served.stats(); };
+  // Adaptive: an idle engine goes to sleep (within its 200 us spin window; up to 5 s here).
+  auto s = stats();
+  for (int i = 0; i < 5000 && s.at("engine.sleeps") == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    s = stats();
+  }
+  REQUIRE(s.at("engine.sleeps") > 0);
+  // Spin, set from another thread as a reload does. The stats command posted after it is
+  // answered in a loop with work (no sleep there), and the command ring's release/acquire
+  // makes every later loop see spin: from that answer on, the engine never sleeps.
+  h.engine->set_idle_mode(engine::IdleMode::kSpin);
+  const auto before = stats();
+  auto after = stats();
+  for (int i = 0; i < 5000 && after.at("engine.loops") <= before.at("engine.loops") + 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    after = stats();
+  }
+  CHECK(after.at("engine.loops") > before.at("engine.loops") + 1);
+  CHECK(after.at("engine.sleeps") == before.at("engine.sleeps"));
 }
 
 // ---- connection manager -------------------------------------------------------------
