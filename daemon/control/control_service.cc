@@ -480,8 +480,13 @@ ControlService::Outcome ControlService::reg_mr(Client& c, const proto::RegMrRequ
   if (index == 0) return fail(t, seq, -ENOSPC, "no free memory keys");
   static thread_local std::mt19937 rng{std::random_device{}()};
   Mr mr;
+  // Both keys name the key index in their upper bits; the low byte of each is drawn
+  // independently, and the rkey's is redrawn until it differs from the lkey's, so the key a
+  // client hands to peers never equals the one it uses locally.
   mr.lkey = (index << 8) | (rng() & 0xFF);
-  mr.rkey = (index << 8) | (rng() & 0xFF);
+  do {
+    mr.rkey = (index << 8) | (rng() & 0xFF);
+  } while (mr.rkey == mr.lkey);
   mr.offset = r.offset;
   mr.length = r.length;
   mr.access = r.access;
