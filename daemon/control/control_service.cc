@@ -982,6 +982,29 @@ ControlService::Outcome ControlService::cm_request(Client& c, const proto::Reque
     }
     return fail(t, seq, rc, why);
   }
+  // The engine moved the QP itself (connect: INIT, accept: RTR, disconnect: ERR); the QP
+  // table follows, so query_qp and modify_qp's transition checks see the real state. Only
+  // forward: an event already processed may have moved it further.
+  const auto follow = [&](uint32_t qpn, proto::QpState to) {
+    auto q = c.qps.find(qpn);
+    if (q == c.qps.end()) return;
+    proto::QpState& st = q->second.attrs.state;
+    if (to == proto::QpState::kError || st == proto::QpState::kReset ||
+        (st == proto::QpState::kInit && to == proto::QpState::kRtr)) {
+      st = to;
+    }
+  };
+  switch (t) {
+    case MsgType::kCmConnect:
+    case MsgType::kCmAccept:
+      follow(cmd.qpn, t == MsgType::kCmConnect ? proto::QpState::kInit : proto::QpState::kRtr);
+      break;
+    case MsgType::kCmDisconnect:
+      follow(cmd.qpn, proto::QpState::kError);
+      break;
+    default:
+      break;
+  }
   switch (t) {
     case MsgType::kCmListen:
       return ok(t, seq, proto::CmListenReply{});

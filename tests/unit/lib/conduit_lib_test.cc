@@ -567,6 +567,9 @@ TEST_CASE("connection manager: requests, rejects with reasons, established", "[l
   REQUIRE(conduit_disconnect(qp) == 0);
   REQUIRE(d.engine->wait_for(control::EngineOp::kCmDisconnect, add.client_id, 2s, &cmd));
   CHECK(cmd.qpn == qpn);
+  // As rdma_disconnect: the engine moved the QP to ERR, and the daemon's QP table says so.
+  REQUIRE(conduit_query_qp(qp, &a) == 0);
+  CHECK(a.state == CONDUIT_QPS_ERR);
   CHECK(conduit_disconnect(qp) == -ENOTCONN);
   CHECK(conduit_connect_service(qp, "", 7, nullptr, 100, nullptr) == -EINVAL);
   conduit_close(ctx);
