@@ -83,6 +83,12 @@ bool Qp::advance_una(uint64_t now_ns, uint32_t psn) {
     if (wire::psn_gt(target, have)) {
       target = have;
       blocked = true;
+      // SR resends only the READ: remember how far the peer has acknowledged, the ACK
+      // does not come again.
+      if (sr_ && (!acked_past_read_ || wire::psn_gt(psn, acked_past_read_psn_))) {
+        acked_past_read_ = true;
+        acked_past_read_psn_ = psn;
+      }
     }
   }
   if (wire::psn_gt(target, una_psn_)) {
@@ -166,7 +172,10 @@ RxResult Qp::completer_rx(uint64_t now_ns, const wire::RoceHeader& hdr,
         return RxResult::kDuplicate;
       }
       // An ACK past an unfinished READ means its responses were lost.
-      if (advance_una(now_ns, psn)) sequence_retry(now_ns);
+      if (advance_una(now_ns, psn)) {
+        if (sr_) sr_read_evidence(psn);
+        sequence_retry(now_ns);
+      }
       return RxResult::kAccepted;
     }
     case wire::AethType::kRnrNak: {
@@ -208,7 +217,10 @@ RxResult Qp::completer_rx(uint64_t now_ns, const wire::RoceHeader& hdr,
         blocked = advance_una(now_ns, wire::psn_add(psn, wire::kPsnMask));
       }
       if (sr_ && aeth.value() == static_cast<uint8_t>(wire::NakCode::kPsnSequenceError)) {
-        if (blocked) sequence_retry(now_ns);
+        if (blocked) {
+          sr_read_evidence(aeth.msn);
+          sequence_retry(now_ns);
+        }
         sr_sack(now_ns, psn, aeth.msn);
       } else if (aeth.value() == static_cast<uint8_t>(wire::NakCode::kPsnSequenceError) ||
                  blocked) {
@@ -239,6 +251,7 @@ RxResult Qp::completer_read_response(uint64_t now_ns, const wire::RoceHeader& hd
   }
   // A READ response acknowledges every request before it.
   if (advance_una(now_ns, wire::psn_add(psn, wire::kPsnMask))) {
+    if (sr_) sr_read_evidence(psn);
     sequence_retry(now_ns);  // an earlier READ is missing responses
     ++counters_.rx_out_of_sequence;
     return RxResult::kOutOfSequence;
@@ -287,6 +300,15 @@ RxResult Qp::completer_read_response(uint64_t now_ns, const wire::RoceHeader& hd
   set_una(wire::psn_next(psn));
   if (last) complete_head(WcStatus::kSuccess);
   on_progress(now_ns);
+  if (last && acked_past_read_) {
+    // The READ was what held back an acknowledgement already received.
+    acked_past_read_ = false;
+    if (wire::psn_ge(acked_past_read_psn_, una_psn_) &&
+        wire::psn_lt(acked_past_read_psn_, snd_max_psn_) &&
+        advance_una(now_ns, acked_past_read_psn_)) {
+      sequence_retry(now_ns);
+    }
+  }
   return RxResult::kAccepted;
 }
 
@@ -319,10 +341,12 @@ void Qp::on_timer(uint64_t now_ns) {
       // SACKed packet is a duplicate the responder answers with its
       // cumulative ACK, which is what went missing if nothing else did.
       for (auto& w : sack_bits_) w = 0;
+      sacked_count_ = 0;
       in_recovery_ = true;
       recovery_psn_ = snd_max_psn_;
       hole_cursor_ = una_psn_;
       sack_high_ = snd_max_psn_;
+      resend_marked_ = false;
     } else {
       rewind_to(una_psn_);
     }
@@ -339,20 +363,36 @@ void Qp::defer_timers(uint64_t stall_ns) {
   sr_charged_ns_ += stall_ns;
 }
 
+void Qp::sr_read_evidence(uint32_t psn) {
+  if (read_retry_marked_ &&
+      wire::psn_ge(psn, wire::psn_add(read_retry_mark_psn_, kSrReorderPackets))) {
+    read_retry_marked_ = false;
+    rewound_without_progress_ = false;
+  }
+}
+
 void Qp::sr_sack(uint64_t now_ns, uint32_t cum_psn, uint32_t sacked_psn) {
   (void)now_ns;
   (void)cum_psn;
   if (!wire::psn_in_range(sacked_psn, una_psn_, snd_max_psn_)) return;
   const uint32_t i = sacked_psn & (kSrWindow - 1);
-  sack_bits_[i / 64] |= 1ull << (i % 64);
+  const uint64_t bit = 1ull << (i % 64);
+  if ((sack_bits_[i / 64] & bit) == 0) ++sacked_count_;
+  sack_bits_[i / 64] |= bit;
   const uint32_t high = wire::psn_next(sacked_psn);
   if (!in_recovery_) {
     in_recovery_ = true;
     recovery_psn_ = snd_max_psn_;
     hole_cursor_ = una_psn_;
     sack_high_ = high;
-  } else if (wire::psn_gt(high, sack_high_)) {
-    sack_high_ = high;
+  } else {
+    if (wire::psn_gt(high, sack_high_)) sack_high_ = high;
+    if (resend_marked_ &&
+        wire::psn_ge(sacked_psn, wire::psn_add(resend_mark_psn_, kSrReorderPackets))) {
+      // Sent after every resend so far, and here: another pass over the holes left.
+      resend_marked_ = false;
+      hole_cursor_ = una_psn_;
+    }
   }
 }
 

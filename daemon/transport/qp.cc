@@ -162,8 +162,10 @@ void Qp::reset_all() {
   sr_ = false;
   seg_bytes_ = attr_.pmtu_bytes;
   next_recv_seq_ = recv_seq_done_ = 0;
-  in_recovery_ = read_retry_pending_ = false;
+  in_recovery_ = read_retry_pending_ = resend_marked_ = read_retry_marked_ = false;
+  acked_past_read_ = false;
   for (auto& w : sack_bits_) w = 0;
+  sacked_count_ = 0;
   for (auto& s : sr_slots_) s = SrSlot{};
 }
 
@@ -308,12 +310,15 @@ void Qp::sr_release_sacks(uint32_t psn) {
     uint32_t n = static_cast<uint32_t>(wire::psn_diff(psn, una_psn_));
     for (uint32_t p = una_psn_; n > 0 && n <= kSrWindow; --n, p = wire::psn_next(p)) {
       const uint32_t i = p & (kSrWindow - 1);
-      sack_bits_[i / 64] &= ~(1ull << (i % 64));
+      const uint64_t bit = 1ull << (i % 64);
+      if ((sack_bits_[i / 64] & bit) != 0) --sacked_count_;
+      sack_bits_[i / 64] &= ~bit;
     }
     if (n > kSrWindow) {
       for (auto& w : sack_bits_) w = 0;
+      sacked_count_ = 0;
     }
-    if (in_recovery_ && wire::psn_ge(psn, recovery_psn_)) in_recovery_ = false;
+    if (in_recovery_ && wire::psn_ge(psn, recovery_psn_)) in_recovery_ = resend_marked_ = false;
   }
 }
 

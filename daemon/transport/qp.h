@@ -119,6 +119,8 @@ class Qp {
   static constexpr uint64_t kNoDeadline = std::numeric_limits<uint64_t>::max();
   // Selective repeat: PSNs tracked beyond the cumulative ACK, on both sides.
   static constexpr uint32_t kSrWindow = 1024;
+  // SR: how many later packets must arrive before a resent hole counts as lost again.
+  static constexpr uint32_t kSrReorderPackets = 3;
 
   // `mrs` must outlive the Qp. Allocates the queues (setup time only).
   Qp(const QpConfig& config, MemoryRegions& mrs);
@@ -345,6 +347,9 @@ class Qp {
   bool consume_retry(uint64_t now_ns);
   void fail(WcStatus status);
   void sr_sack(uint64_t now_ns, uint32_t cum_psn, uint32_t sacked_psn);
+  // SR: a response for `psn` arrived; if it left after the last READ re-request, that
+  // re-request may be repeated.
+  void sr_read_evidence(uint32_t psn);
 
   QpConfig config_;
   MemoryRegions& mrs_;
@@ -378,12 +383,28 @@ class Qp {
   std::array<uint8_t, SrPlacement::kBytes> sr_hdr_buf_{};  // payload piece 0 in SR
   // SR loss recovery.
   std::vector<uint64_t> sack_bits_;  // kSrWindow bits indexed by PSN
+  uint32_t sacked_count_ = 0;        // bits set in sack_bits_: arrived, not in flight
   bool in_recovery_ = false;
   uint32_t recovery_psn_ = 0;  // leave recovery when una_psn_ passes it
   uint32_t hole_cursor_ = 0;   // next PSN to consider resending
   uint32_t sack_high_ = 0;     // one past the highest SACKed PSN: holes lie below it
+  // A resent hole lost again: snd_max_psn_ when the last hole was resent. Packets from it on
+  // left after every resend so far; a SACK kSrReorderPackets past it while holes remain means
+  // those resends were lost too (not just late), and the holes are resent again without
+  // waiting for the RTO.
+  uint32_t resend_mark_psn_ = 0;
+  bool resend_marked_ = false;
   bool read_retry_pending_ = false;
   uint32_t read_retry_psn_ = 0;
+  // The same for a READ re-request: snd_max_psn_ when it left. An ACK or SACK
+  // kSrReorderPackets past it while the READ's responses are still missing allows
+  // another re-request (the re-request or its responses were lost).
+  uint32_t read_retry_mark_psn_ = 0;
+  bool read_retry_marked_ = false;
+  // SR: the highest PSN the peer acknowledged beyond an unfinished READ at una_psn_; applied
+  // when that READ completes.
+  uint32_t acked_past_read_psn_ = 0;
+  bool acked_past_read_ = false;
 
   // Completer.
   uint32_t una_psn_ = 0;  // oldest unacknowledged request PSN

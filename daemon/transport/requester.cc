@@ -131,6 +131,8 @@ bool Qp::sr_retransmit_poll(TxPacket& out) {
         wire::psn_ge(read_retry_psn_, una_psn_)) {
       build_request(*w, read_retry_psn_, out);
       after_send(read_retry_psn_);
+      read_retry_mark_psn_ = snd_max_psn_;
+      read_retry_marked_ = true;
       return true;
     }
   }
@@ -157,6 +159,8 @@ bool Qp::sr_retransmit_poll(TxPacket& out) {
     }
     build_request(*w, psn, out);
     after_send(psn);
+    resend_mark_psn_ = snd_max_psn_;
+    resend_marked_ = true;
     return true;
   }
   return false;
@@ -196,7 +200,10 @@ Qp::SendWqe* Qp::requester_next() {
             : outstanding + 1;
     if (span > kSrWindow) return nullptr;
     // BDP cap on the request data we have in flight. The PSNs of READ
-    // responses still to come are data flowing the other way: not counted.
+    // responses still to come are data flowing the other way, and SACKed
+    // packets have arrived: neither is counted (RFC 6675's pipe). Counting
+    // SACKed ones stalled new data behind a hole whose resend was lost, so
+    // no SACK could show the loss before the RTO.
     uint32_t read_pkts = 0;
     for (uint32_t i = sq_head_; i != cur_wqe_; ++i) {
       const SendWqe& r = sq_at(i);
@@ -206,7 +213,8 @@ Qp::SendWqe* Qp::requester_next() {
       if (wire::psn_lt(from, end)) read_pkts += static_cast<uint32_t>(wire::psn_diff(end, from));
     }
     const uint32_t bdp_pkts = std::max(1u, config_.sr_bdp_bytes >> pmtu_shift_);
-    if (outstanding - std::min(outstanding, read_pkts) >= bdp_pkts) return nullptr;
+    const uint32_t not_in_flight = read_pkts + sacked_count_;
+    if (outstanding - std::min(outstanding, not_in_flight) >= bdp_pkts) return nullptr;
   }
   const bool fresh_wqe = cur_psn_ == w.first_psn && wire::psn_ge(cur_psn_, snd_max_psn_);
   // SQD: finish what was started, start nothing new.

@@ -202,3 +202,112 @@ TEST_CASE("selective repeat: RTOs resend early, the retry budget runs on the loc
   // Every RTO in between resent the packet.
   CHECK(p.a.qp.counters().retries >= (attr.retry_cnt + 1) * period / 320'000);
 }
+
+namespace {
+
+// Drops each listed A->B PSN the first `times` times it is sent.
+std::function<bool(bool, Packet&)> drop_a_to_b(uint32_t psn, int times) {
+  auto left = std::make_shared<int>(times);
+  return [psn, left](bool from_a, Packet& pkt) {
+    if (!from_a || pkt.hdr.bth.psn != psn || *left == 0) return true;
+    --*left;
+    return false;
+  };
+}
+
+}  // namespace
+
+TEST_CASE("selective repeat: SACKed packets do not count against the BDP cap") {
+  QpConfig cfg = QpPair::make_cfg(0x11);
+  cfg.sr_bdp_bytes = 8 * 1024;  // 8 packets at PMTU 1024
+  QpPair p(sr_attr(), 100, 5000, cfg);
+  bool allow = false;
+  p.filter = [&](bool from_a, Packet& pkt) { return allow || !from_a || pkt.hdr.bth.psn != 100; };
+  REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kWrite, 1, 0, 20 * 1000)) == Status::kOk);
+  p.pump();
+  // 100..107 went first; 101..107 were SACKed while 100 stayed missing, so they left the
+  // pipe and new data followed (counting them stalled the QP until the RTO).
+  uint32_t highest = 0;
+  for (const auto& pkt : p.a_to_b) highest = std::max(highest, pkt.hdr.bth.psn);
+  CHECK(highest == 119);
+  CHECK(p.a.qp.una_psn() == 100);
+  allow = true;
+  run(p);
+  auto ca = p.a.drain_cq();
+  REQUIRE(ca.size() == 1);
+  CHECK(ca[0].status == WcStatus::kSuccess);
+}
+
+TEST_CASE("selective repeat: a resent hole lost again is resent once later packets arrive") {
+  QpConfig cfg = QpPair::make_cfg(0x11);
+  cfg.sr_bdp_bytes = 8 * 1024;
+  QpPair p(sr_attr(), 100, 5000, cfg);
+  fill(p.a.mem(), 30 * 1000, 5);
+  p.filter = drop_a_to_b(101, 2);  // the first transmission and the first resend
+  REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kWrite, 1, 0, 30 * 1000, 0x1000)) == Status::kOk);
+  run(p);
+  auto ca = p.a.drain_cq();
+  REQUIRE(ca.size() == 1);
+  CHECK(ca[0].status == WcStatus::kSuccess);
+  CHECK(std::memcmp(p.b.mem() + 0x1000, p.a.mem(), 30 * 1000) == 0);
+  // Packets sent after the first resend were SACKed: the second resend followed without
+  // waiting for an RTO.
+  CHECK(p.a.qp.counters().timeouts == 0);
+  int sent_101 = 0;
+  for (const auto& pkt : p.a_to_b) sent_101 += pkt.hdr.bth.psn == 101;
+  CHECK(sent_101 == 3);
+}
+
+TEST_CASE("selective repeat: a READ re-request whose response is lost again is repeated") {
+  QpPair p(sr_attr());
+  fill(p.b.mem() + 0x4000, 500, 9);
+  // PSN 100: a READ with one response; then one-packet WRITEs.
+  auto left = std::make_shared<int>(2);
+  p.filter = [left](bool from_a, Packet& pkt) {
+    if (from_a || pkt.hdr.bth.psn != 100 || *left == 0) return true;
+    if (pkt.hdr.bth.opcode != op(Opcode::kReadResponseOnly)) return true;
+    --*left;  // the response and the response to the first re-request
+    return false;
+  };
+  REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kRead, 1, 0x1000, 500, 0x4000)) == Status::kOk);
+  for (uint64_t i = 0; i < 5; ++i) {
+    REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kWrite, 2 + i, 0, 100, 0x100)) == Status::kOk);
+  }
+  // The WRITEs' ACK passes the READ: re-requested once, and that response is lost too.
+  p.pump();
+  CHECK(p.a.drain_cq().empty());
+  // WRITEs sent after the re-request are acknowledged while the READ still has nothing:
+  // it is asked for again at once, not after an RTO.
+  for (uint64_t i = 5; i < 20; ++i) {
+    REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kWrite, 2 + i, 0, 100, 0x100)) == Status::kOk);
+  }
+  run(p);
+  auto ca = p.a.drain_cq();
+  REQUIRE(ca.size() == 21);
+  for (const auto& c : ca) CHECK(c.status == WcStatus::kSuccess);
+  CHECK(std::memcmp(p.a.mem() + 0x1000, p.b.mem() + 0x4000, 500) == 0);
+  CHECK(p.a.qp.counters().timeouts == 0);
+}
+
+TEST_CASE("selective repeat: an ACK past an unfinished READ completes its WRs with the READ") {
+  QpPair p(sr_attr());
+  fill(p.b.mem() + 0x4000, 500, 4);
+  auto left = std::make_shared<int>(1);
+  p.filter = [left](bool from_a, Packet& pkt) {
+    if (from_a || *left == 0 || pkt.hdr.bth.opcode != op(Opcode::kReadResponseOnly)) return true;
+    --*left;
+    return false;
+  };
+  REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kRead, 1, 0x1000, 500, 0x4000)) == Status::kOk);
+  for (uint64_t i = 0; i < 5; ++i) {
+    REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kWrite, 2 + i, 0, 100, 0x100)) == Status::kOk);
+  }
+  run(p);
+  auto ca = p.a.drain_cq();
+  REQUIRE(ca.size() == 6);
+  for (const auto& c : ca) CHECK(c.status == WcStatus::kSuccess);
+  CHECK(std::memcmp(p.a.mem() + 0x1000, p.b.mem() + 0x4000, 500) == 0);
+  // Only the READ was asked for again; the WRITEs' ACK, held back by it, completed them.
+  CHECK(p.a.qp.counters().timeouts == 0);
+  CHECK(p.a.qp.counters().tx_retransmits == 1);
+}
