@@ -19,7 +19,7 @@
 #
 #   dcqcn_dumbbell_test.sh RED_ECN_OBJ [BUILD_DIR]
 # Environment: DUMBBELL_RATE (tbf rate, default 100mbit; see below), DUMBBELL_SECS (measured
-# window, default 5).
+# window, default 5), DUMBBELL_PORT (the daemons' port kind, af_packet (default) or af_xdp).
 #
 # Why 100 Mbit/s and not 1 Gbit/s: the build machines have 2 cores shared by three daemons,
 # two perf clients and two perf servers (and, in CI or next to other builds, more). Measured
@@ -39,6 +39,7 @@ rate=${DUMBBELL_RATE:-100mbit}
 rate_bps=$(netns_rate_bps "$rate")
 ceiling_bps=$((5 * rate_bps))  # the senders' rpg_max_rate
 secs=${DUMBBELL_SECS:-5}
+port_kind=${DUMBBELL_PORT:-af_packet}
 export CONDUITD_IDLE_MODE=adaptive
 
 # On failure: each daemon's non-zero counters, before daemon_test_cleanup stops them.
@@ -76,7 +77,7 @@ marker() {
 # start_daemon HOST ADDR GATEWAY LCORE
 start_daemon() {
   local h=$1 addr=$2 gw=$3 lcore=$4 cfg=$work/$1.yaml
-  conduitd_config "$cfg" "$work/$h.sock" "$(conduitd_vdev af_packet eth0)" "$addr/24" "$lcore" \
+  conduitd_config "$cfg" "$work/$h.sock" "$(conduitd_vdev "$port_kind" eth0)" "$addr/24" "$lcore" \
     "cddb$$$h"
   sed -i "/^  address:/a\\  gateway: $gw" "$cfg"
   cat >>"$cfg" <<YAML
