@@ -527,6 +527,13 @@ CONDUIT_AVX512_CRC inline uint32_t raw_crc_avx512_upto32(uint32_t s, const uint8
 
 // The raw register after n >= kAvx512CrcMinBytes bytes from register s.
 CONDUIT_AVX512_CRC uint32_t raw_crc_avx512(uint32_t s, const uint8_t* p, size_t n) {
+  if (n == 16) {
+    // One 16-byte block: no mask, no permute, the last lane's multipliers.
+    const __m128i x = _mm_xor_si128(load128(p), _mm_cvtsi32_si128(static_cast<int>(s)));
+    const __m128i k = _mm_load_si128(reinterpret_cast<const __m128i*>(kFinalLanes[0].q.data() + 6));
+    return barrett96(
+        _mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11)));
+  }
   if (n <= 32) return raw_crc_avx512_upto32(s, p, n);
   size_t o = (0 - n) & 63;  // zero bytes in front of the message
   if (o > 60) {
@@ -543,11 +550,14 @@ CONDUIT_AVX512_CRC uint32_t raw_crc_avx512(uint32_t s, const uint8_t* p, size_t 
   size_t regs = (n + o) / 64;
   // (The masked forms of permute and extract below: GCC 12's plain ones start
   // from an undefined vector and trip -Wuninitialized.)
-  const __m512i reg = _mm512_maskz_permutexvar_epi8(
-      ~uint64_t{0}, _mm512_loadu_si512(kRegisterPlace.data() + 64 - o),
-      _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(s))));
+  const __m512i reg = _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(s)));
+  // Whole 64-byte registers (o = 0) need neither the mask nor the permute.
   const __m512i first =
-      _mm512_xor_si512(_mm512_maskz_loadu_epi8(_cvtu64_mask64(~uint64_t{0} << o), w), reg);
+      o == 0 ? _mm512_xor_si512(_mm512_loadu_si512(w), reg)
+             : _mm512_xor_si512(
+                   _mm512_maskz_loadu_epi8(_cvtu64_mask64(~uint64_t{0} << o), w),
+                   _mm512_maskz_permutexvar_epi8(
+                       ~uint64_t{0}, _mm512_loadu_si512(kRegisterPlace.data() + 64 - o), reg));
   __m512i acc;
   const uint8_t* last;  // the last 64-byte register still to multiply, when any
   size_t trailing;      // 64-byte registers from w on still to multiply (0..3)
@@ -686,15 +696,26 @@ uint32_t crc32_update_avx512(uint32_t crc, std::span<const uint8_t> data) {
   return crc32_update_clmul(crc, data);
 }
 
-uint32_t crc32_update(uint32_t crc, std::span<const uint8_t> data) {
+namespace {
+// crc32_update() without AVX-512, out of line so that the AVX-512 path is
+// a bare tail call (no stack frame).
+[[gnu::noinline]] uint32_t crc32_update_without_avx512(uint32_t crc,
+                                                       std::span<const uint8_t> data) {
 #if CONDUIT_WIRE_HAVE_CLMUL
-  static_assert(kAvx512CrcMinBytes == kClmulMinBytes);
-  if (data.size() >= kClmulMinBytes) {
-    if (kHaveAvx512Crc) return crc32_avx512_entry(crc, data.data(), data.size());
-    if (kHaveClmul) return ~raw_clmul(~crc, data.data(), data.size());
-  }
+  if (data.size() >= kClmulMinBytes && kHaveClmul)
+    return ~raw_clmul(~crc, data.data(), data.size());
 #endif
   return ~raw_slice8(~crc, data.data(), data.size());
+}
+}  // namespace
+
+uint32_t crc32_update(uint32_t crc, std::span<const uint8_t> data) {
+#if CONDUIT_WIRE_HAVE_CLMUL
+  if (data.size() >= kAvx512CrcMinBytes && kHaveAvx512Crc) {
+    return crc32_avx512_entry(crc, data.data(), data.size());
+  }
+#endif
+  return crc32_update_without_avx512(crc, data);
 }
 
 namespace {
