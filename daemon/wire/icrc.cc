@@ -274,16 +274,12 @@ CONDUIT_CLMUL uint32_t raw_clmul_from(__m128i x, const uint8_t* p, size_t n) {
   return n == 0 ? r : raw_slice8(r, p, n);
 }
 
-// n >= 16. The running register enters as an XOR into the first four bytes.
-template <bool kUseAvx512>
+// n >= 16, 128-bit lanes only (crc32_update's path without AVX-512; its
+// AVX-512 path is raw_crc_avx512 below). The running register enters as an
+// XOR into the first four bytes.
 CONDUIT_CLMUL uint32_t raw_clmul(uint32_t s, const uint8_t* p, size_t n) {
   const __m128i reg = _mm_cvtsi32_si128(static_cast<int>(s));
-  if (kUseAvx512 && n >= kVpclmulMinBytes) {
-    // Start the wide loads at p itself (an aligned buffer stays aligned).
-    const __m128i x = fold_bulk_avx512(reg, p, n);
-    return raw_clmul_from<false>(x, p, n);
-  }
-  return raw_clmul_from<kUseAvx512>(_mm_xor_si128(load128(p), reg), p + 16, n - 16);
+  return raw_clmul_from<false>(_mm_xor_si128(load128(p), reg), p + 16, n - 16);
 }
 
 // The ICRC's first three 16-byte blocks straight from the (unmasked) datagram
@@ -408,6 +404,211 @@ __attribute__((target("avx512f,vpclmulqdq,avx,pclmul,ssse3,sse2"))) uint32_t icr
   return raw_icrc_stream<true>(d, n);
 }
 
+// crc32_update()'s AVX-512 path (AVX512BW/VL/VBMI + VPCLMULQDQ): every length
+// from 16 bytes on as whole 64-byte registers (one 32-byte register up to 32
+// bytes), with no tail and no table step. The message is read as if it had o = (-n) mod 64 zero
+// bytes in front (a masked load from o bytes before p: the masked bytes are never read and cannot
+// fault), which from a zero register changes nothing; the running register goes in as an XOR into
+// the message's first four bytes, placed there by a byte permute. Each 64-byte register is then
+// multiplied once, lane by lane, straight down to 96 bits by its distance from the end (independent
+// multiplies instead of a chain of folds), and one Barrett reduction from 96 bits ends it: three
+// multiply latencies from the last load to the CRC. Separate from the ICRC stream above, which
+// keeps its own reduction (reduce128).
+constexpr size_t kAvx512CrcMinBytes = 16;
+
+// floor(x^e / P) for e < 96 (bit i = coefficient of x^i), and its 64-bit
+// bit reflection.
+constexpr uint64_t poly_quotient_xpow(unsigned e) {
+  uint64_t q = 0;
+  uint64_t r = 1;
+  for (unsigned i = 0; i < e; ++i) {
+    r <<= 1;
+    q <<= 1;
+    if (r >> 32) {
+      r ^= 0x104C11DB7ull;
+      q |= 1;
+    }
+  }
+  return q;
+}
+static_assert(poly_quotient_xpow(64) == 0x104D101DFull);  // Intel's mu for 64-bit Barrett
+constexpr uint64_t reflect64(uint64_t v) {
+  uint64_t r = 0;
+  for (int b = 0; b < 64; ++b) r |= ((v >> b) & 1) << (63 - b);
+  return r;
+}
+// Barrett from 96 bits: with T the 96-bit value in bits 0..95 (T_hi = its
+// low qword), q = floor(T_hi * floor(x^95 / P) / x^63) is the quotient, and
+// T + q * P leaves the remainder in dword 2. floor(x^95 / P) has degree 63,
+// so it fits one 64-bit multiply and q comes out aligned in the low qword.
+constexpr uint64_t kBarrett96Mu = reflect64(poly_quotient_xpow(95));
+
+// kFinalLanes[m]: the multipliers for a 64-byte register m registers before
+// the message's last one. Lane i (i = 0 first in memory) sits
+// D = 512 m + 128 (3 - i) bits before the end; multiplying its high-degree
+// qword by x^(D+96) mod P and its other qword by x^(D+32) mod P (in the
+// shifted reflected form used by fold()) gives 96-bit values whose sum is
+// congruent to (message * x^32), which Barrett reduces to the CRC.
+struct alignas(64) LaneMultipliers {
+  std::array<uint64_t, 8> q;
+};
+constexpr size_t kFinalRegisters = 7;  // up to 4 accumulators + 3 trailing registers
+constexpr std::array<LaneMultipliers, kFinalRegisters> make_final_lanes() {
+  std::array<LaneMultipliers, kFinalRegisters> t{};
+  for (unsigned m = 0; m < kFinalRegisters; ++m) {
+    for (unsigned i = 0; i < 4; ++i) {
+      const unsigned d = 512 * m + 128 * (3 - i);
+      t[m].q[2 * i] = xpow_mod_reflected_shifted(d + 96);
+      t[m].q[2 * i + 1] = xpow_mod_reflected_shifted(d + 32);
+    }
+  }
+  return t;
+}
+constexpr auto kFinalLanes = make_final_lanes();
+static_assert(kFinalLanes[0].q[6] == kFold128.hi);  // last lane: x^96, as reduce128's first step
+
+// Byte-permute indices that put bytes 0..3 of a register at bytes o..o+3 of
+// another (63 picks a zero byte): load 64 bytes from offset 64 - o.
+constexpr std::array<uint8_t, 128> make_register_place() {
+  std::array<uint8_t, 128> t{};
+  for (size_t i = 0; i < t.size(); ++i)
+    t[i] = i >= 64 && i < 68 ? static_cast<uint8_t>(i - 64) : 63;
+  return t;
+}
+alignas(64) constexpr auto kRegisterPlace = make_register_place();
+
+bool detect_avx512_crc();
+// Decided once at static initialisation (CPUID, no syscall).
+const bool kHaveAvx512Crc = detect_avx512_crc();
+
+#define CONDUIT_AVX512_CRC \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,vpclmulqdq,pclmul,avx2,sse4.1")))
+
+CONDUIT_AVX512_CRC inline __m512i load_multipliers(size_t m) {
+  return _mm512_load_si512(kFinalLanes[m].q.data());
+}
+// acc + a's four lanes multiplied down to 96 bits for their distance.
+CONDUIT_AVX512_CRC inline __m512i mul_acc(__m512i acc, __m512i a, size_t m) {
+  const __m512i k = load_multipliers(m);
+  return _mm512_ternarylogic_epi64(acc, _mm512_clmulepi64_epi128(a, k, 0x00),
+                                   _mm512_clmulepi64_epi128(a, k, 0x11), 0x96);
+}
+CONDUIT_AVX512_CRC inline __m512i mul(__m512i a, size_t m) {
+  const __m512i k = load_multipliers(m);
+  return _mm512_xor_si512(_mm512_clmulepi64_epi128(a, k, 0x00),
+                          _mm512_clmulepi64_epi128(a, k, 0x11));
+}
+
+CONDUIT_AVX512_CRC inline uint32_t barrett96(__m128i x) {
+  const __m128i k =
+      _mm_set_epi64x(static_cast<long long>(kBarrettPoly), static_cast<long long>(kBarrett96Mu));
+  const __m128i q = _mm_clmulepi64_si128(x, k, 0x00);
+  return static_cast<uint32_t>(
+      _mm_extract_epi32(_mm_xor_si128(x, _mm_clmulepi64_si128(q, k, 0x10)), 2));
+}
+
+// 16..32 bytes: the same in one 32-byte register (two lanes, the last two
+// lanes' multipliers), which costs fewer instructions than a 64-byte one.
+CONDUIT_AVX512_CRC inline uint32_t raw_crc_avx512_upto32(uint32_t s, const uint8_t* p, size_t n) {
+  const size_t o = 32 - n;  // 0..16: the register always fits
+  const auto* w = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(p) - o);
+  const __m256i reg = _mm256_maskz_permutexvar_epi8(
+      ~uint32_t{0},
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kRegisterPlace.data() + 64 - o)),
+      _mm256_zextsi128_si256(_mm_cvtsi32_si128(static_cast<int>(s))));
+  const __m256i a =
+      _mm256_xor_si256(_mm256_maskz_loadu_epi8(_cvtu32_mask32(~uint32_t{0} << o), w), reg);
+  const __m256i k =
+      _mm256_load_si256(reinterpret_cast<const __m256i*>(kFinalLanes[0].q.data() + 4));
+  const __m256i t =
+      _mm256_xor_si256(_mm256_clmulepi64_epi128(a, k, 0x00), _mm256_clmulepi64_epi128(a, k, 0x11));
+  return barrett96(_mm_xor_si128(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1)));
+}
+
+// The raw register after n >= kAvx512CrcMinBytes bytes from register s.
+CONDUIT_AVX512_CRC uint32_t raw_crc_avx512(uint32_t s, const uint8_t* p, size_t n) {
+  if (n == 16) {
+    // One 16-byte block: no mask, no permute, the last lane's multipliers.
+    const __m128i x = _mm_xor_si128(load128(p), _mm_cvtsi32_si128(static_cast<int>(s)));
+    const __m128i k = _mm_load_si128(reinterpret_cast<const __m128i*>(kFinalLanes[0].q.data() + 6));
+    return barrett96(
+        _mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11)));
+  }
+  if (n <= 32) return raw_crc_avx512_upto32(s, p, n);
+  size_t o = (0 - n) & 63;  // zero bytes in front of the message
+  if (o > 60) {
+    // n = 64 k + 1..3: the register would straddle two 64-byte registers;
+    // take those 1..3 bytes through the table instead.
+    const size_t r = 64 - o;
+    s = raw_bytewise(s, p, r);
+    p += r;
+    n -= r;
+    o = 0;
+  }
+  // w = p - o, as an integer: it may lie before the buffer (never read there).
+  const auto* w = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(p) - o);
+  size_t regs = (n + o) / 64;
+  // (The masked forms of permute and extract below: GCC 12's plain ones start
+  // from an undefined vector and trip -Wuninitialized.)
+  const __m512i reg = _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(s)));
+  // Whole 64-byte registers (o = 0) need neither the mask nor the permute.
+  const __m512i first =
+      o == 0 ? _mm512_xor_si512(_mm512_loadu_si512(w), reg)
+             : _mm512_xor_si512(
+                   _mm512_maskz_loadu_epi8(_cvtu64_mask64(~uint64_t{0} << o), w),
+                   _mm512_maskz_permutexvar_epi8(
+                       ~uint64_t{0}, _mm512_loadu_si512(kRegisterPlace.data() + 64 - o), reg));
+  __m512i acc;
+  const uint8_t* last;  // the last 64-byte register still to multiply, when any
+  size_t trailing;      // 64-byte registers from w on still to multiply (0..3)
+  if (regs <= 4) {
+    acc = mul(first, regs - 1);
+    trailing = regs - 1;
+    last = w + 64 * trailing;
+  } else {
+    __m512i a0 = first;
+    __m512i a1 = _mm512_loadu_si512(w + 64);
+    __m512i a2 = _mm512_loadu_si512(w + 128);
+    __m512i a3 = _mm512_loadu_si512(w + 192);
+    w += 256;
+    regs -= 4;
+    const __m512i k2048 = constants4(kFold2048);
+    while (regs >= 4) {
+      a0 = fold512(a0, k2048, _mm512_loadu_si512(w));
+      a1 = fold512(a1, k2048, _mm512_loadu_si512(w + 64));
+      a2 = fold512(a2, k2048, _mm512_loadu_si512(w + 128));
+      a3 = fold512(a3, k2048, _mm512_loadu_si512(w + 192));
+      w += 256;
+      regs -= 4;
+    }
+    trailing = regs;
+    last = w + 64 * trailing - 64;
+    acc = mul_acc(mul_acc(mul_acc(mul(a0, trailing + 3), a1, trailing + 2), a2, trailing + 1), a3,
+                  trailing);
+  }
+  switch (trailing) {
+    case 3:
+      acc = mul_acc(acc, _mm512_loadu_si512(last - 128), 2);
+      [[fallthrough]];
+    case 2:
+      acc = mul_acc(acc, _mm512_loadu_si512(last - 64), 1);
+      [[fallthrough]];
+    case 1:
+      acc = mul_acc(acc, _mm512_loadu_si512(last), 0);
+      break;
+    default:
+      break;
+  }
+  const __m256i y = _mm256_xor_si256(_mm512_maskz_extracti64x4_epi64(0xF, acc, 0),
+                                     _mm512_maskz_extracti64x4_epi64(0xF, acc, 1));
+  return barrett96(_mm_xor_si128(_mm256_castsi256_si128(y), _mm256_extracti128_si256(y, 1)));
+}
+
+// crc32_update()'s entry for this path: a tail call from it, inversions inside.
+CONDUIT_AVX512_CRC uint32_t crc32_avx512_entry(uint32_t crc, const uint8_t* p, size_t n) {
+  return ~raw_crc_avx512(~crc, p, n);
+}
+
 using IcrcStreamFn = detail::IcrcStreamFn;
 
 bool detect_vpclmul();
@@ -427,6 +628,13 @@ bool detect_vpclmul() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("vpclmulqdq") &&
          __builtin_cpu_supports("pclmul");
+}
+
+bool detect_avx512_crc() {
+  __builtin_cpu_init();
+  return detect_vpclmul() && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vbmi") &&
+         __builtin_cpu_supports("avx2") && __builtin_cpu_supports("sse4.1");
 }
 #endif
 
@@ -456,7 +664,7 @@ bool crc32_clmul_available() { return kHaveClmul; }
 
 bool crc32_avx512_available() {
 #if CONDUIT_WIRE_HAVE_CLMUL
-  return kHaveVpclmul;
+  return kHaveAvx512Crc;
 #else
   return false;
 #endif
@@ -473,7 +681,7 @@ uint32_t crc32_update_slice8(uint32_t crc, std::span<const uint8_t> data) {
 uint32_t crc32_update_clmul(uint32_t crc, std::span<const uint8_t> data) {
 #if CONDUIT_WIRE_HAVE_CLMUL
   if (data.size() >= kClmulMinBytes && kHaveClmul) {
-    return ~raw_clmul<false>(~crc, data.data(), data.size());
+    return ~raw_clmul(~crc, data.data(), data.size());
   }
 #endif
   return crc32_update_slice8(crc, data);
@@ -481,21 +689,33 @@ uint32_t crc32_update_clmul(uint32_t crc, std::span<const uint8_t> data) {
 
 uint32_t crc32_update_avx512(uint32_t crc, std::span<const uint8_t> data) {
 #if CONDUIT_WIRE_HAVE_CLMUL
-  if (data.size() >= kClmulMinBytes && kHaveVpclmul) {
-    return ~raw_clmul<true>(~crc, data.data(), data.size());
+  if (data.size() >= kAvx512CrcMinBytes && kHaveAvx512Crc) {
+    return crc32_avx512_entry(crc, data.data(), data.size());
   }
 #endif
   return crc32_update_clmul(crc, data);
 }
 
-uint32_t crc32_update(uint32_t crc, std::span<const uint8_t> data) {
+namespace {
+// crc32_update() without AVX-512, out of line so that the AVX-512 path is
+// a bare tail call (no stack frame).
+[[gnu::noinline]] uint32_t crc32_update_without_avx512(uint32_t crc,
+                                                       std::span<const uint8_t> data) {
 #if CONDUIT_WIRE_HAVE_CLMUL
-  if (data.size() >= kClmulMinBytes && kHaveClmul) {
-    return kHaveVpclmul ? ~raw_clmul<true>(~crc, data.data(), data.size())
-                        : ~raw_clmul<false>(~crc, data.data(), data.size());
-  }
+  if (data.size() >= kClmulMinBytes && kHaveClmul)
+    return ~raw_clmul(~crc, data.data(), data.size());
 #endif
   return ~raw_slice8(~crc, data.data(), data.size());
+}
+}  // namespace
+
+uint32_t crc32_update(uint32_t crc, std::span<const uint8_t> data) {
+#if CONDUIT_WIRE_HAVE_CLMUL
+  if (data.size() >= kAvx512CrcMinBytes && kHaveAvx512Crc) {
+    return crc32_avx512_entry(crc, data.data(), data.size());
+  }
+#endif
+  return crc32_update_without_avx512(crc, data);
 }
 
 namespace {

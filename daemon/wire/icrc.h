@@ -5,9 +5,12 @@
 // previous result back in, and crc32_update(crc32_update(0, a), b) equals the
 // CRC of a followed by b, so an ICRC can be continued across segments.
 // The fastest available implementation is chosen per call from CPU features
-// detected once at start-up: AVX-512 VPCLMULQDQ folding for long buffers,
-// 128-bit PCLMULQDQ folding from 16 bytes on, slicing-by-8 tables otherwise. Pure
-// functions of their arguments; safe from any thread.
+// detected once at start-up: from 16 bytes on, AVX-512 (F, BW, VL, VBMI with
+// VPCLMULQDQ) multiplies whole 32- or 64-byte registers straight down to the
+// CRC, or else 128-bit PCLMULQDQ folds 16-byte blocks; slicing-by-8 tables
+// below 16 bytes or without PCLMULQDQ. Pure functions of their arguments;
+// safe from any thread. Never reads outside `data` (the AVX-512 path's masked
+// loads may start before it, but the masked bytes are not accessed).
 #pragma once
 
 #include <cstddef>
@@ -20,8 +23,9 @@ uint32_t crc32_update(uint32_t crc, std::span<const uint8_t> data);
 
 // The individual implementations, for tests and benchmarks.
 // crc32_update_clmul uses 128-bit PCLMULQDQ folding only;
-// crc32_update_avx512 adds AVX-512 VPCLMULQDQ for buffers of 256 bytes and
-// more. Each falls back to the next simpler one when the CPU lacks it.
+// crc32_update_avx512 is crc32_update()'s AVX-512 path. Each falls back to
+// the next simpler one when the CPU lacks it; crc32_avx512_available() says
+// whether crc32_update_avx512 (and so crc32_update) runs the AVX-512 path.
 uint32_t crc32_update_bytewise(uint32_t crc, std::span<const uint8_t> data);
 uint32_t crc32_update_slice8(uint32_t crc, std::span<const uint8_t> data);
 uint32_t crc32_update_clmul(uint32_t crc, std::span<const uint8_t> data);

@@ -1,5 +1,8 @@
 #include "wire/icrc.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <random>
@@ -40,6 +43,43 @@ const std::vector<uint8_t> kScapyIcrc = hex("78f353f3");
 
 uint32_t wire_icrc(const std::vector<uint8_t>& bytes) { return icrc_load(bytes.data()); }
 
+// The reference: one bit at a time, no tables (the raw register, not inverted).
+uint32_t bitwise_step(uint32_t s, uint8_t byte) {
+  s ^= byte;
+  for (int b = 0; b < 8; ++b) s = (s >> 1) ^ ((s & 1) ? 0xEDB88320u : 0);
+  return s;
+}
+
+using CrcFn = uint32_t (*)(uint32_t, std::span<const uint8_t>);
+struct NamedCrc {
+  const char* name;
+  CrcFn fn;
+};
+// Every implementation; the vector ones fall back to the next simpler one on
+// a CPU without their instructions (the INFO line says which this CPU runs).
+const NamedCrc kAllCrcs[] = {{"crc32_update", crc32_update},
+                             {"bytewise", crc32_update_bytewise},
+                             {"slice8", crc32_update_slice8},
+                             {"clmul", crc32_update_clmul},
+                             {"avx512", crc32_update_avx512}};
+
+// Checks every implementation against the bitwise reference for every length
+// 0..max_len of the bytes at `start`, from the given starting CRC. Returns a
+// description of the first mismatch, or an empty string.
+std::string check_all_lengths(const uint8_t* start, size_t max_len, uint32_t seed) {
+  uint32_t s = ~seed;  // the reference's raw register after `len` bytes
+  for (size_t len = 0; len <= max_len; ++len) {
+    if (len > 0) s = bitwise_step(s, start[len - 1]);
+    const std::span<const uint8_t> d(start, len);
+    for (const NamedCrc& c : kAllCrcs) {
+      if (c.fn(seed, d) != ~s) {
+        return std::string(c.name) + " differs at length " + std::to_string(len);
+      }
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
 TEST_CASE("crc32: standard check value and zlib convention") {
@@ -78,6 +118,55 @@ TEST_CASE("crc32: all implementations agree for every length and split point") {
     REQUIRE(crc32_update_clmul(0, d) == crc32_update_bytewise(0, d));
     REQUIRE(crc32_update_avx512(0, d) == crc32_update_bytewise(0, d));
   }
+}
+
+TEST_CASE("crc32: every path matches a bitwise reference for lengths 0..4200 at any start") {
+  std::mt19937 rng(19);
+  std::vector<uint8_t> buf(4200 + 128);
+  for (auto& b : buf) b = static_cast<uint8_t>(rng());
+  INFO("clmul available: " << crc32_clmul_available() << ", avx512: " << crc32_avx512_available());
+  // Starts 0..16 bytes into a 16-byte aligned buffer cover every alignment of
+  // the 16-byte loads; 31, 33, 63 and 64 move the 64-byte ones too.
+  // The starting CRC rotates through 0, ~0 (a zero register) and another.
+  const uint32_t seeds[] = {0u, 0xFFFFFFFFu, 0x9E3779B9u};
+  size_t i = 0;
+  for (size_t start : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 31, 33, 63, 64}) {
+    const uint32_t seed = seeds[i++ % 3];
+    INFO("start " << start << " seed " << seed);
+    CHECK(check_all_lengths(buf.data() + start, 4200, seed) == "");
+  }
+}
+
+TEST_CASE("crc32: no read outside the buffer, next to unmapped pages") {
+  // The AVX-512 path reads short buffers with a masked load that starts
+  // before them (the masked bytes are never accessed). A buffer that starts
+  // right after an inaccessible page and one that ends right before one must
+  // neither fault nor change the result.
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* m = mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(m != MAP_FAILED);
+  auto* base = static_cast<uint8_t*>(m);
+  std::mt19937 rng(23);
+  for (size_t i = 0; i < page; ++i) base[page + i] = static_cast<uint8_t>(rng());
+  REQUIRE(mprotect(base, page, PROT_NONE) == 0);
+  REQUIRE(mprotect(base + 2 * page, page, PROT_NONE) == 0);
+  const size_t max_len = page < 4096 ? page : 4096;
+  uint8_t* first = base + page;
+  for (uint32_t seed : {0u, 0x12345678u}) {
+    INFO("seed " << seed);
+    // Starting at the page's first byte (every length).
+    CHECK(check_all_lengths(first, max_len, seed) == "");
+    // Ending at the page's last byte.
+    for (size_t len = 0; len <= max_len; ++len) {
+      const std::span<const uint8_t> d(base + 2 * page - len, len);
+      const uint32_t ref = crc32_update_bytewise(seed, d);
+      for (const NamedCrc& c : kAllCrcs) {
+        INFO(c.name << " length " << len);
+        if (c.fn(seed, d) != ref) REQUIRE(c.fn(seed, d) == ref);
+      }
+    }
+  }
+  munmap(m, 3 * page);
 }
 
 TEST_CASE("icrc: ConnectX-4 Lx CNP known answer") {
