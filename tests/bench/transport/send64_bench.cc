@@ -93,38 +93,38 @@ bool hop(Side& from, Side& to, Hop& h, uint64_t now_ns) {
 }
 
 // One burst of `burst` SENDs a -> b and the one ACK b -> a for all of them.
-bool streaming_burst(Side& a, Side& b, std::vector<Hop>& frames, Hop& ack, SendWr& wr,
-                     const RecvWr& rr, uint64_t& next_id, uint64_t now_ns, std::span<Completion> cq,
-                     uint64_t& done) {
+bool streaming_burst(Side& a, Side& b, std::vector<Hop>& frames, Hop& ack, std::span<SendWr> wrs,
+                     std::span<const RecvWr> rrs, std::span<const std::span<uint8_t>> tx_bufs,
+                     wire::BuildResult* tx_res, wire::RoceView* views, RxResult* rx_res,
+                     uint64_t& next_id, uint64_t now_ns, std::span<Completion> cq, uint64_t& done) {
   const size_t burst = frames.size();
+  // The burst's WRs as one chain (as the engine posts what it took from the
+  // client's ring in one go).
+  for (SendWr& wr : wrs) wr.wr_id = next_id++;
+  Status st;
+  if (a.qp.post_send(wrs, st) != burst) return false;
+  // The TX burst: every frame written (one call) before any is received.
+  if (a.qp.poll_tx_frames(now_ns, a.tmpl, tx_bufs, tx_res) != burst) return false;
   for (size_t i = 0; i < burst; ++i) {
-    wr.wr_id = next_id++;
-    if (a.qp.post_send(wr) != Status::kOk) return false;
+    if (!tx_res[i].ok()) return false;
+    frames[i].len = tx_res[i].len_bytes;
   }
-  // The TX burst: every frame written before any is received.
+  // The RX burst at b: each frame parsed, then all delivered in one call; the
+  // ACKs coalesce in b's queue.
   for (size_t i = 0; i < burst; ++i) {
-    const wire::BuildResult r = a.qp.poll_tx_frame(now_ns, a.tmpl, frames[i].buf);
-    if (!r.ok() || r.len_bytes == 0) return false;
-    frames[i].len = r.len_bytes;
-  }
-  // The RX burst at b: parse and deliver each; the ACKs coalesce in b's queue.
-  for (size_t i = 0; i < burst; ++i) {
-    Hop& h = frames[i];
-    if (wire::parse_frame(std::span<const uint8_t>(h.buf.data(), h.len), b.rx, h.v) !=
+    const Hop& h = frames[i];
+    if (wire::parse_frame(std::span<const uint8_t>(h.buf.data(), h.len), b.rx, views[i]) !=
         wire::DropReason::kNone) {
       return false;
     }
-    b.qp.on_packet(now_ns, h.v);
   }
+  b.qp.on_packets(now_ns, std::span<const wire::RoceView>(views, burst), rx_res);
   // One ACK for the burst, back to a.
   if (!hop(b, a, ack, now_ns)) return false;
   if (hop(b, a, ack, now_ns)) return false;  // nothing more queued
   done += a.qp.poll_cq(cq);
   if (b.qp.poll_cq(cq) != burst) return false;
-  for (size_t i = 0; i < burst; ++i) {
-    if (b.qp.post_recv(rr) != Status::kOk) return false;
-  }
-  return true;
+  return b.qp.post_recv(rrs, st) == burst;
 }
 
 }  // namespace
@@ -177,9 +177,17 @@ int main(int argc, char** argv) {
   } else {
     std::vector<Hop> frames(burst);
     for (Hop& f : frames) f.buf.resize(256);
+    std::vector<SendWr> wrs(burst, wr);
+    const std::vector<RecvWr> rrs(burst, rr);
+    std::vector<std::span<uint8_t>> tx_bufs;
+    for (Hop& f : frames) tx_bufs.emplace_back(f.buf);
+    std::vector<wire::BuildResult> tx_res(burst);
+    std::vector<wire::RoceView> views(burst);
+    std::vector<RxResult> rx_res(burst);
     uint64_t next_id = 0;
     for (uint64_t i = 0; i < messages; i += burst) {
-      if (!streaming_burst(a, b, frames, h, wr, rr, next_id, now_ns, cq, done)) {
+      if (!streaming_burst(a, b, frames, h, wrs, rrs, tx_bufs, tx_res.data(), views.data(),
+                           rx_res.data(), next_id, now_ns, cq, done)) {
         std::fprintf(stderr, "burst %llu failed\n", static_cast<unsigned long long>(i / burst));
         return 1;
       }
