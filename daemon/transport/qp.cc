@@ -456,7 +456,7 @@ Status Qp::post_recv(const RecvWr& wr) {
 // one-SGE WR in the cached region is written straight into its WQE (the
 // checks post_send() makes per WR that do not depend on the WR are made once);
 // any other WR goes through post_send() alone, and the run starts again.
-size_t Qp::post_send(std::span<const SendWr> wrs, Status& status) {
+size_t Qp::post_send_chain(std::span<const SendWr> wrs, Status& status) {
   const size_t n = wrs.size();
   size_t i = 0;
   status = Status::kOk;
@@ -516,7 +516,7 @@ size_t Qp::post_send(std::span<const SendWr> wrs, Status& status) {
   return n;
 }
 
-size_t Qp::post_recv(std::span<const RecvWr> wrs, Status& status) {
+size_t Qp::post_recv_chain(std::span<const RecvWr> wrs, Status& status) {
   const size_t n = wrs.size();
   size_t i = 0;
   status = Status::kOk;

@@ -142,10 +142,22 @@ class Qp {
   // how many were posted; `status` is the refusal of wrs[returned] (kOk when
   // all were). The checks that hold for the whole chain (state, queue room,
   // the cached region) are made once per chain, not once per WR.
-  size_t post_send(std::span<const SendWr> wrs, Status& status);
+  size_t post_send(std::span<const SendWr> wrs, Status& status) {
+    if (wrs.size() == 1) {  // a chain's set-up does not pay for one WR
+      status = post_send(wrs[0]);
+      return status == Status::kOk ? 1 : 0;
+    }
+    return post_send_chain(wrs, status);
+  }
   // Send WRs the send queue has room for (posting more is refused as kQueueFull).
   size_t sq_free() const { return size_t{sq_mask_} + 1 - (sq_tail_ - sq_head_); }
-  size_t post_recv(std::span<const RecvWr> wrs, Status& status);
+  size_t post_recv(std::span<const RecvWr> wrs, Status& status) {
+    if (wrs.size() == 1) {
+      status = post_recv(wrs[0]);
+      return status == Status::kOk ? 1 : 0;
+    }
+    return post_recv_chain(wrs, status);
+  }
 
   // One received packet for this QP, already validated by wire (ICRC,
   // lengths). The payload is copied out before return.
@@ -170,7 +182,13 @@ class Qp {
   // order, results[i] its result. A run of in-order SEND only packets is
   // delivered with the responder's PSN, MSN and queue indexes in registers,
   // and the ACKs they ask for coalesce as queued one by one.
-  void on_packets(uint64_t now_ns, std::span<const wire::RoceView> pkts, RxResult* results);
+  void on_packets(uint64_t now_ns, std::span<const wire::RoceView> pkts, RxResult* results) {
+    if (pkts.size() == 1) {  // a burst's set-up does not pay for one packet
+      results[0] = on_packet(now_ns, pkts[0]);
+      return;
+    }
+    on_packets_burst(now_ns, pkts, results);
+  }
   // poll_tx() followed by wire::build_frame(out, tmpl, ...): the next packet
   // as a whole frame at the front of `out`. len_bytes 0 and status kOk when
   // there is nothing to send; on a build error the packet is consumed, as
@@ -291,6 +309,10 @@ class Qp {
   void keep_wr(SendWqe& w, const SendWr& wr);
   void enqueue_send(SendWqe& w);
   Status post_recv_general(const RecvWr& wr);
+  // The chain posts and RX burst for two elements or more.
+  size_t post_send_chain(std::span<const SendWr> wrs, Status& status);
+  size_t post_recv_chain(std::span<const RecvWr> wrs, Status& status);
+  void on_packets_burst(uint64_t now_ns, std::span<const wire::RoceView> pkts, RxResult* results);
   void push_completion(const Completion& c) {
     // Cannot overflow: posting reserves a slot per WR (cq_has_room_for_post).
     cq_[cq_tail_ & cq_mask_] = c;

@@ -62,12 +62,12 @@ struct SendOnly {
   return f;
 }
 
-// The frame: template headers, BTH (dest QP word w1, PSN with AckReq), ImmDt,
-// payload, pad, ICRC. On a build error nothing meaningful is in `out`.
-[[gnu::always_inline]] inline wire::BuildResult write_send_only(std::span<uint8_t> out,
-                                                                const wire::FrameTemplate& tmpl,
-                                                                const SendOnly& f, uint32_t w1,
-                                                                uint32_t psn) {
+// The frame but its ICRC: template headers, BTH (dest QP word w1, PSN with
+// AckReq), ImmDt, payload, pad; the result has the whole frame's length. On a
+// build error nothing meaningful is in `out`.
+[[gnu::always_inline]] inline wire::BuildResult write_send_only_bytes(
+    std::span<uint8_t> out, const wire::FrameTemplate& tmpl, const SendOnly& f, uint32_t w1,
+    uint32_t psn) {
   const uint32_t hdr_bytes = wire::kBthBytes + (f.has_imm ? wire::kImmBytes : 0);
   const size_t roce = hdr_bytes + f.len + wire::pad_bytes_for(f.len);
   wire::BuildStatus st;
@@ -79,7 +79,17 @@ struct SendOnly {
   if (f.has_imm) wire::put_be32(p + wire::kBthBytes, f.imm);
   wire::copy_payload(p + hdr_bytes, f.src, f.len);
   std::memset(p + hdr_bytes + f.len, 0, 4);  // pad (the ICRC overwrites the rest)
-  return {wire::BuildStatus::kOk, wire::finish_frame(tmpl, out.data(), roce)};
+  return {wire::BuildStatus::kOk, wire::frame_bytes_for(tmpl, roce)};
+}
+
+// The whole frame, ICRC included.
+[[gnu::always_inline]] inline wire::BuildResult write_send_only(std::span<uint8_t> out,
+                                                                const wire::FrameTemplate& tmpl,
+                                                                const SendOnly& f, uint32_t w1,
+                                                                uint32_t psn) {
+  const wire::BuildResult r = write_send_only_bytes(out, tmpl, f, w1, psn);
+  if (r.ok()) wire::finish_frame_icrc(tmpl, out.data(), r.len_bytes);
+  return r;
 }
 
 }  // namespace
@@ -373,8 +383,9 @@ size_t Qp::poll_tx_frames(uint64_t now_ns, const wire::FrameTemplate& tmpl,
   const size_t n = bufs.size();
   size_t i = 0;
   while (i < n) {
+    // A run only for two packets or more: its set-up does not pay for one.
     if (resp_head_ == resp_tail_ && state_ == QpState::kRts && !sr_ &&
-        rnr_deadline_ns_ == kNoDeadline) {
+        rnr_deadline_ns_ == kNoDeadline && n - i >= 2 && sq_tail_ - cur_wqe_ >= 2) {
       i += send_run(now_ns, tmpl, bufs.subspan(i), results + i);
       if (i == n) break;
     }
@@ -396,7 +407,7 @@ size_t Qp::send_run(uint64_t now_ns, const wire::FrameTemplate& tmpl,
   const uint32_t una = una_psn_;
   const uint32_t window = config_.window_packets;
   const uint32_t w1 = attr_.dest_qpn & wire::kPsnMask;
-  SendWqe* const sq = sq_.data();
+  const SendWqe* const sq = sq_.data();
   const uint32_t mask = sq_mask_;
   uint32_t cur = cur_wqe_;
   uint32_t psn = cur_psn_;

@@ -507,11 +507,13 @@ void Qp::queue_acks(Aeth aeth, uint32_t psn, uint32_t count) {
   }
 }
 
-void Qp::on_packets(uint64_t now_ns, std::span<const wire::RoceView> pkts, RxResult* results) {
+void Qp::on_packets_burst(uint64_t now_ns, std::span<const wire::RoceView> pkts,
+                          RxResult* results) {
   const size_t n = pkts.size();
   size_t i = 0;
   while (i < n) {
-    if (!sr_ && in_msg_ == InMessage::kNone &&
+    // A run only for two packets or more: its set-up does not pay for one.
+    if (n - i >= 2 && !sr_ && in_msg_ == InMessage::kNone &&
         (state_ == QpState::kRtr || state_ == QpState::kRts || state_ == QpState::kSqd)) {
       i += recv_run(pkts.subspan(i), results + i);
       if (i == n) break;
@@ -559,20 +561,22 @@ size_t Qp::recv_run(std::span<const wire::RoceView> pkts, RxResult* results) {
     const RecvWqe& r = rq[rq_head & rq_mask];
     if (payload.size() > r.len_bytes) break;
     const bool imm = opcode == static_cast<uint8_t>(Opcode::kSendOnlyImm);
-    Completion c;
-    c.wr_id = r.wr_id;
-    c.opcode = WcOpcode::kRecv;
     last_len = static_cast<uint32_t>(payload.size());
-    c.len_bytes = last_len;
+    // The receive completion, field by field into its slot (room: reserved
+    // at post, cq_has_room_for_post), before the payload stores.
+    Completion& c = cq[cq_tail & cq_mask];
+    c.wr_id = r.wr_id;
+    c.status = WcStatus::kSuccess;
+    c.opcode = WcOpcode::kRecv;
     c.has_imm = imm;
     c.imm = imm ? wire::get_be32(b + wire::kBthBytes) : 0;
+    c.len_bytes = last_len;
+    ++cq_tail;
     if (r.num_sge == 1) {  // scatter()'s common case, inline
       wire::copy_payload(r.seg[0].data(), payload.data(), payload.size());
     } else {
       scatter(r.seg, r.num_sge, 0, payload);
     }
-    cq[cq_tail & cq_mask] = c;  // room: reserved at post (cq_has_room_for_post)
-    ++cq_tail;
     ++rq_head;
     epsn = wire::psn_next(epsn);
     msn = wire::psn_next(msn);

@@ -15,11 +15,16 @@
 //     written, parsed and processed, then the completions polled (one call
 //     per side) and N receives re-posted. N = 32 is the engine's RX burst.
 //
-// usage: transport_send64_bench [messages] [burst]   (default 1,000,000, 1;
-// messages is rounded up to a whole number of bursts)
+//   burst 1 "calls": the streaming loop with bursts of one (the burst and
+//     chain calls with one element each, as the engine makes them when one
+//     message at a time arrives).
+//
+// usage: transport_send64_bench [messages] [burst] [calls]   (default
+// 1,000,000, 1; messages is rounded up to a whole number of bursts)
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string_view>
 #include <vector>
 
 #include "transport/heap_memory_regions.h"
@@ -132,6 +137,9 @@ bool streaming_burst(Side& a, Side& b, std::vector<Hop>& frames, Hop& ack, std::
 int main(int argc, char** argv) {
   uint64_t messages = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 1'000'000;
   const uint64_t burst = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1;
+  // "calls": burst 1 through the burst and chain calls, as the engine makes
+  // them for one message at a time (the default burst 1 uses the single calls).
+  const bool burst_calls = burst > 1 || (argc > 3 && std::string_view(argv[3]) == "calls");
   if (burst == 0 || burst > 64) {
     std::fprintf(stderr, "burst must be 1..64\n");
     return 2;
@@ -158,12 +166,12 @@ int main(int argc, char** argv) {
   RecvWr rr;
   rr.sge[0] = Sge{kBase + 4096, 64, 0x100};
   rr.num_sge = 1;
-  for (uint64_t i = 0; i < (burst == 1 ? 8 : burst); ++i) b.qp.post_recv(rr);
+  for (uint64_t i = 0; i < (burst_calls ? burst : 8); ++i) b.qp.post_recv(rr);
 
   Completion cq[64];
   uint64_t now_ns = 0, done = 0;
   const auto t0 = std::chrono::steady_clock::now();
-  if (burst == 1) {
+  if (!burst_calls) {
     for (uint64_t i = 0; i < messages; ++i) {
       wr.wr_id = i;
       if (a.qp.post_send(wr) != Status::kOk) return 1;
