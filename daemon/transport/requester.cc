@@ -88,7 +88,8 @@ struct SendOnly {
                                                                 const SendOnly& f, uint32_t w1,
                                                                 uint32_t psn) {
   const wire::BuildResult r = write_send_only_bytes(out, tmpl, f, w1, psn);
-  if (r.ok()) wire::finish_frame_icrc(tmpl, out.data(), r.len_bytes);
+  // 28 + 12 (+ 4) + payload + pad bytes: whole words, at least 40.
+  if (r.ok()) wire::finish_frame_icrc_words(tmpl, out.data(), r.len_bytes);
   return r;
 }
 
@@ -345,8 +346,9 @@ void Qp::rewind_to(uint32_t psn) {
         wire::put_be32(p + 4, attr_.dest_qpn & wire::kPsnMask);
         wire::put_be32(p + 8, item.psn & wire::kPsnMask);
         wire::put_be32(p + 12, uint32_t{item.aeth.syndrome} << 24 | (item.aeth.msn & 0xFFFFFF));
-        return {wire::BuildStatus::kOk,
-                wire::finish_frame(tmpl, out.data(), wire::kBthBytes + wire::kAethBytes)};
+        const size_t len = wire::frame_bytes_for(tmpl, wire::kBthBytes + wire::kAethBytes);
+        wire::finish_frame_icrc_words(tmpl, out.data(), len);  // a 44-byte datagram
+        return {wire::BuildStatus::kOk, len};
       }
     } else if (state_ == QpState::kRts && !sr_ && rnr_deadline_ns_ == kNoDeadline) {
       // requester_poll() without SR: nothing to resend out of order, so the

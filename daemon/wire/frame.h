@@ -242,6 +242,13 @@ inline void finish_frame_icrc(const FrameTemplate& tmpl, uint8_t* frame, size_t 
   const size_t datagram = frame_bytes - tmpl.l2_bytes - kIcrcBytes;
   icrc_store(icrc_ipv4_datagram(ip, datagram), frame + frame_bytes - kIcrcBytes);
 }
+// finish_frame_icrc() of a frame whose BTH .. pad is whole 32-bit words
+// (every frame the fused builders write: the pad aligns the payload).
+inline void finish_frame_icrc_words(const FrameTemplate& tmpl, uint8_t* frame, size_t frame_bytes) {
+  const uint8_t* ip = frame + tmpl.l2_bytes;
+  const size_t datagram = frame_bytes - tmpl.l2_bytes - kIcrcBytes;
+  icrc_store(icrc_ipv4_datagram_words(ip, datagram), frame + frame_bytes - kIcrcBytes);
+}
 
 // The header of a CNP (opcode 0x81, BECN set, PSN 0) addressed to the QP that
 // sent the CE-marked data, i.e. dest_qp = the data packet's sender's QPN.
