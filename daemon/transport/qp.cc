@@ -321,6 +321,10 @@ size_t Qp::poll_cq(std::span<Completion> out) {
   const size_t avail = cq_tail_ - cq_head_;
   const size_t n = avail < out.size() ? avail : out.size();
   if (n >= 4) return poll_cq_runs(out.data(), n);
+  if (n == 1) {  // one at a time: no loop
+    out[0] = cq_[cq_head_++ & cq_mask_];
+    return 1;
+  }
   for (size_t i = 0; i < n; ++i) out[i] = cq_[(cq_head_ + i) & cq_mask_];
   cq_head_ += static_cast<uint32_t>(n);
   return n;
