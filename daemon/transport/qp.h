@@ -11,6 +11,9 @@
 //   while (pacer allows && qp.poll_tx(now, pkt)) build_frame(pkt) and send
 //   n = qp.poll_cq(span)                     completions for the client
 //   if (now >= qp.next_deadline_ns()) qp.on_timer(now)
+// (daemon/engine makes the per-burst forms of the first three: post_send /
+// post_recv of a chain, on_packets with a view per packet, poll_tx_frames
+// into a burst of frame buffers.)
 //
 // Selective repeat (QpAttr::selective_repeat, conduit peers only). Go-back-N
 // is the default and what a verbs peer gets. With SR:
