@@ -213,7 +213,7 @@ Engine::~Engine() {
     if (m != nullptr) rte_pktmbuf_free(m);
   }
   for (uint16_t i = 0; i < tx_batch_len_; ++i) rte_pktmbuf_free(tx_batch_[i]);
-  if (tx_spare_ != nullptr) rte_pktmbuf_free(tx_spare_);
+  for (uint32_t i = 0; i < tx_spares_n_; ++i) rte_pktmbuf_free(tx_spares_[i]);
 }
 
 void Engine::run() {
@@ -820,14 +820,17 @@ bool Engine::rx(uint64_t now_ns) {
     ++counters_.rx_frames;
     if (m->nb_segs != 1) {
       ++counters_.rx_multi_segment;
-      rte_pktmbuf_free(m);
-      continue;
+      continue;  // freed after the burst
     }
     std::span<const uint8_t> frame(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len);
     const net::RxResult r = net_.on_rx_frame(frame, now_ns, reply);
     if (r.verdict == net::RxVerdict::kDeliverUdp && r.udp.dst_port == config_.roce_udp_port) {
-      rx_roce(r.udp, frame, now_ns);
-    } else if (r.verdict == net::RxVerdict::kDeliverUdp && r.udp.dst_port == config_.cm_udp_port) {
+      rx_roce(r.udp, frame, now_ns);  // joins the run; its mbuf is freed after the burst
+      continue;
+    }
+    // Anything else sees the RoCE packets before it delivered, in order.
+    deliver_rx_run(now_ns);
+    if (r.verdict == net::RxVerdict::kDeliverUdp && r.udp.dst_port == config_.cm_udp_port) {
       cm_rx(r.udp, frame, now_ns);
     } else if (r.verdict == net::RxVerdict::kReply) {
       if (rte_mbuf* out = port_.alloc_mbuf()) {
@@ -838,9 +841,21 @@ bool Engine::rx(uint64_t now_ns) {
         ++counters_.tx_no_mbuf;
       }
     }
-    rte_pktmbuf_free(m);
   }
+  deliver_rx_run(now_ns);
+  // The views of the delivered packets pointed into these.
+  for (uint16_t i = 0; i < n; ++i) rte_pktmbuf_free(bufs[i]);
   return n > 0;
+}
+
+// The packets for one QP collected by rx_roce(), in one Qp::on_packets call.
+void Engine::deliver_rx_run(uint64_t now_ns) {
+  if (rx_run_n_ == 0) return;
+  transport::RxResult results[kRxBurst];
+  rx_run_qp_->qp->on_packets(now_ns, std::span<const wire::RoceView>(rx_run_.data(), rx_run_n_),
+                             results);
+  rx_run_n_ = 0;
+  rx_run_qp_ = nullptr;
 }
 
 void Engine::rx_roce(const net::UdpDatagram& udp, std::span<const uint8_t> frame, uint64_t now_ns,
@@ -882,10 +897,16 @@ void Engine::rx_roce(const net::UdpDatagram& udp, std::span<const uint8_t> frame
     pacer_.set_rate(q->flow, q->rc->on_cnp(now_ns), now_ns);
     return;
   }
-  q->qp->on_packet(now_ns, pf);
+  // Consecutive packets for one QP are delivered together (deliver_rx_run).
+  if (rx_run_qp_ != q) deliver_rx_run(now_ns);
+  rx_run_qp_ = q;
+  rx_run_[rx_run_n_++] = pf;
+  if (rx_run_n_ == rx_run_.size()) deliver_rx_run(now_ns);
   q->rx_bytes += pf.payload.size();
   if (q->cm_wait_traffic) {
-    // The peer sends, so it has our REP even if its RTU was lost.
+    // The peer sends, so it has our REP even if its RTU was lost (the QP
+    // has seen the packet first).
+    deliver_rx_run(now_ns);
     q->cm_wait_traffic = false;
     cm_.on_qp_traffic(q->cm_conn);
   }
@@ -900,67 +921,126 @@ void Engine::rx_roce(const net::UdpDatagram& udp, std::span<const uint8_t> frame
 bool Engine::drain_client_rings(QpCtx& q) {
   Client& c = *q.client;
   if (c.broken) return false;
-  bool work = false;
-  auto lookup = [&c](uint32_t lkey) { return c.mem.client_bounds(lkey); };
-
   // Receives first, so a SEND that arrives right after finds them.
+  bool work = drain_recvs(q);
+  work |= drain_sends(q);
+  if (q.sq.broken() || q.rq.broken()) cut_off(c);
+  return work;
+}
+
+// The client's receive entries, a burst at a time, each run of valid ones
+// posted as one chain (Qp::post_recv of a span); an invalid entry completes
+// with its error in its place in the order.
+bool Engine::drain_recvs(QpCtx& q) {
+  Client& c = *q.client;
+  auto lookup = [&c](uint32_t lkey) { return c.mem.client_bounds(lkey); };
+  bool work = false;
   for (;;) {
-    if (!q.has_pending_recv) {
-      conduit_shm_recv_wr raw;
-      if (q.rq.dequeue_burst(&raw, 1) == 0) break;  // copied out of shared memory
+    if (q.pending_recv_at == q.pending_recv_n) {
+      q.pending_recv_at = 0;
+      // Copied out of shared memory before anything reads them.
+      q.pending_recv_n = q.rq.dequeue_burst(q.pending_recvs.data(), kPostChain);
+      if (q.pending_recv_n == 0) break;
       work = true;
+    }
+    transport::RecvWr wrs[kPostChain];
+    uint32_t k = 0;
+    conduit_shm_wr_error err = CONDUIT_SHM_WR_OK;
+    while (q.pending_recv_at + k < q.pending_recv_n) {
+      const conduit_shm_recv_wr& raw = q.pending_recvs[q.pending_recv_at + k];
       shm::ValidRecvWr v;
-      const conduit_shm_wr_error err = shm::validate_recv_wr(raw, kWrLimits, c.arena(), lookup, &v);
-      if (err != CONDUIT_SHM_WR_OK) {
-        ++counters_.wr_rejected;
-        conduit_shm_cqe cqe{};
-        cqe.wr_id = raw.wr_id;
-        cqe.status = shm::wc_status_for(err);
-        cqe.opcode = CONDUIT_SHM_WC_RECV;
-        cqe.qp_num = q.qpn;
-        cqe.vendor_err = err;
-        push_cqe(c, q.recv_cq, cqe);
-        continue;
-      }
-      q.pending_recv = transport::RecvWr{};
-      q.pending_recv.wr_id = v.wr_id;
-      q.pending_recv.num_sge = static_cast<uint8_t>(v.num_sge);
+      err = shm::validate_recv_wr(raw, kWrLimits, c.arena(), lookup, &v);
+      if (err != CONDUIT_SHM_WR_OK) break;
+      transport::RecvWr& wr = wrs[k++];
+      wr = transport::RecvWr{};
+      wr.wr_id = v.wr_id;
+      wr.num_sge = static_cast<uint8_t>(v.num_sge);
       for (uint32_t i = 0; i < v.num_sge; ++i) {
         const ClientMemory::Mr* mr = c.mem.find_lkey(raw.sg_list[i].lkey);
-        q.pending_recv.sge[i] = {mr->iova + raw.sg_list[i].offset, raw.sg_list[i].length,
-                                 raw.sg_list[i].lkey};
+        wr.sge[i] = {mr->iova + raw.sg_list[i].offset, raw.sg_list[i].length, raw.sg_list[i].lkey};
       }
-      q.has_pending_recv = true;
     }
-    const transport::Status st = q.qp->post_recv(q.pending_recv);
-    // A full queue, or a QP the control thread has not yet moved to a state
-    // that takes receives (its modify command may still be in the ring behind
-    // the client's post): keep the entry and retry next loop.
-    if (st == transport::Status::kQueueFull || st == transport::Status::kInvalidState) break;
-    q.has_pending_recv = false;
-    if (st != transport::Status::kOk) {
-      ++counters_.wr_rejected;
-      conduit_shm_cqe cqe{};
-      cqe.wr_id = q.pending_recv.wr_id;
-      cqe.status = st == transport::Status::kInvalidSge ? CONDUIT_SHM_WC_LOC_PROT_ERR
-                                                        : CONDUIT_SHM_WC_LOC_QP_OP_ERR;
-      cqe.opcode = CONDUIT_SHM_WC_RECV;
-      cqe.qp_num = q.qpn;
-      push_cqe(c, q.recv_cq, cqe);
+    if (k > 0) {
+      transport::Status st;
+      const size_t posted = q.qp->post_recv(std::span<const transport::RecvWr>(wrs, k), st);
+      q.pending_recv_at += static_cast<uint32_t>(posted);
+      if (posted == k) continue;
+      // A full queue, or a QP the control thread has not yet moved to a state
+      // that takes receives (its modify command may still be in the ring behind
+      // the client's post): keep the entries and retry next loop.
+      if (st == transport::Status::kQueueFull || st == transport::Status::kInvalidState) break;
+      reject_recv(q, wrs[posted].wr_id,
+                  st == transport::Status::kInvalidSge ? CONDUIT_SHM_WC_LOC_PROT_ERR
+                                                       : CONDUIT_SHM_WC_LOC_QP_OP_ERR,
+                  0);
+      ++q.pending_recv_at;
+      continue;
     }
+    // The entry at pending_recv_at is invalid.
+    reject_recv(q, q.pending_recvs[q.pending_recv_at].wr_id, shm::wc_status_for(err), err);
+    ++q.pending_recv_at;
   }
+  return work;
+}
 
+void Engine::reject_recv(QpCtx& q, uint64_t wr_id, uint8_t status, uint32_t vendor_err) {
+  ++counters_.wr_rejected;
+  conduit_shm_cqe cqe{};
+  cqe.wr_id = wr_id;
+  cqe.status = status;
+  cqe.opcode = CONDUIT_SHM_WC_RECV;
+  cqe.qp_num = q.qpn;
+  cqe.vendor_err = vendor_err;
+  push_cqe(*q.client, q.recv_cq, cqe);
+}
+
+// The client's send entries, as drain_recvs() takes receives. A chain is at
+// most as long as the QP's send queue has room for: an inline entry's bytes
+// go to the inline slot its WQE will own, and the slots past that room may
+// still hold the bytes of WRs in flight.
+bool Engine::drain_sends(QpCtx& q) {
+  bool work = false;
   for (;;) {
-    if (!q.has_pending_send) {
-      if (q.sq.dequeue_burst(&q.pending_send, 1) == 0) break;  // copied out of shared memory
-      q.has_pending_send = true;
+    if (q.pending_send_at == q.pending_send_n) {
+      q.pending_send_at = 0;
+      // Copied out of shared memory before anything reads them.
+      q.pending_send_n = q.sq.dequeue_burst(q.pending_sends.data(), kPostChain);
+      if (q.pending_send_n == 0) break;
       work = true;
     }
-    post_one_send(q, q.pending_send);
-    if (q.has_pending_send) break;  // the QP's send queue is full
+    transport::SendWr wrs[kPostChain];
+    bool inline_used[kPostChain];
+    const size_t room = q.qp->sq_free();
+    uint32_t k = 0;
+    uint64_t inline_index = q.inline_next;
+    conduit_shm_wr_error err = CONDUIT_SHM_WR_OK;
+    while (q.pending_send_at + k < q.pending_send_n && k < room) {
+      err = convert_send(q, q.pending_sends[q.pending_send_at + k], inline_index, wrs[k],
+                         &inline_used[k]);
+      if (err != CONDUIT_SHM_WR_OK) break;
+      inline_index += inline_used[k];
+      ++k;
+    }
+    if (k > 0) {
+      transport::Status st;
+      const size_t posted = q.qp->post_send(std::span<const transport::SendWr>(wrs, k), st);
+      for (size_t i = 0; i < posted; ++i) q.inline_next += inline_used[i];
+      q.pending_send_at += static_cast<uint32_t>(posted);
+      if (posted == k) continue;
+      // Full, or not yet in RTS (the modify may still be on its way): the
+      // entries stay pending and are retried next loop, in order.
+      if (st == transport::Status::kQueueFull || st == transport::Status::kInvalidState) break;
+      reject_send(q, q.pending_sends[q.pending_send_at],
+                  st == transport::Status::kInvalidSge ? CONDUIT_SHM_WC_LOC_PROT_ERR
+                                                       : CONDUIT_SHM_WC_LOC_QP_OP_ERR,
+                  0);
+      ++q.pending_send_at;
+      continue;
+    }
+    if (err == CONDUIT_SHM_WR_OK) break;  // no room: the QP's send queue is full
+    reject_send(q, q.pending_sends[q.pending_send_at], shm::wc_status_for(err), err);
+    ++q.pending_send_at;
   }
-
-  if (q.sq.broken() || q.rq.broken()) cut_off(c);
   return work;
 }
 
@@ -983,30 +1063,33 @@ void Engine::cut_off(Client& c) {
   post_event(ev);
 }
 
-void Engine::post_one_send(QpCtx& q, const conduit_shm_send_wr& raw) {
+void Engine::reject_send(QpCtx& q, const conduit_shm_send_wr& raw, uint8_t status,
+                         uint32_t vendor_err) {
+  ++counters_.wr_rejected;
+  conduit_shm_cqe cqe{};
+  cqe.wr_id = raw.wr_id;
+  cqe.status = status;
+  cqe.opcode =
+      raw.opcode == CONDUIT_SHM_WR_RDMA_READ ? CONDUIT_SHM_WC_RDMA_READ
+      : raw.opcode == CONDUIT_SHM_WR_RDMA_WRITE || raw.opcode == CONDUIT_SHM_WR_RDMA_WRITE_WITH_IMM
+          ? CONDUIT_SHM_WC_RDMA_WRITE
+          : CONDUIT_SHM_WC_SEND;
+  cqe.qp_num = q.qpn;
+  cqe.vendor_err = vendor_err;
+  push_cqe(*q.client, q.send_cq, cqe);
+}
+
+conduit_shm_wr_error Engine::convert_send(QpCtx& q, const conduit_shm_send_wr& raw,
+                                          uint64_t inline_index, transport::SendWr& wr,
+                                          bool* used_inline) {
   Client& c = *q.client;
   auto lookup = [&c](uint32_t lkey) { return c.mem.client_bounds(lkey); };
-  auto reject = [&](uint8_t status, uint32_t vendor_err) {
-    ++counters_.wr_rejected;
-    conduit_shm_cqe cqe{};
-    cqe.wr_id = raw.wr_id;
-    cqe.status = status;
-    cqe.opcode = raw.opcode == CONDUIT_SHM_WR_RDMA_READ ? CONDUIT_SHM_WC_RDMA_READ
-                 : raw.opcode == CONDUIT_SHM_WR_RDMA_WRITE ||
-                         raw.opcode == CONDUIT_SHM_WR_RDMA_WRITE_WITH_IMM
-                     ? CONDUIT_SHM_WC_RDMA_WRITE
-                     : CONDUIT_SHM_WC_SEND;
-    cqe.qp_num = q.qpn;
-    cqe.vendor_err = vendor_err;
-    push_cqe(c, q.send_cq, cqe);
-    q.has_pending_send = false;
-  };
-
+  *used_inline = false;
   shm::ValidSendWr v;
   const conduit_shm_wr_error err = shm::validate_send_wr(raw, kWrLimits, c.arena(), lookup, &v);
-  if (err != CONDUIT_SHM_WR_OK) return reject(shm::wc_status_for(err), err);
+  if (err != CONDUIT_SHM_WR_OK) return err;
 
-  transport::SendWr wr;
+  wr = transport::SendWr{};
   wr.wr_id = raw.wr_id;
   switch (raw.opcode) {
     case CONDUIT_SHM_WR_SEND:
@@ -1030,15 +1113,15 @@ void Engine::post_one_send(QpCtx& q, const conduit_shm_send_wr& raw) {
   wr.imm = raw.imm_data;
   wr.remote_addr = raw.remote_addr;
   wr.rkey = raw.rkey;
-  uint8_t* inline_slot = nullptr;
   if (raw.flags & CONDUIT_SHM_SEND_INLINE) {
     // The bytes live in the ring slot, which the client may reuse at once:
     // keep a copy for as long as the transport may (re)send them.
-    inline_slot = q.inline_buf.data() + (q.inline_next & (q.inline_slots - 1)) * kInlineSlotBytes;
-    std::memcpy(inline_slot, raw.u.inline_data, raw.inline_len);
+    uint8_t* slot = q.inline_buf.data() + (inline_index & (q.inline_slots - 1)) * kInlineSlotBytes;
+    std::memcpy(slot, raw.u.inline_data, raw.inline_len);
+    *used_inline = true;
     if (raw.inline_len > 0) {
       wr.num_sge = 1;
-      wr.sge[0] = {reinterpret_cast<uintptr_t>(inline_slot), raw.inline_len, q.inline_lkey};
+      wr.sge[0] = {reinterpret_cast<uintptr_t>(slot), raw.inline_len, q.inline_lkey};
     }
   } else {
     wr.num_sge = raw.num_sge;
@@ -1047,17 +1130,7 @@ void Engine::post_one_send(QpCtx& q, const conduit_shm_send_wr& raw) {
       wr.sge[i] = {c.mem.find_lkey(s.lkey)->iova + s.offset, s.length, s.lkey};
     }
   }
-  const transport::Status st = q.qp->post_send(wr);
-  // Full, or not yet in RTS (the modify may still be on its way): the entry
-  // stays pending and is retried next loop, in order.
-  if (st == transport::Status::kQueueFull || st == transport::Status::kInvalidState) return;
-  if (st != transport::Status::kOk) {
-    return reject(st == transport::Status::kInvalidSge ? CONDUIT_SHM_WC_LOC_PROT_ERR
-                                                       : CONDUIT_SHM_WC_LOC_QP_OP_ERR,
-                  0);
-  }
-  if (inline_slot != nullptr) ++q.inline_next;
-  q.has_pending_send = false;
+  return CONDUIT_SHM_WR_OK;
 }
 
 // ---- transmit ------------------------------------------------------------------
@@ -1094,41 +1167,67 @@ bool Engine::fill_pacer(QpCtx& q, uint64_t now_ns) {
   const uint32_t cap = std::clamp(config_.max_frames_queued / sharing, 2u,
                                   std::max(2u, config_.max_frames_queued_per_qp));
   while (q.queued_frames < cap) {
-    // The QP writes its next packet straight into the mbuf; a buffer that
-    // got no packet is kept for the next call.
-    if (tx_spare_ == nullptr) tx_spare_ = port_.alloc_mbuf();
-    rte_mbuf* m = tx_spare_;
-    if (m == nullptr) {
+    // The QP writes its next packets straight into mbufs, a burst per call
+    // (Qp::poll_tx_frames); buffers that got no packet are kept for the next
+    // call.
+    const uint32_t want = std::min<uint32_t>(cap - q.queued_frames, kTxChain);
+    while (tx_spares_n_ < want) {
+      rte_mbuf* m = port_.alloc_mbuf();
+      if (m == nullptr) break;
+      tx_spares_[tx_spares_n_++] = m;
+    }
+    if (tx_spares_n_ == 0) {
       ++counters_.tx_no_mbuf;  // nothing taken from the QP: it sends later
       break;
     }
-    std::span<uint8_t> room(rte_pktmbuf_mtod(m, uint8_t*), rte_pktmbuf_tailroom(m));
-    const wire::BuildResult b = q.qp->poll_tx_frame(now_ns, q.tmpl, room);
-    if (b.ok() && b.len_bytes == 0) break;  // nothing to send
+    const uint32_t k = std::min(want, tx_spares_n_);
+    std::span<uint8_t> rooms[kTxChain];
+    for (uint32_t i = 0; i < k; ++i) {
+      rte_mbuf* m = tx_spares_[i];
+      rooms[i] = std::span<uint8_t>(rte_pktmbuf_mtod(m, uint8_t*), rte_pktmbuf_tailroom(m));
+    }
+    wire::BuildResult built[kTxChain];
+    const size_t n =
+        q.qp->poll_tx_frames(now_ns, q.tmpl, std::span<const std::span<uint8_t>>(rooms, k), built);
+    if (n == 0) break;  // nothing to send
     work = true;
-    if (!b.ok()) {
-      ++counters_.tx_build_errors;  // the transport's timers retransmit it
-      continue;                     // (the buffer stays the spare)
+    // The buffers that carry no frame (build errors, and those after n) stay
+    // spares, in front.
+    uint32_t spares = 0;
+    bool full = false;
+    for (size_t i = 0; i < n; ++i) {
+      rte_mbuf* m = tx_spares_[i];
+      if (!built[i].ok()) {
+        ++counters_.tx_build_errors;  // the transport's timers retransmit it
+        tx_spares_[spares++] = m;
+        continue;
+      }
+      m->data_len = m->pkt_len = static_cast<uint32_t>(built[i].len_bytes);
+      m->hash.usr = q.flow;  // lets remove_qp find the frames a dying QP left queued
+      uint32_t tag;
+      if (!free_tags_.empty()) {
+        tag = free_tags_.back();
+        free_tags_.pop_back();
+      } else {
+        tag = static_cast<uint32_t>(pending_frames_.size());
+        pending_frames_.push_back(nullptr);
+      }
+      if (!pacer_.enqueue(q.flow, sched::PacketRef{static_cast<uint32_t>(built[i].len_bytes), tag},
+                          now_ns)) {
+        // The packet is lost as on the wire: the transport resends it.
+        rte_pktmbuf_free(m);
+        free_tags_.push_back(tag);
+        full = true;
+        continue;
+      }
+      pending_frames_[tag] = m;
+      if (q.queued_frames++ == 0) ++qps_with_queued_frames_;
     }
-    tx_spare_ = nullptr;
-    m->data_len = m->pkt_len = static_cast<uint32_t>(b.len_bytes);
-    m->hash.usr = q.flow;  // lets remove_qp find the frames a dying QP left queued
-    uint32_t tag;
-    if (!free_tags_.empty()) {
-      tag = free_tags_.back();
-      free_tags_.pop_back();
-    } else {
-      tag = static_cast<uint32_t>(pending_frames_.size());
-      pending_frames_.push_back(nullptr);
+    for (uint32_t i = static_cast<uint32_t>(n); i < tx_spares_n_; ++i) {
+      tx_spares_[spares++] = tx_spares_[i];
     }
-    if (!pacer_.enqueue(q.flow, sched::PacketRef{static_cast<uint32_t>(b.len_bytes), tag},
-                        now_ns)) {
-      rte_pktmbuf_free(m);
-      free_tags_.push_back(tag);
-      break;
-    }
-    pending_frames_[tag] = m;
-    if (q.queued_frames++ == 0) ++qps_with_queued_frames_;
+    tx_spares_n_ = spares;
+    if (full || n < k) break;  // the pacer's queue is full, or the QP has nothing more
   }
   return work;
 }
@@ -1188,6 +1287,7 @@ void Engine::loopback(rte_mbuf* m, const QpCtx& q, uint64_t now_ns) {
     udp.payload_len = static_cast<uint16_t>(frame.size() - l4_end);
     ++counters_.loopback_frames;
     rx_roce(udp, frame, now_ns, &q);
+    deliver_rx_run(now_ns);  // before the frame is freed
   }
   rte_pktmbuf_free(m);
 }
@@ -1321,7 +1421,7 @@ void Engine::sleep_until_work(uint64_t now_ns) {
   bool pending = tx_batch_len_ > 0 || !event_backlog_.empty() || cm_.pending_actions() > 0;
   for (QpCtx* q : qp_list_) {
     if (q->client->broken) continue;
-    pending |= q->sq.available() > 0 || q->rq.available() > 0 || q->has_pending_send ||
+    pending |= q->sq.available() > 0 || q->rq.available() > 0 || q->has_pending_posts() ||
                q->qp->cq_size() > 0 || q->queued_frames > 0;
   }
   // A port socket that woke us without a frame for the RX burst (a driver

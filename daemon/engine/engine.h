@@ -30,6 +30,7 @@
 
 #include <rte_mbuf.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -211,9 +212,17 @@ class Engine {
   // local_sender: the QP of this host that built the frame (loopback), else null.
   void rx_roce(const net::UdpDatagram& udp, std::span<const uint8_t> frame, uint64_t now_ns,
                const QpCtx* local_sender = nullptr);
+  void deliver_rx_run(uint64_t now_ns);
   bool drain_client_rings(QpCtx& q);
   void cut_off(Client& c);
-  void post_one_send(QpCtx& q, const conduit_shm_send_wr& wr);
+  bool drain_sends(QpCtx& q);
+  bool drain_recvs(QpCtx& q);
+  // A send entry as the QP's WR; an inline entry's bytes go to inline slot
+  // `inline_index` (*used_inline then set).
+  conduit_shm_wr_error convert_send(QpCtx& q, const conduit_shm_send_wr& raw, uint64_t inline_index,
+                                    transport::SendWr& wr, bool* used_inline);
+  void reject_send(QpCtx& q, const conduit_shm_send_wr& raw, uint8_t status, uint32_t vendor_err);
+  void reject_recv(QpCtx& q, uint64_t wr_id, uint8_t status, uint32_t vendor_err);
   bool fill_pacer(QpCtx& q, uint64_t now_ns);
   bool resolve_peer(QpCtx& q, uint64_t now_ns);
   bool tx(uint64_t now_ns);
@@ -247,7 +256,15 @@ class Engine {
   std::vector<uint32_t> free_tags_;
   uint32_t qps_with_queued_frames_ = 0;  // QPs with queued_frames > 0 (their share of the cap)
   std::array<rte_mbuf*, 64> tx_batch_{};
-  rte_mbuf* tx_spare_ = nullptr;  // fill_pacer's next frame buffer (kept when no packet came)
+  // fill_pacer's next frame buffers (kept when no packet came), a TX burst's worth.
+  static constexpr uint32_t kTxChain = 32;
+  // rx_roce()'s packets not yet delivered: a run for one QP, its frames still
+  // held (Engine::rx frees them after the burst, loopback after delivery).
+  std::array<wire::RoceView, 32> rx_run_{};
+  uint32_t rx_run_n_ = 0;
+  QpCtx* rx_run_qp_ = nullptr;
+  std::array<rte_mbuf*, kTxChain> tx_spares_{};
+  uint32_t tx_spares_n_ = 0;
   uint16_t tx_batch_len_ = 0;
   std::vector<control::EngineEvent> event_backlog_;   // event ring full: retried
   transport::QpCounters retired_qp_counters_;         // sum over removed QPs, for the snapshot

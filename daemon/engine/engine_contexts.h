@@ -2,6 +2,7 @@
 // shared by engine.cc and engine_cm.cc. Engine thread only.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <span>
 #include <vector>
@@ -9,6 +10,9 @@
 #include "engine/engine.h"
 
 namespace conduit::engine {
+
+// Work requests taken from a client's ring at a time and posted as one chain.
+inline constexpr uint32_t kPostChain = 32;
 
 struct Engine::Client {
   uint32_t id = 0;
@@ -43,11 +47,18 @@ struct Engine::QpCtx {
   uint32_t inline_lkey = 0;
   uint32_t inline_slots = 0;
   uint64_t inline_next = 0;
-  // An entry the QP could not take yet (its queue was full): retried first.
-  bool has_pending_send = false;
-  conduit_shm_send_wr pending_send{};
-  bool has_pending_recv = false;
-  transport::RecvWr pending_recv{};
+  // Entries taken from the client's rings (private copies) and not yet given
+  // to the QP: [at, n) of the last burst, posted as chains; what the QP could
+  // not take yet (its queue was full) is retried first, in order.
+  std::array<conduit_shm_send_wr, kPostChain> pending_sends{};
+  uint32_t pending_send_at = 0;
+  uint32_t pending_send_n = 0;
+  std::array<conduit_shm_recv_wr, kPostChain> pending_recvs{};
+  uint32_t pending_recv_at = 0;
+  uint32_t pending_recv_n = 0;
+  bool has_pending_posts() const {
+    return pending_send_at != pending_send_n || pending_recv_at != pending_recv_n;
+  }
   // Peer addressing.
   bool peer_set = false;
   bool peer_resolved = false;

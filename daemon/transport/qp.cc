@@ -326,6 +326,10 @@ size_t Qp::poll_cq(std::span<Completion> out) {
   const size_t avail = cq_tail_ - cq_head_;
   const size_t n = avail < out.size() ? avail : out.size();
   if (n >= 4) return poll_cq_runs(out.data(), n);
+  if (n == 1) {  // one at a time: no loop
+    out[0] = cq_[cq_head_++ & cq_mask_];
+    return 1;
+  }
   for (size_t i = 0; i < n; ++i) out[i] = cq_[(cq_head_ + i) & cq_mask_];
   cq_head_ += static_cast<uint32_t>(n);
   return n;
@@ -454,6 +458,114 @@ Status Qp::post_recv(const RecvWr& wr) {
   }
   ++rq_tail_;
   return Status::kOk;
+}
+
+// The chain posts: while the QP is in a state that takes the WRs, the queues
+// have room for the rest of the chain and the region cache is current, each
+// one-SGE WR in the cached region is written straight into its WQE (the
+// checks post_send() makes per WR that do not depend on the WR are made once);
+// any other WR goes through post_send() alone, and the run starts again.
+size_t Qp::post_send_chain(std::span<const SendWr> wrs, Status& status) {
+  const size_t n = wrs.size();
+  size_t i = 0;
+  status = Status::kOk;
+  while (i < n) {
+    if ((state_ == QpState::kRts || state_ == QpState::kSqd) && mr_cache_current() &&
+        sq_free() >= n - i && cq_has_room_for_posts(n - i)) {
+      const uint64_t base = mr_cache_.base;
+      const uint64_t size = mr_cache_.bytes.size();
+      uint8_t* const bytes = mr_cache_.bytes.data();
+      const uint32_t lkey = mr_cache_lkey_;
+      // The opcodes this run takes (bit per WrOpcode): all five, but a READ only
+      // into a writable region, and under SR only READs (npkts_for() differs).
+      const uint32_t ops =
+          (sr_ ? 0u : 0xFu) | ((mr_cache_.access & kAccessLocalWrite) ? 0x10u : 0u);
+      const uint32_t shift = pmtu_shift_;
+      SendWqe* const sq = sq_.data();
+      const uint32_t mask = sq_mask_;
+      uint32_t tail = sq_tail_;
+      uint32_t psn = next_post_psn_;
+      uint32_t recv_seq = next_recv_seq_;
+      for (; i < n; ++i) {
+        const SendWr& wr = wrs[i];
+        const Sge& s = wr.sge[0];
+        const WrOpcode op = wr.opcode;
+        const uint32_t len = s.len_bytes;
+        uint64_t off;
+        if (wr.num_sge != 1 || static_cast<uint8_t>(op) > static_cast<uint8_t>(WrOpcode::kRead) ||
+            ((ops >> static_cast<uint8_t>(op)) & 1) == 0 || len > kMaxPayloadPerWr ||
+            s.lkey != lkey || !in_view(s, base, size, off)) {
+          break;
+        }
+        SendWqe& w = sq[tail & mask];
+        w.seg[0] = std::span<uint8_t>(bytes + off, len);
+        keep_wr(w, wr);
+        w.len_bytes = len;
+        w.first_psn = psn;
+        // npkts_for() without SR: 1 for an empty WR.
+        w.npkts = ((len - (len != 0)) >> shift) + 1;
+        if (op == WrOpcode::kSend || op == WrOpcode::kSendImm || op == WrOpcode::kWriteImm) {
+          w.recv_seq = recv_seq++;
+        }
+        psn = wire::psn_add(psn, w.npkts);
+        ++tail;
+      }
+      sq_tail_ = tail;
+      next_post_psn_ = psn;
+      next_recv_seq_ = recv_seq;
+      if (i == n) break;
+    }
+    const Status st = post_send(wrs[i]);
+    if (st != Status::kOk) {
+      status = st;
+      return i;
+    }
+    ++i;
+  }
+  return n;
+}
+
+size_t Qp::post_recv_chain(std::span<const RecvWr> wrs, Status& status) {
+  const size_t n = wrs.size();
+  size_t i = 0;
+  status = Status::kOk;
+  while (i < n) {
+    if (state_ != QpState::kReset && state_ != QpState::kErr && mr_cache_current() &&
+        (mr_cache_.access & kAccessLocalWrite) != 0 &&
+        rq_mask_ + 1 - (rq_tail_ - rq_head_) >= n - i && cq_has_room_for_posts(n - i)) {
+      const uint64_t base = mr_cache_.base;
+      const uint64_t size = mr_cache_.bytes.size();
+      uint8_t* const bytes = mr_cache_.bytes.data();
+      const uint32_t lkey = mr_cache_lkey_;
+      RecvWqe* const rq = rq_.data();
+      const uint32_t mask = rq_mask_;
+      uint32_t tail = rq_tail_;
+      for (; i < n; ++i) {
+        const RecvWr& wr = wrs[i];
+        const Sge& s = wr.sge[0];
+        uint64_t off;
+        if (wr.num_sge != 1 || s.len_bytes > kMaxPayloadPerWr || s.lkey != lkey ||
+            !in_view(s, base, size, off)) {
+          break;
+        }
+        RecvWqe& r = rq[tail & mask];
+        r.seg[0] = std::span<uint8_t>(bytes + off, s.len_bytes);
+        r.wr_id = wr.wr_id;
+        r.num_sge = 1;
+        r.len_bytes = s.len_bytes;
+        ++tail;
+      }
+      rq_tail_ = tail;
+      if (i == n) break;
+    }
+    const Status st = post_recv(wrs[i]);
+    if (st != Status::kOk) {
+      status = st;
+      return i;
+    }
+    ++i;
+  }
+  return n;
 }
 
 void Qp::enter_error() {

@@ -11,6 +11,9 @@
 //   while (pacer allows && qp.poll_tx(now, pkt)) build_frame(pkt) and send
 //   n = qp.poll_cq(span)                     completions for the client
 //   if (now >= qp.next_deadline_ns()) qp.on_timer(now)
+// (daemon/engine makes the per-burst forms of the first three: post_send /
+// post_recv of a chain, on_packets with a view per packet, poll_tx_frames
+// into a burst of frame buffers.)
 //
 // Selective repeat (QpAttr::selective_repeat, conduit peers only). Go-back-N
 // is the default and what a verbs peer gets. With SR:
@@ -139,6 +142,27 @@ class Qp {
   Status post_send(const SendWr& wr);
   // Post a receive WR (INIT, RTR, RTS, SQD; flushed in ERR).
   Status post_recv(const RecvWr& wr);
+  // A chain of WRs, as ibv_post_send / ibv_post_recv take one: exactly
+  // post_send() / post_recv() of each in order until one is refused. Returns
+  // how many were posted; `status` is the refusal of wrs[returned] (kOk when
+  // all were). The checks that hold for the whole chain (state, queue room,
+  // the cached region) are made once per chain, not once per WR.
+  size_t post_send(std::span<const SendWr> wrs, Status& status) {
+    if (wrs.size() == 1) {  // a chain's set-up does not pay for one WR
+      status = post_send(wrs[0]);
+      return status == Status::kOk ? 1 : 0;
+    }
+    return post_send_chain(wrs, status);
+  }
+  // Send WRs the send queue has room for (posting more is refused as kQueueFull).
+  size_t sq_free() const { return size_t{sq_mask_} + 1 - (sq_tail_ - sq_head_); }
+  size_t post_recv(std::span<const RecvWr> wrs, Status& status) {
+    if (wrs.size() == 1) {
+      status = post_recv(wrs[0]);
+      return status == Status::kOk ? 1 : 0;
+    }
+    return post_recv_chain(wrs, status);
+  }
 
   // One received packet for this QP, already validated by wire (ICRC,
   // lengths). The payload is copied out before return.
@@ -159,12 +183,30 @@ class Qp {
   // on_packet() for a packet parsed into a view (wire::parse_frame /
   // parse_roce with a RoceView): the view's bytes must stay valid for the call.
   RxResult on_packet(uint64_t now_ns, const wire::RoceView& pkt);
+  // An RX burst for this QP: exactly on_packet(now, pkts[i]) for each in
+  // order, results[i] its result. A run of in-order SEND only packets is
+  // delivered with the responder's PSN, MSN and queue indexes in registers,
+  // and the ACKs they ask for coalesce as queued one by one.
+  void on_packets(uint64_t now_ns, std::span<const wire::RoceView> pkts, RxResult* results) {
+    if (pkts.size() == 1) {  // a burst's set-up does not pay for one packet
+      results[0] = on_packet(now_ns, pkts[0]);
+      return;
+    }
+    on_packets_burst(now_ns, pkts, results);
+  }
   // poll_tx() followed by wire::build_frame(out, tmpl, ...): the next packet
   // as a whole frame at the front of `out`. len_bytes 0 and status kOk when
   // there is nothing to send; on a build error the packet is consumed, as
   // with poll_tx() and a failed build (the transport's timers resend it).
   wire::BuildResult poll_tx_frame(uint64_t now_ns, const wire::FrameTemplate& tmpl,
                                   std::span<uint8_t> out);
+  // A TX burst: exactly poll_tx_frame() into bufs[0], bufs[1], ... until it
+  // has nothing to send or the buffers run out. results[i] is its result for
+  // bufs[i] (a frame, or a build error that consumed the packet); returns how
+  // many buffers were used. A run of single-packet SENDs is written with the
+  // requester's cursor, window and timer kept in registers for the run.
+  size_t poll_tx_frames(uint64_t now_ns, const wire::FrameTemplate& tmpl,
+                        std::span<const std::span<uint8_t>> bufs, wire::BuildResult* results);
 
   // Completions in order of completion; returns how many were written.
   size_t poll_cq(std::span<Completion> out);
@@ -255,6 +297,15 @@ class Qp {
     }
     return false;
   }
+  // resolve_cached()'s bounds check with the view's base and size in hand
+  // (the chain posts): the SGE's bytes lie in [base, base + size) from `off`.
+  static bool in_view(const Sge& s, uint64_t base, uint64_t size, uint64_t& off) {
+    if (s.addr < base) return false;
+    off = s.addr - base;  // overflow-safe: offsets, never addr + len
+    return off <= size && s.len_bytes <= size - off;
+  }
+  // The cached region view is current (resolve_cached() may use it).
+  bool mr_cache_current() const { return mr_cache_valid_ && mrs_.epoch() == mr_cache_epoch_; }
   MrStatus resolve_local_slow(const Sge& s, uint32_t access, std::span<uint8_t>& out);
   void reset_all();
   void enter_error();
@@ -263,6 +314,10 @@ class Qp {
   void keep_wr(SendWqe& w, const SendWr& wr);
   void enqueue_send(SendWqe& w);
   Status post_recv_general(const RecvWr& wr);
+  // The chain posts and RX burst for two elements or more.
+  size_t post_send_chain(std::span<const SendWr> wrs, Status& status);
+  size_t post_recv_chain(std::span<const RecvWr> wrs, Status& status);
+  void on_packets_burst(uint64_t now_ns, std::span<const wire::RoceView> pkts, RxResult* results);
   void push_completion(const Completion& c) {
     // Cannot overflow: posting reserves a slot per WR (cq_has_room_for_post).
     cq_[cq_tail_ & cq_mask_] = c;
@@ -272,6 +327,11 @@ class Qp {
     // Every outstanding WR yields at most one completion: reserve room for all.
     const uint32_t pending = (cq_tail_ - cq_head_) + (sq_tail_ - sq_head_) + (rq_tail_ - rq_head_);
     return pending <= cq_mask_;  // cq_ holds cq_mask_ + 1 entries
+  }
+  // The same for n more WRs (a chain).
+  bool cq_has_room_for_posts(size_t n) const {
+    const uint32_t pending = (cq_tail_ - cq_head_) + (sq_tail_ - sq_head_) + (rq_tail_ - rq_head_);
+    return pending + n <= size_t{cq_mask_} + 1;
   }
   SendWqe& sq_at(uint32_t index) { return sq_[index & sq_mask_]; }
   uint32_t npkts_for(uint32_t len_bytes, bool read) const;
@@ -294,6 +354,11 @@ class Qp {
   bool requester_poll(uint64_t now_ns, TxPacket& out);
   wire::BuildResult poll_tx_frame_general(uint64_t now_ns, const wire::FrameTemplate& tmpl,
                                           std::span<uint8_t> out);
+  // poll_tx_frames()'s run of single-packet SENDs (RTS, no SR, no response
+  // queued, no RNR wait): as many as the buffers, the queue and the window
+  // allow; returns how many buffers it used.
+  size_t send_run(uint64_t now_ns, const wire::FrameTemplate& tmpl,
+                  std::span<const std::span<uint8_t>> bufs, wire::BuildResult* results);
   bool sr_retransmit_poll(TxPacket& out);
   void after_send(uint32_t psn);
   uint64_t retransmit_timeout_ns() const;
@@ -323,6 +388,12 @@ class Qp {
   RxResult responder_sr(const wire::RoceHeader& hdr, std::span<const uint8_t> payload);
   void sr_advance();
   void queue_ack(wire::Aeth aeth, uint32_t psn);
+  // `count` queue_ack() calls of which this is the last (the earlier ones
+  // coalesce into it, or are dropped as it is).
+  void queue_acks(wire::Aeth aeth, uint32_t psn, uint32_t count);
+  // on_packets()'s run of in-order SEND only packets (no SR, no message in
+  // progress, a state that takes requests): returns how many it delivered.
+  size_t recv_run(std::span<const wire::RoceView> pkts, RxResult* results);
   bool queue_read(uint8_t index);
   bool responder_poll(TxPacket& out);
   void build_read_response(ReadResource& r, TxPacket& out);

@@ -38,6 +38,61 @@ void gather(const std::array<std::span<uint8_t>, kMaxSge>& seg, uint32_t num_sge
 uint8_t op(Opcode o) { return static_cast<uint8_t>(o); }
 constexpr uint32_t op_word(Opcode o) { return uint32_t{static_cast<uint8_t>(o)} << 24; }
 
+// What build_request() + build_frame() of a one-packet SEND (SEND only, with
+// or without immediate) take from its WQE, read before any frame byte is
+// written: the frame stores may alias anything.
+struct SendOnly {
+  uint32_t w0 = 0;  // BTH word 0: opcode, SE, pad count, P_Key
+  uint32_t imm = 0;
+  bool has_imm = false;
+  uint32_t len = 0;
+  const uint8_t* src = nullptr;
+};
+
+[[gnu::always_inline]] inline SendOnly send_only(const SendWr& wr, const uint8_t* src,
+                                                 uint32_t len) {
+  SendOnly f;
+  f.has_imm = wr.opcode == WrOpcode::kSendImm;
+  f.w0 = op_word(f.has_imm ? Opcode::kSendOnlyImm : Opcode::kSendOnly) |
+         (wr.solicited ? 0x800000u : 0u) | uint32_t{wire::pad_bytes_for(len)} << 20 |
+         wire::kDefaultPkey;
+  f.imm = wr.imm;
+  f.len = len;
+  f.src = src;
+  return f;
+}
+
+// The frame but its ICRC: template headers, BTH (dest QP word w1, PSN with
+// AckReq), ImmDt, payload, pad; the result has the whole frame's length. On a
+// build error nothing meaningful is in `out`.
+[[gnu::always_inline]] inline wire::BuildResult write_send_only_bytes(
+    std::span<uint8_t> out, const wire::FrameTemplate& tmpl, const SendOnly& f, uint32_t w1,
+    uint32_t psn) {
+  const uint32_t hdr_bytes = wire::kBthBytes + (f.has_imm ? wire::kImmBytes : 0);
+  const size_t roce = hdr_bytes + f.len + wire::pad_bytes_for(f.len);
+  wire::BuildStatus st;
+  uint8_t* p = wire::begin_frame(out, tmpl, roce, st);
+  if (p == nullptr) return {st, 0};
+  wire::put_be32(p, f.w0);
+  wire::put_be32(p + 4, w1);
+  wire::put_be32(p + 8, 0x80000000u | psn);
+  if (f.has_imm) wire::put_be32(p + wire::kBthBytes, f.imm);
+  wire::copy_payload(p + hdr_bytes, f.src, f.len);
+  std::memset(p + hdr_bytes + f.len, 0, 4);  // pad (the ICRC overwrites the rest)
+  return {wire::BuildStatus::kOk, wire::frame_bytes_for(tmpl, roce)};
+}
+
+// The whole frame, ICRC included.
+[[gnu::always_inline]] inline wire::BuildResult write_send_only(std::span<uint8_t> out,
+                                                                const wire::FrameTemplate& tmpl,
+                                                                const SendOnly& f, uint32_t w1,
+                                                                uint32_t psn) {
+  const wire::BuildResult r = write_send_only_bytes(out, tmpl, f, w1, psn);
+  // 28 + 12 (+ 4) + payload + pad bytes: whole words, at least 40.
+  if (r.ok()) wire::finish_frame_icrc_words(tmpl, out.data(), r.len_bytes);
+  return r;
+}
+
 }  // namespace
 
 void Qp::build_request(SendWqe& w, uint32_t psn, TxPacket& out) {
@@ -299,8 +354,9 @@ void Qp::rewind_to(uint32_t psn) {
         wire::put_be32(p + 4, attr_.dest_qpn & wire::kPsnMask);
         wire::put_be32(p + 8, item.psn & wire::kPsnMask);
         wire::put_be32(p + 12, uint32_t{item.aeth.syndrome} << 24 | (item.aeth.msn & 0xFFFFFF));
-        return {wire::BuildStatus::kOk,
-                wire::finish_frame(tmpl, out.data(), wire::kBthBytes + wire::kAethBytes)};
+        const size_t len = wire::frame_bytes_for(tmpl, wire::kBthBytes + wire::kAethBytes);
+        wire::finish_frame_icrc_words(tmpl, out.data(), len);  // a 44-byte datagram
+        return {wire::BuildStatus::kOk, len};
       }
     } else if (state_ == QpState::kRts && !sr_ && rnr_deadline_ns_ == kNoDeadline) {
       // requester_poll() without SR: nothing to resend out of order, so the
@@ -317,37 +373,92 @@ void Qp::rewind_to(uint32_t psn) {
           (op == WrOpcode::kSend || op == WrOpcode::kSendImm)) {
         // build_request() of a SEND only: the last packet, so it asks for an ACK.
         const uint32_t psn = cur_psn_;
-        const bool imm = op == WrOpcode::kSendImm;
-        const uint32_t len = w->len_bytes;
-        const uint8_t* src = w->seg[0].data();
-        const uint32_t hdr_bytes = wire::kBthBytes + (imm ? wire::kImmBytes : 0);
-        const uint8_t pad = wire::pad_bytes_for(len);
-        const uint32_t w0 = op_word(imm ? Opcode::kSendOnlyImm : Opcode::kSendOnly) |
-                            (w->wr.solicited ? 0x800000u : 0u) | uint32_t{pad} << 20 |
-                            wire::kDefaultPkey;
-        const uint32_t imm_value = w->wr.imm;
+        const SendOnly f = send_only(w->wr, w->seg[0].data(), w->len_bytes);
         const uint32_t w1 = attr_.dest_qpn & wire::kPsnMask;
         // request_sent() for a one-packet SEND, before the frame bytes are
         // written (stores through them may alias anything).
         pkts_since_ack_req_ = 0;
         request_sent(now_ns, *w, psn);  // ack_req is set already
         ++counters_.tx_packets;
-        const size_t roce = hdr_bytes + len + pad;
-        wire::BuildStatus st;
-        uint8_t* p = wire::begin_frame(out, tmpl, roce, st);
         // As poll_tx() + a failed build: the packet counts as sent.
-        if (p == nullptr) return {st, 0};
-        wire::put_be32(p, w0);
-        wire::put_be32(p + 4, w1);
-        wire::put_be32(p + 8, 0x80000000u | psn);
-        if (imm) wire::put_be32(p + wire::kBthBytes, imm_value);
-        wire::copy_payload(p + hdr_bytes, src, len);
-        std::memset(p + hdr_bytes + len, 0, 4);  // pad (the ICRC overwrites the rest)
-        return {wire::BuildStatus::kOk, wire::finish_frame(tmpl, out.data(), roce)};
+        return write_send_only(out, tmpl, f, w1, psn);
       }
     }
   }
   return poll_tx_frame_general(now_ns, tmpl, out);
+}
+
+size_t Qp::poll_tx_frames(uint64_t now_ns, const wire::FrameTemplate& tmpl,
+                          std::span<const std::span<uint8_t>> bufs, wire::BuildResult* results) {
+  const size_t n = bufs.size();
+  size_t i = 0;
+  while (i < n) {
+    // A run only for two packets or more: its set-up does not pay for one.
+    if (resp_head_ == resp_tail_ && state_ == QpState::kRts && !sr_ &&
+        rnr_deadline_ns_ == kNoDeadline && n - i >= 2 && sq_tail_ - cur_wqe_ >= 2) {
+      i += send_run(now_ns, tmpl, bufs.subspan(i), results + i);
+      if (i == n) break;
+    }
+    // Anything else (an ACK, a READ, a multi-packet WR, ...), or nothing.
+    const wire::BuildResult r = poll_tx_frame(now_ns, tmpl, bufs[i]);
+    if (r.ok() && r.len_bytes == 0) break;
+    results[i++] = r;
+  }
+  return i;
+}
+
+// poll_tx_frame()'s SEND only path, once per buffer, with request_sent()'s
+// bookkeeping on locals (the frame stores may alias any member, so members
+// would be reloaded after each frame) and stored back once.
+size_t Qp::send_run(uint64_t now_ns, const wire::FrameTemplate& tmpl,
+                    std::span<const std::span<uint8_t>> bufs, wire::BuildResult* results) {
+  const size_t n = bufs.size();
+  const uint32_t tail = sq_tail_;
+  const uint32_t una = una_psn_;
+  const uint32_t window = config_.window_packets;
+  const uint32_t w1 = attr_.dest_qpn & wire::kPsnMask;
+  const SendWqe* const sq = sq_.data();
+  const uint32_t mask = sq_mask_;
+  uint32_t cur = cur_wqe_;
+  uint32_t psn = cur_psn_;
+  uint32_t snd_max = snd_max_psn_;
+  uint64_t retransmits = 0;
+  // Timeout 0 (wait forever) never starts it.
+  bool timer_running = ack_deadline_ns_ != kNoDeadline || attr_.timeout == 0;
+  size_t i = 0;
+  for (; i < n; ++i) {
+    if (cur == tail) break;
+    if (static_cast<uint32_t>(wire::psn_diff(psn, una)) >= window) break;
+    const SendWqe& w = sq[cur & mask];
+    const WrOpcode op = w.wr.opcode;
+    if (w.npkts != 1 || w.wr.num_sge > 1 || (op != WrOpcode::kSend && op != WrOpcode::kSendImm)) {
+      break;
+    }
+    const SendOnly f = send_only(w.wr, w.seg[0].data(), w.len_bytes);
+    // request_sent() of a one-packet SEND.
+    if (wire::psn_lt(psn, snd_max)) ++retransmits;
+    const uint32_t end_psn = wire::psn_add(w.first_psn, 1);
+    const uint32_t sent_psn = psn;
+    psn = wire::psn_next(psn);
+    if (psn == end_psn) ++cur;
+    if (wire::psn_gt(psn, snd_max)) snd_max = psn;
+    if (!timer_running) {  // the first packet with the timer stopped starts it
+      timer_running = true;
+      timer_base_ns_ = sr_charged_ns_ = now_ns;
+      ack_deadline_ns_ = now_ns + retransmit_timeout_ns();
+    }
+    // As poll_tx_frame(): a packet whose build fails counts as sent.
+    results[i] = write_send_only(bufs[i], tmpl, f, w1, sent_psn);
+  }
+  if (i != 0) {
+    cur_wqe_ = cur;
+    cur_psn_ = psn;
+    snd_max_psn_ = snd_max;
+    pkts_since_ack_req_ = 0;
+    counters_.tx_packets += i;
+    counters_.tx_retransmits += retransmits;
+  }
+  return i;
 }
 
 }  // namespace conduit::transport

@@ -498,6 +498,108 @@ bool Qp::responder_poll(TxPacket& out) {
 // round trip and the dispatch whose checks it repeats. Here, next to
 // responder_send(), so that the SEND's path is one function. The transmit
 // side, Qp::poll_tx_frame, is in requester.cc.
+void Qp::queue_acks(Aeth aeth, uint32_t psn, uint32_t count) {
+  const uint64_t dropped = counters_.drop_response_queue_full;
+  queue_ack(aeth, psn);
+  // Dropped: the queue is full and its last item no ACK, for the others too.
+  if (counters_.drop_response_queue_full != dropped) {
+    counters_.drop_response_queue_full += count - 1;
+  }
+}
+
+void Qp::on_packets_burst(uint64_t now_ns, std::span<const wire::RoceView> pkts,
+                          RxResult* results) {
+  const size_t n = pkts.size();
+  size_t i = 0;
+  while (i < n) {
+    // A run only for two packets or more: its set-up does not pay for one.
+    if (n - i >= 2 && !sr_ && in_msg_ == InMessage::kNone &&
+        (state_ == QpState::kRtr || state_ == QpState::kRts || state_ == QpState::kSqd)) {
+      i += recv_run(pkts.subspan(i), results + i);
+      if (i == n) break;
+    }
+    results[i] = on_packet(now_ns, pkts[i]);
+    ++i;
+  }
+}
+
+// on_packet()'s SEND only path (responder_send_inline() with the first and
+// last packet of a message) per packet; what it changes is kept in locals (the
+// payload stores may alias any member) and stored back once. A packet that
+// would take any other way (another QP or opcode, out of sequence, over the
+// PMTU, no receive posted, a receive too small) ends the run.
+size_t Qp::recv_run(std::span<const wire::RoceView> pkts, RxResult* results) {
+  const size_t n = pkts.size();
+  const uint32_t qpn = config_.qpn;
+  const uint32_t pmtu = attr_.pmtu_bytes;
+  RecvWqe* const rq = rq_.data();
+  const uint32_t rq_mask = rq_mask_;
+  const uint32_t rq_tail = rq_tail_;
+  Completion* const cq = cq_.data();
+  const uint32_t cq_mask = cq_mask_;
+  uint32_t rq_head = rq_head_;
+  uint32_t cq_tail = cq_tail_;
+  uint32_t epsn = epsn_;
+  uint32_t msn = msn_;
+  uint32_t last_len = 0;
+  uint32_t acks = 0;
+  uint32_t ack_psn = 0;
+  uint32_t ack_msn = 0;
+  size_t i = 0;
+  for (; i < n; ++i) {
+    const uint8_t* b = pkts[i].bth;
+    const std::span<const uint8_t> payload = pkts[i].payload;
+    const uint8_t opcode = b[0];
+    const uint32_t w2 = wire::get_be32(b + 8);
+    const uint32_t psn = w2 & wire::kPsnMask;
+    if ((wire::get_be32(b + 4) & wire::kPsnMask) != qpn ||
+        (opcode != static_cast<uint8_t>(Opcode::kSendOnly) &&
+         opcode != static_cast<uint8_t>(Opcode::kSendOnlyImm)) ||
+        psn != epsn || payload.size() > pmtu || rq_head == rq_tail) {
+      break;
+    }
+    const RecvWqe& r = rq[rq_head & rq_mask];
+    if (payload.size() > r.len_bytes) break;
+    const bool imm = opcode == static_cast<uint8_t>(Opcode::kSendOnlyImm);
+    last_len = static_cast<uint32_t>(payload.size());
+    // The receive completion, field by field into its slot (room: reserved
+    // at post, cq_has_room_for_post), before the payload stores.
+    Completion& c = cq[cq_tail & cq_mask];
+    c.wr_id = r.wr_id;
+    c.status = WcStatus::kSuccess;
+    c.opcode = WcOpcode::kRecv;
+    c.has_imm = imm;
+    c.imm = imm ? wire::get_be32(b + wire::kBthBytes) : 0;
+    c.len_bytes = last_len;
+    ++cq_tail;
+    if (r.num_sge == 1) {  // scatter()'s common case, inline
+      wire::copy_payload(r.seg[0].data(), payload.data(), payload.size());
+    } else {
+      scatter(r.seg, r.num_sge, 0, payload);
+    }
+    ++rq_head;
+    epsn = wire::psn_next(epsn);
+    msn = wire::psn_next(msn);
+    if ((w2 >> 31) != 0) {
+      ++acks;
+      ack_psn = psn;
+      ack_msn = msn;
+    }
+    results[i] = RxResult::kAccepted;
+  }
+  if (i != 0) {
+    rq_head_ = rq_head;
+    cq_tail_ = cq_tail;
+    epsn_ = epsn;
+    msn_ = msn;
+    recv_offset_ = last_len;
+    nak_seq_sent_ = false;
+    counters_.rx_packets += i;
+    if (acks != 0) queue_acks(Aeth::ack(ack_msn), ack_psn, acks);
+  }
+  return i;
+}
+
 [[gnu::flatten]] RxResult Qp::on_packet(uint64_t now_ns, const wire::RoceView& pkt) {
   const uint8_t* b = pkt.bth;
   const uint8_t opcode = b[0];

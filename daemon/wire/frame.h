@@ -231,6 +231,24 @@ inline size_t finish_frame(const FrameTemplate& tmpl, uint8_t* frame, size_t roc
   icrc_store(icrc_ipv4_datagram(ip, kIpUdp + roce_bytes), icrc);
   return tmpl.l2_bytes + kIpUdp + roce_bytes + kIcrcBytes;
 }
+// finish_frame() in two steps, for callers that write a burst of frames
+// first and their ICRCs after: the frame's length for `roce_bytes`, and the
+// ICRC of a frame of that length (all its other bytes written).
+inline size_t frame_bytes_for(const FrameTemplate& tmpl, size_t roce_bytes) {
+  return tmpl.l2_bytes + kIpv4HeaderBytes + kUdpHeaderBytes + roce_bytes + kIcrcBytes;
+}
+inline void finish_frame_icrc(const FrameTemplate& tmpl, uint8_t* frame, size_t frame_bytes) {
+  const uint8_t* ip = frame + tmpl.l2_bytes;
+  const size_t datagram = frame_bytes - tmpl.l2_bytes - kIcrcBytes;
+  icrc_store(icrc_ipv4_datagram(ip, datagram), frame + frame_bytes - kIcrcBytes);
+}
+// finish_frame_icrc() of a frame whose BTH .. pad is whole 32-bit words
+// (every frame the fused builders write: the pad aligns the payload).
+inline void finish_frame_icrc_words(const FrameTemplate& tmpl, uint8_t* frame, size_t frame_bytes) {
+  const uint8_t* ip = frame + tmpl.l2_bytes;
+  const size_t datagram = frame_bytes - tmpl.l2_bytes - kIcrcBytes;
+  icrc_store(icrc_ipv4_datagram_words(ip, datagram), frame + frame_bytes - kIcrcBytes);
+}
 
 // The header of a CNP (opcode 0x81, BECN set, PSN 0) addressed to the QP that
 // sent the CE-marked data, i.e. dest_qp = the data packet's sender's QPN.

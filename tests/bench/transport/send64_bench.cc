@@ -15,11 +15,16 @@
 //     written, parsed and processed, then the completions polled (one call
 //     per side) and N receives re-posted. N = 32 is the engine's RX burst.
 //
-// usage: transport_send64_bench [messages] [burst]   (default 1,000,000, 1;
-// messages is rounded up to a whole number of bursts)
+//   burst 1 "calls": the streaming loop with bursts of one (the burst and
+//     chain calls with one element each, as the engine makes them when one
+//     message at a time arrives).
+//
+// usage: transport_send64_bench [messages] [burst] [calls]   (default
+// 1,000,000, 1; messages is rounded up to a whole number of bursts)
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string_view>
 #include <vector>
 
 #include "transport/heap_memory_regions.h"
@@ -93,38 +98,38 @@ bool hop(Side& from, Side& to, Hop& h, uint64_t now_ns) {
 }
 
 // One burst of `burst` SENDs a -> b and the one ACK b -> a for all of them.
-bool streaming_burst(Side& a, Side& b, std::vector<Hop>& frames, Hop& ack, SendWr& wr,
-                     const RecvWr& rr, uint64_t& next_id, uint64_t now_ns, std::span<Completion> cq,
-                     uint64_t& done) {
+bool streaming_burst(Side& a, Side& b, std::vector<Hop>& frames, Hop& ack, std::span<SendWr> wrs,
+                     std::span<const RecvWr> rrs, std::span<const std::span<uint8_t>> tx_bufs,
+                     wire::BuildResult* tx_res, wire::RoceView* views, RxResult* rx_res,
+                     uint64_t& next_id, uint64_t now_ns, std::span<Completion> cq, uint64_t& done) {
   const size_t burst = frames.size();
+  // The burst's WRs as one chain (as the engine posts what it took from the
+  // client's ring in one go).
+  for (SendWr& wr : wrs) wr.wr_id = next_id++;
+  Status st;
+  if (a.qp.post_send(wrs, st) != burst) return false;
+  // The TX burst: every frame written (one call) before any is received.
+  if (a.qp.poll_tx_frames(now_ns, a.tmpl, tx_bufs, tx_res) != burst) return false;
   for (size_t i = 0; i < burst; ++i) {
-    wr.wr_id = next_id++;
-    if (a.qp.post_send(wr) != Status::kOk) return false;
+    if (!tx_res[i].ok()) return false;
+    frames[i].len = tx_res[i].len_bytes;
   }
-  // The TX burst: every frame written before any is received.
+  // The RX burst at b: each frame parsed, then all delivered in one call; the
+  // ACKs coalesce in b's queue.
   for (size_t i = 0; i < burst; ++i) {
-    const wire::BuildResult r = a.qp.poll_tx_frame(now_ns, a.tmpl, frames[i].buf);
-    if (!r.ok() || r.len_bytes == 0) return false;
-    frames[i].len = r.len_bytes;
-  }
-  // The RX burst at b: parse and deliver each; the ACKs coalesce in b's queue.
-  for (size_t i = 0; i < burst; ++i) {
-    Hop& h = frames[i];
-    if (wire::parse_frame(std::span<const uint8_t>(h.buf.data(), h.len), b.rx, h.v) !=
+    const Hop& h = frames[i];
+    if (wire::parse_frame(std::span<const uint8_t>(h.buf.data(), h.len), b.rx, views[i]) !=
         wire::DropReason::kNone) {
       return false;
     }
-    b.qp.on_packet(now_ns, h.v);
   }
+  b.qp.on_packets(now_ns, std::span<const wire::RoceView>(views, burst), rx_res);
   // One ACK for the burst, back to a.
   if (!hop(b, a, ack, now_ns)) return false;
   if (hop(b, a, ack, now_ns)) return false;  // nothing more queued
   done += a.qp.poll_cq(cq);
   if (b.qp.poll_cq(cq) != burst) return false;
-  for (size_t i = 0; i < burst; ++i) {
-    if (b.qp.post_recv(rr) != Status::kOk) return false;
-  }
-  return true;
+  return b.qp.post_recv(rrs, st) == burst;
 }
 
 }  // namespace
@@ -132,6 +137,9 @@ bool streaming_burst(Side& a, Side& b, std::vector<Hop>& frames, Hop& ack, SendW
 int main(int argc, char** argv) {
   uint64_t messages = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 1'000'000;
   const uint64_t burst = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1;
+  // "calls": burst 1 through the burst and chain calls, as the engine makes
+  // them for one message at a time (the default burst 1 uses the single calls).
+  const bool burst_calls = burst > 1 || (argc > 3 && std::string_view(argv[3]) == "calls");
   if (burst == 0 || burst > 64) {
     std::fprintf(stderr, "burst must be 1..64\n");
     return 2;
@@ -158,12 +166,12 @@ int main(int argc, char** argv) {
   RecvWr rr;
   rr.sge[0] = Sge{kBase + 4096, 64, 0x100};
   rr.num_sge = 1;
-  for (uint64_t i = 0; i < (burst == 1 ? 8 : burst); ++i) b.qp.post_recv(rr);
+  for (uint64_t i = 0; i < (burst_calls ? burst : 8); ++i) b.qp.post_recv(rr);
 
   Completion cq[64];
   uint64_t now_ns = 0, done = 0;
   const auto t0 = std::chrono::steady_clock::now();
-  if (burst == 1) {
+  if (!burst_calls) {
     for (uint64_t i = 0; i < messages; ++i) {
       wr.wr_id = i;
       if (a.qp.post_send(wr) != Status::kOk) return 1;
@@ -177,9 +185,17 @@ int main(int argc, char** argv) {
   } else {
     std::vector<Hop> frames(burst);
     for (Hop& f : frames) f.buf.resize(256);
+    std::vector<SendWr> wrs(burst, wr);
+    const std::vector<RecvWr> rrs(burst, rr);
+    std::vector<std::span<uint8_t>> tx_bufs;
+    for (Hop& f : frames) tx_bufs.emplace_back(f.buf);
+    std::vector<wire::BuildResult> tx_res(burst);
+    std::vector<wire::RoceView> views(burst);
+    std::vector<RxResult> rx_res(burst);
     uint64_t next_id = 0;
     for (uint64_t i = 0; i < messages; i += burst) {
-      if (!streaming_burst(a, b, frames, h, wr, rr, next_id, now_ns, cq, done)) {
+      if (!streaming_burst(a, b, frames, h, wrs, rrs, tx_bufs, tx_res.data(), views.data(),
+                           rx_res.data(), next_id, now_ns, cq, done)) {
         std::fprintf(stderr, "burst %llu failed\n", static_cast<unsigned long long>(i / burst));
         return 1;
       }

@@ -42,6 +42,8 @@ struct Lockstep {
   std::deque<std::vector<uint8_t>> to_b, to_a;  // frames in flight (identical in both worlds)
   uint64_t now_ns = 1'000'000;
   uint64_t fused_frames = 0;
+  uint64_t bursts = 0;
+  uint64_t chains = 0;
 
   Lockstep(QpAttr attr, QpConfig ca, QpConfig cb)
       : g(attr, 100, 0xFFFFF0, ca, cb), f(attr, 100, 0xFFFFF0, ca, cb) {
@@ -91,6 +93,111 @@ struct Lockstep {
     }
   }
 
+  // A TX burst of up to k frames: the general world polls and builds one at
+  // a time; the fused world writes them in one Qp::poll_tx_frames call (some
+  // buffers too small). Same frames, results and count.
+  void transmit_burst(bool from_a, Rng& rng, size_t k) {
+    Qp& gq = from_a ? g.a.qp : g.b.qp;
+    Qp& fq = from_a ? f.a.qp : f.b.qp;
+    const wire::FrameTemplate& t = from_a ? tmpl_a : tmpl_b;
+    std::vector<std::vector<uint8_t>> fbufs(k, std::vector<uint8_t>(9000));
+    std::vector<std::span<uint8_t>> rooms;
+    for (auto& b : fbufs) rooms.emplace_back(b.data(), rng.below(16) == 0 ? 60 : b.size());
+    std::vector<wire::BuildResult> fr(k);
+    const size_t n = fq.poll_tx_frames(now_ns, t, rooms, fr.data());
+    ++bursts;
+    size_t gn = 0;
+    for (; gn < k; ++gn) {
+      TxPacket tx;
+      if (!gq.poll_tx(now_ns, tx)) break;
+      std::vector<uint8_t> gbuf(9000);
+      const wire::BuildResult gr = wire::build_frame(
+          std::span(gbuf).first(rooms[gn].size()), t, tx.hdr,
+          std::span<const std::span<const uint8_t>>(tx.payload.data(), tx.payload_parts));
+      REQUIRE(gn < n);
+      REQUIRE(gr.status == fr[gn].status);
+      REQUIRE(gr.len_bytes == fr[gn].len_bytes);
+      if (!gr.ok()) continue;
+      ++fused_frames;
+      REQUIRE(std::memcmp(gbuf.data(), fbufs[gn].data(), gr.len_bytes) == 0);
+      gbuf.resize(gr.len_bytes);
+      auto& link = from_a ? to_b : to_a;
+      const uint32_t fate = rng.below(100);
+      if (fate < 3) continue;                                                     // lost
+      if (fate < 5) gbuf[rng.below(static_cast<uint32_t>(gbuf.size()))] ^= 0x10;  // corrupted
+      if (fate < 7) link.push_back(gbuf);                                         // duplicated
+      link.push_back(std::move(gbuf));
+    }
+    REQUIRE(gn == n);
+  }
+
+  // An RX burst of up to k frames: the general world parses into RoceHeaders
+  // and calls on_packet per packet; the fused world parses into views and
+  // delivers them in one Qp::on_packets call. Same results.
+  void deliver_burst(bool to_b_side, size_t k) {
+    auto& link = to_b_side ? to_b : to_a;
+    std::vector<std::vector<uint8_t>> frames;
+    while (frames.size() < k && !link.empty()) {
+      frames.push_back(std::move(link.front()));
+      link.pop_front();
+    }
+    Qp& gq = to_b_side ? g.b.qp : g.a.qp;
+    Qp& fq = to_b_side ? f.b.qp : f.a.qp;
+    std::vector<wire::RoceView> views;
+    std::vector<RxResult> gres;
+    for (const auto& frame : frames) {
+      wire::ParsedFrame pf;
+      wire::RoceView v;
+      const wire::DropReason why = wire::parse_frame(frame, opt, pf);
+      REQUIRE(wire::parse_frame(frame, opt, v) == why);
+      if (why != wire::DropReason::kNone) continue;
+      gres.push_back(gq.on_packet(now_ns, pf.hdr, pf.payload));
+      views.push_back(v);
+    }
+    std::vector<RxResult> fres(views.size());
+    fq.on_packets(now_ns, views, fres.data());
+    REQUIRE(gres == fres);
+  }
+
+  // A chain of up to k send WRs (random, as post_send makes them; now and then
+  // a bad one): the general world posts them one by one until one is refused,
+  // the fused world as one chain.
+  void post_send_chain(Rng& rng, uint64_t& id, uint32_t pmtu, size_t k) {
+    std::vector<SendWr> wrs;
+    for (size_t i = 0; i < k; ++i) {
+      wrs.push_back(make_send_wr(rng, ++id, pmtu));
+      if (rng.below(30) == 0) wrs.back().sge[0].lkey = 0x999;  // no such region
+    }
+    size_t gn = 0;
+    Status gst = Status::kOk;
+    for (; gn < k; ++gn) {
+      gst = g.a.qp.post_send(wrs[gn]);
+      if (gst != Status::kOk) break;
+    }
+    Status fst;
+    REQUIRE(f.a.qp.post_send(wrs, fst) == gn);
+    REQUIRE(fst == gst);
+    ++chains;
+  }
+
+  void post_recv_chain(Rng& rng, uint64_t& id, uint32_t pmtu, size_t k) {
+    std::vector<RecvWr> wrs;
+    for (size_t i = 0; i < k; ++i) {
+      wrs.push_back(make_recv_wr(rng, ++id, pmtu));
+      if (rng.below(30) == 0) wrs.back().sge[0].lkey = 0x999;
+    }
+    size_t gn = 0;
+    Status gst = Status::kOk;
+    for (; gn < k; ++gn) {
+      gst = g.b.qp.post_recv(wrs[gn]);
+      if (gst != Status::kOk) break;
+    }
+    Status fst;
+    REQUIRE(f.b.qp.post_recv(wrs, fst) == gn);
+    REQUIRE(fst == gst);
+    ++chains;
+  }
+
   void deliver(bool to_b_side) {
     auto& link = to_b_side ? to_b : to_a;
     if (link.empty()) return;
@@ -107,6 +214,11 @@ struct Lockstep {
   }
 
   void post_send(Rng& rng, uint64_t id, uint32_t pmtu) {
+    const SendWr wr = make_send_wr(rng, id, pmtu);
+    REQUIRE(g.a.qp.post_send(wr) == f.a.qp.post_send(wr));
+  }
+
+  static SendWr make_send_wr(Rng& rng, uint64_t id, uint32_t pmtu) {
     SendWr wr;
     wr.wr_id = id;
     const uint32_t kind = rng.below(10);
@@ -131,17 +243,22 @@ struct Lockstep {
       wr.sge[0] = Sge{src, len, 0x100};
       wr.num_sge = rng.below(8) == 0 && len == 0 ? 0 : 1;
     }
-    REQUIRE(g.a.qp.post_send(wr) == f.a.qp.post_send(wr));
+    return wr;
   }
 
   void post_recv(Rng& rng, uint64_t id, uint32_t pmtu) {
+    const RecvWr r = make_recv_wr(rng, id, pmtu);
+    REQUIRE(g.b.qp.post_recv(r) == f.b.qp.post_recv(r));
+  }
+
+  static RecvWr make_recv_wr(Rng& rng, uint64_t id, uint32_t pmtu) {
     RecvWr r;
     r.wr_id = id;
     // Now and then a buffer too small: a local length error and ERR.
     const uint32_t len = rng.below(200) == 0 ? 2 : 4 * pmtu;
     r.sge[0] = Sge{kBase + 0xC0000 + 0x4000 * rng.below(16), len, 0x100};
     r.num_sge = 1;
-    REQUIRE(g.b.qp.post_recv(r) == f.b.qp.post_recv(r));
+    return r;
   }
 
   void tick(Rng& rng) {
@@ -166,7 +283,9 @@ struct Lockstep {
     }
   }
 
-  void run(uint64_t seed, int steps, uint32_t pmtu) {
+  // batched: the fused world uses the burst and chain calls (sizes 1..12)
+  // as often as the single ones.
+  void run(uint64_t seed, int steps, uint32_t pmtu, bool batched = false) {
     Rng rng{seed};
     // Distinct bytes to move around.
     for (uint32_t i = 0; i < kMrBytes; ++i) {
@@ -176,7 +295,18 @@ struct Lockstep {
     uint64_t id = 0;
     for (int s = 0; s < steps; ++s) {
       const uint32_t act = rng.below(20);
-      if (act < 3) {
+      if (batched && rng.below(2) == 0 && act < 19) {
+        const size_t k = 1 + rng.below(12);
+        if (act < 3) {
+          post_send_chain(rng, id, pmtu, k);
+        } else if (act < 6) {
+          post_recv_chain(rng, id, pmtu, k);
+        } else if (act < 13) {
+          transmit_burst(act < 10, rng, k);
+        } else {
+          deliver_burst(act < 16, k);
+        }
+      } else if (act < 3) {
         post_send(rng, ++id, pmtu);
       } else if (act < 6) {
         post_recv(rng, ++id, pmtu);
@@ -206,8 +336,8 @@ QpConfig cfg(uint32_t qpn, uint32_t window) {
   return c;
 }
 
-void run_modes(bool sr) {
-  uint64_t frames = 0;
+void run_modes(bool sr, bool batched = false) {
+  uint64_t frames = 0, bursts = 0, chains = 0;
   for (uint64_t seed = 1; seed <= 12; ++seed) {
     QpAttr attr = default_attr();
     attr.selective_repeat = sr;
@@ -217,16 +347,241 @@ void run_modes(bool sr) {
     attr.max_rd_atomic = attr.max_dest_rd_atomic = 4;
     Lockstep l(attr, cfg(0x11, seed % 4 == 0 ? 2 : 64), cfg(0x22, 64));
     INFO("seed " << seed);
-    l.run(seed, 4000, attr.pmtu_bytes);
+    l.run(seed, 4000, attr.pmtu_bytes, batched);
     frames += l.fused_frames;
+    bursts += l.bursts;
+    chains += l.chains;
   }
   REQUIRE(frames > 12 * 300);  // the runs did move traffic (some end early in ERR)
+  if (batched) {
+    REQUIRE(bursts > 12 * 100);
+    REQUIRE(chains > 12 * 100);
+  }
 }
 
 TEST_CASE("fused datapath: go-back-N behaves exactly as the general path") { run_modes(false); }
 
 TEST_CASE("fused datapath: selective repeat behaves exactly as the general path") {
   run_modes(true);
+}
+
+TEST_CASE("burst and chain calls: go-back-N behaves exactly as the general path") {
+  run_modes(false, true);
+}
+
+TEST_CASE("burst and chain calls: selective repeat behaves exactly as the general path") {
+  run_modes(true, true);
+}
+
+// The edges of the burst and chain calls, directed: a chain refused midway
+// (a bad SGE, then a full queue), a TX burst that stops at the window with a
+// build error inside it, an RX burst with a gap, an RNR and a receive too
+// small inside it; each against the one-at-a-time calls on a twin pair.
+TEST_CASE("burst and chain calls: partial bursts, errors mid-burst, window full") {
+  QpConfig ca = QpPair::make_cfg(0x11);
+  ca.window_packets = 6;
+  ca.sq_depth = 8;
+  QpPair g(default_attr(), 100, 5000, ca), f(default_attr(), 100, 5000, ca);
+  wire::ParseOptions popt;
+  popt.pmtu_bytes = 1024;
+  const wire::FrameTemplate t = wire::make_frame_template(wire::FrameAddr{});
+  auto send_wr = [](uint64_t id) {
+    SendWr wr;
+    wr.wr_id = id;
+    wr.sge[0] = Sge{kBase + 64 * id, 64, 0x100};
+    wr.num_sge = 1;
+    return wr;
+  };
+  // A chain of 5 whose third names no region: 2 posted, kInvalidSge.
+  std::vector<SendWr> wrs;
+  for (uint64_t i = 0; i < 5; ++i) wrs.push_back(send_wr(i));
+  wrs[2].sge[0].lkey = 0x999;
+  Status st;
+  REQUIRE(f.a.qp.post_send(wrs, st) == 2);
+  REQUIRE(st == Status::kInvalidSge);
+  for (int i = 0; i < 2; ++i) REQUIRE(g.a.qp.post_send(wrs[i]) == Status::kOk);
+  REQUIRE(g.a.qp.post_send(wrs[2]) == Status::kInvalidSge);
+  // A chain of 10 into the 6 free slots: 6 posted, kQueueFull.
+  wrs.clear();
+  for (uint64_t i = 10; i < 20; ++i) wrs.push_back(send_wr(i));
+  REQUIRE(f.a.qp.post_send(wrs, st) == 6);
+  REQUIRE(st == Status::kQueueFull);
+  for (int i = 0; i < 6; ++i) REQUIRE(g.a.qp.post_send(wrs[i]) == Status::kOk);
+  REQUIRE(g.a.qp.post_send(wrs[6]) == Status::kQueueFull);
+  REQUIRE(f.a.qp.sq_free() == 0);
+  require_same(g.a.qp, f.a.qp);
+
+  // Receives: 2 posted, the third too small for a 64-byte SEND (it fails
+  // the QP on arrival), then a chain with a bad key.
+  std::vector<RecvWr> rrs(4);
+  for (size_t i = 0; i < rrs.size(); ++i) {
+    rrs[i].wr_id = 100 + i;
+    rrs[i].sge[0] = Sge{kBase + 0x8000 + 0x100 * i, i == 2 ? 8u : 128u, 0x100};
+    rrs[i].num_sge = 1;
+  }
+  rrs[3].sge[0].lkey = 0x999;
+  REQUIRE(f.b.qp.post_recv(rrs, st) == 3);
+  REQUIRE(st == Status::kInvalidSge);
+  for (int i = 0; i < 3; ++i) REQUIRE(g.b.qp.post_recv(rrs[i]) == Status::kOk);
+  REQUIRE(g.b.qp.post_recv(rrs[3]) == Status::kInvalidSge);
+
+  // TX burst of 8 buffers, the second too small: the window (6) ends it.
+  std::vector<std::vector<uint8_t>> bufs(8, std::vector<uint8_t>(2048));
+  std::vector<std::span<uint8_t>> rooms;
+  for (auto& b : bufs) rooms.emplace_back(b);
+  rooms[1] = rooms[1].first(60);
+  std::vector<wire::BuildResult> res(8);
+  REQUIRE(f.a.qp.poll_tx_frames(f.now_ns, t, rooms, res.data()) == 6);
+  REQUIRE(res[1].status == wire::BuildStatus::kBufferTooSmall);
+  std::vector<std::vector<uint8_t>> frames;
+  for (size_t i = 0; i < 6; ++i) {
+    TxPacket tx;
+    REQUIRE(g.a.qp.poll_tx(g.now_ns, tx));
+    std::vector<uint8_t> gb(2048);
+    const wire::BuildResult gr = wire::build_frame(
+        std::span(gb).first(rooms[i].size()), t, tx.hdr,
+        std::span<const std::span<const uint8_t>>(tx.payload.data(), tx.payload_parts));
+    REQUIRE(gr.status == res[i].status);
+    REQUIRE(gr.len_bytes == res[i].len_bytes);
+    if (!gr.ok()) continue;
+    REQUIRE(std::memcmp(gb.data(), bufs[i].data(), gr.len_bytes) == 0);
+    frames.emplace_back(gb.begin(), gb.begin() + gr.len_bytes);
+  }
+  TxPacket none;
+  REQUIRE_FALSE(g.a.qp.poll_tx(g.now_ns, none));
+  REQUIRE(f.a.qp.poll_tx_frames(f.now_ns, t, rooms, res.data()) == 0);  // window full
+  require_same(g.a.qp, f.a.qp);
+
+  // RX burst at b: PSN 100, then 102.. (101 was the too-small buffer's
+  // frame): a gap (NAK), duplicates; then in order again after a resend.
+  auto deliver = [&](const std::vector<std::vector<uint8_t>>& burst) {
+    std::vector<wire::RoceView> views(burst.size());
+    std::vector<RxResult> gres, fres(burst.size());
+    for (size_t i = 0; i < burst.size(); ++i) {
+      wire::ParsedFrame pf;
+      REQUIRE(wire::parse_frame(burst[i], popt, pf) == wire::DropReason::kNone);
+      REQUIRE(wire::parse_frame(burst[i], popt, views[i]) == wire::DropReason::kNone);
+      gres.push_back(g.b.qp.on_packet(g.now_ns, pf.hdr, pf.payload));
+    }
+    f.b.qp.on_packets(f.now_ns, views, fres.data());
+    REQUIRE(gres == fres);
+    require_same(g.b.qp, f.b.qp);
+    return fres;
+  };
+  const auto r1 = deliver({frames[0], frames[1], frames[0], frames[2]});
+  REQUIRE(r1[0] == RxResult::kAccepted);
+  REQUIRE(r1[1] == RxResult::kOutOfSequence);
+  REQUIRE(r1[2] == RxResult::kDuplicate);
+  // The NAK and ACK back to a, as a burst of its own; a rewinds.
+  auto ack_back = [&]() {
+    std::vector<std::vector<uint8_t>> back;
+    for (;;) {
+      std::vector<uint8_t> fb(2048);
+      const wire::BuildResult br = f.b.qp.poll_tx_frame(f.now_ns, t, fb);
+      TxPacket tx;
+      const bool got = g.b.qp.poll_tx(g.now_ns, tx);
+      REQUIRE(got == (br.len_bytes != 0));
+      if (!got) break;
+      fb.resize(br.len_bytes);
+      back.push_back(fb);
+    }
+    for (const auto& fr : back) {
+      wire::ParsedFrame pf;
+      wire::RoceView v;
+      REQUIRE(wire::parse_frame(fr, popt, pf) == wire::DropReason::kNone);
+      REQUIRE(wire::parse_frame(fr, popt, v) == wire::DropReason::kNone);
+      RxResult fres;
+      f.a.qp.on_packets(f.now_ns, std::span(&v, 1), &fres);
+      REQUIRE(g.a.qp.on_packet(g.now_ns, pf.hdr, pf.payload) == fres);
+    }
+    require_same(g.a.qp, f.a.qp);
+  };
+  ack_back();
+  // Resent from PSN 101 (the NAK's): a burst of 6, PSNs 101..106, as the window allows.
+  frames.clear();
+  for (auto& r : rooms) r = std::span<uint8_t>(r.data(), 2048);
+  const size_t n = f.a.qp.poll_tx_frames(f.now_ns, t, rooms, res.data());
+  REQUIRE(n == 6);
+  for (size_t i = 0; i < n; ++i) {
+    TxPacket tx;
+    REQUIRE(g.a.qp.poll_tx(g.now_ns, tx));
+    REQUIRE(res[i].ok());
+    frames.emplace_back(bufs[i].begin(), bufs[i].begin() + res[i].len_bytes);
+  }
+  require_same(g.a.qp, f.a.qp);
+  // 101 lands in the 128-byte receive, 102 in the 8-byte one (local length
+  // error: b fails), the rest after it see a QP in ERR.
+  const auto r2 = deliver(frames);
+  REQUIRE(r2[0] == RxResult::kAccepted);
+  REQUIRE(f.b.qp.state() == QpState::kErr);
+  const auto gc = g.b.drain_cq();
+  const auto fc = f.b.drain_cq();
+  REQUIRE(gc.size() == fc.size());
+  for (size_t i = 0; i < gc.size(); ++i) {
+    REQUIRE(gc[i].wr_id == fc[i].wr_id);
+    REQUIRE(gc[i].status == fc[i].status);
+    REQUIRE(gc[i].len_bytes == fc[i].len_bytes);
+  }
+  REQUIRE(std::memcmp(g.b.mem(), f.b.mem(), kMrBytes) == 0);
+}
+
+// An RX burst with no receive posted for its second SEND: RNR NAK in the
+// middle of a run, the run's coalesced ACK before it.
+TEST_CASE("burst and chain calls: RNR in the middle of an RX burst") {
+  QpPair g, f;
+  wire::ParseOptions popt;
+  popt.pmtu_bytes = 1024;
+  const wire::FrameTemplate t = wire::make_frame_template(wire::FrameAddr{});
+  RecvWr r;
+  r.wr_id = 1;
+  r.sge[0] = Sge{kBase + 0x8000, 256, 0x100};
+  r.num_sge = 1;
+  std::vector<std::vector<uint8_t>> frames;
+  for (QpPair* p : {&g, &f}) {
+    REQUIRE(p->b.qp.post_recv(r) == Status::kOk);
+    for (uint64_t i = 0; i < 3; ++i) {
+      SendWr wr;
+      wr.wr_id = i;
+      wr.sge[0] = Sge{kBase + 64 * i, 64, 0x100};
+      wr.num_sge = 1;
+      REQUIRE(p->a.qp.post_send(wr) == Status::kOk);
+    }
+  }
+  for (int i = 0; i < 3; ++i) {
+    std::vector<uint8_t> fb(2048);
+    const wire::BuildResult br = f.a.qp.poll_tx_frame(f.now_ns, t, fb);
+    TxPacket tx;
+    REQUIRE(g.a.qp.poll_tx(g.now_ns, tx));
+    REQUIRE(br.ok());
+    fb.resize(br.len_bytes);
+    frames.push_back(fb);
+  }
+  std::vector<wire::RoceView> views(3);
+  std::vector<RxResult> gres, fres(3);
+  for (size_t i = 0; i < 3; ++i) {
+    wire::ParsedFrame pf;
+    REQUIRE(wire::parse_frame(frames[i], popt, pf) == wire::DropReason::kNone);
+    REQUIRE(wire::parse_frame(frames[i], popt, views[i]) == wire::DropReason::kNone);
+    gres.push_back(g.b.qp.on_packet(g.now_ns, pf.hdr, pf.payload));
+  }
+  f.b.qp.on_packets(f.now_ns, views, fres.data());
+  REQUIRE(gres == fres);
+  REQUIRE(fres[0] == RxResult::kAccepted);
+  REQUIRE(fres[1] == RxResult::kDropped);  // RNR
+  require_same(g.b.qp, f.b.qp);
+  REQUIRE(f.b.qp.counters().rnr_naks_sent == 1);
+  // What b sends now (the ACK of the first, then the RNR NAK) is the same.
+  for (;;) {
+    std::vector<uint8_t> fb(2048), gb(2048);
+    const wire::BuildResult br = f.b.qp.poll_tx_frame(f.now_ns, t, fb);
+    TxPacket tx;
+    const bool got = g.b.qp.poll_tx(g.now_ns, tx);
+    REQUIRE(got == (br.len_bytes != 0));
+    if (!got) break;
+    const wire::BuildResult gr = wire::build_frame(gb, t, tx.hdr, {});
+    REQUIRE(gr.len_bytes == br.len_bytes);
+    REQUIRE(std::memcmp(gb.data(), fb.data(), gr.len_bytes) == 0);
+  }
 }
 
 TEST_CASE("fused datapath: a SEND only and its ACK take the direct path, byte-identical") {
