@@ -179,10 +179,15 @@ sched::SchedulerConfig engine_pacer_config() {
   return c;
 }
 
+// Once per engine loop: a multiply and a shift instead of two 64-bit divisions (3.9-7 % of
+// a spinning engine's samples). ns = cycles * (1e9 * 2^32 / hz) / 2^32; the truncated factor
+// is off by less than 1 / 2^30 of itself at any TSC rate from 4 MHz up, which is below the
+// TSC's own rate error, and the clock stays monotonic.
 uint64_t tsc_now_ns() {
-  static const uint64_t hz = rte_get_tsc_hz();
-  const uint64_t c = rte_get_tsc_cycles();
-  return (c / hz) * 1'000'000'000ull + (c % hz) * 1'000'000'000ull / hz;
+  __extension__ using u128 = unsigned __int128;
+  static const uint64_t mult =
+      static_cast<uint64_t>((u128{1'000'000'000u} << 32) / rte_get_tsc_hz());
+  return static_cast<uint64_t>((u128{rte_get_tsc_cycles()} * mult) >> 32);
 }
 
 Engine::Engine(const EngineConfig& config, dpdk::Port& port, control::EngineChannel& channel)
@@ -245,7 +250,7 @@ bool Engine::poll_once(uint64_t now_ns) {
   while (!event_backlog_.empty() && channel_.post_event(event_backlog_.front())) {
     event_backlog_.erase(event_backlog_.begin());
   }
-  control::EngineCommand cmds[8];
+  control::EngineCommand* cmds = cmd_scratch_;
   const uint32_t ncmd = channel_.poll_commands(cmds, 8);
   for (uint32_t i = 0; i < ncmd; ++i) handle_command(cmds[i], now_ns);
   work |= ncmd > 0;
@@ -761,7 +766,7 @@ void Engine::defer_timers_after_stall(uint64_t now_ns) {
 bool Engine::run_timers(uint64_t now_ns) {
   bool work = false;
   net_.poll_timers(now_ns);
-  net::NetAction actions[8];
+  auto& actions = action_scratch_;
   for (size_t n; (n = net_.take_actions(actions)) > 0;) {
     for (size_t i = 0; i < n; ++i) {
       // Queued frames are the connection manager's datagrams (cm_send).
@@ -1239,7 +1244,7 @@ bool Engine::tx(uint64_t now_ns) {
   // per-QP cap holds the transport back, instead of being dropped here.
   flush_tx();
   const size_t room = tx_batch_.size() - tx_batch_len_;
-  sched::Departure deps[32];
+  auto& deps = dep_scratch_;
   const size_t n =
       room > kTxControlReserve
           ? pacer_.dequeue_burst(now_ns, deps, std::min<size_t>(32, room - kTxControlReserve))
@@ -1354,7 +1359,8 @@ bool Engine::deliver_completions(QpCtx& q) {
   if (!scq.live || !rcq.live) room = 32;  // a dead CQ: completions are dropped
   room = std::min<uint32_t>(room, kRingBurst);
   if (room == 0) return false;
-  transport::Completion done[kRingBurst];
+  static_assert(sizeof(done_scratch_) / sizeof(done_scratch_[0]) >= kRingBurst);
+  auto& done = done_scratch_;
   const size_t n = q.qp->poll_cq(std::span(done, room));
   for (size_t i = 0; i < n; ++i) {
     const transport::Completion& d = done[i];

@@ -269,9 +269,16 @@ class Engine {
   std::vector<control::EngineEvent> event_backlog_;   // event ring full: retried
   transport::QpCounters retired_qp_counters_;         // sum over removed QPs, for the snapshot
   std::vector<std::pair<uint32_t, uint32_t>> kicks_;  // (client, CQ slot) with new entries
-  uint64_t last_poll_ns_ = 0;                         // now_ns of the previous poll_once
-  uint64_t sleep_until_ns_ = 0;                       // when the last idle sleep was due to end
-  uint64_t idle_since_ns_ = 0;                        // start of the current idle spin; 0: not idle
+  // Scratch arrays of the loop, kept here rather than on the stack: their element types
+  // have default member initialisers, so a local array was zero-filled on every loop
+  // (memset was 4.5-5.6 % of a spinning engine's samples over a veth).
+  control::EngineCommand cmd_scratch_[8];
+  net::NetAction action_scratch_[8];
+  sched::Departure dep_scratch_[32];
+  transport::Completion done_scratch_[32];
+  uint64_t last_poll_ns_ = 0;          // now_ns of the previous poll_once
+  uint64_t sleep_until_ns_ = 0;        // when the last idle sleep was due to end
+  uint64_t idle_since_ns_ = 0;         // start of the current idle spin; 0: not idle
   bool port_wake_unanswered_ = false;  // the port's socket woke us, no frame seen since
   EngineCounters counters_;
 
