@@ -30,6 +30,10 @@ conduitd_vdev() {
       # carry PMTU-4096 RoCE frames (4.2 KB) at any MTU from 8200 up.
       if ((mtu >= 8200)); then
         echo "net_af_packet0,iface=$2,framecnt=4096,framesz=8192,blocksz=8192"
+      elif ((mtu >= 3100)); then
+        # 3 KiB frames carry PMTU-2048 RoCE frames (2.1 KB); the mbufs (MTU + 22 bytes) hold
+        # one from MTU 3100 up; four frames fill three pages.
+        echo "net_af_packet0,iface=$2,framecnt=4096,framesz=3072,blocksz=12288"
       else
         echo "net_af_packet0,iface=$2,framecnt=4096"
       fi
