@@ -5,7 +5,8 @@
 # exchange is perftest's is the interop test's job (tests/interop/perftest_test.sh):
 #   1. write_lat and send_lat, 64 B x 300 round trips (write_lat's one-byte counter wraps);
 #   2. send_bw and write_bw with -a (2 B .. 8 MiB, 5 messages per size);
-#   3. read_bw, one size.
+#   3. read_bw, one size;
+#   4. perftest's -q: send_bw, write_bw and read_bw on 4 QPs (-n per QP).
 # Both sides must succeed and print the same "#bytes #iterations". Root only (exit 77
 # otherwise); everything is removed on exit.
 #
@@ -44,4 +45,12 @@ echo "== read_bw --perftest -s 65536 -n 100"
 perf_pair 60 read_bw --perftest -s 65536 -n 100 -W 20 >/dev/null || fail "read_bw failed"
 check_side read_bw client 65536 100 1
 check_side read_bw server 65536 100 1
+for t in send_bw write_bw read_bw; do
+  echo "== $t --perftest -q 4 -s 4096 -n 200"
+  perf_pair 60 "$t" --perftest -q 4 -s 4096 -n 200 -W 20 >/dev/null || fail "$t -q 4 failed"
+  grep -q "Number of qps : 4" "$work/client.out" || fail "$t -q 4: the client ran other than 4 QPs"
+  # perftest's #iterations counts every QP's -n.
+  check_side "$t -q 4" client 4096 800 1
+  check_side "$t -q 4" server 4096 800 1
+done
 echo "PASS"

@@ -14,7 +14,9 @@
 #      with -a is read_bw's; PERFTEST_SWEEP_TESTS adds it (the VM as client). The sweeps with
 #      conduit sending 8 MiB messages to the VM are not run (nor tried): the emulated NIC's
 #      queue already overflowed under 128 x 4 KiB in flight (see -t below);
-#   4. with PERFTEST_LOSS_PPM (default 10000 = 1 %) > 0, step 1 again with that share of the
+#   4. perftest's -q: each bandwidth test in both roles on PERFTEST_QPS (3) QPs,
+#      PERFTEST_SIZE B x PERFTEST_QPS_ITERS (100) messages per QP (1 skips it);
+#   5. with PERFTEST_LOSS_PPM (default 10000 = 1 %) > 0, step 1 again with that share of the
 #      RoCE frames (ACKs included) dropped both ways by the tc eBPF drop program next to c.
 #
 # Both sides of every step must succeed and print the same "#bytes #iterations" (perftest's
@@ -39,6 +41,8 @@ iters=${PERFTEST_ITERS:-200}
 lat_size=${PERFTEST_LAT_SIZE:-64}
 lat_iters=${PERFTEST_LAT_ITERS:-300}
 sweep_iters=${PERFTEST_SWEEP_ITERS:-5}
+qps=${PERFTEST_QPS:-3}
+qps_iters=${PERFTEST_QPS_ITERS:-100}
 bw_tests=${PERFTEST_TESTS-send_bw write_bw read_bw}
 lat_tests=${PERFTEST_LAT_TESTS-write_lat send_lat}
 sweep_tests=${PERFTEST_SWEEP_TESTS-send_bw read_bw}
@@ -47,10 +51,10 @@ sweep_tests=${PERFTEST_SWEEP_TESTS-send_bw read_bw}
 # A step's size argument: "-s N", or "-a" for the sweep (SIZE "all").
 size_args() { if [[ $1 == all ]]; then echo "-a"; else echo "-s $1"; fi; }
 
-interop_vm_step() { # NAME ROLE LOSS TEST SIZE ITERS
-  echo "$1 $2 ib_$4 -d rxe0 -x 1 -F -m 1024 -u 17 $(size_args "$5") -n $6"
+interop_vm_step() { # NAME ROLE LOSS TEST SIZE ITERS [QPS]
+  echo "$1 $2 ib_$4 -d rxe0 -x 1 -F -m 1024 -u 17 $(size_args "$5") -n $6${7:+ -q $7}"
 }
-interop_host_step() { # NAME ROLE LOSS TEST SIZE ITERS
+interop_host_step() { # NAME ROLE LOSS TEST SIZE ITERS [QPS]
   # -t 16: at most 64 packets in flight. A go-back-N round of perftest's 128 x 4 packets floods
   # the emulated (TCG) VM's NIC queue, which then drops more than the 1 %. -u 17 (both sides):
   # local ACK timeout 0.54 s instead of 67 ms; the emulated peer on a loaded machine stalls
@@ -60,6 +64,7 @@ interop_host_step() { # NAME ROLE LOSS TEST SIZE ITERS
   [[ $5 == all ]] && sizes=(-a)
   local args=("$4" --perftest -S "$work/c.sock" -x "$conduit_ip" "${sizes[@]}" -n "$6" -m 1024
     -t 16 -u 17 -W 40)
+  [[ -z ${7:-} ]] || args+=(-q "$7")
   [[ $2 == server ]] && args+=("$RXE_VM_IP") # the VM serves: we are the client
   netns_exec c timeout 170 "$perf" "${args[@]}" >"$work/$1.host" 2>&1
 }
@@ -85,6 +90,12 @@ for loss in "${losses[@]}"; do
     [[ $t == read_bw ]] && role=server || role=client # the VM sends the data
     plan+=("sweep-$t-vm$role $role $loss $t all $sweep_iters")
   done
+  ((qps > 1)) || continue
+  for t in $bw_tests; do
+    for role in server client; do
+      plan+=("qps-$t-vm$role $role $loss $t $size $qps_iters $qps")
+    done
+  done
 done
 interop_run
 
@@ -96,8 +107,9 @@ vm_step_out() {
 # Each step's result line: "#bytes #iterations ..." with its size and count, on both sides (a
 # sweep: its last size, 8 MiB; and conduit's side of send_bw prints every size).
 for p in "${plan[@]}"; do
-  read -r name _ _ t s n <<<"$p"
+  read -r name _ _ t s n q <<<"$p"
   grep -q "=== $name rc=0" "$work/vm.out" || fail "perftest failed in step $name"
+  n=$((n * ${q:-1})) # perftest's #iterations counts every QP's -n
   [[ $s == all ]] && s=8388608
   result_re="^ *$s +$n +[0-9]"
   grep -Eq "$result_re" "$work/$name.host" || fail "no '$s $n' result from conduit in $name"

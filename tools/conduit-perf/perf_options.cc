@@ -338,8 +338,11 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
     }
   }
   if (o.perftest) {
-    if (o.qps != 1 || o.bidirectional || o.duration_s != 0) {
-      return fail("--perftest runs one QP, -n iterations, one direction");
+    if (o.bidirectional || o.duration_s != 0) {
+      return fail("--perftest runs -n iterations, one direction (no -b, no -D)");
+    }
+    if (o.qps > kPerftestMaxQps) {
+      return fail("--perftest runs at most " + std::to_string(kPerftestMaxQps) + " QPs (-q)");
     }
     if (o.sweep && is_latency(o.test)) {
       return fail("--perftest sweeps (-a) the bandwidth tests only; give the latency tests -s");
@@ -399,10 +402,11 @@ Options:
   --perftest             speak perftest's own TCP exchange instead of ours, so
                          the peer may be stock ib_send_bw, ib_write_bw,
                          ib_read_bw, ib_send_lat or ib_write_lat (e.g. on rxe or
-                         a RoCE NIC); both roles, one QP, -n iterations (5 or
-                         more), -s one size or (bw tests) -a; perftest does not
-                         tell the server the client's -s/-a/-n: give both the
-                         same. Not with -q, -b, -D, -c, -e, -Q, -J
+                         a RoCE NIC); both roles, -n iterations (5 or more; per
+                         QP), -s one size or (bw tests) -a, bw tests -q up to 64
+                         QPs; perftest does not tell the server the client's
+                         -s/-a/-n/-q: give both the same. Not with -b, -D, -c,
+                         -e, -Q, -J
   --cm SERVICE           connect the QPs through conduitd's connection manager:
                          the server listens on SERVICE, the client connects to
                          it at the server's -x address (TCP still carries the

@@ -29,6 +29,8 @@ inline constexpr uint32_t kMaxQps = 4096;
 inline constexpr uint32_t kMaxDepth = 8192;
 inline constexpr uint16_t kDefaultPort = 18515;        // perftest's
 inline constexpr uint64_t kPerftestMinIterations = 5;  // perftest refuses fewer (-n)
+// --perftest -q: QPs share one CQ of 1024 entries; 64 leaves each 16 in flight.
+inline constexpr uint32_t kPerftestMaxQps = 64;
 
 struct PerfOptions {
   TestKind test = TestKind::kSendBw;

@@ -29,6 +29,11 @@ constexpr uint32_t kSpinsBeforeNap = 2000;
 constexpr long kNapNs = 50'000;
 // Latency: our messages whose completion has not come yet, at most.
 constexpr uint64_t kLatSendWindow = 8;
+// One CQ serves every QP: each gets an equal share of it for its sends in flight and its
+// posted receives (conduitd's CQ rings hold 1024 entries).
+constexpr uint32_t kCqEntries = 1024;
+// A work request's id: the QP's index in the top 16 bits, a sequence number below.
+constexpr unsigned kWrIdQpShift = 48;
 
 struct Failure {
   std::string message;
@@ -145,7 +150,9 @@ class Session {
   Session(const PerfOptions& o, int fd)
       : o_(o), wire_(fd, static_cast<int>(o.timeout_s) * 1000), client_(!o.is_server()) {}
   ~Session() {
-    if (qp_ != nullptr) conduit_destroy_qp(qp_);
+    for (QpSide& q : qps_) {
+      if (q.qp != nullptr) conduit_destroy_qp(q.qp);
+    }
     if (cq_ != nullptr) conduit_destroy_cq(cq_);
     if (mr_ != nullptr) conduit_free_mr(mr_);
     if (ctx_ != nullptr) conduit_close(ctx_);
@@ -156,23 +163,36 @@ class Session {
   int run();
 
  private:
-  QpRecord handshake(const char* what) {
+  // One QP of the session: its records, and its share of the current size's traffic.
+  struct QpSide {
+    conduit_qp* qp = nullptr;
+    QpRecord mine{};
+    QpRecord peer{};
+    uint64_t rx_posted = 0;  // receives of this size posted, and completed
+    uint64_t rx_done = 0;
+    uint64_t tx_posted = 0;  // bandwidth client: messages of this size posted
+    uint64_t tx_outstanding = 0;
+  };
+
+  QpRecord handshake(const QpRecord& mine, const char* what) {
     handshake_ns_ = now_ns();
     QpRecord peer;
-    if (!parse_perftest_record(wire_.exchange(perftest_record(mine_), what), peer)) {
+    if (!parse_perftest_record(wire_.exchange(perftest_record(mine), what), peer)) {
       fail(std::string("the peer's ") + what + " is not a perftest connection record");
     }
     return peer;
   }
   void open_resources(uint64_t max_size);
-  void connect(const QpRecord& peer, uint32_t mtu_bytes);
+  void connect(QpSide& q, uint32_t mtu_bytes);
   void close_exchange();
 
   uint8_t* tx_area() const { return static_cast<uint8_t*>(mr_->addr); }
   uint8_t* rx_area() const { return static_cast<uint8_t*>(mr_->addr) + half_; }
-  void post_receive(uint64_t size);
+  // Each QP's share of the CQ: the most sends in flight or receives posted it may have.
+  uint32_t cq_share() const { return kCqEntries / static_cast<uint32_t>(qps_.size()); }
+  void post_receive(size_t qi, uint64_t size);
   // False when the send queue is full (reap first).
-  bool post_one_send(uint64_t size, uint64_t wr_id, bool signaled);
+  bool post_one_send(size_t qi, uint64_t size, uint64_t seq, bool signaled);
   // Takes every completion there is (fails on an error completion); counts them.
   void reap();
   // Waits for a completion, at most the timeout; fails without one.
@@ -184,8 +204,22 @@ class Session {
     }
   }
 
-  PerftestReport bw_client(uint64_t size);  // SEND/WRITE/READ, -n messages
-  PerftestReport bw_server(uint64_t size);  // send_bw: receives -n messages
+  // What perftest reports as #iterations: -n on every QP.
+  uint64_t total_iters() const { return iters_ * qps_.size(); }
+  uint64_t outstanding_total() const {
+    uint64_t n = 0;
+    for (const QpSide& q : qps_) n += q.tx_outstanding;
+    return n;
+  }
+  // The READs in flight every peer QP takes (they all advertise the same).
+  uint32_t peer_out_reads() const {
+    uint32_t r = qps_[0].peer.out_reads;
+    for (const QpSide& q : qps_) r = std::min<uint32_t>(r, q.peer.out_reads);
+    return r;
+  }
+
+  PerftestReport bw_client(uint64_t size);  // SEND/WRITE/READ, -n messages per QP
+  PerftestReport bw_server(uint64_t size);  // send_bw: receives -n messages per QP
   LatResult latency(uint64_t size);         // the ping-pong, either role
 
   const PerfOptions& o_;
@@ -198,16 +232,12 @@ class Session {
   conduit_context* ctx_ = nullptr;
   conduit_mr* mr_ = nullptr;
   conduit_cq* cq_ = nullptr;
-  conduit_qp* qp_ = nullptr;
-  QpRecord mine_{};
-  QpRecord peer_{};
-  // The size being received, and its receives: posted so far, completed so far.
+  std::vector<QpSide> qps_;  // -q of them (latency: one)
+  // The size being received, and its receives completed on all QPs.
   uint64_t rx_size_ = 0;
-  uint64_t rx_posted_ = 0;
-  uint64_t rx_done_ = 0;
+  uint64_t rx_done_total_ = 0;
   uint64_t rx_last_ns_ = 0;    // when the last message arrived
   uint64_t handshake_ns_ = 0;  // when we sent our latest handshake record
-  uint64_t tx_outstanding_ = 0;
   uint64_t last_progress_ns_ = 0;
 };
 
@@ -218,7 +248,10 @@ void Session::open_resources(uint64_t max_size) {
   // Each half holds at least perftest's cycle buffer (the peer's WRITE/READ addresses wrap
   // within it) and the largest message, rounded to pages.
   half_ = (std::max<uint64_t>(max_size, kPerftestCycleBufferBytes) + 4095) / 4096 * 4096;
-  attr.region_bytes = 2 * half_ + (1u << 20);
+  qps_.resize(o_.qps);
+  // The MR, then room for the rings the daemon places in the region (per QP, as conduit-perf's
+  // own mode reserves).
+  attr.region_bytes = 2 * half_ + (1u << 20) + uint64_t{o_.qps} * (256u << 10);
   int rc = conduit_open(&attr, &ctx_);
   if (rc < 0) fail(std::string("conduit_open: ") + conduit_strerror(rc));
   rc = conduit_alloc_mr(
@@ -228,36 +261,44 @@ void Session::open_resources(uint64_t max_size) {
   std::memset(tx_area(), 0x5a, half_);
   // write_lat waits for the peer's counter (1, 2, ...) in the last byte of a message: start at 0.
   std::memset(rx_area(), 0, half_);
-  rc = conduit_create_cq(ctx_, 512, &cq_);
+  rc = conduit_create_cq(ctx_, kCqEntries, &cq_);
   if (rc < 0) fail(std::string("conduit_create_cq: ") + conduit_strerror(rc));
   conduit_qp_init_attr qa{};
   qa.send_cq = cq_;
   qa.recv_cq = cq_;
   qa.traffic_class = o_.traffic_class.empty() ? nullptr : o_.traffic_class.c_str();
-  rc = conduit_create_qp(ctx_, &qa, &qp_);
-  if (rc < 0) fail(std::string("conduit_create_qp: ") + conduit_strerror(rc));
+  for (QpSide& q : qps_) {
+    rc = conduit_create_qp(ctx_, &qa, &q.qp);
+    if (rc < 0) fail(std::string("conduit_create_qp: ") + conduit_strerror(rc));
+  }
 
   Gid gid{};
   if (o_.gid.empty() || !parse_gid(o_.gid, gid)) {
     fail("--perftest needs -x ADDR: the address of conduitd's port (our GID)");
   }
   std::random_device rd;
-  mine_.lid = 0;
-  // perftest makes the peer's max_rd_atomic our out_reads (perftest_wire.h).
-  mine_.out_reads = kConduitReadResponderDepth;
-  mine_.qpn = conduit_qp_num(qp_);
-  mine_.psn = rd() & 0xFFFFFFu;
-  mine_.rkey = mr_->rkey;
-  mine_.vaddr = mr_->iova + half_;  // the peer writes into / reads from the second half
-  mine_.gid = gid;
-  mine_.srqn = 0;
+  for (QpSide& q : qps_) {
+    QpRecord& m = q.mine;
+    m.lid = 0;
+    // perftest makes the peer's max_rd_atomic our out_reads (perftest_wire.h).
+    m.out_reads = kConduitReadResponderDepth;
+    m.qpn = conduit_qp_num(q.qp);
+    m.psn = rd() & 0xFFFFFFu;
+    m.rkey = mr_->rkey;
+    // Every QP's peer writes into / reads from the second half (the bandwidth tests do not
+    // look at what lands there).
+    m.vaddr = mr_->iova + half_;
+    m.gid = gid;
+    m.srqn = 0;
+  }
 }
 
-void Session::connect(const QpRecord& peer, uint32_t mtu_bytes) {
+void Session::connect(QpSide& q, uint32_t mtu_bytes) {
+  const QpRecord& peer = q.peer;
   conduit_qp_connect_attr ca{};
   ca.remote_qpn = peer.qpn;
   ca.remote_psn = peer.psn;
-  ca.local_psn = mine_.psn;
+  ca.local_psn = q.mine.psn;
   std::memcpy(ca.remote_gid, peer.gid.data(), 16);
   ca.mtu = CONDUIT_MTU_1024;
   for (uint32_t e = 1; e <= 5; ++e) {
@@ -268,25 +309,27 @@ void Session::connect(const QpRecord& peer, uint32_t mtu_bytes) {
   ca.retry_cnt = 7;
   ca.rnr_retry = 7;
   ca.min_rnr_timer = 12;
-  const int rc = conduit_connect_qp(qp_, &ca);
+  const int rc = conduit_connect_qp(q.qp, &ca);
   if (rc < 0) fail(std::string("conduit_connect_qp: ") + conduit_strerror(rc));
 }
 
-void Session::post_receive(uint64_t size) {
+void Session::post_receive(size_t qi, uint64_t size) {
+  QpSide& q = qps_[qi];
   conduit_sge sge{reinterpret_cast<uint64_t>(rx_area()), static_cast<uint32_t>(size), mr_->lkey};
   conduit_recv_wr wr{};
-  wr.wr_id = rx_posted_;
+  wr.wr_id = uint64_t{qi} << kWrIdQpShift | q.rx_posted;
   wr.sg_list = &sge;
   wr.num_sge = 1;
-  const int rc = conduit_post_recv(qp_, &wr, nullptr);
+  const int rc = conduit_post_recv(q.qp, &wr, nullptr);
   if (rc < 0) fail(std::string("conduit_post_recv: ") + conduit_strerror(rc));
-  ++rx_posted_;
+  ++q.rx_posted;
 }
 
-bool Session::post_one_send(uint64_t size, uint64_t wr_id, bool signaled) {
+bool Session::post_one_send(size_t qi, uint64_t size, uint64_t seq, bool signaled) {
+  QpSide& q = qps_[qi];
   conduit_sge sge{reinterpret_cast<uint64_t>(tx_area()), static_cast<uint32_t>(size), mr_->lkey};
   conduit_send_wr wr{};
-  wr.wr_id = wr_id;
+  wr.wr_id = uint64_t{qi} << kWrIdQpShift | seq;
   wr.sg_list = &sge;
   wr.num_sge = 1;
   wr.send_flags = signaled ? CONDUIT_SEND_SIGNALED : 0;
@@ -303,12 +346,12 @@ bool Session::post_one_send(uint64_t size, uint64_t wr_id, bool signaled) {
       wr.opcode = CONDUIT_WR_RDMA_READ;
       break;
   }
-  wr.remote_addr = peer_.vaddr;
-  wr.rkey = peer_.rkey;
-  const int rc = conduit_post_send(qp_, &wr, nullptr);
+  wr.remote_addr = q.peer.vaddr;
+  wr.rkey = q.peer.rkey;
+  const int rc = conduit_post_send(q.qp, &wr, nullptr);
   if (rc == -ENOMEM) return false;
   if (rc < 0) fail(std::string("conduit_post_send: ") + conduit_strerror(rc));
-  if (signaled) ++tx_outstanding_;
+  if (signaled) ++q.tx_outstanding;
   return true;
 }
 
@@ -324,16 +367,21 @@ void Session::reap() {
              " failed: " + conduit_wc_status_str(c.status) + " (vendor_err " +
              std::to_string(c.vendor_err) + ")");
       }
+      const uint64_t qi = c.wr_id >> kWrIdQpShift;
+      if (qi >= qps_.size()) fail("a completion names no QP of ours");
+      QpSide& q = qps_[qi];
       if (c.opcode == CONDUIT_WC_RECV) {
         if (c.byte_len != rx_size_) {
-          fail("message " + std::to_string(rx_done_) + " has " + std::to_string(c.byte_len) +
-               " bytes, expected " + std::to_string(rx_size_));
+          fail("message " + std::to_string(q.rx_done) + " on QP " + std::to_string(qi) +
+               " has " + std::to_string(c.byte_len) + " bytes, expected " +
+               std::to_string(rx_size_));
         }
         rx_last_ns_ = now_ns();
-        ++rx_done_;
-        if (rx_posted_ < iters_) post_receive(rx_size_);  // the peer sends exactly -n
-      } else if (tx_outstanding_ > 0) {
-        --tx_outstanding_;
+        ++q.rx_done;
+        ++rx_done_total_;
+        if (q.rx_posted < iters_) post_receive(qi, rx_size_);  // each QP's peer sends -n
+      } else if (q.tx_outstanding > 0) {
+        --q.tx_outstanding;
       }
       note_progress();
     }
@@ -348,43 +396,54 @@ void Session::wait_completion(const char* what) {
 }
 
 PerftestReport Session::bw_client(uint64_t size) {
+  // Per QP, as perftest: -n messages each, at most -t in flight (READs: the peer's out_reads),
+  // within the QP's share of the CQ.
   const uint32_t window = std::max<uint32_t>(
       1, std::min<uint32_t>(
-             {o_.effective_tx_depth(), 128,
-              o_.test == TestKind::kReadBw ? std::max<uint32_t>(1, peer_.out_reads) : 128u}));
+             {o_.effective_tx_depth(), 128, cq_share(),
+              o_.test == TestKind::kReadBw ? std::max<uint32_t>(1, peer_out_reads()) : 128u}));
   const auto t0 = std::chrono::steady_clock::now();
-  uint64_t posted = 0;
-  tx_outstanding_ = 0;
+  for (QpSide& q : qps_) q.tx_posted = q.tx_outstanding = 0;
   note_progress();
-  while (posted < iters_ || tx_outstanding_ > 0) {
-    bool queue_full = false;
-    while (posted < iters_ && tx_outstanding_ < window && !queue_full) {
-      queue_full = !post_one_send(size, posted, true);
-      if (!queue_full) ++posted;
+  for (;;) {
+    // Fill every QP's window (round robin, so the QPs start together), then reap.
+    bool busy = false;     // a message still to post or to complete
+    bool can_post = false;  // a QP took a message, or could take one now
+    for (size_t qi = 0; qi < qps_.size(); ++qi) {
+      QpSide& q = qps_[qi];
+      bool queue_full = false;
+      while (q.tx_posted < iters_ && q.tx_outstanding < window && !queue_full) {
+        queue_full = !post_one_send(qi, size, q.tx_posted, true);
+        if (!queue_full) {
+          ++q.tx_posted;
+          can_post = true;
+        }
+      }
+      busy = busy || q.tx_posted < iters_ || q.tx_outstanding > 0;
     }
-    const uint64_t before = tx_outstanding_;
+    if (!busy) break;
+    const uint64_t before = outstanding_total();
     reap();
-    if (tx_outstanding_ == before && tx_outstanding_ > 0 &&
-        (posted == iters_ || tx_outstanding_ >= window || queue_full)) {
-      wait_completion("for the messages sent");
-    }
+    // Nothing completed and nothing more could be posted: sleep on the CQ.
+    if (!can_post && outstanding_total() == before) wait_completion("for the messages sent");
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return rate_report(size, iters_, secs, iters_);
+  return rate_report(size, total_iters(), secs, total_iters());
 }
 
 PerftestReport Session::bw_server(uint64_t size) {
   // The receives of this size were posted before the barrier (kPostReceives). Messages may have
   // come in since, so time from our barrier record (the peer sends once it has it) to the last
   // arrival: completions reaped in a batch would make the first arrival's time meaningless.
+  // Each QP's receives stop at -n, so -n x QPs in all means -n on every QP.
   note_progress();
-  while (rx_done_ < iters_) {
-    const uint64_t before = rx_done_;
+  while (rx_done_total_ < total_iters()) {
+    const uint64_t before = rx_done_total_;
     reap();
-    if (rx_done_ == before) wait_completion("for the peer's messages");
+    if (rx_done_total_ == before) wait_completion("for the peer's messages");
   }
   const double secs = static_cast<double>(rx_last_ns_ - handshake_ns_) / 1e9;
-  return rate_report(size, rx_done_, secs, rx_done_);
+  return rate_report(size, rx_done_total_, secs, rx_done_total_);
 }
 
 LatResult Session::latency(uint64_t size) {
@@ -394,12 +453,13 @@ LatResult Session::latency(uint64_t size) {
   uint8_t* const counter_out = tx_area() + size - 1;
   std::vector<uint64_t> posted_at;
   posted_at.reserve(iters_);
-  tx_outstanding_ = 0;
+  QpSide& q0 = qps_[0];  // latency tests run one QP
+  q0.tx_outstanding = 0;
   note_progress();
 
   // Message k (1..n) of the peer has arrived: its counter (write_lat), or k receives done.
   auto arrived = [&](uint64_t k) {
-    return write ? *counter_in == static_cast<uint8_t>(k) : rx_done_ >= k;
+    return write ? *counter_in == static_cast<uint8_t>(k) : q0.rx_done >= k;
   };
   auto await = [&](uint64_t k) {
     uint32_t spins = 0;
@@ -421,18 +481,18 @@ LatResult Session::latency(uint64_t size) {
   for (uint64_t k = 1; k <= iters_; ++k) {
     if (!starter) await(k);
     // The answers may come back before the ACKs of our messages: keep the send queue short.
-    while (tx_outstanding_ >= kLatSendWindow) {
+    while (q0.tx_outstanding >= kLatSendWindow) {
       reap();
-      if (tx_outstanding_ >= kLatSendWindow) wait_completion("for the messages sent");
+      if (q0.tx_outstanding >= kLatSendWindow) wait_completion("for the messages sent");
     }
     posted_at.push_back(now_ns());
     *counter_out = static_cast<uint8_t>(k);  // perftest's write_lat counter; harmless for SEND
-    if (!post_one_send(size, k, true)) fail("the send queue is full in a ping-pong");
+    if (!post_one_send(0, size, k, true)) fail("the send queue is full in a ping-pong");
     if (starter) await(k);
   }
-  while (tx_outstanding_ > 0) {
+  while (q0.tx_outstanding > 0) {
     reap();
-    if (tx_outstanding_ > 0) wait_completion("for the last messages sent");
+    if (q0.tx_outstanding > 0) wait_completion("for the last messages sent");
   }
   // Like perftest: a sample is the time between two posts (one round trip). The side that
   // starts leaves out its first one: it includes the peer's start-up (perftest measures its
@@ -452,7 +512,7 @@ void Session::close_exchange() {
   // perftest's close: a handshake, then "done" (5 bytes), not waiting for the peer's. A peer
   // that has already closed the socket (ib_write_lat 4.5 exits after its traffic) or resets it
   // is done as well: its traffic is over.
-  const PerftestRecord out = perftest_record(mine_);
+  const PerftestRecord out = perftest_record(qps_[0].mine);
   if (!wire_.write_all(out.data(), out.size(), "closing record", true)) return;
   PerftestRecord in{};
   if (!wire_.read_all(in.data(), in.size(), "closing record", true)) return;
@@ -489,8 +549,8 @@ int Session::run() {
   std::printf("%s", kRule);
   std::printf("                    %s %s Test (conduit-perf --perftest, peer perftest %s)\n",
               verb_name(o_.test), lat ? "Latency" : "BW", peer_version.c_str());
-  std::printf(" Connection type : RC   Mtu : %u[B]   Number of qps : 1   Iterations : %llu\n", mtu,
-              static_cast<unsigned long long>(iters_));
+  std::printf(" Connection type : RC   Mtu : %u[B]   Number of qps : %u   Iterations : %llu\n",
+              mtu, o_.qps, static_cast<unsigned long long>(iters_));
   std::printf("%s", kRule);
 
   size_t next_rx = 0, next_traffic = 0;
@@ -499,20 +559,31 @@ int Session::run() {
   for (const PerftestStep step : plan_.steps) {
     switch (step) {
       case PerftestStep::kConnect:
-        peer_ = handshake("connection record");
-        connect(peer_, mtu);
-        print_record("local", mine_);
-        print_record("remote", peer_);
+        // perftest sends its QPs' records in order and pairs its QP i with ours.
+        for (QpSide& q : qps_) q.peer = handshake(q.mine, "connection record");
+        for (QpSide& q : qps_) {
+          connect(q, mtu);
+          print_record("local", q.mine);
+          print_record("remote", q.peer);
+        }
         break;
       case PerftestStep::kBarrier:
-        handshake("barrier record");
+        handshake(qps_[0].mine, "barrier record");
+        break;
+      case PerftestStep::kRecords:
+        for (const QpSide& q : qps_) handshake(q.mine, "connection record (again)");
         break;
       case PerftestStep::kPostReceives: {
         // Posted before the barrier that lets the peer send (perftest does the same).
         rx_size_ = sizes_.at(next_rx++);
-        rx_posted_ = rx_done_ = 0;
-        const uint64_t depth = std::min<uint64_t>(iters_, o_.effective_rx_depth());
-        while (rx_posted_ < depth) post_receive(rx_size_);
+        rx_done_total_ = 0;
+        const uint64_t depth =
+            std::min<uint64_t>({iters_, o_.effective_rx_depth(), uint64_t{cq_share()}});
+        for (size_t qi = 0; qi < qps_.size(); ++qi) {
+          QpSide& q = qps_[qi];
+          q.rx_posted = q.rx_done = 0;
+          while (q.rx_posted < depth) post_receive(qi, rx_size_);
+        }
         break;
       }
       case PerftestStep::kTraffic: {
@@ -532,9 +603,9 @@ int Session::run() {
         } else {
           last = client_ ? bw_client(size) : bw_server(size);
           print_bw_result(last);
-          if (last.iterations != iters_) {
+          if (last.iterations != total_iters()) {
             fail("received " + std::to_string(last.iterations) + " messages of " +
-                 std::to_string(size) + " B, expected " + std::to_string(iters_));
+                 std::to_string(size) + " B, expected " + std::to_string(total_iters()));
           }
         }
         break;
@@ -544,7 +615,7 @@ int Session::run() {
         PerftestReport mine = last;
         if (!client_) {
           mine.size_bytes = sizes_.back();
-          mine.iterations = iters_;
+          mine.iterations = total_iters();
         }
         const auto out = perftest_report_messages(mine);
         std::array<PerftestU64, kPerftestReportFields> in{};
@@ -554,10 +625,10 @@ int Session::run() {
           std::printf("%s", kRule);
           print_bw_header();
           print_bw_result(last);
-          if (last.iterations != iters_ || last.size_bytes != sizes_.back()) {
+          if (last.iterations != total_iters() || last.size_bytes != sizes_.back()) {
             fail("the peer's run (" + std::to_string(last.iterations) + " x " +
-                 std::to_string(last.size_bytes) + " B) is not ours (" + std::to_string(iters_) +
-                 " x " + std::to_string(sizes_.back()) + " B)");
+                 std::to_string(last.size_bytes) + " B) is not ours (" +
+                 std::to_string(total_iters()) + " x " + std::to_string(sizes_.back()) + " B)");
           }
         }
         break;

@@ -2,11 +2,12 @@
 // ib_write_bw, ib_read_bw, ib_send_lat, ib_write_lat) over perftest's own exchange
 // (perftest_wire.h, whose PerftestPlan orders the steps), either role.
 //
-// One QP, one MR (REMOTE_WRITE|REMOTE_READ) in two halves: ours to send from, and the one we
-// advertise, which the peer writes into or reads from. Bandwidth: one size (-s) or perftest's
-// -a sweep; the client drives the traffic (SEND, WRITE or READ, -n messages, -t in flight), the
-// server of send_bw receives and counts, the server of write_bw/read_bw only answers the
-// exchange and prints the client's report. Latency: one size, a ping-pong of -n messages each
+// -q QPs (bandwidth tests; latency: one) on one CQ, one MR (REMOTE_WRITE|REMOTE_READ) in two
+// halves: ours to send from, and the one every QP advertises, which the peer writes into or
+// reads from. Bandwidth: one size (-s) or perftest's -a sweep; the client drives the traffic
+// (SEND, WRITE or READ, -n messages per QP, -t in flight per QP; #iterations, as perftest
+// prints it, counts all QPs), the server of send_bw receives and counts, the server of
+// write_bw/read_bw only answers the exchange and prints the client's report. Latency: one size, a ping-pong of -n messages each
 // way (write_lat: WRITEs whose last byte counts the round trips, polled in memory; send_lat:
 // SENDs into posted receives); both sides print. Output: perftest's result lines.
 #pragma once

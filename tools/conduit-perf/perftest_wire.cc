@@ -118,6 +118,8 @@ const char* perftest_step_name(PerftestStep s) {
       return "connect";
     case PerftestStep::kBarrier:
       return "barrier";
+    case PerftestStep::kRecords:
+      return "records";
     case PerftestStep::kPostReceives:
       return "receives";
     case PerftestStep::kTraffic:
@@ -134,7 +136,7 @@ bool perftest_plan(TestKind t, bool server, size_t sizes, PerftestPlan& out) {
   using S = PerftestStep;
   if (sizes == 0) return false;
   PerftestPlan p;
-  p.steps = {S::kConnect, S::kBarrier, S::kBarrier};
+  p.steps = {S::kConnect, S::kBarrier, S::kRecords};
   switch (t) {
     case TestKind::kSendBw:
       for (size_t i = 0; i < sizes; ++i) {

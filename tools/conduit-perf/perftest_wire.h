@@ -11,9 +11,10 @@
 //   4. path MTU        2 bytes: the verbs MTU enum as text, "3" + NUL for 1024
 //   5. handshakes     108 bytes each: "%04x:%04x:%06x:%06x:%08x:%016llx:" (LID, out_reads,
 //                     QPN, PSN, rkey, vaddr), the 16 GID bytes as "%02x:", "%08x:" (SRQN),
-//                     NUL. Every one carries the same QP record; after the first they are
-//                     barriers. The order of barriers, traffic and the end is the test's
-//                     PerftestPlan below.
+//                     NUL. With -q N the first N carry QP 0 .. N-1's records; after them a
+//                     handshake is a barrier (QP 0's record), except the one more round of
+//                     N after the first barrier. The order of barriers, traffic and the end
+//                     is the test's PerftestPlan below.
 //   report            write_bw/read_bw: the client's report as 5 messages of 8 bytes, big
 //                     endian: size, iterations (u64), BW peak, BW average [MiB/s], message
 //                     rate [Mpps] (doubles); with -a only once, for the last size
@@ -93,8 +94,9 @@ bool parse_perftest_report(const std::array<PerftestU64, kPerftestReportFields>&
 // What happens on the exchange socket, and when, in one perftest session; perftest_plan() lists
 // it per test and role. Each handshake is one PerftestRecord each way.
 enum class PerftestStep : uint8_t {
-  kConnect,       // the first handshake: the peer's QP record; connect our QP to it
-  kBarrier,       // one more handshake
+  kConnect,       // one handshake per QP: the peer's QP records; connect our QPs to them
+  kBarrier,       // one more handshake (QP 0's record)
+  kRecords,       // one handshake per QP again (perftest prints the peer's QPs after it)
   kPostReceives,  // post the next size's receives (then a barrier tells the peer to send)
   kTraffic,       // the next size's traffic (bandwidth: the client only; latency: both)
   kReport,        // write_bw/read_bw: the client's PerftestReport, 5 x 8 bytes each way
@@ -109,7 +111,9 @@ struct PerftestPlan {
 };
 // The plan of test t for one side, for `sizes` message sizes (1 for -s, 23 for -a). perftest
 // 4.5 (write_lat.c, send_lat.c, send_bw.c, write_bw.c, read_bw.c):
-//   all tests       connect, barrier, barrier (after connecting the QP, the third)
+//   all tests       connect, barrier, records (after connecting the QPs, the third); with
+//                   -q N, connect and records are N handshakes each (perftest loops over its
+//                   QPs there), every barrier one
 //   send_bw         per size: the server posts receives, barrier, traffic; with -a a barrier
 //                   after each size too (RUN_ALL); then close
 //   write/read_bw   the client runs every size; then a barrier (the server waits in it),

@@ -145,11 +145,11 @@ size_t count_of(const std::string& text, const std::string& word) {
 // number, in the same places relative to posting receives and the traffic.
 TEST_CASE("perftest plans: bandwidth tests, one size") {
   CHECK(plan_of(TestKind::kSendBw, true, 1) ==
-        "connect barrier barrier receives barrier traffic close");
-  CHECK(plan_of(TestKind::kSendBw, false, 1) == "connect barrier barrier barrier traffic close");
+        "connect barrier records receives barrier traffic close");
+  CHECK(plan_of(TestKind::kSendBw, false, 1) == "connect barrier records barrier traffic close");
   for (TestKind t : {TestKind::kWriteBw, TestKind::kReadBw}) {
-    CHECK(plan_of(t, true, 1) == "connect barrier barrier barrier report close");
-    CHECK(plan_of(t, false, 1) == "connect barrier barrier traffic barrier report close");
+    CHECK(plan_of(t, true, 1) == "connect barrier records barrier report close");
+    CHECK(plan_of(t, false, 1) == "connect barrier records traffic barrier report close");
   }
 }
 
@@ -163,15 +163,15 @@ TEST_CASE("perftest plans: -a (RUN_ALL), 23 sizes") {
   CHECK(count_of(client, "receives") == 0);
   CHECK(count_of(server, "traffic") == n);
   CHECK(count_of(client, "traffic") == n);
-  CHECK(count_of(server, "barrier") == 2 + 2 * n);
-  CHECK(count_of(client, "barrier") == 2 + 2 * n);
+  CHECK(count_of(server, "barrier") == 1 + 2 * n);
+  CHECK(count_of(client, "barrier") == 1 + 2 * n);
   CHECK(server.rfind("receives barrier traffic barrier close") == server.size() - 38);
   // write_bw/read_bw: no barriers between sizes; the server waits for one final report.
   const std::string w_client = plan_of(TestKind::kWriteBw, false, n);
   CHECK(count_of(w_client, "traffic") == n);
-  CHECK(count_of(w_client, "barrier") == 3);
+  CHECK(count_of(w_client, "barrier") == 2);
   CHECK(w_client.find("traffic traffic") != std::string::npos);
-  CHECK(plan_of(TestKind::kReadBw, true, n) == "connect barrier barrier barrier report close");
+  CHECK(plan_of(TestKind::kReadBw, true, n) == "connect barrier records barrier report close");
 }
 
 TEST_CASE("perftest plans: latency tests") {
@@ -179,15 +179,15 @@ TEST_CASE("perftest plans: latency tests") {
   // write_lat: four handshakes, the server writes first; 4.5 ends without a closing
   // handshake (we offer one and accept a closed socket).
   REQUIRE(perftest_plan(TestKind::kWriteLat, true, 1, p));
-  CHECK(perftest_plan_text(p) == "connect barrier barrier barrier traffic close");
+  CHECK(perftest_plan_text(p) == "connect barrier records barrier traffic close");
   CHECK(p.server_starts);
   REQUIRE(perftest_plan(TestKind::kWriteLat, false, 1, p));
-  CHECK(perftest_plan_text(p) == "connect barrier barrier barrier traffic close");
+  CHECK(perftest_plan_text(p) == "connect barrier records barrier traffic close");
   // send_lat: both sides post their receives before the fourth handshake; the client sends
   // first; ctx_close_connection's handshake and "done" at the end.
   for (bool server : {true, false}) {
     REQUIRE(perftest_plan(TestKind::kSendLat, server, 1, p));
-    CHECK(perftest_plan_text(p) == "connect barrier barrier receives barrier traffic close");
+    CHECK(perftest_plan_text(p) == "connect barrier records receives barrier traffic close");
     CHECK_FALSE(p.server_starts);
   }
   // Not spoken: latency sweeps; no sizes at all.
@@ -225,8 +225,13 @@ TEST_CASE("--perftest options") {
   CHECK_FALSE(parse_args(4, json, o).ok);
   const char* dur[] = {"conduit-perf", "send_lat", "--perftest", "-D", "5"};
   CHECK_FALSE(parse_args(5, dur, o).ok);
-  const char* qps[] = {"conduit-perf", "send_bw", "--perftest", "-q", "2"};
-  CHECK_FALSE(parse_args(5, qps, o).ok);
+  const char* qps[] = {"conduit-perf", "write_bw", "--perftest", "-q", "4"};
+  REQUIRE(parse_args(5, qps, o).ok);  // perftest's -q: the bandwidth tests
+  CHECK(o.qps == 4);
+  const char* many[] = {"conduit-perf", "send_bw", "--perftest", "-q", "65"};
+  CHECK_FALSE(parse_args(5, many, o).ok);  // more than one CQ shares out
+  const char* lat_q[] = {"conduit-perf", "send_lat", "--perftest", "-q", "2"};
+  CHECK_FALSE(parse_args(5, lat_q, o).ok);  // perftest's latency tests run one QP
   const char* val[] = {"conduit-perf", "send_bw", "--perftest=1"};
   CHECK_FALSE(parse_args(3, val, o).ok);
   const char* u[] = {"conduit-perf", "send_bw", "--perftest", "-u", "17"};
