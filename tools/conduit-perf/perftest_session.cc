@@ -372,9 +372,8 @@ void Session::reap() {
       QpSide& q = qps_[qi];
       if (c.opcode == CONDUIT_WC_RECV) {
         if (c.byte_len != rx_size_) {
-          fail("message " + std::to_string(q.rx_done) + " on QP " + std::to_string(qi) +
-               " has " + std::to_string(c.byte_len) + " bytes, expected " +
-               std::to_string(rx_size_));
+          fail("message " + std::to_string(q.rx_done) + " on QP " + std::to_string(qi) + " has " +
+               std::to_string(c.byte_len) + " bytes, expected " + std::to_string(rx_size_));
         }
         rx_last_ns_ = now_ns();
         ++q.rx_done;
@@ -407,7 +406,7 @@ PerftestReport Session::bw_client(uint64_t size) {
   note_progress();
   for (;;) {
     // Fill every QP's window (round robin, so the QPs start together), then reap.
-    bool busy = false;     // a message still to post or to complete
+    bool busy = false;      // a message still to post or to complete
     bool can_post = false;  // a QP took a message, or could take one now
     for (size_t qi = 0; qi < qps_.size(); ++qi) {
       QpSide& q = qps_[qi];
@@ -549,8 +548,8 @@ int Session::run() {
   std::printf("%s", kRule);
   std::printf("                    %s %s Test (conduit-perf --perftest, peer perftest %s)\n",
               verb_name(o_.test), lat ? "Latency" : "BW", peer_version.c_str());
-  std::printf(" Connection type : RC   Mtu : %u[B]   Number of qps : %u   Iterations : %llu\n",
-              mtu, o_.qps, static_cast<unsigned long long>(iters_));
+  std::printf(" Connection type : RC   Mtu : %u[B]   Number of qps : %u   Iterations : %llu\n", mtu,
+              o_.qps, static_cast<unsigned long long>(iters_));
   std::printf("%s", kRule);
 
   size_t next_rx = 0, next_traffic = 0;

@@ -7,9 +7,10 @@
 // reads from. Bandwidth: one size (-s) or perftest's -a sweep; the client drives the traffic
 // (SEND, WRITE or READ, -n messages per QP, -t in flight per QP; #iterations, as perftest
 // prints it, counts all QPs), the server of send_bw receives and counts, the server of
-// write_bw/read_bw only answers the exchange and prints the client's report. Latency: one size, a ping-pong of -n messages each
-// way (write_lat: WRITEs whose last byte counts the round trips, polled in memory; send_lat:
-// SENDs into posted receives); both sides print. Output: perftest's result lines.
+// write_bw/read_bw only answers the exchange and prints the client's report. Latency: one size, a
+// ping-pong of -n messages each way (write_lat: WRITEs whose last byte counts the round trips,
+// polled in memory; send_lat: SENDs into posted receives); both sides print. Output: perftest's
+// result lines.
 #pragma once
 
 #include "perf_options.h"
