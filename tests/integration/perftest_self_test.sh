@@ -6,7 +6,8 @@
 #   1. write_lat and send_lat, 64 B x 300 round trips (write_lat's one-byte counter wraps);
 #   2. send_bw and write_bw with -a (2 B .. 8 MiB, 5 messages per size);
 #   3. read_bw, one size;
-#   4. perftest's -q: send_bw, write_bw and read_bw on 4 QPs (-n per QP).
+#   4. perftest's -q: send_bw, write_bw and read_bw on 4 QPs (-n per QP);
+#   5. perftest's -D: send_bw and write_bw for 4 s on 2 QPs (1 s margins: 2 s sampled).
 # Both sides must succeed and print the same "#bytes #iterations". Root only (exit 77
 # otherwise); everything is removed on exit.
 #
@@ -52,5 +53,15 @@ for t in send_bw write_bw read_bw; do
   # perftest's #iterations counts every QP's -n.
   check_side "$t -q 4" client 4096 800 1
   check_side "$t -q 4" server 4096 800 1
+done
+for t in send_bw write_bw; do
+  echo "== $t --perftest -D 4 -q 2 -s 4096"
+  perf_pair 60 "$t" --perftest -D 4 -q 2 -s 4096 -W 20 >/dev/null || fail "$t -D 4 failed"
+  for side in client server; do
+    grep -q "Duration : 4\[sec\]" "$work/$side.out" || fail "$t -D 4: the $side did not run -D"
+    # A count of its own (send_bw's server) or the client's, never 0.
+    grep -Eq "^ *4096 +[1-9][0-9]* +[0-9]" "$work/$side.out" ||
+      fail "$t -D 4: no 4096 B result with messages counted from the $side"
+  done
 done
 echo "PASS"

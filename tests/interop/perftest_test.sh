@@ -14,9 +14,11 @@
 #      with -a is read_bw's; PERFTEST_SWEEP_TESTS adds it (the VM as client). The sweeps with
 #      conduit sending 8 MiB messages to the VM are not run (nor tried): the emulated NIC's
 #      queue already overflowed under 128 x 4 KiB in flight (see -t below);
-#   4. perftest's -q: each bandwidth test in both roles on PERFTEST_QPS (3) QPs,
+#   4. perftest's -D: each bandwidth test in both roles for PERFTEST_DURATION (4) s on 2 QPs
+#      (0 skips it; PERFTEST_DURATION_TESTS picks the tests);
+#   5. perftest's -q: each bandwidth test in both roles on PERFTEST_QPS (3) QPs,
 #      PERFTEST_SIZE B x PERFTEST_QPS_ITERS (100) messages per QP (1 skips it);
-#   5. with PERFTEST_LOSS_PPM (default 10000 = 1 %) > 0, step 1 again with that share of the
+#   6. with PERFTEST_LOSS_PPM (default 10000 = 1 %) > 0, step 1 again with that share of the
 #      RoCE frames (ACKs included) dropped both ways by the tc eBPF drop program next to c.
 #
 # Both sides of every step must succeed and print the same "#bytes #iterations" (perftest's
@@ -43,16 +45,21 @@ lat_iters=${PERFTEST_LAT_ITERS:-300}
 sweep_iters=${PERFTEST_SWEEP_ITERS:-5}
 qps=${PERFTEST_QPS:-3}
 qps_iters=${PERFTEST_QPS_ITERS:-100}
+duration=${PERFTEST_DURATION:-4}
+duration_tests=${PERFTEST_DURATION_TESTS-send_bw write_bw read_bw}
+((duration > 0)) || duration_tests=
 bw_tests=${PERFTEST_TESTS-send_bw write_bw read_bw}
 lat_tests=${PERFTEST_LAT_TESTS-write_lat send_lat}
 sweep_tests=${PERFTEST_SWEEP_TESTS-send_bw read_bw}
 ((sweep_iters > 0)) || sweep_tests=
 
-# A step's size argument: "-s N", or "-a" for the sweep (SIZE "all").
+# A step's size argument: "-s N", or "-a" for the sweep (SIZE "all"); its count: "-n N", or
+# "-D S" for perftest's duration mode (ITERS "DS").
 size_args() { if [[ $1 == all ]]; then echo "-a"; else echo "-s $1"; fi; }
+iter_args() { if [[ $1 == D* ]]; then echo "-D ${1#D}"; else echo "-n $1"; fi; }
 
 interop_vm_step() { # NAME ROLE LOSS TEST SIZE ITERS [QPS]
-  echo "$1 $2 ib_$4 -d rxe0 -x 1 -F -m 1024 -u 17 $(size_args "$5") -n $6${7:+ -q $7}"
+  echo "$1 $2 ib_$4 -d rxe0 -x 1 -F -m 1024 -u 17 $(size_args "$5") $(iter_args "$6")${7:+ -q $7}"
 }
 interop_host_step() { # NAME ROLE LOSS TEST SIZE ITERS [QPS]
   # -t 16: at most 64 packets in flight. A go-back-N round of perftest's 128 x 4 packets floods
@@ -62,7 +69,9 @@ interop_host_step() { # NAME ROLE LOSS TEST SIZE ITERS [QPS]
   # exceeded", seen twice in ~10 runs with -u 14).
   local sizes=(-s "$5")
   [[ $5 == all ]] && sizes=(-a)
-  local args=("$4" --perftest -S "$work/c.sock" -x "$conduit_ip" "${sizes[@]}" -n "$6" -m 1024
+  local iters
+  read -ra iters <<<"$(iter_args "$6")"
+  local args=("$4" --perftest -S "$work/c.sock" -x "$conduit_ip" "${sizes[@]}" "${iters[@]}" -m 1024
     -t 16 -u 17 -W 40)
   [[ -z ${7:-} ]] || args+=(-q "$7")
   [[ $2 == server ]] && args+=("$RXE_VM_IP") # the VM serves: we are the client
@@ -90,6 +99,11 @@ for loss in "${losses[@]}"; do
     [[ $t == read_bw ]] && role=server || role=client # the VM sends the data
     plan+=("sweep-$t-vm$role $role $loss $t all $sweep_iters")
   done
+  for t in $duration_tests; do
+    for role in server client; do
+      plan+=("duration-$t-vm$role $role $loss $t $size D$duration 2")
+    done
+  done
   ((qps > 1)) || continue
   for t in $bw_tests; do
     for role in server client; do
@@ -109,7 +123,11 @@ vm_step_out() {
 for p in "${plan[@]}"; do
   read -r name _ _ t s n q <<<"$p"
   grep -q "=== $name rc=0" "$work/vm.out" || fail "perftest failed in step $name"
-  n=$((n * ${q:-1})) # perftest's #iterations counts every QP's -n
+  if [[ $n == D* ]]; then
+    n='[1-9][0-9]*' # -D: what each side counted (send_bw's server its own), never 0
+  else
+    n=$((n * ${q:-1})) # perftest's #iterations counts every QP's -n
+  fi
   [[ $s == all ]] && s=8388608
   result_re="^ *$s +$n +[0-9]"
   grep -Eq "$result_re" "$work/$name.host" || fail "no '$s $n' result from conduit in $name"

@@ -338,8 +338,9 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
     }
   }
   if (o.perftest) {
-    if (o.bidirectional || o.duration_s != 0) {
-      return fail("--perftest runs -n iterations, one direction (no -b, no -D)");
+    if (o.bidirectional) return fail("--perftest runs one direction (no -b)");
+    if (o.duration_s != 0 && (is_latency(o.test) || o.sweep)) {
+      return fail("--perftest runs -D with the bandwidth tests and one size (-s)");
     }
     if (o.qps > kPerftestMaxQps) {
       return fail("--perftest runs at most " + std::to_string(kPerftestMaxQps) + " QPs (-q)");
@@ -403,10 +404,10 @@ Options:
                          the peer may be stock ib_send_bw, ib_write_bw,
                          ib_read_bw, ib_send_lat or ib_write_lat (e.g. on rxe or
                          a RoCE NIC); both roles, -n iterations (5 or more; per
-                         QP), -s one size or (bw tests) -a, bw tests -q up to 64
-                         QPs; perftest does not tell the server the client's
-                         -s/-a/-n/-q: give both the same. Not with -b, -D, -c,
-                         -e, -Q, -J
+                         QP) or (bw tests, one size) -D seconds, -s one size or
+                         (bw tests) -a, bw tests -q up to 64 QPs; perftest does
+                         not tell the server the client's -s/-a/-n/-D/-q: give
+                         both the same. Not with -b, -c, -e, -Q, -J
   --cm SERVICE           connect the QPs through conduitd's connection manager:
                          the server listens on SERVICE, the client connects to
                          it at the server's -x address (TCP still carries the

@@ -98,6 +98,56 @@ class Wire {
   int timeout_ms_;
 };
 
+// perftest's -D: from `start`, a warm-up margin of D/4 whole seconds, the sampled part, the same
+// margin again, then the end; what completes in the sampled part is the result.
+struct DurationWindow {
+  uint64_t sample_begin_ns = 0;
+  uint64_t sample_end_ns = 0;
+  uint64_t end_ns = 0;
+};
+DurationWindow duration_window(uint64_t start_ns, uint32_t duration_s) {
+  const uint64_t margin_ns = uint64_t{duration_s / 4} * 1'000'000'000ull;
+  DurationWindow w;
+  w.end_ns = start_ns + uint64_t{duration_s} * 1'000'000'000ull;
+  w.sample_begin_ns = start_ns + margin_ns;
+  w.sample_end_ns = w.end_ns - margin_ns;
+  return w;
+}
+
+// A count sampled over a DurationWindow: feed it the clock and the running count.
+class DurationSample {
+ public:
+  explicit DurationSample(const DurationWindow& w) : w_(w) {}
+  // False once the window has ended.
+  bool update(uint64_t now_ns, uint64_t count) {
+    if (!begun_ && now_ns >= w_.sample_begin_ns) {
+      begun_ = true;
+      begin_ns_ = now_ns;
+      begin_count_ = count;
+    }
+    if (begun_ && !ended_ && now_ns >= w_.sample_end_ns) {
+      ended_ = true;
+      end_ns_ = now_ns;
+      end_count_ = count;
+    }
+    return now_ns < w_.end_ns;
+  }
+  uint64_t count() const { return ended_ ? end_count_ - begin_count_ : 0; }
+  double seconds() const { return ended_ ? static_cast<double>(end_ns_ - begin_ns_) / 1e9 : 0; }
+  // Milliseconds to sleep at most: up to the next boundary, within [1, 100].
+  int wait_ms(uint64_t now_ns) const {
+    const uint64_t next = !begun_ ? w_.sample_begin_ns : !ended_ ? w_.sample_end_ns : w_.end_ns;
+    const uint64_t ms = next > now_ns ? (next - now_ns) / 1'000'000 : 0;
+    return static_cast<int>(std::clamp<uint64_t>(ms, 1, 100));
+  }
+
+ private:
+  DurationWindow w_;
+  bool begun_ = false;
+  bool ended_ = false;
+  uint64_t begin_ns_ = 0, end_ns_ = 0, begin_count_ = 0, end_count_ = 0;
+};
+
 const char* verb_name(TestKind t) {
   switch (t) {
     case TestKind::kSendBw:
@@ -197,6 +247,12 @@ class Session {
   void reap();
   // Waits for a completion, at most the timeout; fails without one.
   void wait_completion(const char* what);
+  // -D: waits for a completion at most `ms`; fails only when nothing has moved for -W s.
+  void wait_completion_for(int ms, const char* what) {
+    const int w = conduit_wait_cq(cq_, ms);
+    if (w < 0) fail(std::string("conduit_wait_cq: ") + conduit_strerror(w));
+    check_stalled(what);
+  }
   void note_progress() { last_progress_ns_ = now_ns(); }
   void check_stalled(const char* what) const {
     if (now_ns() - last_progress_ns_ > uint64_t{o_.timeout_s} * 1'000'000'000ull) {
@@ -225,6 +281,7 @@ class Session {
   const PerfOptions& o_;
   Wire wire_;
   const bool client_;
+  const bool duration_ = o_.duration_s != 0;  // -D: for a time instead of -n messages
   PerftestPlan plan_{};
   std::vector<uint64_t> sizes_;
   uint64_t iters_ = 0;
@@ -236,8 +293,9 @@ class Session {
   // The size being received, and its receives completed on all QPs.
   uint64_t rx_size_ = 0;
   uint64_t rx_done_total_ = 0;
-  uint64_t rx_last_ns_ = 0;    // when the last message arrived
-  uint64_t handshake_ns_ = 0;  // when we sent our latest handshake record
+  uint64_t tx_done_total_ = 0;  // send completions, all QPs
+  uint64_t rx_last_ns_ = 0;     // when the last message arrived
+  uint64_t handshake_ns_ = 0;   // when we sent our latest handshake record
   uint64_t last_progress_ns_ = 0;
 };
 
@@ -378,9 +436,11 @@ void Session::reap() {
         rx_last_ns_ = now_ns();
         ++q.rx_done;
         ++rx_done_total_;
-        if (q.rx_posted < iters_) post_receive(qi, rx_size_);  // each QP's peer sends -n
+        // Each QP's peer sends -n, or (-D) until its time is up.
+        if (duration_ || q.rx_posted < iters_) post_receive(qi, rx_size_);
       } else if (q.tx_outstanding > 0) {
         --q.tx_outstanding;
+        ++tx_done_total_;
       }
       note_progress();
     }
@@ -404,14 +464,17 @@ PerftestReport Session::bw_client(uint64_t size) {
   const auto t0 = std::chrono::steady_clock::now();
   for (QpSide& q : qps_) q.tx_posted = q.tx_outstanding = 0;
   note_progress();
+  DurationSample sample(duration_window(now_ns(), o_.duration_s));
   for (;;) {
+    // -D: post until the time is up, counting what completes in the sampled part.
+    if (duration_ && !sample.update(now_ns(), tx_done_total_)) break;
     // Fill every QP's window (round robin, so the QPs start together), then reap.
     bool busy = false;      // a message still to post or to complete
     bool can_post = false;  // a QP took a message, or could take one now
     for (size_t qi = 0; qi < qps_.size(); ++qi) {
       QpSide& q = qps_[qi];
       bool queue_full = false;
-      while (q.tx_posted < iters_ && q.tx_outstanding < window && !queue_full) {
+      while ((duration_ || q.tx_posted < iters_) && q.tx_outstanding < window && !queue_full) {
         queue_full = !post_one_send(qi, size, q.tx_posted, true);
         if (!queue_full) {
           ++q.tx_posted;
@@ -424,7 +487,22 @@ PerftestReport Session::bw_client(uint64_t size) {
     const uint64_t before = outstanding_total();
     reap();
     // Nothing completed and nothing more could be posted: sleep on the CQ.
-    if (!can_post && outstanding_total() == before) wait_completion("for the messages sent");
+    if (!can_post && outstanding_total() == before) {
+      if (duration_) {
+        wait_completion_for(sample.wait_ms(now_ns()), "for the messages sent");
+      } else {
+        wait_completion("for the messages sent");
+      }
+    }
+  }
+  if (duration_) {
+    // Time is up: let what is in flight complete (the peer still takes it), then report.
+    while (outstanding_total() > 0) {
+      const uint64_t before = outstanding_total();
+      reap();
+      if (outstanding_total() == before) wait_completion("for the last messages sent");
+    }
+    return rate_report(size, sample.count(), sample.seconds(), sample.count());
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return rate_report(size, total_iters(), secs, total_iters());
@@ -436,6 +514,24 @@ PerftestReport Session::bw_server(uint64_t size) {
   // arrival: completions reaped in a batch would make the first arrival's time meaningless.
   // Each QP's receives stop at -n, so -n x QPs in all means -n on every QP.
   note_progress();
+  if (duration_) {
+    // -D, as perftest's server: the clock starts with the first message.
+    while (rx_done_total_ == 0) {
+      reap();
+      if (rx_done_total_ == 0) wait_completion("for the peer's first message");
+    }
+    DurationSample sample(duration_window(now_ns(), o_.duration_s));
+    for (;;) {
+      const uint64_t now = now_ns();
+      if (!sample.update(now, rx_done_total_)) break;
+      const uint64_t before = rx_done_total_;
+      reap();
+      if (rx_done_total_ == before) {
+        wait_completion_for(sample.wait_ms(now), "waiting for the peer's messages");
+      }
+    }
+    return rate_report(size, sample.count(), sample.seconds(), sample.count());
+  }
   while (rx_done_total_ < total_iters()) {
     const uint64_t before = rx_done_total_;
     reap();
@@ -548,8 +644,13 @@ int Session::run() {
   std::printf("%s", kRule);
   std::printf("                    %s %s Test (conduit-perf --perftest, peer perftest %s)\n",
               verb_name(o_.test), lat ? "Latency" : "BW", peer_version.c_str());
-  std::printf(" Connection type : RC   Mtu : %u[B]   Number of qps : %u   Iterations : %llu\n", mtu,
-              o_.qps, static_cast<unsigned long long>(iters_));
+  if (duration_) {
+    std::printf(" Connection type : RC   Mtu : %u[B]   Number of qps : %u   Duration : %u[sec]\n",
+                mtu, o_.qps, o_.duration_s);
+  } else {
+    std::printf(" Connection type : RC   Mtu : %u[B]   Number of qps : %u   Iterations : %llu\n",
+                mtu, o_.qps, static_cast<unsigned long long>(iters_));
+  }
   std::printf("%s", kRule);
 
   size_t next_rx = 0, next_traffic = 0;
@@ -576,8 +677,8 @@ int Session::run() {
         // Posted before the barrier that lets the peer send (perftest does the same).
         rx_size_ = sizes_.at(next_rx++);
         rx_done_total_ = 0;
-        const uint64_t depth =
-            std::min<uint64_t>({iters_, o_.effective_rx_depth(), uint64_t{cq_share()}});
+        const uint64_t depth = std::min<uint64_t>(
+            {duration_ ? UINT64_MAX : iters_, o_.effective_rx_depth(), uint64_t{cq_share()}});
         for (size_t qi = 0; qi < qps_.size(); ++qi) {
           QpSide& q = qps_[qi];
           q.rx_posted = q.rx_done = 0;
@@ -602,7 +703,7 @@ int Session::run() {
         } else {
           last = client_ ? bw_client(size) : bw_server(size);
           print_bw_result(last);
-          if (last.iterations != total_iters()) {
+          if (!duration_ && last.iterations != total_iters()) {
             fail("received " + std::to_string(last.iterations) + " messages of " +
                  std::to_string(size) + " B, expected " + std::to_string(total_iters()));
           }
@@ -624,7 +725,9 @@ int Session::run() {
           std::printf("%s", kRule);
           print_bw_header();
           print_bw_result(last);
-          if (last.iterations != total_iters() || last.size_bytes != sizes_.back()) {
+          // -D: the client's count is its own; only the size is ours to compare.
+          if ((!duration_ && last.iterations != total_iters()) ||
+              last.size_bytes != sizes_.back()) {
             fail("the peer's run (" + std::to_string(last.iterations) + " x " +
                  std::to_string(last.size_bytes) + " B) is not ours (" +
                  std::to_string(total_iters()) + " x " + std::to_string(sizes_.back()) + " B)");

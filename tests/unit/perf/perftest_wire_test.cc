@@ -224,7 +224,13 @@ TEST_CASE("--perftest options") {
   const char* json[] = {"conduit-perf", "write_lat", "--perftest", "-J"};
   CHECK_FALSE(parse_args(4, json, o).ok);
   const char* dur[] = {"conduit-perf", "send_lat", "--perftest", "-D", "5"};
-  CHECK_FALSE(parse_args(5, dur, o).ok);
+  CHECK_FALSE(parse_args(5, dur, o).ok);  // perftest's latency -D prints other columns
+  const char* dur_bw[] = {"conduit-perf", "write_bw", "--perftest", "-D", "5", "-s", "4096"};
+  REQUIRE(parse_args(7, dur_bw, o).ok);
+  CHECK(o.duration_s == 5);
+  CHECK(o.effective_iterations() == 0);
+  const char* dur_all[] = {"conduit-perf", "send_bw", "--perftest", "-D", "5", "-a"};
+  CHECK_FALSE(parse_args(6, dur_all, o).ok);
   const char* qps[] = {"conduit-perf", "write_bw", "--perftest", "-q", "4"};
   REQUIRE(parse_args(5, qps, o).ok);  // perftest's -q: the bandwidth tests
   CHECK(o.qps == 4);
