@@ -3,7 +3,8 @@
 # exchange (tools/conduit-perf/perftest_wire.h) in both roles at once, without the rxe VM, so
 # the sessions' steps and traffic loops are covered by the integration suite. Whether the
 # exchange is perftest's is the interop test's job (tests/interop/perftest_test.sh):
-#   1. write_lat and send_lat, 64 B x 300 round trips (write_lat's one-byte counter wraps);
+#   1. write_lat, send_lat and read_lat, 64 B x 300 round trips (write_lat's one-byte counter
+#      wraps); read_lat also in conduit-perf's own mode, byte-checked (--check);
 #   2. send_bw and write_bw with -a (2 B .. 8 MiB, 5 messages per size);
 #   3. read_bw, one size;
 #   4. perftest's -q: send_bw, write_bw and read_bw on 4 QPs (-n per QP);
@@ -28,12 +29,22 @@ check_side() {
   grep -Eq "^ *$3 +$4 +[0-9]" "$work/$2.out" || fail "$1: no '$3 $4' result from the $2"
 }
 
-for t in write_lat send_lat; do
+for t in write_lat send_lat read_lat; do
   echo "== $t --perftest -s 64 -n 300"
   perf_pair 60 "$t" --perftest -s 64 -n 300 -W 20 >/dev/null || fail "$t failed"
   check_side "$t" client 64 300 1
-  check_side "$t" server 64 300 1
+  if [[ $t == read_lat ]]; then
+    # ib_read_lat's server prints no result (the READs need nothing of it), but it must have
+    # waited for the client: its close handshake comes after the client's READs.
+    grep -Eq "^ *64 +300 +[0-9]" "$work/server.out" && fail "read_lat: the server printed a result"
+  else
+    check_side "$t" server 64 300 1
+  fi
 done
+echo "== read_lat (conduit-perf's own exchange) -s 64,65536 -n 200 --check"
+perf_pair 60 read_lat -s 64,65536 -n 200 --check -W 20 >/dev/null || fail "read_lat --check failed"
+[[ $(grep -c 'check: OK' "$work/client.out") -eq 2 ]] || fail "read_lat: not every size checked OK"
+check_side "read_lat --check" client 65536 200 2
 for t in send_bw write_bw; do
   echo "== $t --perftest -a -n 5"
   perf_pair 120 "$t" --perftest -a -n 5 -t 16 -W 20 >/dev/null || fail "$t -a failed"

@@ -16,7 +16,7 @@ struct TestNameEntry {
 constexpr TestNameEntry kTestNames[] = {
     {TestKind::kSendBw, "send_bw"},     {TestKind::kWriteBw, "write_bw"},
     {TestKind::kReadBw, "read_bw"},     {TestKind::kSendLat, "send_lat"},
-    {TestKind::kWriteLat, "write_lat"},
+    {TestKind::kWriteLat, "write_lat"}, {TestKind::kReadLat, "read_lat"},
 };
 
 bool parse_u64(std::string_view s, uint64_t& out) {
@@ -306,11 +306,11 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
     return r;
   }
   if (positional.empty()) {
-    return fail("name a test: send_bw, write_bw, read_bw, send_lat or write_lat");
+    return fail("name a test: send_bw, write_bw, read_bw, send_lat, write_lat or read_lat");
   }
   if (!parse_test_name(positional[0], o.test)) {
     return fail("unknown test '" + std::string(positional[0]) +
-                "' (send_bw, write_bw, read_bw, send_lat, write_lat)");
+                "' (send_bw, write_bw, read_bw, send_lat, write_lat, read_lat)");
   }
   have_test = true;
   if (positional.size() > 2) {
@@ -372,7 +372,7 @@ Usage:
   conduit-perf TEST [options]          server: waits for one client
   conduit-perf TEST SERVER [options]   client: connects to SERVER (TCP, port 18515)
 
-TEST: send_bw write_bw read_bw (bandwidth), send_lat write_lat (latency).
+TEST: send_bw write_bw read_bw (bandwidth), send_lat write_lat read_lat (latency).
 The client chooses the parameters and sends them to the server, so the
 server needs only the test name (and --socket/--gid where they differ).
 
@@ -402,7 +402,7 @@ Options:
   -u, --qp-timeout N     --perftest: local ACK timeout 4.096 us * 2^N (14)
   --perftest             speak perftest's own TCP exchange instead of ours, so
                          the peer may be stock ib_send_bw, ib_write_bw,
-                         ib_read_bw, ib_send_lat or ib_write_lat (e.g. on rxe or
+                         ib_read_bw, ib_send_lat, ib_write_lat or ib_read_lat (e.g. on rxe or
                          a RoCE NIC); both roles, -n iterations (5 or more; per
                          QP) or (bw tests, one size) -D seconds, -s one size or
                          (bw tests) -a, bw tests -q up to 64 QPs; perftest does
@@ -421,7 +421,8 @@ Output (like perftest): bandwidth lines
   #bytes #iterations BW peak[Gb/sec] BW average[Gb/sec] MsgRate[Mpps]
   (--perftest: [MB/sec], perftest's default; its write_bw/read_bw server
   prints the client's report, of the last size with -a)
-latency lines (one-way = round trip / 2, as perftest reports)
+latency lines (one-way = round trip / 2, as perftest reports; read_lat: the
+  READ's whole round trip, as ib_read_lat reports)
   #bytes #iterations t_min t_max t_typical t_avg t_stdev t_99 t_99.9 [usec]
 Exit status: 0 on success, 1 on an error or a --check mismatch, 2 on bad usage.
 )";

@@ -15,11 +15,13 @@
 
 namespace conduit::perf {
 
-enum class TestKind : uint8_t { kSendBw, kWriteBw, kReadBw, kSendLat, kWriteLat };
+enum class TestKind : uint8_t { kSendBw, kWriteBw, kReadBw, kSendLat, kWriteLat, kReadLat };
 
 const char* test_name(TestKind t);                        // "send_bw", ...
 bool parse_test_name(std::string_view s, TestKind& out);  // false: unknown name
-inline bool is_latency(TestKind t) { return t == TestKind::kSendLat || t == TestKind::kWriteLat; }
+inline bool is_latency(TestKind t) {
+  return t == TestKind::kSendLat || t == TestKind::kWriteLat || t == TestKind::kReadLat;
+}
 
 // Message sizes: 2 B .. 8 MiB for the -a sweep (perftest's range); -s accepts 1 B .. 1 GiB.
 inline constexpr uint64_t kSweepMinBytes = 2;

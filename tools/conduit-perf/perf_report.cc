@@ -20,8 +20,6 @@ uint64_t percentile(const std::vector<uint64_t>& sorted, double q) {
   return sorted[rank - 1];
 }
 
-double half_us(double rtt_ns) { return rtt_ns / 2.0 / 1000.0; }
-
 }  // namespace
 
 BwResult make_bw_result(uint64_t size_bytes, uint64_t messages, uint64_t elapsed_ns,
@@ -45,7 +43,10 @@ BwResult combine_bidirectional(const BwResult& a, const BwResult& b) {
   return r;
 }
 
-LatResult make_lat_result(uint64_t size_bytes, std::vector<uint64_t> rtt_ns) {
+LatResult make_lat_result(uint64_t size_bytes, std::vector<uint64_t> rtt_ns,
+                          bool whole_round_trip) {
+  const double per_sample = whole_round_trip ? 1.0 : 2.0;
+  const auto sample_us = [per_sample](double ns) { return ns / per_sample / 1000.0; };
   LatResult r;
   r.size_bytes = size_bytes;
   r.iterations = rtt_ns.size();
@@ -58,13 +59,13 @@ LatResult make_lat_result(uint64_t size_bytes, std::vector<uint64_t> rtt_ns) {
   for (uint64_t v : rtt_ns)
     var += (static_cast<double>(v) - mean) * (static_cast<double>(v) - mean);
   var /= static_cast<double>(rtt_ns.size());
-  r.min_us = half_us(static_cast<double>(rtt_ns.front()));
-  r.max_us = half_us(static_cast<double>(rtt_ns.back()));
-  r.typical_us = half_us(static_cast<double>(percentile(rtt_ns, 0.5)));
-  r.avg_us = half_us(mean);
-  r.stdev_us = half_us(std::sqrt(var));
-  r.p99_us = half_us(static_cast<double>(percentile(rtt_ns, 0.99)));
-  r.p999_us = half_us(static_cast<double>(percentile(rtt_ns, 0.999)));
+  r.min_us = sample_us(static_cast<double>(rtt_ns.front()));
+  r.max_us = sample_us(static_cast<double>(rtt_ns.back()));
+  r.typical_us = sample_us(static_cast<double>(percentile(rtt_ns, 0.5)));
+  r.avg_us = sample_us(mean);
+  r.stdev_us = sample_us(std::sqrt(var));
+  r.p99_us = sample_us(static_cast<double>(percentile(rtt_ns, 0.99)));
+  r.p999_us = sample_us(static_cast<double>(percentile(rtt_ns, 0.999)));
   return r;
 }
 

@@ -33,8 +33,10 @@ struct LatResult {
   double min_us = 0, max_us = 0, typical_us = 0, avg_us = 0, stdev_us = 0, p99_us = 0, p999_us = 0;
 };
 
-// rtt_ns: one round trip per sample. Sorts a copy; empty input gives zeros.
-LatResult make_lat_result(uint64_t size_bytes, std::vector<uint64_t> rtt_ns);
+// rtt_ns: one round trip per sample, reported one way (halved) unless `whole_round_trip`
+// (READ latency, as perftest's ib_read_lat). Sorts a copy; empty input gives zeros.
+LatResult make_lat_result(uint64_t size_bytes, std::vector<uint64_t> rtt_ns,
+                          bool whole_round_trip = false);
 
 std::string bw_header();
 std::string bw_line(const BwResult& r);

@@ -277,6 +277,10 @@ Roles roles_for(TestKind t, bool bidirectional, bool client) {
     case TestKind::kWriteLat:
       r.sends = r.peer_sends = true;
       break;
+    case TestKind::kReadLat:  // the client READs, the server's memory answers
+      r.sends = client;
+      r.peer_sends = !client;
+      break;
   }
   return r;
 }
@@ -527,7 +531,8 @@ bool Session::post_one(uint32_t qi, uint64_t seq, uint64_t size, size_t size_ind
       src[size - 1] = round_marker(seq);
       break;
     }
-    case TestKind::kReadBw: {
+    case TestKind::kReadBw:
+    case TestKind::kReadLat: {
       wr.opcode = CONDUIT_WR_RDMA_READ;
       sge.addr = reinterpret_cast<uint64_t>(base + layout_.rx_offset(rx_slot));
       wr.remote_addr = q.remote.vaddr + layout_.tx_offset(tx_slot);
@@ -545,7 +550,8 @@ bool Session::post_one(uint32_t qi, uint64_t seq, uint64_t size, size_t size_ind
 void Session::prepare_size(size_t size_index, uint64_t size) {
   for (uint32_t qi = 0; qi < p_.qps; ++qi) {
     uint8_t* base = ep_.buffer(qi);
-    if (p_.test == TestKind::kReadBw && roles_.peer_sends) {
+    const bool read = p_.test == TestKind::kReadBw || p_.test == TestKind::kReadLat;
+    if (read && roles_.peer_sends) {
       for (uint32_t s = 0; s < layout_.tx_slots; ++s) {
         if (p_.check) {
           fill_pattern(base + layout_.tx_offset(s), size, read_source_seed(qi, size_index, s));
@@ -555,7 +561,7 @@ void Session::prepare_size(size_t size_index, uint64_t size) {
     if ((p_.test == TestKind::kWriteBw || p_.test == TestKind::kWriteLat) && roles_.peer_sends) {
       std::memset(base + layout_.rx_offset(0), 0, layout_.rx_slots * layout_.slot_bytes);
     }
-    if (p_.test == TestKind::kReadBw && p_.check) {
+    if (read && p_.check) {
       std::memset(base + layout_.rx_offset(0), 0, layout_.rx_slots * layout_.slot_bytes);
     }
     QpSide& q = ep_.qps()[qi];
@@ -825,6 +831,7 @@ void Session::run_lat(size_t size_index, uint64_t size) {
   uint8_t* base = ep_.buffer(0);
   volatile uint8_t* const marker = base + layout_.rx_offset(0) + size - 1;
   const bool write = p_.test == TestKind::kWriteLat;
+  const bool read = p_.test == TestKind::kReadLat;
   std::vector<uint64_t> rtt_ns;
   if (pinger && p_.iterations != 0) rtt_ns.reserve(p_.iterations);
   const uint64_t deadline_ns = now_ns() + uint64_t{p_.duration_s} * 1'000'000'000ull;
@@ -917,6 +924,31 @@ void Session::run_lat(size_t size_index, uint64_t size) {
   };
 
   for (;;) {
+    if (read) {
+      // read_lat: one READ at a time from the server's memory, which needs nothing of the
+      // server's process; a sample is the READ's post to its completion.
+      if (!pinger) break;
+      if (p_.iterations != 0 ? seq >= p_.iterations : now_ns() >= deadline_ns) break;
+      const uint64_t t0 = now_ns();
+      if (!post_one(0, seq, size, size_index, true)) fail("send queue full in a ping-pong");
+      ++outstanding;
+      while (outstanding > 0) {
+        reap_sends(false);
+        if (outstanding > 0) {
+          check_stalled("waiting for a READ's completion");
+          idle();
+        }
+      }
+      rtt_ns.push_back(now_ns() - t0);
+      const uint32_t rx_slot = static_cast<uint32_t>(seq % layout_.rx_slots);
+      const uint32_t tx_slot = static_cast<uint32_t>(seq % layout_.tx_slots);
+      if (p_.check && !check_pattern(base + layout_.rx_offset(rx_slot), size,
+                                     read_source_seed(0, size_index, tx_slot))) {
+        ++mismatches;
+      }
+      ++seq;
+      continue;
+    }
     if (pinger) {
       if (p_.iterations != 0 ? seq >= p_.iterations : now_ns() >= deadline_ns) break;
       reap_sends(outstanding >= tx_limit);
@@ -935,6 +967,17 @@ void Session::run_lat(size_t size_index, uint64_t size) {
     }
   }
   while (outstanding > 0) reap_sends(true);
+  if (read && !pinger) {
+    // Nothing ran here: the client's count is the run's.
+    while (!peer_end) {
+      poll_channel(peer_end, verified);
+      if (!peer_end) {
+        check_stalled("waiting for the client's end of the READs");
+        usleep(100);
+      }
+    }
+    seq = peer_end->messages;
+  }
   RunReport mine;
   mine.size_bytes = size;
   mine.messages = seq;
@@ -960,7 +1003,7 @@ void Session::run_lat(size_t size_index, uint64_t size) {
     }
     return;
   }
-  const LatResult r = make_lat_result(size, std::move(rtt_ns));
+  const LatResult r = make_lat_result(size, std::move(rtt_ns), read);
   if (o_.json) {
     std::string j = lat_json(r, p_.test);
     if (p_.check) {

@@ -157,6 +157,7 @@ const char* verb_name(TestKind t) {
     case TestKind::kWriteLat:
       return "RDMA_Write";
     case TestKind::kReadBw:
+    case TestKind::kReadLat:
       return "RDMA_Read";
   }
   return "?";
@@ -277,6 +278,7 @@ class Session {
   PerftestReport bw_client(uint64_t size);  // SEND/WRITE/READ, -n messages per QP
   PerftestReport bw_server(uint64_t size);  // send_bw: receives -n messages per QP
   LatResult latency(uint64_t size);         // the ping-pong, either role
+  LatResult read_latency(uint64_t size);    // read_lat: the client's READs, one at a time
 
   const PerfOptions& o_;
   Wire wire_;
@@ -401,6 +403,7 @@ bool Session::post_one_send(size_t qi, uint64_t size, uint64_t seq, bool signale
       wr.opcode = CONDUIT_WR_RDMA_WRITE;
       break;
     case TestKind::kReadBw:
+    case TestKind::kReadLat:
       wr.opcode = CONDUIT_WR_RDMA_READ;
       break;
   }
@@ -542,6 +545,7 @@ PerftestReport Session::bw_server(uint64_t size) {
 }
 
 LatResult Session::latency(uint64_t size) {
+  if (o_.test == TestKind::kReadLat) return read_latency(size);
   const bool write = o_.test == TestKind::kWriteLat;
   const bool starter = plan_.server_starts != client_;
   volatile uint8_t* const counter_in = rx_area() + size - 1;  // write_lat: the peer's counter
@@ -599,6 +603,30 @@ LatResult Session::latency(uint64_t size) {
     rtt_ns.push_back(posted_at[i] - posted_at[i - 1]);
   }
   LatResult r = make_lat_result(size, std::move(rtt_ns));
+  r.iterations = iters_;
+  return r;
+}
+
+LatResult Session::read_latency(uint64_t size) {
+  // As ib_read_lat: one READ at a time; a sample is the time from one post to the next, i.e.
+  // a whole round trip (not halved), and the first READ is a sample like the others.
+  QpSide& q0 = qps_[0];
+  std::vector<uint64_t> posted_at;
+  posted_at.reserve(iters_ + 1);
+  q0.tx_outstanding = 0;
+  note_progress();
+  for (uint64_t k = 1; k <= iters_; ++k) {
+    posted_at.push_back(now_ns());
+    if (!post_one_send(0, size, k, true)) fail("the send queue is full in a ping-pong");
+    while (q0.tx_outstanding > 0) {
+      reap();
+      if (q0.tx_outstanding > 0) wait_completion("for a READ's completion");
+    }
+  }
+  posted_at.push_back(now_ns());
+  std::vector<uint64_t> rtt_ns;
+  for (size_t i = 1; i < posted_at.size(); ++i) rtt_ns.push_back(posted_at[i] - posted_at[i - 1]);
+  LatResult r = make_lat_result(size, std::move(rtt_ns), true);
   r.iterations = iters_;
   return r;
 }

@@ -164,6 +164,14 @@ bool perftest_plan(TestKind t, bool server, size_t sizes, PerftestPlan& out) {
       p.steps.insert(p.steps.end(), {S::kPostReceives, S::kBarrier, S::kTraffic, S::kClose});
       p.server_starts = false;
       break;
+    case TestKind::kReadLat:
+      if (sizes != 1) return false;
+      // Only the client has traffic; the server goes straight to the close, whose handshake
+      // the client answers after its READs.
+      p.steps.push_back(S::kBarrier);
+      if (!server) p.steps.push_back(S::kTraffic);
+      p.steps.push_back(S::kClose);
+      break;
   }
   out = std::move(p);
   return true;

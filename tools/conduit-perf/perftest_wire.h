@@ -121,6 +121,7 @@ struct PerftestPlan {
 //   write_lat       barrier, traffic (the server writes first), then nothing: 4.5 exits. We
 //                   still offer a close (answered by newer tools, a closed socket otherwise).
 //   send_lat        both post receives, barrier, traffic (the client sends first), close
+//   read_lat        barrier; the client READs (traffic) while the server waits in the close
 // False (and no plan) for what perftest mode does not speak: the latency tests with more than
 // one size.
 bool perftest_plan(TestKind t, bool server, size_t sizes, PerftestPlan& out);

@@ -181,3 +181,13 @@ TEST_CASE("--cm SERVICE connects through the connection manager; --sr needs it")
         std::string::npos);
   CHECK_FALSE(parse({"send_bw"}).o.cm);
 }
+
+TEST_CASE("read_lat is a latency test") {
+  Parsed p = parse({"read_lat", "h", "-s", "64"});
+  REQUIRE(p.ok);
+  CHECK(p.o.test == TestKind::kReadLat);
+  CHECK(conduit::perf::is_latency(p.o.test));
+  CHECK(p.o.effective_iterations() == 1000);
+  CHECK_FALSE(parse({"read_lat", "h", "-q", "2"}).ok);  // one QP, as the other latency tests
+  CHECK_FALSE(parse({"read_lat", "h", "-b"}).ok);
+}

@@ -48,6 +48,12 @@ TEST_CASE("latency statistics are one-way (half the round trip)") {
   CHECK(make_lat_result(2, {}).iterations == 0);
   CHECK(lat_header().find("t_typical[usec]") != std::string::npos);
   CHECK(lat_json(r, TestKind::kWriteLat).find("\"t_p999_us\":499.500") != std::string::npos);
+  // read_lat reports the READ's whole round trip, as ib_read_lat does.
+  const LatResult whole = make_lat_result(2, rtt, true);
+  CHECK(whole.min_us == Approx(1.0));
+  CHECK(whole.typical_us == Approx(500.0));
+  CHECK(whole.p999_us == Approx(999.0));
+  CHECK(lat_json(whole, TestKind::kReadLat).find("\"test\":\"read_lat\"") != std::string::npos);
 }
 
 TEST_CASE("peak meter takes the best 10 ms window") {

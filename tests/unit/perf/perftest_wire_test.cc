@@ -190,8 +190,12 @@ TEST_CASE("perftest plans: latency tests") {
     CHECK(perftest_plan_text(p) == "connect barrier records receives barrier traffic close");
     CHECK_FALSE(p.server_starts);
   }
+  // read_lat: four handshakes; only the client has traffic, the server waits in the close.
+  CHECK(plan_of(TestKind::kReadLat, false, 1) == "connect barrier records barrier traffic close");
+  CHECK(plan_of(TestKind::kReadLat, true, 1) == "connect barrier records barrier close");
   // Not spoken: latency sweeps; no sizes at all.
   CHECK(plan_of(TestKind::kWriteLat, false, 23) == "none");
+  CHECK(plan_of(TestKind::kReadLat, false, 23) == "none");
   CHECK(plan_of(TestKind::kSendLat, true, 2) == "none");
   CHECK(plan_of(TestKind::kSendBw, true, 0) == "none");
 }
