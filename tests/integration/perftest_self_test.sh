@@ -8,7 +8,8 @@
 #   2. send_bw and write_bw with -a (2 B .. 8 MiB, 5 messages per size);
 #   3. read_bw, one size;
 #   4. perftest's -q: send_bw, write_bw and read_bw on 4 QPs (-n per QP);
-#   5. perftest's -D: send_bw and write_bw for 4 s on 2 QPs (1 s margins: 2 s sampled).
+#   5. perftest's -D: send_bw and write_bw for 4 s on 2 QPs (1 s margins: 2 s sampled);
+#   6. perftest's -b: send_bw and read_bw on 2 QPs, write_bw -a (both print the sum).
 # Both sides must succeed and print the same "#bytes #iterations". Root only (exit 77
 # otherwise); everything is removed on exit.
 #
@@ -75,4 +76,14 @@ for t in send_bw write_bw; do
       fail "$t -D 4: no 4096 B result with messages counted from the $side"
   done
 done
+for t in send_bw read_bw; do
+  echo "== $t --perftest -b -q 2 -s 4096 -n 200"
+  perf_pair 60 "$t" --perftest -b -q 2 -s 4096 -n 200 -W 20 >/dev/null || fail "$t -b failed"
+  check_side "$t -b" client 4096 400 1
+  check_side "$t -b" server 4096 400 1
+done
+echo "== write_bw --perftest -b -a -n 5"
+perf_pair 120 write_bw --perftest -b -a -n 5 -t 16 -W 20 >/dev/null || fail "write_bw -b -a failed"
+check_side "write_bw -b -a" client 8388608 5 23
+check_side "write_bw -b -a" server 8388608 5 23
 echo "PASS"

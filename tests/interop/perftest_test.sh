@@ -16,9 +16,13 @@
 #      queue already overflowed under 128 x 4 KiB in flight (see -t below);
 #   4. perftest's -D: each bandwidth test in both roles for PERFTEST_DURATION (4) s on 2 QPs
 #      (0 skips it; PERFTEST_DURATION_TESTS picks the tests);
-#   5. perftest's -q: each bandwidth test in both roles on PERFTEST_QPS (3) QPs,
+#   5. perftest's -b: each bandwidth test in both roles, both sides sending, PERFTEST_SIZE B x
+#      PERFTEST_QPS_ITERS (100) (PERFTEST_DUPLEX_TESTS picks the tests; both print the sum),
+#      and PERFTEST_DUPLEX_SWEEP_TESTS (write_bw) with -a (its per-size barriers, which depend
+#      on the peer's version);
+#   6. perftest's -q: each bandwidth test in both roles on PERFTEST_QPS (3) QPs,
 #      PERFTEST_SIZE B x PERFTEST_QPS_ITERS (100) messages per QP (1 skips it);
-#   6. with PERFTEST_LOSS_PPM (default 10000 = 1 %) > 0, step 1 again with that share of the
+#   7. with PERFTEST_LOSS_PPM (default 10000 = 1 %) > 0, step 1 again with that share of the
 #      RoCE frames (ACKs included) dropped both ways by the tc eBPF drop program next to c.
 #
 # Both sides of every step must succeed and print the same "#bytes #iterations" (perftest's
@@ -47,6 +51,9 @@ qps=${PERFTEST_QPS:-3}
 qps_iters=${PERFTEST_QPS_ITERS:-100}
 duration=${PERFTEST_DURATION:-4}
 duration_tests=${PERFTEST_DURATION_TESTS-send_bw write_bw read_bw}
+duplex_tests=${PERFTEST_DUPLEX_TESTS-send_bw write_bw read_bw}
+duplex_sweep_tests=${PERFTEST_DUPLEX_SWEEP_TESTS-write_bw}
+((sweep_iters > 0)) || duplex_sweep_tests=
 ((duration > 0)) || duration_tests=
 bw_tests=${PERFTEST_TESTS-send_bw write_bw read_bw}
 lat_tests=${PERFTEST_LAT_TESTS-write_lat send_lat read_lat}
@@ -58,10 +65,10 @@ sweep_tests=${PERFTEST_SWEEP_TESTS-send_bw read_bw}
 size_args() { if [[ $1 == all ]]; then echo "-a"; else echo "-s $1"; fi; }
 iter_args() { if [[ $1 == D* ]]; then echo "-D ${1#D}"; else echo "-n $1"; fi; }
 
-interop_vm_step() { # NAME ROLE LOSS TEST SIZE ITERS [QPS]
-  echo "$1 $2 ib_$4 -d rxe0 -x 1 -F -m 1024 -u 17 $(size_args "$5") $(iter_args "$6")${7:+ -q $7}"
+interop_vm_step() { # NAME ROLE LOSS TEST SIZE ITERS [QPS [-b]]
+  echo "$1 $2 ib_$4 -d rxe0 -x 1 -F -m 1024 -u 17 $(size_args "$5") $(iter_args "$6")${7:+ -q $7}${8:+ $8}"
 }
-interop_host_step() { # NAME ROLE LOSS TEST SIZE ITERS [QPS]
+interop_host_step() { # NAME ROLE LOSS TEST SIZE ITERS [QPS [-b]]
   # -t 16: at most 64 packets in flight. A go-back-N round of perftest's 128 x 4 packets floods
   # the emulated (TCG) VM's NIC queue, which then drops more than the 1 %. -u 17 (both sides):
   # local ACK timeout 0.54 s instead of 67 ms; the emulated peer on a loaded machine stalls
@@ -74,6 +81,7 @@ interop_host_step() { # NAME ROLE LOSS TEST SIZE ITERS [QPS]
   local args=("$4" --perftest -S "$work/c.sock" -x "$conduit_ip" "${sizes[@]}" "${iters[@]}" -m 1024
     -t 16 -u 17 -W 40)
   [[ -z ${7:-} ]] || args+=(-q "$7")
+  [[ -z ${8:-} ]] || args+=("$8")
   [[ $2 == server ]] && args+=("$RXE_VM_IP") # the VM serves: we are the client
   netns_exec c timeout 170 "$perf" "${args[@]}" >"$work/$1.host" 2>&1
 }
@@ -104,6 +112,14 @@ for loss in "${losses[@]}"; do
       plan+=("duration-$t-vm$role $role $loss $t $size D$duration 2")
     done
   done
+  for t in $duplex_tests; do
+    for role in server client; do
+      plan+=("duplex-$t-vm$role $role $loss $t $size $qps_iters 1 -b")
+    done
+  done
+  for t in $duplex_sweep_tests; do
+    plan+=("duplex-sweep-$t-vmclient client $loss $t all $sweep_iters 1 -b")
+  done
   ((qps > 1)) || continue
   for t in $bw_tests; do
     for role in server client; do
@@ -121,7 +137,7 @@ vm_step_out() {
 # Each step's result line: "#bytes #iterations ..." with its size and count, on both sides (a
 # sweep: its last size, 8 MiB; and conduit's side of send_bw prints every size).
 for p in "${plan[@]}"; do
-  read -r name _ _ t s n q <<<"$p"
+  read -r name _ _ t s n q _ <<<"$p"
   grep -q "=== $name rc=0" "$work/vm.out" || fail "perftest failed in step $name"
   if [[ $n == D* ]]; then
     n='[1-9][0-9]*' # -D: what each side counted (send_bw's server its own), never 0

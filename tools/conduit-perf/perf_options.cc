@@ -338,9 +338,8 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
     }
   }
   if (o.perftest) {
-    if (o.bidirectional) return fail("--perftest runs one direction (no -b)");
-    if (o.duration_s != 0 && (is_latency(o.test) || o.sweep)) {
-      return fail("--perftest runs -D with the bandwidth tests and one size (-s)");
+    if (o.duration_s != 0 && (is_latency(o.test) || o.sweep || o.bidirectional)) {
+      return fail("--perftest runs -D with the bandwidth tests, one size (-s), without -b");
     }
     if (o.qps > kPerftestMaxQps) {
       return fail("--perftest runs at most " + std::to_string(kPerftestMaxQps) + " QPs (-q)");
@@ -407,7 +406,8 @@ Options:
                          QP) or (bw tests, one size) -D seconds, -s one size or
                          (bw tests) -a, bw tests -q up to 64 QPs; perftest does
                          not tell the server the client's -s/-a/-n/-D/-q: give
-                         both the same. Not with -b, -c, -e, -Q, -J
+                         both the same; bw tests -b (both send). Not with -c,
+                         -e, -Q, -J
   --cm SERVICE           connect the QPs through conduitd's connection manager:
                          the server listens on SERVICE, the client connects to
                          it at the server's -x address (TCP still carries the

@@ -240,7 +240,11 @@ class Session {
   uint8_t* tx_area() const { return static_cast<uint8_t*>(mr_->addr); }
   uint8_t* rx_area() const { return static_cast<uint8_t*>(mr_->addr) + half_; }
   // Each QP's share of the CQ: the most sends in flight or receives posted it may have.
-  uint32_t cq_share() const { return kCqEntries / static_cast<uint32_t>(qps_.size()); }
+  // send_bw -b: a QP has its sends and its receives on the CQ at once: half each.
+  uint32_t cq_share() const {
+    const uint32_t halves = duplex_ && o_.test == TestKind::kSendBw ? 2 : 1;
+    return kCqEntries / static_cast<uint32_t>(qps_.size()) / halves;
+  }
   void post_receive(size_t qi, uint64_t size);
   // False when the send queue is full (reap first).
   bool post_one_send(size_t qi, uint64_t size, uint64_t seq, bool signaled);
@@ -277,13 +281,17 @@ class Session {
 
   PerftestReport bw_client(uint64_t size);  // SEND/WRITE/READ, -n messages per QP
   PerftestReport bw_server(uint64_t size);  // send_bw: receives -n messages per QP
-  LatResult latency(uint64_t size);         // the ping-pong, either role
-  LatResult read_latency(uint64_t size);    // read_lat: the client's READs, one at a time
+  // send_bw -b: sends -n and receives -n per QP at once (the server sends once the client's
+  // first message is in, as perftest's run_iter_bi).
+  PerftestReport bw_duplex_send(uint64_t size);
+  LatResult latency(uint64_t size);       // the ping-pong, either role
+  LatResult read_latency(uint64_t size);  // read_lat: the client's READs, one at a time
 
   const PerfOptions& o_;
   Wire wire_;
   const bool client_;
   const bool duration_ = o_.duration_s != 0;  // -D: for a time instead of -n messages
+  const bool duplex_ = o_.bidirectional;      // -b: both sides send
   PerftestPlan plan_{};
   std::vector<uint64_t> sizes_;
   uint64_t iters_ = 0;
@@ -544,6 +552,41 @@ PerftestReport Session::bw_server(uint64_t size) {
   return rate_report(size, rx_done_total_, secs, rx_done_total_);
 }
 
+PerftestReport Session::bw_duplex_send(uint64_t size) {
+  const uint32_t window =
+      std::max<uint32_t>(1, std::min<uint32_t>({o_.effective_tx_depth(), 128, cq_share()}));
+  const auto t0 = std::chrono::steady_clock::now();
+  for (QpSide& q : qps_) q.tx_posted = q.tx_outstanding = 0;
+  note_progress();
+  for (;;) {
+    bool busy = rx_done_total_ < total_iters();
+    bool can_post = false;
+    // The server holds its sends until the client's traffic has begun: its receives were
+    // posted before the barrier, the client's perhaps not yet when the barrier returns here.
+    const bool may_send = client_ || rx_done_total_ > 0;
+    for (size_t qi = 0; qi < qps_.size(); ++qi) {
+      QpSide& q = qps_[qi];
+      bool queue_full = false;
+      while (may_send && q.tx_posted < iters_ && q.tx_outstanding < window && !queue_full) {
+        queue_full = !post_one_send(qi, size, q.tx_posted, true);
+        if (!queue_full) {
+          ++q.tx_posted;
+          can_post = true;
+        }
+      }
+      busy = busy || q.tx_posted < iters_ || q.tx_outstanding > 0;
+    }
+    if (!busy) break;
+    const uint64_t before_tx = tx_done_total_, before_rx = rx_done_total_;
+    reap();
+    if (!can_post && tx_done_total_ == before_tx && rx_done_total_ == before_rx) {
+      wait_completion("for the messages sent and the peer's");
+    }
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return rate_report(size, total_iters(), secs, total_iters());
+}
+
 LatResult Session::latency(uint64_t size) {
   if (o_.test == TestKind::kReadLat) return read_latency(size);
   const bool write = o_.test == TestKind::kWriteLat;
@@ -648,9 +691,6 @@ void Session::close_exchange() {
 int Session::run() {
   sizes_ = o_.sizes;
   iters_ = o_.effective_iterations();
-  if (!perftest_plan(o_.test, !client_, sizes_.size(), plan_)) {
-    fail("--perftest runs the latency tests with one size (-s)");
-  }
   const bool lat = is_latency(o_.test);
 
   // 1-4: version, system data, MTU.
@@ -658,6 +698,11 @@ int Session::run() {
   if (!parse_perftest_version(wire_.exchange(perftest_version_message(), "version"),
                               peer_version)) {
     fail("the peer's version message is not perftest's");
+  }
+  // The duplex plan depends on the peer's version (one barrier per size).
+  if (!(duplex_ ? perftest_duplex_plan(o_.test, sizes_.size(), peer_version, plan_)
+                : perftest_plan(o_.test, !client_, sizes_.size(), plan_))) {
+    fail("--perftest runs the latency tests with one size (-s) and without -b");
   }
   wire_.exchange(perftest_u32(kPerftestCycleBufferBytes), "cycle buffer");
   wire_.exchange(perftest_u32(kPerftestCacheLineBytes), "cache line size");
@@ -728,6 +773,9 @@ int Session::run() {
         if (lat) {
           std::printf("%s\n", lat_line(latency(size)).c_str());
           std::fflush(stdout);
+        } else if (duplex_) {
+          // -b: both sides send; the line comes with the reports (mine plus the peer's).
+          last = o_.test == TestKind::kSendBw ? bw_duplex_send(size) : bw_client(size);
         } else {
           last = client_ ? bw_client(size) : bw_server(size);
           print_bw_result(last);
@@ -739,6 +787,27 @@ int Session::run() {
         break;
       }
       case PerftestStep::kReport: {
+        if (duplex_) {
+          // -b: each side's report of its own sending; each prints the sum, as perftest.
+          const auto out = perftest_report_messages(last);
+          std::array<PerftestU64, kPerftestReportFields> in{};
+          for (size_t i = 0; i < kPerftestReportFields; ++i) {
+            in[i] = wire_.exchange(out[i], "report");
+          }
+          PerftestReport theirs;
+          if (!parse_perftest_report(in, theirs)) fail("the peer's report is malformed");
+          if (theirs.iterations != last.iterations || theirs.size_bytes != last.size_bytes) {
+            fail("the peer's run (" + std::to_string(theirs.iterations) + " x " +
+                 std::to_string(theirs.size_bytes) + " B) is not ours (" +
+                 std::to_string(last.iterations) + " x " + std::to_string(last.size_bytes) + " B)");
+          }
+          PerftestReport both = last;
+          both.bw_peak_mib_s += theirs.bw_peak_mib_s;
+          both.bw_avg_mib_s += theirs.bw_avg_mib_s;
+          both.msg_rate_mpps += theirs.msg_rate_mpps;
+          print_bw_result(both);
+          break;
+        }
         // The client's report (the last size's); the server's is not used.
         PerftestReport mine = last;
         if (!client_) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string_view>
 #include <utility>
@@ -173,6 +174,30 @@ bool perftest_plan(TestKind t, bool server, size_t sizes, PerftestPlan& out) {
       p.steps.push_back(S::kClose);
       break;
   }
+  out = std::move(p);
+  return true;
+}
+
+bool perftest_duplex_plan(TestKind t, size_t sizes, const std::string& peer_version,
+                          PerftestPlan& out) {
+  using S = PerftestStep;
+  if (sizes == 0 || is_latency(t)) return false;
+  PerftestPlan p;
+  p.steps = {S::kConnect, S::kBarrier, S::kRecords};
+  // perftest's version is digits and dots (parse_perftest_version): strtod reads "6.06" as
+  // perftest's atof() does.
+  const bool size_barrier = std::strtod(peer_version.c_str(), nullptr) >= 4.6;
+  for (size_t i = 0; i < sizes; ++i) {
+    if (t == TestKind::kSendBw) {
+      p.steps.insert(p.steps.end(), {S::kPostReceives, S::kBarrier, S::kTraffic, S::kReport});
+      if (sizes > 1) p.steps.push_back(S::kBarrier);
+    } else {
+      p.steps.insert(p.steps.end(), {S::kBarrier, S::kTraffic});
+      if (sizes > 1 && size_barrier) p.steps.push_back(S::kBarrier);
+      p.steps.push_back(S::kReport);
+    }
+  }
+  p.steps.push_back(S::kClose);
   out = std::move(p);
   return true;
 }

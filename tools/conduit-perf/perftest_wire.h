@@ -125,6 +125,15 @@ struct PerftestPlan {
 // False (and no plan) for what perftest mode does not speak: the latency tests with more than
 // one size.
 bool perftest_plan(TestKind t, bool server, size_t sizes, PerftestPlan& out);
+// The plan with -b (duplex: both sides send, the same plan for both; the bandwidth tests only):
+//   send_bw         per size: both post receives, barrier, traffic, the reports both ways
+//                   (each side prints the sum); with -a a barrier after each size; close
+//   write/read_bw   per size: barrier, traffic (each side writes/reads the other), with -a a
+//                   barrier if the peer's version is 4.6 or more (perftest tests its own), the
+//                   reports both ways; close
+// False for the latency tests.
+bool perftest_duplex_plan(TestKind t, size_t sizes, const std::string& peer_version,
+                          PerftestPlan& out);
 // "connect barrier barrier ..." for messages and tests.
 std::string perftest_plan_text(const PerftestPlan& p);
 

@@ -174,6 +174,29 @@ TEST_CASE("perftest plans: -a (RUN_ALL), 23 sizes") {
   CHECK(plan_of(TestKind::kReadBw, true, n) == "connect barrier records barrier report close");
 }
 
+TEST_CASE("perftest plans: -b (duplex)") {
+  PerftestPlan p;
+  REQUIRE(perftest_duplex_plan(TestKind::kSendBw, 1, "6.06", p));
+  CHECK(perftest_plan_text(p) == "connect barrier records receives barrier traffic report close");
+  for (TestKind t : {TestKind::kWriteBw, TestKind::kReadBw}) {
+    REQUIRE(perftest_duplex_plan(t, 1, "6.06", p));
+    CHECK(perftest_plan_text(p) == "connect barrier records barrier traffic report close");
+  }
+  const size_t n = sweep_sizes(kSweepMinBytes, kSweepMaxBytes).size();
+  REQUIRE(perftest_duplex_plan(TestKind::kSendBw, n, "6.06", p));
+  const std::string send = perftest_plan_text(p);
+  CHECK(count_of(send, "receives") == n);
+  CHECK(count_of(send, "report") == n);
+  CHECK(count_of(send, "barrier") == 1 + 2 * n);
+  // write_bw/read_bw -a: one more barrier per size when the peer's version is 4.6 or more.
+  REQUIRE(perftest_duplex_plan(TestKind::kWriteBw, n, "6.06", p));
+  CHECK(count_of(perftest_plan_text(p), "barrier") == 1 + 2 * n);
+  REQUIRE(perftest_duplex_plan(TestKind::kWriteBw, n, "4.5", p));
+  CHECK(count_of(perftest_plan_text(p), "barrier") == 1 + n);
+  CHECK_FALSE(perftest_duplex_plan(TestKind::kSendLat, 1, "6.06", p));
+  CHECK_FALSE(perftest_duplex_plan(TestKind::kSendBw, 0, "6.06", p));
+}
+
 TEST_CASE("perftest plans: latency tests") {
   PerftestPlan p;
   // write_lat: four handshakes, the server writes first; 4.5 ends without a closing
@@ -235,6 +258,11 @@ TEST_CASE("--perftest options") {
   CHECK(o.effective_iterations() == 0);
   const char* dur_all[] = {"conduit-perf", "send_bw", "--perftest", "-D", "5", "-a"};
   CHECK_FALSE(parse_args(6, dur_all, o).ok);
+  const char* duplex[] = {"conduit-perf", "write_bw", "--perftest", "-b", "-a"};
+  REQUIRE(parse_args(5, duplex, o).ok);  // perftest's -b: the bandwidth tests
+  CHECK(o.bidirectional);
+  const char* duplex_dur[] = {"conduit-perf", "send_bw", "--perftest", "-b", "-D", "5"};
+  CHECK_FALSE(parse_args(6, duplex_dur, o).ok);
   const char* qps[] = {"conduit-perf", "write_bw", "--perftest", "-q", "4"};
   REQUIRE(parse_args(5, qps, o).ok);  // perftest's -q: the bandwidth tests
   CHECK(o.qps == 4);
