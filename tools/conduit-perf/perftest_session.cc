@@ -279,6 +279,10 @@ class Session {
     return r;
   }
 
+  // Posts on every QP in turn (so the QPs start together) until its window is full or its -n
+  // are posted (`unbounded`, -D: no count); true when anything was posted. Sets `busy` when a
+  // QP still has messages to post or to complete.
+  bool fill_send_windows(uint64_t size, uint32_t window, bool unbounded, bool& busy);
   PerftestReport bw_client(uint64_t size);  // SEND/WRITE/READ, -n messages per QP
   PerftestReport bw_server(uint64_t size);  // send_bw: receives -n messages per QP
   // send_bw -b: sends -n and receives -n per QP at once (the server sends once the client's
@@ -465,6 +469,23 @@ void Session::wait_completion(const char* what) {
   if (w == 0) fail("no completion for " + std::to_string(o_.timeout_s) + " s " + what);
 }
 
+bool Session::fill_send_windows(uint64_t size, uint32_t window, bool unbounded, bool& busy) {
+  bool posted = false;
+  for (size_t qi = 0; qi < qps_.size(); ++qi) {
+    QpSide& q = qps_[qi];
+    bool queue_full = false;
+    while ((unbounded || q.tx_posted < iters_) && q.tx_outstanding < window && !queue_full) {
+      queue_full = !post_one_send(qi, size, q.tx_posted, true);
+      if (!queue_full) {
+        ++q.tx_posted;
+        posted = true;
+      }
+    }
+    busy = busy || q.tx_posted < iters_ || q.tx_outstanding > 0;
+  }
+  return posted;
+}
+
 PerftestReport Session::bw_client(uint64_t size) {
   // Per QP, as perftest: -n messages each, at most -t in flight (READs: the peer's out_reads),
   // within the QP's share of the CQ.
@@ -479,21 +500,8 @@ PerftestReport Session::bw_client(uint64_t size) {
   for (;;) {
     // -D: post until the time is up, counting what completes in the sampled part.
     if (duration_ && !sample.update(now_ns(), tx_done_total_)) break;
-    // Fill every QP's window (round robin, so the QPs start together), then reap.
-    bool busy = false;      // a message still to post or to complete
-    bool can_post = false;  // a QP took a message, or could take one now
-    for (size_t qi = 0; qi < qps_.size(); ++qi) {
-      QpSide& q = qps_[qi];
-      bool queue_full = false;
-      while ((duration_ || q.tx_posted < iters_) && q.tx_outstanding < window && !queue_full) {
-        queue_full = !post_one_send(qi, size, q.tx_posted, true);
-        if (!queue_full) {
-          ++q.tx_posted;
-          can_post = true;
-        }
-      }
-      busy = busy || q.tx_posted < iters_ || q.tx_outstanding > 0;
-    }
+    bool busy = false;  // a message still to post or to complete
+    const bool can_post = fill_send_windows(size, window, duration_, busy);
     if (!busy) break;
     const uint64_t before = outstanding_total();
     reap();
@@ -560,22 +568,10 @@ PerftestReport Session::bw_duplex_send(uint64_t size) {
   note_progress();
   for (;;) {
     bool busy = rx_done_total_ < total_iters();
-    bool can_post = false;
     // The server holds its sends until the client's traffic has begun: its receives were
     // posted before the barrier, the client's perhaps not yet when the barrier returns here.
     const bool may_send = client_ || rx_done_total_ > 0;
-    for (size_t qi = 0; qi < qps_.size(); ++qi) {
-      QpSide& q = qps_[qi];
-      bool queue_full = false;
-      while (may_send && q.tx_posted < iters_ && q.tx_outstanding < window && !queue_full) {
-        queue_full = !post_one_send(qi, size, q.tx_posted, true);
-        if (!queue_full) {
-          ++q.tx_posted;
-          can_post = true;
-        }
-      }
-      busy = busy || q.tx_posted < iters_ || q.tx_outstanding > 0;
-    }
+    const bool can_post = may_send && fill_send_windows(size, window, false, busy);
     if (!busy) break;
     const uint64_t before_tx = tx_done_total_, before_rx = rx_done_total_;
     reap();
