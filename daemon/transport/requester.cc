@@ -43,13 +43,24 @@ constexpr uint32_t op_word(Opcode o) { return uint32_t{static_cast<uint8_t>(o)} 
 struct SendFrameConsts {
   const wire::FrameTemplate& tmpl;
   size_t l2;
-  uint32_t ip_fixed_sum;
+  // The template's fixed IPv4 sum: as it is (one frame), or for a run of
+  // frames folded to 16 bits and byte-swapped once (ip_sum_be: a one's-
+  // complement sum is the same in either byte order, so each frame's
+  // checksum is summed with its total length as stored, with one fold).
+  uint32_t ip_sum;
+  bool ip_sum_be;
   uint32_t w1;  // BTH word 1 (dest QP) in wire byte order
 };
 
 [[gnu::always_inline]] inline SendFrameConsts send_frame_consts(const wire::FrameTemplate& tmpl,
-                                                                uint32_t dest_qpn) {
-  return {tmpl, tmpl.l2_bytes, tmpl.ip_fixed_sum, wire::to_be(dest_qpn & wire::kPsnMask)};
+                                                                uint32_t dest_qpn, bool run) {
+  uint32_t sum = tmpl.ip_fixed_sum;
+  if (run) {
+    sum = (sum & 0xFFFF) + (sum >> 16);
+    sum = (sum & 0xFFFF) + (sum >> 16);
+    sum = wire::to_be(static_cast<uint16_t>(sum));
+  }
+  return {tmpl, tmpl.l2_bytes, sum, run, wire::to_be(dest_qpn & wire::kPsnMask)};
 }
 
 // What build_request() + build_frame() of a one-packet SEND (SEND only, with
@@ -97,11 +108,19 @@ struct SendOnly {
   uint8_t* f = out.data();
   wire::copy_template_bytes(f, k.tmpl);
   uint8_t* ip = f + k.l2;
-  wire::put_be16(ip + 2, static_cast<uint16_t>(ip_total));
-  uint32_t sum = k.ip_fixed_sum + ip_total;
-  sum = (sum & 0xFFFF) + (sum >> 16);
-  sum = (sum & 0xFFFF) + (sum >> 16);
-  wire::put_be16(ip + 10, static_cast<uint16_t>(~sum));
+  const uint16_t total_be = wire::to_be(static_cast<uint16_t>(ip_total));
+  std::memcpy(ip + 2, &total_be, 2);
+  if (k.ip_sum_be) {
+    uint32_t sum = k.ip_sum + total_be;  // both at most 0xFFFF
+    sum = (sum & 0xFFFF) + (sum >> 16);
+    const auto csum = static_cast<uint16_t>(~sum);
+    std::memcpy(ip + 10, &csum, 2);
+  } else {
+    uint32_t sum = k.ip_sum + ip_total;
+    sum = (sum & 0xFFFF) + (sum >> 16);
+    sum = (sum & 0xFFFF) + (sum >> 16);
+    wire::put_be16(ip + 10, static_cast<uint16_t>(~sum));
+  }
   wire::put_be16(ip + wire::kIpv4HeaderBytes + 4,
                  static_cast<uint16_t>(ip_total - wire::kIpv4HeaderBytes));
   uint8_t* p = ip + kIpUdp;
@@ -402,7 +421,7 @@ void Qp::rewind_to(uint32_t psn) {
         // build_request() of a SEND only: the last packet, so it asks for an ACK.
         const uint32_t psn = cur_psn_;
         const SendOnly f = send_only(w->wr, w->seg[0].data(), w->len_bytes);
-        const SendFrameConsts k = send_frame_consts(tmpl, attr_.dest_qpn);
+        const SendFrameConsts k = send_frame_consts(tmpl, attr_.dest_qpn, false);
         // request_sent() for a one-packet SEND, before the frame bytes are
         // written (stores through them may alias anything).
         pkts_since_ack_req_ = 0;
@@ -453,7 +472,7 @@ size_t Qp::send_run(uint64_t now_ns, const wire::FrameTemplate& tmpl,
       {bufs.size(), size_t{sq_tail_ - cur}, size_t{config_.window_packets - outstanding}});
   const SendWqe* const sq = sq_.data();
   const uint32_t mask = sq_mask_;
-  const SendFrameConsts k = send_frame_consts(tmpl, attr_.dest_qpn);
+  const SendFrameConsts k = send_frame_consts(tmpl, attr_.dest_qpn, true);
   size_t i = 0;
   for (; i < n; ++i) {
     const SendWqe& w = sq[(cur + static_cast<uint32_t>(i)) & mask];
