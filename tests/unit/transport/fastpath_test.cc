@@ -689,6 +689,58 @@ TEST_CASE("burst and chain calls: TX bursts after a rewind and after an overtake
   REQUIRE(g.a.drain_cq().size() == f.a.drain_cq().size());
 }
 
+// The send chain numbers no receives without SR (only SR reads the
+// numbers): a QP that posted chains without SR, reset and brought up again
+// with SR, must still have its SENDs consume the peer's receives in order.
+TEST_CASE("burst and chain calls: SR after a reset of a QP that posted chains without it") {
+  QpPair p;
+  auto post = [&](uint64_t first, size_t k, bool chain) {
+    std::vector<SendWr> wrs(k);
+    for (size_t i = 0; i < k; ++i) {
+      wrs[i].wr_id = first + i;
+      wrs[i].opcode = i % 2 ? WrOpcode::kSendImm : WrOpcode::kSend;
+      wrs[i].sge[0] = Sge{kBase + 0x100 * (first + i), 40 + static_cast<uint32_t>(i), 0x100};
+      wrs[i].num_sge = 1;
+      RecvWr r;
+      r.wr_id = 1000 + first + i;
+      r.sge[0] = Sge{kBase + 0x40000 + 0x100 * (first + i), 128, 0x100};
+      r.num_sge = 1;
+      REQUIRE(p.b.qp.post_recv(r) == Status::kOk);
+    }
+    Status st;
+    if (chain) {
+      REQUIRE(p.a.qp.post_send(wrs, st) == k);
+    } else {
+      for (const SendWr& wr : wrs) REQUIRE(p.a.qp.post_send(wr) == Status::kOk);
+    }
+    p.pump();
+    const auto got = p.b.drain_cq();
+    REQUIRE(got.size() == k);
+    for (size_t i = 0; i < k; ++i) {
+      REQUIRE(got[i].wr_id == 1000 + first + i);
+      REQUIRE(got[i].status == WcStatus::kSuccess);
+      REQUIRE(got[i].len_bytes == 40 + i);
+      REQUIRE(std::memcmp(p.b.mem() + 0x40000 + 0x100 * (first + i),
+                          p.a.mem() + 0x100 * (first + i), 40 + i) == 0);
+    }
+    REQUIRE(p.a.drain_cq().size() == k);
+  };
+  post(0, 5, true);
+  post(5, 3, false);
+  post(8, 4, true);
+  for (Qp* q : {&p.a.qp, &p.b.qp}) {
+    QpAttr r;
+    r.state = QpState::kReset;
+    REQUIRE(q->modify(r, kAttrState) == Status::kOk);
+  }
+  QpAttr sr = default_attr();
+  sr.selective_repeat = true;
+  bring_up(p.a.qp, sr, 0x22, 300, 7000);
+  bring_up(p.b.qp, sr, 0x11, 7000, 300);
+  post(20, 6, false);
+  post(26, 4, true);  // under SR the chain takes its SENDs one by one
+}
+
 TEST_CASE("fused datapath: a SEND only and its ACK take the direct path, byte-identical") {
   QpPair g, f;
   SendWr wr;
