@@ -62,6 +62,39 @@ void Qp::complete_head(WcStatus status) {
 }
 
 void Qp::complete_through(uint32_t psn) {
+  // First the WQEs the cursor has passed, on locals: complete_head() of
+  // each with its cursor and READ branches not taken, the completion
+  // written field by field into its slot (room: reserved at post,
+  // cq_has_room_for_post). The slot stores may alias the members, which
+  // would be reloaded per WQE.
+  const uint32_t stop = cur_wqe_;  // sq_head_ <= cur_wqe_ <= sq_tail_
+  uint32_t head = sq_head_;
+  if (head != stop) {
+    const SendWqe* const sq = sq_.data();
+    const uint32_t sq_mask = sq_mask_;
+    Completion* const cq = cq_.data();
+    const uint32_t cq_mask = cq_mask_;
+    uint32_t cq_tail = cq_tail_;
+    do {
+      const SendWqe& w = sq[head & sq_mask];
+      const WrOpcode op = w.wr.opcode;
+      if (op == WrOpcode::kRead) break;  // only its responses complete it
+      if (wire::psn_gt(wire::psn_add(w.first_psn, w.npkts - 1), psn)) break;
+      if (w.wr.signaled) {
+        Completion& c = cq[cq_tail & cq_mask];
+        c.wr_id = w.wr.wr_id;
+        c.status = WcStatus::kSuccess;
+        c.opcode = wc_opcode(op);
+        c.has_imm = false;
+        c.imm = 0;
+        c.len_bytes = w.len_bytes;
+        ++cq_tail;
+      }
+      ++head;
+    } while (head != stop);
+    sq_head_ = head;
+    cq_tail_ = cq_tail;
+  }
   while (sq_head_ != sq_tail_) {
     const SendWqe& w = sq_at(sq_head_);
     if (w.wr.opcode == WrOpcode::kRead) return;  // only its responses complete it

@@ -485,7 +485,6 @@ size_t Qp::post_send_chain(std::span<const SendWr> wrs, Status& status) {
       const uint32_t mask = sq_mask_;
       uint32_t tail = sq_tail_;
       uint32_t psn = next_post_psn_;
-      uint32_t recv_seq = next_recv_seq_;
       for (; i < n; ++i) {
         const SendWr& wr = wrs[i];
         const Sge& s = wr.sge[0];
@@ -504,15 +503,14 @@ size_t Qp::post_send_chain(std::span<const SendWr> wrs, Status& status) {
         w.first_psn = psn;
         // npkts_for() without SR: 1 for an empty WR.
         w.npkts = ((len - (len != 0)) >> shift) + 1;
-        if (op == WrOpcode::kSend || op == WrOpcode::kSendImm || op == WrOpcode::kWriteImm) {
-          w.recv_seq = recv_seq++;
-        }
+        // No receive sequence number (enqueue_send()): only SR reads them,
+        // and under SR this run takes READs only, which consume none. (SR is
+        // set only on INIT -> RTR, with the queues empty since RESET.)
         psn = wire::psn_add(psn, w.npkts);
         ++tail;
       }
       sq_tail_ = tail;
       next_post_psn_ = psn;
-      next_recv_seq_ = recv_seq;
       if (i == n) break;
     }
     const Status st = post_send(wrs[i]);

@@ -38,11 +38,37 @@ void gather(const std::array<std::span<uint8_t>, kMaxSge>& seg, uint32_t num_sge
 uint8_t op(Opcode o) { return static_cast<uint8_t>(o); }
 constexpr uint32_t op_word(Opcode o) { return uint32_t{static_cast<uint8_t>(o)} << 24; }
 
+// The per-call constants of writing SEND only frames (the frame stores may
+// alias the template and the QP, so they are read once, before any).
+struct SendFrameConsts {
+  const wire::FrameTemplate& tmpl;
+  size_t l2;
+  // The template's fixed IPv4 sum: as it is (one frame), or for a run of
+  // frames folded to 16 bits and byte-swapped once (ip_sum_be: a one's-
+  // complement sum is the same in either byte order, so each frame's
+  // checksum is summed with its total length as stored, with one fold).
+  uint32_t ip_sum;
+  bool ip_sum_be;
+  uint32_t w1;  // BTH word 1 (dest QP) in wire byte order
+};
+
+[[gnu::always_inline]] inline SendFrameConsts send_frame_consts(const wire::FrameTemplate& tmpl,
+                                                                uint32_t dest_qpn, bool run) {
+  uint32_t sum = tmpl.ip_fixed_sum;
+  if (run) {
+    sum = (sum & 0xFFFF) + (sum >> 16);
+    sum = (sum & 0xFFFF) + (sum >> 16);
+    sum = wire::to_be(static_cast<uint16_t>(sum));
+  }
+  return {tmpl, tmpl.l2_bytes, sum, run, wire::to_be(dest_qpn & wire::kPsnMask)};
+}
+
 // What build_request() + build_frame() of a one-packet SEND (SEND only, with
 // or without immediate) take from its WQE, read before any frame byte is
 // written: the frame stores may alias anything.
 struct SendOnly {
-  uint32_t w0 = 0;  // BTH word 0: opcode, SE, pad count, P_Key
+  uint32_t w0 = 0;    // BTH word 0 (opcode, SE, pad count, P_Key), wire byte order
+  uint32_t roce = 0;  // bytes from the BTH through the pad
   uint32_t imm = 0;
   bool has_imm = false;
   uint32_t len = 0;
@@ -53,44 +79,65 @@ struct SendOnly {
                                                  uint32_t len) {
   SendOnly f;
   f.has_imm = wr.opcode == WrOpcode::kSendImm;
-  f.w0 = op_word(f.has_imm ? Opcode::kSendOnlyImm : Opcode::kSendOnly) |
-         (wr.solicited ? 0x800000u : 0u) | uint32_t{wire::pad_bytes_for(len)} << 20 |
-         wire::kDefaultPkey;
+  const uint32_t pad = wire::pad_bytes_for(len);
+  f.w0 = wire::to_be(op_word(f.has_imm ? Opcode::kSendOnlyImm : Opcode::kSendOnly) |
+                     (wr.solicited ? 0x800000u : 0u) | pad << 20 | wire::kDefaultPkey);
+  f.roce = wire::kBthBytes + (f.has_imm ? wire::kImmBytes : 0) + len + pad;
   f.imm = wr.imm;
   f.len = len;
   f.src = src;
   return f;
 }
 
-// The frame but its ICRC: template headers, BTH (dest QP word w1, PSN with
-// AckReq), ImmDt, payload, pad; the result has the whole frame's length. On a
-// build error nothing meaningful is in `out`.
-[[gnu::always_inline]] inline wire::BuildResult write_send_only_bytes(
-    std::span<uint8_t> out, const wire::FrameTemplate& tmpl, const SendOnly& f, uint32_t w1,
-    uint32_t psn) {
-  const uint32_t hdr_bytes = wire::kBthBytes + (f.has_imm ? wire::kImmBytes : 0);
-  const size_t roce = hdr_bytes + f.len + wire::pad_bytes_for(f.len);
-  wire::BuildStatus st;
-  uint8_t* p = wire::begin_frame(out, tmpl, roce, st);
-  if (p == nullptr) return {st, 0};
-  wire::put_be32(p, f.w0);
-  wire::put_be32(p + 4, w1);
-  wire::put_be32(p + 8, 0x80000000u | psn);
-  if (f.has_imm) wire::put_be32(p + wire::kBthBytes, f.imm);
-  wire::copy_payload(p + hdr_bytes, f.src, f.len);
-  std::memset(p + hdr_bytes + f.len, 0, 4);  // pad (the ICRC overwrites the rest)
-  return {wire::BuildStatus::kOk, wire::frame_bytes_for(tmpl, roce)};
-}
-
-// The whole frame, ICRC included.
+// build_frame() of that SEND only, with begin_frame() and
+// finish_frame_icrc_words() on the constants in hand: template headers,
+// lengths, IPv4 checksum, BTH (PSN with AckReq), ImmDt, payload, pad, ICRC.
+// The IPv4 length cannot exceed 65535: the payload is at most a PMTU (4096).
+// On a build error nothing meaningful is in `out`.
 [[gnu::always_inline]] inline wire::BuildResult write_send_only(std::span<uint8_t> out,
-                                                                const wire::FrameTemplate& tmpl,
-                                                                const SendOnly& f, uint32_t w1,
-                                                                uint32_t psn) {
-  const wire::BuildResult r = write_send_only_bytes(out, tmpl, f, w1, psn);
+                                                                const SendFrameConsts& k,
+                                                                const SendOnly& s, uint32_t psn) {
+  constexpr uint32_t kIpUdp = wire::kIpv4HeaderBytes + wire::kUdpHeaderBytes;
+  const uint32_t ip_total = kIpUdp + s.roce + wire::kIcrcBytes;
+  const size_t frame_len = k.l2 + ip_total;
+  // The whole template is copied: its bytes after the UDP header land where
+  // the BTH goes.
+  if (out.size() < frame_len || out.size() < sizeof(k.tmpl.bytes)) {
+    return {wire::BuildStatus::kBufferTooSmall, 0};
+  }
+  uint8_t* f = out.data();
+  wire::copy_template_bytes(f, k.tmpl);
+  uint8_t* ip = f + k.l2;
+  const uint16_t total_be = wire::to_be(static_cast<uint16_t>(ip_total));
+  std::memcpy(ip + 2, &total_be, 2);
+  if (k.ip_sum_be) {
+    uint32_t sum = k.ip_sum + total_be;  // both at most 0xFFFF
+    sum = (sum & 0xFFFF) + (sum >> 16);
+    const auto csum = static_cast<uint16_t>(~sum);
+    std::memcpy(ip + 10, &csum, 2);
+  } else {
+    uint32_t sum = k.ip_sum + ip_total;
+    sum = (sum & 0xFFFF) + (sum >> 16);
+    sum = (sum & 0xFFFF) + (sum >> 16);
+    wire::put_be16(ip + 10, static_cast<uint16_t>(~sum));
+  }
+  wire::put_be16(ip + wire::kIpv4HeaderBytes + 4,
+                 static_cast<uint16_t>(ip_total - wire::kIpv4HeaderBytes));
+  uint8_t* p = ip + kIpUdp;
+  std::memcpy(p, &s.w0, 4);
+  std::memcpy(p + 4, &k.w1, 4);
+  wire::put_be32(p + 8, 0x80000000u | psn);
+  uint32_t hdr_bytes = wire::kBthBytes;
+  if (s.has_imm) {
+    wire::put_be32(p + wire::kBthBytes, s.imm);
+    hdr_bytes += wire::kImmBytes;
+  }
+  wire::copy_payload(p + hdr_bytes, s.src, s.len);
+  std::memset(p + hdr_bytes + s.len, 0, 4);  // pad (the ICRC overwrites the rest)
   // 28 + 12 (+ 4) + payload + pad bytes: whole words, at least 40.
-  if (r.ok()) wire::finish_frame_icrc_words(tmpl, out.data(), r.len_bytes);
-  return r;
+  wire::icrc_store(wire::icrc_ipv4_datagram_words(ip, ip_total - wire::kIcrcBytes),
+                   f + frame_len - wire::kIcrcBytes);
+  return {wire::BuildStatus::kOk, frame_len};
 }
 
 }  // namespace
@@ -374,14 +421,14 @@ void Qp::rewind_to(uint32_t psn) {
         // build_request() of a SEND only: the last packet, so it asks for an ACK.
         const uint32_t psn = cur_psn_;
         const SendOnly f = send_only(w->wr, w->seg[0].data(), w->len_bytes);
-        const uint32_t w1 = attr_.dest_qpn & wire::kPsnMask;
+        const SendFrameConsts k = send_frame_consts(tmpl, attr_.dest_qpn, false);
         // request_sent() for a one-packet SEND, before the frame bytes are
         // written (stores through them may alias anything).
         pkts_since_ack_req_ = 0;
         request_sent(now_ns, *w, psn);  // ack_req is set already
         ++counters_.tx_packets;
         // As poll_tx() + a failed build: the packet counts as sent.
-        return write_send_only(out, tmpl, f, w1, psn);
+        return write_send_only(out, k, f, psn);
       }
     }
   }
@@ -408,55 +455,53 @@ size_t Qp::poll_tx_frames(uint64_t now_ns, const wire::FrameTemplate& tmpl,
 }
 
 // poll_tx_frame()'s SEND only path, once per buffer, with request_sent()'s
-// bookkeeping on locals (the frame stores may alias any member, so members
-// would be reloaded after each frame) and stored back once.
+// bookkeeping done once for the run (the frame stores may alias any member,
+// so members would be reloaded after each frame). The run is as long as the
+// buffers, the queue and the window allow, up to the first WR that is not a
+// SEND only. Each of its WQEs is one PSN, and the cursor's WQE starts at the
+// cursor's PSN (request_sent(), rewind_to() and complete_head() keep it so),
+// so the k-th frame has PSN cur_psn_ + k and the cursor moves one WQE per
+// frame.
 size_t Qp::send_run(uint64_t now_ns, const wire::FrameTemplate& tmpl,
                     std::span<const std::span<uint8_t>> bufs, wire::BuildResult* results) {
-  const size_t n = bufs.size();
-  const uint32_t tail = sq_tail_;
-  const uint32_t una = una_psn_;
-  const uint32_t window = config_.window_packets;
-  const uint32_t w1 = attr_.dest_qpn & wire::kPsnMask;
+  const uint32_t cur = cur_wqe_;
+  const uint32_t psn0 = cur_psn_;
+  const auto outstanding = static_cast<uint32_t>(wire::psn_diff(psn0, una_psn_));
+  if (outstanding >= config_.window_packets) return 0;
+  const size_t n = std::min<size_t>(
+      {bufs.size(), size_t{sq_tail_ - cur}, size_t{config_.window_packets - outstanding}});
   const SendWqe* const sq = sq_.data();
   const uint32_t mask = sq_mask_;
-  uint32_t cur = cur_wqe_;
-  uint32_t psn = cur_psn_;
-  uint32_t snd_max = snd_max_psn_;
-  uint64_t retransmits = 0;
-  // Timeout 0 (wait forever) never starts it.
-  bool timer_running = ack_deadline_ns_ != kNoDeadline || attr_.timeout == 0;
+  const SendFrameConsts k = send_frame_consts(tmpl, attr_.dest_qpn, true);
   size_t i = 0;
   for (; i < n; ++i) {
-    if (cur == tail) break;
-    if (static_cast<uint32_t>(wire::psn_diff(psn, una)) >= window) break;
-    const SendWqe& w = sq[cur & mask];
+    const SendWqe& w = sq[(cur + static_cast<uint32_t>(i)) & mask];
     const WrOpcode op = w.wr.opcode;
     if (w.npkts != 1 || w.wr.num_sge > 1 || (op != WrOpcode::kSend && op != WrOpcode::kSendImm)) {
       break;
     }
     const SendOnly f = send_only(w.wr, w.seg[0].data(), w.len_bytes);
-    // request_sent() of a one-packet SEND.
-    if (wire::psn_lt(psn, snd_max)) ++retransmits;
-    const uint32_t end_psn = wire::psn_add(w.first_psn, 1);
-    const uint32_t sent_psn = psn;
-    psn = wire::psn_next(psn);
-    if (psn == end_psn) ++cur;
-    if (wire::psn_gt(psn, snd_max)) snd_max = psn;
-    if (!timer_running) {  // the first packet with the timer stopped starts it
-      timer_running = true;
+    // As poll_tx_frame(): a packet whose build fails counts as sent.
+    results[i] = write_send_only(bufs[i], k, f, wire::psn_add(psn0, static_cast<uint32_t>(i)));
+  }
+  if (i != 0) {
+    // request_sent() of each: PSNs below snd_max_psn_ are retransmissions
+    // (cur_psn_ never passes it), snd_max_psn_ moves to the end if that is
+    // past it, and the first packet with the timer stopped starts it
+    // (timeout 0, wait forever, never does).
+    const auto count = static_cast<uint32_t>(i);
+    const uint32_t end = wire::psn_add(psn0, count);
+    const int32_t behind = wire::psn_diff(snd_max_psn_, psn0);
+    if (behind > 0) counters_.tx_retransmits += std::min(static_cast<uint32_t>(behind), count);
+    if (wire::psn_gt(end, snd_max_psn_)) snd_max_psn_ = end;
+    cur_wqe_ = cur + count;
+    cur_psn_ = end;
+    pkts_since_ack_req_ = 0;
+    counters_.tx_packets += count;
+    if (ack_deadline_ns_ == kNoDeadline && attr_.timeout != 0) {
       timer_base_ns_ = sr_charged_ns_ = now_ns;
       ack_deadline_ns_ = now_ns + retransmit_timeout_ns();
     }
-    // As poll_tx_frame(): a packet whose build fails counts as sent.
-    results[i] = write_send_only(bufs[i], tmpl, f, w1, sent_psn);
-  }
-  if (i != 0) {
-    cur_wqe_ = cur;
-    cur_psn_ = psn;
-    snd_max_psn_ = snd_max;
-    pkts_since_ack_req_ = 0;
-    counters_.tx_packets += i;
-    counters_.tx_retransmits += retransmits;
   }
   return i;
 }

@@ -1,6 +1,7 @@
 // Responder: checks each request against the expected PSN, places SEND and
 // RDMA WRITE payload, serves RDMA READ, and queues ACK/NAK/READ responses in
 // PSN order (an ACK never overtakes READ responses for earlier PSNs).
+#include <algorithm>
 #include <cstring>
 
 #include "transport/qp.h"
@@ -524,78 +525,77 @@ void Qp::on_packets_burst(uint64_t now_ns, std::span<const wire::RoceView> pkts,
 }
 
 // on_packet()'s SEND only path (responder_send_inline() with the first and
-// last packet of a message) per packet; what it changes is kept in locals (the
-// payload stores may alias any member) and stored back once. A packet that
-// would take any other way (another QP or opcode, out of sequence, over the
-// PMTU, no receive posted, a receive too small) ends the run.
+// last packet of a message) per packet. Each packet it delivers takes the
+// next receive WQE and completion slot and moves ePSN and the MSN by one, so
+// the k-th is at rq_head_ + k, cq_tail_ + k, epsn_ + k, msn_ + k: the loop
+// keeps only its index (the payload stores may alias any member), and the
+// members are stored back once. A packet that would take any other way
+// (another QP or opcode, out of sequence, over the PMTU, no receive posted,
+// a receive too small) ends the run.
 size_t Qp::recv_run(std::span<const wire::RoceView> pkts, RxResult* results) {
-  const size_t n = pkts.size();
+  const uint32_t rq_head = rq_head_;
+  // No receive posted for the packet after the last WQE: it takes the RNR way.
+  const size_t n = std::min<size_t>(pkts.size(), rq_tail_ - rq_head);
   const uint32_t qpn = config_.qpn;
   const uint32_t pmtu = attr_.pmtu_bytes;
-  RecvWqe* const rq = rq_.data();
+  const RecvWqe* const rq = rq_.data();
   const uint32_t rq_mask = rq_mask_;
-  const uint32_t rq_tail = rq_tail_;
   Completion* const cq = cq_.data();
   const uint32_t cq_mask = cq_mask_;
-  uint32_t rq_head = rq_head_;
-  uint32_t cq_tail = cq_tail_;
-  uint32_t epsn = epsn_;
-  uint32_t msn = msn_;
-  uint32_t last_len = 0;
+  const uint32_t cq_tail = cq_tail_;
+  const uint32_t epsn = epsn_;
   uint32_t acks = 0;
-  uint32_t ack_psn = 0;
-  uint32_t ack_msn = 0;
+  uint32_t last_ack = 0;  // index of the last packet that asked for an ACK
   size_t i = 0;
   for (; i < n; ++i) {
+    const auto k = static_cast<uint32_t>(i);
     const uint8_t* b = pkts[i].bth;
     const std::span<const uint8_t> payload = pkts[i].payload;
     const uint8_t opcode = b[0];
     const uint32_t w2 = wire::get_be32(b + 8);
-    const uint32_t psn = w2 & wire::kPsnMask;
     if ((wire::get_be32(b + 4) & wire::kPsnMask) != qpn ||
         (opcode != static_cast<uint8_t>(Opcode::kSendOnly) &&
          opcode != static_cast<uint8_t>(Opcode::kSendOnlyImm)) ||
-        psn != epsn || payload.size() > pmtu || rq_head == rq_tail) {
+        (w2 & wire::kPsnMask) != wire::psn_add(epsn, k) || payload.size() > pmtu) {
       break;
     }
-    const RecvWqe& r = rq[rq_head & rq_mask];
+    const RecvWqe& r = rq[(rq_head + k) & rq_mask];
     if (payload.size() > r.len_bytes) break;
     const bool imm = opcode == static_cast<uint8_t>(Opcode::kSendOnlyImm);
-    last_len = static_cast<uint32_t>(payload.size());
     // The receive completion, field by field into its slot (room: reserved
     // at post, cq_has_room_for_post), before the payload stores.
-    Completion& c = cq[cq_tail & cq_mask];
+    Completion& c = cq[(cq_tail + k) & cq_mask];
     c.wr_id = r.wr_id;
     c.status = WcStatus::kSuccess;
     c.opcode = WcOpcode::kRecv;
     c.has_imm = imm;
     c.imm = imm ? wire::get_be32(b + wire::kBthBytes) : 0;
-    c.len_bytes = last_len;
-    ++cq_tail;
+    c.len_bytes = static_cast<uint32_t>(payload.size());
     if (r.num_sge == 1) {  // scatter()'s common case, inline
       wire::copy_payload(r.seg[0].data(), payload.data(), payload.size());
     } else {
       scatter(r.seg, r.num_sge, 0, payload);
     }
-    ++rq_head;
-    epsn = wire::psn_next(epsn);
-    msn = wire::psn_next(msn);
     if ((w2 >> 31) != 0) {
       ++acks;
-      ack_psn = psn;
-      ack_msn = msn;
+      last_ack = k;
     }
     results[i] = RxResult::kAccepted;
   }
   if (i != 0) {
-    rq_head_ = rq_head;
-    cq_tail_ = cq_tail;
-    epsn_ = epsn;
-    msn_ = msn;
-    recv_offset_ = last_len;
+    const auto count = static_cast<uint32_t>(i);
+    const uint32_t msn = msn_;
+    rq_head_ = rq_head + count;
+    cq_tail_ = cq_tail + count;
+    epsn_ = wire::psn_add(epsn, count);
+    msn_ = wire::psn_add(msn, count);
+    recv_offset_ = static_cast<uint32_t>(pkts[i - 1].payload.size());
     nak_seq_sent_ = false;
     counters_.rx_packets += i;
-    if (acks != 0) queue_acks(Aeth::ack(ack_msn), ack_psn, acks);
+    if (acks != 0) {
+      // The ACK of the last packet that asked: its PSN, the MSN after it.
+      queue_acks(Aeth::ack(wire::psn_add(msn, last_ack + 1)), wire::psn_add(epsn, last_ack), acks);
+    }
   }
   return i;
 }

@@ -110,16 +110,12 @@ bool streaming_burst(Side& a, Side& b, std::vector<Hop>& frames, Hop& ack, std::
   if (a.qp.post_send(wrs, st) != burst) return false;
   // The TX burst: every frame written (one call) before any is received.
   if (a.qp.poll_tx_frames(now_ns, a.tmpl, tx_bufs, tx_res) != burst) return false;
+  // The RX burst at b: each frame (all written now) checked and parsed where
+  // it was written, then all delivered in one call; the ACKs coalesce in b's
+  // queue.
   for (size_t i = 0; i < burst; ++i) {
-    if (!tx_res[i].ok()) return false;
-    frames[i].len = tx_res[i].len_bytes;
-  }
-  // The RX burst at b: each frame parsed, then all delivered in one call; the
-  // ACKs coalesce in b's queue.
-  for (size_t i = 0; i < burst; ++i) {
-    const Hop& h = frames[i];
-    if (wire::parse_frame(std::span<const uint8_t>(h.buf.data(), h.len), b.rx, views[i]) !=
-        wire::DropReason::kNone) {
+    if (!tx_res[i].ok() || wire::parse_frame(tx_bufs[i].first(tx_res[i].len_bytes), b.rx,
+                                             views[i]) != wire::DropReason::kNone) {
       return false;
     }
   }

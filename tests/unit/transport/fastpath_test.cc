@@ -584,6 +584,163 @@ TEST_CASE("burst and chain calls: RNR in the middle of an RX burst") {
   }
 }
 
+// A TX burst's run of SEND onlys takes its PSNs and retransmission count
+// from the cursor alone (each WQE one PSN, starting at the cursor's): check
+// that against the general path after a go-back-N rewind (a burst that
+// resends and then sends new PSNs past snd_max) and after an ACK overtakes a
+// rewind (the cursor moved by the completion, not by a send).
+TEST_CASE("burst and chain calls: TX bursts after a rewind and after an overtaken rewind") {
+  QpPair g, f;
+  wire::ParseOptions popt;
+  popt.pmtu_bytes = 1024;
+  const wire::FrameTemplate t = wire::make_frame_template(wire::FrameAddr{});
+  for (QpPair* p : {&g, &f}) {
+    for (uint64_t i = 0; i < 8; ++i) {
+      SendWr wr;
+      wr.wr_id = i;
+      wr.opcode = i % 3 == 1 ? WrOpcode::kSendImm : WrOpcode::kSend;
+      wr.imm = 0x1000u + static_cast<uint32_t>(i);
+      wr.sge[0] = Sge{kBase + 64 * i, 61 + static_cast<uint32_t>(i), 0x100};
+      wr.num_sge = 1;
+      REQUIRE(p->a.qp.post_send(wr) == Status::kOk);
+      RecvWr r;
+      r.wr_id = 100 + i;
+      r.sge[0] = Sge{kBase + 0x8000 + 0x100 * i, 128, 0x100};
+      r.num_sge = 1;
+      REQUIRE(p->b.qp.post_recv(r) == Status::kOk);
+    }
+  }
+  // A TX burst of up to k frames from a in the fused world, one at a time in
+  // the general one: the same frames and state.
+  auto burst = [&](size_t k) {
+    std::vector<std::vector<uint8_t>> bufs(k, std::vector<uint8_t>(2048));
+    std::vector<std::span<uint8_t>> rooms(bufs.begin(), bufs.end());
+    std::vector<wire::BuildResult> res(k);
+    const size_t n = f.a.qp.poll_tx_frames(f.now_ns, t, rooms, res.data());
+    std::vector<std::vector<uint8_t>> frames;
+    for (size_t i = 0; i < n; ++i) {
+      TxPacket tx;
+      REQUIRE(g.a.qp.poll_tx(g.now_ns, tx));
+      std::vector<uint8_t> gb(2048);
+      const wire::BuildResult gr = wire::build_frame(
+          gb, t, tx.hdr,
+          std::span<const std::span<const uint8_t>>(tx.payload.data(), tx.payload_parts));
+      REQUIRE(gr.ok());
+      REQUIRE(res[i].ok());
+      REQUIRE(gr.len_bytes == res[i].len_bytes);
+      REQUIRE(std::memcmp(gb.data(), bufs[i].data(), gr.len_bytes) == 0);
+      frames.emplace_back(gb.begin(), gb.begin() + gr.len_bytes);
+    }
+    TxPacket more;
+    if (n < k) REQUIRE_FALSE(g.a.qp.poll_tx(g.now_ns, more));
+    require_same(g.a.qp, f.a.qp);
+    return frames;
+  };
+  auto timeout = [&]() {
+    for (QpPair* p : {&g, &f}) {
+      p->now_ns += 5'000'000;  // past the 4.2 ms ACK timeout
+      p->a.qp.on_timer(p->now_ns);
+    }
+    require_same(g.a.qp, f.a.qp);
+  };
+  // Both worlds' QPs: the frames to `to` (b or a), parsed and delivered.
+  auto deliver = [&](const std::vector<std::vector<uint8_t>>& frames, bool to_b) {
+    for (const auto& fr : frames) {
+      wire::ParsedFrame pf;
+      wire::RoceView v;
+      REQUIRE(wire::parse_frame(fr, popt, pf) == wire::DropReason::kNone);
+      REQUIRE(wire::parse_frame(fr, popt, v) == wire::DropReason::kNone);
+      Qp& gq = to_b ? g.b.qp : g.a.qp;
+      Qp& fq = to_b ? f.b.qp : f.a.qp;
+      REQUIRE(gq.on_packet(g.now_ns, pf.hdr, pf.payload) == fq.on_packet(f.now_ns, v));
+      require_same(gq, fq);
+    }
+  };
+  REQUIRE(burst(3).size() == 3);  // PSNs 100..102, lost
+  timeout();                      // back to 100
+  REQUIRE(f.a.qp.counters().retries == 1);
+  // 100..102 again, then 103..105 new: 3 retransmissions.
+  const auto sent = burst(6);
+  REQUIRE(sent.size() == 6);
+  REQUIRE(f.a.qp.counters().tx_retransmits == 3);
+  deliver(sent, true);
+  std::vector<std::vector<uint8_t>> acks;
+  for (;;) {
+    std::vector<uint8_t> gb(2048), fb(2048);
+    const wire::BuildResult br = f.b.qp.poll_tx_frame(f.now_ns, t, fb);
+    TxPacket tx;
+    const bool got = g.b.qp.poll_tx(g.now_ns, tx);
+    REQUIRE(got == (br.len_bytes != 0));
+    if (!got) break;
+    const wire::BuildResult gr = wire::build_frame(gb, t, tx.hdr, {});
+    REQUIRE(gr.len_bytes == br.len_bytes);
+    REQUIRE(std::memcmp(gb.data(), fb.data(), gr.len_bytes) == 0);
+    fb.resize(br.len_bytes);
+    acks.push_back(fb);
+  }
+  REQUIRE_FALSE(acks.empty());
+  timeout();  // the ACKs are late: back to 100 again
+  REQUIRE(f.a.qp.counters().retries == 2);
+  deliver(acks, false);  // they complete 100..105: the cursor moves to 106
+  REQUIRE(f.a.qp.una_psn() == 106);
+  const uint64_t retransmits = f.a.qp.counters().tx_retransmits;
+  REQUIRE(burst(8).size() == 2);  // 106, 107: new, the queue's last two
+  REQUIRE(f.a.qp.counters().tx_retransmits == retransmits);
+  REQUIRE(g.a.drain_cq().size() == f.a.drain_cq().size());
+}
+
+// The send chain numbers no receives without SR (only SR reads the
+// numbers): a QP that posted chains without SR, reset and brought up again
+// with SR, must still have its SENDs consume the peer's receives in order.
+TEST_CASE("burst and chain calls: SR after a reset of a QP that posted chains without it") {
+  QpPair p;
+  auto post = [&](uint64_t first, size_t k, bool chain) {
+    std::vector<SendWr> wrs(k);
+    for (size_t i = 0; i < k; ++i) {
+      wrs[i].wr_id = first + i;
+      wrs[i].opcode = i % 2 ? WrOpcode::kSendImm : WrOpcode::kSend;
+      wrs[i].sge[0] = Sge{kBase + 0x100 * (first + i), 40 + static_cast<uint32_t>(i), 0x100};
+      wrs[i].num_sge = 1;
+      RecvWr r;
+      r.wr_id = 1000 + first + i;
+      r.sge[0] = Sge{kBase + 0x40000 + 0x100 * (first + i), 128, 0x100};
+      r.num_sge = 1;
+      REQUIRE(p.b.qp.post_recv(r) == Status::kOk);
+    }
+    Status st;
+    if (chain) {
+      REQUIRE(p.a.qp.post_send(wrs, st) == k);
+    } else {
+      for (const SendWr& wr : wrs) REQUIRE(p.a.qp.post_send(wr) == Status::kOk);
+    }
+    p.pump();
+    const auto got = p.b.drain_cq();
+    REQUIRE(got.size() == k);
+    for (size_t i = 0; i < k; ++i) {
+      REQUIRE(got[i].wr_id == 1000 + first + i);
+      REQUIRE(got[i].status == WcStatus::kSuccess);
+      REQUIRE(got[i].len_bytes == 40 + i);
+      REQUIRE(std::memcmp(p.b.mem() + 0x40000 + 0x100 * (first + i),
+                          p.a.mem() + 0x100 * (first + i), 40 + i) == 0);
+    }
+    REQUIRE(p.a.drain_cq().size() == k);
+  };
+  post(0, 5, true);
+  post(5, 3, false);
+  post(8, 4, true);
+  for (Qp* q : {&p.a.qp, &p.b.qp}) {
+    QpAttr r;
+    r.state = QpState::kReset;
+    REQUIRE(q->modify(r, kAttrState) == Status::kOk);
+  }
+  QpAttr sr = default_attr();
+  sr.selective_repeat = true;
+  bring_up(p.a.qp, sr, 0x22, 300, 7000);
+  bring_up(p.b.qp, sr, 0x11, 7000, 300);
+  post(20, 6, false);
+  post(26, 4, true);  // under SR the chain takes its SENDs one by one
+}
+
 TEST_CASE("fused datapath: a SEND only and its ACK take the direct path, byte-identical") {
   QpPair g, f;
   SendWr wr;
