@@ -341,7 +341,7 @@ size_t Qp::poll_cq(std::span<Completion> out) {
   const size_t from = cq_head_ & cq_mask_;
   const size_t first = std::min(n, cq_.size() - from);
   std::memcpy(out, cq_.data() + from, first * sizeof(Completion));
-  std::memcpy(out + first, cq_.data(), (n - first) * sizeof(Completion));
+  if (first != n) std::memcpy(out + first, cq_.data(), (n - first) * sizeof(Completion));
   cq_head_ += static_cast<uint32_t>(n);
   return n;
 }
