@@ -90,12 +90,34 @@ constexpr FoldConstants kFold256 = fold_constants(256);
 constexpr FoldConstants kFold128 = fold_constants(128);
 static_assert(kFold512.lo == 0x154442bd4 && kFold512.hi == 0x1c6e41596);
 static_assert(kFold128.lo == 0x1751997d0 && kFold128.hi == 0x0ccaa009e);
-// 64 -> 32 bit fold, then Barrett reduction: mu = floor(x^64 / P) and P,
-// both bit-reflected (33 bits).
-constexpr uint64_t kFold64 = xpow_mod_reflected_shifted(64);
-static_assert(kFold64 == 0x163cd6124);
-constexpr uint64_t kBarrettMu = 0x1F7011641;
+// The polynomial P, bit-reflected (33 bits), for Barrett reduction.
 constexpr uint64_t kBarrettPoly = 0x1DB710641;
+// floor(x^e / P) for e < 96 (bit i = coefficient of x^i), and its 64-bit
+// bit reflection.
+constexpr uint64_t poly_quotient_xpow(unsigned e) {
+  uint64_t q = 0;
+  uint64_t r = 1;
+  for (unsigned i = 0; i < e; ++i) {
+    r <<= 1;
+    q <<= 1;
+    if (r >> 32) {
+      r ^= 0x104C11DB7ull;
+      q |= 1;
+    }
+  }
+  return q;
+}
+static_assert(poly_quotient_xpow(64) == 0x104D101DFull);  // Intel's mu for 64-bit Barrett
+constexpr uint64_t reflect64(uint64_t v) {
+  uint64_t r = 0;
+  for (int b = 0; b < 64; ++b) r |= ((v >> b) & 1) << (63 - b);
+  return r;
+}
+// Barrett from 96 bits: with T the 96-bit value in bits 0..95 (T_hi = its
+// low qword), q = floor(T_hi * floor(x^95 / P) / x^63) is the quotient, and
+// T + q * P leaves the remainder in dword 2. floor(x^95 / P) has degree 63,
+// so it fits one 64-bit multiply and q comes out aligned in the low qword.
+constexpr uint64_t kBarrett96Mu = reflect64(poly_quotient_xpow(95));
 
 #define CONDUIT_CLMUL __attribute__((target("pclmul,sse2")))
 
@@ -111,25 +133,23 @@ inline __m128i load128(const uint8_t* p) {
   return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
 }
 
+// Barrett from 96 bits (see kBarrett96Mu) to the 32-bit CRC register.
+CONDUIT_CLMUL inline uint32_t barrett96(__m128i x) {
+  const __m128i k =
+      _mm_set_epi64x(static_cast<long long>(kBarrettPoly), static_cast<long long>(kBarrett96Mu));
+  const __m128i q = _mm_clmulepi64_si128(x, k, 0x00);
+  // Dword 2 as a vector element, not _mm_extract_epi32: one pextrd where the
+  // caller has SSE4.1 (AVX), a shuffle and a move where it has only SSSE3.
+  return static_cast<uint32_t>(
+      reinterpret_cast<__v4si>(_mm_xor_si128(x, _mm_clmulepi64_si128(q, k, 0x10)))[2]);
+}
+
 // Reduces a 128-bit remainder (congruent to the message so far) to the
-// 32-bit CRC register.
+// 32-bit CRC register: the low half times x^(128-32), added to the high half
+// (which also appends 32 zero bits), is 96 bits for Barrett.
 CONDUIT_CLMUL inline uint32_t reduce128(__m128i x) {
-  const __m128i mask32 = _mm_set_epi32(0, 0, 0, -1);
-  // 128 -> 64: low half times x^(128-32), added to the high half (which also
-  // appends 32 zero bits).
-  const __m128i k128 = constants(kFold128);
-  x = _mm_xor_si128(_mm_clmulepi64_si128(x, k128, 0x10), _mm_srli_si128(x, 8));
-  // 64 -> 32 (+32 zero bits).
-  const __m128i k64 = _mm_set_epi64x(0, static_cast<long long>(kFold64));
-  x = _mm_xor_si128(_mm_clmulepi64_si128(_mm_and_si128(x, mask32), k64, 0x00),
-                    _mm_srli_si128(x, 4));
-  // Barrett: q = (low32 * mu) mod x^32, r = x + q * P; the CRC is r's second dword.
-  const __m128i kb =
-      _mm_set_epi64x(static_cast<long long>(kBarrettMu), static_cast<long long>(kBarrettPoly));
-  __m128i q = _mm_clmulepi64_si128(_mm_and_si128(x, mask32), kb, 0x10);
-  q = _mm_clmulepi64_si128(_mm_and_si128(q, mask32), kb, 0x00);
-  x = _mm_xor_si128(x, q);
-  return static_cast<uint32_t>(_mm_cvtsi128_si32(_mm_srli_si128(x, 4)));
+  return barrett96(
+      _mm_xor_si128(_mm_clmulepi64_si128(x, constants(kFold128), 0x10), _mm_srli_si128(x, 8)));
 }
 
 // Folds the < 64 remaining whole 16-byte blocks into x with independent
@@ -412,36 +432,8 @@ __attribute__((target("avx512f,vpclmulqdq,avx,pclmul,ssse3,sse2"))) uint32_t icr
 // the message's first four bytes, placed there by a byte permute. Each 64-byte register is then
 // multiplied once, lane by lane, straight down to 96 bits by its distance from the end (independent
 // multiplies instead of a chain of folds), and one Barrett reduction from 96 bits ends it: three
-// multiply latencies from the last load to the CRC. Separate from the ICRC stream above, which
-// keeps its own reduction (reduce128).
+// multiply latencies from the last load to the CRC.
 constexpr size_t kAvx512CrcMinBytes = 16;
-
-// floor(x^e / P) for e < 96 (bit i = coefficient of x^i), and its 64-bit
-// bit reflection.
-constexpr uint64_t poly_quotient_xpow(unsigned e) {
-  uint64_t q = 0;
-  uint64_t r = 1;
-  for (unsigned i = 0; i < e; ++i) {
-    r <<= 1;
-    q <<= 1;
-    if (r >> 32) {
-      r ^= 0x104C11DB7ull;
-      q |= 1;
-    }
-  }
-  return q;
-}
-static_assert(poly_quotient_xpow(64) == 0x104D101DFull);  // Intel's mu for 64-bit Barrett
-constexpr uint64_t reflect64(uint64_t v) {
-  uint64_t r = 0;
-  for (int b = 0; b < 64; ++b) r |= ((v >> b) & 1) << (63 - b);
-  return r;
-}
-// Barrett from 96 bits: with T the 96-bit value in bits 0..95 (T_hi = its
-// low qword), q = floor(T_hi * floor(x^95 / P) / x^63) is the quotient, and
-// T + q * P leaves the remainder in dword 2. floor(x^95 / P) has degree 63,
-// so it fits one 64-bit multiply and q comes out aligned in the low qword.
-constexpr uint64_t kBarrett96Mu = reflect64(poly_quotient_xpow(95));
 
 // kFinalLanes[m]: the multipliers for a 64-byte register m registers before
 // the message's last one. Lane i (i = 0 first in memory) sits
@@ -497,14 +489,6 @@ CONDUIT_AVX512_CRC inline __m512i mul(__m512i a, size_t m) {
   const __m512i k = load_multipliers(m);
   return _mm512_xor_si512(_mm512_clmulepi64_epi128(a, k, 0x00),
                           _mm512_clmulepi64_epi128(a, k, 0x11));
-}
-
-CONDUIT_AVX512_CRC inline uint32_t barrett96(__m128i x) {
-  const __m128i k =
-      _mm_set_epi64x(static_cast<long long>(kBarrettPoly), static_cast<long long>(kBarrett96Mu));
-  const __m128i q = _mm_clmulepi64_si128(x, k, 0x00);
-  return static_cast<uint32_t>(
-      _mm_extract_epi32(_mm_xor_si128(x, _mm_clmulepi64_si128(q, k, 0x10)), 2));
 }
 
 // 16..32 bytes: the same in one 32-byte register (two lanes, the last two
