@@ -330,39 +330,75 @@ CONDUIT_CLMUL uint32_t raw_clmul_icrc_head48(uint32_t s, const uint8_t* head, co
 //   z zero bytes, 4 x 0xFF, the masked datagram
 // for any z: z in 0..12 makes the stream whole blocks for every datagram
 // length except 16k + 13..15 bytes (never a RoCE frame: those are multiples
-// of 4). Block 0 is one shuffled load of the datagram's first bytes; the
-// 0xFF bytes and the variant fields come from a per-z table of OR masks.
-constexpr size_t kStreamMaxZeros = 12;
-
+// of 4). For the others z = 12 - n % 16, so the stream has n / 16 + 1
+// blocks and block 1 starts at byte n % 16: everything follows from n with
+// no dependent arithmetic. Block 0 is one shuffled load of the datagram's
+// first bytes; the 0xFF bytes and the variant fields come from a table of OR
+// masks by n % 16.
 constexpr bool icrc_variant_byte(size_t offset) {
   // IPv4 ToS, TTL, header checksum; UDP checksum; BTH byte 4.
   return offset == 1 || offset == 8 || offset == 10 || offset == 11 || offset == 26 ||
          offset == 27 || offset == 32;
 }
 
-struct StreamMasks {
+// 128 bytes, so that the index is one shift.
+struct alignas(128) StreamMasks {
   alignas(16) std::array<uint8_t, 16> shuffle;              // block 0 from a load at byte 0
   alignas(16) std::array<std::array<uint8_t, 16>, 4> ones;  // OR masks of blocks 0..3
 };
 
-constexpr std::array<StreamMasks, kStreamMaxZeros + 1> make_stream_masks() {
-  std::array<StreamMasks, kStreamMaxZeros + 1> t{};
-  for (size_t z = 0; z <= kStreamMaxZeros; ++z) {
+// Short streams (3..7 blocks) take each block straight to 96 bits and reduce
+// once: a block j blocks before the stream's last one times x^(128 j + 96)
+// mod P (its high-degree qword) and x^(128 j + 32) mod P (the other), the
+// kFinalLanes form below, gives 96-bit values whose sum is congruent to
+// stream * x^32, and barrett96 ends it. All multiplies are independent.
+constexpr FoldConstants to96_constants(unsigned blocks_before_last) {
+  return fold_constants(128 * blocks_before_last + 64);
+}
+static_assert(to96_constants(0).lo == kFold128.hi);  // x^96, as reduce128's first step
+
+// For a stream of 4 + r blocks (r = 0..3): the multipliers of blocks 0..3,
+// then of the three blocks that end the stream. Those three are read for
+// every r (they are blocks 1..3 at the least, so inside the datagram); the
+// ones that are also among blocks 0..3 get zero and add nothing. So every
+// short frame runs the same code, with no branch on r.
+struct alignas(128) ShortStream {
+  std::array<FoldConstants, 7> k;
+};
+
+// One table, one base register (to96 first: its index then needs no offset).
+struct StreamTables {
+  std::array<ShortStream, 7> to96;    // by n / 16, 3..6 (4..7 blocks; 0..2 unused)
+  std::array<StreamMasks, 16> masks;  // by n % 16 (13..15 are not stream lengths)
+};
+
+constexpr StreamTables make_stream_tables() {
+  StreamTables t{};
+  for (size_t z = 0; z <= 12; ++z) {
+    StreamMasks& m = t.masks[12 - z];
     for (size_t j = 0; j < 16; ++j) {
-      t[z].shuffle[j] = j >= z + 4 ? static_cast<uint8_t>(j - z - 4) : 0x80;  // 0x80: zero
+      m.shuffle[j] = j >= z + 4 ? static_cast<uint8_t>(j - z - 4) : 0x80;  // 0x80: zero
     }
     for (size_t k = 0; k < 4; ++k) {
       for (size_t j = 0; j < 16; ++j) {
         const size_t pos = 16 * k + j;
         const bool ones = pos >= z && (pos < z + 4 || icrc_variant_byte(pos - z - 4));
-        t[z].ones[k][j] = ones ? 0xFF : 0;
+        m.ones[k][j] = ones ? 0xFF : 0;
       }
+    }
+  }
+  for (unsigned r = 0; r < 4; ++r) {
+    ShortStream& k = t.to96[3 + r];
+    for (unsigned i = 0; i < 4; ++i) k.k[i] = to96_constants(3 + r - i);
+    for (unsigned e = 0; e < 3; ++e) {
+      const unsigned j = 2 - e;  // blocks before the last
+      k.k[4 + e] = j < r ? to96_constants(j) : FoldConstants{0, 0};
     }
   }
   return t;
 }
 
-constexpr auto kStreamMasks = make_stream_masks();
+constexpr auto kStreamTables = make_stream_tables();
 
 // A datagram length the block stream handles: at least 40 bytes, and
 // (n + 4) % 16 not in 1..3.
@@ -373,10 +409,10 @@ constexpr bool stream_length_ok(size_t n) { return n >= 40 && ((n + 4) & 15) - 1
 inline __m128i load_aligned(const std::array<uint8_t, 16>& a) {
   return _mm_load_si128(reinterpret_cast<const __m128i*>(a.data()));
 }
+inline __m128i load_constants(const FoldConstants& k) {
+  return _mm_load_si128(reinterpret_cast<const __m128i*>(&k));
+}
 
-// The raw CRC register at the end of the stream (the ICRC before inversion).
-// Always inlined into the per-ISA entry points below, so the same code is
-// also compiled with VEX encoding (three-operand: no register copies).
 // The stream's part after block 3 when 64 bytes or more are left: out of
 // line, so that the short frames' path keeps its pointer and length in
 // registers (the long path passes them by reference).
@@ -386,30 +422,40 @@ template <bool kUseAvx512>
   return reduce128(fold_from<kUseAvx512>(x, p, left));
 }
 
+// The raw CRC register at the end of the stream (the ICRC before inversion).
+// Always inlined into the per-ISA entry points below, so the same code is
+// also compiled with VEX encoding (three-operand: no register copies).
 template <bool kUseAvx512>
 [[gnu::always_inline]] CONDUIT_CLMUL_SSSE3 inline uint32_t raw_icrc_stream(const uint8_t* d,
                                                                            size_t n) {
-  const size_t z = (16 - ((n + 4) & 15)) & 15;
-  const StreamMasks& m = kStreamMasks[z];
+  const size_t k = n & 15;  // 12 - z
+  const StreamMasks& m = kStreamTables.masks[k];
   const __m128i b0 =
       _mm_or_si128(_mm_shuffle_epi8(load128(d), load_aligned(m.shuffle)), load_aligned(m.ones[0]));
-  const uint8_t* p = d + 12 - z;  // block 1
+  const uint8_t* p = d + k;  // block 1
   const __m128i b1 = _mm_or_si128(load128(p), load_aligned(m.ones[1]));
   const __m128i b2 = _mm_or_si128(load128(p + 16), load_aligned(m.ones[2]));
-  size_t left = n - (12 - z) - 32;  // after block 2; a multiple of 16
-  if (left == 0) {                  // 3 blocks: a 40..44-byte ACK or NAK
-    return reduce128(_mm_xor_si128(
-        _mm_xor_si128(fold(b0, constants(kFold256)), fold(b1, constants(kFold128))), b2));
+  if (n < 48) {  // 3 blocks: a 40..44-byte ACK or NAK
+    return barrett96(_mm_xor_si128(_mm_xor_si128(fold(b0, constants(to96_constants(2))),
+                                                 fold(b1, constants(to96_constants(1)))),
+                                   fold(b2, constants(to96_constants(0)))));
   }
   const __m128i b3 = _mm_or_si128(load128(p + 32), load_aligned(m.ones[3]));
-  __m128i x =
+  if (n < 112) {  // 4..7 blocks
+    const ShortStream& t = kStreamTables.to96[n / 16];
+    const uint8_t* end = d + n;
+    const __m128i h = _mm_xor_si128(
+        _mm_xor_si128(fold(b0, load_constants(t.k[0])), fold(b1, load_constants(t.k[1]))),
+        _mm_xor_si128(fold(b2, load_constants(t.k[2])), fold(b3, load_constants(t.k[3]))));
+    const __m128i e = _mm_xor_si128(_mm_xor_si128(fold(load128(end - 48), load_constants(t.k[4])),
+                                                  fold(load128(end - 32), load_constants(t.k[5]))),
+                                    fold(load128(end - 16), load_constants(t.k[6])));
+    return barrett96(_mm_xor_si128(h, e));
+  }
+  const __m128i x =
       _mm_xor_si128(_mm_xor_si128(fold(b0, constants(kFold384)), fold(b1, constants(kFold256))),
                     _mm_xor_si128(fold(b2, constants(kFold128)), b3));
-  p += 48;
-  left -= 16;
-  // Short frames stay inline: up to 3 more blocks with independent multiplies.
-  if (left < 64) return reduce128(fold_blocks(x, p, left / 16));
-  return raw_icrc_stream_long<kUseAvx512>(x, p, left);
+  return raw_icrc_stream_long<kUseAvx512>(x, p + 48, n - k - 48);
 }
 
 CONDUIT_CLMUL_SSSE3 uint32_t icrc_stream_sse(const uint8_t* d, size_t n) {
