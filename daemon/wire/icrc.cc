@@ -90,12 +90,34 @@ constexpr FoldConstants kFold256 = fold_constants(256);
 constexpr FoldConstants kFold128 = fold_constants(128);
 static_assert(kFold512.lo == 0x154442bd4 && kFold512.hi == 0x1c6e41596);
 static_assert(kFold128.lo == 0x1751997d0 && kFold128.hi == 0x0ccaa009e);
-// 64 -> 32 bit fold, then Barrett reduction: mu = floor(x^64 / P) and P,
-// both bit-reflected (33 bits).
-constexpr uint64_t kFold64 = xpow_mod_reflected_shifted(64);
-static_assert(kFold64 == 0x163cd6124);
-constexpr uint64_t kBarrettMu = 0x1F7011641;
+// The polynomial P, bit-reflected (33 bits), for Barrett reduction.
 constexpr uint64_t kBarrettPoly = 0x1DB710641;
+// floor(x^e / P) for e < 96 (bit i = coefficient of x^i), and its 64-bit
+// bit reflection.
+constexpr uint64_t poly_quotient_xpow(unsigned e) {
+  uint64_t q = 0;
+  uint64_t r = 1;
+  for (unsigned i = 0; i < e; ++i) {
+    r <<= 1;
+    q <<= 1;
+    if (r >> 32) {
+      r ^= 0x104C11DB7ull;
+      q |= 1;
+    }
+  }
+  return q;
+}
+static_assert(poly_quotient_xpow(64) == 0x104D101DFull);  // Intel's mu for 64-bit Barrett
+constexpr uint64_t reflect64(uint64_t v) {
+  uint64_t r = 0;
+  for (int b = 0; b < 64; ++b) r |= ((v >> b) & 1) << (63 - b);
+  return r;
+}
+// Barrett from 96 bits: with T the 96-bit value in bits 0..95 (T_hi = its
+// low qword), q = floor(T_hi * floor(x^95 / P) / x^63) is the quotient, and
+// T + q * P leaves the remainder in dword 2. floor(x^95 / P) has degree 63,
+// so it fits one 64-bit multiply and q comes out aligned in the low qword.
+constexpr uint64_t kBarrett96Mu = reflect64(poly_quotient_xpow(95));
 
 #define CONDUIT_CLMUL __attribute__((target("pclmul,sse2")))
 
@@ -111,25 +133,23 @@ inline __m128i load128(const uint8_t* p) {
   return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
 }
 
+// Barrett from 96 bits (see kBarrett96Mu) to the 32-bit CRC register.
+CONDUIT_CLMUL inline uint32_t barrett96(__m128i x) {
+  const __m128i k =
+      _mm_set_epi64x(static_cast<long long>(kBarrettPoly), static_cast<long long>(kBarrett96Mu));
+  const __m128i q = _mm_clmulepi64_si128(x, k, 0x00);
+  // Dword 2 as a vector element, not _mm_extract_epi32: one pextrd where the
+  // caller has SSE4.1 (AVX), a shuffle and a move where it has only SSSE3.
+  return static_cast<uint32_t>(
+      reinterpret_cast<__v4si>(_mm_xor_si128(x, _mm_clmulepi64_si128(q, k, 0x10)))[2]);
+}
+
 // Reduces a 128-bit remainder (congruent to the message so far) to the
-// 32-bit CRC register.
+// 32-bit CRC register: the low half times x^(128-32), added to the high half
+// (which also appends 32 zero bits), is 96 bits for Barrett.
 CONDUIT_CLMUL inline uint32_t reduce128(__m128i x) {
-  const __m128i mask32 = _mm_set_epi32(0, 0, 0, -1);
-  // 128 -> 64: low half times x^(128-32), added to the high half (which also
-  // appends 32 zero bits).
-  const __m128i k128 = constants(kFold128);
-  x = _mm_xor_si128(_mm_clmulepi64_si128(x, k128, 0x10), _mm_srli_si128(x, 8));
-  // 64 -> 32 (+32 zero bits).
-  const __m128i k64 = _mm_set_epi64x(0, static_cast<long long>(kFold64));
-  x = _mm_xor_si128(_mm_clmulepi64_si128(_mm_and_si128(x, mask32), k64, 0x00),
-                    _mm_srli_si128(x, 4));
-  // Barrett: q = (low32 * mu) mod x^32, r = x + q * P; the CRC is r's second dword.
-  const __m128i kb =
-      _mm_set_epi64x(static_cast<long long>(kBarrettMu), static_cast<long long>(kBarrettPoly));
-  __m128i q = _mm_clmulepi64_si128(_mm_and_si128(x, mask32), kb, 0x10);
-  q = _mm_clmulepi64_si128(_mm_and_si128(q, mask32), kb, 0x00);
-  x = _mm_xor_si128(x, q);
-  return static_cast<uint32_t>(_mm_cvtsi128_si32(_mm_srli_si128(x, 4)));
+  return barrett96(
+      _mm_xor_si128(_mm_clmulepi64_si128(x, constants(kFold128), 0x10), _mm_srli_si128(x, 8)));
 }
 
 // Folds the < 64 remaining whole 16-byte blocks into x with independent
@@ -310,39 +330,75 @@ CONDUIT_CLMUL uint32_t raw_clmul_icrc_head48(uint32_t s, const uint8_t* head, co
 //   z zero bytes, 4 x 0xFF, the masked datagram
 // for any z: z in 0..12 makes the stream whole blocks for every datagram
 // length except 16k + 13..15 bytes (never a RoCE frame: those are multiples
-// of 4). Block 0 is one shuffled load of the datagram's first bytes; the
-// 0xFF bytes and the variant fields come from a per-z table of OR masks.
-constexpr size_t kStreamMaxZeros = 12;
-
+// of 4). For the others z = 12 - n % 16, so the stream has n / 16 + 1
+// blocks and block 1 starts at byte n % 16: everything follows from n with
+// no dependent arithmetic. Block 0 is one shuffled load of the datagram's
+// first bytes; the 0xFF bytes and the variant fields come from a table of OR
+// masks by n % 16.
 constexpr bool icrc_variant_byte(size_t offset) {
   // IPv4 ToS, TTL, header checksum; UDP checksum; BTH byte 4.
   return offset == 1 || offset == 8 || offset == 10 || offset == 11 || offset == 26 ||
          offset == 27 || offset == 32;
 }
 
-struct StreamMasks {
+// 128 bytes, so that the index is one shift.
+struct alignas(128) StreamMasks {
   alignas(16) std::array<uint8_t, 16> shuffle;              // block 0 from a load at byte 0
   alignas(16) std::array<std::array<uint8_t, 16>, 4> ones;  // OR masks of blocks 0..3
 };
 
-constexpr std::array<StreamMasks, kStreamMaxZeros + 1> make_stream_masks() {
-  std::array<StreamMasks, kStreamMaxZeros + 1> t{};
-  for (size_t z = 0; z <= kStreamMaxZeros; ++z) {
+// Short streams (3..7 blocks) take each block straight to 96 bits and reduce
+// once: a block j blocks before the stream's last one times x^(128 j + 96)
+// mod P (its high-degree qword) and x^(128 j + 32) mod P (the other), the
+// kFinalLanes form below, gives 96-bit values whose sum is congruent to
+// stream * x^32, and barrett96 ends it. All multiplies are independent.
+constexpr FoldConstants to96_constants(unsigned blocks_before_last) {
+  return fold_constants(128 * blocks_before_last + 64);
+}
+static_assert(to96_constants(0).lo == kFold128.hi);  // x^96, as reduce128's first step
+
+// For a stream of 4 + r blocks (r = 0..3): the multipliers of blocks 0..3,
+// then of the three blocks that end the stream. Those three are read for
+// every r (they are blocks 1..3 at the least, so inside the datagram); the
+// ones that are also among blocks 0..3 get zero and add nothing. So every
+// short frame runs the same code, with no branch on r.
+struct alignas(128) ShortStream {
+  std::array<FoldConstants, 7> k;
+};
+
+// One table, one base register (to96 first: its index then needs no offset).
+struct StreamTables {
+  std::array<ShortStream, 7> to96;    // by n / 16, 3..6 (4..7 blocks; 0..2 unused)
+  std::array<StreamMasks, 16> masks;  // by n % 16 (13..15 are not stream lengths)
+};
+
+constexpr StreamTables make_stream_tables() {
+  StreamTables t{};
+  for (size_t z = 0; z <= 12; ++z) {
+    StreamMasks& m = t.masks[12 - z];
     for (size_t j = 0; j < 16; ++j) {
-      t[z].shuffle[j] = j >= z + 4 ? static_cast<uint8_t>(j - z - 4) : 0x80;  // 0x80: zero
+      m.shuffle[j] = j >= z + 4 ? static_cast<uint8_t>(j - z - 4) : 0x80;  // 0x80: zero
     }
     for (size_t k = 0; k < 4; ++k) {
       for (size_t j = 0; j < 16; ++j) {
         const size_t pos = 16 * k + j;
         const bool ones = pos >= z && (pos < z + 4 || icrc_variant_byte(pos - z - 4));
-        t[z].ones[k][j] = ones ? 0xFF : 0;
+        m.ones[k][j] = ones ? 0xFF : 0;
       }
+    }
+  }
+  for (unsigned r = 0; r < 4; ++r) {
+    ShortStream& k = t.to96[3 + r];
+    for (unsigned i = 0; i < 4; ++i) k.k[i] = to96_constants(3 + r - i);
+    for (unsigned e = 0; e < 3; ++e) {
+      const unsigned j = 2 - e;  // blocks before the last
+      k.k[4 + e] = j < r ? to96_constants(j) : FoldConstants{0, 0};
     }
   }
   return t;
 }
 
-constexpr auto kStreamMasks = make_stream_masks();
+constexpr auto kStreamTables = make_stream_tables();
 
 // A datagram length the block stream handles: at least 40 bytes, and
 // (n + 4) % 16 not in 1..3.
@@ -353,10 +409,10 @@ constexpr bool stream_length_ok(size_t n) { return n >= 40 && ((n + 4) & 15) - 1
 inline __m128i load_aligned(const std::array<uint8_t, 16>& a) {
   return _mm_load_si128(reinterpret_cast<const __m128i*>(a.data()));
 }
+inline __m128i load_constants(const FoldConstants& k) {
+  return _mm_load_si128(reinterpret_cast<const __m128i*>(&k));
+}
 
-// The raw CRC register at the end of the stream (the ICRC before inversion).
-// Always inlined into the per-ISA entry points below, so the same code is
-// also compiled with VEX encoding (three-operand: no register copies).
 // The stream's part after block 3 when 64 bytes or more are left: out of
 // line, so that the short frames' path keeps its pointer and length in
 // registers (the long path passes them by reference).
@@ -366,30 +422,40 @@ template <bool kUseAvx512>
   return reduce128(fold_from<kUseAvx512>(x, p, left));
 }
 
+// The raw CRC register at the end of the stream (the ICRC before inversion).
+// Always inlined into the per-ISA entry points below, so the same code is
+// also compiled with VEX encoding (three-operand: no register copies).
 template <bool kUseAvx512>
 [[gnu::always_inline]] CONDUIT_CLMUL_SSSE3 inline uint32_t raw_icrc_stream(const uint8_t* d,
                                                                            size_t n) {
-  const size_t z = (16 - ((n + 4) & 15)) & 15;
-  const StreamMasks& m = kStreamMasks[z];
+  const size_t k = n & 15;  // 12 - z
+  const StreamMasks& m = kStreamTables.masks[k];
   const __m128i b0 =
       _mm_or_si128(_mm_shuffle_epi8(load128(d), load_aligned(m.shuffle)), load_aligned(m.ones[0]));
-  const uint8_t* p = d + 12 - z;  // block 1
+  const uint8_t* p = d + k;  // block 1
   const __m128i b1 = _mm_or_si128(load128(p), load_aligned(m.ones[1]));
   const __m128i b2 = _mm_or_si128(load128(p + 16), load_aligned(m.ones[2]));
-  size_t left = n - (12 - z) - 32;  // after block 2; a multiple of 16
-  if (left == 0) {                  // 3 blocks: a 40..44-byte ACK or NAK
-    return reduce128(_mm_xor_si128(
-        _mm_xor_si128(fold(b0, constants(kFold256)), fold(b1, constants(kFold128))), b2));
+  if (n < 48) {  // 3 blocks: a 40..44-byte ACK or NAK
+    return barrett96(_mm_xor_si128(_mm_xor_si128(fold(b0, constants(to96_constants(2))),
+                                                 fold(b1, constants(to96_constants(1)))),
+                                   fold(b2, constants(to96_constants(0)))));
   }
   const __m128i b3 = _mm_or_si128(load128(p + 32), load_aligned(m.ones[3]));
-  __m128i x =
+  if (n < 112) {  // 4..7 blocks
+    const ShortStream& t = kStreamTables.to96[n / 16];
+    const uint8_t* end = d + n;
+    const __m128i h = _mm_xor_si128(
+        _mm_xor_si128(fold(b0, load_constants(t.k[0])), fold(b1, load_constants(t.k[1]))),
+        _mm_xor_si128(fold(b2, load_constants(t.k[2])), fold(b3, load_constants(t.k[3]))));
+    const __m128i e = _mm_xor_si128(_mm_xor_si128(fold(load128(end - 48), load_constants(t.k[4])),
+                                                  fold(load128(end - 32), load_constants(t.k[5]))),
+                                    fold(load128(end - 16), load_constants(t.k[6])));
+    return barrett96(_mm_xor_si128(h, e));
+  }
+  const __m128i x =
       _mm_xor_si128(_mm_xor_si128(fold(b0, constants(kFold384)), fold(b1, constants(kFold256))),
                     _mm_xor_si128(fold(b2, constants(kFold128)), b3));
-  p += 48;
-  left -= 16;
-  // Short frames stay inline: up to 3 more blocks with independent multiplies.
-  if (left < 64) return reduce128(fold_blocks(x, p, left / 16));
-  return raw_icrc_stream_long<kUseAvx512>(x, p, left);
+  return raw_icrc_stream_long<kUseAvx512>(x, p + 48, n - k - 48);
 }
 
 CONDUIT_CLMUL_SSSE3 uint32_t icrc_stream_sse(const uint8_t* d, size_t n) {
@@ -412,36 +478,8 @@ __attribute__((target("avx512f,vpclmulqdq,avx,pclmul,ssse3,sse2"))) uint32_t icr
 // the message's first four bytes, placed there by a byte permute. Each 64-byte register is then
 // multiplied once, lane by lane, straight down to 96 bits by its distance from the end (independent
 // multiplies instead of a chain of folds), and one Barrett reduction from 96 bits ends it: three
-// multiply latencies from the last load to the CRC. Separate from the ICRC stream above, which
-// keeps its own reduction (reduce128).
+// multiply latencies from the last load to the CRC.
 constexpr size_t kAvx512CrcMinBytes = 16;
-
-// floor(x^e / P) for e < 96 (bit i = coefficient of x^i), and its 64-bit
-// bit reflection.
-constexpr uint64_t poly_quotient_xpow(unsigned e) {
-  uint64_t q = 0;
-  uint64_t r = 1;
-  for (unsigned i = 0; i < e; ++i) {
-    r <<= 1;
-    q <<= 1;
-    if (r >> 32) {
-      r ^= 0x104C11DB7ull;
-      q |= 1;
-    }
-  }
-  return q;
-}
-static_assert(poly_quotient_xpow(64) == 0x104D101DFull);  // Intel's mu for 64-bit Barrett
-constexpr uint64_t reflect64(uint64_t v) {
-  uint64_t r = 0;
-  for (int b = 0; b < 64; ++b) r |= ((v >> b) & 1) << (63 - b);
-  return r;
-}
-// Barrett from 96 bits: with T the 96-bit value in bits 0..95 (T_hi = its
-// low qword), q = floor(T_hi * floor(x^95 / P) / x^63) is the quotient, and
-// T + q * P leaves the remainder in dword 2. floor(x^95 / P) has degree 63,
-// so it fits one 64-bit multiply and q comes out aligned in the low qword.
-constexpr uint64_t kBarrett96Mu = reflect64(poly_quotient_xpow(95));
 
 // kFinalLanes[m]: the multipliers for a 64-byte register m registers before
 // the message's last one. Lane i (i = 0 first in memory) sits
@@ -497,14 +535,6 @@ CONDUIT_AVX512_CRC inline __m512i mul(__m512i a, size_t m) {
   const __m512i k = load_multipliers(m);
   return _mm512_xor_si512(_mm512_clmulepi64_epi128(a, k, 0x00),
                           _mm512_clmulepi64_epi128(a, k, 0x11));
-}
-
-CONDUIT_AVX512_CRC inline uint32_t barrett96(__m128i x) {
-  const __m128i k =
-      _mm_set_epi64x(static_cast<long long>(kBarrettPoly), static_cast<long long>(kBarrett96Mu));
-  const __m128i q = _mm_clmulepi64_si128(x, k, 0x00);
-  return static_cast<uint32_t>(
-      _mm_extract_epi32(_mm_xor_si128(x, _mm_clmulepi64_si128(q, k, 0x10)), 2));
 }
 
 // 16..32 bytes: the same in one 32-byte register (two lanes, the last two

@@ -55,7 +55,9 @@ namespace detail {
 using IcrcStreamFn = uint32_t (*)(const uint8_t* datagram, size_t len_bytes);
 // The whole-block stream icrc_ipv4() uses on this CPU, picked at start-up
 // (nullptr without PCLMULQDQ and SSSE3; the raw CRC register, not inverted).
-extern const IcrcStreamFn icrc_stream;
+// Hidden: the static libraries are position-independent, and a default-
+// visibility variable would be loaded through the GOT (one more load per use).
+[[gnu::visibility("hidden")]] extern const IcrcStreamFn icrc_stream;
 }  // namespace detail
 
 // icrc_ipv4() of one contiguous datagram with the dispatch inline, for the

@@ -296,3 +296,33 @@ TEST_CASE("icrc: one span of every length matches the masked bytewise reference"
     REQUIRE(icrc_ipv4(shifted) == crc32_update_bytewise(0, m));
   }
 }
+
+TEST_CASE("icrc: the one-span stream reads nothing outside the datagram, next to unmapped pages") {
+  // The stream reads block 0 from the datagram's first byte and, for 4..7
+  // blocks, the last three blocks from its end whatever their multipliers.
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* mem = mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(mem != MAP_FAILED);
+  auto* base = static_cast<uint8_t*>(mem);
+  std::mt19937 rng(29);
+  for (size_t i = 0; i < page; ++i) base[page + i] = static_cast<uint8_t>(rng());
+  REQUIRE(mprotect(base, page, PROT_NONE) == 0);
+  REQUIRE(mprotect(base + 2 * page, page, PROT_NONE) == 0);
+  const size_t max_len = page < 600 ? page : 600;
+  for (size_t len = 40; len <= max_len; ++len) {
+    for (const uint8_t* at : {base + page, base + 2 * page - len}) {
+      const std::span<const uint8_t> all(at, len);
+      std::vector<uint8_t> m(8 + len, 0xFF);
+      std::memcpy(m.data() + 8, all.data(), len);
+      for (size_t off : {1, 8, 10, 11, 26, 27, 32}) m[8 + off] = 0xFF;
+      const uint32_t ref = crc32_update_bytewise(0, m);
+      INFO("len " << len << (at == base + page ? " at the page start" : " at the page end"));
+      REQUIRE(icrc_ipv4(all) == ref);
+      for (const IcrcIsa isa : {IcrcIsa::kSse, IcrcIsa::kAvx, IcrcIsa::kAvx512}) {
+        uint32_t got = ~ref;
+        if (icrc_ipv4_with(isa, all, got)) REQUIRE(got == ref);
+      }
+    }
+  }
+  munmap(mem, 3 * page);
+}
