@@ -88,44 +88,39 @@ interop_host_step() { # NAME ROLE LOSS TEST SIZE ITERS [QPS [-b]]
 
 t0=$SECONDS
 interop_start_c pftst
+# both_roles PREFIX LOSS "ARGS" TEST...: for each test, a step with the VM as server and one
+# with it as client ("PREFIX-TEST-vmROLE ROLE LOSS TEST ARGS...").
+both_roles() {
+  local prefix=$1 loss=$2 rest=$3 t role
+  shift 3
+  for t in "$@"; do
+    for role in server client; do
+      plan+=("$prefix-$t-vm$role $role $loss $t $rest")
+    done
+  done
+}
 losses=(0)
 ((loss_ppm == 0)) || losses+=("$loss_ppm")
 for loss in "${losses[@]}"; do
   ((loss == 0)) && tag=plain || tag=loss
-  for t in $bw_tests; do
-    for role in server client; do
-      plan+=("$tag-$t-vm$role $role $loss $t $size $iters")
-    done
-  done
+  # shellcheck disable=SC2086 # the test lists are words
+  both_roles "$tag" "$loss" "$size $iters" $bw_tests
   ((loss == 0)) || continue
-  for t in $lat_tests; do
-    for role in server client; do
-      plan+=("$tag-$t-vm$role $role $loss $t $lat_size $lat_iters")
-    done
-  done
+  # shellcheck disable=SC2086
+  both_roles "$tag" "$loss" "$lat_size $lat_iters" $lat_tests
   for t in $sweep_tests; do
     [[ $t == read_bw ]] && role=server || role=client # the VM sends the data
     plan+=("sweep-$t-vm$role $role $loss $t all $sweep_iters")
   done
-  for t in $duration_tests; do
-    for role in server client; do
-      plan+=("duration-$t-vm$role $role $loss $t $size D$duration 2")
-    done
-  done
-  for t in $duplex_tests; do
-    for role in server client; do
-      plan+=("duplex-$t-vm$role $role $loss $t $size $qps_iters 1 -b")
-    done
-  done
+  # shellcheck disable=SC2086
+  both_roles duration "$loss" "$size D$duration 2" $duration_tests
+  # shellcheck disable=SC2086
+  both_roles duplex "$loss" "$size $qps_iters 1 -b" $duplex_tests
   for t in $duplex_sweep_tests; do
     plan+=("duplex-sweep-$t-vmclient client $loss $t all $sweep_iters 1 -b")
   done
-  ((qps > 1)) || continue
-  for t in $bw_tests; do
-    for role in server client; do
-      plan+=("qps-$t-vm$role $role $loss $t $size $qps_iters $qps")
-    done
-  done
+  # shellcheck disable=SC2086
+  ((qps <= 1)) || both_roles qps "$loss" "$size $qps_iters $qps" $bw_tests
 done
 interop_run
 

@@ -34,6 +34,29 @@ void require_same(const Qp& x, const Qp& y) {
   REQUIRE(std::memcmp(&x.counters(), &y.counters(), sizeof(QpCounters)) == 0);
 }
 
+// Every ACK/NAK frame the fused world's `fq` has to send now (poll_tx_frame),
+// with the general world's `gq` polled in step (poll_tx + build_frame): the
+// same frames, byte for byte. Returns them.
+std::vector<std::vector<uint8_t>> drain_responses_same(Qp& gq, uint64_t g_now, Qp& fq,
+                                                       uint64_t f_now,
+                                                       const wire::FrameTemplate& t) {
+  std::vector<std::vector<uint8_t>> out;
+  for (;;) {
+    std::vector<uint8_t> gb(2048), fb(2048);
+    const wire::BuildResult br = fq.poll_tx_frame(f_now, t, fb);
+    TxPacket tx;
+    const bool got = gq.poll_tx(g_now, tx);
+    REQUIRE(got == (br.len_bytes != 0));
+    if (!got) break;
+    const wire::BuildResult gr = wire::build_frame(gb, t, tx.hdr, {});
+    REQUIRE(gr.len_bytes == br.len_bytes);
+    REQUIRE(std::memcmp(gb.data(), fb.data(), gr.len_bytes) == 0);
+    fb.resize(br.len_bytes);
+    out.push_back(std::move(fb));
+  }
+  return out;
+}
+
 struct Lockstep {
   QpPair g;  // general API
   QpPair f;  // fused API
@@ -474,18 +497,7 @@ TEST_CASE("burst and chain calls: partial bursts, errors mid-burst, window full"
   REQUIRE(r1[2] == RxResult::kDuplicate);
   // The NAK and ACK back to a, as a burst of its own; a rewinds.
   auto ack_back = [&]() {
-    std::vector<std::vector<uint8_t>> back;
-    for (;;) {
-      std::vector<uint8_t> fb(2048);
-      const wire::BuildResult br = f.b.qp.poll_tx_frame(f.now_ns, t, fb);
-      TxPacket tx;
-      const bool got = g.b.qp.poll_tx(g.now_ns, tx);
-      REQUIRE(got == (br.len_bytes != 0));
-      if (!got) break;
-      fb.resize(br.len_bytes);
-      back.push_back(fb);
-    }
-    for (const auto& fr : back) {
+    for (const auto& fr : drain_responses_same(g.b.qp, g.now_ns, f.b.qp, f.now_ns, t)) {
       wire::ParsedFrame pf;
       wire::RoceView v;
       REQUIRE(wire::parse_frame(fr, popt, pf) == wire::DropReason::kNone);
@@ -571,17 +583,7 @@ TEST_CASE("burst and chain calls: RNR in the middle of an RX burst") {
   require_same(g.b.qp, f.b.qp);
   REQUIRE(f.b.qp.counters().rnr_naks_sent == 1);
   // What b sends now (the ACK of the first, then the RNR NAK) is the same.
-  for (;;) {
-    std::vector<uint8_t> fb(2048), gb(2048);
-    const wire::BuildResult br = f.b.qp.poll_tx_frame(f.now_ns, t, fb);
-    TxPacket tx;
-    const bool got = g.b.qp.poll_tx(g.now_ns, tx);
-    REQUIRE(got == (br.len_bytes != 0));
-    if (!got) break;
-    const wire::BuildResult gr = wire::build_frame(gb, t, tx.hdr, {});
-    REQUIRE(gr.len_bytes == br.len_bytes);
-    REQUIRE(std::memcmp(gb.data(), fb.data(), gr.len_bytes) == 0);
-  }
+  REQUIRE(drain_responses_same(g.b.qp, g.now_ns, f.b.qp, f.now_ns, t).size() == 2);
 }
 
 // A TX burst's run of SEND onlys takes its PSNs and retransmission count
@@ -664,20 +666,7 @@ TEST_CASE("burst and chain calls: TX bursts after a rewind and after an overtake
   REQUIRE(sent.size() == 6);
   REQUIRE(f.a.qp.counters().tx_retransmits == 3);
   deliver(sent, true);
-  std::vector<std::vector<uint8_t>> acks;
-  for (;;) {
-    std::vector<uint8_t> gb(2048), fb(2048);
-    const wire::BuildResult br = f.b.qp.poll_tx_frame(f.now_ns, t, fb);
-    TxPacket tx;
-    const bool got = g.b.qp.poll_tx(g.now_ns, tx);
-    REQUIRE(got == (br.len_bytes != 0));
-    if (!got) break;
-    const wire::BuildResult gr = wire::build_frame(gb, t, tx.hdr, {});
-    REQUIRE(gr.len_bytes == br.len_bytes);
-    REQUIRE(std::memcmp(gb.data(), fb.data(), gr.len_bytes) == 0);
-    fb.resize(br.len_bytes);
-    acks.push_back(fb);
-  }
+  const auto acks = drain_responses_same(g.b.qp, g.now_ns, f.b.qp, f.now_ns, t);
   REQUIRE_FALSE(acks.empty());
   timeout();  // the ACKs are late: back to 100 again
   REQUIRE(f.a.qp.counters().retries == 2);

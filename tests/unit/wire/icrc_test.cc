@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <random>
@@ -80,6 +81,30 @@ std::string check_all_lengths(const uint8_t* start, size_t max_len, uint32_t see
   return {};
 }
 
+// One page of random bytes between two PROT_NONE pages: a read before
+// data() or after data() + size() faults.
+class GuardedPage {
+ public:
+  explicit GuardedPage(uint32_t seed) : page_(static_cast<size_t>(sysconf(_SC_PAGESIZE))) {
+    void* m = mmap(nullptr, 3 * page_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(m != MAP_FAILED);
+    base_ = static_cast<uint8_t*>(m);
+    std::mt19937 rng(seed);
+    for (size_t i = 0; i < page_; ++i) base_[page_ + i] = static_cast<uint8_t>(rng());
+    REQUIRE(mprotect(base_, page_, PROT_NONE) == 0);
+    REQUIRE(mprotect(base_ + 2 * page_, page_, PROT_NONE) == 0);
+  }
+  ~GuardedPage() { munmap(base_, 3 * page_); }
+  GuardedPage(const GuardedPage&) = delete;
+  GuardedPage& operator=(const GuardedPage&) = delete;
+  const uint8_t* data() const { return base_ + page_; }
+  size_t size() const { return page_; }
+
+ private:
+  size_t page_;
+  uint8_t* base_ = nullptr;
+};
+
 }  // namespace
 
 TEST_CASE("crc32: standard check value and zlib convention") {
@@ -142,23 +167,17 @@ TEST_CASE("crc32: no read outside the buffer, next to unmapped pages") {
   // before them (the masked bytes are never accessed). A buffer that starts
   // right after an inaccessible page and one that ends right before one must
   // neither fault nor change the result.
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  void* m = mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  REQUIRE(m != MAP_FAILED);
-  auto* base = static_cast<uint8_t*>(m);
-  std::mt19937 rng(23);
-  for (size_t i = 0; i < page; ++i) base[page + i] = static_cast<uint8_t>(rng());
-  REQUIRE(mprotect(base, page, PROT_NONE) == 0);
-  REQUIRE(mprotect(base + 2 * page, page, PROT_NONE) == 0);
-  const size_t max_len = page < 4096 ? page : 4096;
-  uint8_t* first = base + page;
+  const GuardedPage guarded(23);
+  const size_t max_len = std::min<size_t>(guarded.size(), 4096);
+  const uint8_t* first = guarded.data();
+  const uint8_t* end = guarded.data() + guarded.size();
   for (uint32_t seed : {0u, 0x12345678u}) {
     INFO("seed " << seed);
     // Starting at the page's first byte (every length).
     CHECK(check_all_lengths(first, max_len, seed) == "");
     // Ending at the page's last byte.
     for (size_t len = 0; len <= max_len; ++len) {
-      const std::span<const uint8_t> d(base + 2 * page - len, len);
+      const std::span<const uint8_t> d(end - len, len);
       const uint32_t ref = crc32_update_bytewise(seed, d);
       for (const NamedCrc& c : kAllCrcs) {
         INFO(c.name << " length " << len);
@@ -166,7 +185,6 @@ TEST_CASE("crc32: no read outside the buffer, next to unmapped pages") {
       }
     }
   }
-  munmap(m, 3 * page);
 }
 
 TEST_CASE("icrc: ConnectX-4 Lx CNP known answer") {
@@ -300,23 +318,17 @@ TEST_CASE("icrc: one span of every length matches the masked bytewise reference"
 TEST_CASE("icrc: the one-span stream reads nothing outside the datagram, next to unmapped pages") {
   // The stream reads block 0 from the datagram's first byte and, for 4..7
   // blocks, the last three blocks from its end whatever their multipliers.
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  void* mem = mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  REQUIRE(mem != MAP_FAILED);
-  auto* base = static_cast<uint8_t*>(mem);
-  std::mt19937 rng(29);
-  for (size_t i = 0; i < page; ++i) base[page + i] = static_cast<uint8_t>(rng());
-  REQUIRE(mprotect(base, page, PROT_NONE) == 0);
-  REQUIRE(mprotect(base + 2 * page, page, PROT_NONE) == 0);
-  const size_t max_len = page < 600 ? page : 600;
+  const GuardedPage guarded(29);
+  const size_t max_len = std::min<size_t>(guarded.size(), 600);
   for (size_t len = 40; len <= max_len; ++len) {
-    for (const uint8_t* at : {base + page, base + 2 * page - len}) {
+    const uint8_t* start = guarded.data();
+    for (const uint8_t* at : {start, start + guarded.size() - len}) {
       const std::span<const uint8_t> all(at, len);
       std::vector<uint8_t> m(8 + len, 0xFF);
       std::memcpy(m.data() + 8, all.data(), len);
       for (size_t off : {1, 8, 10, 11, 26, 27, 32}) m[8 + off] = 0xFF;
       const uint32_t ref = crc32_update_bytewise(0, m);
-      INFO("len " << len << (at == base + page ? " at the page start" : " at the page end"));
+      INFO("len " << len << (at == start ? " at the page start" : " at the page end"));
       REQUIRE(icrc_ipv4(all) == ref);
       for (const IcrcIsa isa : {IcrcIsa::kSse, IcrcIsa::kAvx, IcrcIsa::kAvx512}) {
         uint32_t got = ~ref;
@@ -324,5 +336,4 @@ TEST_CASE("icrc: the one-span stream reads nothing outside the datagram, next to
       }
     }
   }
-  munmap(mem, 3 * page);
 }
