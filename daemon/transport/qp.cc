@@ -485,7 +485,10 @@ size_t Qp::post_send_chain(std::span<const SendWr> wrs, Status& status) {
       const uint32_t mask = sq_mask_;
       uint32_t tail = sq_tail_;
       uint32_t psn = next_post_psn_;
-      for (; i < n; ++i) {
+      // Up to where the send queue wraps (then round again).
+      const size_t end = i + std::min<size_t>(n - i, ring_run(tail, mask));
+      SendWqe* w = sq + (tail & mask);
+      for (; i < end; ++i, ++w) {
         const SendWr& wr = wrs[i];
         const Sge& s = wr.sge[0];
         const WrOpcode op = wr.opcode;
@@ -496,22 +499,22 @@ size_t Qp::post_send_chain(std::span<const SendWr> wrs, Status& status) {
             s.lkey != lkey || !in_view(s, base, size, off)) {
           break;
         }
-        SendWqe& w = sq[tail & mask];
-        w.seg[0] = std::span<uint8_t>(bytes + off, len);
-        keep_wr(w, wr);
-        w.len_bytes = len;
-        w.first_psn = psn;
+        w->seg[0] = std::span<uint8_t>(bytes + off, len);
+        keep_wr(*w, wr);
+        w->len_bytes = len;
+        w->first_psn = psn;
         // npkts_for() without SR: 1 for an empty WR.
-        w.npkts = ((len - (len != 0)) >> shift) + 1;
+        w->npkts = ((len - (len != 0)) >> shift) + 1;
         // No receive sequence number (enqueue_send()): only SR reads them,
         // and under SR this run takes READs only, which consume none. (SR is
         // set only on INIT -> RTR, with the queues empty since RESET.)
-        psn = wire::psn_add(psn, w.npkts);
+        psn = wire::psn_add(psn, w->npkts);
         ++tail;
       }
       sq_tail_ = tail;
       next_post_psn_ = psn;
       if (i == n) break;
+      if (i == end) continue;  // the queue wrapped: the rest from its start
     }
     const Status st = post_send(wrs[i]);
     if (st != Status::kOk) {
@@ -538,7 +541,10 @@ size_t Qp::post_recv_chain(std::span<const RecvWr> wrs, Status& status) {
       RecvWqe* const rq = rq_.data();
       const uint32_t mask = rq_mask_;
       uint32_t tail = rq_tail_;
-      for (; i < n; ++i) {
+      // Up to where the receive queue wraps (then round again).
+      const size_t end = i + std::min<size_t>(n - i, ring_run(tail, mask));
+      RecvWqe* r = rq + (tail & mask);
+      for (; i < end; ++i, ++r) {
         const RecvWr& wr = wrs[i];
         const Sge& s = wr.sge[0];
         uint64_t off;
@@ -546,15 +552,15 @@ size_t Qp::post_recv_chain(std::span<const RecvWr> wrs, Status& status) {
             !in_view(s, base, size, off)) {
           break;
         }
-        RecvWqe& r = rq[tail & mask];
-        r.seg[0] = std::span<uint8_t>(bytes + off, s.len_bytes);
-        r.wr_id = wr.wr_id;
-        r.num_sge = 1;
-        r.len_bytes = s.len_bytes;
+        r->seg[0] = std::span<uint8_t>(bytes + off, s.len_bytes);
+        r->wr_id = wr.wr_id;
+        r->num_sge = 1;
+        r->len_bytes = s.len_bytes;
         ++tail;
       }
       rq_tail_ = tail;
       if (i == n) break;
+      if (i == end) continue;  // the queue wrapped: the rest from its start
     }
     const Status st = post_recv(wrs[i]);
     if (st != Status::kOk) {

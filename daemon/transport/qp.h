@@ -334,6 +334,11 @@ class Qp {
     return pending + n <= size_t{cq_mask_} + 1;
   }
   SendWqe& sq_at(uint32_t index) { return sq_[index & sq_mask_]; }
+  // The slots from ring index `at` to the end of a ring of mask + 1 slots: that
+  // many consecutive indices from `at` are consecutive in memory, so a burst
+  // loop walks them with a pointer (no mask, no multiply per element) and
+  // starts a new run where the ring wraps.
+  static constexpr uint32_t ring_run(uint32_t at, uint32_t mask) { return mask + 1 - (at & mask); }
   uint32_t npkts_for(uint32_t len_bytes, bool read) const;
   uint32_t seg_bytes_for(WrOpcode op) const {
     return op == WrOpcode::kRead ? attr_.pmtu_bytes : seg_bytes_;

@@ -474,15 +474,22 @@ size_t Qp::send_run(uint64_t now_ns, const wire::FrameTemplate& tmpl,
   const uint32_t mask = sq_mask_;
   const SendFrameConsts k = send_frame_consts(tmpl, attr_.dest_qpn, true);
   size_t i = 0;
-  for (; i < n; ++i) {
-    const SendWqe& w = sq[(cur + static_cast<uint32_t>(i)) & mask];
-    const WrOpcode op = w.wr.opcode;
-    if (w.npkts != 1 || w.wr.num_sge > 1 || (op != WrOpcode::kSend && op != WrOpcode::kSendImm)) {
-      break;
+  // One pass per stretch of the send queue that does not wrap.
+  for (;;) {
+    const auto at = static_cast<uint32_t>(i);
+    const size_t end = i + std::min<size_t>(n - i, ring_run(cur + at, mask));
+    const SendWqe* w = sq + ((cur + at) & mask);
+    for (; i < end; ++i, ++w) {
+      const WrOpcode op = w->wr.opcode;
+      if (w->npkts != 1 || w->wr.num_sge > 1 ||
+          (op != WrOpcode::kSend && op != WrOpcode::kSendImm)) {
+        break;
+      }
+      const SendOnly f = send_only(w->wr, w->seg[0].data(), w->len_bytes);
+      // As poll_tx_frame(): a packet whose build fails counts as sent.
+      results[i] = write_send_only(bufs[i], k, f, wire::psn_add(psn0, static_cast<uint32_t>(i)));
     }
-    const SendOnly f = send_only(w.wr, w.seg[0].data(), w.len_bytes);
-    // As poll_tx_frame(): a packet whose build fails counts as sent.
-    results[i] = write_send_only(bufs[i], k, f, wire::psn_add(psn0, static_cast<uint32_t>(i)));
+    if (i != end || i == n) break;
   }
   if (i != 0) {
     // request_sent() of each: PSNs below snd_max_psn_ are retransmissions

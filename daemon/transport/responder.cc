@@ -547,40 +547,47 @@ size_t Qp::recv_run(std::span<const wire::RoceView> pkts, RxResult* results) {
   uint32_t acks = 0;
   uint32_t last_ack = 0;  // index of the last packet that asked for an ACK
   size_t i = 0;
-  for (; i < n; ++i) {
-    const auto k = static_cast<uint32_t>(i);
-    const uint8_t* b = pkts[i].bth;
-    const std::span<const uint8_t> payload = pkts[i].payload;
-    const uint8_t opcode = b[0];
-    const uint32_t w2 = wire::get_be32(b + 8);
-    if ((wire::get_be32(b + 4) & wire::kPsnMask) != qpn ||
-        (opcode != static_cast<uint8_t>(Opcode::kSendOnly) &&
-         opcode != static_cast<uint8_t>(Opcode::kSendOnlyImm)) ||
-        (w2 & wire::kPsnMask) != wire::psn_add(epsn, k) || payload.size() > pmtu) {
-      break;
+  // One pass per stretch in which neither the receive queue nor the CQ wraps.
+  for (;;) {
+    const auto at = static_cast<uint32_t>(i);
+    const size_t end = i + std::min<size_t>({n - i, ring_run(rq_head + at, rq_mask),
+                                             ring_run(cq_tail + at, cq_mask)});
+    const RecvWqe* r = rq + ((rq_head + at) & rq_mask);
+    Completion* c = cq + ((cq_tail + at) & cq_mask);
+    for (; i < end; ++i, ++r, ++c) {
+      const auto k = static_cast<uint32_t>(i);
+      const uint8_t* b = pkts[i].bth;
+      const std::span<const uint8_t> payload = pkts[i].payload;
+      const uint8_t opcode = b[0];
+      const uint32_t w2 = wire::get_be32(b + 8);
+      if ((wire::get_be32(b + 4) & wire::kPsnMask) != qpn ||
+          (opcode != static_cast<uint8_t>(Opcode::kSendOnly) &&
+           opcode != static_cast<uint8_t>(Opcode::kSendOnlyImm)) ||
+          (w2 & wire::kPsnMask) != wire::psn_add(epsn, k) || payload.size() > pmtu ||
+          payload.size() > r->len_bytes) {
+        break;
+      }
+      const bool imm = opcode == static_cast<uint8_t>(Opcode::kSendOnlyImm);
+      // The receive completion, field by field into its slot (room: reserved
+      // at post, cq_has_room_for_post), before the payload stores.
+      c->wr_id = r->wr_id;
+      c->status = WcStatus::kSuccess;
+      c->opcode = WcOpcode::kRecv;
+      c->has_imm = imm;
+      c->imm = imm ? wire::get_be32(b + wire::kBthBytes) : 0;
+      c->len_bytes = static_cast<uint32_t>(payload.size());
+      if (r->num_sge == 1) {  // scatter()'s common case, inline
+        wire::copy_payload(r->seg[0].data(), payload.data(), payload.size());
+      } else {
+        scatter(r->seg, r->num_sge, 0, payload);
+      }
+      if ((w2 >> 31) != 0) {
+        ++acks;
+        last_ack = k;
+      }
+      results[i] = RxResult::kAccepted;
     }
-    const RecvWqe& r = rq[(rq_head + k) & rq_mask];
-    if (payload.size() > r.len_bytes) break;
-    const bool imm = opcode == static_cast<uint8_t>(Opcode::kSendOnlyImm);
-    // The receive completion, field by field into its slot (room: reserved
-    // at post, cq_has_room_for_post), before the payload stores.
-    Completion& c = cq[(cq_tail + k) & cq_mask];
-    c.wr_id = r.wr_id;
-    c.status = WcStatus::kSuccess;
-    c.opcode = WcOpcode::kRecv;
-    c.has_imm = imm;
-    c.imm = imm ? wire::get_be32(b + wire::kBthBytes) : 0;
-    c.len_bytes = static_cast<uint32_t>(payload.size());
-    if (r.num_sge == 1) {  // scatter()'s common case, inline
-      wire::copy_payload(r.seg[0].data(), payload.data(), payload.size());
-    } else {
-      scatter(r.seg, r.num_sge, 0, payload);
-    }
-    if ((w2 >> 31) != 0) {
-      ++acks;
-      last_ack = k;
-    }
-    results[i] = RxResult::kAccepted;
+    if (i != end || i == n) break;
   }
   if (i != 0) {
     const auto count = static_cast<uint32_t>(i);

@@ -686,14 +686,6 @@ const bool kHaveClmul = detect_clmul();
 
 }  // namespace
 
-namespace detail {
-#if CONDUIT_WIRE_HAVE_CLMUL
-extern const IcrcStreamFn icrc_stream = kIcrcStream;
-#else
-extern const IcrcStreamFn icrc_stream = nullptr;
-#endif
-}  // namespace detail
-
 bool crc32_clmul_available() { return kHaveClmul; }
 
 bool crc32_avx512_available() {
@@ -823,6 +815,26 @@ __attribute__((noinline)) uint32_t icrc_ipv4_general(std::span<const uint8_t> fi
 #endif
   return icrc_ipv4_tail_slice8(s, head, head_len, first, second);
 }
+// The stream entry (the raw register, as the carry-less streams return it)
+// on a CPU without them: every datagram from 40 bytes.
+uint32_t icrc_stream_general(const uint8_t* datagram, size_t len_bytes) {
+  return ~icrc_ipv4_general(std::span<const uint8_t>(datagram, len_bytes), {});
+}
+}  // namespace
+
+namespace detail {
+// Constant-initialised, so that an ICRC computed during another file's static
+// initialisation takes the general path, then set once to this CPU's stream.
+IcrcStreamFn icrc_stream = icrc_stream_general;
+}  // namespace detail
+
+namespace {
+#if CONDUIT_WIRE_HAVE_CLMUL
+[[maybe_unused]] const bool kIcrcStreamSet = [] {
+  if (kIcrcStream != nullptr) detail::icrc_stream = kIcrcStream;
+  return true;
+}();
+#endif
 }  // namespace
 
 uint32_t icrc_ipv4(std::span<const uint8_t> first, std::span<const uint8_t> second) {

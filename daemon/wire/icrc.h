@@ -54,20 +54,21 @@ uint32_t icrc_ipv4(std::span<const uint8_t> first, std::span<const uint8_t> seco
 namespace detail {
 using IcrcStreamFn = uint32_t (*)(const uint8_t* datagram, size_t len_bytes);
 // The whole-block stream icrc_ipv4() uses on this CPU, picked at start-up
-// (nullptr without PCLMULQDQ and SSSE3; the raw CRC register, not inverted).
+// (the raw CRC register, not inverted); never null: without PCLMULQDQ and
+// SSSE3 (and before static initialisation has picked) the general path,
+// which takes any datagram of at least 40 bytes. Set once, before main().
 // Hidden: the static libraries are position-independent, and a default-
 // visibility variable would be loaded through the GOT (one more load per use).
-[[gnu::visibility("hidden")]] extern const IcrcStreamFn icrc_stream;
+[[gnu::visibility("hidden")]] extern IcrcStreamFn icrc_stream;
 }  // namespace detail
 
 // icrc_ipv4() of one contiguous datagram with the dispatch inline, for the
 // per-packet paths (frame build and parse): the same result.
 [[gnu::always_inline]] inline uint32_t icrc_ipv4_datagram(const uint8_t* datagram,
                                                           size_t len_bytes) {
-  const detail::IcrcStreamFn stream = detail::icrc_stream;
   // The stream's lengths: at least 40 bytes, (n + 4) % 16 not in 1..3.
-  if (stream != nullptr && len_bytes >= 40 && ((len_bytes + 4) & 15) - 1 >= 3) {
-    return ~stream(datagram, len_bytes);
+  if (len_bytes >= 40 && ((len_bytes + 4) & 15) - 1 >= 3) {
+    return ~detail::icrc_stream(datagram, len_bytes);
   }
   return icrc_ipv4(std::span<const uint8_t>(datagram, len_bytes));
 }
@@ -77,9 +78,7 @@ using IcrcStreamFn = uint32_t (*)(const uint8_t* datagram, size_t len_bytes);
 // frame builder writes: headers, payload and pad are whole words).
 [[gnu::always_inline]] inline uint32_t icrc_ipv4_datagram_words(const uint8_t* datagram,
                                                                 size_t len_bytes) {
-  const detail::IcrcStreamFn stream = detail::icrc_stream;
-  if (stream != nullptr) return ~stream(datagram, len_bytes);
-  return icrc_ipv4(std::span<const uint8_t>(datagram, len_bytes));
+  return ~detail::icrc_stream(datagram, len_bytes);
 }
 
 // The same with the table-driven CRC only (the fallback; for tests).

@@ -591,6 +591,112 @@ TEST_CASE("burst and chain calls: RNR in the middle of an RX burst") {
 // that against the general path after a go-back-N rewind (a burst that
 // resends and then sends new PSNs past snd_max) and after an ACK overtakes a
 // rewind (the cursor moved by the completion, not by a send).
+// Streaming through queues of 8 (CQs of 16) in chains and bursts of 1..8, so
+// that chains, TX bursts, RX runs and ACKs start at every ring offset and
+// cross the wrap: the burst calls walk each stretch of a ring with a pointer
+// and must start again at the ring's start exactly where it wraps.
+TEST_CASE("burst and chain calls: chains and runs across the ends of the rings") {
+  QpConfig ca = QpPair::make_cfg(0x11), cb = QpPair::make_cfg(0x22);
+  for (QpConfig* c : {&ca, &cb}) c->sq_depth = c->rq_depth = 8;
+  QpPair g(default_attr(), 100, 5000, ca, cb), f(default_attr(), 100, 5000, ca, cb);
+  wire::ParseOptions popt;
+  popt.pmtu_bytes = 1024;
+  const wire::FrameTemplate t = wire::make_frame_template(wire::FrameAddr{});
+  for (uint32_t i = 0; i < kMrBytes; ++i) {
+    g.a.mem()[i] = f.a.mem()[i] = static_cast<uint8_t>(i * 7 + (i >> 9));
+  }
+  auto same_completions = [](Endpoint& gs, Endpoint& fs, uint64_t first_id, size_t n) {
+    const auto gc = gs.drain_cq();
+    const auto fc = fs.drain_cq();
+    REQUIRE(gc.size() == n);
+    REQUIRE(fc.size() == n);
+    for (size_t i = 0; i < n; ++i) {
+      REQUIRE(fc[i].wr_id == first_id + i);
+      REQUIRE(gc[i].wr_id == fc[i].wr_id);
+      REQUIRE(fc[i].status == WcStatus::kSuccess);
+      REQUIRE(gc[i].status == fc[i].status);
+      REQUIRE(gc[i].opcode == fc[i].opcode);
+      REQUIRE(gc[i].has_imm == fc[i].has_imm);
+      REQUIRE(gc[i].imm == fc[i].imm);
+      REQUIRE(gc[i].len_bytes == fc[i].len_bytes);
+    }
+  };
+  uint64_t id = 0;
+  uint64_t packets = 0;
+  for (int round = 0; round < 60; ++round) {
+    const size_t k = 1 + static_cast<size_t>(round * 5) % 8;  // 1, 6, 3, 8, 5, 2, 7, 4, ...
+    const uint64_t first = id + 1;
+    std::vector<RecvWr> rrs(k);
+    std::vector<SendWr> wrs(k);
+    for (size_t i = 0; i < k; ++i) {
+      ++id;
+      rrs[i].wr_id = id;
+      rrs[i].sge[0] = Sge{kBase + 0x40000 + 0x100 * (id % 64), 128, 0x100};
+      rrs[i].num_sge = 1;
+      wrs[i].wr_id = id;
+      wrs[i].opcode = id % 3 == 0 ? WrOpcode::kSendImm : WrOpcode::kSend;
+      wrs[i].imm = static_cast<uint32_t>(id * 0x01000193);
+      wrs[i].sge[0] = Sge{kBase + 97 * id, static_cast<uint32_t>(1 + id % 100), 0x100};
+      wrs[i].num_sge = 1;
+    }
+    Status st;
+    REQUIRE(f.b.qp.post_recv(rrs, st) == k);
+    REQUIRE(f.a.qp.post_send(wrs, st) == k);
+    for (size_t i = 0; i < k; ++i) {
+      REQUIRE(g.b.qp.post_recv(rrs[i]) == Status::kOk);
+      REQUIRE(g.a.qp.post_send(wrs[i]) == Status::kOk);
+    }
+    // The TX burst, then the RX burst of all of it at b.
+    std::vector<std::vector<uint8_t>> bufs(k, std::vector<uint8_t>(2048));
+    std::vector<std::span<uint8_t>> rooms(bufs.begin(), bufs.end());
+    std::vector<wire::BuildResult> res(k);
+    REQUIRE(f.a.qp.poll_tx_frames(f.now_ns, t, rooms, res.data()) == k);
+    std::vector<wire::RoceView> views(k);
+    std::vector<RxResult> gres, fres(k);
+    for (size_t i = 0; i < k; ++i) {
+      TxPacket tx;
+      REQUIRE(g.a.qp.poll_tx(g.now_ns, tx));
+      std::vector<uint8_t> gb(2048);
+      const wire::BuildResult gr = wire::build_frame(
+          gb, t, tx.hdr,
+          std::span<const std::span<const uint8_t>>(tx.payload.data(), tx.payload_parts));
+      REQUIRE(res[i].ok());
+      REQUIRE(gr.len_bytes == res[i].len_bytes);
+      REQUIRE(std::memcmp(gb.data(), bufs[i].data(), gr.len_bytes) == 0);
+      wire::ParsedFrame pf;
+      REQUIRE(wire::parse_frame(std::span(gb).first(gr.len_bytes), popt, pf) ==
+              wire::DropReason::kNone);
+      REQUIRE(wire::parse_frame(std::span(bufs[i]).first(res[i].len_bytes), popt, views[i]) ==
+              wire::DropReason::kNone);
+      gres.push_back(g.b.qp.on_packet(g.now_ns, pf.hdr, pf.payload));
+    }
+    f.b.qp.on_packets(f.now_ns, views, fres.data());
+    REQUIRE(gres == fres);
+    REQUIRE(fres == std::vector<RxResult>(k, RxResult::kAccepted));
+    packets += k;
+    require_same(g.b.qp, f.b.qp);
+    // The ACKs back to a: every SEND completes.
+    for (const auto& fr : drain_responses_same(g.b.qp, g.now_ns, f.b.qp, f.now_ns, t)) {
+      wire::ParsedFrame pf;
+      wire::RoceView v;
+      REQUIRE(wire::parse_frame(fr, popt, pf) == wire::DropReason::kNone);
+      REQUIRE(wire::parse_frame(fr, popt, v) == wire::DropReason::kNone);
+      RxResult r;
+      f.a.qp.on_packets(f.now_ns, std::span(&v, 1), &r);
+      REQUIRE(g.a.qp.on_packet(g.now_ns, pf.hdr, pf.payload) == r);
+    }
+    require_same(g.a.qp, f.a.qp);
+    same_completions(g.a, f.a, first, k);
+    same_completions(g.b, f.b, first, k);
+    REQUIRE(std::memcmp(g.b.mem(), f.b.mem(), kMrBytes) == 0);
+  }
+  REQUIRE(packets == 270);  // 60 rounds of 1..8 (seven of each, then 1, 6, 3, 8)
+  // The last receive buffers hold the last SENDs' bytes.
+  const uint64_t last = id;
+  const uint32_t len = static_cast<uint32_t>(1 + last % 100);
+  REQUIRE(std::memcmp(f.b.mem() + 0x40000 + 0x100 * (last % 64), f.a.mem() + 97 * last, len) == 0);
+}
+
 TEST_CASE("burst and chain calls: TX bursts after a rewind and after an overtaken rewind") {
   QpPair g, f;
   wire::ParseOptions popt;
