@@ -594,7 +594,10 @@ TEST_CASE("burst and chain calls: RNR in the middle of an RX burst") {
 // Streaming through queues of 8 (CQs of 16) in chains and bursts of 1..8, so
 // that chains, TX bursts, RX runs and ACKs start at every ring offset and
 // cross the wrap: the burst calls walk each stretch of a ring with a pointer
-// and must start again at the ring's start exactly where it wraps.
+// and must start again at the ring's start exactly where it wraps. A walk
+// past a ring's end reads or writes outside it: the sanitizer build reports
+// it (checked: each of the four stretch bounds widened fails there), and a
+// wrong slot shows as a different completion, result or byte here.
 TEST_CASE("burst and chain calls: chains and runs across the ends of the rings") {
   QpConfig ca = QpPair::make_cfg(0x11), cb = QpPair::make_cfg(0x22);
   for (QpConfig* c : {&ca, &cb}) c->sq_depth = c->rq_depth = 8;
@@ -621,6 +624,25 @@ TEST_CASE("burst and chain calls: chains and runs across the ends of the rings")
       REQUIRE(gc[i].len_bytes == fc[i].len_bytes);
     }
   };
+  // First one SEND b -> a, so that b's CQ (receives and this send) runs one
+  // slot ahead of its receive queue and the two wrap at different packets.
+  {
+    RecvWr r;
+    r.wr_id = 900;
+    r.sge[0] = Sge{kBase + 0x60000, 128, 0x100};
+    r.num_sge = 1;
+    SendWr w;
+    w.wr_id = 901;
+    w.sge[0] = Sge{kBase, 16, 0x100};
+    w.num_sge = 1;
+    for (QpPair* p : {&g, &f}) {
+      REQUIRE(p->a.qp.post_recv(r) == Status::kOk);
+      REQUIRE(p->b.qp.post_send(w) == Status::kOk);
+      REQUIRE(p->pump() == 2);  // the SEND and its ACK
+      REQUIRE(p->a.drain_cq().size() == 1);
+      REQUIRE(p->b.drain_cq().size() == 1);
+    }
+  }
   uint64_t id = 0;
   uint64_t packets = 0;
   for (int round = 0; round < 60; ++round) {
