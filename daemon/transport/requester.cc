@@ -94,6 +94,8 @@ struct SendOnly {
 // lengths, IPv4 checksum, BTH (PSN with AckReq), ImmDt, payload, pad, ICRC.
 // The IPv4 length cannot exceed 65535: the payload is at most a PMTU (4096).
 // On a build error nothing meaningful is in `out`.
+// kIcrc false: everything but the ICRC (the caller adds it with send_icrc()).
+template <bool kIcrc = true>
 [[gnu::always_inline]] inline wire::BuildResult write_send_only(std::span<uint8_t> out,
                                                                 const SendFrameConsts& k,
                                                                 const SendOnly& s, uint32_t psn) {
@@ -135,8 +137,10 @@ struct SendOnly {
   wire::copy_payload(p + hdr_bytes, s.src, s.len);
   std::memset(p + hdr_bytes + s.len, 0, 4);  // pad (the ICRC overwrites the rest)
   // 28 + 12 (+ 4) + payload + pad bytes: whole words, at least 40.
-  wire::icrc_store(wire::icrc_ipv4_datagram_words(ip, ip_total - wire::kIcrcBytes),
-                   f + frame_len - wire::kIcrcBytes);
+  if constexpr (kIcrc) {
+    wire::icrc_store(wire::icrc_ipv4_datagram_words(ip, ip_total - wire::kIcrcBytes),
+                     f + frame_len - wire::kIcrcBytes);
+  }
   return {wire::BuildStatus::kOk, frame_len};
 }
 
@@ -487,9 +491,18 @@ size_t Qp::send_run(uint64_t now_ns, const wire::FrameTemplate& tmpl,
       }
       const SendOnly f = send_only(w->wr, w->seg[0].data(), w->len_bytes);
       // As poll_tx_frame(): a packet whose build fails counts as sent.
-      results[i] = write_send_only(bufs[i], k, f, wire::psn_add(psn0, static_cast<uint32_t>(i)));
+      results[i] =
+          write_send_only<false>(bufs[i], k, f, wire::psn_add(psn0, static_cast<uint32_t>(i)));
     }
     if (i != end || i == n) break;
+  }
+  // The ICRCs in a pass of their own: no call inside the loop above, whose
+  // values then stay in registers. Each frame is a datagram of whole words.
+  for (size_t j = 0; j < i; ++j) {
+    if (!results[j].ok()) continue;
+    uint8_t* const ip = bufs[j].data() + k.l2;
+    const size_t len = results[j].len_bytes - k.l2 - wire::kIcrcBytes;
+    wire::icrc_store(wire::icrc_ipv4_datagram_words(ip, len), ip + len);
   }
   if (i != 0) {
     // request_sent() of each: PSNs below snd_max_psn_ are retransmissions
