@@ -25,6 +25,7 @@
 
 #include "dpdk/dpdk_error.h"
 #include "dpdk/eal.h"
+#include "net/checksum.h"
 
 using namespace conduit;
 
@@ -518,6 +519,14 @@ TEST_CASE("engine: impossible ring indices cut the client off and tell the contr
 
 namespace {
 
+// The IPv4 header checksum of an untagged frame, after a test changed its header.
+void fix_ipv4_checksum(uint8_t* f) {
+  f[24] = f[25] = 0;
+  const uint16_t sum = net::ipv4_header_checksum(std::span<const uint8_t>(f + 14, 20));
+  f[24] = static_cast<uint8_t>(sum >> 8);
+  f[25] = static_cast<uint8_t>(sum);
+}
+
 // Sets CE on every ECT RoCE frame waiting in `ring` (a switch marking them), fixing the IPv4
 // header checksum; the ICRC does not cover the ECN bits. Returns how many were marked.
 uint32_t mark_ce(rte_ring* ring) {
@@ -530,12 +539,7 @@ uint32_t mark_ce(rte_ring* ring) {
     const bool ipv4_udp = m->data_len >= 42 && f[12] == 0x08 && f[13] == 0x00 && f[23] == 17;
     if (ipv4_udp && (f[36] << 8 | f[37]) == wire::kRoceUdpPort && (f[15] & 3) != 0) {
       f[15] |= 3;
-      f[24] = f[25] = 0;
-      uint32_t sum = 0;
-      for (int k = 14; k < 34; k += 2) sum += uint32_t{f[k]} << 8 | f[k + 1];
-      while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
-      f[24] = static_cast<uint8_t>(~sum >> 8);
-      f[25] = static_cast<uint8_t>(~sum);
+      fix_ipv4_checksum(f);
       ++marked;
     }
   }
@@ -996,15 +1000,6 @@ void enqueue_frame(Host& from, rte_ring* ring, const std::vector<uint8_t>& bytes
   void* obj = m;
   REQUIRE(rte_ring_enqueue_bulk(ring, &obj, 1, nullptr) == 1);
 }
-
-void fix_ipv4_checksum(std::vector<uint8_t>& f) {
-  f[24] = f[25] = 0;
-  uint32_t sum = 0;
-  for (int k = 14; k < 34; k += 2) sum += uint32_t{f[k]} << 8 | f[k + 1];
-  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
-  f[24] = static_cast<uint8_t>(~sum >> 8);
-  f[25] = static_cast<uint8_t>(~sum);
-}
 }  // namespace
 
 TEST_CASE(
@@ -1052,7 +1047,7 @@ TEST_CASE(
       {"src IP another host",
        [](std::vector<uint8_t>& x) {
          x[29] = 3;
-         fix_ipv4_checksum(x);
+         fix_ipv4_checksum(x.data());
          // A whole valid frame from 198.18.0.3 (the ICRC covers the address).
          wire::icrc_store(wire::icrc_ipv4_datagram(x.data() + 14, x.size() - 18),
                           x.data() + x.size() - 4);
