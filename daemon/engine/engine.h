@@ -4,7 +4,11 @@
 // One iteration (poll_once), l2fwd style:
 //   1. control commands from the lock-free command ring (never a lock)
 //   2. RX burst: NetStack (ARP, ICMP echo, IPv4/UDP demux) -> wire parse
-//      (ICRC) -> the QP's transport; CE marks feed the notification point
+//      (ICRC) -> the QP's transport; CE marks feed the notification point.
+//      A frame of an established QP that matches the header learned from its
+//      peer's frames takes rx_roce_fast instead (one masked compare for the
+//      Ethernet/IPv4/UDP/BTH checks, then the ICRC): same verdicts, counters
+//      and side effects, counted in rx_roce_fast
 //   3. timers that are due: QP ACK/RNR timers, DCQCN timers, ARP retries
 //      (after RX, so an ACK already waiting is seen before its timer fires;
 //      time the engine itself did not run, beyond 1 ms a loop, does not
