@@ -526,6 +526,9 @@ int Engine::modify_qp(const control::EngineCommand& cmd, uint64_t now_ns) {
   if ((a.mask & proto::kAttrDgid) && !gid_to_ipv4(a.dgid, &peer)) return -EINVAL;
   if (peer.is_loopback()) peer = net_.config().addr;  // ::ffff:127.x names this host
 
+  // Whatever the modify changes (PMTU, peer, a new connection), the fast
+  // path learns the peer's frames again.
+  reset_rx_expect(*q);
   if (q->qp->modify(ta, mask) != transport::Status::kOk) return -EINVAL;
   q->reported_state = q->qp->state();
 
@@ -542,6 +545,7 @@ int Engine::set_peer(QpCtx& q, net::Ipv4Addr peer, uint64_t now_ns) {
   // Our own address is a valid peer (loopback between local clients).
   auto hop = peer == net_.config().addr ? std::optional(peer) : net_.next_hop(peer);
   if (!hop) return -ENETUNREACH;
+  reset_rx_expect(q);  // it names the old peer's address
   q.peer_set = true;
   q.peer_local = peer == net_.config().addr;
   q.peer_resolved = false;
@@ -645,6 +649,7 @@ void Engine::fill_snapshot(control::CounterSnapshot& out) const {
   out.add("engine.qps", qp_list_.size());
   out.add("engine.rx_frames", c.rx_frames);
   out.add("engine.rx_roce", c.rx_roce);
+  out.add("engine.rx_roce_fast", c.rx_roce_fast);
   out.add("engine.rx_cnps", c.rx_cnps);
   out.add("engine.rx_ce_marked", c.rx_ce_marked);
   out.add("engine.rx_multi_segment", c.rx_multi_segment);
@@ -828,6 +833,7 @@ bool Engine::rx(uint64_t now_ns) {
       continue;  // freed after the burst
     }
     std::span<const uint8_t> frame(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len);
+    if (rx_roce_fast(frame, now_ns)) continue;  // joins the run, as rx_roce() would
     const net::RxResult r = net_.on_rx_frame(frame, now_ns, reply);
     if (r.verdict == net::RxVerdict::kDeliverUdp && r.udp.dst_port == config_.roce_udp_port) {
       rx_roce(r.udp, frame, now_ns);  // joins the run; its mbuf is freed after the burst
@@ -877,9 +883,7 @@ void Engine::rx_roce(const net::UdpDatagram& udp, std::span<const uint8_t> frame
     ++counters_.rx_unknown_qp;
     return;
   }
-  wire::ParseOptions opt;
-  opt.udp_dst_port = config_.roce_udp_port;
-  opt.pmtu_bytes = q->qp->attr().pmtu_bytes;
+  const wire::ParseOptions opt = rx_parse_options(*q);
   wire::RoceView pf;
   const wire::DropReason why = wire::parse_roce(ip_udp, payload, opt, pf);
   if (why != wire::DropReason::kNone) {
@@ -896,29 +900,89 @@ void Engine::rx_roce(const net::UdpDatagram& udp, std::span<const uint8_t> frame
     ++counters_.rx_wrong_peer;
     return;
   }
+  // From the port and from the peer: the fast path may take its next frames
+  // (learned before rx_roce_accepted, which may change the QP's connection).
+  if (local_sender == nullptr && !q->peer_local) {
+    if (q->rx_expect_learns < QpCtx::kRxExpectRelearns) {
+      ++q->rx_expect_learns;
+      q->rx_expect = net_.make_roce_expect(frame, udp, opt);
+    } else {
+      q->rx_expect.usable = false;  // it keeps missing this peer's frames
+    }
+  }
+  rx_roce_accepted(*q, pf, udp.tos, now_ns);
+}
+
+bool Engine::rx_roce_fast(std::span<const uint8_t> frame, uint64_t now_ns) {
+  // The DestQP where an untagged (tagged) IPv4 frame without options has it.
+  const size_t qpn_at = net_.l2_header_len() + net::NetStack::kIpv4UdpHeaderBytes + 5;
+  if (frame.size() < qpn_at + 3) return false;
+  const uint8_t* d = frame.data() + qpn_at;
+  QpCtx* q = find_qp(uint32_t{d[0]} << 16 | uint32_t{d[1]} << 8 | d[2]);
+  // The expectation holds the PMTU it parses with; a modify resets it, and
+  // this guard keeps a PMTU changed any other way from using a stale one.
+  if (q == nullptr || !q->rx_expect.usable ||
+      q->rx_expect.opt.pmtu_bytes != q->qp->attr().pmtu_bytes) {
+    return false;
+  }
+  net::UdpDatagram udp;
+  wire::RoceView pf;
+  wire::DropReason why = wire::DropReason::kNone;
+  if (!net_.on_rx_expected(frame, q->rx_expect, udp, pf, why)) return false;
+  // rx_roce()'s steps in its order. The expectation names q's QPN and its
+  // peer's address (reset when the peer changes); the peer check is repeated
+  // anyway, so that no stale expectation can let another sender in.
+  ++counters_.rx_roce;
+  ++counters_.rx_roce_fast;
+  if (why != wire::DropReason::kNone) {
+    ++counters_.rx_wire_drops[static_cast<size_t>(why)];
+    return true;
+  }
+  if (!q->peer_set || udp.src_ip != q->peer_ip) {
+    ++q->rx_wrong_peer;
+    ++counters_.rx_wrong_peer;
+    return true;
+  }
+  rx_roce_accepted(*q, pf, udp.tos, now_ns);
+  return true;
+}
+
+void Engine::rx_roce_accepted(QpCtx& q, const wire::RoceView& pf, uint8_t tos, uint64_t now_ns) {
   if (pf.opcode() == static_cast<uint8_t>(wire::Opcode::kCnp)) {
     ++counters_.rx_cnps;
-    ++q->cnps_rx;
-    pacer_.set_rate(q->flow, q->rc->on_cnp(now_ns), now_ns);
+    ++q.cnps_rx;
+    pacer_.set_rate(q.flow, q.rc->on_cnp(now_ns), now_ns);
     return;
   }
   // Consecutive packets for one QP are delivered together (deliver_rx_run).
-  if (rx_run_qp_ != q) deliver_rx_run(now_ns);
-  rx_run_qp_ = q;
+  if (rx_run_qp_ != &q) deliver_rx_run(now_ns);
+  rx_run_qp_ = &q;
   rx_run_[rx_run_n_++] = pf;
   if (rx_run_n_ == rx_run_.size()) deliver_rx_run(now_ns);
-  q->rx_bytes += pf.payload.size();
-  if (q->cm_wait_traffic) {
+  q.rx_bytes += pf.payload.size();
+  if (q.cm_wait_traffic) {
     // The peer sends, so it has our REP even if its RTU was lost (the QP
     // has seen the packet first).
     deliver_rx_run(now_ns);
-    q->cm_wait_traffic = false;
-    cm_.on_qp_traffic(q->cm_conn);
+    q.cm_wait_traffic = false;
+    cm_.on_qp_traffic(q.cm_conn);
   }
-  if ((udp.tos & 3) == wire::kEcnCe) {
+  if ((tos & 3) == wire::kEcnCe) {
     ++counters_.rx_ce_marked;
-    if (q->np.on_ce_marked(now_ns)) send_cnp(*q, now_ns);
+    if (q.np.on_ce_marked(now_ns)) send_cnp(q, now_ns);
   }
+}
+
+wire::ParseOptions Engine::rx_parse_options(const QpCtx& q) const {
+  wire::ParseOptions opt;
+  opt.udp_dst_port = config_.roce_udp_port;
+  opt.pmtu_bytes = q.qp->attr().pmtu_bytes;
+  return opt;
+}
+
+void Engine::reset_rx_expect(QpCtx& q) {
+  q.rx_expect = wire::RxExpect{};
+  q.rx_expect_learns = 0;
 }
 
 // ---- client rings --------------------------------------------------------------

@@ -4,7 +4,11 @@
 // One iteration (poll_once), l2fwd style:
 //   1. control commands from the lock-free command ring (never a lock)
 //   2. RX burst: NetStack (ARP, ICMP echo, IPv4/UDP demux) -> wire parse
-//      (ICRC) -> the QP's transport; CE marks feed the notification point
+//      (ICRC) -> the QP's transport; CE marks feed the notification point.
+//      A frame of an established QP that matches the header learned from its
+//      peer's frames takes rx_roce_fast instead (one masked compare for the
+//      Ethernet/IPv4/UDP/BTH checks, then the ICRC): same verdicts, counters
+//      and side effects, counted in rx_roce_fast
 //   3. timers that are due: QP ACK/RNR timers, DCQCN timers, ARP retries
 //      (after RX, so an ACK already waiting is seen before its timer fires;
 //      time the engine itself did not run, beyond 1 ms a loop, does not
@@ -110,6 +114,10 @@ struct EngineCounters {
   uint64_t rx_bursts = 0;     // RX bursts that returned frames
   uint64_t rx_frames = 0;
   uint64_t rx_roce = 0;
+  // Of rx_roce, the frames the per-QP fast path took (an established QP's
+  // expectation matched: NetStack::on_rx_expected, no on_rx_frame). Same
+  // verdicts and counters as the full path; rx_roce - rx_roce_fast took it.
+  uint64_t rx_roce_fast = 0;
   uint64_t rx_cnps = 0;
   uint64_t rx_ce_marked = 0;
   uint64_t rx_multi_segment = 0;  // dropped: we build and parse single-segment frames
@@ -212,6 +220,17 @@ class Engine {
   // local_sender: the QP of this host that built the frame (loopback), else null.
   void rx_roce(const net::UdpDatagram& udp, std::span<const uint8_t> frame, uint64_t now_ns,
                const QpCtx* local_sender = nullptr);
+  // The fast path for a frame of an established QP (its rx_expect): true when
+  // it took the frame, with every verdict and counter of net_.on_rx_frame() +
+  // rx_roce(); false: the frame goes that way.
+  bool rx_roce_fast(std::span<const uint8_t> frame, uint64_t now_ns);
+  // rx_roce()'s work for a packet it accepted (both paths).
+  void rx_roce_accepted(QpCtx& q, const wire::RoceView& pf, uint8_t tos, uint64_t now_ns);
+  // What rx_roce() parses a packet for q with.
+  wire::ParseOptions rx_parse_options(const QpCtx& q) const;
+  // Forgets q's expectation (and its re-learn budget): its PMTU, peer or
+  // connection changed.
+  static void reset_rx_expect(QpCtx& q);
   void deliver_rx_run(uint64_t now_ns);
   bool drain_client_rings(QpCtx& q);
   void cut_off(Client& c);

@@ -151,6 +151,7 @@ void Engine::cm_forget_conn(QpCtx& q) {
 int Engine::cm_move_qp(QpCtx& q, const cm::QpParams& local, const cm::QpParams& remote,
                        uint16_t pmtu_bytes, uint16_t caps, bool to_rts, uint64_t now_ns) {
   (void)now_ns;
+  reset_rx_expect(q);  // the PMTU and the peer may change with the connection
   transport::QpAttr a;
   if (q.qp->state() == transport::QpState::kReset) {
     a.state = transport::QpState::kInit;

@@ -74,6 +74,17 @@ struct Engine::QpCtx {
   uint64_t cnps_rx = 0;
   uint64_t cnps_tx = 0;
   uint64_t rx_wrong_peer = 0;
+  // The receive fast path (Engine::rx_roce_fast): the header of the frames
+  // the peer sends us, learned from a frame rx_roce() accepted from it over
+  // the port, for the PMTU it was parsed with. Not usable until then, and
+  // again after Engine::reset_rx_expect (modify, peer change). A frame the
+  // full path accepts but the expectation missed (the peer's IPv4 ID or TTL
+  // changed) re-learns it; after kRxExpectRelearns learns the expectation is
+  // dropped, so a peer whose frames keep differing (Linux rxe counts its IPv4
+  // IDs) stays on the full path without a failed match per frame.
+  static constexpr uint8_t kRxExpectRelearns = 4;
+  wire::RxExpect rx_expect;
+  uint8_t rx_expect_learns = 0;
   // Frame headers for `addr`, remade by fill_pacer whenever addr changed.
   wire::FrameAddr tmpl_addr;
   wire::FrameTemplate tmpl = wire::make_frame_template(tmpl_addr);

@@ -288,6 +288,69 @@ RxResult NetStack::on_udp(std::span<const uint8_t> frame, const EthernetHeader& 
   return r;
 }
 
+wire::RxExpect NetStack::make_roce_expect(std::span<const uint8_t> frame, const UdpDatagram& udp,
+                                          const wire::ParseOptions& opt) const {
+  const size_t l3 = l2_header_len();
+  const size_t udp_end = size_t{udp.payload_offset} + udp.payload_len;
+  // What on_rx_frame() found, checked again: the caller's udp may be stale.
+  if (udp.ip_offset != l3 || udp.payload_offset != l3 + kIpv4UdpHeaderBytes ||
+      udp.payload_len < wire::kBthBytes || frame.size() < udp_end || !opt.verify_ip_checksum ||
+      udp.dst_port != opt.udp_dst_port || !port_open(udp.dst_port) || udp.dst_ip != config_.addr ||
+      !is_peer_address(udp.src_ip)) {
+    return wire::RxExpect{};
+  }
+  const uint8_t* ip = frame.data() + l3;
+  // The expected image has DF set (every RoCEv2 sender sets it); a sender
+  // without it would never match.
+  if (wire::get_be16(ip + 6) != kIpv4FlagDf) return wire::RxExpect{};
+  wire::FrameAddr sender;
+  sender.has_vlan = config_.vlan_id.has_value();
+  sender.vlan_tci = config_.vlan_id.value_or(0);
+  sender.src_ip = udp.src_ip.value;
+  sender.dst_ip = udp.dst_ip.value;
+  sender.src_port = udp.src_port;
+  sender.dst_port = udp.dst_port;
+  sender.ip_id = wire::get_be16(ip + 4);
+  sender.ttl = ip[8];
+  const uint8_t* bth = frame.data() + udp.payload_offset;
+  wire::RxExpect e = wire::make_rx_expect(sender, wire::get_be32(bth + 4) & 0xFFFFFF, opt,
+                                          wire::get_be16(bth + 2));
+  // A non-zero UDP checksum is verified by on_rx_frame(): such frames miss.
+  const size_t udp_csum = l3 + wire::kIpv4HeaderBytes + 6;
+  bool ok = wire::rx_expect_require_byte(e, udp_csum, 0xFF, 0) &&
+            wire::rx_expect_require_byte(e, udp_csum + 1, 0xFF, 0);
+  if (config_.vlan_id) {  // the VID, not the priority bits (on_rx_frame ignores those)
+    const uint16_t vid = *config_.vlan_id;
+    ok = ok && wire::rx_expect_require_byte(e, 14, 0x0F, static_cast<uint8_t>(vid >> 8)) &&
+         wire::rx_expect_require_byte(e, 15, 0xFF, static_cast<uint8_t>(vid));
+  }
+  return ok ? e : wire::RxExpect{};
+}
+
+bool NetStack::on_rx_expected(std::span<const uint8_t> frame, const wire::RxExpect& exp,
+                              UdpDatagram& udp, wire::RoceView& view, wire::DropReason& why) {
+  // Our MAC first: cheaper than the match, which includes the ICRC.
+  if (frame.size() < sizeof(EthernetHeader) ||
+      std::memcmp(frame.data(), config_.mac.bytes.data(), sizeof(MacAddr)) != 0 ||
+      !wire::parse_frame_matched(frame, exp, view, why)) {
+    return false;
+  }
+  ++counters_.rx_frames;
+  ++counters_.rx_udp_delivered;
+  const size_t l3 = exp.l2_bytes;
+  const uint8_t* ip = frame.data() + l3;
+  std::memcpy(udp.src_mac.bytes.data(), frame.data() + 6, sizeof(MacAddr));
+  udp.src_ip = Ipv4Addr{wire::get_be32(ip + 12)};
+  udp.dst_ip = Ipv4Addr{wire::get_be32(ip + 16)};
+  udp.src_port = wire::get_be16(ip + 20);
+  udp.dst_port = wire::get_be16(ip + 22);
+  udp.tos = ip[1];
+  udp.ip_offset = static_cast<uint16_t>(l3);
+  udp.payload_offset = static_cast<uint16_t>(l3 + kIpv4UdpHeaderBytes);
+  udp.payload_len = static_cast<uint16_t>(wire::get_be16(ip + 24) - sizeof(UdpHeader));
+  return true;
+}
+
 std::optional<Ipv4Addr> NetStack::next_hop(Ipv4Addr dst) {
   if (!is_peer_address(dst)) {
     ++counters_.no_route;

@@ -26,6 +26,7 @@
 #include "net/mac_addr.h"
 #include "net/neighbour_table.h"
 #include "net/rx_drop.h"
+#include "wire/frame.h"
 
 namespace conduit::net {
 
@@ -153,6 +154,34 @@ class NetStack {
                            uint16_t src_port, uint16_t dst_port, uint8_t tos,
                            size_t payload_len) const;
   static constexpr size_t kIpv4UdpHeaderBytes = 20 + 8;
+
+  // ---- RoCE receive fast path (the engine, per connected QP) ----
+  //
+  // The expectation (wire::RxExpect) for more frames like `frame`: a RoCE
+  // frame that on_rx_frame() delivered as `udp` and the caller then accepted
+  // (wire::parse_roce with `opt`, from its QP's peer). Besides what RxExpect
+  // compares (addresses, IPv4 ID/flags/TTL, UDP port, P_Key, dest QP as in
+  // `frame`), it requires what on_rx_frame() checks and parse_frame() does
+  // not: our VLAN ID and a zero UDP checksum (on_rx_expected() adds our
+  // MAC). The source MAC is not compared: on_rx_frame() ignores it too.
+  // Not usable (every frame then takes on_rx_frame) when `frame` is not
+  // one on_rx_frame() delivers to an open port opt.udp_dst_port from a peer
+  // address, its IPv4 flags are not exactly DF, or opt does not verify the
+  // IPv4 checksum. Depends only on `frame`, `opt` and this stack's fixed
+  // config (MAC, address, VLAN, ports): remake it when opt changes.
+  wire::RxExpect make_roce_expect(std::span<const uint8_t> frame, const UdpDatagram& udp,
+                                  const wire::ParseOptions& opt) const;
+
+  // on_rx_frame() and wire::parse_roce(.., exp.opt, ..) in one step, for
+  // frames that match `exp` (from make_roce_expect): true when it matched.
+  // The frame is then one on_rx_frame() delivers, and it is counted as
+  // on_rx_frame() counts it (rx_frames, rx_udp_delivered); `udp` is what
+  // on_rx_frame() returns for it, `why` parse_roce's verdict and `view`
+  // (meaningful when kNone) its view. False: nothing counted, the outputs
+  // untouched; the caller passes the frame to on_rx_frame(). Never
+  // allocates.
+  bool on_rx_expected(std::span<const uint8_t> frame, const wire::RxExpect& exp, UdpDatagram& udp,
+                      wire::RoceView& view, wire::DropReason& why);
 
   // Static neighbours at run time (policy reload); see NeighbourTable.
   bool add_static_neighbour(Ipv4Addr ip, MacAddr mac);

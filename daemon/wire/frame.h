@@ -392,6 +392,25 @@ RxExpect make_rx_expect(const FrameAddr& sender, uint32_t dest_qpn, const ParseO
 // parse_frame(frame, exp.opt, out), faster for frames that match exp.
 DropReason parse_frame(std::span<const uint8_t> frame, const RxExpect& exp, RoceView& out);
 
+// parse_frame(frame, exp, out) without its fallback, for callers whose full
+// path checks more than parse_frame does (the engine: net::NetStack, then
+// parse_roce). True when the frame matched exp (header words, IPv4 total and
+// UDP lengths, IPv4 checksum when exp.opt verifies it): `why` is then
+// parse_frame(frame, exp.opt, out)'s verdict, decided by the same code that
+// parse_frame(frame, exp, out) runs for a match (out meaningful when kNone).
+// False when it did not match: out and why are untouched, and only the full
+// path can say what the frame is.
+bool parse_frame_matched(std::span<const uint8_t> frame, const RxExpect& exp, RoceView& out,
+                         DropReason& why);
+
+// Narrows exp: a frame matches only if also (frame[offset] & mask) == (value
+// & mask). For a caller that checks a field parse_frame does not (a VLAN ID,
+// a zero UDP checksum) and so wants frames that differ there to miss. Only
+// removes frames from the matching ones, so parse_frame(frame, exp, out)
+// keeps its result. False (exp unchanged) when no compared word covers
+// `offset`; a requirement that contradicts one exp has makes it unusable.
+bool rx_expect_require_byte(RxExpect& exp, size_t offset, uint8_t mask, uint8_t value);
+
 // The PMTU rules alone (also applied by the parsers when pmtu_bytes != 0):
 // payload <= pmtu, and first/middle packets carry exactly pmtu bytes.
 DropReason check_payload_length(const OpcodeInfo& info, size_t payload_len_bytes,

@@ -38,6 +38,23 @@ done
 echo "== send_bw -b --check (both directions at once)"
 perf_pair 120 send_bw -b -s 1,4097,1M -n 20 --check -W 20 || fail "bidirectional send_bw failed"
 
+echo "== the RoCE receive fast path took the established QPs' frames"
+# engine.rx_roce_fast counts the frames the per-QP expectation matched (NetStack::on_rx_expected);
+# each QP's first frame and any frame unlike its peer's usual ones take the full path. The
+# stack's counters include both paths.
+for h in a b; do
+  stats=$(netns_exec "$h" "$ctl" --socket "$work/$h.sock" stats --json) ||
+    fail "conduitctl stats on $h failed"
+  /usr/bin/python3 - "$h" "$stats" <<'PY' || fail "daemon $h: the receive fast path was not used"
+import json, sys
+h, s = sys.argv[1], json.loads(sys.argv[2])
+roce, fast = s["engine.rx_roce"], s["engine.rx_roce_fast"]
+print(f"{h}: engine.rx_roce {roce}, engine.rx_roce_fast {fast}, "
+      f"net.rx_udp_delivered {s['net.rx_udp_delivered']}")
+sys.exit(0 if roce > 0 and fast * 2 > roce and s["net.rx_udp_delivered"] >= roce else 1)
+PY
+done
+
 for q in 16 256; do
   echo "== $q QPs in parallel: write_bw and send_bw --check"
   perf_pair 180 write_bw -q "$q" -s 1,4096 -n 8 --check -W 30 || fail "write_bw -q $q failed"

@@ -84,6 +84,16 @@ void check_expect(std::span<const uint8_t> frame, const FrameAddr& sender, uint3
   RoceView full, fast;
   const DropReason r = parse_frame(frame, opt, full);
   require(parse_frame(frame, e, fast) == r);
+  // Without the fallback: a match decides as the full parser does.
+  RoceView matched;
+  DropReason why = DropReason::kCount;
+  if (parse_frame_matched(frame, e, matched, why)) {
+    require(why == r);
+    if (r == DropReason::kNone) {
+      require(matched.bth == full.bth && matched.payload.data() == full.payload.data() &&
+              matched.payload.size() == full.payload.size());
+    }
+  }
   if (r != DropReason::kNone) return;
   require(fast.bth == full.bth && fast.info == full.info &&
           fast.payload.data() == full.payload.data() && fast.payload.size() == full.payload.size());

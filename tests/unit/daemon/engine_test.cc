@@ -25,6 +25,7 @@
 
 #include "dpdk/dpdk_error.h"
 #include "dpdk/eal.h"
+#include "net/checksum.h"
 
 using namespace conduit;
 
@@ -518,6 +519,14 @@ TEST_CASE("engine: impossible ring indices cut the client off and tell the contr
 
 namespace {
 
+// The IPv4 header checksum of an untagged frame, after a test changed its header.
+void fix_ipv4_checksum(uint8_t* f) {
+  f[24] = f[25] = 0;
+  const uint16_t sum = net::ipv4_header_checksum(std::span<const uint8_t>(f + 14, 20));
+  f[24] = static_cast<uint8_t>(sum >> 8);
+  f[25] = static_cast<uint8_t>(sum);
+}
+
 // Sets CE on every ECT RoCE frame waiting in `ring` (a switch marking them), fixing the IPv4
 // header checksum; the ICRC does not cover the ECN bits. Returns how many were marked.
 uint32_t mark_ce(rte_ring* ring) {
@@ -530,12 +539,7 @@ uint32_t mark_ce(rte_ring* ring) {
     const bool ipv4_udp = m->data_len >= 42 && f[12] == 0x08 && f[13] == 0x00 && f[23] == 17;
     if (ipv4_udp && (f[36] << 8 | f[37]) == wire::kRoceUdpPort && (f[15] & 3) != 0) {
       f[15] |= 3;
-      f[24] = f[25] = 0;
-      uint32_t sum = 0;
-      for (int k = 14; k < 34; k += 2) sum += uint32_t{f[k]} << 8 | f[k + 1];
-      while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
-      f[24] = static_cast<uint8_t>(~sum >> 8);
-      f[25] = static_cast<uint8_t>(~sum);
+      fix_ipv4_checksum(f);
       ++marked;
     }
   }
@@ -968,4 +972,136 @@ TEST_CASE("engine: a connect to a service nobody listens on is rejected with the
   CHECK(r.reason == proto::kCmNoListener);
   CHECK(r.qpn == f.a.qpn);
   CHECK(find_cm(ev_b, proto::CmEventKind::kRequest) == nullptr);
+}
+
+namespace {
+// The first RoCE frame (to UDP 4791) waiting in `ring`, copied; the ring keeps its frames.
+std::vector<uint8_t> copy_roce_frame(rte_ring* ring) {
+  void* objs[1024];
+  const unsigned n = rte_ring_dequeue_burst(ring, objs, 1024, nullptr);
+  std::vector<uint8_t> out;
+  for (unsigned i = 0; i < n && out.empty(); ++i) {
+    auto* m = static_cast<rte_mbuf*>(objs[i]);
+    const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
+    if (m->data_len >= 58 && f[12] == 0x08 && f[23] == 17 &&
+        (f[36] << 8 | f[37]) == wire::kRoceUdpPort) {
+      out.assign(f, f + m->data_len);
+    }
+  }
+  REQUIRE(rte_ring_enqueue_bulk(ring, objs, n, nullptr) == n);
+  return out;
+}
+
+void enqueue_frame(Host& from, rte_ring* ring, const std::vector<uint8_t>& bytes) {
+  rte_mbuf* m = from.port->alloc_mbuf();
+  REQUIRE(m != nullptr);
+  std::memcpy(rte_pktmbuf_mtod(m, uint8_t*), bytes.data(), bytes.size());
+  m->data_len = m->pkt_len = static_cast<uint32_t>(bytes.size());
+  void* obj = m;
+  REQUIRE(rte_ring_enqueue_bulk(ring, &obj, 1, nullptr) == 1);
+}
+}  // namespace
+
+TEST_CASE(
+    "engine: an established QP's frames take the fast path; altered ones get the full path's "
+    "verdict",
+    "[engine][rxfast]") {
+  Fixture f;
+  REQUIRE(run_until(
+              f.a, f.b, [] { return false; }, 50) == false);  // apply commands
+  expect_acks_ok(f.a);
+  expect_acks_ok(f.b);
+  const uint32_t len = 200'000;
+  fill_random(f.a.arena(), len, 3);
+  post_send(f.a, 1, CONDUIT_SHM_WR_RDMA_WRITE, 0, len, 1 << 20);
+  REQUIRE(wait_cqe(f, f.a).status == CONDUIT_SHM_WC_SUCCESS);
+  CHECK(std::memcmp(f.a.arena(), f.b.arena() + (1 << 20), len) == 0);
+  const engine::EngineCounters& cb = f.b.engine->counters();
+  const engine::EngineCounters& ca = f.a.engine->counters();
+  INFO(describe(f.a) << "; " << describe(f.b));
+  // The data on b and the ACKs on a: all but the first frames of each QP.
+  CHECK(cb.rx_roce_fast > 0);
+  CHECK(cb.rx_roce_fast + 2 >= cb.rx_roce);
+  CHECK(ca.rx_roce_fast > 0);
+  // Every frame was still counted by the stack and delivered as before.
+  CHECK(f.b.engine->net().counters().rx_udp_delivered == cb.rx_roce);
+  CHECK(f.b.engine->net().counters().rx_frames == cb.rx_frames);
+  CHECK(take_snapshot(f, f.b).counters.at("engine.rx_roce_fast") == cb.rx_roce_fast);
+
+  // One more WRITE, its first frame held back and replayed altered into b.
+  post_send(f.a, 2, CONDUIT_SHM_WR_RDMA_WRITE, 0, 4096, 2 << 20);
+  std::vector<uint8_t> frame;
+  REQUIRE(run_until(f.a, f.a, [&] {
+    frame = copy_roce_frame(f.ab);
+    return !frame.empty();
+  }));
+  REQUIRE(wait_cqe(f, f.a).status == CONDUIT_SHM_WC_SUCCESS);
+  expect_acks_ok(f.b);
+  struct Alteration {
+    const char* name;
+    void (*edit)(std::vector<uint8_t>&);
+    bool fast;  // the fast path takes it (and decides as the full path would)
+  };
+  const Alteration alterations[] = {
+      {"dst MAC", [](std::vector<uint8_t>& x) { x[5] ^= 1; }, false},
+      {"src IP another host",
+       [](std::vector<uint8_t>& x) {
+         x[29] = 3;
+         fix_ipv4_checksum(x.data());
+         // A whole valid frame from 198.18.0.3 (the ICRC covers the address).
+         wire::icrc_store(wire::icrc_ipv4_datagram(x.data() + 14, x.size() - 18),
+                          x.data() + x.size() - 4);
+       },
+       false},
+      {"IP checksum", [](std::vector<uint8_t>& x) { x[25] ^= 1; }, false},
+      {"UDP checksum", [](std::vector<uint8_t>& x) { x[41] = 1; }, false},
+      {"dest QPN", [](std::vector<uint8_t>& x) { x[49] ^= 0x40; }, false},
+      {"ICRC", [](std::vector<uint8_t>& x) { x.back() ^= 1; }, true},
+      {"unchanged (a duplicate)", [](std::vector<uint8_t>&) {}, true},
+  };
+  for (const Alteration& alt : alterations) {
+    INFO(alt.name);
+    std::vector<uint8_t> x = frame;
+    alt.edit(x);
+    const engine::EngineCounters before = cb;
+    const net::NetCounters net_before = f.b.engine->net().counters();
+    enqueue_frame(f.a, f.ab, x);
+    REQUIRE(run_until(f.a, f.b, [&] { return cb.rx_frames == before.rx_frames + 1; }));
+    const net::NetCounters& n = f.b.engine->net().counters();
+    CHECK(cb.rx_roce_fast == before.rx_roce_fast + (alt.fast ? 1 : 0));
+    CHECK(n.rx_frames == net_before.rx_frames + 1);
+    if (std::string(alt.name) == "dst MAC") {
+      CHECK(n.drops(net::RxDrop::kNotOurMac) == net_before.drops(net::RxDrop::kNotOurMac) + 1);
+    } else if (std::string(alt.name) == "src IP another host") {
+      CHECK(cb.rx_wrong_peer == before.rx_wrong_peer + 1);
+    } else if (std::string(alt.name) == "IP checksum") {
+      CHECK(n.drops(net::RxDrop::kIpBadChecksum) ==
+            net_before.drops(net::RxDrop::kIpBadChecksum) + 1);
+    } else if (std::string(alt.name) == "UDP checksum") {
+      CHECK(n.drops(net::RxDrop::kUdpBadChecksum) ==
+            net_before.drops(net::RxDrop::kUdpBadChecksum) + 1);
+    } else if (std::string(alt.name) == "dest QPN") {
+      CHECK(cb.rx_unknown_qp == before.rx_unknown_qp + 1);
+    } else if (std::string(alt.name) == "ICRC") {
+      const size_t icrc = static_cast<size_t>(wire::DropReason::kIcrc);
+      CHECK(cb.rx_wire_drops[icrc] == before.rx_wire_drops[icrc] + 1);
+      CHECK(n.rx_udp_delivered == net_before.rx_udp_delivered + 1);
+    }
+  }
+
+  // A modify resets the expectation: the next frame takes the full path and re-learns it.
+  control::EngineCommand c;
+  c.op = control::EngineOp::kModifyQp;
+  c.qpn = f.b.qpn;
+  c.attr.mask = proto::kAttrMinRnrTimer;
+  c.attr.min_rnr_timer = 2;
+  f.b.submit(c);
+  REQUIRE(run_until(
+              f.a, f.b, [] { return false; }, 20) == false);
+  expect_acks_ok(f.b);
+  const engine::EngineCounters before = cb;
+  post_send(f.a, 3, CONDUIT_SHM_WR_RDMA_WRITE, 0, 8192, 3 << 20);
+  REQUIRE(wait_cqe(f, f.a).status == CONDUIT_SHM_WC_SUCCESS);
+  CHECK(cb.rx_roce - before.rx_roce >= 2);
+  CHECK(cb.rx_roce_fast - before.rx_roce_fast == cb.rx_roce - before.rx_roce - 1);
 }

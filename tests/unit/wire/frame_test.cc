@@ -617,7 +617,7 @@ TEST_CASE("frame: parse_frame with an RxExpect equals the full parser on every f
     if (opcode_info(static_cast<uint8_t>(op)).has(kOpValid)) valid_ops.push_back(op);
   }
   constexpr uint32_t kQpn = 0xABC;
-  size_t accepted = 0, dropped = 0;
+  size_t accepted = 0, dropped = 0, matched = 0;
   for (int round = 0; round < 40000; ++round) {
     const bool vlan = (rng() & 3) == 0;
     const FrameAddr sender = test_addr(vlan);
@@ -686,11 +686,24 @@ TEST_CASE("frame: parse_frame with an RxExpect equals the full parser on every f
         f = build(test_addr(!vlan), h, payload);
         break;
     }
-    RoceView full, fast;
+    RoceView full, fast, matched_view;
     const DropReason r_full = parse_frame(f, opt, full);
     const DropReason r_fast = parse_frame(f, exp, fast);
     INFO("round " << round << " opcode " << int(op) << " vlan " << vlan << " size " << f.size());
     REQUIRE(r_fast == r_full);
+    // Without the fallback: a match decides as the full parser does.
+    DropReason r_matched = DropReason::kCount;
+    if (parse_frame_matched(f, exp, matched_view, r_matched)) {
+      ++matched;
+      REQUIRE(r_matched == r_full);
+      if (r_full == DropReason::kNone) {
+        CHECK(matched_view.bth == full.bth);
+        CHECK(matched_view.payload.data() == full.payload.data());
+        CHECK(matched_view.payload.size() == full.payload.size());
+      }
+    } else {
+      CHECK(r_matched == DropReason::kCount);  // untouched
+    }
     if (r_full == DropReason::kNone) {
       ++accepted;
       CHECK(fast.bth == full.bth);
@@ -703,6 +716,47 @@ TEST_CASE("frame: parse_frame with an RxExpect equals the full parser on every f
   }
   CHECK(accepted > 10000);
   CHECK(dropped > 10000);
+  CHECK(matched > 10000);
+}
+
+TEST_CASE("frame: rx_expect_require_byte narrows the frames that match, nothing else") {
+  const FrameAddr sender = test_addr(true);
+  const ParseOptions opt;
+  RoceHeader h;
+  h.bth.opcode = static_cast<uint8_t>(Opcode::kAcknowledge);
+  h.bth.dest_qp = 0xABC;
+  const Bytes good = build(sender, h, {});
+  RxExpect exp = make_rx_expect(sender, 0xABC, opt);
+  RoceView v;
+  DropReason why = DropReason::kCount;
+  REQUIRE(parse_frame_matched(good, exp, v, why));
+  CHECK(why == DropReason::kNone);
+  // The VID bits of the tag (14, 15) and the UDP checksum (18 + 26, 27).
+  CHECK(rx_expect_require_byte(exp, 14, 0x0F, 0x00));
+  CHECK(rx_expect_require_byte(exp, 15, 0xFF, 0x64));
+  CHECK(rx_expect_require_byte(exp, 44, 0xFF, 0));
+  CHECK(rx_expect_require_byte(exp, 45, 0xFF, 0));
+  CHECK_FALSE(rx_expect_require_byte(exp, 5, 0xFF, 0));   // a MAC byte: no word covers it
+  CHECK_FALSE(rx_expect_require_byte(exp, 58, 0xFF, 0));  // after the BTH
+  REQUIRE(exp.usable);
+  CHECK(parse_frame_matched(good, exp, v, why));
+  Bytes other_vid = good;
+  other_vid[15] ^= 1;
+  CHECK_FALSE(parse_frame_matched(other_vid, exp, v, why));
+  Bytes other_pcp = good;
+  other_pcp[14] ^= 0x20;  // priority bits: not required
+  CHECK(parse_frame_matched(other_pcp, exp, v, why));
+  Bytes udp_csum = good;
+  udp_csum[45] = 1;
+  CHECK_FALSE(parse_frame_matched(udp_csum, exp, v, why));
+  // parse_frame(RxExpect) still gives the full parser's verdict for both.
+  CHECK(parse_frame(udp_csum, exp, v) == parse_frame(udp_csum, opt, v));
+  CHECK(parse_frame(other_vid, exp, v) == DropReason::kNone);
+  // A requirement that contradicts one the expectation has: nothing matches.
+  RxExpect contradiction = make_rx_expect(sender, 0xABC, opt);
+  CHECK(rx_expect_require_byte(contradiction, 12, 0xFF, 0x08));  // TPID is 0x81
+  CHECK_FALSE(contradiction.usable);
+  CHECK_FALSE(parse_frame_matched(good, contradiction, v, why));
 }
 
 TEST_CASE("byte_order: copy_payload copies exactly n bytes for every n") {
