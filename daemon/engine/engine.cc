@@ -900,15 +900,13 @@ void Engine::rx_roce(const net::UdpDatagram& udp, std::span<const uint8_t> frame
     ++counters_.rx_wrong_peer;
     return;
   }
-  // From the port and from the peer: the fast path may take its next frames
-  // (learned before rx_roce_accepted, which may change the QP's connection).
-  if (local_sender == nullptr && !q->peer_local) {
-    if (q->rx_expect_learns < QpCtx::kRxExpectRelearns) {
-      ++q->rx_expect_learns;
-      q->rx_expect = net_.make_roce_expect(frame, udp, opt);
-    } else {
-      q->rx_expect.usable = false;  // it keeps missing this peer's frames
-    }
+  // From the port and from the peer: the fast path may take its next frames,
+  // learned from the first such frame and again when they keep missing it
+  // (before rx_roce_accepted, which may change the QP's connection).
+  if (local_sender == nullptr && !q->peer_local &&
+      ++q->rx_expect_misses >= QpCtx::kRxExpectRelearnMisses) {
+    q->rx_expect_misses = 0;
+    q->rx_expect = net_.make_roce_expect(frame, udp, opt);
   }
   rx_roce_accepted(*q, pf, udp.tos, now_ns);
 }
@@ -929,6 +927,7 @@ bool Engine::rx_roce_fast(std::span<const uint8_t> frame, uint64_t now_ns) {
   wire::RoceView pf;
   wire::DropReason why = wire::DropReason::kNone;
   if (!net_.on_rx_expected(frame, q->rx_expect, udp, pf, why)) return false;
+  q->rx_expect_misses = 0;
   // rx_roce()'s steps in its order. The expectation names q's QPN and its
   // peer's address (reset when the peer changes); the peer check is repeated
   // anyway, so that no stale expectation can let another sender in.
@@ -982,7 +981,7 @@ wire::ParseOptions Engine::rx_parse_options(const QpCtx& q) const {
 
 void Engine::reset_rx_expect(QpCtx& q) {
   q.rx_expect = wire::RxExpect{};
-  q.rx_expect_learns = 0;
+  q.rx_expect_misses = QpCtx::kRxExpectRelearnMisses - 1;  // learn from the next frame
 }
 
 // ---- client rings --------------------------------------------------------------

@@ -228,7 +228,7 @@ class Engine {
   void rx_roce_accepted(QpCtx& q, const wire::RoceView& pf, uint8_t tos, uint64_t now_ns);
   // What rx_roce() parses a packet for q with.
   wire::ParseOptions rx_parse_options(const QpCtx& q) const;
-  // Forgets q's expectation (and its re-learn budget): its PMTU, peer or
+  // Forgets q's expectation (the next accepted frame learns it again): its PMTU, peer or
   // connection changed.
   static void reset_rx_expect(QpCtx& q);
   void deliver_rx_run(uint64_t now_ns);

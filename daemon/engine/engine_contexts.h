@@ -77,14 +77,18 @@ struct Engine::QpCtx {
   // The receive fast path (Engine::rx_roce_fast): the header of the frames
   // the peer sends us, learned from a frame rx_roce() accepted from it over
   // the port, for the PMTU it was parsed with. Not usable until then, and
-  // again after Engine::reset_rx_expect (modify, peer change). A frame the
-  // full path accepts but the expectation missed (the peer's IPv4 ID or TTL
-  // changed) re-learns it; after kRxExpectRelearns learns the expectation is
-  // dropped, so a peer whose frames keep differing (Linux rxe counts its IPv4
-  // IDs) stays on the full path without a failed match per frame.
-  static constexpr uint8_t kRxExpectRelearns = 4;
+  // again after Engine::reset_rx_expect (modify, peer change). When the
+  // peer's frames change (its IPv4 ID or TTL), the full path accepts them
+  // and the expectation misses: after kRxExpectRelearnMisses such frames in
+  // a row (no fast-path hit between) it is learned again from the last one.
+  // So a few odd frames (a replay, an injected frame from the peer's address)
+  // cannot move the expectation or switch the fast path off, and a peer
+  // whose frames always differ (Linux rxe counts its IPv4 IDs) costs a failed
+  // match per frame and one learn per kRxExpectRelearnMisses frames.
+  static constexpr uint16_t kRxExpectRelearnMisses = 64;
   wire::RxExpect rx_expect;
-  uint8_t rx_expect_learns = 0;
+  // Full-path frames accepted in a row since the last fast-path hit or learn.
+  uint16_t rx_expect_misses = kRxExpectRelearnMisses - 1;
   // Frame headers for `addr`, remade by fill_pacer whenever addr changed.
   wire::FrameAddr tmpl_addr;
   wire::FrameTemplate tmpl = wire::make_frame_template(tmpl_addr);

@@ -1089,6 +1089,29 @@ TEST_CASE(
     }
   }
 
+  // Valid frames from the peer that differ from the others (another TTL: the
+  // ICRC does not cover it), accepted by the full path as duplicates, neither
+  // move the expectation nor switch the fast path off: the next WRITE's
+  // frames all take it.
+  {
+    std::vector<uint8_t> x = frame;
+    x[22] = static_cast<uint8_t>(x[22] - 7);
+    fix_ipv4_checksum(x.data());
+    const engine::EngineCounters before = cb;
+    for (int k = 0; k < 8; ++k) {
+      enqueue_frame(f.a, f.ab, x);
+      REQUIRE(run_until(f.a, f.b, [&] { return cb.rx_frames == before.rx_frames + k + 1; }));
+    }
+    CHECK(cb.rx_roce_fast == before.rx_roce_fast);
+    CHECK(cb.rx_roce == before.rx_roce + 8);
+    expect_acks_ok(f.b);
+    const engine::EngineCounters mid = cb;
+    post_send(f.a, 4, CONDUIT_SHM_WR_RDMA_WRITE, 0, 8192, 4 << 20);
+    REQUIRE(wait_cqe(f, f.a).status == CONDUIT_SHM_WC_SUCCESS);
+    CHECK(cb.rx_roce - mid.rx_roce >= 2);
+    CHECK(cb.rx_roce_fast - mid.rx_roce_fast == cb.rx_roce - mid.rx_roce);
+  }
+
   // A modify resets the expectation: the next frame takes the full path and re-learns it.
   control::EngineCommand c;
   c.op = control::EngineOp::kModifyQp;
