@@ -610,8 +610,8 @@ DropReason parse_frame(std::span<const uint8_t> frame, const RxExpect& exp, Roce
   return parse_frame_unmatched(frame, exp.opt, out);
 }
 
-bool parse_frame_matched(std::span<const uint8_t> frame, const RxExpect& exp, RoceView& out,
-                         DropReason& why) {
+std::optional<DropReason> parse_frame_if_matched(std::span<const uint8_t> frame,
+                                                 const RxExpect& exp, RoceView& out) {
   // The matching test of parse_frame(frame, exp, out), written out again: with
   // the two sharing one inline helper, GCC 12 laid out that tuned function
   // differently (one more instruction per payload packet). The equivalence
@@ -620,7 +620,7 @@ bool parse_frame_matched(std::span<const uint8_t> frame, const RxExpect& exp, Ro
   const size_t l2 = exp.l2_bytes;
   if (!exp.usable || frame.size() < l2 + kIpUdpBytes + kBthBytes + kIcrcBytes ||
       !header_matches(f, exp)) {
-    return false;
+    return std::nullopt;
   }
   const uint8_t* ip = f + l2;
   const size_t ip_total = get_be16(ip + kIpTotalLen);
@@ -628,11 +628,10 @@ bool parse_frame_matched(std::span<const uint8_t> frame, const RxExpect& exp, Ro
       get_be16(ip + kIpv4HeaderBytes + kUdpLen) != ip_total - kIpv4HeaderBytes ||
       (exp.opt.verify_ip_checksum &&
        !ones_complement_zero(exp.ip_fixed_sum + load_native32(ip) + load_native16(ip + kIpCsum)))) {
-    return false;
+    return std::nullopt;
   }
-  why = parse_roce_impl<true>(
+  return parse_roce_impl<true>(
       ip, std::span<const uint8_t>(ip + kIpUdpBytes, ip_total - kIpUdpBytes), exp.opt, out);
-  return true;
 }
 
 bool rx_expect_require_byte(RxExpect& exp, size_t offset, uint8_t mask, uint8_t value) {

@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <span>
 
 #include "wire/byte_order.h"
@@ -399,9 +400,17 @@ DropReason parse_frame(std::span<const uint8_t> frame, const RxExpect& exp, Roce
 // parse_frame(frame, exp.opt, out)'s verdict, decided by the same code that
 // parse_frame(frame, exp, out) runs for a match (out meaningful when kNone).
 // False when it did not match: out and why are untouched, and only the full
-// path can say what the frame is.
-bool parse_frame_matched(std::span<const uint8_t> frame, const RxExpect& exp, RoceView& out,
-                         DropReason& why);
+// path can say what the frame is. parse_frame_if_matched returns the same
+// as an optional (nullopt: not matched), in a register: no out-parameter
+// for the callee to keep; parse_frame_matched is it, inline.
+std::optional<DropReason> parse_frame_if_matched(std::span<const uint8_t> frame,
+                                                 const RxExpect& exp, RoceView& out);
+inline bool parse_frame_matched(std::span<const uint8_t> frame, const RxExpect& exp, RoceView& out,
+                                DropReason& why) {
+  const std::optional<DropReason> r = parse_frame_if_matched(frame, exp, out);
+  if (r) why = *r;
+  return r.has_value();
+}
 
 // Narrows exp: a frame matches only if also (frame[offset] & mask) == (value
 // & mask). For a caller that checks a field parse_frame does not (a VLAN ID,
