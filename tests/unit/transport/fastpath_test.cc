@@ -57,6 +57,72 @@ std::vector<std::vector<uint8_t>> drain_responses_same(Qp& gq, uint64_t g_now, Q
   return out;
 }
 
+// A TX burst of up to k frames from a in the fused world (poll_tx_frames),
+// one at a time in the general one (poll_tx + build_frame): the same frames
+// and state. Returns the frames.
+std::vector<std::vector<uint8_t>> tx_burst_same(QpPair& g, QpPair& f, const wire::FrameTemplate& t,
+                                                size_t k) {
+  std::vector<std::vector<uint8_t>> bufs(k, std::vector<uint8_t>(2048));
+  std::vector<std::span<uint8_t>> rooms(bufs.begin(), bufs.end());
+  std::vector<wire::BuildResult> res(k);
+  const size_t n = f.a.qp.poll_tx_frames(f.now_ns, t, rooms, res.data());
+  std::vector<std::vector<uint8_t>> frames;
+  for (size_t i = 0; i < n; ++i) {
+    TxPacket tx;
+    REQUIRE(g.a.qp.poll_tx(g.now_ns, tx));
+    std::vector<uint8_t> gb(2048);
+    const wire::BuildResult gr = wire::build_frame(
+        gb, t, tx.hdr,
+        std::span<const std::span<const uint8_t>>(tx.payload.data(), tx.payload_parts));
+    REQUIRE(gr.ok());
+    REQUIRE(res[i].ok());
+    REQUIRE(gr.len_bytes == res[i].len_bytes);
+    REQUIRE(std::memcmp(gb.data(), bufs[i].data(), gr.len_bytes) == 0);
+    frames.emplace_back(gb.begin(), gb.begin() + gr.len_bytes);
+  }
+  TxPacket more;
+  if (n < k) REQUIRE_FALSE(g.a.qp.poll_tx(g.now_ns, more));
+  require_same(g.a.qp, f.a.qp);
+  return frames;
+}
+
+// The frames (all valid) as one RX burst at b: parsed and delivered one at a
+// time in the general world, in one on_packets call in the fused world. Same
+// results and state; returns the results.
+std::vector<RxResult> rx_burst_to_b_same(QpPair& g, QpPair& f,
+                                         const std::vector<std::vector<uint8_t>>& burst,
+                                         const wire::ParseOptions& popt) {
+  std::vector<wire::RoceView> views(burst.size());
+  std::vector<RxResult> gres, fres(burst.size());
+  for (size_t i = 0; i < burst.size(); ++i) {
+    wire::ParsedFrame pf;
+    REQUIRE(wire::parse_frame(burst[i], popt, pf) == wire::DropReason::kNone);
+    REQUIRE(wire::parse_frame(burst[i], popt, views[i]) == wire::DropReason::kNone);
+    gres.push_back(g.b.qp.on_packet(g.now_ns, pf.hdr, pf.payload));
+  }
+  f.b.qp.on_packets(f.now_ns, views, fres.data());
+  REQUIRE(gres == fres);
+  require_same(g.b.qp, f.b.qp);
+  return fres;
+}
+
+// The ACK/NAK frames b has to send now, the same in both worlds, delivered
+// to a in both: one at a time in the general world (g), as bursts of one in
+// the fused world (f). Same results and state.
+void responses_to_a_same(QpPair& g, QpPair& f, const wire::FrameTemplate& t,
+                         const wire::ParseOptions& popt) {
+  for (const auto& fr : drain_responses_same(g.b.qp, g.now_ns, f.b.qp, f.now_ns, t)) {
+    wire::ParsedFrame pf;
+    wire::RoceView v;
+    REQUIRE(wire::parse_frame(fr, popt, pf) == wire::DropReason::kNone);
+    REQUIRE(wire::parse_frame(fr, popt, v) == wire::DropReason::kNone);
+    RxResult fres;
+    f.a.qp.on_packets(f.now_ns, std::span(&v, 1), &fres);
+    REQUIRE(g.a.qp.on_packet(g.now_ns, pf.hdr, pf.payload) == fres);
+  }
+  require_same(g.a.qp, f.a.qp);
+}
+
 struct Lockstep {
   QpPair g;  // general API
   QpPair f;  // fused API
@@ -478,37 +544,14 @@ TEST_CASE("burst and chain calls: partial bursts, errors mid-burst, window full"
   // RX burst at b: PSN 100, then 102.. (101 was the too-small buffer's
   // frame): a gap (NAK), duplicates; then in order again after a resend.
   auto deliver = [&](const std::vector<std::vector<uint8_t>>& burst) {
-    std::vector<wire::RoceView> views(burst.size());
-    std::vector<RxResult> gres, fres(burst.size());
-    for (size_t i = 0; i < burst.size(); ++i) {
-      wire::ParsedFrame pf;
-      REQUIRE(wire::parse_frame(burst[i], popt, pf) == wire::DropReason::kNone);
-      REQUIRE(wire::parse_frame(burst[i], popt, views[i]) == wire::DropReason::kNone);
-      gres.push_back(g.b.qp.on_packet(g.now_ns, pf.hdr, pf.payload));
-    }
-    f.b.qp.on_packets(f.now_ns, views, fres.data());
-    REQUIRE(gres == fres);
-    require_same(g.b.qp, f.b.qp);
-    return fres;
+    return rx_burst_to_b_same(g, f, burst, popt);
   };
   const auto r1 = deliver({frames[0], frames[1], frames[0], frames[2]});
   REQUIRE(r1[0] == RxResult::kAccepted);
   REQUIRE(r1[1] == RxResult::kOutOfSequence);
   REQUIRE(r1[2] == RxResult::kDuplicate);
   // The NAK and ACK back to a, as a burst of its own; a rewinds.
-  auto ack_back = [&]() {
-    for (const auto& fr : drain_responses_same(g.b.qp, g.now_ns, f.b.qp, f.now_ns, t)) {
-      wire::ParsedFrame pf;
-      wire::RoceView v;
-      REQUIRE(wire::parse_frame(fr, popt, pf) == wire::DropReason::kNone);
-      REQUIRE(wire::parse_frame(fr, popt, v) == wire::DropReason::kNone);
-      RxResult fres;
-      f.a.qp.on_packets(f.now_ns, std::span(&v, 1), &fres);
-      REQUIRE(g.a.qp.on_packet(g.now_ns, pf.hdr, pf.payload) == fres);
-    }
-    require_same(g.a.qp, f.a.qp);
-  };
-  ack_back();
+  responses_to_a_same(g, f, t, popt);
   // Resent from PSN 101 (the NAK's): a burst of 6, PSNs 101..106, as the window allows.
   frames.clear();
   for (auto& r : rooms) r = std::span<uint8_t>(r.data(), 2048);
@@ -568,16 +611,8 @@ TEST_CASE("burst and chain calls: RNR in the middle of an RX burst") {
     fb.resize(br.len_bytes);
     frames.push_back(fb);
   }
-  std::vector<wire::RoceView> views(3);
-  std::vector<RxResult> gres, fres(3);
-  for (size_t i = 0; i < 3; ++i) {
-    wire::ParsedFrame pf;
-    REQUIRE(wire::parse_frame(frames[i], popt, pf) == wire::DropReason::kNone);
-    REQUIRE(wire::parse_frame(frames[i], popt, views[i]) == wire::DropReason::kNone);
-    gres.push_back(g.b.qp.on_packet(g.now_ns, pf.hdr, pf.payload));
-  }
-  f.b.qp.on_packets(f.now_ns, views, fres.data());
-  REQUIRE(gres == fres);
+  REQUIRE(frames.size() == 3);
+  const std::vector<RxResult> fres = rx_burst_to_b_same(g, f, frames, popt);
   REQUIRE(fres[0] == RxResult::kAccepted);
   REQUIRE(fres[1] == RxResult::kDropped);  // RNR
   require_same(g.b.qp, f.b.qp);
@@ -669,45 +704,13 @@ TEST_CASE("burst and chain calls: chains and runs across the ends of the rings")
       REQUIRE(g.a.qp.post_send(wrs[i]) == Status::kOk);
     }
     // The TX burst, then the RX burst of all of it at b.
-    std::vector<std::vector<uint8_t>> bufs(k, std::vector<uint8_t>(2048));
-    std::vector<std::span<uint8_t>> rooms(bufs.begin(), bufs.end());
-    std::vector<wire::BuildResult> res(k);
-    REQUIRE(f.a.qp.poll_tx_frames(f.now_ns, t, rooms, res.data()) == k);
-    std::vector<wire::RoceView> views(k);
-    std::vector<RxResult> gres, fres(k);
-    for (size_t i = 0; i < k; ++i) {
-      TxPacket tx;
-      REQUIRE(g.a.qp.poll_tx(g.now_ns, tx));
-      std::vector<uint8_t> gb(2048);
-      const wire::BuildResult gr = wire::build_frame(
-          gb, t, tx.hdr,
-          std::span<const std::span<const uint8_t>>(tx.payload.data(), tx.payload_parts));
-      REQUIRE(res[i].ok());
-      REQUIRE(gr.len_bytes == res[i].len_bytes);
-      REQUIRE(std::memcmp(gb.data(), bufs[i].data(), gr.len_bytes) == 0);
-      wire::ParsedFrame pf;
-      REQUIRE(wire::parse_frame(std::span(gb).first(gr.len_bytes), popt, pf) ==
-              wire::DropReason::kNone);
-      REQUIRE(wire::parse_frame(std::span(bufs[i]).first(res[i].len_bytes), popt, views[i]) ==
-              wire::DropReason::kNone);
-      gres.push_back(g.b.qp.on_packet(g.now_ns, pf.hdr, pf.payload));
-    }
-    f.b.qp.on_packets(f.now_ns, views, fres.data());
-    REQUIRE(gres == fres);
-    REQUIRE(fres == std::vector<RxResult>(k, RxResult::kAccepted));
+    const auto frames = tx_burst_same(g, f, t, k);
+    REQUIRE(frames.size() == k);
+    REQUIRE(rx_burst_to_b_same(g, f, frames, popt) ==
+            std::vector<RxResult>(k, RxResult::kAccepted));
     packets += k;
-    require_same(g.b.qp, f.b.qp);
     // The ACKs back to a: every SEND completes.
-    for (const auto& fr : drain_responses_same(g.b.qp, g.now_ns, f.b.qp, f.now_ns, t)) {
-      wire::ParsedFrame pf;
-      wire::RoceView v;
-      REQUIRE(wire::parse_frame(fr, popt, pf) == wire::DropReason::kNone);
-      REQUIRE(wire::parse_frame(fr, popt, v) == wire::DropReason::kNone);
-      RxResult r;
-      f.a.qp.on_packets(f.now_ns, std::span(&v, 1), &r);
-      REQUIRE(g.a.qp.on_packet(g.now_ns, pf.hdr, pf.payload) == r);
-    }
-    require_same(g.a.qp, f.a.qp);
+    responses_to_a_same(g, f, t, popt);
     same_completions(g.a, f.a, first, k);
     same_completions(g.b, f.b, first, k);
     REQUIRE(std::memcmp(g.b.mem(), f.b.mem(), kMrBytes) == 0);
@@ -740,32 +743,7 @@ TEST_CASE("burst and chain calls: TX bursts after a rewind and after an overtake
       REQUIRE(p->b.qp.post_recv(r) == Status::kOk);
     }
   }
-  // A TX burst of up to k frames from a in the fused world, one at a time in
-  // the general one: the same frames and state.
-  auto burst = [&](size_t k) {
-    std::vector<std::vector<uint8_t>> bufs(k, std::vector<uint8_t>(2048));
-    std::vector<std::span<uint8_t>> rooms(bufs.begin(), bufs.end());
-    std::vector<wire::BuildResult> res(k);
-    const size_t n = f.a.qp.poll_tx_frames(f.now_ns, t, rooms, res.data());
-    std::vector<std::vector<uint8_t>> frames;
-    for (size_t i = 0; i < n; ++i) {
-      TxPacket tx;
-      REQUIRE(g.a.qp.poll_tx(g.now_ns, tx));
-      std::vector<uint8_t> gb(2048);
-      const wire::BuildResult gr = wire::build_frame(
-          gb, t, tx.hdr,
-          std::span<const std::span<const uint8_t>>(tx.payload.data(), tx.payload_parts));
-      REQUIRE(gr.ok());
-      REQUIRE(res[i].ok());
-      REQUIRE(gr.len_bytes == res[i].len_bytes);
-      REQUIRE(std::memcmp(gb.data(), bufs[i].data(), gr.len_bytes) == 0);
-      frames.emplace_back(gb.begin(), gb.begin() + gr.len_bytes);
-    }
-    TxPacket more;
-    if (n < k) REQUIRE_FALSE(g.a.qp.poll_tx(g.now_ns, more));
-    require_same(g.a.qp, f.a.qp);
-    return frames;
-  };
+  auto burst = [&](size_t k) { return tx_burst_same(g, f, t, k); };
   auto timeout = [&]() {
     for (QpPair* p : {&g, &f}) {
       p->now_ns += 5'000'000;  // past the 4.2 ms ACK timeout
