@@ -585,10 +585,10 @@ size_t Qp::recv_run(std::span<const wire::RoceView> pkts, RxResult* results) {
         ++acks;
         last_ack = k;
       }
-      results[i] = RxResult::kAccepted;
     }
     if (i != end || i == n) break;
   }
+  std::fill(results, results + i, RxResult::kAccepted);
   if (i != 0) {
     const auto count = static_cast<uint32_t>(i);
     const uint32_t msn = msn_;
