@@ -69,6 +69,18 @@ LatResult make_lat_result(uint64_t size_bytes, std::vector<uint64_t> rtt_ns,
   return r;
 }
 
+LatDurationResult make_lat_duration_result(uint64_t size_bytes, uint64_t round_trips,
+                                           uint64_t sampled_ns, bool whole_round_trip) {
+  LatDurationResult r;
+  r.size_bytes = size_bytes;
+  r.iterations = round_trips;
+  if (round_trips != 0) {
+    r.avg_us = static_cast<double>(sampled_ns) / 1000.0 / (whole_round_trip ? 1.0 : 2.0) /
+               static_cast<double>(round_trips);
+  }
+  return r;
+}
+
 std::string bw_header() {
   return " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]";
 }
@@ -119,6 +131,16 @@ std::string lat_json(const LatResult& r, TestKind test) {
                 test_name(test), static_cast<unsigned long long>(r.size_bytes),
                 static_cast<unsigned long long>(r.iterations), r.min_us, r.max_us, r.typical_us,
                 r.avg_us, r.stdev_us, r.p99_us, r.p999_us);
+  return buf;
+}
+
+std::string lat_duration_header() { return " #bytes        #iterations       t_avg[usec]"; }
+
+std::string lat_duration_line(const LatDurationResult& r) {
+  char buf[120];
+  std::snprintf(buf, sizeof(buf), " %-7llu       %llu            %-7.2f",
+                static_cast<unsigned long long>(r.size_bytes),
+                static_cast<unsigned long long>(r.iterations), r.avg_us);
   return buf;
 }
 

@@ -56,6 +56,21 @@ TEST_CASE("latency statistics are one-way (half the round trip)") {
   CHECK(lat_json(whole, TestKind::kReadLat).find("\"test\":\"read_lat\"") != std::string::npos);
 }
 
+TEST_CASE("latency with -D: perftest's average over the sampled time") {
+  // 2 s sampled, 100000 round trips: 20 us each, 10 us one way.
+  LatDurationResult r = make_lat_duration_result(64, 100000, 2'000'000'000);
+  CHECK(r.size_bytes == 64);
+  CHECK(r.iterations == 100000);
+  CHECK(r.avg_us == Approx(10.0));
+  CHECK(make_lat_duration_result(64, 100000, 2'000'000'000, true).avg_us == Approx(20.0));
+  CHECK(make_lat_duration_result(64, 0, 2'000'000'000).avg_us == 0.0);
+  CHECK(lat_duration_header() == " #bytes        #iterations       t_avg[usec]");
+  // perftest's REPORT_FMT_LAT_DUR: " %-7lu       %d            %-7.2f".
+  const std::string line = lat_duration_line(r);
+  CHECK(line.find(" 64            100000") == 0);
+  CHECK(line.find("10.00") != std::string::npos);
+}
+
 TEST_CASE("peak meter takes the best 10 ms window") {
   PeakMeter m;
   m.start(0);
