@@ -39,11 +39,12 @@ LatResult make_lat_result(uint64_t size_bytes, std::vector<uint64_t> rtt_ns,
                           bool whole_round_trip = false);
 
 // perftest's latency report with -D: the sampled time per round trip (one way, or READ's whole
-// round trip), averaged over the round trips completed in it.
+// round trip), averaged over the round trips completed in it, and those per second.
 struct LatDurationResult {
   uint64_t size_bytes = 0;
   uint64_t iterations = 0;  // round trips completed in the sampled time
   double avg_us = 0;
+  double tps = 0;  // perftest's "tps average": round trips per second
 };
 // `round_trips` in `sampled_ns`, halved unless `whole_round_trip`; 0 round trips give 0.
 LatDurationResult make_lat_duration_result(uint64_t size_bytes, uint64_t round_trips,
