@@ -423,7 +423,8 @@ Output (like perftest): bandwidth lines
 latency lines (one-way = round trip / 2, as perftest reports; read_lat: the
   READ's whole round trip, as ib_read_lat reports)
   #bytes #iterations t_min t_max t_typical t_avg t_stdev t_99 t_99.9 [usec]
-  (--perftest -D: #bytes #iterations t_avg[usec], perftest's duration report)
+  (--perftest -D: perftest's duration report, #bytes #iterations t_avg[usec]
+  tps average: the sampled part's round trips, their average and rate)
 Exit status: 0 on success, 1 on an error or a --check mismatch, 2 on bad usage.
 )";
 }
