@@ -9,7 +9,10 @@
 #   3. read_bw, one size;
 #   4. perftest's -q: send_bw, write_bw and read_bw on 4 QPs (-n per QP);
 #   5. perftest's -D: send_bw and write_bw for 4 s on 2 QPs (1 s margins: 2 s sampled);
-#   6. perftest's -b: send_bw and read_bw on 2 QPs, write_bw -a (both print the sum).
+#   6. perftest's -b: send_bw and read_bw on 2 QPs, write_bw -a (both print the sum);
+#   7. the latency tests' -a (2 B .. 8 MiB, 5 round trips per size: 23 result lines on each
+#      side that prints) and -D: write_lat and send_lat for 4 s, 64 B (perftest's duration
+#      report on both sides).
 # Both sides must succeed and print the same "#bytes #iterations". Root only (exit 77
 # otherwise); everything is removed on exit.
 #
@@ -30,18 +33,27 @@ check_side() {
   grep -Eq "^ *$3 +$4 +[0-9]" "$work/$2.out" || fail "$1: no '$3 $4' result from the $2"
 }
 
-for t in write_lat send_lat read_lat; do
-  echo "== $t --perftest -s 64 -n 300"
-  perf_pair 60 "$t" --perftest -s 64 -n 300 -W 20 >/dev/null || fail "$t failed"
-  check_side "$t" client 64 300 1
-  if [[ $t == read_lat ]]; then
-    # ib_read_lat's server prints no result (the READs need nothing of it), but it must have
-    # waited for the client: its close handshake comes after the client's READs.
-    grep -Eq "^ *64 +300 +[0-9]" "$work/server.out" && fail "read_lat: the server printed a result"
-  else
-    check_side "$t" server 64 300 1
-  fi
-done
+# lat_steps LIMIT SIZE ITERS LINES ARGS...: write_lat, send_lat and read_lat with --perftest
+# ARGS; each side printed LINES result lines of ITERS round trips, one for SIZE (read_lat's
+# server none).
+lat_steps() {
+  local limit=$1 size=$2 iters=$3 lines=$4 t
+  shift 4
+  for t in write_lat send_lat read_lat; do
+    echo "== $t --perftest $*"
+    perf_pair "$limit" "$t" --perftest "$@" -W 20 >/dev/null || fail "$t $* failed"
+    check_side "$t $*" client "$size" "$iters" "$lines"
+    if [[ $t != read_lat ]]; then
+      check_side "$t $*" server "$size" "$iters" "$lines"
+    elif grep -Eq "^ *[0-9]+ +$iters +[0-9]" "$work/server.out"; then
+      # ib_read_lat's server prints no result (the READs need nothing of it), but it must have
+      # waited for the client: its close handshake comes after the client's READs.
+      fail "read_lat $*: the server printed a result"
+    fi
+  done
+}
+
+lat_steps 60 64 300 1 -s 64 -n 300
 echo "== read_lat (conduit-perf's own exchange) -s 64,65536 -n 200 --check"
 perf_pair 60 read_lat -s 64,65536 -n 200 --check -W 20 >/dev/null || fail "read_lat --check failed"
 [[ $(grep -c 'check: OK' "$work/client.out") -eq 2 ]] || fail "read_lat: not every size checked OK"
@@ -86,4 +98,16 @@ echo "== write_bw --perftest -b -a -n 5"
 perf_pair 120 write_bw --perftest -b -a -n 5 -t 16 -W 20 >/dev/null || fail "write_bw -b -a failed"
 check_side "write_bw -b -a" client 8388608 5 23
 check_side "write_bw -b -a" server 8388608 5 23
+lat_steps 120 8388608 5 23 -a -n 5
+for t in write_lat send_lat; do
+  echo "== $t --perftest -D 4 -s 64"
+  perf_pair 60 "$t" --perftest -D 4 -s 64 -W 20 >/dev/null || fail "$t -D 4 failed"
+  for side in client server; do
+    grep -q "Duration : 4\[sec\]" "$work/$side.out" || fail "$t -D 4: the $side did not run -D"
+    grep -Eq "#iterations +t_avg\[usec\]" "$work/$side.out" ||
+      fail "$t -D 4: the $side printed no duration report"
+    n=$(grep -Ec "^ *64 +[1-9][0-9]* +[0-9]" "$work/$side.out" || true)
+    ((n == 1)) || fail "$t -D 4: the $side printed $n results with round trips counted, not 1"
+  done
+done
 echo "PASS"

@@ -15,25 +15,31 @@
 #      conduit sending 8 MiB messages to the VM are not run (nor tried): the emulated NIC's
 #      queue already overflowed under 128 x 4 KiB in flight (see -t below);
 #   4. perftest's -D: each bandwidth test in both roles for PERFTEST_DURATION (4) s on 2 QPs
-#      (0 skips it; PERFTEST_DURATION_TESTS picks the tests);
+#      (0 skips it; PERFTEST_DURATION_TESTS picks the tests), and PERFTEST_LAT_DURATION_TESTS
+#      (write_lat) in both roles, PERFTEST_LAT_SIZE B for PERFTEST_DURATION s (perftest's
+#      duration report: the round trips of the sampled part and their average);
 #   5. perftest's -b: each bandwidth test in both roles, both sides sending, PERFTEST_SIZE B x
 #      PERFTEST_QPS_ITERS (100) (PERFTEST_DUPLEX_TESTS picks the tests; both print the sum),
 #      and PERFTEST_DUPLEX_SWEEP_TESTS (write_bw) with -a (its per-size barriers, which depend
 #      on the peer's version);
 #   6. perftest's -q: each bandwidth test in both roles on PERFTEST_QPS (3) QPs,
 #      PERFTEST_SIZE B x PERFTEST_QPS_ITERS (100) messages per QP (1 skips it);
-#   7. with PERFTEST_LOSS_PPM (default 10000 = 1 %) > 0, step 1 again with that share of the
+#   7. the latency tests' -a sweep (PERFTEST_LAT_SWEEP_TESTS, default all three) in both roles,
+#      PERFTEST_LAT_SWEEP_ITERS (5) round trips per size (0 skips it): 23 result lines up to
+#      8 MiB on each side that prints (ib_read_lat: the client);
+#   8. with PERFTEST_LOSS_PPM (default 10000 = 1 %) > 0, step 1 again with that share of the
 #      RoCE frames (ACKs included) dropped both ways by the tc eBPF drop program next to c.
 #
 # Both sides of every step must succeed and print the same "#bytes #iterations" (perftest's
 # send_bw server counts what it received; write_bw/read_bw servers print the client's report;
 # conduit-perf checks the peer's report against its own run; both sides of a latency test print
-# their own; a sweep must reach 8 MiB). The RoCEv2 traffic is captured next to c and checked
+# their own; a sweep must reach 8 MiB, a latency sweep print all 23 sizes). The RoCEv2 traffic is captured next to c and checked
 # with tshark and scapy. Root only (exit 77 otherwise); cleans up on every exit.
 #
 #   perftest_test.sh [BUILD_DIR]     (default: $CONDUIT_BUILD, else $CONDUIT_SRC/build)
 # Environment: PERFTEST_TESTS (default "send_bw write_bw read_bw"), PERFTEST_LAT_TESTS
 # (default "write_lat send_lat read_lat"), PERFTEST_SWEEP_TESTS (default "send_bw read_bw"),
+# PERFTEST_LAT_SWEEP_TESTS, PERFTEST_LAT_DURATION_TESTS, RXE_VM_TIMEOUT (480 s),
 # the sizes and counts above, PERFTEST_LOSS_PPM, INTEROP_KEEP=1 keeps the work directory
 # (capture, logs).
 . "$(dirname "$0")/common.sh"
@@ -51,10 +57,17 @@ qps=${PERFTEST_QPS:-3}
 qps_iters=${PERFTEST_QPS_ITERS:-100}
 duration=${PERFTEST_DURATION:-4}
 duration_tests=${PERFTEST_DURATION_TESTS-send_bw write_bw read_bw}
+lat_duration_tests=${PERFTEST_LAT_DURATION_TESTS-write_lat}
+lat_sweep_iters=${PERFTEST_LAT_SWEEP_ITERS:-5}
+lat_sweep_tests=${PERFTEST_LAT_SWEEP_TESTS-write_lat send_lat read_lat}
+((lat_sweep_iters > 0)) || lat_sweep_tests=
+# The VM's hard limit (boot and every step): the latency sweeps alone take ~25 s each in the
+# emulated VM (8 MiB one way ~0.5 s; 10 of them per step, 5 round trips), ~150 s for six.
+: "${RXE_VM_TIMEOUT:=480}"
 duplex_tests=${PERFTEST_DUPLEX_TESTS-send_bw write_bw read_bw}
 duplex_sweep_tests=${PERFTEST_DUPLEX_SWEEP_TESTS-write_bw}
 ((sweep_iters > 0)) || duplex_sweep_tests=
-((duration > 0)) || duration_tests=
+((duration > 0)) || { duration_tests=; lat_duration_tests=; }
 bw_tests=${PERFTEST_TESTS-send_bw write_bw read_bw}
 lat_tests=${PERFTEST_LAT_TESTS-write_lat send_lat read_lat}
 sweep_tests=${PERFTEST_SWEEP_TESTS-send_bw read_bw}
@@ -115,12 +128,16 @@ for loss in "${losses[@]}"; do
   # shellcheck disable=SC2086
   both_roles duration "$loss" "$size D$duration 2" $duration_tests
   # shellcheck disable=SC2086
+  both_roles duration "$loss" "$lat_size D$duration" $lat_duration_tests
+  # shellcheck disable=SC2086
   both_roles duplex "$loss" "$size $qps_iters 1 -b" $duplex_tests
   for t in $duplex_sweep_tests; do
     plan+=("duplex-sweep-$t-vmclient client $loss $t all $sweep_iters 1 -b")
   done
   # shellcheck disable=SC2086
   ((qps <= 1)) || both_roles qps "$loss" "$size $qps_iters $qps" $bw_tests
+  # shellcheck disable=SC2086
+  both_roles lat-sweep "$loss" "all $lat_sweep_iters" $lat_sweep_tests
 done
 interop_run
 
@@ -134,23 +151,42 @@ vm_step_out() {
 for p in "${plan[@]}"; do
   read -r name _ _ t s n q _ <<<"$p"
   grep -q "=== $name rc=0" "$work/vm.out" || fail "perftest failed in step $name"
+  dur=0
   if [[ $n == D* ]]; then
+    dur=1
     n='[1-9][0-9]*' # -D: what each side counted (send_bw's server its own), never 0
   else
     n=$((n * ${q:-1})) # perftest's #iterations counts every QP's -n
   fi
   [[ $s == all ]] && s=8388608
   result_re="^ *$s +$n +[0-9]"
+  # perftest in the emulated VM now and then prints a latency line of "inf" (its CPU clock
+  # estimate failed for that size); the line is there all the same.
+  vm_value='([0-9]|inf|-?nan)'
   # ib_read_lat's server prints no result (its memory answers the READs): only the client.
   [[ $t == read_lat && $name == *-vmclient ]] ||
     grep -Eq "$result_re" "$work/$name.host" || fail "no '$s $n' result from conduit in $name"
   [[ $t == read_lat && $name == *-vmserver ]] ||
-    vm_step_out "$name" | grep -Eq "$result_re" || fail "perftest did not report '$s $n' in $name"
-  if [[ $name == sweep-send_bw-* ]]; then
-    lines=$(grep -Ec "^ *[0-9]+ +$n +[0-9]" "$work/$name.host")
-    ((lines == 23)) || fail "conduit printed $lines result lines in $name, not 23 (2 B .. 8 MiB)"
-    lines=$(vm_step_out "$name" | grep -Ec "^ *[0-9]+ +$n +[0-9]")
-    ((lines == 23)) || fail "perftest printed $lines result lines in $name, not 23"
+    vm_step_out "$name" | grep -Eq "^ *$s +$n +$vm_value" ||
+    fail "perftest did not report '$s $n' in $name"
+  # Every size's line: send_bw's sweep, and the latency sweeps on each side that prints.
+  if [[ $name == sweep-send_bw-* || $name == lat-sweep-* ]]; then
+    if [[ $t != read_lat || $name == *-vmserver ]]; then
+      lines=$(grep -Ec "^ *[0-9]+ +$n +[0-9]" "$work/$name.host")
+      ((lines == 23)) || fail "conduit printed $lines result lines in $name, not 23 (2 B .. 8 MiB)"
+    fi
+    if [[ $t != read_lat || $name == *-vmclient ]]; then
+      lines=$(vm_step_out "$name" | grep -Ec "^ *[0-9]+ +$n +$vm_value")
+      ((lines == 23)) || fail "perftest printed $lines result lines in $name, not 23"
+    fi
+  fi
+  # Latency -D: perftest's duration report on both sides (its own header, not -n's columns).
+  if ((dur)) && [[ $t == *_lat ]]; then
+    dur_re='#iterations +t_avg\[usec\]'
+    [[ $t == read_lat && $name == *-vmclient ]] || grep -Eq "$dur_re" "$work/$name.host" ||
+      fail "conduit's $name is not a duration report"
+    [[ $t == read_lat && $name == *-vmserver ]] || vm_step_out "$name" | grep -Eq "$dur_re" ||
+      fail "perftest's $name is not a duration report"
   fi
 done
 ip_gid=$(tr . : <<<"$conduit_ip" | awk -F: '{printf "%02d:%02d:%02d:%02d", $1, $2, $3, $4}')

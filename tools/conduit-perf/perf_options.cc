@@ -338,14 +338,13 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
     }
   }
   if (o.perftest) {
-    if (o.duration_s != 0 && (is_latency(o.test) || o.sweep || o.bidirectional)) {
-      return fail("--perftest runs -D with the bandwidth tests, one size (-s), without -b");
+    // perftest refuses -D with -a ("Duration mode currently doesn't support running on all
+    // sizes"); -b is the bandwidth tests' and perftest mode speaks it with -n only.
+    if (o.duration_s != 0 && (o.sweep || o.bidirectional)) {
+      return fail("--perftest runs -D with one size (-s), without -b");
     }
     if (o.qps > kPerftestMaxQps) {
       return fail("--perftest runs at most " + std::to_string(kPerftestMaxQps) + " QPs (-q)");
-    }
-    if (o.sweep && is_latency(o.test)) {
-      return fail("--perftest sweeps (-a) the bandwidth tests only; give the latency tests -s");
     }
     if (!o.sweep && o.sizes.size() != 1) return fail("--perftest runs one size (-s) or -a");
     if (o.check || o.json || o.events || o.cq_mod != 0) {
@@ -403,11 +402,11 @@ Options:
                          the peer may be stock ib_send_bw, ib_write_bw,
                          ib_read_bw, ib_send_lat, ib_write_lat or ib_read_lat (e.g. on rxe or
                          a RoCE NIC); both roles, -n iterations (5 or more; per
-                         QP) or (bw tests, one size) -D seconds, -s one size or
-                         (bw tests) -a, bw tests -q up to 64 QPs; perftest does
-                         not tell the server the client's -s/-a/-n/-D/-q: give
-                         both the same; bw tests -b (both send). Not with -c,
-                         -e, -Q, -J
+                         QP) or (one size) -D seconds, -s one size or -a (every
+                         test), bw tests -q up to 64 QPs; perftest does not
+                         tell the server the client's -s/-a/-n/-D/-q: give both
+                         the same; bw tests -b (both send). Not with -c, -e,
+                         -Q, -J
   --cm SERVICE           connect the QPs through conduitd's connection manager:
                          the server listens on SERVICE, the client connects to
                          it at the server's -x address (TCP still carries the
@@ -424,6 +423,8 @@ Output (like perftest): bandwidth lines
 latency lines (one-way = round trip / 2, as perftest reports; read_lat: the
   READ's whole round trip, as ib_read_lat reports)
   #bytes #iterations t_min t_max t_typical t_avg t_stdev t_99 t_99.9 [usec]
+  (--perftest -D: perftest's duration report, #bytes #iterations t_avg[usec]
+  tps average: the sampled part's round trips, their average and rate)
 Exit status: 0 on success, 1 on an error or a --check mismatch, 2 on bad usage.
 )";
 }

@@ -2,11 +2,22 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdarg>
 #include <cstdio>
 
 namespace conduit::perf {
 
 namespace {
+
+// printf into a string; every line and JSON object here is far shorter than the buffer.
+[[gnu::format(printf, 1, 2)]] std::string formatted(const char* fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  return buf;
+}
 
 double bits_per_ns(uint64_t bytes, uint64_t ns) {
   return ns == 0 ? 0.0 : static_cast<double>(bytes) * 8.0 / static_cast<double>(ns);
@@ -69,29 +80,37 @@ LatResult make_lat_result(uint64_t size_bytes, std::vector<uint64_t> rtt_ns,
   return r;
 }
 
+LatDurationResult make_lat_duration_result(uint64_t size_bytes, uint64_t round_trips,
+                                           uint64_t sampled_ns, bool whole_round_trip) {
+  LatDurationResult r;
+  r.size_bytes = size_bytes;
+  r.iterations = round_trips;
+  if (round_trips != 0 && sampled_ns != 0) {
+    r.avg_us = static_cast<double>(sampled_ns) / 1000.0 / (whole_round_trip ? 1.0 : 2.0) /
+               static_cast<double>(round_trips);
+    r.tps = static_cast<double>(round_trips) * 1e9 / static_cast<double>(sampled_ns);
+  }
+  return r;
+}
+
 std::string bw_header() {
   return " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]";
 }
 
 std::string bw_line(const BwResult& r) {
-  char buf[160];
-  std::snprintf(buf, sizeof(buf), " %-10llu %-10llu     %-18.2f %-20.2f %-.6f",
-                static_cast<unsigned long long>(r.size_bytes),
-                static_cast<unsigned long long>(r.iterations), r.peak_gbps, r.avg_gbps,
-                r.msg_rate_mpps);
-  return buf;
+  return formatted(
+      " %-10llu %-10llu     %-18.2f %-20.2f %-.6f", static_cast<unsigned long long>(r.size_bytes),
+      static_cast<unsigned long long>(r.iterations), r.peak_gbps, r.avg_gbps, r.msg_rate_mpps);
 }
 
 std::string bw_json(const BwResult& r, TestKind test, uint32_t qps, bool bidirectional) {
-  char buf[320];
-  std::snprintf(buf, sizeof(buf),
-                "{\"test\":\"%s\",\"bytes\":%llu,\"iterations\":%llu,\"qps\":%u,"
-                "\"bidirectional\":%s,\"bw_peak_gbps\":%.4f,\"bw_avg_gbps\":%.4f,"
-                "\"msg_rate_mpps\":%.6f}",
-                test_name(test), static_cast<unsigned long long>(r.size_bytes),
-                static_cast<unsigned long long>(r.iterations), qps,
-                bidirectional ? "true" : "false", r.peak_gbps, r.avg_gbps, r.msg_rate_mpps);
-  return buf;
+  return formatted(
+      "{\"test\":\"%s\",\"bytes\":%llu,\"iterations\":%llu,\"qps\":%u,"
+      "\"bidirectional\":%s,\"bw_peak_gbps\":%.4f,\"bw_avg_gbps\":%.4f,"
+      "\"msg_rate_mpps\":%.6f}",
+      test_name(test), static_cast<unsigned long long>(r.size_bytes),
+      static_cast<unsigned long long>(r.iterations), qps, bidirectional ? "true" : "false",
+      r.peak_gbps, r.avg_gbps, r.msg_rate_mpps);
 }
 
 std::string lat_header() {
@@ -100,26 +119,31 @@ std::string lat_header() {
 }
 
 std::string lat_line(const LatResult& r) {
-  char buf[240];
-  std::snprintf(buf, sizeof(buf),
-                " %-7llu %-10llu     %-10.2f     %-10.2f   %-10.2f       %-10.2f     %-10.2f"
-                "      %-10.2f             %-10.2f",
-                static_cast<unsigned long long>(r.size_bytes),
-                static_cast<unsigned long long>(r.iterations), r.min_us, r.max_us, r.typical_us,
-                r.avg_us, r.stdev_us, r.p99_us, r.p999_us);
-  return buf;
+  return formatted(
+      " %-7llu %-10llu     %-10.2f     %-10.2f   %-10.2f       %-10.2f     %-10.2f"
+      "      %-10.2f             %-10.2f",
+      static_cast<unsigned long long>(r.size_bytes), static_cast<unsigned long long>(r.iterations),
+      r.min_us, r.max_us, r.typical_us, r.avg_us, r.stdev_us, r.p99_us, r.p999_us);
 }
 
 std::string lat_json(const LatResult& r, TestKind test) {
-  char buf[360];
-  std::snprintf(buf, sizeof(buf),
-                "{\"test\":\"%s\",\"bytes\":%llu,\"iterations\":%llu,\"t_min_us\":%.3f,"
-                "\"t_max_us\":%.3f,\"t_typical_us\":%.3f,\"t_avg_us\":%.3f,\"t_stdev_us\":%.3f,"
-                "\"t_p99_us\":%.3f,\"t_p999_us\":%.3f}",
-                test_name(test), static_cast<unsigned long long>(r.size_bytes),
-                static_cast<unsigned long long>(r.iterations), r.min_us, r.max_us, r.typical_us,
-                r.avg_us, r.stdev_us, r.p99_us, r.p999_us);
-  return buf;
+  return formatted(
+      "{\"test\":\"%s\",\"bytes\":%llu,\"iterations\":%llu,\"t_min_us\":%.3f,"
+      "\"t_max_us\":%.3f,\"t_typical_us\":%.3f,\"t_avg_us\":%.3f,\"t_stdev_us\":%.3f,"
+      "\"t_p99_us\":%.3f,\"t_p999_us\":%.3f}",
+      test_name(test), static_cast<unsigned long long>(r.size_bytes),
+      static_cast<unsigned long long>(r.iterations), r.min_us, r.max_us, r.typical_us, r.avg_us,
+      r.stdev_us, r.p99_us, r.p999_us);
+}
+
+std::string lat_duration_header() {
+  return " #bytes        #iterations       t_avg[usec]    tps average";
+}
+
+std::string lat_duration_line(const LatDurationResult& r) {
+  return formatted(" %-7llu       %llu            %-7.2f        %-7.2f",
+                   static_cast<unsigned long long>(r.size_bytes),
+                   static_cast<unsigned long long>(r.iterations), r.avg_us, r.tps);
 }
 
 void PeakMeter::start(uint64_t now_ns) {

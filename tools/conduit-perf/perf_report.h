@@ -38,12 +38,26 @@ struct LatResult {
 LatResult make_lat_result(uint64_t size_bytes, std::vector<uint64_t> rtt_ns,
                           bool whole_round_trip = false);
 
+// perftest's latency report with -D: the sampled time per round trip (one way, or READ's whole
+// round trip), averaged over the round trips completed in it, and those per second.
+struct LatDurationResult {
+  uint64_t size_bytes = 0;
+  uint64_t iterations = 0;  // round trips completed in the sampled time
+  double avg_us = 0;
+  double tps = 0;  // perftest's "tps average": round trips per second
+};
+// `round_trips` in `sampled_ns`, halved unless `whole_round_trip`; 0 round trips give 0.
+LatDurationResult make_lat_duration_result(uint64_t size_bytes, uint64_t round_trips,
+                                           uint64_t sampled_ns, bool whole_round_trip = false);
+
 std::string bw_header();
 std::string bw_line(const BwResult& r);
 std::string bw_json(const BwResult& r, TestKind test, uint32_t qps, bool bidirectional);
 std::string lat_header();
 std::string lat_line(const LatResult& r);
 std::string lat_json(const LatResult& r, TestKind test);
+std::string lat_duration_header();
+std::string lat_duration_line(const LatDurationResult& r);
 
 // Tracks the best rate over windows of at least kPeakWindowNs (whole run if shorter).
 class PeakMeter {

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -132,8 +133,10 @@ class DurationSample {
     }
     return now_ns < w_.end_ns;
   }
+  bool sampled() const { return ended_; }  // the sampled part is over
   uint64_t count() const { return ended_ ? end_count_ - begin_count_ : 0; }
-  double seconds() const { return ended_ ? static_cast<double>(end_ns_ - begin_ns_) / 1e9 : 0; }
+  uint64_t nanoseconds() const { return ended_ ? end_ns_ - begin_ns_ : 0; }
+  double seconds() const { return static_cast<double>(nanoseconds()) / 1e9; }
   // Milliseconds to sleep at most: up to the next boundary, within [1, 100].
   int wait_ms(uint64_t now_ns) const {
     const uint64_t next = !begun_ ? w_.sample_begin_ns : !ended_ ? w_.sample_end_ns : w_.end_ns;
@@ -288,8 +291,15 @@ class Session {
   // send_bw -b: sends -n and receives -n per QP at once (the server sends once the client's
   // first message is in, as perftest's run_iter_bi).
   PerftestReport bw_duplex_send(uint64_t size);
-  LatResult latency(uint64_t size);       // the ping-pong, either role
-  LatResult read_latency(uint64_t size);  // read_lat: the client's READs, one at a time
+  // One size of a latency test: -n round trips (`iters`), or -D's report (`duration`).
+  struct LatOutcome {
+    LatResult iters;
+    LatDurationResult duration;
+  };
+  LatOutcome latency(uint64_t size);       // the ping-pong, either role
+  LatOutcome read_latency(uint64_t size);  // read_lat: the client's READs, one at a time
+  // -D, latency: the window sampled (started by `running`), and whether it is still open.
+  bool lat_running(std::optional<DurationSample>& sample, bool start, uint64_t count);
 
   const PerfOptions& o_;
   Wire wire_;
@@ -311,6 +321,11 @@ class Session {
   uint64_t rx_last_ns_ = 0;     // when the last message arrived
   uint64_t handshake_ns_ = 0;   // when we sent our latest handshake record
   uint64_t last_progress_ns_ = 0;
+  // -D, latency, once the sampled part is over: an error completion means the peer has gone
+  // (ib_write_lat 4.5 exits at its time, its QP with it), which ends our run instead of
+  // failing it.
+  bool peer_may_go_ = false;
+  bool peer_gone_ = false;
 };
 
 void Session::open_resources(uint64_t max_size) {
@@ -435,6 +450,10 @@ void Session::reap() {
     if (n < 0) fail(std::string("conduit_poll_cq: ") + conduit_strerror(n));
     for (int i = 0; i < n; ++i) {
       const conduit_wc& c = wc[i];
+      if (c.status != CONDUIT_WC_SUCCESS && peer_may_go_) {
+        peer_gone_ = true;
+        continue;
+      }
       if (c.status != CONDUIT_WC_SUCCESS) {
         fail(std::string(c.opcode == CONDUIT_WC_RECV ? "a receive" : "a work request") +
              " failed: " + conduit_wc_status_str(c.status) + " (vendor_err " +
@@ -583,50 +602,79 @@ PerftestReport Session::bw_duplex_send(uint64_t size) {
   return rate_report(size, total_iters(), secs, total_iters());
 }
 
-LatResult Session::latency(uint64_t size) {
+bool Session::lat_running(std::optional<DurationSample>& sample, bool start, uint64_t count) {
+  if (!duration_) return true;
+  if (!sample && start) sample.emplace(duration_window(now_ns(), o_.duration_s));
+  if (!sample) return true;
+  const bool open = sample->update(now_ns(), count);
+  peer_may_go_ = sample->sampled();
+  return open && !peer_gone_;
+}
+
+Session::LatOutcome Session::latency(uint64_t size) {
   if (o_.test == TestKind::kReadLat) return read_latency(size);
   const bool write = o_.test == TestKind::kWriteLat;
   const bool starter = plan_.server_starts != client_;
   volatile uint8_t* const counter_in = rx_area() + size - 1;  // write_lat: the peer's counter
   uint8_t* const counter_out = tx_area() + size - 1;
   std::vector<uint64_t> posted_at;
-  posted_at.reserve(iters_);
+  if (!duration_) posted_at.reserve(iters_);
   QpSide& q0 = qps_[0];  // latency tests run one QP
   q0.tx_outstanding = 0;
   note_progress();
+  // -D, as perftest: write_lat's clock starts now and counts our WRITEs completed; send_lat's
+  // starts with the first message in (set_on_first_rx_packet) and counts the messages in.
+  std::optional<DurationSample> sample;
+  auto running = [&] {
+    return lat_running(sample, write || q0.rx_done > 0, write ? tx_done_total_ : q0.rx_done);
+  };
 
   // Message k (1..n) of the peer has arrived: its counter (write_lat), or k receives done.
   auto arrived = [&](uint64_t k) {
     return write ? *counter_in == static_cast<uint8_t>(k) : q0.rx_done >= k;
   };
+  // False when -D's time is up first.
   auto await = [&](uint64_t k) {
     uint32_t spins = 0;
     for (;;) {
       reap();
       if (arrived(k)) {
         note_progress();
-        return;
+        return true;
       }
+      if (!running()) return false;
       check_stalled("waiting for the peer's message");
-      if (!write) {
+      if (write) {
+        if (++spins > kSpinsBeforeNap) {
+          const timespec ts{0, kNapNs};
+          nanosleep(&ts, nullptr);
+        }
+      } else if (duration_) {
+        wait_completion_for(sample ? sample->wait_ms(now_ns()) : 100,
+                            "waiting for the peer's message");
+      } else {
         wait_completion("waiting for the peer's message");
-      } else if (++spins > kSpinsBeforeNap) {
-        const timespec ts{0, kNapNs};
-        nanosleep(&ts, nullptr);
       }
     }
   };
-  for (uint64_t k = 1; k <= iters_; ++k) {
-    if (!starter) await(k);
+  for (uint64_t k = 1; duration_ || k <= iters_; ++k) {
+    if (!starter && !await(k)) break;
     // The answers may come back before the ACKs of our messages: keep the send queue short.
     while (q0.tx_outstanding >= kLatSendWindow) {
       reap();
       if (q0.tx_outstanding >= kLatSendWindow) wait_completion("for the messages sent");
     }
-    posted_at.push_back(now_ns());
+    if (!running()) break;
+    if (!duration_) posted_at.push_back(now_ns());
     *counter_out = static_cast<uint8_t>(k);  // perftest's write_lat counter; harmless for SEND
     if (!post_one_send(0, size, k, true)) fail("the send queue is full in a ping-pong");
-    if (starter) await(k);
+    if (starter && !await(k)) break;
+  }
+  if (duration_) {
+    // Time is up. perftest does not wait for its last messages' completions (ib_write_lat 4.5
+    // exits at once): neither do we; the QP goes with the session.
+    const uint64_t n = sample ? sample->count() : 0;
+    return {{}, make_lat_duration_result(size, n, sample ? sample->nanoseconds() : 0)};
   }
   while (q0.tx_outstanding > 0) {
     reap();
@@ -641,33 +689,42 @@ LatResult Session::latency(uint64_t size) {
   for (size_t i = first; i < posted_at.size(); ++i) {
     rtt_ns.push_back(posted_at[i] - posted_at[i - 1]);
   }
-  LatResult r = make_lat_result(size, std::move(rtt_ns));
-  r.iterations = iters_;
-  return r;
+  LatOutcome out;
+  out.iters = make_lat_result(size, std::move(rtt_ns));
+  out.iters.iterations = iters_;
+  return out;
 }
 
-LatResult Session::read_latency(uint64_t size) {
+Session::LatOutcome Session::read_latency(uint64_t size) {
   // As ib_read_lat: one READ at a time; a sample is the time from one post to the next, i.e.
-  // a whole round trip (not halved), and the first READ is a sample like the others.
+  // a whole round trip (not halved), and the first READ is a sample like the others. -D: the
+  // clock starts now and counts the READs completed.
   QpSide& q0 = qps_[0];
   std::vector<uint64_t> posted_at;
-  posted_at.reserve(iters_ + 1);
+  if (!duration_) posted_at.reserve(iters_ + 1);
   q0.tx_outstanding = 0;
   note_progress();
-  for (uint64_t k = 1; k <= iters_; ++k) {
-    posted_at.push_back(now_ns());
+  std::optional<DurationSample> sample;
+  for (uint64_t k = 1; duration_ || k <= iters_; ++k) {
+    if (!lat_running(sample, true, tx_done_total_)) break;
+    if (!duration_) posted_at.push_back(now_ns());
     if (!post_one_send(0, size, k, true)) fail("the send queue is full in a ping-pong");
     while (q0.tx_outstanding > 0) {
       reap();
       if (q0.tx_outstanding > 0) wait_completion("for a READ's completion");
     }
   }
+  LatOutcome out;
+  if (duration_) {
+    out.duration = make_lat_duration_result(size, sample->count(), sample->nanoseconds(), true);
+    return out;
+  }
   posted_at.push_back(now_ns());
   std::vector<uint64_t> rtt_ns;
   for (size_t i = 1; i < posted_at.size(); ++i) rtt_ns.push_back(posted_at[i] - posted_at[i - 1]);
-  LatResult r = make_lat_result(size, std::move(rtt_ns), true);
-  r.iterations = iters_;
-  return r;
+  out.iters = make_lat_result(size, std::move(rtt_ns), true);
+  out.iters.iterations = iters_;
+  return out;
 }
 
 void Session::close_exchange() {
@@ -698,7 +755,7 @@ int Session::run() {
   // The duplex plan depends on the peer's version (one barrier per size).
   if (!(duplex_ ? perftest_duplex_plan(o_.test, sizes_.size(), peer_version, plan_)
                 : perftest_plan(o_.test, !client_, sizes_.size(), plan_))) {
-    fail("--perftest runs the latency tests with one size (-s) and without -b");
+    fail("--perftest runs the latency tests without -b");
   }
   wire_.exchange(perftest_u32(kPerftestCycleBufferBytes), "cycle buffer");
   wire_.exchange(perftest_u32(kPerftestCacheLineBytes), "cache line size");
@@ -760,14 +817,16 @@ int Session::run() {
         if (!header) {
           std::printf("%s", kRule);
           if (lat) {
-            std::printf("%s\n", lat_header().c_str());
+            std::printf("%s\n", (duration_ ? lat_duration_header() : lat_header()).c_str());
           } else {
             print_bw_header();
           }
           header = true;
         }
         if (lat) {
-          std::printf("%s\n", lat_line(latency(size)).c_str());
+          const LatOutcome r = latency(size);
+          std::printf("%s\n",
+                      (duration_ ? lat_duration_line(r.duration) : lat_line(r.iters)).c_str());
           std::fflush(stdout);
         } else if (duplex_) {
           // -b: both sides send; the line comes with the reports (mine plus the peer's).

@@ -156,21 +156,26 @@ bool perftest_plan(TestKind t, bool server, size_t sizes, PerftestPlan& out) {
       p.steps.push_back(S::kClose);
       break;
     case TestKind::kWriteLat:
-      if (sizes != 1) return false;
-      p.steps.insert(p.steps.end(), {S::kBarrier, S::kTraffic, S::kClose});
+      // Every size back to back: no handshake between them (the polled byte of each size is
+      // one the smaller sizes never wrote).
+      p.steps.push_back(S::kBarrier);
+      p.steps.insert(p.steps.end(), sizes, S::kTraffic);
+      p.steps.push_back(S::kClose);
       p.server_starts = true;
       break;
     case TestKind::kSendLat:
-      if (sizes != 1) return false;
-      p.steps.insert(p.steps.end(), {S::kPostReceives, S::kBarrier, S::kTraffic, S::kClose});
+      // Per size: both post its receives, a barrier, the ping-pong.
+      for (size_t i = 0; i < sizes; ++i) {
+        p.steps.insert(p.steps.end(), {S::kPostReceives, S::kBarrier, S::kTraffic});
+      }
+      p.steps.push_back(S::kClose);
       p.server_starts = false;
       break;
     case TestKind::kReadLat:
-      if (sizes != 1) return false;
-      // Only the client has traffic; the server goes straight to the close, whose handshake
-      // the client answers after its READs.
+      // Only the client has traffic (every size back to back); the server goes straight to the
+      // close, whose handshake the client answers after its READs.
       p.steps.push_back(S::kBarrier);
-      if (!server) p.steps.push_back(S::kTraffic);
+      if (!server) p.steps.insert(p.steps.end(), sizes, S::kTraffic);
       p.steps.push_back(S::kClose);
       break;
   }

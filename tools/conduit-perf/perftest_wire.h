@@ -120,10 +120,12 @@ struct PerftestPlan {
 //                   the report (the last size's), close
 //   write_lat       barrier, traffic (the server writes first), then nothing: 4.5 exits. We
 //                   still offer a close (answered by newer tools, a closed socket otherwise).
-//   send_lat        both post receives, barrier, traffic (the client sends first), close
-//   read_lat        barrier; the client READs (traffic) while the server waits in the close
-// False (and no plan) for what perftest mode does not speak: the latency tests with more than
-// one size.
+//                   -a: every size's traffic back to back, no handshake between them
+//   send_lat        per size: both post receives, barrier, traffic (the client sends first);
+//                   then close
+//   read_lat        barrier; the client READs (traffic; -a: every size back to back) while the
+//                   server waits in the close
+// False (and no plan) without sizes.
 bool perftest_plan(TestKind t, bool server, size_t sizes, PerftestPlan& out);
 // The plan with -b (duplex: both sides send, the same plan for both; the bandwidth tests only):
 //   send_bw         per size: both post receives, barrier, traffic, the reports both ways

@@ -56,6 +56,25 @@ TEST_CASE("latency statistics are one-way (half the round trip)") {
   CHECK(lat_json(whole, TestKind::kReadLat).find("\"test\":\"read_lat\"") != std::string::npos);
 }
 
+TEST_CASE("latency with -D: perftest's average over the sampled time") {
+  // 2 s sampled, 100000 round trips: 20 us each, 10 us one way.
+  LatDurationResult r = make_lat_duration_result(64, 100000, 2'000'000'000);
+  CHECK(r.size_bytes == 64);
+  CHECK(r.iterations == 100000);
+  CHECK(r.avg_us == Approx(10.0));
+  CHECK(r.tps == Approx(50000.0));
+  const LatDurationResult read = make_lat_duration_result(64, 100000, 2'000'000'000, true);
+  CHECK(read.avg_us == Approx(20.0));
+  CHECK(read.tps == Approx(50000.0));
+  CHECK(make_lat_duration_result(64, 0, 2'000'000'000).avg_us == 0.0);
+  CHECK(make_lat_duration_result(64, 5, 0).tps == 0.0);
+  // As ib_send_lat 4.5 -D prints them: " 64            586            1711.92        292.07 ".
+  CHECK(lat_duration_header() == " #bytes        #iterations       t_avg[usec]    tps average");
+  CHECK(lat_duration_line(r) == " 64            100000            10.00          50000.00");
+  CHECK(lat_duration_line(make_lat_duration_result(64, 586, 2'006'010'000)) ==
+        " 64            586            1711.61        292.12 ");
+}
+
 TEST_CASE("peak meter takes the best 10 ms window") {
   PeakMeter m;
   m.start(0);

@@ -216,11 +216,35 @@ TEST_CASE("perftest plans: latency tests") {
   // read_lat: four handshakes; only the client has traffic, the server waits in the close.
   CHECK(plan_of(TestKind::kReadLat, false, 1) == "connect barrier records barrier traffic close");
   CHECK(plan_of(TestKind::kReadLat, true, 1) == "connect barrier records barrier close");
-  // Not spoken: latency sweeps; no sizes at all.
-  CHECK(plan_of(TestKind::kWriteLat, false, 23) == "none");
-  CHECK(plan_of(TestKind::kReadLat, false, 23) == "none");
-  CHECK(plan_of(TestKind::kSendLat, true, 2) == "none");
+  // No sizes at all: nothing to speak.
+  CHECK(plan_of(TestKind::kSendLat, true, 0) == "none");
   CHECK(plan_of(TestKind::kSendBw, true, 0) == "none");
+}
+
+TEST_CASE("perftest plans: latency tests with -a (RUN_ALL), 23 sizes") {
+  const size_t n = sweep_sizes(kSweepMinBytes, kSweepMaxBytes).size();
+  REQUIRE(n == 23);
+  // write_lat (write_lat.c): every size's run_iter_lat_write back to back, no handshake
+  // between sizes; both sides the same plan, the server starts every size.
+  for (bool server : {true, false}) {
+    const std::string w = plan_of(TestKind::kWriteLat, server, n);
+    CHECK(w.find("connect barrier records barrier traffic traffic") == 0);
+    CHECK(count_of(w, "traffic") == n);
+    CHECK(count_of(w, "barrier") == 2);
+    CHECK(w.rfind("traffic close") == w.size() - 13);
+  }
+  // send_lat (send_lat.c): per size, ctx_set_recv_wqes and a handshake before the ping-pong.
+  for (bool server : {true, false}) {
+    const std::string sl = plan_of(TestKind::kSendLat, server, n);
+    CHECK(count_of(sl, "receives barrier traffic") == n);
+    CHECK(count_of(sl, "barrier") == 1 + n);
+    CHECK(sl.rfind("receives barrier traffic close") == sl.size() - 30);
+  }
+  // read_lat (read_lat.c): the client READs every size; the server waits in the close.
+  const std::string rc = plan_of(TestKind::kReadLat, false, n);
+  CHECK(count_of(rc, "traffic") == n);
+  CHECK(count_of(rc, "barrier") == 2);
+  CHECK(plan_of(TestKind::kReadLat, true, n) == "connect barrier records barrier close");
 }
 
 TEST_CASE("--perftest options") {
@@ -235,8 +259,12 @@ TEST_CASE("--perftest options") {
   REQUIRE(parse_args(3, lat_default, o).ok);
   CHECK(o.sizes == std::vector<uint64_t>{2});  // perftest's latency default
   CHECK(o.effective_iterations() == 1000);
-  const char* lat_sweep[] = {"conduit-perf", "write_lat", "--perftest", "-a"};
-  CHECK_FALSE(parse_args(4, lat_sweep, o).ok);
+  for (const char* t : {"write_lat", "send_lat", "read_lat"}) {
+    const char* lat_sweep[] = {"conduit-perf", t, "--perftest", "-a", "-n", "5"};
+    REQUIRE(parse_args(6, lat_sweep, o).ok);  // perftest's 2 B .. 8 MiB
+    CHECK(o.sizes.size() == 23);
+    CHECK(o.sizes.back() == 8ull << 20);
+  }
   const char* bw_sweep[] = {"conduit-perf", "send_bw", "--perftest", "-a", "-n", "5"};
   REQUIRE(parse_args(6, bw_sweep, o).ok);
   CHECK(o.sizes.size() == 23);
@@ -251,7 +279,11 @@ TEST_CASE("--perftest options") {
   const char* json[] = {"conduit-perf", "write_lat", "--perftest", "-J"};
   CHECK_FALSE(parse_args(4, json, o).ok);
   const char* dur[] = {"conduit-perf", "send_lat", "--perftest", "-D", "5"};
-  CHECK_FALSE(parse_args(5, dur, o).ok);  // perftest's latency -D prints other columns
+  REQUIRE(parse_args(5, dur, o).ok);  // perftest's latency -D: its duration report
+  CHECK(o.sizes == std::vector<uint64_t>{2});
+  CHECK(o.effective_iterations() == 0);
+  const char* dur_lat_all[] = {"conduit-perf", "write_lat", "--perftest", "-D", "5", "-a"};
+  CHECK_FALSE(parse_args(6, dur_lat_all, o).ok);  // perftest: no -D with -a
   const char* dur_bw[] = {"conduit-perf", "write_bw", "--perftest", "-D", "5", "-s", "4096"};
   REQUIRE(parse_args(7, dur_bw, o).ok);
   CHECK(o.duration_s == 5);
