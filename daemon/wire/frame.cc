@@ -591,33 +591,11 @@ namespace {
 }
 }  // namespace
 
-DropReason parse_frame(std::span<const uint8_t> frame, const RxExpect& exp, RoceView& out) {
+std::optional<DropReason> parse_frame_if_matched(std::span<const uint8_t> frame,
+                                                 const RxExpect& exp, RoceView& out) {
   const uint8_t* f = frame.data();
   const size_t l2 = exp.l2_bytes;
   // Every byte compared lies before the ICRC of the shortest frame.
-  if (exp.usable && frame.size() >= l2 + kIpUdpBytes + kBthBytes + kIcrcBytes &&
-      header_matches(f, exp)) {
-    const uint8_t* ip = f + l2;
-    const size_t ip_total = get_be16(ip + kIpTotalLen);
-    if (ip_total >= kIpUdpBytes + kBthBytes + kIcrcBytes && ip_total <= frame.size() - l2 &&
-        get_be16(ip + kIpv4HeaderBytes + kUdpLen) == ip_total - kIpv4HeaderBytes &&
-        (!exp.opt.verify_ip_checksum || ones_complement_zero(exp.ip_fixed_sum + load_native32(ip) +
-                                                             load_native16(ip + kIpCsum)))) {
-      return parse_roce_impl<true>(
-          ip, std::span<const uint8_t>(ip + kIpUdpBytes, ip_total - kIpUdpBytes), exp.opt, out);
-    }
-  }
-  return parse_frame_unmatched(frame, exp.opt, out);
-}
-
-std::optional<DropReason> parse_frame_if_matched(std::span<const uint8_t> frame,
-                                                 const RxExpect& exp, RoceView& out) {
-  // The matching test of parse_frame(frame, exp, out), written out again: with
-  // the two sharing one inline helper, GCC 12 laid out that tuned function
-  // differently (one more instruction per payload packet). The equivalence
-  // test (frame_test.cc) holds both to the full parser.
-  const uint8_t* f = frame.data();
-  const size_t l2 = exp.l2_bytes;
   if (!exp.usable || frame.size() < l2 + kIpUdpBytes + kBthBytes + kIcrcBytes ||
       !header_matches(f, exp)) {
     return std::nullopt;
@@ -632,6 +610,11 @@ std::optional<DropReason> parse_frame_if_matched(std::span<const uint8_t> frame,
   }
   return parse_roce_impl<true>(
       ip, std::span<const uint8_t>(ip + kIpUdpBytes, ip_total - kIpUdpBytes), exp.opt, out);
+}
+
+DropReason parse_frame(std::span<const uint8_t> frame, const RxExpect& exp, RoceView& out) {
+  if (const std::optional<DropReason> r = parse_frame_if_matched(frame, exp, out)) return *r;
+  return parse_frame_unmatched(frame, exp.opt, out);
 }
 
 bool rx_expect_require_byte(RxExpect& exp, size_t offset, uint8_t mask, uint8_t value) {
