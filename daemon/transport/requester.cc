@@ -94,7 +94,7 @@ struct SendOnly {
 // lengths, IPv4 checksum, BTH (PSN with AckReq), ImmDt, payload, pad, ICRC.
 // The IPv4 length cannot exceed 65535: the payload is at most a PMTU (4096).
 // On a build error nothing meaningful is in `out`.
-// kIcrc false: everything but the ICRC (the caller adds it with send_icrc()).
+// kIcrc false: everything but the ICRC (send_run adds the ICRCs of its run after all are written).
 template <bool kIcrc = true>
 [[gnu::always_inline]] inline wire::BuildResult write_send_only(std::span<uint8_t> out,
                                                                 const SendFrameConsts& k,
