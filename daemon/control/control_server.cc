@@ -221,9 +221,11 @@ struct ControlServer::Impl {
       }
     }
     rx_fds.clear();
+    // The counts first: a client that got its reply may look at them at once
+    // (conduitctl status after a create, a test after its setup).
+    publish();
     const auto bytes = proto::encode_reply(reply);
     int rc = proto::send_datagram(s->sock.native_handle(), bytes, fds);
-    publish();
     if (rc < 0) {
       // -EAGAIN: the client does not read its replies; it is broken or hostile.
       close_session(s, "reply not deliverable: " + errno_str(rc));

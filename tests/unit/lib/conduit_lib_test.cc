@@ -363,6 +363,14 @@ TEST_CASE("a killed client is released within one second", "[lib][control]") {
   REQUIRE(posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv, environ) == 0);
   posix_spawn_file_actions_destroy(&fa);
   ::close(out[1]);
+  // A failed REQUIRE below must not leave the client waiting for its SIGKILL (the test would
+  // then hang until meson's timeout).
+  struct KillOnExit {
+    pid_t pid;
+    ~KillOnExit() {
+      if (pid > 0 && ::kill(pid, SIGKILL) == 0) ::waitpid(pid, nullptr, 0);
+    }
+  } guard{pid};
   FILE* f = ::fdopen(out[0], "r");
   unsigned qa = 0, qb = 0;
   REQUIRE(std::fscanf(f, "ready %u %u", &qa, &qb) == 2);
@@ -373,6 +381,7 @@ TEST_CASE("a killed client is released within one second", "[lib][control]") {
   ::kill(pid, SIGKILL);
   int status = 0;
   ::waitpid(pid, &status, 0);
+  guard.pid = 0;
   auto t0 = std::chrono::steady_clock::now();
   REQUIRE(eventually([&] { return d.server->clients() == 0 && d.server->qps() == 0; }, 1s));
   // The engine was told: both QPs removed (to ERROR, flushed), then the client.
