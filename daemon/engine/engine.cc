@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <rte_cycles.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,6 +29,11 @@ constexpr uint16_t kTxControlReserve = 8;
 // A loop that starts more than this after the previous one (or after its
 // sleep was due to end) finds the engine was stalled; see defer_timers_after_stall.
 constexpr uint64_t kStallNs = 1'000'000;
+// A paced departure nearer than this is polled for, not slept for: a ppoll and
+// the wake-up cost a few microseconds, and the pacer's catch-up allowance
+// (engine_pacer_config's 50 us) covers a sleep that ends late.
+constexpr uint64_t kMinPacedSleepNs = 20'000;
+constexpr unsigned long kEngineTimerSlackNs = 2'000;
 constexpr uint32_t kInlineSlotBytes = CONDUIT_SHM_MAX_INLINE;
 // Local keys of the engine's inline-data buffers: never handed to clients and
 // never reachable through an rkey (ClientMemory::add_local_buffer).
@@ -222,6 +228,9 @@ Engine::~Engine() {
 }
 
 void Engine::run() {
+  // Sleeps end on time to a few microseconds instead of the default 50 us
+  // slack: a pacer sleep that overruns costs its flow rate beyond max_lag_ns.
+  (void)::prctl(PR_SET_TIMERSLACK, kEngineTimerSlackNs, 0, 0, 0);
   IdleSpin spin(uint64_t{config_.idle_spin_min_us} * 1000,
                 uint64_t{config_.idle_spin_max_us} * 1000);
   while (!stop_.load(std::memory_order_relaxed)) {
@@ -234,8 +243,10 @@ void Engine::run() {
       if (idle_since_ns_ == 0) {
         idle_since_ns_ = now;
       } else if (now - idle_since_ns_ >= spin.window_ns()) {
-        sleep_until_work(now);
-        spin.after_sleep(tsc_now_ns() - now);
+        // A sleep the pacer timed says nothing about when work comes back
+        // unannounced: it must not grow the window (paced gaps shorter than
+        // the longest window would be spun through again).
+        if (!sleep_until_work(now)) spin.after_sleep(tsc_now_ns() - now);
         idle_since_ns_ = 0;
       }
     }
@@ -643,6 +654,7 @@ void Engine::fill_snapshot(control::CounterSnapshot& out) const {
   const EngineCounters& c = counters_;
   out.add("engine.loops", c.loops);
   out.add("engine.sleeps", c.sleeps);
+  out.add("engine.paced_sleeps", c.paced_sleeps);
   out.add("engine.commands", c.commands);
   out.add("engine.stalls", c.stalls);
   out.add("engine.stalled_us", c.stalled_ns / 1000);
@@ -1477,7 +1489,7 @@ void Engine::kick_cqs() {
 
 // ---- idle --------------------------------------------------------------------------
 
-void Engine::sleep_until_work(uint64_t now_ns) {
+bool Engine::sleep_until_work(uint64_t now_ns) {
   // Arm every client's engine line, then look once more: a client that
   // posted before seeing the flag is caught by this re-check (Dekker pairing
   // of consumer_arm_wakeup's fence with producer_should_kick's).
@@ -1488,10 +1500,12 @@ void Engine::sleep_until_work(uint64_t now_ns) {
   // Work that no file descriptor announces: frames the device has not taken
   // yet, events the ring refused, entries and completions already waiting.
   bool pending = tx_batch_len_ > 0 || !event_backlog_.empty() || cm_.pending_actions() > 0;
+  bool paced = false;  // built frames wait in the pacer for their departure times
   for (QpCtx* q : qp_list_) {
     if (q->client->broken) continue;
     pending |= q->sq.available() > 0 || q->rq.available() > 0 || q->has_pending_posts() ||
-               q->qp->cq_size() > 0 || q->queued_frames > 0;
+               q->qp->cq_size() > 0;
+    paced |= q->queued_frames > 0;
   }
   // A port socket that woke us without a frame for the RX burst (a driver
   // that leaves it readable) is left out of this sleep: timed polling, as for
@@ -1504,6 +1518,21 @@ void Engine::sleep_until_work(uint64_t now_ns) {
   wake_ns = std::min({wake_ns, net_.next_deadline_ns(), cm_deadline_ns_});
   for (QpCtx* q : qp_list_) {
     wake_ns = std::min({wake_ns, q->qp->next_deadline_ns(), q->rc->next_deadline_ns()});
+  }
+  // Frames held back by their flows' rates (DCQCN after CNPs, a class's max
+  // rate) are work at a known time: sleep until the first may leave, unless
+  // that is too close for a sleep to pay (the catch-up allowance, max_lag_ns,
+  // absorbs a wake-up that comes late).
+  bool pacer_timed = false;
+  bool pacer_decided = false;
+  if (paced && !pending) {
+    const uint64_t departure = pacer_.next_wakeup_ns(now_ns);
+    if (departure < now_ns + kMinPacedSleepNs) {
+      pending = pacer_decided = true;  // poll for it
+    } else if (departure <= wake_ns) {
+      wake_ns = departure;
+      pacer_timed = true;
+    }
   }
   if (!pending && wake_ns > now_ns) {
     std::vector<pollfd> fds;
@@ -1518,8 +1547,11 @@ void Engine::sleep_until_work(uint64_t now_ns) {
     timespec ts{static_cast<time_t>(wait_ns / 1'000'000'000ull),
                 static_cast<long>(wait_ns % 1'000'000'000ull)};
     ++counters_.sleeps;
+    if (paced) ++counters_.paced_sleeps;
     sleep_until_ns_ = wake_ns;
-    if (::ppoll(fds.data(), fds.size(), &ts, nullptr) > 0) {
+    const int ready = ::ppoll(fds.data(), fds.size(), &ts, nullptr);
+    pacer_decided = pacer_timed && ready == 0;
+    if (ready > 0) {
       for (size_t i = 0; i < fds.size(); ++i) {
         if (fds[i].revents == 0) continue;
         if (i >= first_port_fd) {
@@ -1540,6 +1572,7 @@ void Engine::sleep_until_work(uint64_t now_ns) {
     (void)id;
     if (!c->broken) shm::consumer_disarm_wakeup(c->engine_wakeup);
   }
+  return pacer_decided;
 }
 
 }  // namespace conduit::engine

@@ -26,7 +26,11 @@
 // eventfd and the port's kernel sockets (af_packet, af_xdp: a frame arriving
 // wakes it), at most until its next timer. A port without such sockets has no
 // RX wake-up at all: the sleep is then capped at idle_sleep_us, otherwise at
-// idle_sleep_max_us.
+// idle_sleep_max_us. Frames the pacer holds back (a flow's DCQCN rate, a
+// class's max rate) do not keep it spinning: it sleeps until the first may
+// leave, if that is at least 20 us away (a timer slack of 2 us on the engine
+// thread; a paced flow on a shared core leaves the core free between its
+// departures).
 //
 // Thread role: everything here runs on the engine thread, except stop(),
 // which any thread may call.
@@ -111,6 +115,7 @@ struct EngineCounters {
   uint64_t loops = 0;
   uint64_t sleeps = 0;
   uint64_t port_wakeups = 0;  // sleeps ended by a frame arriving
+  uint64_t paced_sleeps = 0;  // of sleeps, those taken while frames waited in the pacer
   uint64_t rx_bursts = 0;     // RX bursts that returned frames
   uint64_t rx_frames = 0;
   uint64_t rx_roce = 0;
@@ -252,7 +257,10 @@ class Engine {
   bool deliver_completions(QpCtx& q);
   void push_cqe(Client& c, uint32_t cq_slot, const conduit_shm_cqe& cqe);
   void kick_cqs();
-  void sleep_until_work(uint64_t now_ns);
+  // True if the pacer decided (a sleep timed to its next departure that ran
+  // to it, or no sleep because that departure is near): the idle spin window
+  // must not learn from it.
+  bool sleep_until_work(uint64_t now_ns);
 
   EngineConfig config_;
   dpdk::Port& port_;
