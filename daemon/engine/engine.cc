@@ -203,6 +203,7 @@ Engine::Engine(const EngineConfig& config, dpdk::Port& port, control::EngineChan
       net_(config.net),
       pacer_(config.pacer),
       idle_mode_(config.idle_mode),
+      paced_gate_(uint64_t{config.paced_sleep_late_us} * 1000, 1'000'000, 1'000'000'000),
       cm_([&config] {
         // Connection ids from the clock: a restarted daemon should not answer
         // a peer's old connection with a reused id.
@@ -655,6 +656,7 @@ void Engine::fill_snapshot(control::CounterSnapshot& out) const {
   out.add("engine.loops", c.loops);
   out.add("engine.sleeps", c.sleeps);
   out.add("engine.paced_sleeps", c.paced_sleeps);
+  out.add("engine.paced_sleeps_late", c.paced_sleeps_late);
   out.add("engine.commands", c.commands);
   out.add("engine.stalls", c.stalls);
   out.add("engine.stalled_us", c.stalled_ns / 1000);
@@ -1527,7 +1529,7 @@ bool Engine::sleep_until_work(uint64_t now_ns) {
   bool pacer_decided = false;
   if (paced && !pending) {
     const uint64_t departure = pacer_.next_wakeup_ns(now_ns);
-    if (departure < now_ns + kMinPacedSleepNs) {
+    if (departure < now_ns + kMinPacedSleepNs || !paced_gate_.allowed(now_ns)) {
       pending = pacer_decided = true;  // poll for it
     } else if (departure <= wake_ns) {
       wake_ns = departure;
@@ -1550,7 +1552,10 @@ bool Engine::sleep_until_work(uint64_t now_ns) {
     if (paced) ++counters_.paced_sleeps;
     sleep_until_ns_ = wake_ns;
     const int ready = ::ppoll(fds.data(), fds.size(), &ts, nullptr);
-    pacer_decided = pacer_timed && ready == 0;
+    if (pacer_timed && ready == 0) {
+      pacer_decided = true;
+      if (paced_gate_.after_paced_sleep(wake_ns, tsc_now_ns())) ++counters_.paced_sleeps_late;
+    }
     if (ready > 0) {
       for (size_t i = 0; i < fds.size(); ++i) {
         if (fds[i].revents == 0) continue;

@@ -30,7 +30,8 @@
 // class's max rate) do not keep it spinning: it sleeps until the first may
 // leave, if that is at least 20 us away (a timer slack of 2 us on the engine
 // thread; a paced flow on a shared core leaves the core free between its
-// departures).
+// departures), unless such sleeps have been ending late (PacedSleepGate: a
+// core busy with other tasks wakes the engine milliseconds after its timer).
 //
 // Thread role: everything here runs on the engine thread, except stop(),
 // which any thread may call.
@@ -54,6 +55,7 @@
 #include "control/engine_channel.h"
 #include "dpdk/port.h"
 #include "engine/client_memory.h"
+#include "engine/idle_spin.h"
 #include "net/net_stack.h"
 #include "sched/tx_scheduler.h"
 #include "shm/entries.h"
@@ -99,8 +101,11 @@ struct EngineConfig {
   // fixed 2000-loop spin this replaces lasted 1-10 ms depending on load.
   uint32_t idle_spin_min_us = 10;
   uint32_t idle_spin_max_us = 200;
-  uint32_t idle_sleep_us = 200;            // longest sleep when the port cannot wake us
-  uint32_t idle_sleep_max_us = 1000;       // longest sleep when a frame wakes us
+  uint32_t idle_sleep_us = 200;       // longest sleep when the port cannot wake us
+  uint32_t idle_sleep_max_us = 1000;  // longest sleep when a frame wakes us
+  // A sleep through a pacer gap that ends later than this holds paced sleeping
+  // off (PacedSleepGate); half the pacer's catch-up allowance (max_lag_ns).
+  uint32_t paced_sleep_late_us = 25;
   uint32_t max_frames_queued_per_qp = 32;  // built frames waiting in the pacer
   // All QPs' built frames waiting in the pacer together: each QP with frames
   // queued gets an equal share (at least 2, at most max_frames_queued_per_qp).
@@ -114,9 +119,10 @@ struct EngineConfig {
 struct EngineCounters {
   uint64_t loops = 0;
   uint64_t sleeps = 0;
-  uint64_t port_wakeups = 0;  // sleeps ended by a frame arriving
-  uint64_t paced_sleeps = 0;  // of sleeps, those taken while frames waited in the pacer
-  uint64_t rx_bursts = 0;     // RX bursts that returned frames
+  uint64_t port_wakeups = 0;       // sleeps ended by a frame arriving
+  uint64_t paced_sleeps = 0;       // of sleeps, those taken while frames waited in the pacer
+  uint64_t paced_sleeps_late = 0;  // paced sleeps that ended late: paced sleeping held off
+  uint64_t rx_bursts = 0;          // RX bursts that returned frames
   uint64_t rx_frames = 0;
   uint64_t rx_roce = 0;
   // Of rx_roce, the frames the per-QP fast path took (an established QP's
@@ -303,8 +309,11 @@ class Engine {
   net::NetAction action_scratch_[8];
   sched::Departure dep_scratch_[32];
   transport::Completion done_scratch_[32];
-  uint64_t last_poll_ns_ = 0;          // now_ns of the previous poll_once
-  uint64_t sleep_until_ns_ = 0;        // when the last idle sleep was due to end
+  uint64_t last_poll_ns_ = 0;    // now_ns of the previous poll_once
+  uint64_t sleep_until_ns_ = 0;  // when the last idle sleep was due to end
+  // Paced sleeps off for a while after one ended late (a busy core): hold-offs
+  // of 1 ms doubling to 1 s.
+  PacedSleepGate paced_gate_;
   uint64_t idle_since_ns_ = 0;         // start of the current idle spin; 0: not idle
   bool port_wake_unanswered_ = false;  // the port's socket woke us, no frame seen since
   EngineCounters counters_;
