@@ -236,7 +236,11 @@ sleep 1
 # DCQCN state (rate, alpha, CNPs) as it moves.
 samples=$work/samples.txt
 : >"$samples"
-t_end=$(($(date +%s%N) + secs * 1000000000))
+# cpu_ticks HOST: the CPU time its conduitd has used (user + system, clock ticks).
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$(conduitd_pid "$1")/stat"; }
+declare -A cpu0=([s1]=$(cpu_ticks s1) [s2]=$(cpu_ticks s2) [d]=$(cpu_ticks d))
+t_start=$(date +%s%N)
+t_end=$((t_start + secs * 1000000000))
 while :; do
   now=$(date +%s%N)
   printf '%s\t%s\t%s\n' "$now" "$(qp_json s1)" "$(qp_json s2)" >>"$samples"
@@ -244,6 +248,11 @@ while :; do
   sleep 0.5
 done
 db=$(qp_json d)
+cpu_line="CPU of each conduitd over the window (its engine spins unless idle_mode lets it sleep):"
+for h in s1 s2 d; do
+  cpu_line+=" $h $(((($(cpu_ticks "$h") - cpu0[$h]) * 1000000000 / $(getconf CLK_TCK)) * 100 /
+    ($(date +%s%N) - t_start))) %"
+done
 # Counters while the QPs still exist (transport counters are summed over live QPs).
 stats_d=$(ctl_in d stats --json)
 declare -A stats_of=([d]=$stats_d [s1]=$(ctl_in s1 stats --json) [s2]=$(ctl_in s2 stats --json))
@@ -263,9 +272,11 @@ s = json.loads(sys.argv[2])
 keys = ["port.rx_packets", "port.rx_missed", "engine.rx_ce_marked", "engine.tx_cnps",
         "engine.rx_cnps", "transport.tx_retransmits", "transport.timeouts",
         "transport.naks_sent", "transport.naks_received", "transport.rx_duplicates",
-        "transport.rx_out_of_sequence", "engine.stalls", "engine.stalled_us", "engine.sleeps"]
+        "transport.rx_out_of_sequence", "engine.stalls", "engine.stalled_us", "engine.sleeps",
+        "engine.paced_sleeps", "engine.paced_sleeps_late"]
 print(sys.argv[1] + ": " + ", ".join(f"{k} {s.get(k, 0)}" for k in keys))' "$h" "${stats_of[$h]}"
 done
+echo "$cpu_line"
 
 link_counters
 verdict=0
