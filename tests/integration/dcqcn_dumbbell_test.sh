@@ -99,6 +99,14 @@ print(f"  {sys.argv[1]:8s} rx_dropped {rx} tx_dropped {tx}")' "$hi"
   done
   echo "-- the bottleneck queue (tbf on r's tod)"
   netns_exec r tc -s qdisc show dev tod | sed -n '/tbf/,+2p'
+  # A router that cannot resolve d (d's engine did not answer its ARP probes in time) drops
+  # everything for d: unresolved_discards (host-wide ARP table statistics, hex per CPU).
+  echo "-- r's neighbours, and the ARP table's unresolved discards (all CPUs)"
+  netns_exec r ip -s neigh show
+  /usr/bin/python3 -c '
+rows = [l.split() for l in open("/proc/net/stat/arp_cache")]
+i = rows[0].index("unresolved_discards")
+print("  unresolved_discards", sum(int(r[i], 16) for r in rows[1:]))' || true
 }
 
 # On failure: the links' and tbf's counters and each daemon's non-zero counters, before
