@@ -25,7 +25,15 @@
 #                                   ROLE server: ibv_rc_pingpong -g 1 -s SIZE -n ITERS EXTRA
 #                                   ROLE client: the same against RXE_HOST_IP (the host side's
 #                                   server must be listening on TCP 18515 first)
-# Environment: RXE_VM_TIMEOUT (default 180 s, the VM's own hard limit), CONDUIT_CACHE.
+# Environment: RXE_VM_TIMEOUT (default 180 s, the VM's own hard limit), RXE_TAP_QLEN (default
+# 16384 frames: the tap's queue towards QEMU; see below), CONDUIT_CACHE.
+#
+# The tap queue: the emulated (TCG) guest drains its virtio ring at ~0.5 Gbit/s, so a peer that
+# sends at veth speed fills the tap's queue, and the kernel's default of 1000 frames dropped
+# ~88 000 frames of conduit's 8 MiB READ responses (8192 frames each) in one ib_read_lat -a step.
+# rxe's READ requester discards the responses behind a gap and asks again only when its
+# retransmit timer fires (0.54 s at -u 17), one timeout per loss. 16384 frames hold two whole
+# 8 MiB responses at PMTU 1024 (about 0.3 s of the guest's draining, under that timer).
 
 RXE_HOST_IP=198.18.200.1
 RXE_VM_IP=198.18.200.2
@@ -51,6 +59,7 @@ rxe_vm_start() {
     rc=0
     "$(rxe_vm_bin)" --netns "$(netns_name vmh)" --bridge br0 --tap "rxtap$BASHPID" \
       --ip "$RXE_VM_IP/$RXE_PREFIX_LEN" --timeout "${RXE_VM_TIMEOUT:-180}" \
+      --tap-qlen "${RXE_TAP_QLEN:-16384}" \
       --console "$out.console" --ready-file "$out.ready" "${opts[@]}" -- "$*" \
       >"$out.out" 2>"$out.err" &
     echo $! >"$out.pid"

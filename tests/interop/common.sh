@@ -16,6 +16,11 @@
 #                                          when either side failed; VM output in $work/vm.out,
 #                                          capture in $work/rc.pcap
 #
+# INTEROP_COUNTERS=1: after each step the VM prints rxe0's hw_counters ("rxe-counter STEP NAME
+# VALUE"), eth0's statistics ("vm-eth0 ...") and /proc/net/softnet_stat ("vm-softnet ..."); host
+# c saves `conduitctl stats --json` to $work/STEP.stats.json and the links of vmh and c
+# (`ip -s link`, the tap's drops among them) to $work/STEP.links. All counters are cumulative.
+#
 # Host c: conduitd owns 198.18.200.1 (conduit_ip, the GID both sides use); the kernel keeps
 # 198.18.200.3 (kernel_ip) on the same eth0 for the tools' out-of-band TCP exchange.
 set -euo pipefail
@@ -93,6 +98,7 @@ interop_write_vm_script() {
   local p
   {
     echo "H=$kernel_ip"
+    echo "COUNTERS=${INTEROP_COUNTERS:-}"
     cat <<'SH'
 step() {
   name=$1 role=$2
@@ -113,6 +119,15 @@ step() {
   fi
   cat /tmp/out
   echo "=== $name rc=$rc"
+  if [ -n "$COUNTERS" ]; then
+    for f in /sys/class/infiniband/rxe0/ports/1/hw_counters/*; do
+      echo "rxe-counter $name ${f##*/} $(cat "$f")"
+    done
+    for f in /sys/class/net/eth0/statistics/*; do
+      echo "vm-eth0 $name ${f##*/} $(cat "$f")"
+    done
+    sed "s/^/vm-softnet $name /" /proc/net/softnet_stat
+  fi
 }
 SH
     for p in "${plan[@]}"; do
@@ -124,7 +139,7 @@ SH
 }
 
 interop_run() {
-  local p name loss dir stats way status=0 vm_wait=200 drop_attached=0 t1 rc
+  local p name loss dir stats way status=0 vm_wait=200 drop_attached=0 t1 t_step rc
   local host_failures=()
   interop_write_vm_script
   # Captured in vmh on the bridge port to c: conduitd's af_packet port sends with qdisc bypass,
@@ -149,10 +164,16 @@ interop_run() {
       drop_attached=1
     fi
     rc=0
+    t_step=$SECONDS
     # shellcheck disable=SC2086 # the plan's fields are words
     interop_host_step $p || rc=$?
-    echo "--- $name: conduit side exit $rc"
+    echo "--- $name: conduit side exit $rc after $((SECONDS - t_step)) s"
     cat "$work/$name.host"
+    if [[ -n ${INTEROP_COUNTERS:-} ]]; then
+      netns_exec c "$build/tools/conduitctl/conduitctl" --socket "$work/c.sock" stats --json \
+        >"$work/$name.stats.json" 2>&1 || true
+      { netns_exec vmh ip -s link; netns_exec c ip -s link show eth0; } >"$work/$name.links" 2>&1 || true
+    fi
     if [[ $rc -ne 0 ]]; then
       host_failures+=("$name")
       break # the VM's side of this step cannot finish: stop the VM below instead of waiting

@@ -41,7 +41,11 @@
 # (default "write_lat send_lat read_lat"), PERFTEST_SWEEP_TESTS (default "send_bw read_bw"),
 # PERFTEST_LAT_SWEEP_TESTS, PERFTEST_LAT_DURATION_TESTS, RXE_VM_TIMEOUT (480 s),
 # the sizes and counts above, PERFTEST_LOSS_PPM, INTEROP_KEEP=1 keeps the work directory
-# (capture, logs).
+# (capture, logs), INTEROP_COUNTERS=1 both sides' counters after each step (common.sh),
+# RXE_TAP_QLEN (scripts/lib/rxe.sh). Only the latency sweeps:
+#   PERFTEST_TESTS= PERFTEST_LAT_TESTS= PERFTEST_SWEEP_TESTS= PERFTEST_DURATION=0 \
+#   PERFTEST_DUPLEX_TESTS= PERFTEST_DUPLEX_SWEEP_TESTS= PERFTEST_QPS=1 PERFTEST_LOSS_PPM=0 \
+#   tests/interop/perftest_test.sh build
 . "$(dirname "$0")/common.sh"
 build=${1:-${CONDUIT_BUILD:-$src/build}}
 perf=$build/tools/conduit-perf/conduit-perf
