@@ -660,6 +660,7 @@ void Engine::fill_snapshot(control::CounterSnapshot& out) const {
   out.add("engine.commands", c.commands);
   out.add("engine.stalls", c.stalls);
   out.add("engine.stalled_us", c.stalled_ns / 1000);
+  out.add("engine.stall_max_us", c.stall_max_ns / 1000);
   out.add("engine.qps", qp_list_.size());
   out.add("engine.rx_frames", c.rx_frames);
   out.add("engine.rx_roce", c.rx_roce);
@@ -779,6 +780,7 @@ void Engine::defer_timers_after_stall(uint64_t now_ns) {
   const uint64_t stall = now_ns - since - kStallNs;
   ++counters_.stalls;
   counters_.stalled_ns += stall;
+  counters_.stall_max_ns = std::max(counters_.stall_max_ns, stall);
   for (QpCtx* q : qp_list_) q->qp->defer_timers(stall);
 }
 

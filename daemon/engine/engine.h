@@ -148,8 +148,9 @@ struct EngineCounters {
   uint64_t peers_failed = 0;        // local QPs failed because their peer's process went away
   uint64_t cqe_dropped = 0;         // error completions of rejected WRs lost to a full CQ
   uint64_t commands = 0;
-  uint64_t stalls = 0;      // loops that came over 1 ms late (descheduled, or a sleep overran)
-  uint64_t stalled_ns = 0;  // their lateness beyond 1 ms: the QPs' ACK timers moved out by it
+  uint64_t stalls = 0;        // loops that came over 1 ms late (descheduled, or a sleep overran)
+  uint64_t stalled_ns = 0;    // their lateness beyond 1 ms: the QPs' ACK timers moved out by it
+  uint64_t stall_max_ns = 0;  // the longest of them (a peer's retry budget must outlast it)
   // Connection manager datagrams (the state machine's own counters: cm::CmCounters).
   uint64_t cm_rx_datagrams = 0;
   uint64_t cm_tx_datagrams = 0;

@@ -280,7 +280,7 @@ s = json.loads(sys.argv[2])
 keys = ["port.rx_packets", "port.rx_missed", "engine.rx_ce_marked", "engine.tx_cnps",
         "engine.rx_cnps", "transport.tx_retransmits", "transport.timeouts",
         "transport.naks_sent", "transport.naks_received", "transport.rx_duplicates",
-        "transport.rx_out_of_sequence", "engine.stalls", "engine.stalled_us", "engine.sleeps",
+        "transport.rx_out_of_sequence", "engine.stalls", "engine.stalled_us", "engine.stall_max_us", "engine.sleeps",
         "engine.paced_sleeps", "engine.paced_sleeps_late"]
 print(sys.argv[1] + ": " + ", ".join(f"{k} {s.get(k, 0)}" for k in keys))' "$h" "${stats_of[$h]}"
 done

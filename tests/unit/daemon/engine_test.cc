@@ -733,6 +733,7 @@ TEST_CASE("engine: time the engine did not run does not count against the peer's
   f.b.engine->poll_once(clock.t);
   CHECK(f.a.engine->counters().stalls == before.stalls + 1);
   CHECK(f.a.engine->counters().stalled_ns - before.stalled_ns == 99'000'000);
+  CHECK(f.a.engine->counters().stall_max_ns == 99'000'000);
   conduit_shm_cqe cqe{};
   REQUIRE(run_sim(f, clock, [&] { return f.a.cq.try_dequeue(&cqe); }));
   CHECK(cqe.status == CONDUIT_SHM_WC_SUCCESS);
