@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <rte_errno.h>
 #include <rte_lcore.h>
+#include <sched.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -225,9 +226,28 @@ int run(const std::string& config_path) {
   std::unique_ptr<conduit::dpdk::Port> port;
   std::unique_ptr<conduit::control::EngineChannel> channel;
   std::unique_ptr<conduit::engine::Engine> engine;
+  cpu_set_t engine_cpus;  // the main lcore's, as rte_eal_init pinned this thread
+  bool have_engine_cpus = true;
   try {
     const Policy& p = *state.running;
+    // rte_eal_init pins the calling thread to the main lcore, and every thread started
+    // from it after that inherits the pin: the control thread shared the engine's core
+    // (a polling engine keeps it busy) with whatever else is pinned there, while other
+    // CPUs could run it. Only the engine belongs on the lcore; main and the control
+    // thread keep the CPUs conduitd was started with (unit-conduitd-affinity).
+    cpu_set_t start_cpus;
+    const bool have_start_cpus =
+        pthread_getaffinity_np(pthread_self(), sizeof(start_cpus), &start_cpus) == 0;
     eal = std::make_unique<conduit::dpdk::Eal>(eal_args(p));
+    if (pthread_getaffinity_np(pthread_self(), sizeof(engine_cpus), &engine_cpus) != 0) {
+      have_engine_cpus = false;
+    }
+    if (have_start_cpus && have_engine_cpus) {
+      if (int rc = pthread_setaffinity_np(pthread_self(), sizeof(start_cpus), &start_cpus);
+          rc != 0) {
+        spdlog::warn("cannot unpin the control thread from the engine's lcore: {}", strerror(rc));
+      }
+    }
     conduit::dpdk::PortConfig pc;
     pc.device = p.port.device;
     pc.mtu_bytes = static_cast<uint16_t>(p.port.mtu_bytes);
@@ -282,8 +302,16 @@ int run(const std::string& config_path) {
     spdlog::critical("cannot start the data plane: {}", e.what());
     return 1;
   }
-  std::thread engine_thread([&engine] {
+  std::thread engine_thread([&engine, engine_cpus, have_engine_cpus] {
     pthread_setname_np(pthread_self(), "conduit-engine");  // for top -H, gdb and tests
+    // The engine runs on the lcore the policy names (daemon.lcores); pinned before
+    // rte_thread_register, which records the thread's CPU set.
+    if (have_engine_cpus) {
+      if (int rc = pthread_setaffinity_np(pthread_self(), sizeof(engine_cpus), &engine_cpus);
+          rc != 0) {
+        spdlog::warn("engine thread: cannot pin it to its lcore: {}", strerror(rc));
+      }
+    }
     // An lcore id gives this thread the mempools' per-lcore caches: without one every
     // mbuf alloc and free (ours and the PMD's) went to the pool's shared ring, 10 % of
     // the sending engine's time in a profile of 8 MiB WRITEs over af_xdp.

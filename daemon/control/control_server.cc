@@ -413,13 +413,22 @@ int ControlServer::start(std::string& error) {
 }
 
 void ControlServer::update(const ServerConfig& access, const ControlLimits& limits) {
-  post([this, access, limits] {
+  auto apply = [this, access, limits] {
     // The socket itself (path, mode, group) is bound at start; only the
     // per-connection checks change.
     config_.allowed_uids = access.allowed_uids;
     config_.allowed_gids = access.allowed_gids;
     impl_->service.set_limits(limits);
-  });
+  };
+  // A reload runs on the control thread (the kPolicyReload hook, or main's SIGHUP task
+  // posted there): apply now, before the reload's reply and before the next request of
+  // the same read burst. Posting it let a request queued behind the reload on the same
+  // connection be answered with the old limits after the reload had returned.
+  if (impl_->io.get_executor().running_in_this_thread()) {
+    apply();
+  } else {
+    post(std::move(apply));
+  }
 }
 
 void ControlServer::post(std::function<void()> fn) { asio::post(impl_->io, std::move(fn)); }

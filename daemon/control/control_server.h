@@ -50,7 +50,9 @@ class ControlServer {
   // Stops accepting, releases every client, joins the thread. Idempotent.
   void stop();
   // Policy reload: new access lists and limits for connections and attaches
-  // from now on. Safe from any thread (applied on the control thread).
+  // from now on. On the control thread (where reloads run) they apply before
+  // update() returns, so the reload's reply and every later request see them;
+  // from another thread they are posted to the control thread.
   void update(const ServerConfig& access, const ControlLimits& limits);
   // Runs fn on the control thread.
   void post(std::function<void()> fn);

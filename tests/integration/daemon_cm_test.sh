@@ -23,14 +23,20 @@ start_daemon a || fail "conduitd a did not start"
 start_daemon b || fail "conduitd b did not start"
 
 # listener HOST SERVICE ANSWER COUNT [--sr]: cm_probe listening in the background ($lpid).
+# Returns once this probe printed "listening on SERVICE", which it does after conduit_listen
+# returned (the daemon answers that after its engine added the listener). The previous
+# listener's output goes first: the background job truncates the file only when it gets to
+# run, and a loaded machine let the loop below read the last listener's "listening" line and
+# connect before the new listener existed ("no listener" instead of the expected answer).
 listener() {
-  local h=$1
+  local h=$1 service=$2
   shift
+  rm -f "$work/listener.out" "$work/listener.err"
   netns_exec "$h" timeout 40 "$probe" "$work/$h.sock" listen "$@" >"$work/listener.out" \
     2>"$work/listener.err" &
   lpid=$!
-  for _ in $(seq 100); do
-    grep -q '^listening' "$work/listener.out" 2>/dev/null && return 0
+  for _ in $(seq 200); do
+    grep -qx "listening on $service" "$work/listener.out" 2>/dev/null && return 0
     kill -0 "$lpid" 2>/dev/null || break
     sleep 0.05
   done

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <cerrno>
 
@@ -207,6 +208,61 @@ TEST_CASE("operator requests: stats, list, policy", "[control][server]") {
   auto rel = admin.request(proto::PolicyReloadRequest{});  // we run as the daemon's uid
   REQUIRE(rel.status == 0);
   CHECK(std::get<proto::PolicyReloadReply>(rel.body).message == "reloaded");
+}
+
+TEST_CASE("a request queued behind a policy reload sees the reloaded limits", "[control][server]") {
+  // The reload hook changes max_qps from 2 to 1 (as main's PolicyState::reload does through
+  // update()). The client pipelines an attach right behind the reload; the hook waits until
+  // that attach is in the socket, so the server reads both in one burst. The attach is
+  // answered after the reload's reply and must carry the new quota.
+  spdlog::set_level(spdlog::level::off);
+  const std::string path = "/tmp/conduit-ctl-reload-" + std::to_string(::getpid()) + ".sock";
+  ControlLimits before;
+  before.max_qps = 2;
+  before.max_region_bytes = 1 << 20;
+  before.default_region_bytes = 1 << 20;
+  before.huge_pages = shm::HugePages::kNever;
+  ControlLimits after = before;
+  after.max_qps = 1;
+  std::unique_ptr<ControlServer> server;
+  std::atomic<bool> attach_sent{false};
+  ServiceHooks hooks;
+  hooks.reload_policy = [&](std::string& m) {
+    for (int i = 0; i < 5000 && !attach_sent.load(); ++i) ::usleep(1000);
+    server->update(ServerConfig{path, 0600, {}, {}, {}}, after);
+    m = "reloaded";
+    return 0;
+  };
+  server =
+      std::make_unique<ControlServer>(ServerConfig{path, 0600, {}, {}, {}}, before, hooks, nullptr);
+  std::string err;
+  REQUIRE(server->start(err) == 0);
+
+  RawClient c(path);
+  const auto send = [&](proto::Request body) {
+    REQUIRE(proto::send_datagram(
+                c.sock.get(),
+                proto::encode_request(proto::RequestMessage{++c.seq, std::move(body)}), {}) == 0);
+  };
+  const auto receive = [&] {
+    std::vector<uint8_t> buf;
+    c.rx_fds.clear();
+    REQUIRE(proto::recv_datagram(c.sock.get(), buf, c.rx_fds) > 0);
+    proto::ReplyMessage r;
+    proto::CodecError e;
+    REQUIRE(proto::decode_reply(buf, r, e));
+    return r;
+  };
+  send(proto::PolicyReloadRequest{});
+  send(attach_req());
+  attach_sent = true;
+  const auto rel = receive();
+  REQUIRE(rel.status == 0);
+  CHECK(std::get<proto::PolicyReloadReply>(rel.body).message == "reloaded");
+  const auto att = receive();
+  REQUIRE(att.status == 0);
+  CHECK(std::get<proto::AttachReply>(att.body).max_qps == 1);
+  server->stop();
 }
 
 TEST_CASE("peer credentials are checked against the policy", "[control]") {
