@@ -135,6 +135,10 @@ ControlLimits control_limits(const Policy& p) {
 struct PolicyState {
   std::string path;
   std::shared_ptr<const Policy> running;
+  // The policy conduitd started with: the port, the lcores and the engine's
+  // traffic classes, CNP settings and QP defaults stay these until a restart
+  // (restart_required_changes; each reload reports every such key that differs).
+  std::shared_ptr<const Policy> started;
   ControlServer* server = nullptr;
   conduit::engine::Engine* engine = nullptr;
 
@@ -148,7 +152,7 @@ struct PolicyState {
       return -EINVAL;
     }
     auto next = std::make_shared<const Policy>(std::move(*r.policy));
-    const auto restart = conduit::policy::restart_required_changes(*running, *next);
+    const auto restart = conduit::policy::restart_required_changes(*started, *next);
     running = next;
     spdlog::set_level(to_spdlog(running->daemon.log_level));
     if (server != nullptr) server->update(server_config(*running), control_limits(*running));
@@ -202,6 +206,7 @@ int run(const std::string& config_path) {
   PolicyState state;
   state.path = config_path;
   state.running = std::make_shared<const Policy>(std::move(*loaded.policy));
+  state.started = state.running;
   spdlog::set_level(to_spdlog(state.running->daemon.log_level));
 
   // Signals are taken synchronously by the main thread only: block them
@@ -218,8 +223,10 @@ int run(const std::string& config_path) {
   hooks.policy_path = config_path;
   hooks.policy_text = [&state] { return conduit::policy::to_yaml(*state.running); };
   hooks.reload_policy = [&state](std::string& message) { return state.reload(message); };
+  // The engine's classes, not the file's: a class a reload added does not exist in the
+  // engine before a restart (it would silently get the default class).
   hooks.class_exists = [&state](const std::string& name) {
-    return state.running->find_class(name) != nullptr;
+    return state.started->find_class(name) != nullptr;
   };
   // Data plane first: EAL, the port, the engine and its command channel.
   std::unique_ptr<conduit::dpdk::Eal> eal;

@@ -2,18 +2,18 @@
 
 namespace conduit::policy {
 
-std::vector<std::string> restart_required_changes(const Policy& running, const Policy& next) {
+std::vector<std::string> restart_required_changes(const Policy& started, const Policy& next) {
   std::vector<std::string> keys;
   auto check = [&](bool same, const char* key) {
     if (!same) keys.emplace_back(key);
   };
-  const DaemonSection& a = running.daemon;
+  const DaemonSection& a = started.daemon;
   const DaemonSection& b = next.daemon;
   check(a.control_socket == b.control_socket, "daemon.control_socket");
   check(a.socket_group == b.socket_group, "daemon.socket_group");
   check(a.lcores == b.lcores, "daemon.lcores");
   check(a.metrics == b.metrics, "daemon.metrics_address");
-  const PortSection& p = running.port;
+  const PortSection& p = started.port;
   const PortSection& q = next.port;
   check(p.device == q.device, "port.device");
   check(p.eal_args == q.eal_args, "port.eal_args");
@@ -26,6 +26,11 @@ std::vector<std::string> restart_required_changes(const Policy& running, const P
   check(p.rx_descriptors == q.rx_descriptors, "port.rx_descriptors");
   check(p.tx_descriptors == q.tx_descriptors, "port.tx_descriptors");
   check(p.mbufs == q.mbufs, "port.mbufs");
+  // The engine builds its classes (pacer, marking, congestion control), its
+  // notification point and its QP defaults once, at start-up.
+  check(started.traffic_classes == next.traffic_classes, "traffic_classes");
+  check(started.cnp == next.cnp, "cnp");
+  check(started.transport == next.transport, "transport");
   return keys;
 }
 

@@ -106,6 +106,15 @@ def main():
         if "log_level: debug" not in r.stdout:
             fail("the reloaded policy is not the running one")
 
+        # A reload that changes what the engine was built with (here the transport defaults)
+        # applies the rest and says which keys need a restart.
+        with open(cfg, "w") as f:
+            f.write(CONFIG.format(sock=sock, level="debug", uniq=os.getpid()) +
+                    "transport:\n  retry_cnt: 3\n")
+        r = ctl(sock, "policy", "reload")
+        if r.returncode != 0 or "after a restart: transport" not in r.stdout + r.stderr:
+            fail("a reload that changes transport must say it needs a restart")
+
         # Invalid reload: reported, the daemon keeps running with the old policy.
         with open(cfg, "w") as f:
             f.write("version: 1\nport: [\n")

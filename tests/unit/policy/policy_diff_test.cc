@@ -13,10 +13,10 @@ TEST_CASE("restart_required_changes lists start-up-bound keys only") {
   Policy b = a;
   CHECK(restart_required_changes(a, b).empty());
 
+  // What a reload applies: the log level, the idle mode, the clients' limits.
   b.daemon.log_level = LogLevel::kDebug;
-  b.traffic_classes[0].dscp = 10;
-  b.cnp.min_time_between_cnps_ns = 50'000;
-  b.transport.retry_cnt = 1;
+  b.daemon.idle_mode =
+      a.daemon.idle_mode == IdleMode::kSpin ? IdleMode::kAdaptive : IdleMode::kSpin;
   b.clients.quotas.max_qps = 1;
   CHECK(restart_required_changes(a, b).empty());
 
@@ -25,4 +25,22 @@ TEST_CASE("restart_required_changes lists start-up-bound keys only") {
   b.port.device = "net_null1";
   CHECK(restart_required_changes(a, b) ==
         std::vector<std::string>{"daemon.lcores", "port.device", "port.mtu"});
+}
+
+TEST_CASE("restart_required_changes: classes, CNPs and transport defaults are the engine's") {
+  const Policy a = *load(kPort).policy;
+  Policy b = a;
+  b.traffic_classes[0].dscp = 10;
+  CHECK(restart_required_changes(a, b) == std::vector<std::string>{"traffic_classes"});
+  b = a;
+  b.traffic_classes.push_back(b.traffic_classes[0]);
+  b.traffic_classes.back().name = "bulk";
+  b.traffic_classes.back().is_default = false;
+  CHECK(restart_required_changes(a, b) == std::vector<std::string>{"traffic_classes"});
+  b = a;
+  b.cnp.min_time_between_cnps_ns = 50'000;
+  CHECK(restart_required_changes(a, b) == std::vector<std::string>{"cnp"});
+  b = a;
+  b.transport.retry_cnt = 1;
+  CHECK(restart_required_changes(a, b) == std::vector<std::string>{"transport"});
 }
