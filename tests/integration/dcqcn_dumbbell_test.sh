@@ -32,7 +32,7 @@
 #
 # meson runs it twice: integration-dcqcn-dumbbell at the default 100 Mbit/s and
 # integration-dcqcn-dumbbell-1g at the issue's 1 Gbit/s (5 of 5 passed on a quiet machine,
-# 2026-12-02, Jain >= 0.998, 94-95 % utilization). Why 100 Mbit/s stays the default (measured
+# 2026-12-02, Jain >= 0.998, 93.9-94.8 % utilization). Why 100 Mbit/s stays the default (measured
 # 2026-12-02, BENCHMARKS.md "DCQCN on a dumbbell"): the build machines and CI have 2 cores for
 # three daemons, two perf clients and two perf servers, and the senders' engines poll while
 # their flows are ACK-clocked (the pacer-gap sleeps of idle_mode adaptive turn themselves off
