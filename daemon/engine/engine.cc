@@ -1539,7 +1539,10 @@ bool Engine::sleep_until_work(uint64_t now_ns) {
     }
   }
   if (!pending && wake_ns > now_ns) {
-    std::vector<pollfd> fds;
+    // A member, cleared: paced flows sleep once per departure gap, and a
+    // vector built here allocated on every one of those sleeps.
+    std::vector<pollfd>& fds = poll_fds_;
+    fds.clear();
     fds.push_back({channel_.engine_wake_fd(), POLLIN, 0});
     for (auto& [id, c] : clients_) {
       (void)id;

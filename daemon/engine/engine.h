@@ -37,6 +37,7 @@
 // which any thread may call.
 #pragma once
 
+#include <poll.h>
 #include <rte_mbuf.h>
 
 #include <array>
@@ -315,6 +316,7 @@ class Engine {
   // Paced sleeps off for a while after one ended late (a busy core): hold-offs
   // of 1 ms doubling to 1 s.
   PacedSleepGate paced_gate_;
+  std::vector<pollfd> poll_fds_;       // sleep_until_work's ppoll set, reused
   uint64_t idle_since_ns_ = 0;         // start of the current idle spin; 0: not idle
   bool port_wake_unanswered_ = false;  // the port's socket woke us, no frame seen since
   EngineCounters counters_;
