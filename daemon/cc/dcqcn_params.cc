@@ -41,6 +41,7 @@ const char* validate(const DcqcnParams& p) {
 const char* validate(const NpParams& p) {
   if (p.cnp_dscp > 63) return "cnp_dscp must be in 0..63";
   if (p.cnp_802p_prio > 7) return "cnp_802p_prio must be in 0..7";
+  if (p.cnp_ecn > 3) return "cnp_ecn must be an ECN codepoint (0..3)";
   return nullptr;
 }
 

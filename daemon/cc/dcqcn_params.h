@@ -51,6 +51,7 @@ struct DcqcnParams {
   // With clamp_tgt_rate = 0: also clamp when the last increase since the
   // previous cut came from the timer (a byte-counter increase always clamps).
   bool clamp_tgt_rate_after_time_inc = true;
+  bool operator==(const DcqcnParams&) const = default;
 
   // The mlx5 firmware defaults (ConnectX mlxconfig dump; brief §3).
   static DcqcnParams mlx5_defaults() { return DcqcnParams{}; }
@@ -69,6 +70,7 @@ struct NpParams {
   // Marking of the CNPs this host sends (mlx5 cnp_dscp / cnp_802p_prio).
   uint8_t cnp_dscp = 48;
   uint8_t cnp_802p_prio = 6;
+  uint8_t cnp_ecn = 2;  // ECT(0): a ConnectX-4 Lx CNP carries ToS 0xC2
 
   static NpParams mlx5_defaults() { return NpParams{}; }
   static NpParams paper() {

@@ -12,20 +12,49 @@ constexpr uint64_t kByteResetBlock = 64;  // rpg_byte_reset unit, bytes
 }  // namespace
 
 DcqcnRp::DcqcnRp(const DcqcnParams& params, uint64_t line_rate_bps, uint64_t /*now_ns*/)
-    : p_(params),
-      max_rate_bps_(params.rpg_max_rate == 0
-                        ? line_rate_bps
-                        : std::min(line_rate_bps, uint64_t{params.rpg_max_rate} * kMbps)),
-      min_rate_bps_(std::min(uint64_t{params.rpg_min_rate} * kMbps, max_rate_bps_)),
-      ai_bps_(uint64_t{params.rpg_ai_rate} * kMbps),
-      hai_bps_(uint64_t{params.rpg_hai_rate} * kMbps),
-      time_reset_ns_(uint64_t{params.rpg_time_reset} * kUsNs),
-      byte_reset_bytes_(uint64_t{params.rpg_byte_reset} * kByteResetBlock),
-      monitor_ns_(uint64_t{params.rate_reduce_monitor_period} * kUsNs),
-      alpha_period_ns_(uint64_t{params.dce_tcp_rtt} * kUsNs),
-      g_(static_cast<double>(1024 - params.dce_tcp_g) / 1024.0),
-      rc_bps_(max_rate_bps_),
-      rt_bps_(max_rate_bps_) {}
+    : p_(params) {
+  derive(line_rate_bps);
+  rc_bps_ = rt_bps_ = max_rate_bps_;
+}
+
+void DcqcnRp::derive(uint64_t line_rate_bps) {
+  max_rate_bps_ = p_.rpg_max_rate == 0 ? line_rate_bps
+                                       : std::min(line_rate_bps, uint64_t{p_.rpg_max_rate} * kMbps);
+  min_rate_bps_ = std::min(uint64_t{p_.rpg_min_rate} * kMbps, max_rate_bps_);
+  ai_bps_ = uint64_t{p_.rpg_ai_rate} * kMbps;
+  hai_bps_ = uint64_t{p_.rpg_hai_rate} * kMbps;
+  time_reset_ns_ = uint64_t{p_.rpg_time_reset} * kUsNs;
+  byte_reset_bytes_ = uint64_t{p_.rpg_byte_reset} * kByteResetBlock;
+  monitor_ns_ = uint64_t{p_.rate_reduce_monitor_period} * kUsNs;
+  alpha_period_ns_ = uint64_t{p_.dce_tcp_rtt} * kUsNs;
+  g_ = static_cast<double>(1024 - p_.dce_tcp_g) / 1024.0;
+}
+
+void DcqcnRp::reconfigure(const DcqcnParams& params, uint64_t line_rate_bps, uint64_t now_ns) {
+  on_timer(now_ns);      // what was due happened under the old parameters
+  settle_alpha(now_ns);  // whole α periods at the old length
+  p_ = params;
+  derive(line_rate_bps);
+  if (!limited_) {
+    rc_bps_ = rt_bps_ = max_rate_bps_;
+    return;
+  }
+  rc_bps_ = std::clamp(rc_bps_, min_rate_bps_, max_rate_bps_);
+  rt_bps_ = std::clamp(rt_bps_, rc_bps_, max_rate_bps_);
+  if (next_increase_ns_ != kNoDeadline) {
+    next_increase_ns_ = std::min(next_increase_ns_, now_ns + time_reset_ns_);
+  }
+  if (pending_cut_ns_ != kNoDeadline) {
+    pending_cut_ns_ = std::min(pending_cut_ns_, last_cut_ns_ + monitor_ns_);
+  }
+  if (rc_bps_ >= max_rate_bps_) {
+    // The new ceiling is at or below the current rate: the episode is over.
+    rc_bps_ = rt_bps_ = max_rate_bps_;
+    limited_ = false;
+    next_increase_ns_ = kNoDeadline;
+    pending_cut_ns_ = kNoDeadline;
+  }
+}
 
 double DcqcnRp::alpha(uint64_t now_ns) const {
   if (!limited_ || now_ns < alpha_period_start_ns_) return alpha_;

@@ -42,6 +42,12 @@ class DcqcnRp final : public RateController {
   uint64_t on_bytes_sent(uint64_t now_ns, uint64_t len_bytes) override;
   uint64_t on_timer(uint64_t now_ns) override;
   uint64_t next_deadline_ns() const override;
+  // New parameters (a policy reload) at now_ns, same validity as the
+  // constructor's. The state carries over: α as it stands at now_ns, the
+  // stages and the byte count; RC and RT clamped into the new [min, max]
+  // (an unlimited flow runs at the new maximum); a pending increase comes no
+  // later than one new rpg_time_reset from now.
+  void reconfigure(const DcqcnParams& params, uint64_t line_rate_bps, uint64_t now_ns);
 
   // Observers, for tests, metrics and the simulator.
   uint64_t target_rate_bps() const { return rt_bps_; }
@@ -55,23 +61,24 @@ class DcqcnRp final : public RateController {
   uint64_t cuts() const { return cuts_; }
 
  private:
+  void derive(uint64_t line_rate_bps);
   void settle_alpha(uint64_t now_ns);
   void cut(uint64_t now_ns);
   void increase(bool from_timer);
 
   DcqcnParams p_;
-  uint64_t max_rate_bps_;
-  uint64_t min_rate_bps_;
-  uint64_t ai_bps_;
-  uint64_t hai_bps_;
-  uint64_t time_reset_ns_;
-  uint64_t byte_reset_bytes_;
-  uint64_t monitor_ns_;
-  uint64_t alpha_period_ns_;
-  double g_;
+  uint64_t max_rate_bps_ = 0;
+  uint64_t min_rate_bps_ = 0;
+  uint64_t ai_bps_ = 0;
+  uint64_t hai_bps_ = 0;
+  uint64_t time_reset_ns_ = 0;
+  uint64_t byte_reset_bytes_ = 0;
+  uint64_t monitor_ns_ = 0;
+  uint64_t alpha_period_ns_ = 0;
+  double g_ = 0;
 
-  uint64_t rc_bps_;
-  uint64_t rt_bps_;
+  uint64_t rc_bps_ = 0;
+  uint64_t rt_bps_ = 0;
   bool limited_ = false;
 
   double alpha_ = 1.0;

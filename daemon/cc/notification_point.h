@@ -20,6 +20,11 @@ class NotificationPoint {
   explicit NotificationPoint(const NpParams& params)
       : interval_ns_(uint64_t{params.min_time_between_cnps} * 1000) {}
 
+  // New spacing (a policy reload); applies from the next marked packet.
+  void set_params(const NpParams& params) {
+    interval_ns_ = uint64_t{params.min_time_between_cnps} * 1000;
+  }
+
   // A CE-marked packet of this flow arrived at now_ns. Returns true when the
   // caller must send one CNP to the flow's sender now.
   bool on_ce_marked(uint64_t now_ns) {

@@ -44,6 +44,16 @@ class RateController {
   virtual uint64_t next_deadline_ns() const = 0;
 };
 
+struct ControllerConfig;
+
+// A policy reload's new parameters for a running flow: the same algorithm
+// takes them in place and keeps its state (DCQCN: rates, alpha and stages,
+// clamped to the new bounds); another algorithm gets a new controller, which
+// starts as a new flow's would. *rc stays as it was when config is invalid
+// (false).
+bool reconfigure_controller(std::unique_ptr<RateController>& rc, const ControllerConfig& config,
+                            uint64_t line_rate_bps, uint64_t now_ns);
+
 enum class ControllerKind : uint8_t {
   kNone,   // always the line rate; CNPs are counted and ignored
   kFixed,  // a configured constant rate
@@ -54,6 +64,7 @@ struct ControllerConfig {
   ControllerKind kind = ControllerKind::kDcqcn;
   uint64_t fixed_rate_bps = 0;  // kFixed only; capped at the line rate
   DcqcnParams dcqcn = DcqcnParams::mlx5_defaults();
+  bool operator==(const ControllerConfig&) const = default;
 };
 
 // Builds a controller for a new flow (setup path: allocates once per flow).
@@ -76,6 +87,7 @@ class ConstantRateController final : public RateController {
   uint64_t on_timer(uint64_t) override { return rate_bps_; }
   uint64_t next_deadline_ns() const override { return kNoDeadline; }
   uint64_t cnps_ignored() const { return cnps_ignored_; }
+  void set_rate(uint64_t rate_bps) { rate_bps_ = rate_bps; }
 
  private:
   uint64_t rate_bps_;

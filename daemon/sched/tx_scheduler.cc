@@ -26,15 +26,46 @@ ClassId TxScheduler::add_class(const ClassConfig& config) {
   c.config = config;
   c.quantum = uint64_t{config.weight} * config_.dwrr_quantum_bytes;
   classes_.push_back(c);
-  if (config.strict) {
-    strict_order_.push_back(id);
-    std::stable_sort(strict_order_.begin(), strict_order_.end(), [this](ClassId a, ClassId b) {
-      return classes_[a].config.strict_rank < classes_[b].config.strict_rank;
-    });
-  } else {
-    weighted_.push_back(id);
-  }
+  order_classes();
   return id;
+}
+
+bool TxScheduler::set_class(ClassId id, const ClassConfig& config) {
+  if (id >= classes_.size() || (!config.strict && config.weight == 0)) return false;
+  Class& c = classes_[id];
+  c.config = config;
+  c.quantum = uint64_t{config.weight} * config_.dwrr_quantum_bytes;
+  for (Class& k : classes_) k.deficit = 0;
+  order_classes();
+  return true;
+}
+
+bool TxScheduler::move_flow(FlowId id, ClassId cls) {
+  if (id >= flows_.size() || flows_[id].state == State::kFree || cls >= classes_.size()) {
+    return false;
+  }
+  Flow& f = flows_[id];
+  if (f.cls == cls) return true;
+  const bool ready = f.state == State::kReady;
+  if (ready) unlink_ready(id);
+  f.cls = cls;
+  if (ready) push_ready(id);
+  return true;
+}
+
+// Strict classes by rank (ties by id), weighted ones in id order; the DWRR
+// round starts over.
+void TxScheduler::order_classes() {
+  strict_order_.clear();
+  weighted_.clear();
+  for (ClassId id = 0; id < classes_.size(); ++id) {
+    (classes_[id].config.strict ? strict_order_ : weighted_).push_back(id);
+  }
+  std::stable_sort(strict_order_.begin(), strict_order_.end(), [this](ClassId a, ClassId b) {
+    return classes_[a].config.strict_rank < classes_[b].config.strict_rank;
+  });
+  rr_ = 0;
+  fresh_visit_ = true;
 }
 
 FlowId TxScheduler::add_flow(ClassId cls, uint64_t rate_bps) {

@@ -71,6 +71,13 @@ class TxScheduler {
   FlowId add_flow(ClassId cls, uint64_t rate_bps);
   // Forgets the flow and its queued packets; returns how many were queued.
   uint32_t remove_flow(FlowId flow);
+  // A policy reload. set_class gives class `cls` a new configuration (false,
+  // and nothing changed, for an unknown class or a weight of 0); its flows and
+  // their queues stay, the DWRR round starts over. move_flow puts a flow, with
+  // its queued packets, into another class (false for an unknown flow or
+  // class); a flow that was ready is ready in the new class, at its back.
+  bool set_class(ClassId cls, const ClassConfig& config);
+  bool move_flow(FlowId flow, ClassId cls);
 
   // Datapath.
   void set_rate(FlowId flow, uint64_t rate_bps, uint64_t now_ns);
@@ -120,6 +127,7 @@ class TxScheduler {
   bool class_eligible(ClassId c, uint64_t now_ns) const;
   ClassId pick_class(uint64_t now_ns);
   void expire(uint64_t now_ns);
+  void order_classes();
 
   SchedulerConfig config_;
   uint64_t slot_ns_;

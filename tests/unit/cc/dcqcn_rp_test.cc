@@ -261,3 +261,40 @@ TEST_CASE("rpg_max_rate caps the rate below the line rate") {
   CHECK(rp.rate_bps() == 10 * kG);
   CHECK(rp.on_cnp(0) == 5 * kG);
 }
+
+TEST_CASE("reconfigure keeps a congested flow's state and clamps it to the new bounds") {
+  DcqcnRp rp(DcqcnParams::paper(), 40 * kG, 0);
+  CHECK(rp.on_cnp(0) == 20 * kG);
+  const double alpha = rp.alpha(10 * kUs);
+  // New increase steps only: rate, target, alpha, stages and the timer carry over.
+  DcqcnParams p = DcqcnParams::paper();
+  p.rpg_ai_rate = 80;
+  rp.reconfigure(p, 40 * kG, 10 * kUs);
+  CHECK(rp.rate_bps() == 20 * kG);
+  CHECK(rp.target_rate_bps() == 40 * kG);
+  CHECK(rp.rate_limited());
+  CHECK(rp.alpha(10 * kUs) == Approx(alpha));
+  CHECK(rp.next_deadline_ns() == 55 * kUs);
+  CHECK(rp.cuts() == 1);
+  // A shorter timer period: the next increase comes no later than one new period away.
+  p.rpg_time_reset = 20;
+  rp.reconfigure(p, 40 * kG, 10 * kUs);
+  CHECK(rp.next_deadline_ns() == 30 * kUs);
+  // A floor above the current rate lifts it; the flow is still limited.
+  p.rpg_min_rate = 30'000;
+  rp.reconfigure(p, 40 * kG, 10 * kUs);
+  CHECK(rp.rate_bps() == 30 * kG);
+  CHECK(rp.target_rate_bps() == 40 * kG);
+  CHECK(rp.rate_limited());
+  // A ceiling at or below the current rate ends the episode: the flow runs at the ceiling.
+  p.rpg_min_rate = 100;
+  p.rpg_max_rate = 10'000;
+  rp.reconfigure(p, 40 * kG, 10 * kUs);
+  CHECK(rp.rate_bps() == 10 * kG);
+  CHECK_FALSE(rp.rate_limited());
+  CHECK(rp.next_deadline_ns() == kNoDeadline);
+  // An unlimited flow follows the ceiling both ways.
+  p.rpg_max_rate = 0;
+  rp.reconfigure(p, 40 * kG, 20 * kUs);
+  CHECK(rp.rate_bps() == 40 * kG);
+}

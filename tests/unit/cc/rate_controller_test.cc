@@ -82,3 +82,38 @@ TEST_CASE("validate names the offending knob") {
   np.cnp_802p_prio = 8;
   CHECK(std::string(validate(np)).find("cnp_802p_prio") != std::string::npos);
 }
+
+TEST_CASE("reconfigure_controller: in place for the same algorithm, a new one otherwise") {
+  const uint64_t line = 100'000'000'000;
+  ControllerConfig none{ControllerKind::kNone, 0, {}};
+  auto c = make_controller(none, line, 0);
+  REQUIRE(c);
+  const RateController* first = c.get();
+  // none -> fixed: both constant rates, taken in place.
+  ControllerConfig fixed{ControllerKind::kFixed, 7'000'000'000, {}};
+  REQUIRE(reconfigure_controller(c, fixed, line, 10));
+  CHECK(c.get() == first);
+  CHECK(c->rate_bps() == 7'000'000'000);
+  // fixed -> dcqcn: a new controller, starting unlimited at the line rate.
+  ControllerConfig dcqcn{ControllerKind::kDcqcn, 0, DcqcnParams::mlx5_defaults()};
+  REQUIRE(reconfigure_controller(c, dcqcn, line, 20));
+  CHECK(c.get() != first);
+  CHECK(c->rate_bps() == line);
+  // dcqcn after a cut -> dcqcn with other knobs: in place, the cut rate stays.
+  const uint64_t cut = c->on_cnp(30);
+  CHECK(cut < line);
+  const RateController* rp = c.get();
+  dcqcn.dcqcn.rpg_ai_rate = 20;
+  REQUIRE(reconfigure_controller(c, dcqcn, line, 31));
+  CHECK(c.get() == rp);
+  CHECK(c->rate_bps() == cut);
+  // Invalid: refused, the controller stays as it was.
+  ControllerConfig bad = dcqcn;
+  bad.dcqcn.rpg_time_reset = 0;
+  CHECK_FALSE(reconfigure_controller(c, bad, line, 32));
+  CHECK(c.get() == rp);
+  ControllerConfig bad_fixed{ControllerKind::kFixed, 0, {}};
+  CHECK_FALSE(reconfigure_controller(c, bad_fixed, line, 33));
+  CHECK(c.get() == rp);
+  CHECK(c->rate_bps() == cut);
+}

@@ -108,10 +108,11 @@ namespace {
 // per class.
 std::map<ClassId, uint64_t> run_link(TxScheduler& s,
                                      const std::vector<std::pair<FlowId, uint32_t>>& flows,
-                                     uint64_t link_bps, uint64_t duration_ns) {
+                                     uint64_t link_bps, uint64_t duration_ns,
+                                     uint64_t start_ns = 0) {
   std::map<ClassId, uint64_t> bytes;
-  uint64_t now = 0;
-  while (now < duration_ns) {
+  uint64_t now = start_ns;
+  while (now < start_ns + duration_ns) {
     for (auto [f, len] : flows) {
       while (s.queued_packets(f) < 8) s.enqueue(f, {len, 0}, now);
     }
@@ -148,6 +149,46 @@ TEST_CASE("DWRR shares follow the weights within 2 %") {
   CHECK(bytes[b] / total == Approx(2.0 / 8).epsilon(0.02));
   CHECK(bytes[c] / total == Approx(5.0 / 8).epsilon(0.02));
   CHECK(total * 8 / 5e-3 == Approx(100e9).epsilon(0.01));  // work-conserving
+}
+
+TEST_CASE("a reload's class changes apply to backlogged flows; none of their packets is lost") {
+  TxScheduler s;
+  const ClassId a = s.add_class({false, 0, 1, 0});
+  const ClassId b = s.add_class({false, 0, 1, 0});
+  const uint64_t fast = 1'000'000'000'000;
+  const FlowId fa = s.add_flow(a, fast);
+  const FlowId fb = s.add_flow(b, fast);
+  const uint64_t link = 10'000'000'000;
+  auto bytes = run_link(s, {{fa, 1500}, {fb, 1500}}, link, 5 * kMs);
+  CHECK(static_cast<double>(bytes[a]) / static_cast<double>(bytes[a] + bytes[b]) ==
+        Approx(0.5).epsilon(0.02));
+  // b's weight 1 -> 3: b gets three quarters from now on.
+  REQUIRE(s.set_class(b, {false, 0, 3, 0}));
+  bytes = run_link(s, {{fa, 1500}, {fb, 1500}}, link, 5 * kMs, 5 * kMs);
+  CHECK(static_cast<double>(bytes[b]) / static_cast<double>(bytes[a] + bytes[b]) ==
+        Approx(0.75).epsilon(0.02));
+  // a becomes strict: served first, b starves behind a backlogged a.
+  REQUIRE(s.set_class(a, {true, 0, 1, 0}));
+  bytes = run_link(s, {{fa, 1500}, {fb, 1500}}, link, 5 * kMs, 10 * kMs);
+  CHECK(bytes[b] == 0);
+  CHECK(bytes[a] > 0);
+  CHECK_FALSE(s.set_class(b, {false, 0, 0, 0}));  // weight 0: refused, unchanged
+  CHECK_FALSE(s.set_class(7, {}));
+  // fa moves to b with its queue: every packet it had still leaves, now as class b.
+  REQUIRE(s.set_class(a, {false, 0, 1, 0}));
+  const uint32_t queued = s.queued_packets(fa);
+  REQUIRE(queued > 0);
+  REQUIRE(s.move_flow(fa, b));
+  CHECK(s.queued_packets(fa) == queued);
+  uint32_t from_fa = 0;
+  Departure d;
+  for (uint64_t now = 15 * kMs; s.dequeue(now, &d); now += 1000) {
+    CHECK(d.cls == b);
+    if (d.flow == fa) ++from_fa;
+  }
+  CHECK(from_fa == queued);
+  CHECK_FALSE(s.move_flow(fa, 9));
+  CHECK_FALSE(s.move_flow(99, a));
 }
 
 TEST_CASE("flows inside a class share it round robin") {
