@@ -135,10 +135,14 @@ ControlLimits control_limits(const Policy& p) {
 struct PolicyState {
   std::string path;
   std::shared_ptr<const Policy> running;
-  // The policy conduitd started with: the port, the lcores and the engine's
-  // traffic classes, CNP settings and QP defaults stay these until a restart
-  // (restart_required_changes; each reload reports every such key that differs).
+  // The policy conduitd started with: the port, the lcores and the sockets stay
+  // these until a restart (restart_required_changes; each reload reports every
+  // such key that differs).
   std::shared_ptr<const Policy> started;
+  // The policy whose traffic classes, CNP settings and transport defaults the
+  // engine runs: the last one it took (a reload the engine refused or did not
+  // answer in time leaves the one before).
+  std::shared_ptr<const Policy> engine_policy;
   ControlServer* server = nullptr;
   conduit::engine::Engine* engine = nullptr;
 
@@ -160,13 +164,65 @@ struct PolicyState {
       engine->set_idle_mode(conduit::engine::idle_mode_from_policy(running->daemon.idle_mode));
     }
     message = "policy reloaded from " + path;
+    const bool engine_ok = update_engine(message);
     if (!restart.empty()) {
       message += "; these changes take effect after a restart:";
       for (const auto& k : restart) message += " " + k;
     }
-    spdlog::info("{}", message);
+    if (engine_ok) {
+      spdlog::info("{}", message);
+    } else {
+      spdlog::warn("{}", message);
+    }
     return 0;
   }
+
+  // Gives the engine the running policy's classes, CNP settings and transport
+  // defaults if they differ from what it runs; says what happened in `message`.
+  // False when the engine did not take them.
+  bool update_engine(std::string& message) {
+    const Policy& next = *running;
+    const Policy& was = *engine_policy;
+    if (engine == nullptr || server == nullptr ||
+        (was.traffic_classes == next.traffic_classes && was.cnp == next.cnp &&
+         was.transport == next.transport)) {
+      return true;
+    }
+    // The loader checked transport.pmtu against the file's port.mtu; the port runs with
+    // the MTU it started with until a restart.
+    if (next.transport.pmtu_bytes + conduit::policy::kRoceOverheadBytes > started->port.mtu_bytes) {
+      message += "; traffic_classes, cnp and transport are NOT applied: transport.pmtu " +
+                 std::to_string(next.transport.pmtu_bytes) + " does not fit the running port.mtu " +
+                 std::to_string(started->port.mtu_bytes) + " (restart to change the MTU)";
+      return false;
+    }
+    auto update = std::make_shared<conduit::engine::PolicyUpdate>(
+        conduit::engine::engine_policy_update(next));
+    std::vector<std::string> names;
+    for (const auto& tc : next.traffic_classes) names.push_back(tc.name);
+    std::string why;
+    const int rc = server->set_engine_policy(update, names, kEngineUpdateWaitMs, why);
+    if (rc < 0) {
+      message += "; traffic_classes, cnp and transport are NOT applied (" + why +
+                 "): the engine runs the earlier ones";
+      return false;
+    }
+    engine_policy = running;
+    message += "; traffic_classes, cnp and transport applied (" + std::to_string(update->qps) +
+               " QP(s) took the new classes";
+    if (update->qps_to_default != 0) {
+      message += ", " + std::to_string(update->qps_to_default) +
+                 " of them moved to the default class '" + next.default_class().name +
+                 "' because theirs is gone";
+    }
+    if (update->qps_new_controller != 0) {
+      message += ", " + std::to_string(update->qps_new_controller) +
+                 " restarted their rate control under a new algorithm";
+    }
+    message += "; transport defaults apply to QPs created from now on)";
+    return true;
+  }
+  static constexpr uint32_t kEngineUpdateWaitMs = 2000;
 };
 
 int check_config(const std::string& path) {
@@ -207,6 +263,7 @@ int run(const std::string& config_path) {
   state.path = config_path;
   state.running = std::make_shared<const Policy>(std::move(*loaded.policy));
   state.started = state.running;
+  state.engine_policy = state.running;
   spdlog::set_level(to_spdlog(state.running->daemon.log_level));
 
   // Signals are taken synchronously by the main thread only: block them
@@ -223,10 +280,10 @@ int run(const std::string& config_path) {
   hooks.policy_path = config_path;
   hooks.policy_text = [&state] { return conduit::policy::to_yaml(*state.running); };
   hooks.reload_policy = [&state](std::string& message) { return state.reload(message); };
-  // The engine's classes, not the file's: a class a reload added does not exist in the
-  // engine before a restart (it would silently get the default class).
+  // The engine's classes, not the file's: a class of a reload the engine has not taken
+  // does not exist there (the QP would silently get the default class).
   hooks.class_exists = [&state](const std::string& name) {
-    return state.started->find_class(name) != nullptr;
+    return state.engine_policy->find_class(name) != nullptr;
   };
   // Data plane first: EAL, the port, the engine and its command channel.
   std::unique_ptr<conduit::dpdk::Eal> eal;

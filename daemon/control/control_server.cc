@@ -431,6 +431,16 @@ void ControlServer::update(const ServerConfig& access, const ControlLimits& limi
   }
 }
 
+int ControlServer::set_engine_policy(std::shared_ptr<engine::PolicyUpdate> policy,
+                                     const std::vector<std::string>& class_names,
+                                     uint32_t timeout_ms, std::string& why) {
+  if (!impl_->io.get_executor().running_in_this_thread()) {
+    why = "not on the control thread";
+    return -EWOULDBLOCK;
+  }
+  return impl_->service.set_engine_policy(std::move(policy), class_names, timeout_ms, why);
+}
+
 void ControlServer::post(std::function<void()> fn) { asio::post(impl_->io, std::move(fn)); }
 
 void ControlServer::stop() {

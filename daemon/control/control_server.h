@@ -54,6 +54,12 @@ class ControlServer {
   // update() returns, so the reload's reply and every later request see them;
   // from another thread they are posted to the control thread.
   void update(const ServerConfig& access, const ControlLimits& limits);
+  // Policy reload, on the control thread only (-EWOULDBLOCK elsewhere): the
+  // engine's new classes, CNP settings and QP defaults
+  // (ControlService::set_engine_policy).
+  int set_engine_policy(std::shared_ptr<engine::PolicyUpdate> policy,
+                        const std::vector<std::string>& class_names, uint32_t timeout_ms,
+                        std::string& why);
   // Runs fn on the control thread.
   void post(std::function<void()> fn);
 

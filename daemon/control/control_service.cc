@@ -682,6 +682,15 @@ void ControlService::process_engine_events() {
         ++snapshots_;
         continue;
       }
+      if (e.kind == EngineEventKind::kAck && e.cookie == policy_cookie_ && policy_cookie_ != 0) {
+        // A kSetPolicy ack that came after set_engine_policy stopped waiting.
+        policy_cookie_ = 0;
+        policy_inflight_.reset();
+        if (e.cookie != awaited_cookie_) {
+          spdlog::info("control: the engine took the reloaded policy late (status {})", e.status);
+          continue;
+        }
+      }
       if (e.kind == EngineEventKind::kAck && e.cookie == awaited_cookie_ && awaited_cookie_ != 0) {
         awaited_ack_ = e;
         awaited_done_ = true;
@@ -855,7 +864,7 @@ uint8_t mtu_enum(uint32_t bytes) {
 
 void fill_args(CmArgs& a, const proto::CmQpOffer& o) {
   a.access = o.access;
-  a.pmtu_bytes = o.path_mtu == 0 ? 1024 : proto::path_mtu_bytes(o.path_mtu);
+  a.pmtu_bytes = o.path_mtu == 0 ? 0 : proto::path_mtu_bytes(o.path_mtu);  // 0: the policy's
   a.flags = o.flags;
   a.private_len = static_cast<uint8_t>(o.private_data.size());
   std::copy(o.private_data.begin(), o.private_data.end(), a.private_data);  // may be empty
@@ -863,10 +872,54 @@ void fill_args(CmArgs& a, const proto::CmQpOffer& o) {
 
 }  // namespace
 
+int ControlService::set_engine_policy(std::shared_ptr<engine::PolicyUpdate> policy,
+                                      const std::vector<std::string>& class_names,
+                                      uint32_t timeout_ms, std::string& why) {
+  if (engine_ == nullptr) {
+    why = "no engine in this daemon";
+    return -EOPNOTSUPP;
+  }
+  process_engine_events();
+  if (policy_cookie_ != 0) {
+    why = "the engine has not taken the previous reload's classes yet";
+    return -EBUSY;
+  }
+  EngineCommand cmd;
+  cmd.op = EngineOp::kSetPolicy;
+  cmd.policy = policy.get();
+  policy_inflight_ = std::move(policy);
+  awaited_done_ = false;
+  awaited_cookie_ = policy_cookie_ = to_engine(cmd);
+  EngineEvent ack;
+  const int rc = wait_awaited(timeout_ms, &ack);
+  if (rc == -ETIMEDOUT) {
+    why = "the engine did not answer within " + std::to_string(timeout_ms) +
+          " ms; it takes the new classes when it runs again";
+    return rc;
+  }
+  if (rc < 0) {
+    why = "the engine refused them: " + std::string(std::strerror(-rc));
+    return rc;
+  }
+  for (auto& [id, c] : clients_) {
+    for (auto& [qpn, qp] : c.qps) {
+      if (!qp.traffic_class.empty() && std::find(class_names.begin(), class_names.end(),
+                                                 qp.traffic_class) == class_names.end()) {
+        qp.traffic_class.clear();
+      }
+    }
+  }
+  return 0;
+}
+
 int ControlService::engine_call(EngineCommand cmd, uint32_t timeout_ms, EngineEvent* ack) {
   if (engine_ == nullptr) return -EOPNOTSUPP;
   awaited_done_ = false;
   awaited_cookie_ = to_engine(cmd);
+  return wait_awaited(timeout_ms, ack);
+}
+
+int ControlService::wait_awaited(uint32_t timeout_ms, EngineEvent* ack) {
   const uint64_t deadline = now_ns() + uint64_t{timeout_ms} * 1'000'000;
   for (;;) {
     process_engine_events();

@@ -122,6 +122,18 @@ class ControlService {
   // snapshot, and the late answer is taken when it comes.
   bool refresh_engine_stats(uint32_t timeout_ms);
 
+  // A policy reload's engine sections (EngineOp::kSetPolicy; `policy` stays
+  // alive here until the engine acks, also past a timeout). Waits up to
+  // timeout_ms. class_names: the new policy's classes, default_class its
+  // default: once the engine took them, this service's record of each QP
+  // whose class is gone says the default class ("", as for a QP created
+  // without one). 0, or -EBUSY (an earlier update is still in flight),
+  // -ETIMEDOUT (the engine takes it when it runs again), -EINVAL (refused:
+  // nothing changed), -EOPNOTSUPP (no engine); `why` says it for the operator.
+  int set_engine_policy(std::shared_ptr<engine::PolicyUpdate> policy,
+                        const std::vector<std::string>& class_names, uint32_t timeout_ms,
+                        std::string& why);
+
   // Resources whose release waits for an engine ack (0 when idle or no engine).
   size_t pending_releases() const { return pending_.size(); }
   uint32_t connection_count() const { return static_cast<uint32_t>(clients_.size()); }
@@ -213,6 +225,8 @@ class ControlService {
   // Sends cmd and waits up to timeout_ms for its ack (the engine answers
   // within a loop iteration). The ack's status, or -ETIMEDOUT / -EOPNOTSUPP.
   int engine_call(EngineCommand cmd, uint32_t timeout_ms, EngineEvent* ack);
+  // engine_call's wait for awaited_cookie_'s ack.
+  int wait_awaited(uint32_t timeout_ms, EngineEvent* ack);
 
   // Sends cmd to the engine; returns its cookie, or 0 when there is no engine.
   // A full ring queues it (in order) in backlog_, flushed by process_engine_events().
@@ -239,6 +253,9 @@ class ControlService {
   // (0: none in flight; at most one is, so the buffer is never written while read).
   std::unique_ptr<CounterSnapshot> snapshot_;
   uint64_t snapshot_cookie_ = 0;
+  // kSetPolicy: the update the engine may still read, until its cookie's ack.
+  std::shared_ptr<engine::PolicyUpdate> policy_inflight_;
+  uint64_t policy_cookie_ = 0;
   // engine_call(): the cookie waited for (0: none) and its ack once it came.
   uint64_t awaited_cookie_ = 0;
   bool awaited_done_ = false;

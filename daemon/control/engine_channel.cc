@@ -94,6 +94,8 @@ const char* engine_op_name(EngineOp op) {
       return "cm_reject";
     case EngineOp::kCmDisconnect:
       return "cm_disconnect";
+    case EngineOp::kSetPolicy:
+      return "set_policy";
   }
   return "unknown";
 }

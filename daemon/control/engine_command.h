@@ -79,6 +79,10 @@
 #include "proto/control_protocol.h"
 #include "shm/region.h"
 
+namespace conduit::engine {
+struct PolicyUpdate;  // engine/engine.h: only the engine and main look inside
+}  // namespace conduit::engine
+
 namespace conduit::control {
 
 enum class EngineOp : uint16_t {
@@ -99,6 +103,7 @@ enum class EngineOp : uint16_t {
   kCmAccept,
   kCmReject,
   kCmDisconnect,
+  kSetPolicy,
 };
 const char* engine_op_name(EngineOp op);
 
@@ -181,6 +186,8 @@ struct EngineCommand {
   uint64_t iova = 0;
   // kSnapshot
   CounterSnapshot* snapshot = nullptr;
+  // kSetPolicy
+  engine::PolicyUpdate* policy = nullptr;
   // kCm*
   CmArgs cm;
 };

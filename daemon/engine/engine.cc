@@ -340,6 +340,9 @@ void Engine::handle_command(const control::EngineCommand& cmd, uint64_t now_ns) 
       snapshot(cmd);
       status = cmd.snapshot != nullptr ? 0 : -EINVAL;
       break;
+    case control::EngineOp::kSetPolicy:
+      status = set_policy(cmd.policy, now_ns);
+      break;
     case control::EngineOp::kCmListen:
     case control::EngineOp::kCmUnlisten:
     case control::EngineOp::kCmConnect:
@@ -461,18 +464,79 @@ int Engine::add_qp(const control::EngineCommand& cmd, uint64_t now_ns) {
   }
   q->addr.src_mac = net_.config().mac.bytes;
   q->addr.src_ip = net_.config().addr.value;
-  q->addr.dscp = cls.dscp;
-  q->addr.ecn = cls.ecn;
   q->addr.ttl = net_.config().ttl;
-  if (net_.config().vlan_id) {
-    q->addr.has_vlan = true;
-    q->addr.vlan_tci = static_cast<uint16_t>((cls.vlan_pcp & 7) << 13 | *net_.config().vlan_id);
-  }
+  mark_qp(*q);
   if (flow_qp_.size() <= q->flow) flow_qp_.resize(q->flow + 1, nullptr);
   flow_qp_[q->flow] = q.get();
   c->qpns.push_back(cmd.qpn);
   qp_list_.push_back(q.get());
   qps_.emplace(cmd.qpn, std::move(q));
+  return 0;
+}
+
+void Engine::mark_qp(QpCtx& q) const {
+  const TrafficClassSpec& cls = config_.classes[q.cls];
+  q.addr.dscp = cls.dscp;
+  q.addr.ecn = cls.ecn;
+  if (net_.config().vlan_id) {
+    q.addr.has_vlan = true;
+    q.addr.vlan_tci = static_cast<uint16_t>((cls.vlan_pcp & 7) << 13 | *net_.config().vlan_id);
+  }
+}
+
+int Engine::set_policy(PolicyUpdate* u, uint64_t now_ns) {
+  if (u == nullptr || u->classes.empty() || cc::validate(u->np) != nullptr) {
+    return -EINVAL;
+  }
+  // Everything is checked before anything changes.
+  for (const TrafficClassSpec& c : u->classes) {
+    if (!c.sched.strict && c.sched.weight == 0) return -EINVAL;
+    if (c.cc.kind == cc::ControllerKind::kDcqcn && cc::validate(c.cc.dcqcn) != nullptr) {
+      return -EINVAL;
+    }
+    if (c.cc.kind == cc::ControllerKind::kFixed && c.cc.fixed_rate_bps == 0) return -EINVAL;
+  }
+  // Entry i of the table is the pacer's class i; classes beyond a shorter table stay
+  // in the pacer without flows.
+  for (size_t i = 0; i < u->classes.size(); ++i) {
+    if (i < class_ids_.size()) {
+      pacer_.set_class(class_ids_[i], u->classes[i].sched);
+    } else {
+      class_ids_.push_back(pacer_.add_class(u->classes[i].sched));
+    }
+  }
+  u->qps = u->qps_to_default = u->qps_new_controller = 0;
+  for (QpCtx* q : qp_list_) {
+    const TrafficClassSpec& was = config_.classes[q->cls];
+    size_t to = 0;
+    bool found = false;
+    for (size_t i = 0; i < u->classes.size() && !found; ++i) {
+      if (u->classes[i].name == was.name) {
+        to = i;
+        found = true;
+      }
+    }
+    const TrafficClassSpec& next = u->classes[to];
+    if (!(was.cc == next.cc)) {
+      const cc::RateController* before = q->rc.get();
+      if (cc::reconfigure_controller(q->rc, next.cc, config_.line_rate_bps, now_ns)) {
+        if (q->rc.get() != before) ++u->qps_new_controller;
+        pacer_.set_rate(q->flow, q->rc->rate_bps(), now_ns);
+      }
+    }
+    q->cls = to;
+    pacer_.move_flow(q->flow, class_ids_[to]);
+    q->np.set_params(u->np);
+    ++u->qps;
+    if (!found) ++u->qps_to_default;
+  }
+  // The old tables go back to the control thread, which frees them.
+  std::swap(config_.classes, u->classes);
+  std::swap(config_.np, u->np);
+  std::swap(config_.qp_defaults, u->qp_defaults);
+  std::swap(config_.offer_selective_repeat, u->offer_selective_repeat);
+  for (QpCtx* q : qp_list_) mark_qp(*q);
+  ++counters_.policy_updates;
   return 0;
 }
 
@@ -658,6 +722,7 @@ void Engine::fill_snapshot(control::CounterSnapshot& out) const {
   out.add("engine.paced_sleeps", c.paced_sleeps);
   out.add("engine.paced_sleeps_late", c.paced_sleeps_late);
   out.add("engine.commands", c.commands);
+  out.add("engine.policy_updates", c.policy_updates);
   out.add("engine.stalls", c.stalls);
   out.add("engine.stalled_us", c.stalled_ns / 1000);
   out.add("engine.stall_max_us", c.stall_max_ns / 1000);
@@ -1385,7 +1450,12 @@ void Engine::send_cnp(QpCtx& q, uint64_t now_ns) {
     return;
   }
   wire::FrameAddr a = q.addr;
-  a.dscp = config_.cnp_dscp;
+  a.dscp = config_.np.cnp_dscp;
+  a.ecn = config_.np.cnp_ecn;
+  if (a.has_vlan) {
+    a.vlan_tci =
+        static_cast<uint16_t>((config_.np.cnp_802p_prio & 7) << 13 | (a.vlan_tci & 0x0FFF));
+  }
   std::span<uint8_t> room(rte_pktmbuf_mtod(m, uint8_t*), rte_pktmbuf_tailroom(m));
   // The CNP goes to the data sender's QP: our peer's QPN.
   const wire::BuildResult b = wire::build_cnp(room, a, q.qp->attr().dest_qpn);

@@ -91,10 +91,15 @@ struct EngineConfig {
   uint16_t cm_udp_port = 4792;  // native connection manager (daemon/cm), also in net.udp_ports
   cm::CmConfig cm;
   uint64_t line_rate_bps = 10'000'000'000ull;
-  std::vector<TrafficClassSpec> classes;  // the first is the default class
-  cc::NpParams np = cc::NpParams::mlx5_defaults();
-  uint8_t cnp_dscp = 48;
-  transport::QpConfig qp_defaults;  // qpn is set per QP
+  std::vector<TrafficClassSpec> classes;            // the first is the default class
+  cc::NpParams np = cc::NpParams::mlx5_defaults();  // also the marking of CNPs sent
+  // New QPs' configuration (qpn and queue depths are set per QP) and their
+  // attributes in RESET: the policy's transport section. A QP keeps the values
+  // it was created with; a policy reload changes them for QPs created after it.
+  transport::QpConfig qp_defaults;
+  // The connection manager offers selective repeat for every connection (else
+  // only when the client asks): transport.loss_recovery: selective.
+  bool offer_selective_repeat = false;
   IdleMode idle_mode = IdleMode::kAdaptive;
   // Adaptive idle: after a loop without work the engine spins for a window
   // between these bounds before it sleeps (engine/idle_spin.h: it grows when
@@ -115,6 +120,31 @@ struct EngineConfig {
   // the rates a loaded engine reaches), enough for spurious go-back-N timeouts.
   uint32_t max_frames_queued = 256;
   sched::SchedulerConfig pacer = engine_pacer_config();
+};
+
+// A policy reload's engine sections (control::EngineOp::kSetPolicy): built on
+// the control thread (engine_policy_update), applied by Engine between two
+// loops, all or nothing.
+//   classes    replace the engine's table. A QP keeps its class by name (a
+//              class that is gone: the default class, counted in
+//              qps_to_default), and takes the class's marking for the frames
+//              it builds from then on (frames already in the pacer keep the
+//              old), its scheduling (the pacer's class of the same index) and
+//              its congestion control: the same algorithm takes the new
+//              parameters in place (DCQCN keeps its rates, clamped, and α),
+//              another one starts afresh (cc::reconfigure_controller).
+//   np         every QP's CNP spacing, and the marking of CNPs.
+//   qp_defaults, offer_selective_repeat
+//              for QPs created from then on; a QP keeps what it was created with.
+struct PolicyUpdate {
+  std::vector<TrafficClassSpec> classes;
+  cc::NpParams np;
+  transport::QpConfig qp_defaults;
+  bool offer_selective_repeat = false;
+  // Filled by the engine before its ack.
+  uint32_t qps = 0;                 // QPs that took the new classes
+  uint32_t qps_to_default = 0;      // of them, those whose class is gone
+  uint32_t qps_new_controller = 0;  // of them, those whose algorithm changed
 };
 
 struct EngineCounters {
@@ -149,9 +179,10 @@ struct EngineCounters {
   uint64_t peers_failed = 0;        // local QPs failed because their peer's process went away
   uint64_t cqe_dropped = 0;         // error completions of rejected WRs lost to a full CQ
   uint64_t commands = 0;
-  uint64_t stalls = 0;        // loops that came over 1 ms late (descheduled, or a sleep overran)
-  uint64_t stalled_ns = 0;    // their lateness beyond 1 ms: the QPs' ACK timers moved out by it
-  uint64_t stall_max_ns = 0;  // the longest of them (a peer's retry budget must outlast it)
+  uint64_t policy_updates = 0;  // kSetPolicy commands applied
+  uint64_t stalls = 0;          // loops that came over 1 ms late (descheduled, or a sleep overran)
+  uint64_t stalled_ns = 0;      // their lateness beyond 1 ms: the QPs' ACK timers moved out by it
+  uint64_t stall_max_ns = 0;    // the longest of them (a peer's retry budget must outlast it)
   // Connection manager datagrams (the state machine's own counters: cm::CmCounters).
   uint64_t cm_rx_datagrams = 0;
   uint64_t cm_tx_datagrams = 0;
@@ -199,6 +230,9 @@ class Engine {
   int add_cq(const control::EngineCommand& cmd);
   int add_qp(const control::EngineCommand& cmd, uint64_t now_ns);
   int modify_qp(const control::EngineCommand& cmd, uint64_t now_ns);
+  int set_policy(PolicyUpdate* u, uint64_t now_ns);
+  // q's frame marking (DSCP, ECN, VLAN priority) from its class.
+  void mark_qp(QpCtx& q) const;
   void remove_qp(uint32_t qpn, bool owner_gone);
   void post_qp_state(QpCtx& q);
   void post_qp_stats(uint64_t cookie, uint32_t qpn);

@@ -39,9 +39,14 @@ cm::QpParams Engine::cm_local_params(const QpCtx& q, const control::CmArgs& args
   cm::QpParams p;
   p.qpn = q.qpn;
   p.psn = static_cast<uint32_t>(psn_seed_) & 0xFFFFFF;
-  p.pmtu_bytes = static_cast<uint16_t>(args.pmtu_bytes != 0 ? args.pmtu_bytes : 1024);
-  p.caps = (args.flags & proto::kCmFlagSelectiveRepeat) != 0 ? cm::kCapSelectiveRepeat : 0;
-  const transport::QpAttr defaults;
+  // What the client left open comes from the QP's defaults (the policy's transport
+  // section when the QP was created).
+  const transport::QpAttr& defaults = q.qp->config().reset_attr;
+  p.pmtu_bytes =
+      static_cast<uint16_t>(args.pmtu_bytes != 0 ? args.pmtu_bytes : defaults.pmtu_bytes);
+  const bool sr =
+      (args.flags & proto::kCmFlagSelectiveRepeat) != 0 || config_.offer_selective_repeat;
+  p.caps = sr ? cm::kCapSelectiveRepeat : 0;
   p.timeout = defaults.timeout;
   p.retry_cnt = defaults.retry_cnt;
   p.rnr_retry = defaults.rnr_retry;
@@ -66,7 +71,10 @@ int Engine::cm_command(const control::EngineCommand& cmd, uint64_t now_ns, uint3
       if (q->cm_conn != 0) return -EBUSY;
       const transport::QpState st = q->qp->state();
       if (st != transport::QpState::kReset && st != transport::QpState::kInit) return -EISCONN;
-      if (a.private_len > cm::kMaxPrivateBytes || !cm::valid_pmtu(a.pmtu_bytes)) return -EINVAL;
+      if (a.private_len > cm::kMaxPrivateBytes ||
+          (a.pmtu_bytes != 0 && !cm::valid_pmtu(a.pmtu_bytes))) {
+        return -EINVAL;
+      }
       const cm::QpParams local = cm_local_params(*q, a);
       q->cm_access = a.access;
       if (cmd.op == control::EngineOp::kCmConnect) {
@@ -152,7 +160,10 @@ int Engine::cm_move_qp(QpCtx& q, const cm::QpParams& local, const cm::QpParams& 
                        uint16_t pmtu_bytes, uint16_t caps, bool to_rts, uint64_t now_ns) {
   (void)now_ns;
   reset_rx_expect(q);  // the PMTU and the peer may change with the connection
-  transport::QpAttr a;
+  // Attributes the connection does not negotiate (READ depths, the RNR timer we
+  // ask for) are the QP's defaults.
+  const transport::QpAttr& defaults = q.qp->config().reset_attr;
+  transport::QpAttr a = defaults;
   if (q.qp->state() == transport::QpState::kReset) {
     a.state = transport::QpState::kInit;
     a.access_flags = q.cm_access;
@@ -162,7 +173,7 @@ int Engine::cm_move_qp(QpCtx& q, const cm::QpParams& local, const cm::QpParams& 
     }
   }
   if (q.qp->state() == transport::QpState::kInit) {
-    a = transport::QpAttr{};
+    a = defaults;
     a.state = transport::QpState::kRtr;
     a.access_flags = q.cm_access;
     a.pmtu_bytes = pmtu_bytes;
@@ -179,7 +190,7 @@ int Engine::cm_move_qp(QpCtx& q, const cm::QpParams& local, const cm::QpParams& 
     }
   }
   if (to_rts && q.qp->state() == transport::QpState::kRtr) {
-    a = transport::QpAttr{};
+    a = defaults;
     a.state = transport::QpState::kRts;
     a.sq_psn = local.psn;
     a.timeout = local.timeout;

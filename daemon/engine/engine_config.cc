@@ -86,13 +86,39 @@ EngineConfig engine_config_from_policy(const policy::Policy& p, net::MacAddr mac
     s.cc = controller_for(tc->congestion_control);
     c.classes.push_back(s);
   }
-  c.np.min_time_between_cnps = std::max<uint32_t>(1, to_us(p.cnp.min_time_between_cnps_ns));
+  // 0: a CNP for every marked packet. Sub-microsecond spacings round down to it.
+  c.np.min_time_between_cnps = to_us(p.cnp.min_time_between_cnps_ns);
   c.np.cnp_dscp = p.cnp.dscp;
   c.np.cnp_802p_prio = p.cnp.priority;
-  c.cnp_dscp = p.cnp.dscp;
-  c.qp_defaults.ack_req_every_packets = p.transport.ack_frequency;
+  c.np.cnp_ecn = static_cast<uint8_t>(p.cnp.ecn);
+  const policy::TransportSection& t = p.transport;
+  c.qp_defaults.ack_req_every_packets = t.ack_frequency;
+  if (t.bdp_cap_bytes != 0) {
+    c.qp_defaults.sr_bdp_bytes = static_cast<uint32_t>(std::min<uint64_t>(t.bdp_cap_bytes, ~0u));
+  }
+  transport::QpAttr& a = c.qp_defaults.reset_attr;
+  a.pmtu_bytes = t.pmtu_bytes;
+  a.timeout = static_cast<uint8_t>(t.timeout_exponent);
+  a.retry_cnt = static_cast<uint8_t>(t.retry_cnt);
+  a.rnr_retry = static_cast<uint8_t>(t.rnr_retry);
+  a.min_rnr_timer = static_cast<uint8_t>(t.min_rnr_timer);
+  // The transport keeps at most kMaxReadDepth (16) READs in flight per direction.
+  const auto reads = static_cast<uint8_t>(std::min<uint32_t>(t.max_outstanding_reads, 16));
+  a.max_rd_atomic = reads;
+  a.max_dest_rd_atomic = reads;
+  c.offer_selective_repeat = t.loss_recovery == policy::LossRecovery::kSelective;
   c.idle_mode = idle_mode_from_policy(p.daemon.idle_mode);
   return c;
+}
+
+PolicyUpdate engine_policy_update(const policy::Policy& p) {
+  EngineConfig c = engine_config_from_policy(p, net::MacAddr{}, 0);
+  PolicyUpdate u;
+  u.classes = std::move(c.classes);
+  u.np = c.np;
+  u.qp_defaults = c.qp_defaults;
+  u.offer_selective_repeat = c.offer_selective_repeat;
+  return u;
 }
 
 }  // namespace conduit::engine

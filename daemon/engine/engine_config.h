@@ -15,4 +15,8 @@ IdleMode idle_mode_from_policy(policy::IdleMode m);
 EngineConfig engine_config_from_policy(const policy::Policy& p, net::MacAddr mac,
                                        uint64_t line_rate_bps);
 
+// The sections of p a running engine takes on reload (EngineOp::kSetPolicy),
+// as engine_config_from_policy would give them.
+PolicyUpdate engine_policy_update(const policy::Policy& p);
+
 }  // namespace conduit::engine

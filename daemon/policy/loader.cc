@@ -35,10 +35,6 @@ constexpr size_t kMaxClassNameBytes = 32;
 constexpr size_t kMaxSocketPathBytes = 107;  // sun_path holds 108 bytes with the NUL
 constexpr uint64_t kMaxLcore = 1023;
 constexpr uint64_t kMaxId = 4'294'967'294;  // (uid_t)-1 means "no id"
-// IPv4 20 + UDP 8 + BTH 12 + RETH 16 + ImmDt 4 + ICRC 4: the largest header
-// stack in front of a full PMTU payload (RDMA WRITE only with immediate).
-constexpr uint32_t kRoceOverheadBytes = 64;
-
 // Positions of values that checks across sections point back at.
 struct Marks {
   YAML::Mark root;

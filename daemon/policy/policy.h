@@ -142,6 +142,11 @@ struct CnpSection {
 
 enum class LossRecovery { kGoBackN, kSelective };
 
+// IP MTU a packet needs beyond its PMTU payload: IPv4 20 + UDP 8 + BTH 12 +
+// RETH 16 + ImmDt 4 + ICRC 4, the largest header stack in front of a full
+// payload (RDMA WRITE only with immediate). port.mtu >= transport.pmtu + this.
+inline constexpr uint32_t kRoceOverheadBytes = 64;
+
 struct TransportSection {
   uint32_t pmtu_bytes = 1024;      // 256, 512, 1024, 2048 or 4096
   uint32_t timeout_exponent = 14;  // local ACK timeout 4.096 us * 2^t; 0 = no timer; 0..31

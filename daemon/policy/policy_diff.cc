@@ -26,11 +26,7 @@ std::vector<std::string> restart_required_changes(const Policy& started, const P
   check(p.rx_descriptors == q.rx_descriptors, "port.rx_descriptors");
   check(p.tx_descriptors == q.tx_descriptors, "port.tx_descriptors");
   check(p.mbufs == q.mbufs, "port.mbufs");
-  // The engine builds its classes (pacer, marking, congestion control), its
-  // notification point and its QP defaults once, at start-up.
-  check(started.traffic_classes == next.traffic_classes, "traffic_classes");
-  check(started.cnp == next.cnp, "cnp");
-  check(started.transport == next.transport, "transport");
+  // traffic_classes, cnp and transport go to the running engine (EngineOp::kSetPolicy).
   return keys;
 }
 

@@ -127,6 +127,20 @@ Qp::Qp(const QpConfig& config, MemoryRegions& mrs) : config_(config), mrs_(mrs) 
   if (config_.window_packets == 0) config_.window_packets = 1;
   if (config_.window_packets > (1u << 20)) config_.window_packets = 1u << 20;
   if (config_.ack_req_every_packets == 0) config_.ack_req_every_packets = 1;
+  // Invalid RESET defaults fall back to QpAttr's own, one by one.
+  QpAttr& d = config_.reset_attr;
+  const QpAttr std_attr;
+  const uint32_t m = d.pmtu_bytes;
+  if (m < 256 || m > 4096 || !std::has_single_bit(m)) d.pmtu_bytes = std_attr.pmtu_bytes;
+  if (d.timeout > 31) d.timeout = std_attr.timeout;
+  if (d.retry_cnt > 7) d.retry_cnt = std_attr.retry_cnt;
+  if (d.rnr_retry > 7) d.rnr_retry = std_attr.rnr_retry;
+  if (d.min_rnr_timer > 31) d.min_rnr_timer = std_attr.min_rnr_timer;
+  if (d.max_rd_atomic == 0 || d.max_rd_atomic > kMaxReadDepth)
+    d.max_rd_atomic = std_attr.max_rd_atomic;
+  if (d.max_dest_rd_atomic == 0 || d.max_dest_rd_atomic > kMaxReadDepth) {
+    d.max_dest_rd_atomic = std_attr.max_dest_rd_atomic;
+  }
   sq_.resize(round_pow2(config_.sq_depth));
   sq_mask_ = static_cast<uint32_t>(sq_.size()) - 1;
   rq_.resize(round_pow2(config_.rq_depth));
@@ -142,7 +156,18 @@ Qp::Qp(const QpConfig& config, MemoryRegions& mrs) : config_(config), mrs_(mrs) 
 }
 
 void Qp::reset_all() {
+  const QpAttr& d = config_.reset_attr;
   attr_ = QpAttr{};
+  attr_.pmtu_bytes = d.pmtu_bytes;
+  attr_.timeout = d.timeout;
+  attr_.retry_cnt = d.retry_cnt;
+  attr_.rnr_retry = d.rnr_retry;
+  attr_.min_rnr_timer = d.min_rnr_timer;
+  attr_.max_rd_atomic = d.max_rd_atomic;
+  attr_.max_dest_rd_atomic = d.max_dest_rd_atomic;
+  pmtu_shift_ = static_cast<uint32_t>(std::countr_zero(attr_.pmtu_bytes));
+  retry_left_ = attr_.retry_cnt;
+  rnr_retry_left_ = attr_.rnr_retry;
   sq_head_ = sq_tail_ = 0;
   rq_head_ = rq_tail_ = 0;
   cq_head_ = cq_tail_ = 0;

@@ -134,6 +134,7 @@ class Qp {
   Status modify(const QpAttr& attr, uint32_t mask);
   QpState state() const { return state_; }
   const QpAttr& attr() const { return attr_; }
+  const QpConfig& config() const { return config_; }
   uint32_t qpn() const { return config_.qpn; }
 
   // Post a send WR (RTS or SQD; in ERR it completes at once with a flush

@@ -56,6 +56,11 @@ struct QpConfig {
   uint64_t rto_low_ns = 100'000;
   uint64_t rto_high_ns = 320'000;
   uint32_t rto_low_max_packets = 3;
+  // The attributes the QP has in RESET, before a modify sets them (the
+  // policy's transport defaults; QpAttr's own defaults otherwise). Only the
+  // values count: state, PSNs, QPN, access and selective_repeat start as in
+  // QpAttr{} whatever they are here.
+  QpAttr reset_attr;
 };
 
 // Local ACK timeout in ns for the 5-bit exponent (0 = no timer: returns 0).

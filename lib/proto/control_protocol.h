@@ -236,7 +236,7 @@ inline constexpr uint32_t kCmFlagsAll = kCmFlagSelectiveRepeat;
 struct CmQpOffer {
   uint32_t qpn = 0;
   uint32_t access = 0;                // kAccess*: what the peer may do to this QP
-  uint8_t path_mtu = 0;               // verbs enum 1..5; 0: 1024 bytes
+  uint8_t path_mtu = 0;               // verbs enum 1..5; 0: the daemon's transport.pmtu
   uint32_t flags = 0;                 // kCmFlag*
   std::vector<uint8_t> private_data;  // at most kMaxCmPrivateBytes, for the peer's application
   bool operator==(const CmQpOffer&) const = default;

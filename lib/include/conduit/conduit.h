@@ -310,13 +310,16 @@ enum conduit_cm_reject_reason {
   CONDUIT_CM_REJ_INVALID = 6,
 };
 
-#define CONDUIT_CM_SELECTIVE_REPEAT 1u /* offer selective repeat (both ends must offer it) */
+/* Offer selective repeat (both ends must offer it; a daemon whose policy says
+ * transport.loss_recovery: selective offers it for every connection). */
+#define CONDUIT_CM_SELECTIVE_REPEAT 1u
 
-/* What this side offers. NULL where a function takes one: all access flags, 1024-byte MTU,
- * no flags, no private data. */
+/* What this side offers. NULL where a function takes one: all access flags, the daemon's
+ * transport.pmtu, no flags, no private data. The ACK timeout and retry counts the QP gets
+ * are the daemon's transport defaults. */
 struct conduit_cm_param {
   uint32_t access;          /* conduit_access_flags the peer may use on this QP */
-  uint32_t mtu;             /* enum conduit_mtu; 0: CONDUIT_MTU_1024 */
+  uint32_t mtu;             /* enum conduit_mtu; 0: the daemon's transport.pmtu */
   uint32_t flags;           /* CONDUIT_CM_SELECTIVE_REPEAT */
   const void* private_data; /* handed to the peer's application; may be NULL */
   size_t private_len;       /* 0..CONDUIT_CM_MAX_PRIVATE */

@@ -106,14 +106,28 @@ def main():
         if "log_level: debug" not in r.stdout:
             fail("the reloaded policy is not the running one")
 
-        # A reload that changes what the engine was built with (here the transport defaults)
-        # applies the rest and says which keys need a restart.
+        # A reload that changes the engine's sections (classes, CNPs, transport defaults)
+        # goes to the running engine; one that changes the port says it needs a restart.
         with open(cfg, "w") as f:
             f.write(CONFIG.format(sock=sock, level="debug", uniq=os.getpid()) +
-                    "transport:\n  retry_cnt: 3\n")
+                    "transport:\n  retry_cnt: 3\n"
+                    "traffic_classes:\n  - {name: bulk, default: true, dscp: 10}\n"
+                    "cnp:\n  dscp: 40\n")
         r = ctl(sock, "policy", "reload")
-        if r.returncode != 0 or "after a restart: transport" not in r.stdout + r.stderr:
-            fail("a reload that changes transport must say it needs a restart")
+        out = r.stdout + r.stderr
+        if r.returncode != 0 or "traffic_classes, cnp and transport applied" not in out \
+                or "restart" in out:
+            fail("a reload that changes classes, cnp and transport must apply them: " + out)
+        r = ctl(sock, "policy", "show")
+        if "retry_cnt: 3" not in r.stdout or "name: bulk" not in r.stdout:
+            fail("the reloaded classes and transport are not in the running policy")
+        with open(cfg, "w") as f:
+            f.write(CONFIG.format(sock=sock, level="debug", uniq=os.getpid()).replace(
+                "  address: 198.18.0.1/24\n", "  address: 198.18.0.1/24\n  mtu: 9000\n"))
+        r = ctl(sock, "policy", "reload")
+        out = r.stdout + r.stderr
+        if r.returncode != 0 or "after a restart: port.mtu" not in out:
+            fail("a reload that changes port.mtu must say it needs a restart: " + out)
 
         # Invalid reload: reported, the daemon keeps running with the old policy.
         with open(cfg, "w") as f:

@@ -661,6 +661,148 @@ TEST_CASE("engine: kSnapshot reports per-QP rate, alpha, CNPs and bytes, and the
   CHECK(gone.counters.at("transport.tx_packets") >= sa.counters.at("transport.tx_packets"));
 }
 
+namespace {
+
+// Sends h a kSetPolicy for *u and runs both engines until its ack; the ack's status.
+int32_t set_policy(Fixture& f, Host& h, engine::PolicyUpdate* u) {
+  control::EngineCommand c;
+  c.op = control::EngineOp::kSetPolicy;
+  c.policy = u;
+  h.submit(c);
+  const uint64_t cookie = h.cookie;
+  int32_t status = 1;
+  REQUIRE(run_until(f.a, f.b, [&] {
+    control::EngineEvent ev;
+    while (h.channel->poll_events(&ev, 1) == 1) {
+      if (ev.kind == control::EngineEventKind::kAck && ev.cookie == cookie) status = ev.status;
+    }
+    return status != 1;
+  }));
+  return status;
+}
+
+engine::TrafficClassSpec class_spec(const char* name, uint8_t dscp, uint8_t ecn,
+                                    cc::ControllerKind kind) {
+  engine::TrafficClassSpec c;
+  c.name = name;
+  c.dscp = dscp;
+  c.ecn = ecn;
+  c.cc.kind = kind;
+  return c;
+}
+
+// The ToS bytes of the RoCE frames in ring whose BTH opcode is (or, with cnp false,
+// is not) a CNP's; the frames go back into the ring in order.
+std::vector<uint8_t> roce_tos(rte_ring* ring, bool cnp) {
+  void* objs[1024];
+  const unsigned n = rte_ring_dequeue_burst(ring, objs, 1024, nullptr);
+  std::vector<uint8_t> out;
+  for (unsigned i = 0; i < n; ++i) {
+    auto* m = static_cast<rte_mbuf*>(objs[i]);
+    const uint8_t* fr = rte_pktmbuf_mtod(m, const uint8_t*);
+    if (m->data_len < 54 || fr[12] != 0x08 || fr[13] != 0x00 || fr[23] != 17 ||
+        (fr[36] << 8 | fr[37]) != wire::kRoceUdpPort) {
+      continue;
+    }
+    if ((fr[42] == 0x81) == cnp) out.push_back(fr[15]);
+  }
+  REQUIRE(rte_ring_enqueue_bulk(ring, objs, n, nullptr) == n);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("engine: a reload's classes and CNP settings reach the running QPs", "[engine][policy]") {
+  Fixture f(cc::ControllerKind::kDcqcn);
+  REQUIRE(run_until(
+              f.a, f.b, [] { return false; }, 50) == false);  // apply commands
+  expect_acks_ok(f.a);
+  expect_acks_ok(f.b);
+  const uint64_t line_rate = take_snapshot(f, f.a).qps.at(0).rate_bps;
+
+  // a: the QP's class "default" is gone; the new default class "gold" paces at 1 Gbit/s
+  // and marks DSCP 10 with ECT(1). DCQCN -> fixed: a new controller.
+  engine::PolicyUpdate u;
+  u.classes.push_back(class_spec("gold", 10, wire::kEcnEct1, cc::ControllerKind::kFixed));
+  u.classes[0].cc.fixed_rate_bps = 1'000'000'000;
+  u.classes.push_back(class_spec("bulk", 12, wire::kEcnEct0, cc::ControllerKind::kNone));
+  u.classes[1].sched.weight = 4;
+  REQUIRE(set_policy(f, f.a, &u) == 0);
+  CHECK(u.qps == 1);
+  CHECK(u.qps_to_default == 1);
+  CHECK(u.qps_new_controller == 1);
+  REQUIRE(u.classes.size() == 1);  // the engine's old table came back to be freed
+  CHECK(u.classes[0].name == "default");
+  Snapshot s = take_snapshot(f, f.a);
+  CHECK(s.qps.at(0).rate_bps == 1'000'000'000);
+  CHECK(s.counters.at("engine.policy_updates") == 1);
+
+  // b: CNPs go out with DSCP 40 and not-ECT; its own class stays (same name, same cc).
+  engine::PolicyUpdate ub;
+  ub.classes.push_back(class_spec("default", 26, wire::kEcnEct0, cc::ControllerKind::kDcqcn));
+  ub.np.cnp_dscp = 40;
+  ub.np.cnp_ecn = 0;
+  ub.np.min_time_between_cnps = 0;  // a CNP for every marked packet
+  REQUIRE(set_policy(f, f.b, &ub) == 0);
+  CHECK(ub.qps == 1);
+  CHECK(ub.qps_to_default == 0);
+  CHECK(ub.qps_new_controller == 0);
+
+  // A CE-marked WRITE a -> b: a's frames carry the new class's marking, b's CNPs the new
+  // CNP marking; the data arrives intact.
+  const uint32_t len = 256 << 10;
+  fill_random(f.a.arena(), len, 21);
+  post_send(f.a, 1, CONDUIT_SHM_WR_RDMA_WRITE, 0, len, 2 << 20);
+  std::vector<uint8_t> data_tos, cnp_tos;
+  conduit_shm_cqe cqe{};
+  const uint64_t deadline = engine::tsc_now_ns() + 5'000'000'000ull;
+  while (!f.a.cq.try_dequeue(&cqe)) {
+    REQUIRE(engine::tsc_now_ns() < deadline);
+    f.a.engine->poll_once(engine::tsc_now_ns());
+    for (uint8_t t : roce_tos(f.ab, false)) data_tos.push_back(t);
+    mark_ce(f.ab);
+    f.b.engine->poll_once(engine::tsc_now_ns());
+    for (uint8_t t : roce_tos(f.ba, true)) cnp_tos.push_back(t);
+  }
+  CHECK(cqe.status == CONDUIT_SHM_WC_SUCCESS);
+  CHECK(std::memcmp(f.a.arena(), f.b.arena() + (2 << 20), len) == 0);
+  REQUIRE(!data_tos.empty());
+  for (uint8_t t : data_tos) CHECK(t == (10 << 2 | wire::kEcnEct1));
+  REQUIRE(!cnp_tos.empty());
+  for (uint8_t t : cnp_tos) CHECK(t == 40 << 2);
+
+  // Back to DCQCN with a 2 Gbit/s ceiling (new controller: it starts at the ceiling), then
+  // the same algorithm with 1.5 Gbit/s: taken in place, the unlimited flow at the new one.
+  engine::PolicyUpdate u2;
+  u2.classes.push_back(class_spec("gold", 10, wire::kEcnEct1, cc::ControllerKind::kDcqcn));
+  u2.classes[0].cc.dcqcn.rpg_max_rate = 2000;
+  REQUIRE(set_policy(f, f.a, &u2) == 0);
+  CHECK(u2.qps_to_default == 0);
+  CHECK(u2.qps_new_controller == 1);
+  CHECK(take_snapshot(f, f.a).qps.at(0).rate_bps == 2'000'000'000);
+  engine::PolicyUpdate u3;
+  u3.classes.push_back(class_spec("gold", 10, wire::kEcnEct1, cc::ControllerKind::kDcqcn));
+  u3.classes[0].cc.dcqcn.rpg_max_rate = 1500;
+  REQUIRE(set_policy(f, f.a, &u3) == 0);
+  CHECK(u3.qps_new_controller == 0);
+  CHECK(take_snapshot(f, f.a).qps.at(0).rate_bps == 1'500'000'000);
+
+  // Invalid (a weighted class of weight 0, DCQCN knobs out of range): refused whole.
+  engine::PolicyUpdate bad;
+  bad.classes.push_back(class_spec("gold", 10, wire::kEcnEct1, cc::ControllerKind::kNone));
+  bad.classes.push_back(class_spec("zero", 14, wire::kEcnEct0, cc::ControllerKind::kNone));
+  bad.classes[1].sched.weight = 0;
+  CHECK(set_policy(f, f.a, &bad) == -EINVAL);
+  engine::PolicyUpdate bad_cc;
+  bad_cc.classes.push_back(class_spec("gold", 10, wire::kEcnEct1, cc::ControllerKind::kDcqcn));
+  bad_cc.classes[0].cc.dcqcn.rpg_time_reset = 0;
+  CHECK(set_policy(f, f.a, &bad_cc) == -EINVAL);
+  s = take_snapshot(f, f.a);
+  CHECK(s.qps.at(0).rate_bps == 1'500'000'000);
+  CHECK(s.counters.at("engine.policy_updates") == 3);
+  CHECK(line_rate > 1'500'000'000);
+}
+
 // Both engines on a clock the test moves (step_ns per loop), so no timer depends on how fast
 // this machine runs the loops. Afterwards the real clock is waited for, so that later calls
 // with tsc_now_ns() never go back in time.

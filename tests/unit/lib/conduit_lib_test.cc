@@ -539,7 +539,7 @@ TEST_CASE("connection manager: requests, rejects with reasons, established", "[l
   CHECK(cmd.cm.peer_ip == 0xC6120002);
   CHECK(cmd.cm.service == 7);
   CHECK(cmd.cm.access == proto::kAccessAll);
-  CHECK(cmd.cm.pmtu_bytes == 1024);
+  CHECK(cmd.cm.pmtu_bytes == 0);  // no MTU in the offer: the engine takes the policy's
 
   // Established: the QP table follows what the engine did.
   ev = {};

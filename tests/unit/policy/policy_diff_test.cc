@@ -27,20 +27,24 @@ TEST_CASE("restart_required_changes lists start-up-bound keys only") {
         std::vector<std::string>{"daemon.lcores", "port.device", "port.mtu"});
 }
 
-TEST_CASE("restart_required_changes: classes, CNPs and transport defaults are the engine's") {
+TEST_CASE("restart_required_changes: classes, CNPs and transport defaults apply in place") {
+  // The running engine takes them (engine::PolicyUpdate): nothing waits for a restart.
   const Policy a = *load(kPort).policy;
   Policy b = a;
   b.traffic_classes[0].dscp = 10;
-  CHECK(restart_required_changes(a, b) == std::vector<std::string>{"traffic_classes"});
+  CHECK(restart_required_changes(a, b).empty());
   b = a;
   b.traffic_classes.push_back(b.traffic_classes[0]);
   b.traffic_classes.back().name = "bulk";
   b.traffic_classes.back().is_default = false;
-  CHECK(restart_required_changes(a, b) == std::vector<std::string>{"traffic_classes"});
+  CHECK(restart_required_changes(a, b).empty());
   b = a;
   b.cnp.min_time_between_cnps_ns = 50'000;
-  CHECK(restart_required_changes(a, b) == std::vector<std::string>{"cnp"});
+  CHECK(restart_required_changes(a, b).empty());
   b = a;
   b.transport.retry_cnt = 1;
-  CHECK(restart_required_changes(a, b) == std::vector<std::string>{"transport"});
+  CHECK(restart_required_changes(a, b).empty());
+  // Next to a port change, only the port is named.
+  b.port.mtu_bytes = 9000;
+  CHECK(restart_required_changes(a, b) == std::vector<std::string>{"port.mtu"});
 }

@@ -260,3 +260,57 @@ TEST_CASE("qp: poll_cq returns completions in order across the ring's wrap, any 
     CHECK(e.qp.cq_size() == 0);
   }
 }
+
+TEST_CASE("qp: RESET holds the configured defaults (the policy's transport section)") {
+  HeapMemoryRegions mrs;
+  QpConfig cfg;
+  cfg.reset_attr.pmtu_bytes = 2048;
+  cfg.reset_attr.timeout = 18;
+  cfg.reset_attr.retry_cnt = 3;
+  cfg.reset_attr.rnr_retry = 2;
+  cfg.reset_attr.min_rnr_timer = 5;
+  cfg.reset_attr.max_rd_atomic = 16;
+  cfg.reset_attr.max_dest_rd_atomic = 8;
+  cfg.reset_attr.dest_qpn = 77;            // not a default: RESET has none
+  cfg.reset_attr.selective_repeat = true;  // negotiated per connection, never a default
+  Qp qp(cfg, mrs);
+  auto check_defaults = [&] {
+    const QpAttr& a = qp.attr();
+    CHECK(a.pmtu_bytes == 2048);
+    CHECK(a.timeout == 18);
+    CHECK(a.retry_cnt == 3);
+    CHECK(a.rnr_retry == 2);
+    CHECK(a.min_rnr_timer == 5);
+    CHECK(a.max_rd_atomic == 16);
+    CHECK(a.max_dest_rd_atomic == 8);
+    CHECK(a.dest_qpn == 0);
+    CHECK_FALSE(a.selective_repeat);
+  };
+  check_defaults();
+  // A modify sets what it names; the rest keeps the defaults. RESET brings them back.
+  QpAttr a = default_attr();
+  a.state = QpState::kInit;
+  REQUIRE(qp.modify(a, kAttrState | kAttrAccessFlags) == Status::kOk);
+  CHECK(qp.attr().pmtu_bytes == 2048);
+  CHECK(qp.attr().max_dest_rd_atomic == 8);
+  a.state = QpState::kRtr;
+  a.pmtu_bytes = 512;
+  REQUIRE(qp.modify(a, kRtrMask) == Status::kOk);
+  CHECK(qp.attr().pmtu_bytes == 512);
+  CHECK(qp.attr().timeout == 18);  // RTS sets it
+  a.state = QpState::kReset;
+  REQUIRE(qp.modify(a, kAttrState) == Status::kOk);
+  check_defaults();
+
+  // Out-of-range defaults fall back to QpAttr's, one by one.
+  QpConfig bad;
+  bad.reset_attr.pmtu_bytes = 3000;
+  bad.reset_attr.timeout = 40;
+  bad.reset_attr.max_rd_atomic = 0;
+  bad.reset_attr.retry_cnt = 5;
+  Qp qb(bad, mrs);
+  CHECK(qb.attr().pmtu_bytes == QpAttr{}.pmtu_bytes);
+  CHECK(qb.attr().timeout == QpAttr{}.timeout);
+  CHECK(qb.attr().max_rd_atomic == QpAttr{}.max_rd_atomic);
+  CHECK(qb.attr().retry_cnt == 5);
+}
