@@ -217,7 +217,7 @@ struct PolicyState {
     }
     if (update->qps_new_controller != 0) {
       message += ", " + std::to_string(update->qps_new_controller) +
-                 " restarted their rate control under a new algorithm";
+                 " changed congestion control algorithm (their rate starts afresh)";
     }
     message += "; transport defaults apply to QPs created from now on)";
     return true;
