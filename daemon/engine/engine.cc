@@ -544,7 +544,8 @@ int Engine::modify_qp(const control::EngineCommand& cmd, uint64_t now_ns) {
   QpCtx* q = find_qp(cmd.qpn);
   if (q == nullptr || q->client->id != cmd.client_id) return -ENOENT;
   const proto::QpAttr& a = cmd.attr;
-  transport::QpAttr ta;
+  // What the request leaves out comes from the QP's defaults (the policy's transport section).
+  transport::QpAttr ta = q->qp->config().reset_attr;
   uint32_t mask = 0;
   if (a.mask & proto::kAttrState) {
     ta.state = to_transport(a.state);
@@ -587,8 +588,8 @@ int Engine::modify_qp(const control::EngineCommand& cmd, uint64_t now_ns) {
     mask |= transport::kAttrMinRnrTimer;
   }
   // The control protocol does not carry the READ depths, and verbs users
-  // often leave the RTR/RTS timers implicit: those take the transport's
-  // defaults (QpAttr's initialisers) when a transition requires them.
+  // often leave the RTR/RTS timers implicit: those take the QP's defaults
+  // (ta's, from the policy) when a transition requires them.
   if ((mask & transport::kAttrState) && ta.state == transport::QpState::kRtr &&
       q->qp->state() == transport::QpState::kInit) {
     mask |= transport::kAttrMaxDestRdAtomic | transport::kAttrMinRnrTimer;

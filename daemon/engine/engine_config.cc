@@ -102,10 +102,12 @@ EngineConfig engine_config_from_policy(const policy::Policy& p, net::MacAddr mac
   a.retry_cnt = static_cast<uint8_t>(t.retry_cnt);
   a.rnr_retry = static_cast<uint8_t>(t.rnr_retry);
   a.min_rnr_timer = static_cast<uint8_t>(t.min_rnr_timer);
-  // The transport keeps at most kMaxReadDepth (16) READs in flight per direction.
-  const auto reads = static_cast<uint8_t>(std::min<uint32_t>(t.max_outstanding_reads, 16));
-  a.max_rd_atomic = reads;
-  a.max_dest_rd_atomic = reads;
+  // As requester the policy's depth (at most the transport's); as responder always the
+  // transport's maximum: the connection manager does not negotiate READ depths, so a peer
+  // daemon whose policy allows more READs than ours is still served, never NAKed.
+  a.max_rd_atomic =
+      static_cast<uint8_t>(std::min<uint32_t>(t.max_outstanding_reads, transport::kMaxReadDepth));
+  a.max_dest_rd_atomic = static_cast<uint8_t>(transport::kMaxReadDepth);
   c.offer_selective_repeat = t.loss_recovery == policy::LossRecovery::kSelective;
   c.idle_mode = idle_mode_from_policy(p.daemon.idle_mode);
   return c;

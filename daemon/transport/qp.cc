@@ -15,7 +15,6 @@ using wire::psn_mask;
 
 // 1 GiB: a READ of it at PMTU 256 spans 2^22 PSNs, well inside the 2^23 PSN half range.
 constexpr uint32_t kMaxPayloadPerWr = 1u << 30;
-constexpr uint32_t kMaxReadDepth = 16;
 
 uint32_t round_pow2(uint32_t v) { return std::bit_ceil(v < 2 ? 2u : v); }
 

@@ -26,6 +26,10 @@ enum QpAttrMask : uint32_t {
   kAttrSelectiveRepeat = 1u << 12,  // both ends are conduit and agreed on SR (see qp.h)
 };
 
+// READ/atomic requests a QP keeps in flight at most, as requester
+// (max_rd_atomic) and as responder (max_dest_rd_atomic).
+inline constexpr uint32_t kMaxReadDepth = 16;
+
 struct QpAttr {
   QpState state = QpState::kReset;
   uint32_t access_flags = 0;

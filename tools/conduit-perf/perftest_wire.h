@@ -48,10 +48,11 @@ inline constexpr size_t kPerftestReportFields = 5;
 inline constexpr const char* kPerftestVersion = "6.06";
 inline constexpr uint32_t kPerftestCycleBufferBytes = 4096;
 inline constexpr uint32_t kPerftestCacheLineBytes = 64;
-// The out_reads we advertise: perftest makes it the peer QP's max_rd_atomic, so it must be what
-// conduitd's responder holds per QP (QpAttr::max_dest_rd_atomic's default; libconduit cannot
-// change it). More READs in flight get NAK-invalid-request and fail the QP (seen with rxe's
-// ib_read_bw when we advertised 16). tests/unit/perf pins it to the transport's default.
+// The out_reads we advertise: perftest makes it the peer QP's max_rd_atomic, so it must not
+// exceed what conduitd's responder holds per QP (libconduit cannot change it). More READs in
+// flight get NAK-invalid-request and fail the QP (seen with rxe's ib_read_bw when we advertised
+// 16 while conduitd's responders held 4). They hold transport::kMaxReadDepth (16) now; 4 stays
+// what the interop tests were run with. tests/unit/perf checks the bound.
 inline constexpr uint16_t kConduitReadResponderDepth = 4;
 
 using PerftestVersion = std::array<uint8_t, kPerftestVersionBytes>;

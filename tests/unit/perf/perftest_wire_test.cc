@@ -311,7 +311,9 @@ TEST_CASE("--perftest options") {
   CHECK_FALSE(parse_args(5, u_bad, o).ok);
 }
 
-TEST_CASE("--perftest advertises conduitd's READ responder depth as out_reads") {
-  // perftest's requester keeps this many READs in flight towards us.
-  CHECK(kConduitReadResponderDepth == conduit::transport::QpAttr{}.max_dest_rd_atomic);
+TEST_CASE("--perftest advertises no more READs than conduitd's responder holds") {
+  // perftest's requester keeps this many READs in flight towards us. conduitd's QPs hold
+  // transport::kMaxReadDepth (engine_config.cc); a bare transport QP holds QpAttr's default.
+  CHECK(kConduitReadResponderDepth <= conduit::transport::kMaxReadDepth);
+  CHECK(kConduitReadResponderDepth <= conduit::transport::QpAttr{}.max_dest_rd_atomic);
 }
