@@ -21,8 +21,10 @@ constexpr uint32_t kRtsRequired =
 constexpr Rule kRules[] = {
     {QpState::kReset, QpState::kInit, 0, proto::kAttrAccess},
     {QpState::kInit, QpState::kInit, 0, proto::kAttrAccess},
-    {QpState::kInit, QpState::kRtr, kRtrRequired, proto::kAttrMinRnrTimer | proto::kAttrAccess},
-    {QpState::kRtr, QpState::kRts, kRtsRequired, proto::kAttrMinRnrTimer | proto::kAttrAccess},
+    {QpState::kInit, QpState::kRtr, kRtrRequired,
+     proto::kAttrMinRnrTimer | proto::kAttrAccess | proto::kAttrMaxDestRdAtomic},
+    {QpState::kRtr, QpState::kRts, kRtsRequired,
+     proto::kAttrMinRnrTimer | proto::kAttrAccess | proto::kAttrMaxRdAtomic},
     {QpState::kRts, QpState::kRts, 0, proto::kAttrMinRnrTimer | proto::kAttrAccess},
 };
 
@@ -48,6 +50,10 @@ const char* attr_name(uint32_t bit) {
       return "rnr_retry";
     case proto::kAttrMinRnrTimer:
       return "min_rnr_timer";
+    case proto::kAttrMaxRdAtomic:
+      return "max_rd_atomic";
+    case proto::kAttrMaxDestRdAtomic:
+      return "max_dest_rd_atomic";
     default:
       return "?";
   }
@@ -120,6 +126,8 @@ void apply_qp_transition(QpAttrs& qp, const proto::QpAttr& req) {
   if (m & proto::kAttrRetryCnt) a.retry_cnt = req.retry_cnt;
   if (m & proto::kAttrRnrRetry) a.rnr_retry = req.rnr_retry;
   if (m & proto::kAttrMinRnrTimer) a.min_rnr_timer = req.min_rnr_timer;
+  if (m & proto::kAttrMaxRdAtomic) a.max_rd_atomic = req.max_rd_atomic;
+  if (m & proto::kAttrMaxDestRdAtomic) a.max_dest_rd_atomic = req.max_dest_rd_atomic;
   a.mask |= m & ~proto::kAttrState;
   a.state = qp.state;
 }

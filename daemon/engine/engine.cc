@@ -587,9 +587,17 @@ int Engine::modify_qp(const control::EngineCommand& cmd, uint64_t now_ns) {
     ta.min_rnr_timer = a.min_rnr_timer;
     mask |= transport::kAttrMinRnrTimer;
   }
-  // The control protocol does not carry the READ depths, and verbs users
-  // often leave the RTR/RTS timers implicit: those take the QP's defaults
-  // (ta's, from the policy) when a transition requires them.
+  if (a.mask & proto::kAttrMaxRdAtomic) {
+    ta.max_rd_atomic = a.max_rd_atomic;
+    mask |= transport::kAttrMaxRdAtomic;
+  }
+  if (a.mask & proto::kAttrMaxDestRdAtomic) {
+    ta.max_dest_rd_atomic = a.max_dest_rd_atomic;
+    mask |= transport::kAttrMaxDestRdAtomic;
+  }
+  // What a transition requires and the request left out (the READ depths, the
+  // RNR timer: verbs users often leave them implicit) takes the QP's defaults
+  // (ta's, from the policy).
   if ((mask & transport::kAttrState) && ta.state == transport::QpState::kRtr &&
       q->qp->state() == transport::QpState::kInit) {
     mask |= transport::kAttrMaxDestRdAtomic | transport::kAttrMinRnrTimer;

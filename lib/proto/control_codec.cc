@@ -157,13 +157,16 @@ void put(Writer& w, const QpAttr& a) {
   w.u8(a.retry_cnt);
   w.u8(a.rnr_retry);
   w.u8(a.min_rnr_timer);
+  w.u8(a.max_rd_atomic);
+  w.u8(a.max_dest_rd_atomic);
 }
 
 bool get(Reader& r, QpAttr& a) {
   uint8_t state;
   if (!(r.u32(a.mask) && r.u8(state) && r.u32(a.access) && r.u8(a.path_mtu) && r.u32(a.dest_qpn) &&
         r.u32(a.rq_psn) && r.u32(a.sq_psn) && r.bytes16(a.dgid) && r.u8(a.timeout) &&
-        r.u8(a.retry_cnt) && r.u8(a.rnr_retry) && r.u8(a.min_rnr_timer))) {
+        r.u8(a.retry_cnt) && r.u8(a.rnr_retry) && r.u8(a.min_rnr_timer) && r.u8(a.max_rd_atomic) &&
+        r.u8(a.max_dest_rd_atomic))) {
     return false;
   }
   if (!valid_state(state)) return r.fail(-EINVAL, "unknown QP state " + std::to_string(state));
@@ -670,6 +673,8 @@ bool validate_qp_attr(const QpAttr& a, std::string& why) {
       {kAttrRetryCnt, a.retry_cnt, 0, 7, "retry_cnt"},
       {kAttrRnrRetry, a.rnr_retry, 0, 7, "rnr_retry"},
       {kAttrMinRnrTimer, a.min_rnr_timer, 0, 31, "min_rnr_timer"},
+      {kAttrMaxRdAtomic, a.max_rd_atomic, 1, kMaxRdAtomic, "max_rd_atomic"},
+      {kAttrMaxDestRdAtomic, a.max_dest_rd_atomic, 1, kMaxRdAtomic, "max_dest_rd_atomic"},
   };
   for (const auto& f : fields) {
     if ((a.mask & f.bit) == 0) {

@@ -115,7 +115,10 @@ inline constexpr uint32_t kAttrTimeout = 1u << 7;
 inline constexpr uint32_t kAttrRetryCnt = 1u << 8;
 inline constexpr uint32_t kAttrRnrRetry = 1u << 9;
 inline constexpr uint32_t kAttrMinRnrTimer = 1u << 10;
-inline constexpr uint32_t kAttrAll = (1u << 11) - 1;
+inline constexpr uint32_t kAttrMaxRdAtomic = 1u << 11;      // READs in flight as requester
+inline constexpr uint32_t kAttrMaxDestRdAtomic = 1u << 12;  // READs served at once as responder
+inline constexpr uint32_t kAttrAll = (1u << 13) - 1;
+inline constexpr uint8_t kMaxRdAtomic = 16;  // both depths: 1..16
 
 // Path MTU as the verbs enum: 1=256, 2=512, 3=1024, 4=2048, 5=4096 bytes.
 inline constexpr uint8_t kMinPathMtu = 1;
@@ -135,6 +138,8 @@ struct QpAttr {
   uint8_t retry_cnt = 0;           // 0..7
   uint8_t rnr_retry = 0;           // 0..7 (7 = infinite)
   uint8_t min_rnr_timer = 0;       // 0..31, IB encoding
+  uint8_t max_rd_atomic = 0;       // 1..kMaxRdAtomic
+  uint8_t max_dest_rd_atomic = 0;  // 1..kMaxRdAtomic
   bool operator==(const QpAttr&) const = default;
 };
 

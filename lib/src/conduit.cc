@@ -557,6 +557,8 @@ int conduit_modify_qp(conduit_qp* qp, const conduit_qp_attr* attr, uint32_t mask
   if (mask & CONDUIT_QP_RETRY_CNT) a.retry_cnt = attr->retry_cnt;
   if (mask & CONDUIT_QP_RNR_RETRY) a.rnr_retry = attr->rnr_retry;
   if (mask & CONDUIT_QP_MIN_RNR_TIMER) a.min_rnr_timer = attr->min_rnr_timer;
+  if (mask & CONDUIT_QP_MAX_QP_RD_ATOMIC) a.max_rd_atomic = attr->max_rd_atomic;
+  if (mask & CONDUIT_QP_MAX_DEST_RD_ATOMIC) a.max_dest_rd_atomic = attr->max_dest_rd_atomic;
   std::string why;
   if ((mask & CONDUIT_QP_STATE) && attr->state > CONDUIT_QPS_ERR) {
     return set_error(-EINVAL, "unknown QP state " + std::to_string(attr->state));
@@ -589,6 +591,8 @@ int conduit_query_qp(conduit_qp* qp, conduit_qp_attr* out) {
   out->retry_cnt = a.retry_cnt;
   out->rnr_retry = a.rnr_retry;
   out->min_rnr_timer = a.min_rnr_timer;
+  out->max_rd_atomic = a.max_rd_atomic;
+  out->max_dest_rd_atomic = a.max_dest_rd_atomic;
   return 0;
 }
 
@@ -605,10 +609,12 @@ int conduit_connect_qp(conduit_qp* qp, const conduit_qp_connect_attr* c) {
   a.rq_psn = c->remote_psn;
   std::memcpy(a.dgid, c->remote_gid, 16);
   a.min_rnr_timer = c->min_rnr_timer;
-  if (int rc =
-          conduit_modify_qp(qp, &a,
-                            CONDUIT_QP_STATE | CONDUIT_QP_PATH_MTU | CONDUIT_QP_DEST_QPN |
-                                CONDUIT_QP_RQ_PSN | CONDUIT_QP_DGID | CONDUIT_QP_MIN_RNR_TIMER);
+  a.max_dest_rd_atomic = c->max_dest_rd_atomic;
+  if (int rc = conduit_modify_qp(
+          qp, &a,
+          CONDUIT_QP_STATE | CONDUIT_QP_PATH_MTU | CONDUIT_QP_DEST_QPN | CONDUIT_QP_RQ_PSN |
+              CONDUIT_QP_DGID | CONDUIT_QP_MIN_RNR_TIMER |
+              (c->max_dest_rd_atomic != 0 ? uint32_t{CONDUIT_QP_MAX_DEST_RD_ATOMIC} : 0u));
       rc < 0) {
     return rc;
   }
@@ -618,9 +624,12 @@ int conduit_connect_qp(conduit_qp* qp, const conduit_qp_connect_attr* c) {
   a.timeout = c->timeout;
   a.retry_cnt = c->retry_cnt;
   a.rnr_retry = c->rnr_retry;
-  return conduit_modify_qp(qp, &a,
-                           CONDUIT_QP_STATE | CONDUIT_QP_SQ_PSN | CONDUIT_QP_TIMEOUT |
-                               CONDUIT_QP_RETRY_CNT | CONDUIT_QP_RNR_RETRY);
+  a.max_rd_atomic = c->max_rd_atomic;
+  return conduit_modify_qp(
+      qp, &a,
+      CONDUIT_QP_STATE | CONDUIT_QP_SQ_PSN | CONDUIT_QP_TIMEOUT | CONDUIT_QP_RETRY_CNT |
+          CONDUIT_QP_RNR_RETRY |
+          (c->max_rd_atomic != 0 ? uint32_t{CONDUIT_QP_MAX_QP_RD_ATOMIC} : 0u));
 }
 
 }  // extern "C"

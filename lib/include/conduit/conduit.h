@@ -184,6 +184,10 @@ struct conduit_qp_connect_attr {
   uint8_t retry_cnt;      /* 0..7 */
   uint8_t rnr_retry;      /* 0..7; 7 = retry forever */
   uint8_t min_rnr_timer;  /* 0..31, IB encoding (12 = 0.64 ms) */
+  /* READs in flight as requester (the peer's responder depth) and as responder, 1..16;
+   * 0: the daemon's defaults (transport.max_outstanding_reads, and 16). */
+  uint8_t max_rd_atomic;
+  uint8_t max_dest_rd_atomic;
 };
 
 /* RESET -> INIT -> RTR -> RTS in one call. */
@@ -203,6 +207,8 @@ enum conduit_qp_attr_mask {
   CONDUIT_QP_RETRY_CNT = 1 << 8,
   CONDUIT_QP_RNR_RETRY = 1 << 9,
   CONDUIT_QP_MIN_RNR_TIMER = 1 << 10,
+  CONDUIT_QP_MAX_QP_RD_ATOMIC = 1 << 11,   /* RTR -> RTS */
+  CONDUIT_QP_MAX_DEST_RD_ATOMIC = 1 << 12, /* INIT -> RTR */
 };
 
 struct conduit_qp_attr {
@@ -217,6 +223,11 @@ struct conduit_qp_attr {
   uint8_t retry_cnt;
   uint8_t rnr_retry;
   uint8_t min_rnr_timer;
+  /* READs this QP keeps in flight as requester, 1..16: no more than the peer's responder
+   * takes (its max_dest_rd_atomic). Unset: the daemon's transport.max_outstanding_reads. */
+  uint8_t max_rd_atomic;
+  /* READs it serves at once as responder, 1..16. Unset: 16. */
+  uint8_t max_dest_rd_atomic;
 };
 
 CONDUIT_API int conduit_modify_qp(struct conduit_qp* qp, const struct conduit_qp_attr* attr,

@@ -92,6 +92,8 @@ std::vector<ReplyBody> all_replies() {
   full.timeout = 14;
   full.retry_cnt = 7;
   full.rnr_retry = 7;
+  full.max_rd_atomic = 16;
+  full.max_dest_rd_atomic = 8;
   return {AttachReply{1, 3, 1 << 22, 64, 64, 128, 1 << 22},
           DetachReply{},
           CreateCqReply{2, 256},
@@ -310,6 +312,19 @@ TEST_CASE("field ranges are enforced", "[control][codec]") {
         a.timeout = 32;
       },
       "timeout");
+  modify(
+      [](QpAttr& a) {
+        a.mask |= kAttrMaxDestRdAtomic;
+        a.max_dest_rd_atomic = 0;
+      },
+      "max_dest_rd_atomic");
+  modify(
+      [](QpAttr& a) {
+        a.mask |= kAttrMaxRdAtomic;
+        a.max_rd_atomic = 17;
+      },
+      "max_rd_atomic");
+  modify([](QpAttr& a) { a.max_rd_atomic = 4; }, "not in the attribute mask");
   modify([](QpAttr& a) { a.mask |= 1u << 20; }, "mask");
   modify([](QpAttr& a) { a.mask &= ~kAttrDgid; }, "GID");
 

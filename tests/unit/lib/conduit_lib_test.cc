@@ -123,6 +123,74 @@ TEST_CASE("socket is created with the configured mode", "[lib][control]") {
   CHECK(err.find("already serving") != std::string::npos);
 }
 
+TEST_CASE("READ depths travel with a modify, by the verbs rules", "[lib][control]") {
+  Daemon d;
+  conduit_context* ctx = open_ctx(d.path);
+  conduit_cq* cq = nullptr;
+  REQUIRE(conduit_create_cq(ctx, 32, &cq) == 0);
+  conduit_qp_init_attr qa{};
+  qa.send_cq = cq;
+  qa.recv_cq = cq;
+  conduit_qp* qp = nullptr;
+  REQUIRE(conduit_create_qp(ctx, &qa, &qp) == 0);
+  conduit_qp_attr a{};
+  a.state = CONDUIT_QPS_INIT;
+  REQUIRE(conduit_modify_qp(qp, &a, CONDUIT_QP_STATE) == 0);
+  a = {};
+  a.state = CONDUIT_QPS_RTR;
+  a.path_mtu = CONDUIT_MTU_1024;
+  a.dest_qpn = 0x42;
+  a.dgid[10] = a.dgid[11] = 0xff;
+  a.dgid[12] = 198;
+  a.dgid[13] = 18;
+  a.dgid[15] = 2;
+  const uint32_t rtr = CONDUIT_QP_STATE | CONDUIT_QP_PATH_MTU | CONDUIT_QP_DEST_QPN |
+                       CONDUIT_QP_RQ_PSN | CONDUIT_QP_DGID;
+  // The requester depth belongs to RTR -> RTS, as in verbs; out of range is refused too.
+  a.max_rd_atomic = 2;
+  int rc = conduit_modify_qp(qp, &a, rtr | CONDUIT_QP_MAX_QP_RD_ATOMIC);
+  CHECK(rc == -EINVAL);
+  CHECK(std::string(conduit_strerror(rc)).find("max_rd_atomic") != std::string::npos);
+  a.max_rd_atomic = 0;
+  a.max_dest_rd_atomic = 17;
+  rc = conduit_modify_qp(qp, &a, rtr | CONDUIT_QP_MAX_DEST_RD_ATOMIC);
+  CHECK(rc == -EINVAL);
+  CHECK(std::string(conduit_strerror(rc)).find("max_dest_rd_atomic") != std::string::npos);
+  a.max_dest_rd_atomic = 8;
+  REQUIRE(conduit_modify_qp(qp, &a, rtr | CONDUIT_QP_MAX_DEST_RD_ATOMIC) == 0);
+  a = {};
+  a.state = CONDUIT_QPS_RTS;
+  a.timeout = 14;
+  a.retry_cnt = 7;
+  a.rnr_retry = 7;
+  a.max_rd_atomic = 2;
+  REQUIRE(conduit_modify_qp(qp, &a,
+                            CONDUIT_QP_STATE | CONDUIT_QP_SQ_PSN | CONDUIT_QP_TIMEOUT |
+                                CONDUIT_QP_RETRY_CNT | CONDUIT_QP_RNR_RETRY |
+                                CONDUIT_QP_MAX_QP_RD_ATOMIC) == 0);
+  REQUIRE(conduit_query_qp(qp, &a) == 0);
+  CHECK(a.state == CONDUIT_QPS_RTS);
+  CHECK(a.max_rd_atomic == 2);
+  CHECK(a.max_dest_rd_atomic == 8);
+  // The engine got both depths with their transitions.
+  CHECK(eventually(
+      [&] {
+        int seen = 0;
+        for (const auto& cmd : d.engine->commands()) {
+          if (cmd.op != control::EngineOp::kModifyQp) continue;
+          if ((cmd.attr.mask & proto::kAttrMaxDestRdAtomic) && cmd.attr.max_dest_rd_atomic == 8) {
+            ++seen;
+          }
+          if ((cmd.attr.mask & proto::kAttrMaxRdAtomic) && cmd.attr.max_rd_atomic == 2) ++seen;
+        }
+        return seen == 2;
+      },
+      1s));
+  CHECK(conduit_destroy_qp(qp) == 0);
+  CHECK(conduit_destroy_cq(cq) == 0);
+  CHECK(conduit_close(ctx) == 0);
+}
+
 TEST_CASE("open, register, create, connect, query, destroy", "[lib][control]") {
   Daemon d;
   conduit_context* ctx = open_ctx(d.path);
