@@ -1149,6 +1149,74 @@ TEST_CASE("engine: the connection manager connects two QPs over the wire, then S
   CHECK(find_cm(ev_b, proto::CmEventKind::kDisconnected)->cm.qpn == f.b.qpn);
 }
 
+TEST_CASE("engine: QPs created after a reload connect with its transport defaults",
+          "[engine][cm][policy]") {
+  Fixture f(Fixture::Options{.connect_qps = false});
+  REQUIRE(run_until(
+              f.a, f.b, [] { return false; }, 50) == false);  // apply commands
+  expect_acks_ok(f.a);
+  expect_acks_ok(f.b);
+  // Both daemons reload: path MTU 2048 and selective repeat for every connection. The QPs
+  // made before keep theirs; new ones (same slot, new QPNs) get the new defaults.
+  for (Host* h : {&f.a, &f.b}) {
+    engine::PolicyUpdate u;
+    u.classes.push_back(class_spec("default", 26, wire::kEcnEct0, cc::ControllerKind::kNone));
+    u.qp_defaults.reset_attr.pmtu_bytes = 2048;
+    u.offer_selective_repeat = true;
+    REQUIRE(set_policy(f, *h, &u) == 0);
+    control::EngineCommand c;
+    c.op = control::EngineOp::kRemoveQp;
+    c.qpn = h->qpn;
+    h->submit(c);
+    h->qpn += 0x100;
+    c = {};
+    c.op = control::EngineOp::kAddQp;
+    c.qpn = h->qpn;
+    c.qp_slot = 0;
+    h->submit(c);
+  }
+  std::vector<control::EngineEvent> ev_a, ev_b;
+  auto pump = [&](auto pred) {
+    return run_until(f.a, f.b, [&] {
+      take_events(f.a, ev_a);
+      take_events(f.b, ev_b);
+      return pred();
+    });
+  };
+  control::EngineCommand listen;
+  listen.op = control::EngineOp::kCmListen;
+  listen.cm.service = 6;
+  f.b.submit(listen);
+  // Neither side names an MTU or asks for selective repeat.
+  auto conn = cm_cmd(control::EngineOp::kCmConnect, f.a.qpn, 0, false, "req");
+  conn.cm.peer_ip = f.addr_b.value;
+  conn.cm.service = 6;
+  f.a.submit(conn);
+  REQUIRE(pump([&] { return find_cm(ev_b, proto::CmEventKind::kRequest) != nullptr; }));
+  const control::CmEventInfo req = find_cm(ev_b, proto::CmEventKind::kRequest)->cm;
+  CHECK(req.pmtu_bytes == 2048);
+  CHECK(req.flags == proto::kCmFlagSelectiveRepeat);
+  auto accept = cm_cmd(control::EngineOp::kCmAccept, f.b.qpn, 0, false, "rep");
+  accept.cm.conn = req.conn;
+  f.b.submit(accept);
+  REQUIRE(pump([&] {
+    return find_cm(ev_a, proto::CmEventKind::kEstablished) != nullptr &&
+           find_cm(ev_b, proto::CmEventKind::kEstablished) != nullptr;
+  }));
+  const control::CmEventInfo ea = find_cm(ev_a, proto::CmEventKind::kEstablished)->cm;
+  CHECK(ea.qpn == f.a.qpn);
+  CHECK(ea.pmtu_bytes == 2048);
+  CHECK(ea.flags == proto::kCmFlagSelectiveRepeat);
+  CHECK(find_cm(ev_b, proto::CmEventKind::kEstablished)->cm.pmtu_bytes == 2048);
+  // And a SEND crosses it.
+  std::memcpy(f.a.arena(), "new defaults", 13);
+  post_recv(f.b, 1, 0, 64);
+  post_send(f.a, 2, CONDUIT_SHM_WR_SEND, 0, 13);
+  conduit_shm_cqe cqe = wait_cqe(f, f.b);
+  CHECK(cqe.status == CONDUIT_SHM_WC_SUCCESS);
+  CHECK(std::memcmp(f.b.arena(), "new defaults", 13) == 0);
+}
+
 TEST_CASE("engine: a connect to a service nobody listens on is rejected with the reason",
           "[engine][cm]") {
   Fixture f(Fixture::Options{.connect_qps = false});
