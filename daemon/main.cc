@@ -160,19 +160,27 @@ struct PolicyState {
     }
     auto next = std::make_shared<const Policy>(std::move(*r.policy));
     const auto restart = conduit::policy::restart_required_changes(*started, *next);
+    // The engine's sections first: the one part that can refuse a valid file (it does not
+    // fit the running port, or the engine finds it invalid). Then nothing else changes.
+    std::string engine_note;
+    const int erc = update_engine(next, engine_note);
+    if (erc < 0 && erc != -ETIMEDOUT) {
+      message = "policy " + path + " is not applied: " + engine_note + "; the running policy stays";
+      spdlog::error("{}", message);
+      return erc;
+    }
     running = next;
     spdlog::set_level(to_spdlog(running->daemon.log_level));
     if (server != nullptr) server->update(server_config(*running), control_limits(*running));
     if (engine != nullptr) {
       engine->set_idle_mode(conduit::engine::idle_mode_from_policy(running->daemon.idle_mode));
     }
-    message = "policy reloaded from " + path;
-    const bool engine_ok = update_engine(message);
+    message = "policy reloaded from " + path + engine_note;
     if (!restart.empty()) {
       message += "; these changes take effect after a restart:";
       for (const auto& k : restart) message += " " + k;
     }
-    if (engine_ok) {
+    if (erc == 0) {
       spdlog::info("{}", message);
     } else {
       spdlog::warn("{}", message);
@@ -180,24 +188,25 @@ struct PolicyState {
     return 0;
   }
 
-  // Gives the engine the running policy's classes, CNP settings and transport
-  // defaults if they differ from what it runs; says what happened in `message`.
-  // False when the engine did not take them.
-  bool update_engine(std::string& message) {
-    const Policy& next = *running;
+  // Gives the engine next's classes, CNP settings and transport defaults if they differ
+  // from what it runs. 0 (taken, or nothing to take; `note` says which QPs took them),
+  // -ETIMEDOUT (sent, not answered: the engine takes them when it runs again; `note` says
+  // so), or another error: nothing was changed (`note` says why).
+  int update_engine(const std::shared_ptr<const Policy>& next_policy, std::string& note) {
+    const Policy& next = *next_policy;
     const Policy& was = *engine_policy;
     if (engine == nullptr || server == nullptr ||
         (was.traffic_classes == next.traffic_classes && was.cnp == next.cnp &&
          was.transport == next.transport)) {
-      return true;
+      return 0;
     }
     // The loader checked transport.pmtu against the file's port.mtu; the port runs with
     // the MTU it started with until a restart.
     if (next.transport.pmtu_bytes + conduit::policy::kRoceOverheadBytes > started->port.mtu_bytes) {
-      message += "; traffic_classes, cnp and transport are NOT applied: transport.pmtu " +
-                 std::to_string(next.transport.pmtu_bytes) + " does not fit the running port.mtu " +
-                 std::to_string(started->port.mtu_bytes) + " (restart to change the MTU)";
-      return false;
+      note = "transport.pmtu " + std::to_string(next.transport.pmtu_bytes) +
+             " does not fit the running port.mtu " + std::to_string(started->port.mtu_bytes) +
+             " (port.mtu changes take effect after a restart)";
+      return -EINVAL;
     }
     auto update = std::make_shared<conduit::engine::PolicyUpdate>(
         conduit::engine::engine_policy_update(next));
@@ -205,25 +214,29 @@ struct PolicyState {
     for (const auto& tc : next.traffic_classes) names.push_back(tc.name);
     std::string why;
     const int rc = server->set_engine_policy(update, names, kEngineUpdateWaitMs, why);
-    if (rc < 0) {
-      message += "; traffic_classes, cnp and transport are NOT applied (" + why +
-                 "): the engine runs the earlier ones";
-      return false;
+    if (rc == -ETIMEDOUT) {
+      note = "; traffic_classes, cnp and transport are NOT applied yet (" + why +
+             "): the engine runs the earlier ones until then";
+      return rc;
     }
-    engine_policy = running;
-    message += "; traffic_classes, cnp and transport applied (" + std::to_string(update->qps) +
-               " QP(s) took the new classes";
+    if (rc < 0) {
+      note = "traffic_classes, cnp and transport: " + why;
+      return rc;
+    }
+    engine_policy = next_policy;
+    note = "; traffic_classes, cnp and transport applied (" + std::to_string(update->qps) +
+           " QP(s) took the new classes";
     if (update->qps_to_default != 0) {
-      message += ", " + std::to_string(update->qps_to_default) +
-                 " of them moved to the default class '" + next.default_class().name +
-                 "' because theirs is gone";
+      note += ", " + std::to_string(update->qps_to_default) +
+              " of them moved to the default class '" + next.default_class().name +
+              "' because theirs is gone";
     }
     if (update->qps_new_controller != 0) {
-      message += ", " + std::to_string(update->qps_new_controller) +
-                 " changed congestion control algorithm (their rate starts afresh)";
+      note += ", " + std::to_string(update->qps_new_controller) +
+              " changed congestion control algorithm (their rate starts afresh)";
     }
-    message += "; transport defaults apply to QPs created from now on)";
-    return true;
+    note += "; transport defaults apply to QPs created from now on)";
+    return 0;
   }
   static constexpr uint32_t kEngineUpdateWaitMs = 2000;
 };

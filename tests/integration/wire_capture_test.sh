@@ -63,11 +63,12 @@ drop_config r tob egress 10000 4791
 tcbpf_attach r toa egress "$red_obj"
 red_ecn_config r toa 50000000 10000 40000 500000 200000
 
-# -U: write each packet at once, so that stopping tcpdump loses nothing; -s 0: whole frames.
+# --immediate-mode -U: take and write each packet at once, so that stopping tcpdump loses
+# nothing (libpcap otherwise hands over a buffer block at a time); -s 0: whole frames.
 tcpdump_pid=""
 for h in a b; do
-  ip netns exec "$(netns_name r)" tcpdump -i "to$h" -Q out -s 0 -U -n -w "$work/$h.pcap" \
-    'udp port 4791' 2>"$work/tcpdump-$h.err" &
+  ip netns exec "$(netns_name r)" tcpdump -i "to$h" -Q out -s 0 --immediate-mode -U -n \
+    -w "$work/$h.pcap" 'udp port 4791' 2>"$work/tcpdump-$h.err" &
   tcpdump_pid+=" $!"
 done
 for h in a b; do
