@@ -398,6 +398,8 @@ void Session::connect(QpSide& q, uint32_t mtu_bytes) {
   ca.min_rnr_timer = 12;
   // As perftest: our READs in flight are the peer's out_reads (its responder's depth).
   ca.max_rd_atomic = static_cast<uint8_t>(std::clamp<uint32_t>(peer.out_reads, 1, 16));
+  // And the depth we advertised as out_reads is what our responder holds.
+  ca.max_dest_rd_atomic = static_cast<uint8_t>(kConduitReadResponderDepth);
   const int rc = conduit_connect_qp(q.qp, &ca);
   if (rc < 0) fail(std::string("conduit_connect_qp: ") + conduit_strerror(rc));
 }

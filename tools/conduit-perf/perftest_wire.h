@@ -48,12 +48,12 @@ inline constexpr size_t kPerftestReportFields = 5;
 inline constexpr const char* kPerftestVersion = "6.06";
 inline constexpr uint32_t kPerftestCycleBufferBytes = 4096;
 inline constexpr uint32_t kPerftestCacheLineBytes = 64;
-// The out_reads we advertise: perftest makes it the peer QP's max_rd_atomic, so it must not
-// exceed what conduitd's responder holds per QP (libconduit cannot change it). More READs in
-// flight get NAK-invalid-request and fail the QP (seen with rxe's ib_read_bw when we advertised
-// 16 while conduitd's responders held 4). They hold transport::kMaxReadDepth (16) now; 4 stays
-// what the interop tests were run with. tests/unit/perf checks the bound.
-inline constexpr uint16_t kConduitReadResponderDepth = 4;
+// The out_reads we advertise: perftest makes it the peer QP's max_rd_atomic, so our QPs'
+// responders are given exactly this depth (max_dest_rd_atomic at connect). More READs in flight
+// get NAK-invalid-request and fail the QP (seen with rxe's ib_read_bw when we advertised 16
+// while conduitd's responders held 4, before libconduit could set the depth).
+// tests/unit/perf checks it against the transport's maximum.
+inline constexpr uint16_t kConduitReadResponderDepth = 16;
 
 using PerftestVersion = std::array<uint8_t, kPerftestVersionBytes>;
 using PerftestRecord = std::array<uint8_t, kPerftestRecordBytes>;
