@@ -301,6 +301,7 @@ int run(const std::string& config_path) {
   hooks.class_exists = [&state](const std::string& name) {
     return state.engine_policy->find_class(name) != nullptr;
   };
+  hooks.default_class = [&state] { return state.engine_policy->default_class().name; };
   // Data plane first: EAL, the port, the engine and its command channel.
   std::unique_ptr<conduit::dpdk::Eal> eal;
   std::unique_ptr<conduit::dpdk::Port> port;

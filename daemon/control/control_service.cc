@@ -580,6 +580,8 @@ ControlService::Outcome ControlService::list_qps(const proto::ListQpsRequest& r,
     s.dest_qpn = q->second.attrs.attr.dest_qpn;
     s.dgid = q->second.attrs.attr.dgid;
     s.traffic_class = q->second.traffic_class;
+    // A QP created without a class is in the default class: name it (a reload may rename it).
+    if (s.traffic_class.empty() && hooks_.default_class) s.traffic_class = hooks_.default_class();
     rep.qps.push_back(s);
   }
   return ok(MsgType::kListQps, seq, rep);

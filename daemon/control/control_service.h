@@ -63,6 +63,7 @@ struct ServiceHooks {
   std::function<std::string()> policy_text;                     // kPolicyShow
   std::function<int(std::string& message)> reload_policy;       // kPolicyReload: 0 or -errno
   std::function<bool(const std::string&)> class_exists;         // kCreateQp traffic class check
+  std::function<std::string()> default_class;                   // kListQps: the default's name
   std::function<std::vector<proto::Counter>()> extra_counters;  // appended to kStats
 };
 

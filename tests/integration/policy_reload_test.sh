@@ -7,7 +7,7 @@
 #     (its own, "default", is gone), nothing waiting for a restart;
 #   - tcpdump in b sees a's RoCE frames marked DSCP 26 / ECT(0) first and DSCP 10 / ECT(1)
 #     from some point on, never the old marking after the new one (one QP: one FIFO);
-#   - conduitctl qps on a shows the running QP paced at the new class's 300 Mbit/s;
+#   - conduitctl qps on a shows the running QP in "gold", paced at its 300 Mbit/s;
 #   - the write_bw finishes without error, and a QP naming the added class "bulk" can be
 #     created at once (write_bw -T bulk --check);
 #   - a reload whose transport.pmtu does not fit the running port.mtu is refused as a whole
@@ -75,7 +75,8 @@ import json, sys
 qps = json.loads(sys.argv[1])
 qps = qps["qps"] if isinstance(qps, dict) else qps
 print("a's QPs:", [(q["qpn"], q["class"], q["rate_bps"]) for q in qps])
-sys.exit(0 if len(qps) == 1 and qps[0]["rate_bps"] == 300_000_000 else 1)
+sys.exit(0 if len(qps) == 1 and qps[0]["rate_bps"] == 300_000_000 and qps[0]["class"] == "gold"
+         else 1)
 PY
 crc=0
 wait "$cpid" || crc=$?
