@@ -125,12 +125,11 @@ class ControlService {
 
   // A policy reload's engine sections (EngineOp::kSetPolicy; `policy` stays
   // alive here until the engine acks, also past a timeout). Waits up to
-  // timeout_ms. class_names: the new policy's classes, default_class its
-  // default: once the engine took them, this service's record of each QP
-  // whose class is gone says the default class ("", as for a QP created
-  // without one). 0, or -EBUSY (an earlier update is still in flight),
-  // -ETIMEDOUT (the engine takes it when it runs again), -EINVAL (refused:
-  // nothing changed), -EOPNOTSUPP (no engine); `why` says it for the operator.
+  // timeout_ms. class_names: the new policy's classes; once the engine took
+  // them, this service's record of each QP whose class is gone says the
+  // default class ("", as for a QP created without one). 0, or -EBUSY (an earlier update is still
+  // in flight), -ETIMEDOUT (the engine takes it when it runs again), -EINVAL (refused: nothing
+  // changed), -EOPNOTSUPP (no engine); `why` says it for the operator.
   int set_engine_policy(std::shared_ptr<engine::PolicyUpdate> policy,
                         const std::vector<std::string>& class_names, uint32_t timeout_ms,
                         std::string& why);

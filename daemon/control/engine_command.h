@@ -51,6 +51,17 @@
 //                  The control thread owns `*snapshot` and reads it only after
 //                  the ack (the event ring's release/acquire orders the
 //                  writes); it keeps at most one kSnapshot in flight.
+//   kSetPolicy     a policy reload's engine sections in `*policy` (traffic
+//                  classes, CNP settings, new QPs' transport defaults), built
+//                  by the control thread (engine/engine_config.h). The engine
+//                  checks all of it, then applies all of it, or none (-EINVAL).
+//                  It swaps its own tables with the ones in `*policy`, so the
+//                  old tables come back there for the control thread to free,
+//                  and writes the counts of QPs it moved. The control thread
+//                  owns `*policy`, keeps at most one kSetPolicy in flight and
+//                  reads it only after the ack; as for kSnapshot, the command
+//                  ring's release/acquire publishes its writes to the engine
+//                  and the event ring's the engine's writes back to it.
 //
 // Events (engine -> control).
 //   kAck           command `cookie` done; `status` 0 or negative errno.
