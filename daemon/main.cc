@@ -38,6 +38,7 @@
 #include "policy/loader.h"
 #include "policy/policy_diff.h"
 #include "policy/policy_dump.h"
+#include "policy/units.h"
 #include "telemetry/sd_notifier.h"
 #include "telemetry/watchdog_gate.h"
 
@@ -354,12 +355,19 @@ int run(const std::string& config_path) {
       spdlog::warn("port {} has no MAC address; using {}", port->name(), mac.to_string());
     }
     const auto link = port->wait_for_link(2000);
-    engine = std::make_unique<conduit::engine::Engine>(
-        conduit::engine::engine_config_from_policy(p, mac, uint64_t{link.speed_mbps} * 1'000'000),
-        *port, *channel);
+    auto engine_config =
+        conduit::engine::engine_config_from_policy(p, mac, uint64_t{link.speed_mbps} * 1'000'000);
+    const uint64_t line_rate_bps = engine_config.line_rate_bps;
+    engine = std::make_unique<conduit::engine::Engine>(std::move(engine_config), *port, *channel);
     spdlog::info("port {} ({}) mac {} link {} {} Mb/s, address {}", port->name(), port->driver(),
                  mac.to_string(), link.up ? "up" : "down", link.speed_mbps,
                  conduit::net::Ipv4Addr{p.port.address.value}.to_string());
+    spdlog::info("line rate {} ({}): congestion control starts each QP there and never exceeds it",
+                 conduit::policy::format_rate(line_rate_bps),
+                 p.port.line_rate_bps ? "port.line_rate"
+                 : link.speed_mbps != 0
+                     ? "the port's reported speed; port.line_rate overrides it"
+                     : "the port reports no speed, 10 Gbit/s assumed; port.line_rate overrides it");
     spdlog::info("port {}: {}", port->name(),
                  port->rx_wait_fds().empty()
                      ? "no RX wake-up: an idle engine polls it on a timer"

@@ -52,7 +52,7 @@ IdleMode idle_mode_from_policy(policy::IdleMode m) {
 }
 
 EngineConfig engine_config_from_policy(const policy::Policy& p, net::MacAddr mac,
-                                       uint64_t line_rate_bps) {
+                                       uint64_t port_speed_bps) {
   EngineConfig c;
   c.net.mac = mac;
   c.net.addr = net::Ipv4Addr{p.port.address.value};
@@ -64,7 +64,10 @@ EngineConfig engine_config_from_policy(const policy::Policy& p, net::MacAddr mac
   }
   c.roce_udp_port = p.port.roce_udp_port;
   c.cm_udp_port = p.port.cm_udp_port;
-  c.line_rate_bps = line_rate_bps != 0 ? line_rate_bps : 10'000'000'000ull;
+  // port.line_rate wins over the speed the port reports (a veth says 10 Gbit/s whatever it
+  // carries); a port that reports none is taken for 10 Gbit/s.
+  c.line_rate_bps =
+      p.port.line_rate_bps.value_or(port_speed_bps != 0 ? port_speed_bps : 10'000'000'000ull);
 
   // The default class goes first: QPs that name no known class land there.
   std::vector<const policy::TrafficClass*> order;
@@ -105,8 +108,8 @@ EngineConfig engine_config_from_policy(const policy::Policy& p, net::MacAddr mac
   // As requester the policy's depth (at most the transport's); as responder always the
   // transport's maximum: the connection manager does not negotiate READ depths, so a peer
   // daemon whose policy allows more READs than ours is still served, never NAKed.
-  a.max_rd_atomic =
-      static_cast<uint8_t>(std::min<uint32_t>(t.max_outstanding_reads, transport::kMaxReadDepth));
+  static_assert(policy::kMaxOutstandingReads == transport::kMaxReadDepth);
+  a.max_rd_atomic = static_cast<uint8_t>(t.max_outstanding_reads);
   a.max_dest_rd_atomic = static_cast<uint8_t>(transport::kMaxReadDepth);
   c.offer_selective_repeat = t.loss_recovery == policy::LossRecovery::kSelective;
   c.idle_mode = idle_mode_from_policy(p.daemon.idle_mode);

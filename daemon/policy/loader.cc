@@ -322,6 +322,9 @@ void parse_port(ErrorSink& s, const Field& f, PortSection& p, Marks& marks) {
     marks.port_mtu = v->mark;
     assign(p.mtu_bytes, detail::read_uint(s, *v, 576, 9216));
   }
+  if (auto v = r.take("line_rate")) {
+    if (auto rate = detail::read_rate_bps(s, *v, 1'000'000, kMaxRateBps)) p.line_rate_bps = rate;
+  }
   std::optional<Field> roce_port_field = r.take("roce_udp_port");
   if (roce_port_field) assign(p.roce_udp_port, detail::read_uint(s, *roce_port_field, 1, 65535));
   if (auto v = r.take("cm_udp_port")) {
@@ -640,7 +643,7 @@ void parse_transport(ErrorSink& s, const Field& f, TransportSection& t, Marks& m
     assign(t.bdp_cap_bytes, detail::read_size_bytes(s, *v, 0, 1ull << 30));
   }
   if (auto v = r.take("max_outstanding_reads")) {
-    assign(t.max_outstanding_reads, detail::read_uint(s, *v, 1, 255));
+    assign(t.max_outstanding_reads, detail::read_uint(s, *v, 1, kMaxOutstandingReads));
   }
   r.finish();
 }
@@ -751,7 +754,7 @@ void check_across_sections(ErrorSink& s, const Policy& p, const Marks& marks) {
     s.add(marks.bdp_cap.value_or(marks.root), "transport.bdp_cap: " + format_size(t.bdp_cap_bytes) +
                                                   " is below one packet (transport.pmtu " +
                                                   std::to_string(t.pmtu_bytes) +
-                                                  "); use 0 for no cap");
+                                                  "); use 0 for the transport's default (128KiB)");
   }
 }
 

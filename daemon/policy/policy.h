@@ -67,6 +67,9 @@ struct PortSection {
   std::optional<Ipv4Address> gateway;  // inside address/prefix_len when set
   std::vector<Neighbour> neighbours;   // static ARP entries, file order, unique ip
   uint32_t mtu_bytes = 1500;           // IP MTU, 576..9216
+  // The rate a QP's congestion control starts at and never exceeds (DCQCN's line rate,
+  // `none`'s rate). Unset: the speed the port reports (10 Gbit/s when it reports none).
+  std::optional<uint64_t> line_rate_bps;  // 1 Mbit/s..1 Tbit/s when set
   uint16_t roce_udp_port = 4791;
   uint16_t cm_udp_port = 4792;     // native connection manager; != roce_udp_port
   uint32_t rx_descriptors = 1024;  // RX ring of the port's one queue (the driver may round it)
@@ -147,6 +150,9 @@ enum class LossRecovery { kGoBackN, kSelective };
 // payload (RDMA WRITE only with immediate). port.mtu >= transport.pmtu + this.
 inline constexpr uint32_t kRoceOverheadBytes = 64;
 
+// The most RDMA READs a QP can have in flight (the transport's read table; mlx5's limit too).
+inline constexpr uint32_t kMaxOutstandingReads = 16;
+
 struct TransportSection {
   uint32_t pmtu_bytes = 1024;      // 256, 512, 1024, 2048 or 4096
   uint32_t timeout_exponent = 14;  // local ACK timeout 4.096 us * 2^t; 0 = no timer; 0..31
@@ -156,7 +162,7 @@ struct TransportSection {
   uint32_t ack_frequency = 64;     // AckReq at least every N packets, 1..1024
   LossRecovery loss_recovery = LossRecovery::kGoBackN;
   uint64_t bdp_cap_bytes = 0;           // outstanding bytes per QP; 0 = no cap
-  uint32_t max_outstanding_reads = 16;  // RDMA READ/atomic requests in flight per QP, 1..255
+  uint32_t max_outstanding_reads = 16;  // READ requests in flight per QP, 1..kMaxOutstandingReads
   bool operator==(const TransportSection&) const = default;
 
   // 4096 ns * 2^timeout_exponent; 0 when the timer is off.

@@ -136,6 +136,9 @@ std::string to_yaml(const Policy& p) {
   }
   out << YAML::EndMap;
   out << YAML::Key << "mtu" << YAML::Value << port.mtu_bytes;
+  if (port.line_rate_bps) {
+    out << YAML::Key << "line_rate" << YAML::Value << format_rate(*port.line_rate_bps);
+  }
   out << YAML::Key << "roce_udp_port" << YAML::Value << port.roce_udp_port;
   out << YAML::Key << "cm_udp_port" << YAML::Value << port.cm_udp_port;
   out << YAML::Key << "rx_descriptors" << YAML::Value << port.rx_descriptors;

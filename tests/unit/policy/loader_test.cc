@@ -106,6 +106,7 @@ TEST_CASE("every section is read into its typed field") {
       "  neighbours:\n"
       "    10.1.9.9: 02-AA-bb-00-00-01\n"
       "  mtu: 9000\n"
+      "  line_rate: 100gbit\n"
       "  roce_udp_port: 4791\n"
       "  cm_udp_port: 5000\n"
       "  rx_descriptors: 4096\n"
@@ -126,7 +127,7 @@ TEST_CASE("every section is read into its typed field") {
       "  ack_frequency: 16\n"
       "  loss_recovery: selective\n"
       "  bdp_cap: 128KiB\n"
-      "  max_outstanding_reads: 64\n"
+      "  max_outstanding_reads: 8\n"
       "clients:\n"
       "  allowed_uids: [0, 1000]\n"
       "  allowed_gids: 2000\n"
@@ -151,6 +152,7 @@ TEST_CASE("every section is read into its typed field") {
   CHECK(p.port.neighbours[0].ip == Ipv4Address{0x0A010909});
   CHECK(p.port.neighbours[0].mac == MacAddress{{0x02, 0xAA, 0xBB, 0, 0, 1}});
   CHECK(p.port.mtu_bytes == 9000);
+  CHECK(p.port.line_rate_bps == 100'000'000'000ull);
   CHECK(p.port.cm_udp_port == 5000);
   CHECK(p.port.rx_descriptors == 4096);
   CHECK(p.port.tx_descriptors == 512);
@@ -179,7 +181,7 @@ TEST_CASE("every section is read into its typed field") {
   CHECK(p.transport.ack_frequency == 16);
   CHECK(p.transport.loss_recovery == LossRecovery::kSelective);
   CHECK(p.transport.bdp_cap_bytes == 128 * 1024);
-  CHECK(p.transport.max_outstanding_reads == 64);
+  CHECK(p.transport.max_outstanding_reads == 8);
   CHECK(p.clients.allowed_uids == std::vector<uint32_t>{0, 1000});
   CHECK(p.clients.allowed_gids == std::vector<uint32_t>{2000});
   REQUIRE(p.clients.allowed_peers.size() == 2);

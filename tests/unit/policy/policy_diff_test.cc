@@ -47,4 +47,7 @@ TEST_CASE("restart_required_changes: classes, CNPs and transport defaults apply 
   // Next to a port change, only the port is named.
   b.port.mtu_bytes = 9000;
   CHECK(restart_required_changes(a, b) == std::vector<std::string>{"port.mtu"});
+  b = a;
+  b.port.line_rate_bps = 40'000'000'000ull;
+  CHECK(restart_required_changes(a, b) == std::vector<std::string>{"port.line_rate"});
 }

@@ -253,6 +253,12 @@ TEST_CASE("port addresses, neighbours and UDP ports are checked") {
   CHECK(errors_of(dev + "  address: 198.18.0.1/24\n  mbufs: 2047\n  rx_descriptors: 1024\n") ==
         Errors{"t.yaml:4:10: port.mbufs: 2047 cannot fill the RX and TX rings (1024 + 1024 "
                "descriptors); raise mbufs or lower the ring sizes"});
+  CHECK(errors_of(dev + "  address: 198.18.0.1/24\n  line_rate: 100kbit\n") ==
+        Errors{"t.yaml:4:14: port.line_rate: '100kbit' is out of range 1mbit..1tbit"});
+  CHECK(errors_of(dev + "  address: 198.18.0.1/24\n  line_rate: 2tbit\n") ==
+        Errors{"t.yaml:4:14: port.line_rate: '2tbit' is out of range 1mbit..1tbit"});
+  CHECK(errors_of(dev + "  address: 198.18.0.1/24\n  line_rate: fast\n") ==
+        Errors{"t.yaml:4:14: port.line_rate: expected a rate such as 25gbit, got 'fast'"});
   CHECK(errors_of(dev + "  address: 198.18.0.1/24\n  tx_descriptors: 32\n") ==
         Errors{"t.yaml:4:19: port.tx_descriptors: 32 is out of range 64..16384"});
   CHECK(errors_of(dev + "  address: 198.18.0.1/24\n  cm_udp_port: 4791\n") ==
@@ -276,7 +282,9 @@ TEST_CASE("daemon, transport and clients cross-checks") {
         Errors{"t.yaml:4:18: daemon.lcores: needs at least one lcore"});
   CHECK(errors_of(std::string(kPort) + "transport: {bdp_cap: 100}\n") ==
         Errors{"t.yaml:4:22: transport.bdp_cap: 100B is below one packet (transport.pmtu "
-               "1024); use 0 for no cap"});
+               "1024); use 0 for the transport's default (128KiB)"});
+  CHECK(errors_of(std::string(kPort) + "transport: {max_outstanding_reads: 17}\n") ==
+        Errors{"t.yaml:4:36: transport.max_outstanding_reads: 17 is out of range 1..16"});
   CHECK(errors_of(std::string(kPort) +
                   "clients:\n  quotas: {max_registered_memory: 1GiB, max_region_size: 2GiB}\n") ==
         Errors{"t.yaml:5:58: clients.quotas: max_region_size 2GiB is above "

@@ -1,0 +1,48 @@
+// engine_config_from_policy: what the engine is built with, from the policy and the port.
+#include "engine/engine_config.h"
+
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "policy/loader.h"
+
+namespace conduit {
+namespace {
+
+policy::Policy load(const std::string& port_extra, const std::string& transport = "") {
+  const std::string text = "version: 1\nport:\n  device: net_null0\n  address: 198.18.0.1/24\n" +
+                           port_extra + (transport.empty() ? "" : "transport:\n" + transport);
+  policy::LoadResult r = policy::load_policy_string(text, "t.yaml");
+  INFO(r.error_text());
+  REQUIRE(r.ok());
+  return *r.policy;
+}
+
+TEST_CASE("engine config: port.line_rate wins over the port's speed; 10 Gbit/s without either",
+          "[engine][policy]") {
+  const policy::Policy plain = load("");
+  CHECK(engine::engine_config_from_policy(plain, {}, 25'000'000'000ull).line_rate_bps ==
+        25'000'000'000ull);
+  CHECK(engine::engine_config_from_policy(plain, {}, 0).line_rate_bps == 10'000'000'000ull);
+  const policy::Policy set = load("  line_rate: 100gbit\n");
+  CHECK(engine::engine_config_from_policy(set, {}, 10'000'000'000ull).line_rate_bps ==
+        100'000'000'000ull);
+  CHECK(engine::engine_config_from_policy(set, {}, 0).line_rate_bps == 100'000'000'000ull);
+  const policy::Policy slow = load("  line_rate: 2.5gbit\n");
+  CHECK(engine::engine_config_from_policy(slow, {}, 100'000'000'000ull).line_rate_bps ==
+        2'500'000'000ull);
+}
+
+TEST_CASE("engine config: READ depths: the policy's as requester, the transport's as responder",
+          "[engine][policy]") {
+  const policy::Policy p = load("", "  max_outstanding_reads: 4\n");
+  const engine::EngineConfig c = engine::engine_config_from_policy(p, {}, 0);
+  CHECK(c.qp_defaults.reset_attr.max_rd_atomic == 4);
+  CHECK(c.qp_defaults.reset_attr.max_dest_rd_atomic == transport::kMaxReadDepth);
+  const policy::Policy d = load("");
+  CHECK(engine::engine_config_from_policy(d, {}, 0).qp_defaults.reset_attr.max_rd_atomic ==
+        transport::kMaxReadDepth);
+}
+
+}  // namespace
+}  // namespace conduit
