@@ -3,7 +3,8 @@
 # netns.sh (and netns_init); used by scripts/demo and tests/integration/daemon_*.
 #
 #   conduitd_config FILE SOCKET DEVICE ADDR/PREFIX LCORE FILE_PREFIX [MTU [PMTU]]
-#                                   write a policy for one daemon (on-link peers, no gateway)
+#                                   write a policy for one daemon (on-link peers, no gateway;
+#                                   \$CONDUITD_LINE_RATE, when set, is its port.line_rate)
 #   conduitd_start HOST CONFIG LOG  start conduitd in HOST; waits until its socket answers
 #   conduitd_stop HOST              SIGTERM (then SIGKILL after 5 s) the daemon started in HOST
 #   conduitd_pid HOST               its PID (empty if none)
@@ -59,6 +60,7 @@ port:
              "--file-prefix=$prefix", "-l", "$lcore"]
   address: $addr
   mtu: $mtu
+${CONDUITD_LINE_RATE:+  line_rate: $CONDUITD_LINE_RATE}
 transport:
   pmtu: $pmtu
   timeout: 14
