@@ -144,8 +144,8 @@ struct PolicyState {
   // such key that differs).
   std::shared_ptr<const Policy> started;
   // The policy whose traffic classes, CNP settings and transport defaults the
-  // engine runs: the last one it took (a reload the engine refused or did not
-  // answer in time leaves the one before).
+  // engine runs: the last one it took (a reload the engine refused leaves the one
+  // before; one it answered only after the wait becomes it when the answer comes).
   std::shared_ptr<const Policy> engine_policy;
   ControlServer* server = nullptr;
   conduit::engine::Engine* engine = nullptr;
@@ -195,7 +195,10 @@ struct PolicyState {
   // so), or another error: nothing was changed (`note` says why).
   int update_engine(const std::shared_ptr<const Policy>& next_policy, std::string& note) {
     const Policy& next = *next_policy;
-    const Policy& was = *engine_policy;
+    // A copy: a late ack of an earlier update (handled while this one waits) replaces
+    // engine_policy.
+    const std::shared_ptr<const Policy> was_policy = engine_policy;
+    const Policy& was = *was_policy;
     if (engine == nullptr || server == nullptr ||
         (was.traffic_classes == next.traffic_classes && was.cnp == next.cnp &&
          was.transport == next.transport)) {
@@ -214,7 +217,13 @@ struct PolicyState {
     std::vector<std::string> names;
     for (const auto& tc : next.traffic_classes) names.push_back(tc.name);
     std::string why;
-    const int rc = server->set_engine_policy(update, names, kEngineUpdateWaitMs, why);
+    // If the engine answers only after the wait, the daemon takes next as what the engine
+    // runs then (its classes become usable for new QPs).
+    auto late_applied = [this, next_policy] {
+      engine_policy = next_policy;
+      spdlog::info("the engine runs the reloaded traffic_classes, cnp and transport now");
+    };
+    const int rc = server->set_engine_policy(update, names, kEngineUpdateWaitMs, why, late_applied);
     if (rc == -ETIMEDOUT) {
       note = "; traffic_classes, cnp and transport are NOT applied yet (" + why +
              "): the engine runs the earlier ones until then";

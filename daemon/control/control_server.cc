@@ -433,12 +433,14 @@ void ControlServer::update(const ServerConfig& access, const ControlLimits& limi
 
 int ControlServer::set_engine_policy(std::shared_ptr<engine::PolicyUpdate> policy,
                                      const std::vector<std::string>& class_names,
-                                     uint32_t timeout_ms, std::string& why) {
+                                     uint32_t timeout_ms, std::string& why,
+                                     std::function<void()> late_applied) {
   if (!impl_->io.get_executor().running_in_this_thread()) {
     why = "not on the control thread";
     return -EWOULDBLOCK;
   }
-  return impl_->service.set_engine_policy(std::move(policy), class_names, timeout_ms, why);
+  return impl_->service.set_engine_policy(std::move(policy), class_names, timeout_ms, why,
+                                          std::move(late_applied));
 }
 
 void ControlServer::post(std::function<void()> fn) { asio::post(impl_->io, std::move(fn)); }

@@ -59,7 +59,7 @@ class ControlServer {
   // (ControlService::set_engine_policy).
   int set_engine_policy(std::shared_ptr<engine::PolicyUpdate> policy,
                         const std::vector<std::string>& class_names, uint32_t timeout_ms,
-                        std::string& why);
+                        std::string& why, std::function<void()> late_applied = {});
   // Runs fn on the control thread.
   void post(std::function<void()> fn);
 

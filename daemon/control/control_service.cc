@@ -685,11 +685,20 @@ void ControlService::process_engine_events() {
         continue;
       }
       if (e.kind == EngineEventKind::kAck && e.cookie == policy_cookie_ && policy_cookie_ != 0) {
-        // A kSetPolicy ack that came after set_engine_policy stopped waiting.
         policy_cookie_ = 0;
         policy_inflight_.reset();
         if (e.cookie != awaited_cookie_) {
-          spdlog::info("control: the engine took the reloaded policy late (status {})", e.status);
+          // A kSetPolicy ack that came after set_engine_policy stopped waiting.
+          std::function<void()> late = std::move(policy_late_applied_);
+          policy_late_applied_ = {};
+          if (e.status == 0) {
+            spdlog::info("control: the engine took the reloaded policy late");
+            forget_gone_classes(policy_class_names_);
+            if (late) late();
+          } else {
+            spdlog::warn("control: the engine refused the reloaded policy late: {}",
+                         std::strerror(-e.status));
+          }
           continue;
         }
       }
@@ -876,7 +885,8 @@ void fill_args(CmArgs& a, const proto::CmQpOffer& o) {
 
 int ControlService::set_engine_policy(std::shared_ptr<engine::PolicyUpdate> policy,
                                       const std::vector<std::string>& class_names,
-                                      uint32_t timeout_ms, std::string& why) {
+                                      uint32_t timeout_ms, std::string& why,
+                                      std::function<void()> late_applied) {
   if (engine_ == nullptr) {
     why = "no engine in this daemon";
     return -EOPNOTSUPP;
@@ -890,6 +900,8 @@ int ControlService::set_engine_policy(std::shared_ptr<engine::PolicyUpdate> poli
   cmd.op = EngineOp::kSetPolicy;
   cmd.policy = policy.get();
   policy_inflight_ = std::move(policy);
+  policy_class_names_ = class_names;
+  policy_late_applied_ = std::move(late_applied);
   awaited_done_ = false;
   awaited_cookie_ = policy_cookie_ = to_engine(cmd);
   EngineEvent ack;
@@ -899,19 +911,24 @@ int ControlService::set_engine_policy(std::shared_ptr<engine::PolicyUpdate> poli
           " ms; it takes the new classes when it runs again";
     return rc;
   }
+  policy_late_applied_ = {};
   if (rc < 0) {
     why = "the engine refused them: " + std::string(std::strerror(-rc));
     return rc;
   }
+  forget_gone_classes(class_names);
+  return 0;
+}
+
+void ControlService::forget_gone_classes(const std::vector<std::string>& names) {
   for (auto& [id, c] : clients_) {
     for (auto& [qpn, qp] : c.qps) {
-      if (!qp.traffic_class.empty() && std::find(class_names.begin(), class_names.end(),
-                                                 qp.traffic_class) == class_names.end()) {
+      if (!qp.traffic_class.empty() &&
+          std::find(names.begin(), names.end(), qp.traffic_class) == names.end()) {
         qp.traffic_class.clear();
       }
     }
   }
-  return 0;
 }
 
 int ControlService::engine_call(EngineCommand cmd, uint32_t timeout_ms, EngineEvent* ack) {

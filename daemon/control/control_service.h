@@ -129,10 +129,12 @@ class ControlService {
   // them, this service's record of each QP whose class is gone says the
   // default class ("", as for a QP created without one). 0, or -EBUSY (an earlier update is still
   // in flight), -ETIMEDOUT (the engine takes it when it runs again), -EINVAL (refused: nothing
-  // changed), -EOPNOTSUPP (no engine); `why` says it for the operator.
+  // changed), -EOPNOTSUPP (no engine); `why` says it for the operator. After -ETIMEDOUT, the
+  // engine's late ack does what a timely one would (the QP records) and, if the engine took
+  // the update, calls late_applied on this thread.
   int set_engine_policy(std::shared_ptr<engine::PolicyUpdate> policy,
                         const std::vector<std::string>& class_names, uint32_t timeout_ms,
-                        std::string& why);
+                        std::string& why, std::function<void()> late_applied = {});
 
   // Resources whose release waits for an engine ack (0 when idle or no engine).
   size_t pending_releases() const { return pending_.size(); }
@@ -256,6 +258,11 @@ class ControlService {
   // kSetPolicy: the update the engine may still read, until its cookie's ack.
   std::shared_ptr<engine::PolicyUpdate> policy_inflight_;
   uint64_t policy_cookie_ = 0;
+  std::vector<std::string> policy_class_names_;  // of policy_inflight_
+  std::function<void()> policy_late_applied_;
+  // The engine took a policy whose classes are `names`: QPs whose class is gone are in the
+  // default class now.
+  void forget_gone_classes(const std::vector<std::string>& names);
   // engine_call(): the cookie waited for (0: none) and its ack once it came.
   uint64_t awaited_cookie_ = 0;
   bool awaited_done_ = false;

@@ -10,6 +10,7 @@
 #include <rte_ring.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdio>
@@ -997,6 +998,67 @@ TEST_CASE("engine: the control service's stats and QP table come from the engine
   // The rate is the engine's (DCQCN starts at the line rate), not the "-" of an empty table.
   CHECK(list.qps[0].rate_bps > 0);
   CHECK(list.qps[0].tx_bytes == 0);
+}
+
+TEST_CASE("engine: a reload the engine answers late is taken when the answer comes",
+          "[engine][policy]") {
+  need_eal();
+  Host h;
+  make_engine(h, "net_ring_late0", net::Ipv4Addr::from_octets(198, 18, 0, 9), 0x43,
+              cc::ControllerKind::kDcqcn);
+  control::ControlService svc({}, {}, h.channel.get());
+  auto poll_engine = [&] {
+    for (int i = 0; i < 200; ++i) h.engine->poll_once(engine::tsc_now_ns());
+  };
+  poll_engine();
+  svc.process_engine_events();
+  const std::vector<std::string> names{"default", "bulk"};
+  auto update = [] {
+    auto u = std::make_shared<engine::PolicyUpdate>();
+    u->classes.push_back(class_spec("default", 26, wire::kEcnEct0, cc::ControllerKind::kDcqcn));
+    u->classes.push_back(class_spec("bulk", 10, wire::kEcnEct1, cc::ControllerKind::kNone));
+    u->np.min_time_between_cnps = 4;
+    return u;
+  };
+  // The engine is not polled while the service waits: as if it were descheduled.
+  int late = 0;
+  std::string why;
+  CHECK(svc.set_engine_policy(update(), names, 20, why, [&] { ++late; }) == -ETIMEDOUT);
+  CHECK(late == 0);
+  CHECK(h.engine->counters().policy_updates == 0);
+  // A second reload while the first is in flight is refused, and its callback never runs.
+  int second = 0;
+  CHECK(svc.set_engine_policy(update(), names, 20, why, [&] { ++second; }) == -EBUSY);
+  // The engine runs again: it applies the update, and the service's next look at its
+  // events calls back once.
+  poll_engine();
+  CHECK(h.engine->counters().policy_updates == 1);
+  svc.process_engine_events();
+  CHECK(late == 1);
+  svc.process_engine_events();
+  CHECK(late == 1);
+  CHECK(second == 0);
+  // A late answer that refuses the update (no classes: invalid) calls nothing back.
+  int refused = 0;
+  CHECK(svc.set_engine_policy(std::make_shared<engine::PolicyUpdate>(), names, 20, why,
+                              [&] { ++refused; }) == -ETIMEDOUT);
+  poll_engine();
+  svc.process_engine_events();
+  CHECK(refused == 0);
+  CHECK(h.engine->counters().policy_updates == 1);
+  // A timely answer applies and calls nothing back either: the caller has the result.
+  int timely = 0;
+  std::atomic<bool> stop{false};
+  std::thread runner([&] {
+    while (!stop.load()) h.engine->poll_once(engine::tsc_now_ns());
+  });
+  const int rc = svc.set_engine_policy(update(), names, 2000, why, [&] { ++timely; });
+  stop = true;
+  runner.join();
+  CHECK(rc == 0);
+  svc.process_engine_events();
+  CHECK(timely == 0);
+  CHECK(h.engine->counters().policy_updates == 2);
 }
 
 TEST_CASE("engine: a reload's idle_mode reaches the running engine", "[engine][idle]") {
