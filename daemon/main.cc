@@ -396,6 +396,23 @@ int run(const std::string& config_path) {
             port->name());
       }
     }
+    // conduitctl status: what the engine drives (fixed until a restart) and how it idles now.
+    std::string port_line = "port " + port->name() + " (" + port->driver() + "), " +
+                            conduit::net::Ipv4Addr{p.port.address.value}.to_string() + "/" +
+                            std::to_string(p.port.prefix_len) + ", mac " + mac.to_string() +
+                            ", mtu " + std::to_string(p.port.mtu_bytes) + ", line rate " +
+                            conduit::policy::format_rate(line_rate_bps) +
+                            (p.port.line_rate_bps ? " (port.line_rate)" : " (reported)");
+    const std::string lcore =
+        p.daemon.lcores.empty() ? "" : " on lcore " + std::to_string(p.daemon.lcores.front());
+    hooks.engine_state = [&state, port_line = std::move(port_line), lcore, &port] {
+      const auto link = port->link();
+      return "running" + lcore + ", idle_mode " +
+             (state.running->daemon.idle_mode == conduit::policy::IdleMode::kSpin ? "spin"
+                                                                                  : "adaptive") +
+             "; " + port_line + ", link " + (link.up ? "up " : "down ") +
+             std::to_string(link.speed_mbps) + " Mb/s";
+    };
   } catch (const std::exception& e) {
     spdlog::critical("cannot start the data plane: {}", e.what());
     return 1;

@@ -592,9 +592,14 @@ ControlService::Outcome ControlService::status(uint32_t seq) {
   rep.version = hooks_.version;
   rep.uptime_s = (now_ns() - start_ns_) / 1'000'000'000ull;
   rep.engine_running = engine_ != nullptr ? 1 : 0;
-  rep.engine_state = engine_ != nullptr
-                         ? "engine attached"
-                         : "control plane only: no engine in this build, QPs do not move data";
+  if (engine_ == nullptr) {
+    rep.engine_state = "control plane only: no engine in this build, QPs do not move data";
+  } else {
+    rep.engine_state = hooks_.engine_state ? hooks_.engine_state() : "engine attached";
+    if (rep.engine_state.size() > proto::kMaxReasonBytes) {
+      rep.engine_state.resize(proto::kMaxReasonBytes);
+    }
+  }
   rep.clients = client_count();
   rep.qps = qp_count();
   rep.policy_path = hooks_.policy_path;

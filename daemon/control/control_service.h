@@ -58,9 +58,10 @@ struct PeerCred {
 
 // What the service needs from the rest of the daemon. Every member may be empty.
 struct ServiceHooks {
-  std::string version;                                          // for kStatus
-  std::string policy_path;                                      // for kStatus
-  std::function<std::string()> policy_text;                     // kPolicyShow
+  std::string version;                        // for kStatus
+  std::string policy_path;                    // for kStatus
+  std::function<std::string()> engine_state;  // kStatus: the engine's and port's line, if set
+  std::function<std::string()> policy_text;   // kPolicyShow
   std::function<int(std::string& message)> reload_policy;       // kPolicyReload: 0 or -errno
   std::function<bool(const std::string&)> class_exists;         // kCreateQp traffic class check
   std::function<std::string()> default_class;                   // kListQps: the default's name

@@ -7,6 +7,7 @@ and a clean SIGTERM exit.
 Usage: conduitd_notify_test.py CONDUITD CONDUITCTL
 """
 import json
+import re
 import os
 import signal
 import socket
@@ -86,8 +87,12 @@ def main():
         expect(notify, "WATCHDOG", timeout_s=3)
 
         r = ctl(sock, "status")
-        if r.returncode != 0 or "engine attached" not in r.stdout:
-            fail("conduitctl status")
+        # The engine's line: lcore, idle mode, the port it drives, its line rate and link.
+        if r.returncode != 0 or not re.search(
+                r"engine:  running on lcore \d+, idle_mode (spin|adaptive); port \S+ \(\S+\), "
+                r"[\d.]+/\d+, mac [0-9a-f:]{17}, mtu \d+, line rate \S+ \((reported|port.line_rate)\), "
+                r"link (up|down) \d+ Mb/s", r.stdout):
+            fail("conduitctl status: " + r.stdout)
         r = ctl(sock, "stats", "--json")
         stats = json.loads(r.stdout)
         if stats.get("engine.attached") != 1 or "control.requests" not in stats:
