@@ -21,7 +21,8 @@
 #   5. perftest's -b: each bandwidth test in both roles, both sides sending, PERFTEST_SIZE B x
 #      PERFTEST_QPS_ITERS (100) (PERFTEST_DUPLEX_TESTS picks the tests; both print the sum),
 #      and PERFTEST_DUPLEX_SWEEP_TESTS (write_bw) with -a (its per-size barriers, which depend
-#      on the peer's version);
+#      on the peer's version), and PERFTEST_DUPLEX_DURATION_TESTS (write_bw read_bw) with -D
+#      (PERFTEST_DURATION s, one QP) in both roles;
 #   6. perftest's -q: each bandwidth test in both roles on PERFTEST_QPS (3) QPs,
 #      PERFTEST_SIZE B x PERFTEST_QPS_ITERS (100) messages per QP (1 skips it);
 #   7. the latency tests' -a sweep (PERFTEST_LAT_SWEEP_TESTS, default all three) in both roles,
@@ -39,12 +40,12 @@
 #   perftest_test.sh [BUILD_DIR]     (default: $CONDUIT_BUILD, else $CONDUIT_SRC/build)
 # Environment: PERFTEST_TESTS (default "send_bw write_bw read_bw"), PERFTEST_LAT_TESTS
 # (default "write_lat send_lat read_lat"), PERFTEST_SWEEP_TESTS (default "send_bw read_bw"),
-# PERFTEST_LAT_SWEEP_TESTS, PERFTEST_LAT_DURATION_TESTS, RXE_VM_TIMEOUT (480 s),
+# PERFTEST_LAT_SWEEP_TESTS, PERFTEST_LAT_DURATION_TESTS, PERFTEST_DUPLEX_DURATION_TESTS, RXE_VM_TIMEOUT (480 s),
 # the sizes and counts above, PERFTEST_LOSS_PPM, INTEROP_KEEP=1 keeps the work directory
 # (capture, logs), INTEROP_COUNTERS=1 both sides' counters after each step (common.sh),
 # RXE_TAP_QLEN (scripts/lib/rxe.sh). Only the latency sweeps:
 #   PERFTEST_TESTS= PERFTEST_LAT_TESTS= PERFTEST_SWEEP_TESTS= PERFTEST_DURATION=0 \
-#   PERFTEST_DUPLEX_TESTS= PERFTEST_DUPLEX_SWEEP_TESTS= PERFTEST_QPS=1 PERFTEST_LOSS_PPM=0 \
+#   PERFTEST_DUPLEX_TESTS= PERFTEST_DUPLEX_SWEEP_TESTS= PERFTEST_DUPLEX_DURATION_TESTS= PERFTEST_QPS=1 PERFTEST_LOSS_PPM=0 \
 #   tests/interop/perftest_test.sh build
 . "$(dirname "$0")/common.sh"
 build=${1:-${CONDUIT_BUILD:-$src/build}}
@@ -70,8 +71,9 @@ lat_sweep_tests=${PERFTEST_LAT_SWEEP_TESTS-write_lat send_lat read_lat}
 : "${RXE_VM_TIMEOUT:=480}"
 duplex_tests=${PERFTEST_DUPLEX_TESTS-send_bw write_bw read_bw}
 duplex_sweep_tests=${PERFTEST_DUPLEX_SWEEP_TESTS-write_bw}
+duplex_duration_tests=${PERFTEST_DUPLEX_DURATION_TESTS-write_bw read_bw}
 ((sweep_iters > 0)) || duplex_sweep_tests=
-((duration > 0)) || { duration_tests=; lat_duration_tests=; }
+((duration > 0)) || { duration_tests=; lat_duration_tests=; duplex_duration_tests=; }
 bw_tests=${PERFTEST_TESTS-send_bw write_bw read_bw}
 lat_tests=${PERFTEST_LAT_TESTS-write_lat send_lat read_lat}
 sweep_tests=${PERFTEST_SWEEP_TESTS-send_bw read_bw}
@@ -138,6 +140,8 @@ for loss in "${losses[@]}"; do
   for t in $duplex_sweep_tests; do
     plan+=("duplex-sweep-$t-vmclient client $loss $t all $sweep_iters 1 -b")
   done
+  # shellcheck disable=SC2086
+  both_roles duplex-duration "$loss" "$size D$duration 1 -b" $duplex_duration_tests
   # shellcheck disable=SC2086
   ((qps <= 1)) || both_roles qps "$loss" "$size $qps_iters $qps" $bw_tests
   # shellcheck disable=SC2086

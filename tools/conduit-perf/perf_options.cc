@@ -339,9 +339,11 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
   }
   if (o.perftest) {
     // perftest refuses -D with -a ("Duration mode currently doesn't support running on all
-    // sizes"); -b is the bandwidth tests' and perftest mode speaks it with -n only.
-    if (o.duration_s != 0 && (o.sweep || o.bidirectional)) {
-      return fail("--perftest runs -D with one size (-s), without -b");
+    // sizes"). With -b, -D runs WRITE and READ (each side a client for the time); send_bw's
+    // duplex exchange is built on -n.
+    if (o.duration_s != 0 && o.sweep) return fail("--perftest runs -D with one size (-s)");
+    if (o.duration_s != 0 && o.bidirectional && o.test == TestKind::kSendBw) {
+      return fail("--perftest runs send_bw -b with -n only (write_bw and read_bw take -D)");
     }
     if (o.qps > kPerftestMaxQps) {
       return fail("--perftest runs at most " + std::to_string(kPerftestMaxQps) + " QPs (-q)");

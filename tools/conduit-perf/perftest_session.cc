@@ -855,7 +855,10 @@ int Session::run() {
           }
           PerftestReport theirs;
           if (!parse_perftest_report(in, theirs)) fail("the peer's report is malformed");
-          if (theirs.iterations != last.iterations || theirs.size_bytes != last.size_bytes) {
+          // -D: each side counts its own sends in its own window; only the size must agree.
+          // The line shows this side's count and the sum of both rates, as perftest's.
+          if ((!duration_ && theirs.iterations != last.iterations) ||
+              theirs.size_bytes != last.size_bytes) {
             fail("the peer's run (" + std::to_string(theirs.iterations) + " x " +
                  std::to_string(theirs.size_bytes) + " B) is not ours (" +
                  std::to_string(last.iterations) + " x " + std::to_string(last.size_bytes) + " B)");

@@ -182,6 +182,15 @@ TEST_CASE("--cm SERVICE connects through the connection manager; --sr needs it")
   CHECK_FALSE(parse({"send_bw"}).o.cm);
 }
 
+TEST_CASE("--perftest: -D takes -b for write_bw and read_bw, not for send_bw or with -a") {
+  CHECK(parse({"write_bw", "h", "--perftest", "-s", "4096", "-D", "4", "-b"}).ok);
+  CHECK(parse({"read_bw", "h", "--perftest", "-s", "4096", "-D", "4", "-b"}).ok);
+  CHECK(parse({"send_bw", "h", "--perftest", "-s", "4096", "-D", "4", "-b"})
+            .error.find("send_bw -b with -n only") != std::string::npos);
+  CHECK(parse({"write_bw", "h", "--perftest", "-a", "-D", "4"}).error.find("one size") !=
+        std::string::npos);
+}
+
 TEST_CASE("read_lat is a latency test") {
   Parsed p = parse({"read_lat", "h", "-s", "64"});
   REQUIRE(p.ok);
