@@ -402,7 +402,9 @@ int run(const std::string& config_path) {
                             std::to_string(p.port.prefix_len) + ", mac " + mac.to_string() +
                             ", mtu " + std::to_string(p.port.mtu_bytes) + ", line rate " +
                             conduit::policy::format_rate(line_rate_bps) +
-                            (p.port.line_rate_bps ? " (port.line_rate)" : " (reported)");
+                            (p.port.line_rate_bps   ? " (port.line_rate)"
+                             : link.speed_mbps != 0 ? " (the port's speed)"
+                                                    : " (assumed: the port reports no speed)");
     const std::string lcore =
         p.daemon.lcores.empty() ? "" : " on lcore " + std::to_string(p.daemon.lcores.front());
     hooks.engine_state = [&state, port_line = std::move(port_line), lcore, &port] {

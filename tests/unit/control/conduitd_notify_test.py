@@ -90,7 +90,7 @@ def main():
         # The engine's line: lcore, idle mode, the port it drives, its line rate and link.
         if r.returncode != 0 or not re.search(
                 r"engine:  running on lcore \d+, idle_mode (spin|adaptive); port \S+ \(\S+\), "
-                r"[\d.]+/\d+, mac [0-9a-f:]{17}, mtu \d+, line rate \S+ \((reported|port.line_rate)\), "
+                r"[\d.]+/\d+, mac [0-9a-f:]{17}, mtu \d+, line rate \S+ \((port.line_rate|the port's speed|assumed: the port reports no speed)\), "
                 r"link (up|down) \d+ Mb/s", r.stdout):
             fail("conduitctl status: " + r.stdout)
         r = ctl(sock, "stats", "--json")
