@@ -377,6 +377,18 @@ int run(const std::string& config_path) {
                  : link.speed_mbps != 0
                      ? "the port's reported speed; port.line_rate overrides it"
                      : "the port reports no speed, 10 Gbit/s assumed; port.line_rate overrides it");
+    if (!port->kernel_interface().empty()) {
+      spdlog::info("port {}: kernel interface {}, driver {}", port->name(),
+                   port->kernel_interface(),
+                   port->kernel_driver().empty() ? "unknown" : port->kernel_driver());
+    }
+    if (port->kernel_driver() == "veth" && !p.port.line_rate_bps) {
+      // veth_get_link_ksettings: always 10000 Mb/s.
+      spdlog::warn(
+          "port {}: {} is a veth, whose {} Mb/s is nominal (it carries what the CPUs manage); "
+          "every QP is paced to at most that line rate: set port.line_rate to lift it",
+          port->name(), port->kernel_interface(), link.speed_mbps);
+    }
     spdlog::info("port {}: {}", port->name(),
                  port->rx_wait_fds().empty()
                      ? "no RX wake-up: an idle engine polls it on a timer"

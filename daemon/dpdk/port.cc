@@ -1,12 +1,17 @@
 #include "dpdk/port.h"
 
 #include <dirent.h>
+#include <linux/ethtool.h>
 #include <linux/if_xdp.h>
+#include <linux/sockios.h>
+#include <net/if.h>
 #include <rte_bus.h>
 #include <rte_dev.h>
 #include <rte_errno.h>
 #include <rte_mbuf_pool_ops.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -206,6 +211,7 @@ Port::Port(const PortConfig& config) : config_(config) {
     }
     if (rte_eth_dev_get_mtu(port_id_, &mtu_bytes_) != 0 || dev_mtu != mtu) mtu_bytes_ = mtu;
     find_rx_wait_fds(sockets_before);
+    find_kernel_interface(info.if_index);
     if (!xdp_program_.empty()) {
       // The program passes everything until it knows our address: tell it now.
       if (std::string err =
@@ -221,6 +227,24 @@ Port::Port(const PortConfig& config) : config_(config) {
 }
 
 Port::~Port() { release(); }
+
+void Port::find_kernel_interface(uint32_t if_index) {
+  char name[IF_NAMESIZE] = {};
+  if (if_index == 0 || if_indextoname(if_index, name) == nullptr) return;
+  kernel_if_ = name;
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return;
+  ethtool_drvinfo drv{};
+  drv.cmd = ETHTOOL_GDRVINFO;
+  ifreq ifr{};
+  std::snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", name);
+  ifr.ifr_data = reinterpret_cast<char*>(&drv);
+  if (::ioctl(fd, SIOCETHTOOL, &ifr) == 0) {
+    drv.driver[sizeof drv.driver - 1] = '\0';
+    kernel_driver_ = drv.driver;
+  }
+  ::close(fd);
+}
 
 // DPDK 22.11's af_xdp PMD registers its RX pool as the socket's UMEM: one span
 // from the first object, pool size x object size long. rte_pktmbuf_pool_create()

@@ -132,12 +132,18 @@ class Port {
   const std::vector<int>& rx_wait_fds() const { return rx_wait_fds_; }
   // af_xdp: the steering program in use (empty: DPDK's default program, or not af_xdp).
   const std::string& xdp_program() const { return xdp_program_; }
+  // A PMD on a kernel interface (af_xdp, af_packet): that interface's name and its kernel
+  // driver as ethtool names it ("veth", "mlx5_core"); empty for other devices or when the
+  // kernel does not say.
+  const std::string& kernel_interface() const { return kernel_if_; }
+  const std::string& kernel_driver() const { return kernel_driver_; }
   rte_mempool* mempool() const { return pool_; }
   const PortConfig& config() const { return config_; }
 
  private:
   uint16_t find_or_probe();
   void find_rx_wait_fds(const std::vector<int>& fds_before_probe);
+  void find_kernel_interface(uint32_t if_index);  // kernel_if_, kernel_driver_
   rte_mempool* create_umem_pool(const std::string& name, uint16_t data_room, int socket);
   void release();
 
@@ -158,6 +164,8 @@ class Port {
   bool tx_ipv4_cksum_ = false;
   std::vector<int> rx_wait_fds_;
   std::string xdp_program_;
+  std::string kernel_if_;
+  std::string kernel_driver_;
 };
 
 }  // namespace conduit::dpdk

@@ -5,7 +5,8 @@
 #   2. 16, then 256 QPs in parallel, byte-exact;
 #   3. restarting one daemon makes the peer's QPs fail with an error within the retry budget
 #      (no hang), and new connections work after the restart;
-#   0. first, the daemons share the interface with the kernel: a's kernel pings b's conduitd
+#   0. first, b runs with port.line_rate and a with the veth's nominal 10 Gbit/s (and warns about
+#      it), as the logs and conduitctl status show; the daemons share the interface with the kernel: a's kernel pings b's conduitd
 #      (ICMP echo answered by conduitd) and b's kernel (kernel to kernel over the same veth:
 #      with af_xdp, conduit's XDP program must leave the kernel its traffic).
 # Hosts a and b: data veth 198.18.0.0/24 (daemons at .11 and .12), out-of-band TCP over a
@@ -19,7 +20,21 @@ daemon_test_init "2h$kind" "${1:-}"
 echo "port kind: $kind"
 two_daemon_hosts cdt2h "$kind"
 start_daemon a || fail "conduitd a did not start"
-start_daemon b || fail "conduitd b did not start"
+CONDUITD_LINE_RATE=40gbit start_daemon b || fail "conduitd b did not start"
+
+echo "== the line rate: the veth's nominal speed (a, with a warning) or port.line_rate (b)"
+grep -q "kernel interface eth0, driver veth" "$work/conduitd-a.log" ||
+  fail "conduitd a did not name its kernel interface and driver"
+grep -q "eth0 is a veth, whose 10000 Mb/s is nominal" "$work/conduitd-a.log" ||
+  fail "conduitd a did not warn about the veth's nominal speed"
+! grep -q "is a veth" "$work/conduitd-b.log" || fail "conduitd b warned although port.line_rate is set"
+for h in a b; do
+  st=$(netns_exec "$h" "$ctl" --socket "$work/$h.sock" status) || fail "conduitctl status on $h"
+  grep "^engine:" <<<"$st"
+  want="line rate 10gbit (the port's speed)"
+  [[ $h == b ]] && want="line rate 40gbit (port.line_rate)"
+  [[ $st == *"$want"* && $st == *"link up"* ]] || fail "conduitctl status on $h lacks '$want'"
+done
 
 echo "== the kernel and conduitd share the interface"
 netns_exec a ping -c 3 -i 0.2 -W 2 198.18.0.12 >"$work/ping-conduitd.out" ||
@@ -73,7 +88,7 @@ sleep 3
 kill -0 "$cpid" 2>/dev/null || fail "write_bw ended before the restart"
 conduitd_stop b
 t_stop=$(date +%s%N)
-start_daemon b || fail "conduitd b did not restart"
+CONDUITD_LINE_RATE=40gbit start_daemon b || fail "conduitd b did not restart"
 crc=0
 timeout 20 tail --pid="$cpid" -f /dev/null || fail "client still running 20 s after the restart"
 t_fail=$(date +%s%N)
