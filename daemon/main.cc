@@ -84,7 +84,9 @@ void print_help() {
       "The port (policy port.device, a PCI address or a DPDK vdev string such as\n"
       "net_af_packet0,iface=eth1) is driven by DPDK in poll mode from one engine\n"
       "thread; EAL arguments come from port.eal_args (e.g. --no-huge -m 512 where\n"
-      "there are no hugepages).\n",
+      "there are no hugepages). Congestion control paces every QP to at most the\n"
+      "line rate: the speed the port reports, or port.line_rate (set it on a veth,\n"
+      "which always reports 10 Gbit/s). config/POLICY.md documents every key.\n",
       CONDUIT_VERSION, kDefaultConfig);
 }
 
