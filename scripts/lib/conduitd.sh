@@ -22,8 +22,9 @@ conduitd_vdev() {
   local mtu=${3:-1500}
   case $1 in
     # busy_budget=0: no preferred busy polling. With it (DPDK's default, 64) every RX burst
-    # that finds nothing makes a recvfrom() syscall to drive the NAPI; a veth has no NAPI of
-    # conduitd's to drive, so a polling engine paid a syscall per idle loop for nothing.
+    # that finds nothing makes a recvfrom() syscall to drive the NAPI, but a copy-mode XSK (the
+    # only mode a veth offers) gets no NAPI ID on current kernels, so the syscall polls nothing
+    # and the veth's deferred NAPI waits for its timer (BENCHMARKS.md, twelfth demo run).
     af_xdp) echo "net_af_xdp0,iface=$2,start_queue=0,queue_count=1,busy_budget=0" ;;
     af_packet)
       # A ring frame holds one received frame and must fit one mbuf (conduitd sizes those
