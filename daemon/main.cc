@@ -38,6 +38,7 @@
 #include "policy/loader.h"
 #include "policy/policy_diff.h"
 #include "policy/policy_dump.h"
+#include "policy/policy_warnings.h"
 #include "policy/units.h"
 #include "telemetry/sd_notifier.h"
 #include "telemetry/watchdog_gate.h"
@@ -162,6 +163,7 @@ struct PolicyState {
       return -EINVAL;
     }
     auto next = std::make_shared<const Policy>(std::move(*r.policy));
+    for (const auto& w : conduit::policy::policy_warnings(*next)) spdlog::warn("{}: {}", path, w);
     const auto restart = conduit::policy::restart_required_changes(*started, *next);
     // The engine's sections first: the one part that can refuse a valid file (it does not
     // fit the running port, or the engine finds it invalid). Then nothing else changes.
@@ -261,6 +263,10 @@ int check_config(const std::string& path) {
   }
   std::printf("%s: OK (%zu traffic class%s)\n", path.c_str(), r.policy->traffic_classes.size(),
               r.policy->traffic_classes.size() == 1 ? "" : "es");
+  // Valid, but not all carried out: said, without failing the check.
+  for (const auto& w : conduit::policy::policy_warnings(*r.policy)) {
+    std::printf("%s: warning: %s\n", path.c_str(), w.c_str());
+  }
   return 0;
 }
 
@@ -271,7 +277,7 @@ std::string status_line(const ControlServer& s) {
 
 std::vector<std::string> eal_args(const Policy& p) {
   std::vector<std::string> args = p.port.eal_args;
-  // One engine lcore; more lcores shard QPs later.
+  // One engine, on the first lcore listed (policy_warnings says so when there are more).
   if (std::find(args.begin(), args.end(), "-l") == args.end() &&
       std::find(args.begin(), args.end(), "--lcores") == args.end()) {
     args.push_back("-l");
@@ -293,6 +299,9 @@ int run(const std::string& config_path) {
   state.started = state.running;
   state.engine_policy = state.running;
   spdlog::set_level(to_spdlog(state.running->daemon.log_level));
+  for (const auto& w : conduit::policy::policy_warnings(*state.running)) {
+    spdlog::warn("{}: {}", config_path, w);
+  }
 
   // Signals are taken synchronously by the main thread only: block them
   // before any thread starts, so every thread inherits the mask.

@@ -8,6 +8,12 @@ conduitd=$1 hello=$2
 . "$(dirname "$0")/common.sh"
 daemon_start h
 "$conduitd" --check-config "$dir/c.yaml"
+# More lcores than the one engine uses: valid (exit 0), with a warning naming the idle ones.
+sed 's/^  lcores: \[0\]$/  lcores: [0, 1]/' "$dir/c.yaml" >"$dir/two-lcores.yaml"
+warn=$("$conduitd" --check-config "$dir/two-lcores.yaml") ||
+  { echo "FAIL: two lcores rejected"; exit 1; }
+[[ $warn == *"warning: daemon.lcores lists 2 lcores"*"lcore 1 stays unused"* ]] ||
+  { echo "FAIL: no lcores warning: $warn"; exit 1; }
 out=$(CONDUIT_SOCKET=$sock timeout 30 "$hello")
 echo "$out"
 [[ $out == *"received: hello, conduit"* ]] || { echo "FAIL: no data"; cat "$dir/log"; exit 1; }

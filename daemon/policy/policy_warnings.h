@@ -1,0 +1,18 @@
+// Settings that are valid but that this conduitd does not (fully) carry out.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "policy/policy.h"
+
+namespace conduit::policy {
+
+// One line per valid setting that will not do all an operator may expect of
+// it, naming the key: conduitd logs them as warnings at start-up and on each
+// reload, and `conduitd --check-config` prints them. Empty when there is none.
+//   daemon.lcores  one engine runs, on the first lcore listed; the rest idle
+//                  (sharding QPs across engines is not built).
+std::vector<std::string> policy_warnings(const Policy& p);
+
+}  // namespace conduit::policy
