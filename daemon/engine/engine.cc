@@ -465,6 +465,7 @@ int Engine::add_qp(const control::EngineCommand& cmd, uint64_t now_ns) {
   q->addr.src_mac = net_.config().mac.bytes;
   q->addr.src_ip = net_.config().addr.value;
   q->addr.ttl = net_.config().ttl;
+  q->addr.dst_port = config_.roce_udp_port;  // port.roce_udp_port: data, ACKs and CNPs
   mark_qp(*q);
   if (flow_qp_.size() <= q->flow) flow_qp_.resize(q->flow + 1, nullptr);
   flow_qp_[q->flow] = q.get();

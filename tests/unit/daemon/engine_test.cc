@@ -81,6 +81,9 @@ struct Host {
   }
 };
 
+// port.roce_udp_port of the engines make_engine builds (a test that changes it puts it back).
+uint16_t g_roce_udp_port = wire::kRoceUdpPort;
+
 // The port, channel and engine of a host, no client yet.
 void make_engine(Host& h, const std::string& port_name, net::Ipv4Addr addr, uint8_t mac_low,
                  cc::ControllerKind cc_kind, engine::IdleMode idle_mode = engine::IdleMode::kSpin,
@@ -99,7 +102,8 @@ void make_engine(Host& h, const std::string& port_name, net::Ipv4Addr addr, uint
   ec.net.mac = net::MacAddr{{0x02, 0, 0, 0, 0, mac_low}};
   ec.net.addr = addr;
   ec.net.prefix_len = 24;
-  ec.net.udp_ports = {wire::kRoceUdpPort, ec.cm_udp_port};
+  ec.roce_udp_port = g_roce_udp_port;
+  ec.net.udp_ports = {g_roce_udp_port, ec.cm_udp_port};
   ec.idle_mode = idle_mode;
   // Paced sleeps stay on however late this loaded machine wakes the engine: the test that
   // counts them must not depend on the scheduler (the gate has its own tests).
@@ -388,6 +392,33 @@ TEST_CASE("engine: SEND, WRITE with immediate and READ between two engines", "[e
   CHECK(f.b.engine->net().counters().rx_arp_requests +
             f.a.engine->net().counters().rx_arp_requests >
         0);
+}
+
+TEST_CASE("engine: a non-default port.roce_udp_port carries data, ACKs and READ responses",
+          "[engine]") {
+  // Both ends listen on 4800 only: a frame sent to 4791 (the IANA port) is not theirs.
+  struct RestorePort {
+    ~RestorePort() { g_roce_udp_port = wire::kRoceUdpPort; }
+  } restore;
+  g_roce_udp_port = 4800;
+  Fixture f;
+  REQUIRE(run_until(
+              f.a, f.b, [] { return false; }, 50) == false);  // apply commands
+  expect_acks_ok(f.a);
+  expect_acks_ok(f.b);
+  const uint32_t len = 20'000;
+  fill_random(f.a.arena(), len, 11);
+  post_send(f.a, 1, CONDUIT_SHM_WR_RDMA_WRITE, 0, len, 1 << 20);
+  const conduit_shm_cqe w = wait_cqe(f, f.a);
+  CHECK(w.status == CONDUIT_SHM_WC_SUCCESS);
+  CHECK(std::memcmp(f.a.arena(), f.b.arena() + (1 << 20), len) == 0);
+  fill_random(f.b.arena() + (2 << 20), len, 12);
+  post_send(f.a, 2, CONDUIT_SHM_WR_RDMA_READ, 3 << 20, len, 2 << 20);
+  const conduit_shm_cqe r = wait_cqe(f, f.a);
+  CHECK(r.status == CONDUIT_SHM_WC_SUCCESS);
+  CHECK(std::memcmp(f.a.arena() + (3 << 20), f.b.arena() + (2 << 20), len) == 0);
+  CHECK(f.a.engine->counters().rx_roce > 0);
+  CHECK(f.b.engine->counters().rx_roce > 0);
 }
 
 // One host, one client with QPs 0x31 (slot 0) and 0x32 (slot 1) connected to
