@@ -134,6 +134,11 @@ std::optional<uint64_t> parse_quantity(std::string_view text, const QuantitySpec
                   ")");
     }
   } else {
+    // Before the case-insensitive match, which would read "GBps" as gigabits.
+    if (spec.what == "rate" && unit_text.find('B') != std::string_view::npos) {
+      return fail("byte rates are not accepted in " + quote(text) +
+                  "; write bits per second (e.g. 40gbit)");
+    }
     for (size_t u = 0; u < spec.unit_count; ++u) {
       bool match = spec.case_insensitive ? iequal(unit_text, spec.units[u].name)
                                          : unit_text == spec.units[u].name;
@@ -143,10 +148,6 @@ std::optional<uint64_t> parse_quantity(std::string_view text, const QuantitySpec
       }
     }
     if (multiplier == 0) {
-      if (spec.what == "rate" && unit_text.find('B') != std::string_view::npos) {
-        return fail("byte rates are not accepted in " + quote(text) +
-                    "; write bits per second (e.g. 40gbit)");
-      }
       std::vector<std::string_view> names;
       for (size_t u = 0; u < spec.unit_count; ++u) names.push_back(spec.units[u].name);
       std::string msg =

@@ -57,6 +57,12 @@ TEST_CASE("bad rates are rejected with a reason") {
   CHECK(err == "missing unit in '25' (write e.g. 25gbit)");
   CHECK_FALSE(rate("40GB/s", &err));
   CHECK(err.find("byte rates are not accepted") == 0);
+  // Upper-case B is bytes even where the unit would match case-insensitively.
+  for (const char* bytes : {"40GBps", "40MBps", "40KBPS", "40Bps", "40TBps"}) {
+    CHECK_FALSE(rate(bytes, &err));
+    CHECK(err.find("byte rates are not accepted") == 0);
+  }
+  CHECK(rate("40Gbps", &err) == 40'000'000'000ull);
   CHECK_FALSE(rate("", &err));
   CHECK(err == "expected a rate such as 25gbit");
   CHECK_FALSE(rate("gbit", &err));
