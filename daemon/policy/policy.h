@@ -45,7 +45,8 @@ struct DaemonSection {
   std::string socket_group;            // group owning the socket; empty = daemon's own group
   std::vector<uint32_t> lcores = {1};  // engine lcores, one engine each; unique, non-empty
   LogLevel log_level = LogLevel::kInfo;
-  std::optional<SocketAddress> metrics = SocketAddress{{0x7F000001}, 9464};  // nullopt = off
+  // Reserved for a Prometheus endpoint that is not built yet (policy_warnings says so when set).
+  std::optional<SocketAddress> metrics;  // nullopt = off (the default)
   IdleMode idle_mode = IdleMode::kAdaptive;
   bool operator==(const DaemonSection&) const = default;
 };

@@ -13,6 +13,7 @@ namespace conduit::policy {
 // reload, and `conduitd --check-config` prints them. Empty when there is none.
 //   daemon.lcores  one engine runs, on the first lcore listed; the rest idle
 //                  (sharding QPs across engines is not built).
+//   daemon.metrics_address  no Prometheus endpoint is built; nothing listens.
 std::vector<std::string> policy_warnings(const Policy& p);
 
 }  // namespace conduit::policy
