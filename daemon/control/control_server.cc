@@ -75,7 +75,8 @@ bool peer_allowed(const ServerConfig& config, uid_t uid, gid_t gid,
   why = "permission denied: uid " + std::to_string(uid) +
         " is not allowed by the conduitd policy (allowed uids: " + list_ids(uids) +
         "; allowed gids: " + list_ids(gids) + (names.empty() ? "" : " = " + names) +
-        "); add the user to an allowed group or ask the operator to extend access.allowed_*";
+        "); add the user to an allowed group or ask the operator to extend clients.allowed_uids / "
+        "clients.allowed_gids";
   return false;
 }
 
@@ -371,7 +372,7 @@ int ControlServer::start(std::string& error) {
     const group* gr = ::getgrnam(config_.socket_group.c_str());
     if (gr == nullptr) {
       error = "socket group '" + config_.socket_group + "' does not exist (create it with " +
-              "groupadd, or change access.socket_group in the policy)";
+              "groupadd, or change daemon.socket_group in the policy)";
       ::unlink(path.c_str());
       return -ENOENT;
     }

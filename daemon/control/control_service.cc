@@ -201,7 +201,7 @@ ControlService::Outcome ControlService::attach(Client& c, const proto::AttachReq
                 "quota exceeded: asked for " + bytes_str(arena) +
                     " of registrable memory, the per-client limit is " +
                     bytes_str(limits_.max_region_bytes) +
-                    " (policy: clients.quotas.max_region_bytes)");
+                    " (policy: clients.quotas.max_region_size)");
   }
   shm::RegionConfig cfg;
   cfg.max_qps = limits_.max_qps;
@@ -474,7 +474,7 @@ ControlService::Outcome ControlService::reg_mr(Client& c, const proto::RegMrRequ
                 "quota exceeded: registering " + bytes_str(r.length) + " would make " +
                     bytes_str(c.mr_bytes + r.length) + " registered, the limit is " +
                     bytes_str(c.limits.max_mr_bytes) +
-                    " (policy: clients.quotas.max_registered_bytes)");
+                    " (policy: clients.quotas.max_registered_memory)");
   }
   const uint32_t index = allocate_key_index();
   if (index == 0) return fail(t, seq, -ENOSPC, "no free memory keys");

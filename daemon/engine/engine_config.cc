@@ -75,7 +75,6 @@ EngineConfig engine_config_from_policy(const policy::Policy& p, net::MacAddr mac
   for (const auto& tc : p.traffic_classes) {
     if (!tc.is_default) order.push_back(&tc);
   }
-  uint32_t rank = 0;
   for (const policy::TrafficClass* tc : order) {
     TrafficClassSpec s;
     s.name = tc->name;
@@ -83,7 +82,9 @@ EngineConfig engine_config_from_policy(const policy::Policy& p, net::MacAddr mac
     s.ecn = static_cast<uint8_t>(tc->ecn);
     s.vlan_pcp = tc->priority;
     s.sched.strict = tc->strict;
-    s.sched.strict_rank = rank++;
+    // Strict classes: the higher priority is served first (the loader keeps strict
+    // classes' priorities distinct).
+    s.sched.strict_rank = 7u - std::min<uint32_t>(tc->priority, 7u);
     s.sched.weight = tc->weight;
     s.sched.max_rate_bps = tc->max_rate_bps.value_or(0);
     s.cc = controller_for(tc->congestion_control);

@@ -131,7 +131,7 @@ TEST_CASE("requests before attach, unknown ids and MRs outside the arena are ref
   // Registered bytes quota: the whole arena is already registered once.
   r = c.request(proto::RegMrRequest{l.arena_offset, 4096, 0});
   CHECK(r.status == -EDQUOT);
-  CHECK(r.reason.find("max_registered_bytes") != std::string::npos);
+  CHECK(r.reason.find("clients.quotas.max_registered_memory") != std::string::npos);
 
   // CQ with has_eventfd but no descriptor; and a descriptor without the flag.
   CHECK(c.request(proto::CreateCqRequest{4, true}).status == -EINVAL);

@@ -44,5 +44,31 @@ TEST_CASE("engine config: READ depths: the policy's as requester, the transport'
         transport::kMaxReadDepth);
 }
 
+TEST_CASE("engine config: strict classes are served higher priority first, not in file order",
+          "[engine][policy]") {
+  const std::string text =
+      "version: 1\nport:\n  device: net_null0\n  address: 198.18.0.1/24\n"
+      "traffic_classes:\n"
+      "  - {name: bulk, default: true, dscp: 10, priority: 1, weight: 4}\n"
+      "  - {name: low, dscp: 12, priority: 2, weight: strict}\n"
+      "  - {name: high, dscp: 14, priority: 5, weight: strict}\n";
+  policy::LoadResult r = policy::load_policy_string(text, "t.yaml");
+  INFO(r.error_text());
+  REQUIRE(r.ok());
+  const engine::EngineConfig c = engine::engine_config_from_policy(*r.policy, {}, 0);
+  REQUIRE(c.classes.size() == 3);
+  const auto find = [&](const std::string& name) {
+    for (const auto& k : c.classes) {
+      if (k.name == name) return k;
+    }
+    FAIL("no class " << name);
+    return c.classes.front();
+  };
+  CHECK_FALSE(find("bulk").sched.strict);
+  CHECK(find("high").sched.strict);
+  CHECK(find("low").sched.strict);
+  CHECK(find("high").sched.strict_rank < find("low").sched.strict_rank);
+}
+
 }  // namespace
 }  // namespace conduit
