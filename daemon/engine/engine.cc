@@ -558,6 +558,13 @@ int Engine::modify_qp(const control::EngineCommand& cmd, uint64_t now_ns) {
   }
   if (a.mask & proto::kAttrPathMtu) {
     ta.pmtu_bytes = proto::path_mtu_bytes(a.path_mtu);
+    // As verbs refuses a path MTU above the port's active MTU: packets that large would
+    // not leave the port (or not arrive), and the QP would fail later with retries exceeded.
+    // The largest packet adds IPv4, UDP, BTH, RETH, ImmDt and ICRC: 64 bytes.
+    constexpr uint32_t kMaxRoceOverhead = 20 + 8 + 12 + 16 + 4 + 4;
+    if (port_.mtu_bytes() != 0 && ta.pmtu_bytes + kMaxRoceOverhead > port_.mtu_bytes()) {
+      return -EINVAL;
+    }
     mask |= transport::kAttrPathMtu;
   }
   if (a.mask & proto::kAttrDestQpn) {

@@ -1310,6 +1310,51 @@ TEST_CASE("engine: QPs created after a reload connect with its transport default
   CHECK(std::memcmp(f.b.arena(), "new defaults", 13) == 0);
 }
 
+// The statuses of the commands acknowledged so far, in order.
+std::vector<int32_t> ack_statuses(Host& h) {
+  std::vector<int32_t> out;
+  control::EngineEvent ev[64];
+  uint32_t n;
+  while ((n = h.channel->poll_events(ev, 64)) > 0) {
+    for (uint32_t i = 0; i < n; ++i) {
+      if (ev[i].kind == control::EngineEventKind::kAck) out.push_back(ev[i].status);
+    }
+  }
+  return out;
+}
+
+TEST_CASE("engine: a path MTU the port cannot carry is refused with EINVAL, as verbs does",
+          "[engine]") {
+  Fixture::Options o;
+  o.connect_qps = false;
+  Fixture f(o);
+  REQUIRE(f.a.port->mtu_bytes() == 1500);
+  for (int i = 0; i < 100; ++i) f.a.engine->poll_once(engine::tsc_now_ns());
+  ack_statuses(f.a);  // the client, CQ and QP
+  control::EngineCommand c;
+  c.op = control::EngineOp::kModifyQp;
+  c.qpn = f.a.qpn;
+  c.attr.mask = proto::kAttrState | proto::kAttrAccess;
+  c.attr.state = proto::QpState::kInit;
+  c.attr.access = proto::kAccessAll;
+  f.a.submit(c);
+  c.attr = {};
+  c.attr.mask = proto::kAttrState | proto::kAttrPathMtu | proto::kAttrDestQpn | proto::kAttrRqPsn |
+                proto::kAttrDgid;
+  c.attr.state = proto::QpState::kRtr;
+  c.attr.dest_qpn = f.b.qpn;
+  c.attr.dgid[10] = c.attr.dgid[11] = 0xFF;
+  c.attr.dgid[12] = 198;
+  c.attr.dgid[13] = 18;
+  c.attr.dgid[15] = 2;
+  c.attr.path_mtu = 4;  // 2048 B: needs an IP MTU of 2112
+  f.a.submit(c);
+  c.attr.path_mtu = 3;  // 1024 B: fits 1500
+  f.a.submit(c);
+  for (int i = 0; i < 100; ++i) f.a.engine->poll_once(engine::tsc_now_ns());
+  CHECK(ack_statuses(f.a) == std::vector<int32_t>{0, -EINVAL, 0});
+}
+
 TEST_CASE("engine: a connect to a service nobody listens on is rejected with the reason",
           "[engine][cm]") {
   Fixture f(Fixture::Options{.connect_qps = false});
