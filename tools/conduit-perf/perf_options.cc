@@ -399,7 +399,8 @@ Options:
                          /run/conduit/conduitd.sock)
   -p, --port N           TCP port of the out-of-band exchange (18515)
   -W, --timeout SEC      fail when nothing completes for SEC seconds (30)
-  -u, --qp-timeout N     --perftest: local ACK timeout 4.096 us * 2^N (14)
+  -u, --qp-timeout N     local ACK timeout 4.096 us * 2^N (14); with --cm the
+                         policy's transport.timeout applies instead
   --perftest             speak perftest's own TCP exchange instead of ours, so
                          the peer may be stock ib_send_bw, ib_write_bw,
                          ib_read_bw, ib_send_lat, ib_write_lat or ib_read_lat (e.g. on rxe or

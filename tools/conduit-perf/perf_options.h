@@ -55,7 +55,7 @@ struct PerfOptions {
   uint32_t mtu = 0;       // path MTU bytes 256..4096; 0: 1024
   std::string traffic_class;
   uint32_t timeout_s = 30;  // no progress for this long: fail instead of hanging
-  uint8_t qp_timeout = 14;  // -u: local ACK timeout 4.096 us * 2^N (--perftest sessions)
+  uint8_t qp_timeout = 14;  // -u: local ACK timeout 4.096 us * 2^N (not --cm)
   bool perftest = false;    // speak perftest's own exchange (perftest_wire.h) with stock tools
   // --cm SERVICE: connect the QPs through conduitd's connection manager (the
   // server listens on SERVICE) instead of exchanging QPN/PSN over TCP; the TCP

@@ -159,7 +159,7 @@ class Endpoint {
     return r;
   }
 
-  void connect(uint32_t i, const QpRecord& remote, uint32_t mtu_bytes) {
+  void connect(uint32_t i, const QpRecord& remote, uint32_t mtu_bytes, uint8_t qp_timeout) {
     QpSide& q = qps_[i];
     q.remote = remote;
     conduit_qp_connect_attr ca{};
@@ -170,7 +170,7 @@ class Endpoint {
     ca.mtu = mtu_enum(mtu_bytes);
     ca.access =
         CONDUIT_ACCESS_LOCAL_WRITE | CONDUIT_ACCESS_REMOTE_WRITE | CONDUIT_ACCESS_REMOTE_READ;
-    ca.timeout = 14;  // 67 ms local ACK timeout, 7 retries: a dead peer fails in ~0.5 s
+    ca.timeout = qp_timeout;  // -u; 14: 67 ms, 7 retries: a dead peer fails in ~0.5 s
     ca.retry_cnt = 7;
     ca.rnr_retry = 7;
     ca.min_rnr_timer = 12;
@@ -425,7 +425,7 @@ void Session::negotiate() {
     recv_records();
     send_records();
   }
-  for (uint32_t i = 0; i < p_.qps; ++i) ep_.connect(i, remote[i], p_.mtu);
+  for (uint32_t i = 0; i < p_.qps; ++i) ep_.connect(i, remote[i], p_.mtu, o_.qp_timeout);
   if (!o_.json) {
     std::printf(
         "conduit-perf %s: %s, %u QP%s, mtu %u, %s, local %s (QPN 0x%06x) remote %s (QPN "
