@@ -162,7 +162,8 @@ struct TransportSection {
   uint32_t min_rnr_timer = 12;     // IB RNR timer code 0..31 (12 = 0.64 ms)
   uint32_t ack_frequency = 64;     // AckReq at least every N packets, 1..1024
   LossRecovery loss_recovery = LossRecovery::kGoBackN;
-  uint64_t bdp_cap_bytes = 0;           // outstanding bytes per QP; 0 = no cap
+  // Selective repeat's outstanding bytes per QP; 0 = the transport's 128 KiB.
+  uint64_t bdp_cap_bytes = 0;
   uint32_t max_outstanding_reads = 16;  // READ requests in flight per QP, 1..kMaxOutstandingReads
   bool operator==(const TransportSection&) const = default;
 
