@@ -16,6 +16,7 @@
 #include "engine/engine_contexts.h"
 #include "engine/idle_spin.h"
 #include "net/rx_drop.h"
+#include "policy/policy.h"
 #include "wire/psn.h"
 
 namespace conduit::engine {
@@ -560,9 +561,8 @@ int Engine::modify_qp(const control::EngineCommand& cmd, uint64_t now_ns) {
     ta.pmtu_bytes = proto::path_mtu_bytes(a.path_mtu);
     // As verbs refuses a path MTU above the port's active MTU: packets that large would
     // not leave the port (or not arrive), and the QP would fail later with retries exceeded.
-    // The largest packet adds IPv4, UDP, BTH, RETH, ImmDt and ICRC: 64 bytes.
-    constexpr uint32_t kMaxRoceOverhead = 20 + 8 + 12 + 16 + 4 + 4;
-    if (port_.mtu_bytes() != 0 && ta.pmtu_bytes + kMaxRoceOverhead > port_.mtu_bytes()) {
+    // The same rule the policy loader applies to transport.pmtu against port.mtu.
+    if (port_.mtu_bytes() != 0 && ta.pmtu_bytes + policy::kRoceOverheadBytes > port_.mtu_bytes()) {
       return -EINVAL;
     }
     mask |= transport::kAttrPathMtu;
