@@ -399,15 +399,16 @@ void parse_congestion_control(ErrorSink& s, const Field& f, CongestionControl& c
     auto v = r.take(k.name);
     if (!v) continue;
     dcqcn_only.push_back(*v);
+    std::optional<uint64_t> amount;
     switch (k.kind) {
       case KnobKind::kDuration:
-        assign(cc.dcqcn.*k.u64, detail::read_duration_ns(s, *v, k.min, k.max));
+        amount = detail::read_duration_ns(s, *v, k.min, k.max);
         break;
       case KnobKind::kRate:
-        assign(cc.dcqcn.*k.u64, detail::read_rate_bps(s, *v, k.min, k.max));
+        amount = detail::read_rate_bps(s, *v, k.min, k.max);
         break;
       case KnobKind::kSize:
-        assign(cc.dcqcn.*k.u64, detail::read_size_bytes(s, *v, k.min, k.max));
+        amount = detail::read_size_bytes(s, *v, k.min, k.max);
         break;
       case KnobKind::kInteger:
         assign(cc.dcqcn.*k.u32, detail::read_uint(s, *v, k.min, k.max));
@@ -416,6 +417,17 @@ void parse_congestion_control(ErrorSink& s, const Field& f, CongestionControl& c
         assign(cc.dcqcn.*k.flag, detail::read_bool(s, *v));
         break;
     }
+    if (!amount) continue;
+    if (*amount != 0 && *amount < k.unit) {
+      // The engine keeps the knob in whole units; this would become 0, which means
+      // something else for every knob that accepts it.
+      s.add(v->mark, v->path + ": " + detail::format_knob(k.kind, *amount) +
+                         " is below the knob's unit of " + detail::format_knob(k.kind, k.unit) +
+                         " (mlx5's unit); write 0 or at least " +
+                         detail::format_knob(k.kind, k.unit));
+      continue;
+    }
+    cc.dcqcn.*k.u64 = *amount;
   }
   auto rate = r.take("rate");
   if (rate) assign(cc.fixed_rate_bps, detail::read_rate_bps(s, *rate, kMinRateBps, kMaxRateBps));

@@ -1,6 +1,26 @@
 #include "policy/policy_warnings.h"
 
+#include "policy/dcqcn_knobs.h"
+
 namespace conduit::policy {
+namespace {
+
+// The engine keeps DCQCN knobs in mlx5's units (1 us, 1 Mbit/s, 64 bytes); a
+// value between two steps is rounded down, and the operator should know.
+void warn_rounded_knobs(const TrafficClass& tc, size_t index, std::vector<std::string>& out) {
+  if (tc.congestion_control.algorithm != CcAlgorithm::kDcqcn) return;
+  for (const detail::DcqcnKnob& k : detail::kDcqcnKnobs) {
+    if (k.unit == 0) continue;
+    const uint64_t v = tc.congestion_control.dcqcn.*k.u64;
+    if (v % k.unit == 0) continue;
+    out.push_back("traffic_classes[" + std::to_string(index) + "].congestion_control." +
+                  std::string(k.name) + ": " + detail::format_knob(k.kind, v) +
+                  " is not a whole number of " + detail::format_knob(k.kind, k.unit) +
+                  " (mlx5's unit) and is used as " + detail::format_knob(k.kind, v - v % k.unit));
+  }
+}
+
+}  // namespace
 
 std::vector<std::string> policy_warnings(const Policy& p) {
   std::vector<std::string> out;
@@ -20,6 +40,9 @@ std::vector<std::string> policy_warnings(const Policy& p) {
     out.push_back(
         "daemon.metrics_address is set, but this conduitd has no Prometheus endpoint: nothing "
         "listens there (the counters are in 'conduitctl stats --json')");
+  }
+  for (size_t i = 0; i < p.traffic_classes.size(); ++i) {
+    warn_rounded_knobs(p.traffic_classes[i], i, out);
   }
   return out;
 }

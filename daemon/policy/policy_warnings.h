@@ -14,6 +14,8 @@ namespace conduit::policy {
 //   daemon.lcores  one engine runs, on the first lcore listed; the rest idle
 //                  (sharding QPs across engines is not built).
 //   daemon.metrics_address  no Prometheus endpoint is built; nothing listens.
+//   DCQCN knobs    a duration, rate or size that is not a whole number of
+//                  mlx5's unit (1 us, 1 Mbit/s, 64 B) is rounded down.
 std::vector<std::string> policy_warnings(const Policy& p);
 
 }  // namespace conduit::policy

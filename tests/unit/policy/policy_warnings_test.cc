@@ -35,3 +35,29 @@ TEST_CASE("policy_warnings: a metrics address is named: nothing listens on it") 
   CHECK(w[0].find("daemon.metrics_address is set, but this conduitd has no Prometheus endpoint") ==
         0);
 }
+
+TEST_CASE("policy_warnings: DCQCN knobs between two mlx5 units are named with the value used") {
+  const std::string head = std::string(kPort) +
+                           "traffic_classes:\n"
+                           "  - name: bulk\n"
+                           "    default: true\n"
+                           "    dscp: 26\n"
+                           "    congestion_control:\n";
+  LoadResult whole = load(head + "      rpg_ai_rate: 40mbit\n      rpg_time_reset: 55us\n");
+  REQUIRE(whole.ok());
+  CHECK(policy_warnings(*whole.policy).empty());
+
+  LoadResult r = load(head +
+                      "      rpg_ai_rate: 2500kbit\n"
+                      "      rate_reduce_monitor_period: 1500ns\n"
+                      "      rpg_byte_reset: 1001\n");
+  REQUIRE(r.ok());
+  CHECK(policy_warnings(*r.policy) ==
+        std::vector<std::string>{
+            "traffic_classes[0].congestion_control.rpg_byte_reset: 1001B is not a whole number "
+            "of 64B (mlx5's unit) and is used as 960B",
+            "traffic_classes[0].congestion_control.rpg_ai_rate: 2500kbit is not a whole number "
+            "of 1mbit (mlx5's unit) and is used as 2mbit",
+            "traffic_classes[0].congestion_control.rate_reduce_monitor_period: 1500ns is not a "
+            "whole number of 1us (mlx5's unit) and is used as 1us"});
+}

@@ -211,6 +211,22 @@ TEST_CASE("congestion control: knobs must fit the algorithm") {
   CHECK(errors_of(head + "    congestion_control: {rpg_min_rate: 2gbit, rpg_max_rate: 1gbit}\n") ==
         Errors{"t.yaml:8:25: traffic_classes[0].congestion_control: rpg_min_rate 2gbit is above "
                "rpg_max_rate 1gbit"});
+  // A non-zero value below mlx5's unit would be kept as 0, which means "no cap" or
+  // "every CNP cuts" or "byte counter off": refused, not silently changed.
+  CHECK(errors_of(head + "    congestion_control: {rpg_max_rate: 500kbit}\n") ==
+        Errors{"t.yaml:8:40: traffic_classes[0].congestion_control.rpg_max_rate: 500kbit is "
+               "below the knob's unit of 1mbit (mlx5's unit); write 0 or at least 1mbit"});
+  CHECK(errors_of(head + "    congestion_control: {rate_reduce_monitor_period: 500ns}\n") ==
+        Errors{"t.yaml:8:54: traffic_classes[0].congestion_control.rate_reduce_monitor_period: "
+               "500ns is below the knob's unit of 1us (mlx5's unit); write 0 or at least 1us"});
+  CHECK(errors_of(head + "    congestion_control: {rpg_byte_reset: 32}\n") ==
+        Errors{"t.yaml:8:42: traffic_classes[0].congestion_control.rpg_byte_reset: 32B is "
+               "below the knob's unit of 64B (mlx5's unit); write 0 or at least 64B"});
+  CHECK(errors_of(head + "    congestion_control: {rpg_ai_rate: 999kbit}\n").size() == 1);
+  CHECK(errors_of(head + "    congestion_control: {rpg_byte_reset: 129GiB}\n").size() == 1);
+  CHECK(errors_of(head + "    congestion_control: {rpg_max_rate: 0, rpg_byte_reset: 0, "
+                         "rate_reduce_monitor_period: 0}\n")
+            .empty());
   CHECK(errors_of(head + "    congestion_control: {algorithm: tcp}\n") ==
         Errors{"t.yaml:8:37: traffic_classes[0].congestion_control.algorithm: unknown value "
                "'tcp' (expected dcqcn, fixed or none)"});
