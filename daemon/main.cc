@@ -122,15 +122,22 @@ ServerConfig server_config(const Policy& p) {
   return c;
 }
 
+static_assert(conduit::policy::kMaxQpsPerClient == CONDUIT_SHM_MAX_QPS &&
+                  conduit::policy::kMaxCqsPerClient == CONDUIT_SHM_MAX_CQS,
+              "the policy's quota ranges must match the client area's slots");
+
 ControlLimits control_limits(const Policy& p) {
   const auto& q = p.clients.quotas;
   ControlLimits l;
-  l.max_qps = std::min<uint32_t>(q.max_qps, CONDUIT_SHM_MAX_QPS);
-  l.max_cqs = std::min<uint32_t>(q.max_cqs, CONDUIT_SHM_MAX_CQS);
+  l.max_qps = q.max_qps;
+  l.max_cqs = q.max_cqs;
   l.max_mrs = q.max_mrs;
   l.max_mr_bytes = q.max_registered_bytes;
-  l.max_region_bytes = q.max_region_bytes;
-  l.default_region_bytes = std::min<uint64_t>(64ull << 20, q.max_region_bytes);
+  // A client's shared area holds all the memory it can register; one region of it
+  // is at most max_region_size.
+  l.max_arena_bytes = q.max_registered_bytes;
+  l.max_mr_length = q.max_region_bytes;
+  l.default_region_bytes = std::min<uint64_t>(64ull << 20, q.max_registered_bytes);
   for (const auto& n : p.clients.allowed_peers) {
     l.cm_allowed_peers.push_back({n.network.value, conduit::policy::prefix_mask(n.length)});
   }

@@ -196,12 +196,12 @@ ControlService::Outcome ControlService::attach(Client& c, const proto::AttachReq
                     "; rebuild the application against the installed libconduit");
   }
   const uint64_t arena = r.region_bytes == 0 ? limits_.default_region_bytes : r.region_bytes;
-  if (arena > limits_.max_region_bytes) {
+  if (arena > limits_.max_arena_bytes) {
     return fail(t, seq, -EDQUOT,
                 "quota exceeded: asked for " + bytes_str(arena) +
                     " of registrable memory, the per-client limit is " +
-                    bytes_str(limits_.max_region_bytes) +
-                    " (policy: clients.quotas.max_region_size)");
+                    bytes_str(limits_.max_arena_bytes) +
+                    " (policy: clients.quotas.max_registered_memory)");
   }
   shm::RegionConfig cfg;
   cfg.max_qps = limits_.max_qps;
@@ -468,6 +468,12 @@ ControlService::Outcome ControlService::reg_mr(Client& c, const proto::RegMrRequ
     return fail(t, seq, -EDQUOT,
                 "quota exceeded: " + std::to_string(c.limits.max_mrs) +
                     " memory regions per client (policy: clients.quotas.max_mrs)");
+  }
+  if (r.length > c.limits.max_mr_length) {
+    return fail(t, seq, -EDQUOT,
+                "quota exceeded: a memory region of " + bytes_str(r.length) +
+                    ", the largest allowed is " + bytes_str(c.limits.max_mr_length) +
+                    " (policy: clients.quotas.max_region_size)");
   }
   if (c.mr_bytes + r.length > c.limits.max_mr_bytes) {
     return fail(t, seq, -EDQUOT,

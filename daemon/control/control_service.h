@@ -34,7 +34,8 @@ struct ControlLimits {
   uint32_t max_cqs = 64;                        // per client; also the region's CQ slots
   uint32_t max_mrs = 256;                       // per client
   uint64_t max_mr_bytes = 1ull << 30;           // per client: registered bytes, all MRs together
-  uint64_t max_region_bytes = 1ull << 30;       // per client: registrable memory (the arena)
+  uint64_t max_mr_length = 1ull << 30;          // per client: one MR
+  uint64_t max_arena_bytes = 1ull << 30;        // per client: registrable memory (the arena)
   uint64_t default_region_bytes = 64ull << 20;  // arena when the client asks for 0
   uint32_t sq_depth = 256;                      // ring depths, powers of two
   uint32_t rq_depth = 256;

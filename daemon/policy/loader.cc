@@ -729,8 +729,10 @@ void parse_clients(ErrorSink& s, const Field& f, ClientsSection& c) {
   if (auto v = r.take("quotas")) {
     MapReader q(s, *v);
     ClientQuotas& quotas = c.quotas;
-    if (auto x = q.take("max_qps")) assign(quotas.max_qps, detail::read_uint(s, *x, 1, 65536));
-    if (auto x = q.take("max_cqs")) assign(quotas.max_cqs, detail::read_uint(s, *x, 1, 65536));
+    if (auto x = q.take("max_qps"))
+      assign(quotas.max_qps, detail::read_uint(s, *x, 1, kMaxQpsPerClient));
+    if (auto x = q.take("max_cqs"))
+      assign(quotas.max_cqs, detail::read_uint(s, *x, 1, kMaxCqsPerClient));
     if (auto x = q.take("max_mrs")) assign(quotas.max_mrs, detail::read_uint(s, *x, 1, 1 << 20));
     std::optional<Field> registered = q.take("max_registered_memory");
     if (registered) {

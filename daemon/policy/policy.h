@@ -174,6 +174,12 @@ struct TransportSection {
 // The time an IB RNR timer code stands for (code 0 = 655.36 ms). code <= 31.
 uint64_t rnr_timer_ns(uint32_t code);
 
+// The most QPs and CQs one client can have: the client's shared-memory area has
+// this many slots of each (shm-ipc's CONDUIT_SHM_MAX_QPS / _CQS; the daemon
+// checks at compile time that the two agree).
+inline constexpr uint32_t kMaxQpsPerClient = 4096;
+inline constexpr uint32_t kMaxCqsPerClient = 4096;
+
 struct ClientQuotas {
   uint32_t max_qps = 256;
   uint32_t max_cqs = 256;

@@ -27,7 +27,7 @@ struct Server {
     l.max_cqs = 2;
     l.max_mrs = 2;
     l.max_mr_bytes = 1 << 20;
-    l.max_region_bytes = 1 << 20;
+    l.max_arena_bytes = 1 << 20;
     l.default_region_bytes = 1 << 20;
     l.sq_depth = 16;
     l.rq_depth = 16;
@@ -219,7 +219,7 @@ TEST_CASE("a request queued behind a policy reload sees the reloaded limits", "[
   const std::string path = "/tmp/conduit-ctl-reload-" + std::to_string(::getpid()) + ".sock";
   ControlLimits before;
   before.max_qps = 2;
-  before.max_region_bytes = 1 << 20;
+  before.max_arena_bytes = 1 << 20;
   before.default_region_bytes = 1 << 20;
   before.huge_pages = shm::HugePages::kNever;
   ControlLimits after = before;

@@ -57,7 +57,7 @@ struct Daemon {
     l.max_cqs = 4;
     l.max_mrs = 8;
     l.max_mr_bytes = 4 << 20;
-    l.max_region_bytes = 4 << 20;
+    l.max_arena_bytes = 4 << 20;
     l.default_region_bytes = 1 << 20;
     l.sq_depth = 64;
     l.rq_depth = 64;
@@ -316,6 +316,28 @@ TEST_CASE("quotas give clear errors", "[lib][control]") {
   CHECK(conduit_free_mr(mr) == 0);
   REQUIRE(conduit_alloc_mr(ctx, 2 << 20, 0, &mr) == 0);
   CHECK(conduit_free_mr(mr) == 0);
+  CHECK(conduit_close(ctx) == 0);
+}
+
+TEST_CASE("one region larger than max_region_size is refused; the area may be larger",
+          "[lib][control]") {
+  control::ControlLimits l = Daemon::small_limits();
+  l.max_mr_length = 1 << 20;  // policy clients.quotas.max_region_size
+  Daemon d(l);
+  conduit_context* ctx = open_ctx(d.path, 4 << 20);  // the whole max_registered_memory
+  conduit_mr* mr = nullptr;
+  int rc = conduit_alloc_mr(ctx, 2 << 20, 0, &mr);
+  CHECK(rc == -EDQUOT);
+  const std::string msg = conduit_strerror(rc);
+  CHECK(msg.find("max_region_size") != std::string::npos);
+  CHECK(msg.find("1 MiB") != std::string::npos);
+  // Regions up to the limit, several of them, fill the area.
+  conduit_mr* a = nullptr;
+  conduit_mr* b = nullptr;
+  REQUIRE(conduit_alloc_mr(ctx, 1 << 20, 0, &a) == 0);
+  REQUIRE(conduit_alloc_mr(ctx, 1 << 20, 0, &b) == 0);
+  CHECK(conduit_free_mr(a) == 0);
+  CHECK(conduit_free_mr(b) == 0);
   CHECK(conduit_close(ctx) == 0);
 }
 

@@ -305,6 +305,13 @@ TEST_CASE("daemon, transport and clients cross-checks") {
                   "clients:\n  quotas: {max_registered_memory: 1GiB, max_region_size: 2GiB}\n") ==
         Errors{"t.yaml:5:58: clients.quotas: max_region_size 2GiB is above "
                "max_registered_memory 1GiB"});
+  // A client's shared-memory area has 4096 QP and CQ slots; a larger quota would
+  // be accepted here and not be honoured.
+  CHECK(errors_of(std::string(kPort) + "clients:\n  quotas: {max_qps: 4097, max_cqs: 65536}\n") ==
+        Errors{"t.yaml:5:21: clients.quotas.max_qps: 4097 is out of range 1..4096",
+               "t.yaml:5:36: clients.quotas.max_cqs: 65536 is out of range 1..4096"});
+  CHECK(errors_of(std::string(kPort) + "clients:\n  quotas: {max_qps: 4096, max_cqs: 4096}\n")
+            .empty());
   CHECK(errors_of(std::string(kPort) + "clients: {allowed_uids: [5, 5, -1]}\n") ==
         Errors{"t.yaml:4:29: clients.allowed_uids[1]: 5 is listed twice",
                "t.yaml:4:32: clients.allowed_uids[2]: -1 is out of range 0..4294967294"});
