@@ -214,6 +214,11 @@ void parse_neighbours(ErrorSink& s, const Field& f, const PortSection& port, boo
                       detail::describe(f.node));
     return;
   }
+  if (f.node.size() > kMaxStaticNeighbours) {
+    s.add(f.mark, f.path + ": " + std::to_string(f.node.size()) + " entries, at most " +
+                      std::to_string(kMaxStaticNeighbours) + " are accepted");
+    return;
+  }
   for (auto it = f.node.begin(); it != f.node.end(); ++it) {
     Field key{it->first, it->first.Mark(), f.path};
     auto ip = read_ipv4(s, key);

@@ -59,6 +59,10 @@ struct Neighbour {
   bool operator==(const Neighbour&) const = default;
 };
 
+// The most static ARP entries port.neighbours takes (the engine's neighbour table
+// holds them on top of its room for learned entries).
+inline constexpr size_t kMaxStaticNeighbours = 16384;
+
 struct PortSection {
   std::string device;  // "0000:3b:00.0" or "net_memif0,role=server,..."; required
   DeviceKind device_kind = DeviceKind::kPci;
@@ -66,7 +70,7 @@ struct PortSection {
   Ipv4Address address;                 // required, with prefix_len
   uint8_t prefix_len = 0;              // 1..32
   std::optional<Ipv4Address> gateway;  // inside address/prefix_len when set
-  std::vector<Neighbour> neighbours;   // static ARP entries, file order, unique ip
+  std::vector<Neighbour> neighbours;   // static ARP entries, file order, unique ip, <= 16384
   uint32_t mtu_bytes = 1500;           // IP MTU, 576..9216
   // The rate a QP's congestion control starts at and never exceeds (DCQCN's line rate,
   // `none`'s rate). Unset: the speed the port reports (10 Gbit/s when it reports none).

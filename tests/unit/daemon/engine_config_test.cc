@@ -2,8 +2,10 @@
 #include "engine/engine_config.h"
 
 #include <catch2/catch.hpp>
+#include <cstdio>
 #include <string>
 
+#include "net/net_stack.h"
 #include "policy/loader.h"
 
 namespace conduit {
@@ -68,6 +70,29 @@ TEST_CASE("engine config: strict classes are served higher priority first, not i
   CHECK(find("high").sched.strict);
   CHECK(find("low").sched.strict);
   CHECK(find("high").sched.strict_rank < find("low").sched.strict_rank);
+}
+
+TEST_CASE("engine config: many static neighbours fit, and learned entries keep their room",
+          "[engine][policy]") {
+  // 300 static entries: more than the table's default 256 slots.
+  std::string neighbours = "  neighbours:\n";
+  for (int i = 0; i < 300; ++i) {
+    char line[64];
+    std::snprintf(line, sizeof line, "    198.18.%d.%d: \"02:00:00:00:%02x:%02x\"\n", 1 + i / 200,
+                  1 + i % 200, i / 256, i % 256);
+    neighbours += line;
+  }
+  const std::string text =
+      "version: 1\nport:\n  device: net_null0\n  address: 198.18.0.1/16\n" + neighbours;
+  policy::LoadResult r = policy::load_policy_string(text, "t.yaml");
+  INFO(r.error_text());
+  REQUIRE(r.ok());
+  const engine::EngineConfig c =
+      engine::engine_config_from_policy(*r.policy, net::MacAddr{{0x02, 0, 0, 0, 0, 1}}, 0);
+  CHECK(c.net.static_neighbours.size() == 300);
+  CHECK(c.net.neighbour.capacity == net::NeighbourConfig{}.capacity + 300);
+  net::NetStack stack(c.net);  // threw "no room in the neighbour table" before
+  CHECK(stack.neighbours().size() == 300);
 }
 
 }  // namespace

@@ -305,6 +305,16 @@ TEST_CASE("daemon, transport and clients cross-checks") {
                   "clients:\n  quotas: {max_registered_memory: 1GiB, max_region_size: 2GiB}\n") ==
         Errors{"t.yaml:5:58: clients.quotas: max_region_size 2GiB is above "
                "max_registered_memory 1GiB"});
+  {
+    std::string many = std::string(kPort) + "  neighbours:\n";
+    for (int i = 0; i < 16385; ++i) {
+      many += "    198.18." + std::to_string(i / 250) + "." + std::to_string(1 + i % 250) +
+              ": \"02:00:00:00:00:02\"\n";
+    }
+    const Errors e = errors_of(many);
+    REQUIRE(e.size() == 1);
+    CHECK(e[0] == "t.yaml:5:5: port.neighbours: 16385 entries, at most 16384 are accepted");
+  }
   // A client's shared-memory area has 4096 QP and CQ slots; a larger quota would
   // be accepted here and not be honoured.
   CHECK(errors_of(std::string(kPort) + "clients:\n  quotas: {max_qps: 4097, max_cqs: 65536}\n") ==
