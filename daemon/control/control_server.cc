@@ -17,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <optional>
 
 #include "proto/control_codec.h"
 #include "proto/seqpacket.h"
@@ -369,14 +370,23 @@ int ControlServer::start(std::string& error) {
     return -e;
   }
   if (!config_.socket_group.empty()) {
-    const group* gr = ::getgrnam(config_.socket_group.c_str());
-    if (gr == nullptr) {
-      error = "socket group '" + config_.socket_group + "' does not exist (create it with " +
+    // A name first, then a number, as chown(1) reads a group.
+    const std::string& name = config_.socket_group;
+    std::optional<gid_t> gid;
+    if (const group* gr = ::getgrnam(name.c_str())) {
+      gid = gr->gr_gid;
+    } else if (name.size() <= 10 &&
+               std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      const unsigned long long n = std::stoull(name);
+      if (n < static_cast<gid_t>(-1)) gid = static_cast<gid_t>(n);
+    }
+    if (!gid) {
+      error = "socket group '" + name + "' does not exist (create it with " +
               "groupadd, or change daemon.socket_group in the policy)";
       ::unlink(path.c_str());
       return -ENOENT;
     }
-    if (::chown(path.c_str(), static_cast<uid_t>(-1), gr->gr_gid) != 0) {
+    if (::chown(path.c_str(), static_cast<uid_t>(-1), *gid) != 0) {
       int e = errno;
       error = "chown " + path + " to group " + config_.socket_group + ": " + errno_str(e);
       ::unlink(path.c_str());

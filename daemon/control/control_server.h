@@ -27,7 +27,7 @@ namespace conduit::control {
 struct ServerConfig {
   std::string socket_path = "/run/conduit/conduitd.sock";
   mode_t socket_mode = 0660;
-  std::string socket_group;  // group name owning the socket; empty: the daemon's group
+  std::string socket_group;  // group name or number owning the socket; empty: the daemon's group
   // Who may use the daemon, by SO_PEERCRED. Root and the daemon's own uid are
   // always allowed. When both lists are empty, anyone who can open the socket
   // (mode and group above) may.

@@ -2,6 +2,7 @@
 // buggy or hostile client could send), plus the QP state rules and peer checks.
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -323,4 +324,26 @@ TEST_CASE("QP transitions follow the verbs rules", "[control][qp]") {
   apply_qp_transition(qp, reset);
   CHECK(qp.state == QpState::kReset);
   CHECK(qp.attr.access == 0);
+}
+
+TEST_CASE("daemon.socket_group takes a group number as well as a name", "[control]") {
+  spdlog::set_level(spdlog::level::off);
+  const std::string path = "/tmp/conduit-ctl-gid-" + std::to_string(::getpid()) + ".sock";
+  // As root any gid can own the socket; otherwise the test's own group.
+  const gid_t gid = ::geteuid() == 0 ? 4242 : ::getegid();
+  {
+    ControlServer server(ServerConfig{path, 0660, std::to_string(gid), {}, {}}, ControlLimits{}, {},
+                         nullptr);
+    std::string err;
+    REQUIRE(server.start(err) == 0);
+    struct stat st {};
+    REQUIRE(::stat(path.c_str(), &st) == 0);
+    CHECK(st.st_gid == gid);
+    server.stop();
+  }
+  ControlServer bad(ServerConfig{path, 0660, "no-such-group-xyz", {}, {}}, ControlLimits{}, {},
+                    nullptr);
+  std::string err;
+  CHECK(bad.start(err) == -ENOENT);
+  CHECK(err.find("socket group 'no-such-group-xyz' does not exist") != std::string::npos);
 }
