@@ -164,7 +164,8 @@ struct PolicyState {
   int reload(std::string& message) {
     auto r = conduit::policy::load_policy_file(path);
     if (!r.ok()) {
-      message = "policy " + path + " is invalid; the running policy stays:\n" + r.error_text();
+      message = "policy " + path + (r.unreadable ? " cannot be read" : " is invalid") +
+                "; the running policy stays:\n" + r.error_text();
       while (!message.empty() && message.back() == '\n') message.pop_back();
       spdlog::error("{}", message);
       return -EINVAL;
@@ -296,7 +297,8 @@ std::vector<std::string> eal_args(const Policy& p) {
 int run(const std::string& config_path) {
   auto loaded = conduit::policy::load_policy_file(config_path);
   if (!loaded.ok()) {
-    std::fprintf(stderr, "conduitd: cannot start, the policy is invalid:\n%s",
+    std::fprintf(stderr, "conduitd: cannot start, the policy %s:\n%s",
+                 loaded.unreadable ? "file cannot be read" : "is invalid",
                  loaded.error_text().c_str());
     return 1;
   }
@@ -562,8 +564,16 @@ int run(const std::string& config_path) {
 
 }  // namespace
 
+int usage_error(const std::string& what) {
+  std::fprintf(stderr, "conduitd: %s (see conduitd --help)\n", what.c_str());
+  return 2;
+}
+
 int main(int argc, char** argv) {
-  std::string config = kDefaultConfig;
+  // Every argument is read before anything is done, so a mistake anywhere on the
+  // line is reported instead of being ignored.
+  std::optional<std::string> config;
+  std::optional<std::string> check;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--help" || a == "-h") {
@@ -574,14 +584,19 @@ int main(int argc, char** argv) {
       std::printf("conduitd %s\n", CONDUIT_VERSION);
       return 0;
     }
-    if ((a == "--check-config" || a == "--config") && i + 1 < argc) {
-      if (a == "--check-config") return check_config(argv[i + 1]);
-      config = argv[++i];
+    if (a == "--check-config" || a == "--config") {
+      if (i + 1 >= argc) return usage_error(a + " needs a FILE");
+      std::optional<std::string>& slot = a == "--config" ? config : check;
+      if (slot) return usage_error(a + " is given twice");
+      slot = argv[++i];
       continue;
     }
-    std::fprintf(stderr, "conduitd: unknown or incomplete argument '%s' (see conduitd --help)\n",
-                 a.c_str());
-    return 2;
+    if (a.starts_with("-")) return usage_error("unknown option '" + a + "'");
+    return usage_error("unexpected argument '" + a + "'; the policy file goes after --config");
   }
-  return run(config);
+  if (check && config) {
+    return usage_error("--check-config FILE checks FILE and starts nothing; drop --config");
+  }
+  if (check) return check_config(*check);
+  return run(config.value_or(kDefaultConfig));
 }

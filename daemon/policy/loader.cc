@@ -882,6 +882,7 @@ LoadResult load_policy_file(const std::string& path) {
   if (!in) {
     LoadResult r;
     r.errors.push_back({path, 0, 0, std::string("cannot open: ") + std::strerror(errno)});
+    r.unreadable = true;
     return r;
   }
   std::string text;
@@ -899,6 +900,7 @@ LoadResult load_policy_file(const std::string& path) {
   if (in.bad()) {
     LoadResult r;
     r.errors.push_back({path, 0, 0, std::string("read error: ") + std::strerror(errno)});
+    r.unreadable = true;
     return r;
   }
   return load_policy_string(text, path);

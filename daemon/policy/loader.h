@@ -37,6 +37,7 @@ struct PolicyError {
 struct LoadResult {
   std::optional<Policy> policy;     // set exactly when errors is empty
   std::vector<PolicyError> errors;  // sorted by position; at most kMaxErrors + 1
+  bool unreadable = false;          // the file could not be opened or read (one error says why)
 
   bool ok() const { return policy.has_value(); }
   // All errors, one per line, each ending in '\n'.

@@ -14,6 +14,23 @@ warn=$("$conduitd" --check-config "$dir/two-lcores.yaml") ||
   { echo "FAIL: two lcores rejected"; exit 1; }
 [[ $warn == *"warning: daemon.lcores lists 2 lcores"*"lcore 1 stays unused"* ]] ||
   { echo "FAIL: no lcores warning: $warn"; exit 1; }
+# Command-line mistakes are usage errors (status 2) that say what is wrong, not ignored.
+usage() {
+  local want=$1; shift
+  local err rc=0
+  err=$("$conduitd" "$@" 2>&1 >/dev/null) || rc=$?
+  [[ $rc -eq 2 && $err == *"$want"* ]] ||
+    { echo "FAIL: conduitd $*: status $rc, '$err' (wanted 2, '$want')"; exit 1; }
+}
+usage "unknown option '--bogus'" --check-config "$dir/c.yaml" --bogus
+usage "--config needs a FILE" --config
+usage "unexpected argument 'x.yaml'" x.yaml
+usage "drop --config" --config "$dir/c.yaml" --check-config "$dir/c.yaml"
+# A file that is not there is unreadable, not invalid.
+rc=0
+err=$("$conduitd" --config "$dir/missing.yaml" 2>&1) || rc=$?
+[[ $rc -eq 1 && $err == *"the policy file cannot be read"*"No such file"* ]] ||
+  { echo "FAIL: missing file: status $rc, '$err'"; exit 1; }
 out=$(CONDUIT_SOCKET=$sock timeout 30 "$hello")
 echo "$out"
 [[ $out == *"received: hello, conduit"* ]] || { echo "FAIL: no data"; cat "$dir/log"; exit 1; }
