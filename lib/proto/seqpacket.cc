@@ -91,10 +91,24 @@ int connect_seqpacket(const std::string& path, UniqueFd& out) {
 std::string connect_error_message(int rc, const std::string& path) {
   switch (-rc) {
     case ENOENT:
-    case ECONNREFUSED:
-      return "conduitd is not running: nothing listens on " + path +
+      return "conduitd is not running: there is no socket at " + path +
              " (start it with 'systemctl start conduitd', or point CONDUIT_SOCKET at the "
              "socket it uses)";
+    case ECONNREFUSED: {
+      struct stat st {};
+      if (::stat(path.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode)) {
+        return path +
+               " is not a socket, so no conduitd can be there (check --socket, "
+               "CONDUIT_SOCKET or daemon.control_socket in the policy)";
+      }
+      return "conduitd is not running: nothing listens on " + path +
+             " (the socket is left from a daemon that stopped; start it with 'systemctl start "
+             "conduitd')";
+    }
+    case ENOTDIR:
+      return "a part of " + path +
+             " is not a directory, so no conduitd can be there (check "
+             "--socket, CONDUIT_SOCKET or daemon.control_socket in the policy)";
     case EACCES:
     case EPERM: {
       struct stat st {};

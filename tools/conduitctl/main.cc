@@ -41,7 +41,12 @@ constexpr const char* kUsage =
     "  policy reload   re-read the policy file (like SIGHUP); an invalid file is\n"
     "                  reported and the running policy stays\n"
     "\n"
-    "The socket is --socket, else $CONDUIT_SOCKET, else /run/conduit/conduitd.sock.\n";
+    "  --version       conduitctl's version (status shows the daemon's)\n"
+    "\n"
+    "The socket is --socket, else $CONDUIT_SOCKET, else /run/conduit/conduitd.sock.\n"
+    "Exit status: 0 done, 1 the daemon could not be reached or refused, 2 usage.\n";
+
+constexpr int kReplyTimeoutSeconds = 10;
 
 class Client {
  public:
@@ -54,7 +59,7 @@ class Client {
       std::fprintf(stderr, "conduitctl: %s\n", proto::connect_error_message(rc, path_).c_str());
       return rc;
     }
-    timeval tv{10, 0};
+    timeval tv{kReplyTimeoutSeconds, 0};
     ::setsockopt(sock_.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     return 0;
   }
@@ -68,6 +73,13 @@ class Client {
     std::vector<proto::UniqueFd> fds;
     ssize_t n = proto::recv_datagram(sock_.get(), buf, fds);
     if (n == 0) return fail(-ECONNRESET, "conduitd closed the connection");
+    if (n == -EAGAIN || n == -EWOULDBLOCK) {
+      std::fprintf(stderr,
+                   "conduitctl: conduitd at %s did not answer within %d s (is it hung? "
+                   "'systemctl status conduitd' and its log may say why)\n",
+                   path_.c_str(), kReplyTimeoutSeconds);
+      return -ETIMEDOUT;
+    }
     if (n < 0) return fail(static_cast<int>(n), "no answer from conduitd");
     proto::CodecError err;
     if (!proto::decode_reply(buf, reply, err)) return fail(err.code, "bad reply: " + err.reason);
@@ -247,6 +259,11 @@ int cmd_policy_reload(Client& c) {
   return 0;
 }
 
+int usage_error(const std::string& what) {
+  std::fprintf(stderr, "conduitctl: %s\n\n%s", what.c_str(), kUsage);
+  return 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -256,17 +273,27 @@ int main(int argc, char** argv) {
   bool json = false;
   std::vector<std::string> words;
   for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--socket" && i + 1 < args.size()) {
+    const std::string& a = args[i];
+    if (a == "--socket") {
+      if (i + 1 >= args.size()) return usage_error("--socket needs a PATH");
       socket = args[++i];
-    } else if (args[i] == "--json") {
+    } else if (a.starts_with("--socket=")) {
+      socket = a.substr(9);
+    } else if (a == "--json") {
       json = true;
-    } else if (args[i] == "--help" || args[i] == "-h" || args[i] == "help") {
+    } else if (a == "--help" || a == "-h" || a == "help") {
       std::printf("%s", kUsage);
       return 0;
+    } else if (a == "--version") {
+      std::printf("conduitctl %s\n", CONDUIT_VERSION);
+      return 0;
+    } else if (a.starts_with("-")) {
+      return usage_error("unknown option '" + a + "'");
     } else {
-      words.push_back(args[i]);
+      words.push_back(a);
     }
   }
+  if (socket.empty()) return usage_error("the socket path is empty");
   auto is = [&](std::initializer_list<const char*> w) {
     if (words.size() != w.size()) return false;
     size_t i = 0;
@@ -281,9 +308,17 @@ int main(int argc, char** argv) {
   if (is({"stats"})) cmd = kStats;
   if (is({"policy", "show"})) cmd = kShow;
   if (is({"policy", "reload"})) cmd = kReload;
-  if (cmd == kBad || (json && cmd != kQps && cmd != kStats)) {
-    std::fprintf(stderr, "%s", kUsage);
-    return 2;
+  if (cmd == kBad) {
+    if (words.empty()) return usage_error("no command given");
+    std::string given;
+    for (const auto& w : words) given += (given.empty() ? "" : " ") + w;
+    if (words[0] == "policy") {
+      return usage_error("unknown command '" + given + "': policy takes 'show' or 'reload'");
+    }
+    return usage_error("unknown command '" + given + "'");
+  }
+  if (json && cmd != kQps && cmd != kStats) {
+    return usage_error("--json applies to 'qps' and 'stats' only");
   }
   Client c(socket);
   if (c.connect() < 0) return 1;
