@@ -38,9 +38,17 @@ bool parse_dec(std::string_view s, uint64_t& out) {
 }
 
 bool key_char(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'; }
-bool value_char(char c) {
+// '%' only introduces an escape of encode_text; numbers and names never hold it.
+bool plain_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         std::strchr("_.,:/+-", c) != nullptr;
+         (c != '\0' && std::strchr("_.,:/+-", c) != nullptr);
+}
+bool value_char(char c) { return plain_char(c) || c == '%'; }
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
 }
 constexpr size_t kMaxKeyBytes = 32;
 constexpr size_t kMaxValueBytes = 256;
@@ -311,9 +319,31 @@ std::string format_message(const Message& m) {
   return s;
 }
 
-std::string sanitize_value(std::string_view s) {
+std::string encode_text(std::string_view s) {
   std::string out;
-  for (char c : s.substr(0, kMaxValueBytes)) out += value_char(c) ? c : (c == ' ' ? '_' : '.');
+  for (char c : s) {
+    char piece[4] = {c, 0, 0, 0};
+    if (!plain_char(c)) std::snprintf(piece, sizeof piece, "%%%02X", static_cast<unsigned char>(c));
+    const size_t n = std::strlen(piece);
+    if (out.size() + n > kMaxValueBytes) break;  // whole escapes only
+    out.append(piece, n);
+  }
+  return out;
+}
+
+std::string decode_text(std::string_view v) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const int hi = v[i] == '%' && i + 2 < v.size() ? hex_digit(v[i + 1]) : -1;
+    const int lo = hi >= 0 ? hex_digit(v[i + 2]) : -1;
+    if (lo < 0) {
+      out += v[i];  // a stray '%' stays as it is
+      continue;
+    }
+    const char c = static_cast<char>(hi * 16 + lo);
+    out += (c >= 0x20 && c < 0x7f) ? c : '?';  // no control bytes reach a terminal
+    i += 2;
+  }
   return out;
 }
 

@@ -90,8 +90,11 @@ struct Message {
 };
 bool parse_message(std::string_view line, Message& out);
 std::string format_message(const Message& m);
-// Replaces characters a value may not hold (for free text such as reasons).
-std::string sanitize_value(std::string_view s);
+// Free text (an error reason) as a value: bytes a value may not hold become %XX,
+// cut to the longest value a line carries. decode_text reverses it; control
+// bytes come back as '?'.
+std::string encode_text(std::string_view s);
+std::string decode_text(std::string_view v);
 
 // One side's measurement of one size, sent in "end" messages.
 struct RunReport {

@@ -339,7 +339,7 @@ std::string Session::expect_line(const char* what) {
   Message m;
   if (parse_message(line, m) && m.verb == "error") {
     auto reason = m.get("reason");
-    fail("the peer reports an error: " + std::string(reason ? *reason : "(no reason)"));
+    fail("the peer reports an error: " + (reason ? decode_text(*reason) : "(no reason)"));
   }
   return line;
 }
@@ -379,14 +379,14 @@ void Session::negotiate() {
     std::string line = expect_line("the client's parameters");
     if (!parse_params(line, p_, error)) {
       std::string ignored;
-      ch_.send_line("error reason=" + sanitize_value(error), ignored);
+      ch_.send_line("error reason=" + encode_text(error), ignored);
       fail("bad parameters from the client: " + error);
     }
     if (p_.test != o_.test) {
       error = std::string("server runs ") + test_name(o_.test) + ", client asked for " +
               test_name(p_.test);
       std::string ignored;
-      ch_.send_line("error reason=" + sanitize_value(error), ignored);
+      ch_.send_line("error reason=" + encode_text(error), ignored);
       fail(error);
     }
   }
@@ -599,7 +599,7 @@ bool Session::poll_channel(std::optional<RunReport>& peer_end, std::optional<uin
       fail("malformed message from the peer: '" + line.substr(0, 80) + "'");
     if (m.verb == "error") {
       auto reason = m.get("reason");
-      fail("the peer reports an error: " + std::string(reason ? *reason : "(no reason)"));
+      fail("the peer reports an error: " + (reason ? decode_text(*reason) : "(no reason)"));
     } else if (m.verb == "end") {
       RunReport r;
       if (!parse_report(m, r))
@@ -1091,7 +1091,7 @@ int run_session(const PerfOptions& options) {
     std::fprintf(stderr, "conduit-perf: %s\n", f.message.c_str());
     // Tell the peer, so it stops at once instead of timing out.
     std::string ignored;
-    ch.send_line("error reason=" + sanitize_value(f.message), ignored);
+    ch.send_line("error reason=" + encode_text(f.message), ignored);
     return 1;
   }
 }

@@ -194,7 +194,26 @@ TEST_CASE("messages: verb and key=value fields, strictly") {
   std::string many = "end";
   for (int i = 0; i < 33; ++i) many += " k" + std::to_string(i) + "=1";
   CHECK_FALSE(parse_message(many, m));
-  CHECK(sanitize_value("no engine; try again") == "no_engine._try_again");
+}
+
+TEST_CASE("free text crosses the line intact: a reason with spaces and symbols") {
+  const std::string reason =
+      "modify_qp: path MTU 4096 is above what port MTU 1500 carries (64% ok)";
+  const std::string v = encode_text(reason);
+  Message m;
+  REQUIRE(parse_message("error reason=" + v, m));
+  REQUIRE(m.get("reason"));
+  CHECK(decode_text(*m.get("reason")) == reason);
+  // Control bytes never reach the terminal; a stray or short escape stays as written.
+  CHECK(decode_text(encode_text("a\x1b[2Jb\n")) == "a?[2Jb?");
+  CHECK(decode_text("50%") == "50%");
+  CHECK(decode_text("%4") == "%4");
+  CHECK(decode_text("%zz") == "%zz");
+  // Long text is cut to what a value holds, never in the middle of an escape.
+  const std::string cut = encode_text(std::string(300, ' '));
+  CHECK(cut.size() == 255);
+  REQUIRE(parse_message("error reason=" + cut, m));
+  CHECK(decode_text(cut) == std::string(85, ' '));
 }
 
 TEST_CASE("run reports round-trip and reject junk") {
