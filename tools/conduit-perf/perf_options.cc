@@ -5,6 +5,8 @@
 #include <cstring>
 #include <limits>
 
+#include "exchange.h"
+
 namespace conduit::perf {
 
 namespace {
@@ -250,13 +252,11 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
       if (!parse_uint_in<uint16_t>(value, 1, 65535, o.port)) {
         return fail(range_error(name, value, 1, 65535));
       }
-    } else if (is("-t", "--tx-depth")) {
-      if (!parse_uint_in<uint32_t>(value, 1, kMaxDepth, o.tx_depth)) {
-        return fail(range_error(name, value, 1, kMaxDepth));
-      }
-    } else if (is("-r", "--rx-depth")) {
-      if (!parse_uint_in<uint32_t>(value, 1, kMaxDepth, o.rx_depth)) {
-        return fail(range_error(name, value, 1, kMaxDepth));
+    } else if (is("-t", "--tx-depth") || is("-r", "--rx-depth")) {
+      uint32_t& depth = is("-t", "--tx-depth") ? o.tx_depth : o.rx_depth;
+      if (!parse_uint_in<uint32_t>(value, 1, kMaxRingDepth, depth)) {
+        return fail(range_error(name, value, 1, kMaxRingDepth) + " (conduitd's rings hold " +
+                    std::to_string(kMaxRingDepth) + " work requests per QP)");
       }
     } else if (is("-Q", "--cq-mod")) {
       if (!parse_uint_in<uint32_t>(value, 1, kMaxDepth, o.cq_mod)) {
@@ -270,7 +270,11 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
       }
       o.mtu = v;
     } else if (is("-x", "--gid")) {
-      if (value.empty() || value.size() > 64) return fail("option " + name + " needs an address");
+      Gid gid{};
+      if (value.size() > 64 || !parse_gid(value, gid)) {
+        return fail("option " + name + ": '" + std::string(value) +
+                    "' is not an IPv4 address or a GID (e.g. 198.18.0.1 or ::ffff:198.18.0.1)");
+      }
       o.gid = std::string(value);
     } else if (is("-S", "--socket")) {
       if (value.empty() || value.size() > 107) {
@@ -380,15 +384,15 @@ Options:
   -s, --size BYTES       message size (65536 for bw, 2 for lat; 64K, 1MiB work),
                          or a list: -s 1,1025,16M
   -a, --all              sweep sizes 2 B .. 8 MiB (powers of two)
-  -n, --iters N          messages per size (5000 bw, 1000 lat)
+  -n, --iters N          messages per size and QP, as perftest (5000 bw, 1000 lat)
   -D, --duration SEC     run each size SEC seconds instead of -n
   -q, --qp N             queue pairs (bw tests), round robin
   -b, --bidirectional    both sides send at once (bw tests)
   -c, --check            verify every received byte (SEND data, READ data,
                          and the WRITE target after each size)
   -e, --events           sleep on the CQ instead of busy polling
-  -t, --tx-depth N       sends in flight per QP (128; fewer with many QPs)
-  -r, --rx-depth N       receives posted per QP (256; fewer with many QPs)
+  -t, --tx-depth N       sends in flight per QP, 1..256 (128; fewer with many QPs)
+  -r, --rx-depth N       receives posted per QP, 1..256 (256; fewer with many QPs)
   -Q, --cq-mod N         request a completion every N sends (64)
   -m, --mtu BYTES        path MTU 256..4096 (1024)
   -T, --class NAME       the policy's traffic class for the QPs
@@ -398,7 +402,9 @@ Options:
   -S, --socket PATH      conduitd control socket ($CONDUIT_SOCKET, or
                          /run/conduit/conduitd.sock)
   -p, --port N           TCP port of the out-of-band exchange (18515)
-  -W, --timeout SEC      fail when nothing completes for SEC seconds (30)
+  -W, --timeout SEC      fail when nothing completes for SEC seconds (30); the
+                         server waits 4 x SEC for a client, which retries its
+                         TCP connection as long
   -u, --qp-timeout N     local ACK timeout 4.096 us * 2^N (14); with --cm the
                          policy's transport.timeout applies instead
   --perftest             speak perftest's own TCP exchange instead of ours, so

@@ -1069,20 +1069,26 @@ int Session::run() {
 
 }  // namespace
 
+bool open_exchange_channel(const PerfOptions& options, TcpLineChannel& ch) {
+  // Starting the two sides takes a person a while: they get four -W to meet.
+  const int wait_ms = static_cast<int>(options.timeout_s) * 4000;
+  std::string error;
+  bool ok = false;
+  if (options.is_server()) {
+    std::fprintf(stderr, "conduit-perf: waiting up to %d s for a client on TCP port %u\n",
+                 wait_ms / 1000, static_cast<unsigned>(options.port));
+    ok = TcpLineChannel::accept_one(options.port, wait_ms, ch, error);
+  } else {
+    ok = TcpLineChannel::connect_to(options.server, options.port, wait_ms, ch, error);
+  }
+  if (!ok) std::fprintf(stderr, "conduit-perf: %s\n", error.c_str());
+  return ok;
+}
+
 int run_session(const PerfOptions& options) {
   if (options.perftest) return run_perftest_session(options);
   TcpLineChannel ch;
-  std::string error;
-  const int wait_ms = static_cast<int>(options.timeout_s) * 4000;
-  if (options.is_server()) {
-    if (!TcpLineChannel::accept_one(options.port, wait_ms, ch, error)) {
-      std::fprintf(stderr, "conduit-perf: %s\n", error.c_str());
-      return 1;
-    }
-  } else if (!TcpLineChannel::connect_to(options.server, options.port, wait_ms, ch, error)) {
-    std::fprintf(stderr, "conduit-perf: %s\n", error.c_str());
-    return 1;
-  }
+  if (!open_exchange_channel(options, ch)) return 1;
   try {
     Session s(options, ch);
     return s.run();

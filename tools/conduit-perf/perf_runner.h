@@ -13,10 +13,16 @@
 
 #include "buffer_layout.h"
 #include "perf_options.h"
+#include "tcp_line_channel.h"
 
 namespace conduit::perf {
 
 // Returns the process exit status: 0 ok, 1 failure (message on stderr).
 int run_session(const PerfOptions& options);
+
+// The TCP connection of the out-of-band exchange: the server waits four -W for a
+// client (and says so on stderr); a client retries a refused connection as long.
+// false with the reason printed on stderr.
+bool open_exchange_channel(const PerfOptions& options, TcpLineChannel& ch);
 
 }  // namespace conduit::perf

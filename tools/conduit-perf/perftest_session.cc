@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "perf_report.h"
+#include "perf_runner.h"
 #include "perftest_wire.h"
 #include "tcp_line_channel.h"
 
@@ -907,17 +908,7 @@ int Session::run() {
 
 int run_perftest_session(const PerfOptions& options) {
   TcpLineChannel ch;
-  std::string error;
-  const int wait_ms = static_cast<int>(options.timeout_s) * 4000;
-  if (options.is_server()) {
-    if (!TcpLineChannel::accept_one(options.port, wait_ms, ch, error)) {
-      std::fprintf(stderr, "conduit-perf: %s\n", error.c_str());
-      return 1;
-    }
-  } else if (!TcpLineChannel::connect_to(options.server, options.port, wait_ms, ch, error)) {
-    std::fprintf(stderr, "conduit-perf: %s\n", error.c_str());
-    return 1;
-  }
+  if (!open_exchange_channel(options, ch)) return 1;
   try {
     Session s(options, ch.native_handle());
     return s.run();
