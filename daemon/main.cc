@@ -391,6 +391,10 @@ int run(const std::string& config_path) {
     spdlog::info("port {} ({}) mac {} link {} {} Mb/s, address {}", port->name(), port->driver(),
                  mac.to_string(), link.up ? "up" : "down", link.speed_mbps,
                  conduit::net::Ipv4Addr{p.port.address.value}.to_string());
+    // The driver may round the ring sizes (rte_eth_dev_adjust_nb_rx_tx_desc).
+    spdlog::info("port {}: RX ring {} descriptors, TX ring {} (policy: {} / {}), {} mbufs",
+                 port->name(), port->rx_ring_size(), port->tx_ring_size(), p.port.rx_descriptors,
+                 p.port.tx_descriptors, p.port.mbufs);
     spdlog::info("line rate {} ({}): congestion control starts each QP there and never exceeds it",
                  conduit::policy::format_rate(line_rate_bps),
                  p.port.line_rate_bps ? "port.line_rate"

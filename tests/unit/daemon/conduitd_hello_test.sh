@@ -31,6 +31,9 @@ rc=0
 err=$("$conduitd" --config "$dir/missing.yaml" 2>&1) || rc=$?
 [[ $rc -eq 1 && $err == *"the policy file cannot be read"*"No such file"* ]] ||
   { echo "FAIL: missing file: status $rc, '$err'"; exit 1; }
+# The ring sizes the driver took are in the log (POLICY.md tells operators to look there).
+grep -Eq 'RX ring [0-9]+ descriptors, TX ring [0-9]+ \(policy: 1024 / 1024\), 8191 mbufs' \
+  "$dir/log" || { cat "$dir/log"; echo "FAIL: no ring sizes in the log"; exit 1; }
 out=$(CONDUIT_SOCKET=$sock timeout 30 "$hello")
 echo "$out"
 [[ $out == *"received: hello, conduit"* ]] || { echo "FAIL: no data"; cat "$dir/log"; exit 1; }
