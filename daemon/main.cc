@@ -283,17 +283,6 @@ std::string status_line(const ControlServer& s) {
          " QP(s)";
 }
 
-std::vector<std::string> eal_args(const Policy& p) {
-  std::vector<std::string> args = p.port.eal_args;
-  // One engine, on the first lcore listed (policy_warnings says so when there are more).
-  if (std::find(args.begin(), args.end(), "-l") == args.end() &&
-      std::find(args.begin(), args.end(), "--lcores") == args.end()) {
-    args.push_back("-l");
-    args.push_back(std::to_string(p.daemon.lcores.empty() ? 0 : p.daemon.lcores.front()));
-  }
-  return args;
-}
-
 int run(const std::string& config_path) {
   auto loaded = conduit::policy::load_policy_file(config_path);
   if (!loaded.ok()) {
@@ -349,7 +338,7 @@ int run(const std::string& config_path) {
     cpu_set_t start_cpus;
     const bool have_start_cpus =
         pthread_getaffinity_np(pthread_self(), sizeof(start_cpus), &start_cpus) == 0;
-    eal = std::make_unique<conduit::dpdk::Eal>(eal_args(p));
+    eal = std::make_unique<conduit::dpdk::Eal>(conduit::policy::eal_arguments(p));
     if (pthread_getaffinity_np(pthread_self(), sizeof(engine_cpus), &engine_cpus) != 0) {
       have_engine_cpus = false;
     }

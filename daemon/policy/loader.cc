@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -261,7 +262,11 @@ void parse_port(ErrorSink& s, const Field& f, PortSection& p, Marks& marks) {
     have_device = true;
     if (auto dev = detail::read_string(s, *v)) {
       if (is_pci_address(*dev)) {
-        p.device = *dev;
+        // DPDK names a PCI port by its full lower-case address; so do we.
+        std::string full = dev->size() == 7 ? "0000:" + *dev : *dev;
+        std::transform(full.begin(), full.end(), full.begin(),
+                       [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+        p.device = full;
         p.device_kind = DeviceKind::kPci;
       } else if (is_net_vdev(*dev)) {
         p.device = *dev;

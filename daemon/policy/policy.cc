@@ -1,6 +1,8 @@
 #include "policy/policy.h"
 
+#include <algorithm>
 #include <array>
+#include <string_view>
 
 namespace conduit::policy {
 
@@ -92,6 +94,37 @@ TrafficClass builtin_default_class() {
   tc.name = "default";
   tc.is_default = true;
   return tc;
+}
+
+namespace {
+
+// Whether args hold one of opts: "-a" also as "-aVALUE", "--allow" also as "--allow=VALUE".
+bool has_option(const std::vector<std::string>& args,
+                std::initializer_list<std::string_view> opts) {
+  return std::any_of(args.begin(), args.end(), [&](const std::string& a) {
+    return std::any_of(opts.begin(), opts.end(), [&](std::string_view o) {
+      if (o.starts_with("--")) return a == o || a.starts_with(std::string(o) + "=");
+      return a.starts_with(o);
+    });
+  });
+}
+
+}  // namespace
+
+std::vector<std::string> eal_arguments(const Policy& p) {
+  std::vector<std::string> args = p.port.eal_args;
+  if (p.port.device_kind == DeviceKind::kPci &&
+      !has_option(args, {"-a", "--allow", "-b", "--block", "--no-pci", "--pci-whitelist",
+                         "--pci-blacklist"})) {
+    args.push_back("-a");
+    args.push_back(p.port.device);
+  }
+  // One engine, on the first lcore listed (policy_warnings says so when there are more).
+  if (!has_option(args, {"-l", "--lcores"})) {
+    args.push_back("-l");
+    args.push_back(std::to_string(p.daemon.lcores.empty() ? 0 : p.daemon.lcores.front()));
+  }
+  return args;
 }
 
 }  // namespace conduit::policy

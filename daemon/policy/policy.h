@@ -228,4 +228,11 @@ struct Policy {
   const TrafficClass* class_for_dscp(uint8_t dscp) const;
 };
 
+// The EAL command line conduitd starts DPDK with: port.eal_args, then
+//   -a DEVICE  for a PCI port, unless eal_args already say which PCI devices EAL
+//              may probe (-a/--allow, -b/--block, --no-pci): so conduitd claims
+//              its one port and leaves the host's other DPDK-bound devices alone;
+//   -l LCORE   the first of daemon.lcores, unless eal_args give -l/--lcores.
+std::vector<std::string> eal_arguments(const Policy& p);
+
 }  // namespace conduit::policy

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <fstream>
@@ -262,4 +263,33 @@ TEST_CASE("reload pattern: an invalid file yields no policy, so the old one stay
   CHECK_FALSE(next.ok());
   CHECK_FALSE(next.policy.has_value());
   CHECK(running.cnp.dscp == 48);
+}
+
+TEST_CASE("a PCI device is named as DPDK names it and given to EAL with -a") {
+  const std::string dev_short = "port:\n  device: 3B:00.1\n  address: 198.18.0.1/24\n";
+  LoadResult r = load(dev_short);
+  REQUIRE(r.ok());
+  CHECK(r.policy->port.device == "0000:3b:00.1");
+  CHECK(r.policy->port.device_kind == DeviceKind::kPci);
+  CHECK(eal_arguments(*r.policy) == std::vector<std::string>{"-a", "0000:3b:00.1", "-l", "1"});
+
+  // The operator's own PCI choice and lcores stand.
+  for (const char* choice :
+       {"[--no-pci]", "[-a, 0000:5e:00.0]", "[--allow=0000:5e:00.0]", "[-b0000:5e:00.0]"}) {
+    LoadResult c = load(
+        "port:\n  device: 0000:3b:00.1\n  address: 198.18.0.1/24\n"
+        "  eal_args: " +
+        std::string(choice) + "\n");
+    REQUIRE(c.ok());
+    const auto args = eal_arguments(*c.policy);
+    CHECK(std::count(args.begin(), args.end(), "0000:3b:00.1") == 0);
+  }
+  LoadResult l = load(dev_short + "  eal_args: [--lcores=2]\n");
+  REQUIRE(l.ok());
+  CHECK(eal_arguments(*l.policy) == std::vector<std::string>{"--lcores=2", "-a", "0000:3b:00.1"});
+
+  // A vdev is hot-plugged after EAL starts; nothing is added for it but the lcore.
+  LoadResult v = load(kPort);
+  REQUIRE(v.ok());
+  CHECK(eal_arguments(*v.policy) == std::vector<std::string>{"-l", "1"});
 }
