@@ -42,6 +42,9 @@ struct Marks {
   std::optional<YAML::Mark> port_mtu;
   std::optional<YAML::Mark> pmtu;
   std::optional<YAML::Mark> bdp_cap;
+  // A value already reported as wrong: checks against it would be follow-on errors.
+  bool port_mtu_bad = false;
+  bool pmtu_bad = false;
 };
 
 template <typename T, typename V>
@@ -330,7 +333,9 @@ void parse_port(ErrorSink& s, const Field& f, PortSection& p, Marks& marks) {
   if (auto v = r.take("neighbours")) parse_neighbours(s, *v, p, have_address, p.neighbours);
   if (auto v = r.take("mtu")) {
     marks.port_mtu = v->mark;
-    assign(p.mtu_bytes, detail::read_uint(s, *v, 576, 9216));
+    auto mtu = detail::read_uint(s, *v, 576, 9216);
+    assign(p.mtu_bytes, mtu);
+    marks.port_mtu_bad = !mtu;
   }
   if (auto v = r.take("line_rate")) {
     if (auto rate = detail::read_rate_bps(s, *v, 1'000'000, kMaxRateBps)) p.line_rate_bps = rate;
@@ -479,6 +484,7 @@ struct ClassMarks {
   YAML::Mark name;
   YAML::Mark dscp;
   bool default_unreadable = false;  // "no default class" would then be a follow-on error
+  bool dscp_unknown = false;        // missing or invalid (reported): not compared with others
 };
 
 void parse_traffic_class(ErrorSink& s, const Field& f, TrafficClass& tc, ClassMarks& marks) {
@@ -508,7 +514,9 @@ void parse_traffic_class(ErrorSink& s, const Field& f, TrafficClass& tc, ClassMa
   if (auto v = r.take("dscp")) {
     have_dscp = true;
     marks.dscp = v->mark;
-    assign(tc.dscp, detail::read_uint(s, *v, 0, 63));
+    auto dscp = detail::read_uint(s, *v, 0, 63);
+    assign(tc.dscp, dscp);
+    marks.dscp_unknown = !dscp;
   }
   if (auto v = r.take("ecn")) {
     if (v->node.IsScalar() && v->node.Scalar() == "ce") {
@@ -537,7 +545,10 @@ void parse_traffic_class(ErrorSink& s, const Field& f, TrafficClass& tc, ClassMa
     parse_congestion_control(s, *v, tc.congestion_control, tc.max_rate_bps);
   }
   if (!have_name) s.add(f.mark, f.path + ": missing required key 'name'");
-  if (!have_dscp) s.add(f.mark, f.path + ": missing required key 'dscp'");
+  if (!have_dscp) {
+    s.add(f.mark, f.path + ": missing required key 'dscp'");
+    marks.dscp_unknown = true;
+  }
   r.finish();
 }
 
@@ -576,7 +587,7 @@ void parse_traffic_classes(ErrorSink& s, const Field& f, std::vector<TrafficClas
         s.add(class_marks[i].name, e.path + ".name: duplicate class name " + quote(tc.name) +
                                        " (also " + (*elements)[j].path + ")");
       }
-      if (tc.dscp == other.dscp) {
+      if (tc.dscp == other.dscp && !class_marks[i].dscp_unknown && !class_marks[j].dscp_unknown) {
         s.add(class_marks[i].dscp, e.path + ".dscp: duplicate DSCP " + std::to_string(tc.dscp) +
                                        " (also class " + quote(other.name) + ", " +
                                        (*elements)[j].path + ")");
@@ -587,7 +598,7 @@ void parse_traffic_classes(ErrorSink& s, const Field& f, std::vector<TrafficClas
                           ", so their order is undefined");
       }
     }
-    if (tc.dscp == cnp.dscp) {
+    if (tc.dscp == cnp.dscp && !class_marks[i].dscp_unknown) {
       s.add(class_marks[i].dscp,
             e.path + ".dscp: DSCP " + std::to_string(tc.dscp) + " is the CNP DSCP (cnp.dscp)");
     }
@@ -626,12 +637,14 @@ void parse_transport(ErrorSink& s, const Field& f, TransportSection& t, Marks& m
   MapReader r(s, f);
   if (auto v = r.take("pmtu")) {
     marks.pmtu = v->mark;
+    marks.pmtu_bad = true;
     if (auto pmtu = detail::read_size_bytes(s, *v, 256, 4096)) {
       if ((*pmtu & (*pmtu - 1)) != 0) {
         s.add(v->mark, v->path + ": " + std::to_string(*pmtu) +
                            " is not a path MTU (256, 512, 1024, 2048 or 4096)");
       } else {
         t.pmtu_bytes = static_cast<uint32_t>(*pmtu);
+        marks.pmtu_bad = false;
       }
     }
   }
@@ -768,7 +781,8 @@ void parse_clients(ErrorSink& s, const Field& f, ClientsSection& c) {
 
 void check_across_sections(ErrorSink& s, const Policy& p, const Marks& marks) {
   const TransportSection& t = p.transport;
-  if (t.pmtu_bytes + kRoceOverheadBytes > p.port.mtu_bytes) {
+  if (marks.pmtu_bad) return;  // both checks measure against the path MTU
+  if (!marks.port_mtu_bad && t.pmtu_bytes + kRoceOverheadBytes > p.port.mtu_bytes) {
     s.add(marks.pmtu.value_or(marks.port_mtu.value_or(marks.root)),
           "transport.pmtu: " + std::to_string(t.pmtu_bytes) + " does not fit port.mtu " +
               std::to_string(p.port.mtu_bytes) + ": a full packet needs an IP MTU of " +

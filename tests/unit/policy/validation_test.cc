@@ -93,6 +93,24 @@ TEST_CASE("bad units are reported at the value") {
              "unit 'kb' in '4kb'; did you mean 'kB'?"});
 }
 
+TEST_CASE("a wrong value is reported once, not again by the checks that use it") {
+  // The bad port.mtu is not measured against; the bad DSCP is not a duplicate of the
+  // other class's 26, nor is the missing one.
+  CHECK(errors_of("port:\n  device: net_null0\n  address: 198.18.0.1/24\n  mtu: 100000\n"
+                  "transport: {pmtu: 4096}\n"
+                  "traffic_classes:\n"
+                  "  - {name: a, default: true, dscp: 300}\n"
+                  "  - {name: b, dscp: 26}\n"
+                  "  - {name: c}\n") ==
+        Errors{"t.yaml:4:8: port.mtu: 100000 is out of range 576..9216",
+               "t.yaml:7:36: traffic_classes[0].dscp: 300 is out of range 0..63",
+               "t.yaml:9:5: traffic_classes[2]: missing required key 'dscp'"});
+  // A bad pmtu is not checked against port.mtu or bdp_cap.
+  CHECK(errors_of(std::string(kPort) + "transport: {pmtu: 3000, bdp_cap: 100}\n") ==
+        Errors{"t.yaml:4:19: transport.pmtu: 3000 is not a path MTU (256, 512, 1024, 2048 or "
+               "4096)"});
+}
+
 TEST_CASE("duplicate DSCP, duplicate class name, DSCP of CNP") {
   CHECK(errors_of(std::string(kPort) + "traffic_classes:\n"
                                        "  - name: a\n"
