@@ -9,6 +9,7 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -48,6 +49,7 @@ constexpr uint64_t kMrAlign = 4096;
 // or killed) once per this many empty polls: one poll(2) per ~1024 empty polls
 // costs well under a nanosecond each, and a busy poller notices within ~1 ms.
 constexpr uint32_t kEmptyPollsPerHangupCheck = 1024;
+constexpr int kMaxWaitCqs = CONDUIT_MAX_WAIT_CQS;
 constexpr const char* kDaemonGoneMsg =
     "conduitd closed the connection (stopped or restarted?); no more completions will come, "
     "open a new context";
@@ -446,21 +448,39 @@ int conduit_poll_cq(conduit_cq* cq, int max, conduit_wc* wc) {
   return 0;
 }
 
-int conduit_wait_cq(conduit_cq* cq, int timeout_ms) {
-  if (cq == nullptr) return -EINVAL;
-  // The doorbell protocol of shm::wait_for_entries, but the sleep also watches
-  // the control socket: if conduitd dies, nobody would ever kick the eventfd,
-  // and the caller must get an error instead of a hang.
-  for (int spin = 0; spin < 64; ++spin) {
-    if (const uint32_t n = cq->ring.available(); n > 0) return static_cast<int>(n);
-    if (cq->ring.broken()) break;
+namespace {
+
+// How many of the n CQs have completions; -EPIPE when one's indices are corrupt.
+int ready_cqs(conduit_cq* const* cqs, int n) {
+  int ready = 0;
+  for (int i = 0; i < n; ++i) {
+    if (cqs[i]->ring.broken()) return -EPIPE;
+    if (cqs[i]->ring.available() > 0) ++ready;
   }
+  return ready;
+}
+
+// The doorbell protocol of shm::wait_for_entries over several CQs of one context,
+// whose sleep also watches the control socket: if conduitd dies, nobody would
+// ever kick an eventfd, and the caller must get an error instead of a hang.
+// Returns the number of CQs with completions, 0 on timeout, or -errno.
+int wait_cqs(conduit_cq* const* cqs, int n, int timeout_ms) {
+  for (int spin = 0; spin < 64; ++spin) {
+    if (const int r = ready_cqs(cqs, n); r != 0) {
+      if (r < 0) break;
+      return r;
+    }
+  }
+  conduit_context* ctx = cqs[0]->ctx;
+  std::array<pollfd, kMaxWaitCqs + 1> p{};
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   for (;;) {
-    shm::consumer_arm_wakeup(cq->wake);
-    uint32_t n = cq->ring.available();
-    if (n > 0 || cq->ring.broken()) {
-      shm::consumer_disarm_wakeup(cq->wake);
+    for (int i = 0; i < n; ++i) shm::consumer_arm_wakeup(cqs[i]->wake);
+    const auto disarm = [&] {
+      for (int i = 0; i < n; ++i) shm::consumer_disarm_wakeup(cqs[i]->wake);
+    };
+    if (ready_cqs(cqs, n) != 0) {
+      disarm();
       break;
     }
     int wait_ms = timeout_ms;
@@ -469,26 +489,53 @@ int conduit_wait_cq(conduit_cq* cq, int timeout_ms) {
           std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       wait_ms = left.count() > 0 ? static_cast<int>(left.count()) : 0;
     }
+    for (int i = 0; i < n; ++i) p[static_cast<size_t>(i)] = {cqs[i]->efd.fd(), POLLIN, 0};
     // POLLIN is not asked of the socket: replies to control calls on other
     // threads must not wake us; hang-up is always reported.
-    pollfd p[2] = {{cq->efd.fd(), POLLIN, 0}, {cq->ctx->sock.get(), POLLRDHUP, 0}};
-    int rc = ::poll(p, 2, wait_ms);
-    shm::consumer_disarm_wakeup(cq->wake);
+    pollfd& sock = p[static_cast<size_t>(n)];
+    sock = {ctx->sock.get(), POLLRDHUP, 0};
+    const int rc = ::poll(p.data(), static_cast<nfds_t>(n + 1), wait_ms);
+    disarm();
     if (rc < 0 && errno != EINTR) return set_error(-errno, "poll on the CQ eventfd failed");
-    if (rc > 0 && (p[0].revents & POLLIN) != 0) cq->efd.drain();
-    n = cq->ring.available();
-    if (n > 0) return static_cast<int>(n);
-    if (rc > 0 && (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0) {
-      cq->ctx->daemon_gone.store(true, std::memory_order_relaxed);
+    for (int i = 0; rc > 0 && i < n; ++i) {
+      if ((p[static_cast<size_t>(i)].revents & POLLIN) != 0) cqs[i]->efd.drain();
+    }
+    if (const int r = ready_cqs(cqs, n); r != 0) {
+      if (r < 0) break;
+      return r;
+    }
+    if (rc > 0 && (sock.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0) {
+      ctx->daemon_gone.store(true, std::memory_order_relaxed);
       return set_error(-ECONNRESET, kDaemonGoneMsg);
     }
-    if (cq->ring.broken()) break;
     if (timeout_ms >= 0 && std::chrono::steady_clock::now() >= deadline) return 0;
   }
-  if (cq->ring.broken()) {
-    return set_error(-EPIPE, "CQ ring indices are corrupt; the context is unusable");
+  const int r = ready_cqs(cqs, n);
+  if (r < 0) return set_error(-EPIPE, "CQ ring indices are corrupt; the context is unusable");
+  return r;
+}
+
+}  // namespace
+
+int conduit_wait_cq(conduit_cq* cq, int timeout_ms) {
+  if (cq == nullptr) return -EINVAL;
+  const int r = wait_cqs(&cq, 1, timeout_ms);
+  return r > 0 ? static_cast<int>(cq->ring.available()) : r;
+}
+
+int conduit_wait_cqs(conduit_cq* const* cqs, int n, int timeout_ms) {
+  if (!valid_ptr(cqs, "cqs")) return -EINVAL;
+  if (n < 1 || n > kMaxWaitCqs) {
+    return set_error(-EINVAL, "conduit_wait_cqs waits on 1 to " + std::to_string(kMaxWaitCqs) +
+                                  " CQs, not " + std::to_string(n));
   }
-  return static_cast<int>(cq->ring.available());
+  for (int i = 0; i < n; ++i) {
+    if (cqs[i] == nullptr) return set_error(-EINVAL, "cqs[" + std::to_string(i) + "] is NULL");
+    if (cqs[i]->ctx != cqs[0]->ctx) {
+      return set_error(-EINVAL, "conduit_wait_cqs: the CQs belong to different contexts");
+    }
+  }
+  return wait_cqs(cqs, n, timeout_ms);
 }
 
 // ---- QPs ----------------------------------------------------------------------

@@ -390,7 +390,7 @@ Options:
   -b, --bidirectional    both sides send at once (bw tests)
   -c, --check            verify every received byte (SEND data, READ data,
                          and the WRITE target after each size)
-  -e, --events           sleep on the CQ instead of busy polling
+  -e, --events           sleep on the CQs instead of busy polling
   -t, --tx-depth N       sends in flight per QP, 1..256 (128; fewer with many QPs)
   -r, --rx-depth N       receives posted per QP, 1..256 (256; fewer with many QPs)
   -Q, --cq-mod N         request a completion every N sends (64)

@@ -318,6 +318,8 @@ class Session {
   Endpoint ep_;
   bool client_ = false;
   uint32_t spins_ = 0;
+  std::vector<conduit_cq*> wait_cqs_;  // what idle() sleeps on: the CQs this side's roles use
+  size_t wait_from_ = 0;               // first of the (at most 64) CQs the next sleep watches
   uint64_t last_progress_ns_ = 0;
   uint64_t mismatches_total_ = 0;
   bool header_printed_ = false;
@@ -360,7 +362,20 @@ void Session::idle() {
   // Busy-poll a while, then sleep on the CQ: the daemons need the cores too (on this
   // two-core machine a spinning client starves them, and latency goes to milliseconds).
   if (!o_.events && ++spins_ <= kSpinsBeforeSleep) return;
-  conduit_wait_cq(roles_.receives ? ep_.recv_cqs()[0] : ep_.send_cqs()[0], o_.events ? 5 : 1);
+  if (wait_cqs_.empty()) {
+    if (roles_.sends) wait_cqs_ = ep_.send_cqs();
+    if (roles_.receives) {
+      wait_cqs_.insert(wait_cqs_.end(), ep_.recv_cqs().begin(), ep_.recv_cqs().end());
+    }
+  }
+  // Any of the CQs wakes the sleep (a completion channel's job). More than one call
+  // watches: a window of them in turn, so none waits longer than a few sleeps.
+  const size_t n = std::min<size_t>(wait_cqs_.size(), CONDUIT_MAX_WAIT_CQS);
+  if (wait_from_ + n > wait_cqs_.size()) wait_from_ = 0;
+  const int rc = conduit_wait_cqs(wait_cqs_.data() + wait_from_, static_cast<int>(n),
+                                  o_.events && n == wait_cqs_.size() ? 5 : 1);
+  wait_from_ = (wait_from_ + n) % wait_cqs_.size();
+  if (rc < 0) fail(std::string("waiting for completions: ") + conduit_strerror(rc));
 }
 
 void Session::negotiate() {

@@ -137,6 +137,13 @@ CONDUIT_API int conduit_poll_cq(struct conduit_cq* cq, int max, struct conduit_w
 /* Blocks until the CQ has completions or timeout_ms passes (-1: forever).
  * Returns the number available (> 0), 0 on timeout, or -errno. */
 CONDUIT_API int conduit_wait_cq(struct conduit_cq* cq, int timeout_ms);
+/* Blocks until one of n CQs (1..CONDUIT_MAX_WAIT_CQS, all of one context) has
+ * completions or timeout_ms passes (-1: forever), like a verbs completion
+ * channel shared by several CQs. Returns how many of them have completions
+ * (> 0; poll each), 0 on timeout, or -errno. As with conduit_wait_cq, one
+ * thread at a time may wait on a given CQ. */
+#define CONDUIT_MAX_WAIT_CQS 64
+CONDUIT_API int conduit_wait_cqs(struct conduit_cq* const* cqs, int n, int timeout_ms);
 
 /* ---- queue pairs ---------------------------------------------------------- */
 

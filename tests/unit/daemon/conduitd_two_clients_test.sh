@@ -26,6 +26,8 @@ run send_bw -s 1,63,4096,65537,1M,64M -n 5
 run write_bw -s 1,63,4096,65537,1M,64M -n 5
 run read_bw -s 1,63,4096,65537,1M,64M -n 5
 run write_bw -s 65536 -q 64 -n 640
+# Sleeping on completions (-e) with QPs spread over several CQ pairs, both ways at once.
+run send_bw -s 4096 -q 16 -t 256 -r 256 -e -b -n 500
 kill -TERM "$pid"
 wait "$pid" || { echo "FAIL: conduitd exit status $?"; exit 1; }
 pid=

@@ -439,6 +439,65 @@ TEST_CASE("post and poll through the rings with the engine's side played by the 
   CHECK_FALSE(cq.wait(20));  // nothing more: times out
 }
 
+TEST_CASE("conduit_wait_cqs wakes for a completion on any of several CQs", "[lib][control]") {
+  Daemon d;
+  conduit::Context ctx(d.path, 1 << 20, "wait-cqs");
+  auto cq0 = ctx.create_cq(4);
+  auto cq1 = ctx.create_cq(4);
+  auto cq2 = ctx.create_cq(4);
+  control::EngineCommand add_client, add_cq;
+  REQUIRE(d.engine->wait_for(control::EngineOp::kAddClient, 0, 1s, &add_client));
+  // The third CQ's slot, as the engine sees it.
+  std::vector<control::EngineCommand> cqs;
+  for (const auto& c : d.engine->commands()) {
+    if (c.op == control::EngineOp::kAddCq) cqs.push_back(c);
+  }
+  REQUIRE(cqs.size() == 3);
+  add_cq = cqs[2];
+  const shm::RegionLayout& layout = *add_client.layout;
+  auto cdesc = layout.ring_desc(layout.cq_ring(add_cq.cq_slot));
+  auto* cctrl = reinterpret_cast<conduit_shm_ring_ctrl*>(add_client.region + cdesc.ctrl_offset);
+  auto* cslots = reinterpret_cast<conduit_shm_cqe*>(add_client.region + cdesc.slots_offset);
+  shm::SpscProducer<conduit_shm_cqe> cqp(cctrl, cslots, cdesc.capacity, shm::load_prod(cctrl));
+  auto* line = reinterpret_cast<conduit_shm_wakeup*>(add_client.region +
+                                                     layout.cq_wakeup_offset(add_cq.cq_slot));
+
+  conduit_cq* all[3] = {cq0.get(), cq1.get(), cq2.get()};
+  CHECK(conduit_wait_cqs(all, 3, 20) == 0);  // nothing yet: times out
+  std::thread producer([&] {
+    std::this_thread::sleep_for(50ms);
+    conduit_shm_cqe e{};
+    e.wr_id = 9;
+    e.status = CONDUIT_SHM_WC_SUCCESS;
+    e.opcode = CONDUIT_SHM_WC_RECV;
+    REQUIRE(cqp.try_enqueue(e));
+    if (shm::producer_should_kick(line)) shm::EventFd(::dup(add_cq.event_fd)).kick();
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  const int rc = conduit_wait_cqs(all, 3, 5000);
+  producer.join();
+  CHECK(rc == 1);
+  // Woken by the kick, not by the 5 s timeout (the armed line made the engine kick).
+  CHECK(std::chrono::steady_clock::now() - t0 < 4s);
+  std::vector<conduit_wc> wc(4);
+  CHECK(cq0.poll(wc) == 0);  // poll() shrinks wc to what arrived
+  wc.resize(4);
+  CHECK(cq1.poll(wc) == 0);
+  wc.resize(4);
+  REQUIRE(cq2.poll(wc) == 1);
+  CHECK(wc[0].wr_id == 9);
+
+  // Bad arguments are errors with a reason.
+  CHECK(conduit_wait_cqs(all, 0, 0) == -EINVAL);
+  CHECK(conduit_wait_cqs(all, CONDUIT_MAX_WAIT_CQS + 1, 0) == -EINVAL);
+  conduit::Context other(d.path, 1 << 20, "other");
+  auto foreign = other.create_cq(4);
+  conduit_cq* mixed[2] = {cq0.get(), foreign.get()};
+  const int mixed_rc = conduit_wait_cqs(mixed, 2, 0);
+  CHECK(mixed_rc == -EINVAL);
+  CHECK(std::string(conduit_strerror(mixed_rc)).find("different contexts") != std::string::npos);
+}
+
 TEST_CASE("a killed client is released within one second", "[lib][control]") {
   Daemon d;
   std::string exe = (std::filesystem::path(TEST_HELPER_DIR) / "hangup_client").string();
