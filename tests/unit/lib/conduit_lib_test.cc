@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "control/control_server.h"
@@ -341,6 +342,29 @@ TEST_CASE("one region larger than max_region_size is refused; the area may be la
   CHECK(conduit_close(ctx) == 0);
 }
 
+// The engine's side of a client's CQ (in the daemon's own mapping of the region):
+// publish a completion, and kick the client's eventfd when it sleeps.
+struct EngineCqSide {
+  EngineCqSide(const control::EngineCommand& add_client, const control::EngineCommand& add_cq)
+      : event_fd(add_cq.event_fd) {
+    const shm::RegionLayout& layout = *add_client.layout;
+    auto desc = layout.ring_desc(layout.cq_ring(add_cq.cq_slot));
+    auto* ctrl = reinterpret_cast<conduit_shm_ring_ctrl*>(add_client.region + desc.ctrl_offset);
+    auto* slots = reinterpret_cast<conduit_shm_cqe*>(add_client.region + desc.slots_offset);
+    ring.emplace(ctrl, slots, desc.capacity, shm::load_prod(ctrl));
+    line = reinterpret_cast<conduit_shm_wakeup*>(add_client.region +
+                                                 layout.cq_wakeup_offset(add_cq.cq_slot));
+  }
+  bool publish(const conduit_shm_cqe& e) {
+    if (!ring->try_enqueue(e)) return false;
+    if (shm::producer_should_kick(line)) shm::EventFd(::dup(event_fd)).kick();
+    return true;
+  }
+  int event_fd;
+  std::optional<shm::SpscProducer<conduit_shm_cqe>> ring;
+  conduit_shm_wakeup* line = nullptr;
+};
+
 TEST_CASE("post and poll through the rings with the engine's side played by the test",
           "[lib][control]") {
   Daemon d;
@@ -407,12 +431,7 @@ TEST_CASE("post and poll through the rings with the engine's side played by the 
   CHECK(sq.available() == 0);
 
   // Engine side of the CQ: publish a completion while the client waits on it.
-  auto cdesc = layout.ring_desc(layout.cq_ring(add_cq.cq_slot));
-  auto* cctrl = reinterpret_cast<conduit_shm_ring_ctrl*>(add_client.region + cdesc.ctrl_offset);
-  auto* cslots = reinterpret_cast<conduit_shm_cqe*>(add_client.region + cdesc.slots_offset);
-  shm::SpscProducer<conduit_shm_cqe> cqp(cctrl, cslots, cdesc.capacity, shm::load_prod(cctrl));
-  auto* cq_line = reinterpret_cast<conduit_shm_wakeup*>(add_client.region +
-                                                        layout.cq_wakeup_offset(add_cq.cq_slot));
+  EngineCqSide engine_cq(add_client, add_cq);
   std::thread producer([&] {
     std::this_thread::sleep_for(50ms);
     conduit_shm_cqe e{};
@@ -420,11 +439,7 @@ TEST_CASE("post and poll through the rings with the engine's side played by the 
     e.status = CONDUIT_SHM_WC_SUCCESS;
     e.opcode = CONDUIT_SHM_WC_RDMA_WRITE;
     e.qp_num = add_qp.qpn;
-    REQUIRE(cqp.try_enqueue(e));
-    if (shm::producer_should_kick(cq_line)) {
-      shm::EventFd efd(::dup(add_cq.event_fd));
-      efd.kick();
-    }
+    REQUIRE(engine_cq.publish(e));
   });
   auto t0 = std::chrono::steady_clock::now();
   CHECK(cq.wait(5000));
@@ -445,7 +460,7 @@ TEST_CASE("conduit_wait_cqs wakes for a completion on any of several CQs", "[lib
   auto cq0 = ctx.create_cq(4);
   auto cq1 = ctx.create_cq(4);
   auto cq2 = ctx.create_cq(4);
-  control::EngineCommand add_client, add_cq;
+  control::EngineCommand add_client;
   REQUIRE(d.engine->wait_for(control::EngineOp::kAddClient, 0, 1s, &add_client));
   // The third CQ's slot, as the engine sees it.
   std::vector<control::EngineCommand> cqs;
@@ -453,14 +468,7 @@ TEST_CASE("conduit_wait_cqs wakes for a completion on any of several CQs", "[lib
     if (c.op == control::EngineOp::kAddCq) cqs.push_back(c);
   }
   REQUIRE(cqs.size() == 3);
-  add_cq = cqs[2];
-  const shm::RegionLayout& layout = *add_client.layout;
-  auto cdesc = layout.ring_desc(layout.cq_ring(add_cq.cq_slot));
-  auto* cctrl = reinterpret_cast<conduit_shm_ring_ctrl*>(add_client.region + cdesc.ctrl_offset);
-  auto* cslots = reinterpret_cast<conduit_shm_cqe*>(add_client.region + cdesc.slots_offset);
-  shm::SpscProducer<conduit_shm_cqe> cqp(cctrl, cslots, cdesc.capacity, shm::load_prod(cctrl));
-  auto* line = reinterpret_cast<conduit_shm_wakeup*>(add_client.region +
-                                                     layout.cq_wakeup_offset(add_cq.cq_slot));
+  EngineCqSide engine_cq(add_client, cqs[2]);
 
   conduit_cq* all[3] = {cq0.get(), cq1.get(), cq2.get()};
   CHECK(conduit_wait_cqs(all, 3, 20) == 0);  // nothing yet: times out
@@ -470,8 +478,7 @@ TEST_CASE("conduit_wait_cqs wakes for a completion on any of several CQs", "[lib
     e.wr_id = 9;
     e.status = CONDUIT_SHM_WC_SUCCESS;
     e.opcode = CONDUIT_SHM_WC_RECV;
-    REQUIRE(cqp.try_enqueue(e));
-    if (shm::producer_should_kick(line)) shm::EventFd(::dup(add_cq.event_fd)).kick();
+    REQUIRE(engine_cq.publish(e));
   });
   const auto t0 = std::chrono::steady_clock::now();
   const int rc = conduit_wait_cqs(all, 3, 5000);
