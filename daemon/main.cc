@@ -55,6 +55,8 @@ using conduit::control::ServerConfig;
 using conduit::policy::Policy;
 
 constexpr const char* kDefaultConfig = "/etc/conduit/conduitd.yaml";
+// How long a memif port stays open after the engine stopped (see run()).
+constexpr int kMemifCloseGraceMs = 250;
 
 void print_help() {
   std::printf(
@@ -538,6 +540,14 @@ int run(const std::string& config_path) {
   server.stop();
   engine->stop();
   engine_thread.join();
+  if (port->driver() == "net_memif") {
+    // DPDK's memif unmaps the shared rings on its interrupt thread when the peer closes,
+    // without waiting for the peer's RX burst: a peer conduitd stopped at the same moment
+    // must have stopped polling before this one closes the port (scripts/lib/conduitd.sh).
+    spdlog::info("port {}: memif: closing in {} ms, once a peer stopping with us is idle",
+                 port->name(), kMemifCloseGraceMs);
+    std::this_thread::sleep_for(std::chrono::milliseconds(kMemifCloseGraceMs));
+  }
   const auto& ec = engine->counters();
   spdlog::info(
       "engine: {} loops, {} sleeps ({} woken by the port), RX {} frames in {} bursts, TX {} "

@@ -6,7 +6,9 @@
 #                                   write a policy for one daemon (on-link peers, no gateway;
 #                                   \$CONDUITD_LINE_RATE, when set, is its port.line_rate)
 #   conduitd_start HOST CONFIG LOG  start conduitd in HOST; waits until its socket answers
-#   conduitd_stop HOST              SIGTERM (then SIGKILL after 5 s) the daemon started in HOST
+#   conduitd_stop HOST              SIGTERM (then SIGKILL after 5 s) the daemon started in HOST;
+#                                   non-zero (and a line on stderr) unless it exited with 0
+#   conduitd_stop_all               the same for every daemon started, all signalled at once
 #   conduitd_pid HOST               its PID (empty if none)
 #   conduitd_vdev KIND IFACE [MTU]  the DPDK vdev string for af_xdp / af_packet on IFACE; for
 #                                   af_packet above MTU 1500, ring frames big enough for a
@@ -103,6 +105,22 @@ conduitd_start() {
   return 1
 }
 
+# conduitd_stop_all: SIGTERM every daemon started here at once, then wait for each (5 s, then
+# SIGKILL). Daemons joined by memif must stop together: DPDK 22.11's memif PMD unmaps the
+# shared rings on its interrupt thread when the peer goes away, without stopping the engine's
+# RX burst first, so a daemon still polling when its peer closes can fault (seen once in the
+# demo: SIGSEGV in eth_memif_rx). Stopping both at once leaves no engine polling by then.
+conduitd_stop_all() {
+  local host pid
+  for host in "${!CONDUITD_PIDS[@]}"; do
+    pid=${CONDUITD_PIDS[$host]}
+    [[ -z $pid ]] || kill -TERM "$pid" 2>/dev/null || true
+  done
+  local rc=0
+  for host in "${!CONDUITD_PIDS[@]}"; do conduitd_stop "$host" || rc=1; done
+  return "$rc"
+}
+
 conduitd_stop() {
   local host=$1 pid
   pid=${CONDUITD_PIDS[$host]:-}
@@ -112,10 +130,20 @@ conduitd_stop() {
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.1
   done
+  local killed=0 rc=0
   if kill -0 "$pid" 2>/dev/null; then
     echo "conduitd in host $host ignored SIGTERM for 5 s: killing it" >&2
     kill -KILL "$pid" 2>/dev/null || true
+    killed=1
   fi
-  wait "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || rc=$?
   CONDUITD_PIDS[$host]=
+  if ((rc != 0 && !killed)); then
+    if ((rc > 128)); then
+      echo "conduitd in host $host died of signal $((rc - 128)) ($(kill -l $((rc - 128)))) while stopping" >&2
+    else
+      echo "conduitd in host $host exited with status $rc" >&2
+    fi
+  fi
+  ((rc == 0 && !killed))
 }

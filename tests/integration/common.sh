@@ -48,7 +48,7 @@ daemon_test_init() {
 daemon_test_cleanup() {
   local rc=$? h f
   if declare -F daemon_test_on_exit >/dev/null; then daemon_test_on_exit "$rc" || true; fi
-  for h in "${!CONDUITD_PIDS[@]}"; do conduitd_stop "$h" 2>/dev/null || true; done
+  conduitd_stop_all 2>/dev/null || true
   netns_cleanup
   if [[ $rc -ne 0 && $rc -ne 77 ]]; then
     for f in "$work"/*.log "$work"/*.err "$work"/*.out; do

@@ -49,4 +49,6 @@ perf_pair 120 send_bw -q 16 -s 1,4096 -n 8 --check -W 30 || fail "send_bw -q 16 
 echo "== measured (not asserted): write_bw 64 B and 64 KiB for 2 s each, send_lat 64 B"
 perf_pair 60 write_bw -s 64,65536 -D 2 -W 20 || fail "write_bw measurement run failed"
 perf_pair 60 send_lat -s 64 -n 2000 -W 20 || fail "send_lat measurement run failed"
+# Both stop cleanly (exit 0), memif peers together (scripts/lib/conduitd.sh says why).
+conduitd_stop_all || fail "a conduitd did not stop cleanly"
 echo "PASS"
