@@ -35,6 +35,25 @@ class TestEngine {
     std::lock_guard lock(mu_);
     return log_;
   }
+  // Waits up to timeout until at least n commands with this op have arrived and
+  // returns them (fewer on timeout). Commands the control server does not wait
+  // on (kAddCq, kModifyQp) reach this thread after the client's call returns.
+  std::vector<control::EngineCommand> wait_for_n(control::EngineOp op, size_t n,
+                                                 std::chrono::milliseconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::vector<control::EngineCommand> found;
+    for (;;) {
+      found.clear();
+      {
+        std::lock_guard lock(mu_);
+        for (const auto& c : log_) {
+          if (c.op == op) found.push_back(c);
+        }
+      }
+      if (found.size() >= n || std::chrono::steady_clock::now() >= deadline) return found;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
   // Waits up to timeout for a command with this op (and client, if non-zero).
   bool wait_for(control::EngineOp op, uint32_t client_id, std::chrono::milliseconds timeout,
                 control::EngineCommand* out = nullptr) {
