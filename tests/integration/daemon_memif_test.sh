@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Two conduitd joined by a DPDK memif (shared-memory Ethernet between processes, the daemons'
 # userspace wire; no kernel in the data path), driven by conduit-perf:
-#   1. SEND, WRITE and READ from 1 B to 4 MiB arrive byte-exact (conduit-perf --check);
-#   2. 16 QPs in parallel, byte-exact;
+#   1. SEND, WRITE and READ from 1 B to 16 MiB arrive byte-exact (conduit-perf --check), the
+#      same sizes as the veth test (daemon_two_hosts_test.sh);
+#   2. 16 and 256 QPs in parallel, WRITE and SEND, byte-exact;
 #   3. a bandwidth and a latency run, printed for BENCHMARKS.md (never asserted).
 # Hosts a (memif server, 198.18.0.11) and b (client, .12) are namespaces for the daemons and
 # the out-of-band TCP of conduit-perf (198.19.0.0/24 veth); the memif socket is a file in the
@@ -36,15 +37,20 @@ show_counters() {
   done
 }
 
-sizes=1,63,1024,1025,4096,65536,1M,4M
+sizes=1,2,3,63,64,1023,1024,1025,4096,65535,65536,1M,4M,16M
 for t in send_bw write_bw read_bw; do
   echo "== $t --check over memif, sizes $sizes"
-  perf_pair 120 "$t" -s "$sizes" -n 8 --check -W 20 || { show_counters; fail "$t --check failed"; }
-  [[ $(grep -c 'check: OK' "$work/client.out") -eq 8 ]] || fail "$t: not every size checked OK"
+  perf_pair 240 "$t" -s "$sizes" -n 8 --check -W 20 || { show_counters; fail "$t --check failed"; }
+  [[ $(grep -c 'check: OK' "$work/client.out") -eq 14 ]] || fail "$t: not every size checked OK"
 done
 
-echo "== 16 QPs in parallel: send_bw --check"
-perf_pair 120 send_bw -q 16 -s 1,4096 -n 8 --check -W 30 || fail "send_bw -q 16 failed"
+for q in 16 256; do
+  echo "== $q QPs in parallel over memif: write_bw and send_bw --check"
+  perf_pair 180 write_bw -q "$q" -s 1,4096 -n 8 --check -W 30 ||
+    { show_counters; fail "write_bw -q $q failed"; }
+  perf_pair 180 send_bw -q "$q" -s 1,4096 -n 8 --check -W 30 ||
+    { show_counters; fail "send_bw -q $q failed"; }
+done
 
 echo "== measured (not asserted): write_bw 64 B and 64 KiB for 2 s each, send_lat 64 B"
 perf_pair 60 write_bw -s 64,65536 -D 2 -W 20 || fail "write_bw measurement run failed"
