@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <rte_cycles.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -241,6 +242,16 @@ void Engine::run() {
     const IdleMode mode = idle_mode_.load(std::memory_order_relaxed);
     if (poll_once(now)) {
       idle_since_ns_ = 0;
+    } else if (woke_client_) {
+      // A client this engine woke may be waiting for this core: the engine's own
+      // write made it runnable here, and the scheduler does not always preempt a
+      // spinning thread for it (then it waits out the engine's time slice, ms).
+      // Yield once, at the first loop with nothing to do (the frames and ACKs of
+      // the loop that completed its work are out by then). On a core of its own
+      // this is one cheap syscall per wake-up (BENCHMARKS.md, fifteenth demo run).
+      woke_client_ = false;
+      ++counters_.wakeup_yields;
+      ::sched_yield();
     } else if (mode == IdleMode::kAdaptive) {
       if (idle_since_ns_ == 0) {
         idle_since_ns_ = now;
@@ -738,6 +749,7 @@ void Engine::fill_snapshot(control::CounterSnapshot& out) const {
   out.add("engine.sleeps", c.sleeps);
   out.add("engine.paced_sleeps", c.paced_sleeps);
   out.add("engine.paced_sleeps_late", c.paced_sleeps_late);
+  out.add("engine.wakeup_yields", c.wakeup_yields);
   out.add("engine.commands", c.commands);
   out.add("engine.policy_updates", c.policy_updates);
   out.add("engine.stalls", c.stalls);
@@ -1573,6 +1585,7 @@ void Engine::kick_cqs() {
     if (cq.event_fd >= 0 && cq.wakeup != nullptr && shm::producer_should_kick(cq.wakeup)) {
       const uint64_t one = 1;
       (void)!::write(cq.event_fd, &one, sizeof(one));
+      woke_client_ = true;
     }
   }
   kicks_.clear();
