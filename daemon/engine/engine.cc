@@ -246,9 +246,10 @@ void Engine::run() {
       // A client this engine woke may be waiting for this core: the engine's own
       // write made it runnable here, and the scheduler does not always preempt a
       // spinning thread for it (then it waits out the engine's time slice, ms).
-      // Yield once, at the first loop with nothing to do (the frames and ACKs of
-      // the loop that completed its work are out by then). On a core of its own
-      // this is one cheap syscall per wake-up (BENCHMARKS.md, fifteenth demo run).
+      // Yield once, at the first loop with nothing to do, not right after the kick
+      // (that held back the frames and ACKs of the same loop). Both idle modes. On a
+      // core of its own this is one cheap syscall per wake-up (BENCHMARKS.md,
+      // fifteenth demo run).
       woke_client_ = false;
       ++counters_.wakeup_yields;
       ::sched_yield();
