@@ -242,15 +242,16 @@ void Engine::run() {
     const IdleMode mode = idle_mode_.load(std::memory_order_relaxed);
     if (poll_once(now)) {
       idle_since_ns_ = 0;
-    } else if (woke_client_) {
-      // A client this engine woke may be waiting for this core: the engine's own
-      // write made it runnable here, and the scheduler does not always preempt a
-      // spinning thread for it (then it waits out the engine's time slice, ms).
-      // Yield once, at the first loop with nothing to do, not right after the kick
-      // (that held back the frames and ACKs of the same loop). Both idle modes. On a
-      // core of its own this is one cheap syscall per wake-up (BENCHMARKS.md,
-      // fifteenth demo run).
-      woke_client_ = false;
+    } else if (client_progress_) {
+      // A client of this engine may be waiting for this core: one it woke (its CQ's
+      // eventfd), or one that polls and yields (conduit-perf -Y) for a completion or for
+      // a WRITE's data. The scheduler does not always preempt a spinning thread for a
+      // task it woke, and never for one that yielded: either waits out the engine's time
+      // slice (ms). Yield once, at the first loop with nothing to do, not right after
+      // the work (that held back the frames and ACKs of the same loop). Both idle modes.
+      // On a core of its own this is one cheap syscall per idle stretch (BENCHMARKS.md,
+      // fifteenth and sixteenth demo runs).
+      client_progress_ = false;
       ++counters_.wakeup_yields;
       ::sched_yield();
     } else if (mode == IdleMode::kAdaptive) {
@@ -976,6 +977,13 @@ void Engine::deliver_rx_run(uint64_t now_ns) {
   transport::RxResult results[kRxBurst];
   rx_run_qp_->qp->on_packets(now_ns, std::span<const wire::RoceView>(rx_run_.data(), rx_run_n_),
                              results);
+  // A WRITE's last packet put data in client memory that a client may be polling for
+  // (there is no completion on this side to wake it): as good as a completion for run().
+  for (uint32_t i = 0; i < rx_run_n_ && !client_progress_; ++i) {
+    constexpr uint32_t kWriteLast = wire::kOpRequest | wire::kOpWrite | wire::kOpLast;
+    client_progress_ = results[i] == transport::RxResult::kAccepted &&
+                       (wire::opcode_info(rx_run_[i].opcode()).flags & kWriteLast) == kWriteLast;
+  }
   rx_run_n_ = 0;
   rx_run_qp_ = nullptr;
 }
@@ -1568,6 +1576,7 @@ void Engine::push_cqe(Client& c, uint32_t cq_slot, const conduit_shm_cqe& cqe) {
   // Transport completions wait for room (deliver_completions); a rejected WR's
   // completion cannot wait (the WR is gone): a full CQ loses it, counted.
   if (!cq.ring.try_enqueue(cqe)) ++counters_.cqe_dropped;
+  client_progress_ = true;
   if (!cq.kick_pending) {
     cq.kick_pending = true;
     kicks_.push_back({c.id, cq_slot});
@@ -1586,7 +1595,6 @@ void Engine::kick_cqs() {
     if (cq.event_fd >= 0 && cq.wakeup != nullptr && shm::producer_should_kick(cq.wakeup)) {
       const uint64_t one = 1;
       (void)!::write(cq.event_fd, &one, sizeof(one));
-      woke_client_ = true;
     }
   }
   kicks_.clear();

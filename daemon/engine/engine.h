@@ -153,7 +153,7 @@ struct EngineCounters {
   uint64_t port_wakeups = 0;       // sleeps ended by a frame arriving
   uint64_t paced_sleeps = 0;       // of sleeps, those taken while frames waited in the pacer
   uint64_t paced_sleeps_late = 0;  // paced sleeps that ended late: paced sleeping held off
-  uint64_t wakeup_yields = 0;      // idle loops that gave the core up after waking a client
+  uint64_t wakeup_yields = 0;      // idle loops that gave the core up after client work
   uint64_t rx_bursts = 0;          // RX bursts that returned frames
   uint64_t rx_frames = 0;
   uint64_t rx_roce = 0;
@@ -339,7 +339,7 @@ class Engine {
   std::vector<control::EngineEvent> event_backlog_;   // event ring full: retried
   transport::QpCounters retired_qp_counters_;         // sum over removed QPs, for the snapshot
   std::vector<std::pair<uint32_t, uint32_t>> kicks_;  // (client, CQ slot) with new entries
-  bool woke_client_ = false;  // a CQ eventfd was written since the last idle loop (run())
+  bool client_progress_ = false;  // a CQE or WRITE data reached a client since the idle loop
   // Scratch arrays of the loop, kept here rather than on the stack: their element types
   // have default member initialisers, so a local array was zero-filled on every loop
   // (memset was 4.5-5.6 % of a spinning engine's samples over a veth).

@@ -192,6 +192,10 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
       if (!flag(o.events)) return fail("option " + name + " takes no value");
       continue;
     }
+    if (is("-Y", "--yield")) {
+      if (!flag(o.yield)) return fail("option " + name + " takes no value");
+      continue;
+    }
     if (is("--perftest", nullptr)) {
       if (!flag(o.perftest)) return fail("option " + name + " takes no value");
       continue;
@@ -330,6 +334,7 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
   if (o.iterations != 0 && o.duration_s != 0) {
     return fail("-n (iterations) and -D (duration) exclude each other");
   }
+  if (o.events && o.yield) return fail("-e (sleep on the CQs) and -Y (yield) exclude each other");
   if (o.sweep) o.sizes = sweep_sizes(kSweepMinBytes, kSweepMaxBytes);
   if (is_latency(o.test) && !have_size && !o.sweep) o.sizes = {2};
   if (is_latency(o.test) && o.bidirectional) {
@@ -353,8 +358,8 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
       return fail("--perftest runs at most " + std::to_string(kPerftestMaxQps) + " QPs (-q)");
     }
     if (!o.sweep && o.sizes.size() != 1) return fail("--perftest runs one size (-s) or -a");
-    if (o.check || o.json || o.events || o.cq_mod != 0) {
-      return fail("--perftest does not do -c, -J, -e or -Q (perftest's exchange has no room)");
+    if (o.check || o.json || o.events || o.yield || o.cq_mod != 0) {
+      return fail("--perftest does not do -c, -J, -e, -Y or -Q (perftest's exchange has no room)");
     }
     if (o.iterations != 0 && o.iterations < kPerftestMinIterations) {
       return fail("--perftest: perftest takes -n " + std::to_string(kPerftestMinIterations) +
@@ -391,6 +396,10 @@ Options:
   -c, --check            verify every received byte (SEND data, READ data,
                          and the WRITE target after each size)
   -e, --events           sleep on the CQs instead of busy polling
+  -Y, --yield            poll, and give the core to other threads between polls
+                         (sched_yield): for a client on the core of a spinning
+                         conduitd, which yields back when it has completed
+                         something; lower latency than -e there
   -t, --tx-depth N       sends in flight per QP, 1..256 (128; fewer with many QPs)
   -r, --rx-depth N       receives posted per QP, 1..256 (256; fewer with many QPs)
   -Q, --cq-mod N         request a completion every N sends (64)

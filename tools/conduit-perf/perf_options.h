@@ -51,6 +51,7 @@ struct PerfOptions {
   bool check = false;  // verify every byte that arrives (slower)
   bool json = false;
   bool events = false;    // -e: sleep on the CQ instead of busy polling
+  bool yield = false;     // -Y: give the core up between polls instead of spinning
   uint32_t tx_depth = 0;  // 0: 128 for bw (fewer with many QPs), 16 for latency
   uint32_t rx_depth = 0;  // 0: 512 (fewer with many QPs)
   uint32_t cq_mod = 0;    // signal every N sends; 0: min(64, tx_depth)

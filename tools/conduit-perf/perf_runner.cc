@@ -361,6 +361,11 @@ void Session::idle() {
   }
   // Busy-poll a while, then sleep on the CQ: the daemons need the cores too (on this
   // two-core machine a spinning client starves them, and latency goes to milliseconds).
+  if (o_.yield) {
+    // The engine on this core runs until it has something for us, then yields back.
+    sched_yield();
+    return;
+  }
   if (!o_.events && ++spins_ <= kSpinsBeforeSleep) return;
   if (wait_cqs_.empty()) {
     // A ping-pong waits for the answer; the send completions are reaped on the way.
@@ -930,6 +935,8 @@ void Session::run_lat(size_t size_index, uint64_t size) {
       }
       if (!write) {
         idle();
+      } else if (o_.yield) {
+        sched_yield();  // the engine yields back once a WRITE's last packet has landed
       } else if (++spins_ > kSpinsBeforeSleep) {
         // WRITEs land in memory without a completion to sleep on: nap. Measured here with
         // two adaptive daemons on two cores (write_lat p50): sched_yield 4 ms, 1 us naps 8 ms,

@@ -962,13 +962,15 @@ TEST_CASE("engine: frames the pacer holds back let the engine sleep until they m
   CHECK(after.tx_ring_full_drops == 0);
 }
 
-TEST_CASE("engine: after waking a client that sleeps on its CQ the engine yields its core once",
+TEST_CASE("engine: after it completes work for a client the engine yields its core once",
           "[engine][idle]") {
-  // A client sharing the engine's core sleeps on its CQ's eventfd; the engine's write makes
-  // it runnable there, and a spinning engine that is not preempted keeps it waiting for the
-  // rest of its time slice (the p99.9 of send_lat over memif was 2 ms; BENCHMARKS.md,
-  // fifteenth demo run). The engine gives the core up once, at its next idle loop, and only
-  // after a wake-up it made: a client that did not arm its CQ costs nothing.
+  // A client sharing the engine's core either sleeps on its CQ's eventfd or polls and
+  // yields (conduit-perf -Y); a spinning engine that is not preempted keeps it waiting for
+  // the rest of its time slice (send_lat p99.9 2 ms over memif; BENCHMARKS.md, fifteenth
+  // and sixteenth demo runs). So the engine gives the core up once, at its next idle loop,
+  // after a completion reached a client's CQ (kicked or not) or a WRITE's last packet put
+  // data in client memory, and never for work no client of this host waits on (serving a
+  // peer's READ).
   need_eal();
   Fixture f;
   REQUIRE(run_until(
@@ -986,27 +988,33 @@ TEST_CASE("engine: after waking a client that sleeps on its CQ the engine yields
               f.a, f.b, [] { return false; }, 5) == false);
   expect_acks_ok(f.a);
   fill_random(f.a.arena(), 4096, 5);
-  const uint64_t yields_a = f.a.engine->counters().wakeup_yields;
-  const uint64_t yields_b = f.b.engine->counters().wakeup_yields;
-
+  fill_random(f.b.arena() + (2 << 20), 4096, 6);
   bool kicked = false, first = false, second = false;
+  uint64_t yields_a = 0, yields_b = 0, after_write_b = 0;
   {
     std::thread ta([&] { f.a.engine->run(); });
     std::thread tb([&] { f.b.engine->run(); });
+    // Idle loops first: a yield owed for the set-up's completions is taken in them.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    yields_a = f.a.engine->counters().wakeup_yields;
+    yields_b = f.b.engine->counters().wakeup_yields;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     conduit_shm_cqe cqe{};
-    // Armed: the completion kicks the eventfd.
+    // A WRITE, its CQ armed: the completion kicks the eventfd; b has data in its memory.
     shm::consumer_arm_wakeup(f.a.region.cq_wakeup(0));
     post_send(f.a, 1, CONDUIT_SHM_WR_RDMA_WRITE, 0, 4096, 1 << 20);
     pollfd p{efd.fd(), POLLIN, 0};
     kicked = ::poll(&p, 1, 10'000) == 1;
     shm::consumer_disarm_wakeup(f.a.region.cq_wakeup(0));
     efd.drain();
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (!(first = f.a.cq.try_dequeue(&cqe)) && std::chrono::steady_clock::now() < deadline) {
     }
     CHECK(cqe.status == CONDUIT_SHM_WC_SUCCESS);
-    // Not armed: no kick, no yield.
-    post_send(f.a, 2, CONDUIT_SHM_WR_RDMA_WRITE, 0, 4096, 2 << 20);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // b's idle loops
+    after_write_b = f.b.engine->counters().wakeup_yields;
+    // A READ of b's memory, CQ not armed: no kick, a yields for its completion, b for
+    // nothing (it only answered).
+    post_send(f.a, 2, CONDUIT_SHM_WR_RDMA_READ, 8192, 4096, 2 << 20);
     while (!(second = f.a.cq.try_dequeue(&cqe)) && std::chrono::steady_clock::now() < deadline) {
     }
     CHECK(cqe.status == CONDUIT_SHM_WC_SUCCESS);
@@ -1021,8 +1029,11 @@ TEST_CASE("engine: after waking a client that sleeps on its CQ the engine yields
   REQUIRE(kicked);
   REQUIRE(first);
   REQUIRE(second);
-  CHECK(f.a.engine->counters().wakeup_yields - yields_a == 1);
-  CHECK(f.b.engine->counters().wakeup_yields - yields_b == 0);  // it woke nobody
+  CHECK(std::memcmp(f.b.arena() + (1 << 20), f.a.arena(), 4096) == 0);
+  CHECK(std::memcmp(f.a.arena() + 8192, f.b.arena() + (2 << 20), 4096) == 0);
+  CHECK(f.a.engine->counters().wakeup_yields - yields_a == 2);       // two completions
+  CHECK(after_write_b - yields_b == 1);                              // the WRITE landed
+  CHECK(f.b.engine->counters().wakeup_yields - after_write_b == 0);  // served a READ
   CHECK(efd.drain() == 0);  // the second completion did not kick
 }
 

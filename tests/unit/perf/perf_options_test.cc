@@ -73,6 +73,16 @@ TEST_CASE("every option spelling is accepted") {
   CHECK(p.o.timeout_s == 5);
 }
 
+TEST_CASE("-Y polls and yields between polls, instead of spinning or sleeping") {
+  auto p = parse({"write_lat", "h", "--yield"});
+  REQUIRE(p.ok);
+  CHECK(p.o.yield);
+  CHECK_FALSE(p.o.events);
+  auto q = parse({"send_bw", "h", "-Y"});
+  REQUIRE(q.ok);
+  CHECK(q.o.yield);
+}
+
 TEST_CASE("-a sweeps 2 B to 8 MiB") {
   auto p = parse({"send_bw", "-a"});
   REQUIRE(p.ok);
@@ -141,6 +151,8 @@ TEST_CASE("bad command lines are rejected with a reason") {
       {{"send_bw", "-q", "1x"}, "not a number"},
       {{"send_bw", "-n", "5", "-D", "2"}, "exclude each other"},
       {{"send_bw", "-a", "-s", "4"}, "exclude each other"},
+      {{"send_lat", "-e", "-Y"}, "-e (sleep on the CQs) and -Y (yield) exclude each other"},
+      {{"send_lat", "--yield=1"}, "takes no value"},
       {{"send_bw", "-m", "1000"}, "path MTU"},
       {{"send_bw", "-m", "8192"}, "path MTU"},
       {{"send_bw", "-t", "257"}, "conduitd's rings hold 256 work requests per QP"},
