@@ -132,7 +132,11 @@ CONDUIT_API const char* conduit_wc_status_str(uint32_t status);
 CONDUIT_API int conduit_create_cq(struct conduit_context* ctx, uint32_t entries,
                                   struct conduit_cq** out);
 CONDUIT_API int conduit_destroy_cq(struct conduit_cq* cq);
-/* Copies up to max completions into wc; returns how many (0 if none). */
+/* Copies up to max completions into wc; returns how many (0 if none).
+ * A thread that shares its core with a spinning conduitd engine must not spin
+ * on this: poll and sched_yield() between polls, or sleep in conduit_wait_cq.
+ * The engine gives its core up once after it has completed something for a
+ * client (a completion, or an RDMA WRITE's data in registered memory). */
 CONDUIT_API int conduit_poll_cq(struct conduit_cq* cq, int max, struct conduit_wc* wc);
 /* Blocks until the CQ has completions or timeout_ms passes (-1: forever).
  * Returns the number available (> 0), 0 on timeout, or -errno. */
