@@ -681,7 +681,7 @@ TEST_CASE("connection manager: requests, rejects with reasons, established", "[l
     ev.cm.conn = test::TestEngine::kCmConn;
     ev.cm.qpn = qpn;
     ev.cm.reason = c.reason;
-    d.engine->inject(ev);
+    d.engine->reply_to(control::EngineOp::kCmConnect, ev);
     const int rc = conduit_connect_service(qp, "198.18.0.2", 7, nullptr, 2000, nullptr);
     INFO(conduit_strerror(rc));
     CHECK(rc == c.err);
@@ -708,7 +708,7 @@ TEST_CASE("connection manager: requests, rejects with reasons, established", "[l
   ev.cm.flags = proto::kCmFlagSelectiveRepeat;
   ev.cm.sq_psn = 100;
   ev.cm.rq_psn = 200;
-  d.engine->inject(ev);
+  d.engine->reply_to(control::EngineOp::kCmConnect, ev);
   conduit_cm_param param{};
   param.flags = CONDUIT_CM_SELECTIVE_REPEAT;
   param.mtu = CONDUIT_MTU_4096;

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "control/engine_channel.h"
@@ -27,6 +28,13 @@ class TestEngine {
   void inject(const control::EngineEvent& ev) {
     std::lock_guard lock(mu_);
     inject_.push_back(ev);
+  }
+  // Posts ev right after the ack of the next command with this op, as the
+  // engine answers a command: a CM reply that arrives before the request
+  // would find the QP in a state the request does not expect.
+  void reply_to(control::EngineOp op, const control::EngineEvent& ev) {
+    std::lock_guard lock(mu_);
+    replies_.push_back({op, ev});
   }
   // The connection id kCmConnect acks carry.
   static constexpr uint32_t kCmConn = 77;
@@ -96,6 +104,21 @@ class TestEngine {
         ev.kind = control::EngineEventKind::kAck;
         if (cmd[i].op == control::EngineOp::kCmConnect) ev.cm.conn = kCmConn;
         while (!ch_.post_event(ev) && !stop_) std::this_thread::yield();
+        std::vector<control::EngineEvent> answers;
+        {
+          std::lock_guard lock(mu_);
+          for (auto it = replies_.begin(); it != replies_.end();) {
+            if (it->first == cmd[i].op) {
+              answers.push_back(it->second);
+              it = replies_.erase(it);
+              break;  // one reply per command
+            }
+            ++it;
+          }
+        }
+        for (const auto& a : answers) {
+          while (!ch_.post_event(a) && !stop_) std::this_thread::yield();
+        }
       }
       if (n == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
@@ -105,6 +128,7 @@ class TestEngine {
   std::mutex mu_;
   std::vector<control::EngineCommand> log_;
   std::vector<control::EngineEvent> inject_;
+  std::vector<std::pair<control::EngineOp, control::EngineEvent>> replies_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
