@@ -4,9 +4,11 @@
 // (consume SQ entries, produce CQEs) from the test thread.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -104,20 +106,18 @@ class TestEngine {
         ev.kind = control::EngineEventKind::kAck;
         if (cmd[i].op == control::EngineOp::kCmConnect) ev.cm.conn = kCmConn;
         while (!ch_.post_event(ev) && !stop_) std::this_thread::yield();
-        std::vector<control::EngineEvent> answers;
+        std::optional<control::EngineEvent> answer;  // at most one reply per command
         {
           std::lock_guard lock(mu_);
-          for (auto it = replies_.begin(); it != replies_.end();) {
-            if (it->first == cmd[i].op) {
-              answers.push_back(it->second);
-              it = replies_.erase(it);
-              break;  // one reply per command
-            }
-            ++it;
+          auto it = std::find_if(replies_.begin(), replies_.end(),
+                                 [&](const auto& r) { return r.first == cmd[i].op; });
+          if (it != replies_.end()) {
+            answer = it->second;
+            replies_.erase(it);
           }
         }
-        for (const auto& a : answers) {
-          while (!ch_.post_event(a) && !stop_) std::this_thread::yield();
+        if (answer) {
+          while (!ch_.post_event(*answer) && !stop_) std::this_thread::yield();
         }
       }
       if (n == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
