@@ -4,7 +4,8 @@
 # the sessions' steps and traffic loops are covered by the integration suite. Whether the
 # exchange is perftest's is the interop test's job (tests/interop/perftest_test.sh):
 #   1. write_lat, send_lat and read_lat, 64 B x 300 round trips (write_lat's one-byte counter
-#      wraps); read_lat also in conduit-perf's own mode, byte-checked (--check);
+#      wraps), sleeping on the CQ and with -Y (poll and yield); read_lat also in conduit-perf's
+#      own mode, byte-checked (--check);
 #   2. send_bw and write_bw with -a (2 B .. 8 MiB, 5 messages per size);
 #   3. read_bw, one size;
 #   4. perftest's -q: send_bw, write_bw and read_bw on 4 QPs (-n per QP);
@@ -54,6 +55,8 @@ lat_steps() {
 }
 
 lat_steps 60 64 300 1 -s 64 -n 300
+# -Y: the same, polling with sched_yield() between looks (no CQ sleep, no write_lat nap).
+lat_steps 60 64 300 1 -s 64 -n 300 -Y
 echo "== read_lat (conduit-perf's own exchange) -s 64,65536 -n 200 --check"
 perf_pair 60 read_lat -s 64,65536 -n 200 --check -W 20 >/dev/null || fail "read_lat --check failed"
 [[ $(grep -c 'check: OK' "$work/client.out") -eq 2 ]] || fail "read_lat: not every size checked OK"
@@ -70,6 +73,10 @@ echo "== read_bw --perftest -s 65536 -n 100"
 perf_pair 60 read_bw --perftest -s 65536 -n 100 -W 20 >/dev/null || fail "read_bw failed"
 check_side read_bw client 65536 100 1
 check_side read_bw server 65536 100 1
+echo "== send_bw --perftest -s 65536 -n 200 -Y"
+perf_pair 60 send_bw --perftest -s 65536 -n 200 -Y -W 20 >/dev/null || fail "send_bw -Y failed"
+check_side "send_bw -Y" client 65536 200 1
+check_side "send_bw -Y" server 65536 200 1
 for t in send_bw write_bw read_bw; do
   echo "== $t --perftest -q 4 -s 4096 -n 200"
   perf_pair 60 "$t" --perftest -q 4 -s 4096 -n 200 -W 20 >/dev/null || fail "$t -q 4 failed"

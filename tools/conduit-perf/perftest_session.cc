@@ -2,6 +2,7 @@
 
 #include <conduit/conduit.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,6 +28,7 @@ namespace {
 
 // write_lat polls a byte in memory: spin this often, then nap between looks (a spinning
 // process starves the daemons on a small machine; perf_runner.cc has the measurements).
+// With -Y it yields between looks instead, and polls the CQ where it would sleep on it.
 constexpr uint32_t kSpinsBeforeNap = 2000;
 constexpr long kNapNs = 50'000;
 // Latency: our messages whose completion has not come yet, at most.
@@ -258,9 +260,18 @@ class Session {
   void wait_completion(const char* what);
   // -D: waits for a completion at most `ms`; fails only when nothing has moved for -W s.
   void wait_completion_for(int ms, const char* what) {
-    const int w = conduit_wait_cq(cq_, ms);
+    const int w = o_.yield ? yield_for_completion(ms) : conduit_wait_cq(cq_, ms);
     if (w < 0) fail(std::string("conduit_wait_cq: ") + conduit_strerror(w));
     check_stalled(what);
+  }
+  // -Y: what conduit_wait_cq does, but polling, with sched_yield() between looks.
+  int yield_for_completion(int ms) const {
+    const uint64_t until = now_ns() + uint64_t(ms) * 1'000'000ull;
+    for (;;) {
+      const int w = conduit_wait_cq(cq_, 0);
+      if (w != 0 || now_ns() >= until) return w;
+      sched_yield();
+    }
   }
   void note_progress() { last_progress_ns_ = now_ns(); }
   void check_stalled(const char* what) const {
@@ -488,7 +499,8 @@ void Session::reap() {
 }
 
 void Session::wait_completion(const char* what) {
-  const int w = conduit_wait_cq(cq_, static_cast<int>(o_.timeout_s) * 1000);
+  const int ms = static_cast<int>(o_.timeout_s) * 1000;
+  const int w = o_.yield ? yield_for_completion(ms) : conduit_wait_cq(cq_, ms);
   if (w < 0) fail(std::string("conduit_wait_cq: ") + conduit_strerror(w));
   if (w == 0) fail("no completion for " + std::to_string(o_.timeout_s) + " s " + what);
 }
@@ -649,7 +661,9 @@ Session::LatOutcome Session::latency(uint64_t size) {
       }
       if (!running()) return false;
       check_stalled("waiting for the peer's message");
-      if (write) {
+      if (write && o_.yield) {
+        sched_yield();  // the engine yields back once a WRITE's last packet has landed
+      } else if (write) {
         if (++spins > kSpinsBeforeNap) {
           const timespec ts{0, kNapNs};
           nanosleep(&ts, nullptr);

@@ -198,6 +198,18 @@ TEST_CASE("--cm SERVICE connects through the connection manager; --sr needs it")
   CHECK_FALSE(parse({"send_bw"}).o.cm);
 }
 
+TEST_CASE("--perftest takes -Y (a local choice), not -e, -c, -J or -Q") {
+  auto p = parse({"write_lat", "h", "--perftest", "-x", "198.18.0.1", "-Y"});
+  REQUIRE(p.ok);
+  CHECK(p.o.yield);
+  for (const char* opt : {"-e", "-c", "-J"}) {
+    CHECK(parse({"write_lat", "h", "--perftest", opt}).error.find("does not do") !=
+          std::string::npos);
+  }
+  CHECK(parse({"write_bw", "h", "--perftest", "-Q", "8"}).error.find("does not do") !=
+        std::string::npos);
+}
+
 TEST_CASE("--perftest: -D takes -b for write_bw and read_bw, not for send_bw or with -a") {
   CHECK(parse({"write_bw", "h", "--perftest", "-s", "4096", "-D", "4", "-b"}).ok);
   CHECK(parse({"read_bw", "h", "--perftest", "-s", "4096", "-D", "4", "-b"}).ok);
