@@ -254,22 +254,27 @@ class Session {
   void post_receive(size_t qi, uint64_t size);
   // False when the send queue is full (reap first).
   bool post_one_send(size_t qi, uint64_t size, uint64_t seq, bool signaled);
-  // Takes every completion there is (fails on an error completion); counts them.
-  void reap();
+  // Takes every completion there is (fails on an error completion); counts them. Returns
+  // how many it took.
+  int reap();
   // Waits for a completion, at most the timeout; fails without one.
   void wait_completion(const char* what);
   // -D: waits for a completion at most `ms`; fails only when nothing has moved for -W s.
   void wait_completion_for(int ms, const char* what) {
-    const int w = o_.yield ? yield_for_completion(ms) : conduit_wait_cq(cq_, ms);
-    if (w < 0) fail(std::string("conduit_wait_cq: ") + conduit_strerror(w));
+    if (o_.yield) {
+      yield_for_completion(ms);
+    } else if (const int w = conduit_wait_cq(cq_, ms); w < 0) {
+      fail(std::string("conduit_wait_cq: ") + conduit_strerror(w));
+    }
     check_stalled(what);
   }
-  // -Y: what conduit_wait_cq does, but polling, with sched_yield() between looks.
-  int yield_for_completion(int ms) const {
+  // -Y: reaps, with sched_yield() between looks, until a completion has come (true) or `ms`
+  // have passed. No conduit_wait_cq: that arms the CQ's wake-up, so the engine would kick.
+  bool yield_for_completion(int ms) {
     const uint64_t until = now_ns() + uint64_t(ms) * 1'000'000ull;
     for (;;) {
-      const int w = conduit_wait_cq(cq_, 0);
-      if (w != 0 || now_ns() >= until) return w;
+      if (reap() > 0) return true;
+      if (now_ns() >= until) return false;
       sched_yield();
     }
   }
@@ -459,8 +464,9 @@ bool Session::post_one_send(size_t qi, uint64_t size, uint64_t seq, bool signale
   return true;
 }
 
-void Session::reap() {
+int Session::reap() {
   conduit_wc wc[16];
+  int taken = 0;
   for (;;) {
     const int n = conduit_poll_cq(cq_, 16, wc);
     if (n < 0) fail(std::string("conduit_poll_cq: ") + conduit_strerror(n));
@@ -494,13 +500,14 @@ void Session::reap() {
       }
       note_progress();
     }
-    if (n < 16) return;
+    taken += n;
+    if (n < 16) return taken;
   }
 }
 
 void Session::wait_completion(const char* what) {
   const int ms = static_cast<int>(o_.timeout_s) * 1000;
-  const int w = o_.yield ? yield_for_completion(ms) : conduit_wait_cq(cq_, ms);
+  const int w = o_.yield ? int{yield_for_completion(ms)} : conduit_wait_cq(cq_, ms);
   if (w < 0) fail(std::string("conduit_wait_cq: ") + conduit_strerror(w));
   if (w == 0) fail("no completion for " + std::to_string(o_.timeout_s) + " s " + what);
 }
