@@ -82,7 +82,9 @@ void print_help() {
       "                   sockets wait for a restart (the reply names them)\n"
       "\n"
       "Under systemd (config/conduitd.service, Type=notify) it reports READY, STATUS\n"
-      "and watchdog pings. Inspect a running daemon with 'conduitctl status'.\n"
+      "and watchdog pings. Inspect a running daemon with 'conduitctl status',\n"
+      "'conduitctl qps' and 'conduitctl stats'; with daemon.metrics_address set\n"
+      "(e.g. 127.0.0.1:9464) Prometheus scrapes the same numbers at /metrics.\n"
       "\n"
       "The port (policy port.device, a PCI address or a DPDK vdev string such as\n"
       "net_af_packet0,iface=eth1) is driven by DPDK in poll mode from one engine\n"
@@ -121,6 +123,11 @@ ServerConfig server_config(const Policy& p) {
   c.socket_mode = 0660;
   c.allowed_uids.assign(p.clients.allowed_uids.begin(), p.clients.allowed_uids.end());
   c.allowed_gids.assign(p.clients.allowed_gids.begin(), p.clients.allowed_gids.end());
+  if (p.daemon.metrics) {
+    c.metrics = true;
+    c.metrics_ip = p.daemon.metrics->ip.value;
+    c.metrics_port = p.daemon.metrics->port;
+  }
   return c;
 }
 
@@ -473,7 +480,7 @@ int run(const std::string& config_path) {
   state.engine = engine.get();
   std::string error;
   if (int rc = server.start(error); rc < 0) {
-    spdlog::critical("cannot start the control socket: {}", error);
+    spdlog::critical("cannot start the control plane: {}", error);
     engine->stop();
     engine_thread.join();
     return 1;

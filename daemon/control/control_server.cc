@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/address_v4.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -19,6 +20,8 @@
 #include <map>
 #include <optional>
 
+#include "control/metrics_server.h"
+#include "metrics/prometheus_text.h"
 #include "proto/control_codec.h"
 #include "proto/seqpacket.h"
 
@@ -28,6 +31,9 @@ namespace asio = boost::asio;
 using proto::UniqueFd;
 
 namespace {
+
+// How long a scrape waits for the engine's counters (as conduitctl stats does).
+constexpr uint32_t kMetricsStatsWaitMs = 200;
 
 std::string errno_str(int err) { return std::strerror(err < 0 ? -err : err); }
 
@@ -91,7 +97,7 @@ struct ControlServer::Impl {
 
   Impl(ControlServer& owner, ControlLimits limits, ServiceHooks hooks, EngineChannel* engine)
       : owner(owner),
-        service(limits, std::move(hooks), engine),
+        service(limits, with_metrics_counters(std::move(hooks)), engine),
         engine(engine),
         listener(io),
         engine_wake(io),
@@ -104,9 +110,50 @@ struct ControlServer::Impl {
     }
   }
 
+  // conduitctl stats also shows the metrics endpoint's own counters (metrics.*).
+  ServiceHooks with_metrics_counters(ServiceHooks h) {
+    version = h.version;
+    h.extra_counters = [this, inner = std::move(h.extra_counters)] {
+      std::vector<proto::Counter> v;
+      if (inner) v = inner();
+      if (metrics) metrics->counters(v);
+      return v;
+    };
+    return h;
+  }
+  // The body of GET /metrics: what conduitctl stats and conduitctl qps show.
+  std::string metrics_page() {
+    service.refresh_engine_stats(kMetricsStatsWaitMs);
+    metrics::Exposition e;
+    e.version = version;
+    for (auto& c : service.counters()) e.stats.push_back({std::move(c.name), c.value});
+    for (const proto::QpSummary& q : service.qp_summaries()) {
+      metrics::QpSample m;
+      m.qpn = q.qpn;
+      m.client_id = q.client_id;
+      m.pid = q.pid;
+      m.state = proto::qp_state_name(q.state);
+      const std::string peer = proto::gid_string(q.dgid);
+      m.peer = peer == "-" ? "" : peer;
+      m.peer_qpn = q.dest_qpn;
+      m.traffic_class = q.traffic_class;
+      m.rate_bps = q.rate_bps;
+      m.alpha_ppm = q.alpha_ppm;
+      m.cnps_rx = q.cnps_rx;
+      m.cnps_tx = q.cnps_tx;
+      m.retransmits = q.retransmits;
+      m.tx_bytes = q.tx_bytes;
+      m.rx_bytes = q.rx_bytes;
+      e.qps.push_back(std::move(m));
+    }
+    return metrics::format_exposition(e);
+  }
+
   ControlServer& owner;
   asio::io_context io;
+  std::string version;  // conduitd's, for conduit_build_info (set before `service` is built)
   ControlService service;
+  std::unique_ptr<MetricsServer> metrics;
   EngineChannel* engine;
   asio::posix::stream_descriptor listener;
   asio::posix::stream_descriptor engine_wake;
@@ -310,6 +357,7 @@ struct ControlServer::Impl {
     listener.close(ignored);
     engine_wake.cancel(ignored);
     timer.cancel();
+    if (metrics) metrics->stop();
     auto all = sessions;
     for (auto& [p, s] : all) close_session(s, "daemon stopping");
     service.process_engine_events();
@@ -406,6 +454,15 @@ int ControlServer::start(std::string& error) {
     return -e;
   }
   Impl& im = *impl_;
+  if (config_.metrics) {
+    im.metrics = std::make_unique<MetricsServer>(im.io, [&im] { return im.metrics_page(); });
+    if (int rc = im.metrics->start(config_.metrics_ip, config_.metrics_port, error); rc < 0) {
+      im.metrics.reset();
+      ::unlink(path.c_str());
+      return rc;
+    }
+    metrics_port_.store(im.metrics->port(), std::memory_order_relaxed);
+  }
   im.listener.assign(s.release());
   if (im.engine != nullptr) im.engine_wake.assign(im.engine->control_wake_fd());
   im.accept_loop();
@@ -420,6 +477,10 @@ int ControlServer::start(std::string& error) {
   });
   spdlog::info("control: listening on {} (mode {:o}{}{})", path, config_.socket_mode,
                config_.socket_group.empty() ? "" : ", group ", config_.socket_group);
+  if (im.metrics) {
+    spdlog::info("metrics: Prometheus endpoint on http://{}:{}/metrics",
+                 asio::ip::address_v4(config_.metrics_ip).to_string(), im.metrics->port());
+  }
   return 0;
 }
 

@@ -33,6 +33,10 @@ struct ServerConfig {
   // (mode and group above) may.
   std::vector<uid_t> allowed_uids;
   std::vector<gid_t> allowed_gids;  // the peer's primary group or a supplementary one
+  // The Prometheus endpoint (control/metrics_server.h), on the control thread.
+  bool metrics = false;
+  uint32_t metrics_ip = 0;  // host byte order
+  uint16_t metrics_port = 0;
 };
 
 class ControlServer {
@@ -66,6 +70,8 @@ class ControlServer {
   uint32_t clients() const { return clients_.load(std::memory_order_relaxed); }
   uint32_t qps() const { return qps_.load(std::memory_order_relaxed); }
   const std::string& socket_path() const { return config_.socket_path; }
+  // The metrics endpoint's TCP port once start() bound it (0: off).
+  uint16_t metrics_port() const { return metrics_port_.load(std::memory_order_relaxed); }
 
  private:
   struct Impl;
@@ -74,6 +80,7 @@ class ControlServer {
   std::thread thread_;
   std::atomic<uint32_t> clients_{0};
   std::atomic<uint32_t> qps_{0};
+  std::atomic<uint16_t> metrics_port_{0};
 };
 
 // Whether a peer may connect, and if not, why (for the -EACCES reply).

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <random>
 
 #include <spdlog/spdlog.h>
@@ -574,23 +575,37 @@ ControlService::Outcome ControlService::list_qps(const proto::ListQpsRequest& r,
       rep.next_qpn = it->first;
       break;
     }
-    Client* c = find(it->second);
-    if (c == nullptr) continue;
-    auto q = c->qps.find(it->first);
-    if (q == c->qps.end()) continue;  // being released
-    proto::QpSummary s = q->second.last_stats;
-    s.qpn = q->first;
-    s.client_id = c->id;
-    s.pid = static_cast<uint32_t>(c->cred.pid);
-    s.state = q->second.attrs.state;
-    s.dest_qpn = q->second.attrs.attr.dest_qpn;
-    s.dgid = q->second.attrs.attr.dgid;
-    s.traffic_class = q->second.traffic_class;
-    // A QP created without a class is in the default class: name it (a reload may rename it).
-    if (s.traffic_class.empty() && hooks_.default_class) s.traffic_class = hooks_.default_class();
-    rep.qps.push_back(s);
+    if (auto s = qp_summary(it->first, it->second)) rep.qps.push_back(std::move(*s));
   }
   return ok(MsgType::kListQps, seq, rep);
+}
+
+std::optional<proto::QpSummary> ControlService::qp_summary(uint32_t qpn, uint32_t client_id) const {
+  auto ci = clients_.find(client_id);
+  if (ci == clients_.end()) return std::nullopt;
+  const Client* c = &ci->second;
+  auto q = c->qps.find(qpn);
+  if (q == c->qps.end()) return std::nullopt;  // being released
+  proto::QpSummary s = q->second.last_stats;
+  s.qpn = q->first;
+  s.client_id = c->id;
+  s.pid = static_cast<uint32_t>(c->cred.pid);
+  s.state = q->second.attrs.state;
+  s.dest_qpn = q->second.attrs.attr.dest_qpn;
+  s.dgid = q->second.attrs.attr.dgid;
+  s.traffic_class = q->second.traffic_class;
+  // A QP created without a class is in the default class: name it (a reload may rename it).
+  if (s.traffic_class.empty() && hooks_.default_class) s.traffic_class = hooks_.default_class();
+  return s;
+}
+
+std::vector<proto::QpSummary> ControlService::qp_summaries() const {
+  std::vector<proto::QpSummary> v;
+  v.reserve(qp_owner_.size());
+  for (const auto& [qpn, owner] : qp_owner_) {
+    if (auto s = qp_summary(qpn, owner)) v.push_back(std::move(*s));
+  }
+  return v;
 }
 
 ControlService::Outcome ControlService::status(uint32_t seq) {

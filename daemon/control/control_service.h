@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -149,6 +150,9 @@ class ControlService {
   uint32_t qp_count() const { return static_cast<uint32_t>(qp_owner_.size()); }
   bool engine_attached() const { return engine_ != nullptr; }
   std::vector<proto::Counter> counters() const;
+  // Every QP's row of `conduitctl qps` from the last engine snapshot, by QPN
+  // (the metrics endpoint; call refresh_engine_stats first for fresh numbers).
+  std::vector<proto::QpSummary> qp_summaries() const;
 
   // Clients whose region took a SIGBUS since the last call (a hole punched into
   // it while the hugepage pool was empty; SigbusGuard absorbed it). The caller
@@ -243,6 +247,7 @@ class ControlService {
   uint32_t allocate_qpn();
   uint32_t allocate_key_index();
   Client* find(uint32_t id);
+  std::optional<proto::QpSummary> qp_summary(uint32_t qpn, uint32_t client_id) const;
 
   ControlLimits limits_;
   ServiceHooks hooks_;

@@ -36,11 +36,6 @@ std::vector<std::string> policy_warnings(const Policy& p) {
                   unused + " stay" + (lcores.size() > 2 ? "" : "s") +
                   " unused (QPs are not sharded across engines yet)");
   }
-  if (p.daemon.metrics) {
-    out.push_back(
-        "daemon.metrics_address is set, but this conduitd has no Prometheus endpoint: nothing "
-        "listens there (the counters are in 'conduitctl stats --json')");
-  }
   for (size_t i = 0; i < p.traffic_classes.size(); ++i) {
     warn_rounded_knobs(p.traffic_classes[i], i, out);
   }

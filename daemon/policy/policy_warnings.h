@@ -13,7 +13,6 @@ namespace conduit::policy {
 // reload, and `conduitd --check-config` prints them. Empty when there is none.
 //   daemon.lcores  one engine runs, on the first lcore listed; the rest idle
 //                  (sharding QPs across engines is not built).
-//   daemon.metrics_address  no Prometheus endpoint is built; nothing listens.
 //   DCQCN knobs    a duration, rate or size that is not a whole number of
 //                  mlx5's unit (1 us, 1 Mbit/s, 64 B) is rounded down.
 std::vector<std::string> policy_warnings(const Policy& p);

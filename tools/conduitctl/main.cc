@@ -120,23 +120,7 @@ std::string json_escape(const std::string& s) {
   return out;
 }
 
-std::string gid_str(const std::array<uint8_t, 16>& g) {
-  bool zero = std::all_of(g.begin(), g.end(), [](uint8_t b) { return b == 0; });
-  if (zero) return "-";
-  bool v4 = std::all_of(g.begin(), g.begin() + 10, [](uint8_t b) { return b == 0; }) &&
-            g[10] == 0xff && g[11] == 0xff;
-  char b[64];
-  if (v4) {
-    std::snprintf(b, sizeof(b), "%u.%u.%u.%u", g[12], g[13], g[14], g[15]);
-    return b;
-  }
-  std::string s;
-  for (int i = 0; i < 16; i += 2) {
-    std::snprintf(b, sizeof(b), "%s%02x%02x", i == 0 ? "" : ":", g[i], g[i + 1]);
-    s += b;
-  }
-  return s;
-}
+std::string gid_str(const std::array<uint8_t, 16>& g) { return proto::gid_string(g); }
 
 std::string rate_str(uint64_t bps) {
   char b[32];

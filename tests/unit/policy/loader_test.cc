@@ -25,7 +25,7 @@ TEST_CASE("a minimal file gets every default") {
   CHECK(p.daemon.control_socket == "/run/conduit/conduitd.sock");
   CHECK(p.daemon.lcores == std::vector<uint32_t>{1});
   CHECK(p.daemon.idle_mode == IdleMode::kAdaptive);
-  CHECK_FALSE(p.daemon.metrics);  // off: no endpoint is built
+  CHECK_FALSE(p.daemon.metrics);  // off by default
   CHECK(p.port.mtu_bytes == 1500);
   CHECK(p.port.roce_udp_port == 4791);
   REQUIRE(p.traffic_classes.size() == 1);
