@@ -134,6 +134,12 @@ ServerConfig server_config(const Policy& p) {
 static_assert(conduit::policy::kMaxQpsPerClient == CONDUIT_SHM_MAX_QPS &&
                   conduit::policy::kMaxCqsPerClient == CONDUIT_SHM_MAX_CQS,
               "the policy's quota ranges must match the client area's slots");
+static_assert(conduit::policy::kSendWrBytes == sizeof(conduit_shm_send_wr) &&
+                  conduit::policy::kRecvWrBytes == sizeof(conduit_shm_recv_wr) &&
+                  conduit::policy::kCqeBytes == sizeof(conduit_shm_cqe) &&
+                  conduit::policy::kMaxCqeDepth <= CONDUIT_SHM_MAX_RING_DEPTH &&
+                  conduit::policy::kMaxWrDepth <= CONDUIT_SHM_MAX_RING_DEPTH,
+              "the policy's ring sizes must match the client area's entries");
 
 ControlLimits control_limits(const Policy& p) {
   const auto& q = p.clients.quotas;
@@ -141,6 +147,9 @@ ControlLimits control_limits(const Policy& p) {
   l.max_qps = q.max_qps;
   l.max_cqs = q.max_cqs;
   l.max_mrs = q.max_mrs;
+  l.sq_depth = q.max_send_wr;
+  l.rq_depth = q.max_recv_wr;
+  l.cq_depth = q.max_cqe;
   l.max_mr_bytes = q.max_registered_bytes;
   // A client's shared area holds all the memory it can register; one region of it
   // is at most max_region_size.

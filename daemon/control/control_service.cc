@@ -296,8 +296,9 @@ ControlService::Outcome ControlService::create_cq(Client& c, const proto::Create
   const uint32_t depth = c.region->layout().cq_depth;
   if (r.entries > depth) {
     return fail(t, seq, -EINVAL,
-                "CQ of " + std::to_string(r.entries) + " entries is deeper than this daemon's " +
-                    std::to_string(depth) + "");
+                "CQ of " + std::to_string(r.entries) + " entries is deeper than this client's " +
+                    std::to_string(depth) +
+                    "-entry CQ rings (policy: clients.quotas.max_cqe, as it was at attach)");
   }
   const uint32_t slot = first_free(c.cq_slot_busy);
   if (slot == UINT32_MAX) {
@@ -367,8 +368,9 @@ ControlService::Outcome ControlService::create_qp(Client& c, const proto::Create
   const auto& l = c.region->layout();
   if (r.sq_entries > l.sq_depth || r.rq_entries > l.rq_depth) {
     return fail(t, seq, -EINVAL,
-                "queue deeper than this daemon's rings (send " + std::to_string(l.sq_depth) +
-                    ", receive " + std::to_string(l.rq_depth) + ")");
+                "queue deeper than this client's rings (send " + std::to_string(l.sq_depth) +
+                    ", receive " + std::to_string(l.rq_depth) +
+                    "; policy: clients.quotas.max_send_wr / max_recv_wr, as they were at attach)");
   }
   if (!r.traffic_class.empty() && hooks_.class_exists && !hooks_.class_exists(r.traffic_class)) {
     return fail(t, seq, -ENOENT,

@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -757,6 +758,38 @@ void parse_clients(ErrorSink& s, const Field& f, ClientsSection& c) {
     if (auto x = q.take("max_cqs"))
       assign(quotas.max_cqs, detail::read_uint(s, *x, 1, kMaxCqsPerClient));
     if (auto x = q.take("max_mrs")) assign(quotas.max_mrs, detail::read_uint(s, *x, 1, 1 << 20));
+    // Ring depths: powers of two (the rings index with a mask).
+    std::optional<YAML::Mark> depth_mark;
+    auto depth = [&](const char* key, uint32_t max, uint32_t& out) {
+      auto x = q.take(key);
+      if (!x) return;
+      depth_mark = x->mark;
+      auto d = detail::read_uint(s, *x, kMinRingDepth, max);
+      if (!d) return;
+      if (!std::has_single_bit(*d)) {
+        const uint64_t up = std::bit_ceil(*d);
+        const uint64_t down = std::bit_floor(*d);
+        s.add(x->mark, x->path + ": " + std::to_string(*d) +
+                           " is not a power of two (the rings index with a mask); use " +
+                           std::to_string(down) + (up <= max ? " or " + std::to_string(up) : ""));
+        return;
+      }
+      out = static_cast<uint32_t>(*d);
+    };
+    depth("max_send_wr", kMaxWrDepth, quotas.max_send_wr);
+    depth("max_recv_wr", kMaxWrDepth, quotas.max_recv_wr);
+    depth("max_cqe", kMaxCqeDepth, quotas.max_cqe);
+    if (quotas.ring_bytes() > kMaxRingBytesPerClient) {
+      s.add(depth_mark.value_or(v->mark),
+            v->path + ": every client's shared area would hold " +
+                format_size(quotas.ring_bytes()) + " of rings (max_qps " +
+                std::to_string(quotas.max_qps) + " x (max_send_wr " +
+                std::to_string(quotas.max_send_wr) + " + max_recv_wr " +
+                std::to_string(quotas.max_recv_wr) + ") x 128 B + max_cqs " +
+                std::to_string(quotas.max_cqs) + " x max_cqe " + std::to_string(quotas.max_cqe) +
+                " x 32 B), above the limit of " + format_size(kMaxRingBytesPerClient) +
+                "; lower the depths or max_qps / max_cqs");
+    }
     std::optional<Field> registered = q.take("max_registered_memory");
     if (registered) {
       assign(quotas.max_registered_bytes,

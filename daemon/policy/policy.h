@@ -184,13 +184,37 @@ uint64_t rnr_timer_ns(uint32_t code);
 inline constexpr uint32_t kMaxQpsPerClient = 4096;
 inline constexpr uint32_t kMaxCqsPerClient = 4096;
 
+// Ring depths a client's shared-memory area may be laid out with, and the
+// sizes of one entry (shm-ipc's conduit_shm_send_wr / _recv_wr / _cqe; the
+// daemon checks at compile time that they agree). Every QP slot of the area has
+// a send and a receive ring of the policy's depth, every CQ slot a CQ ring, so
+// the area's ring bytes are max_qps x (send + receive) + max_cqs x CQ; a policy
+// whose rings would pass kMaxRingBytesPerClient is refused.
+inline constexpr uint32_t kMinRingDepth = 16;
+inline constexpr uint32_t kMaxWrDepth = 32768;  // mlx5's max_qp_wr
+inline constexpr uint32_t kMaxCqeDepth = 65536;
+inline constexpr uint32_t kSendWrBytes = 128;
+inline constexpr uint32_t kRecvWrBytes = 128;
+inline constexpr uint32_t kCqeBytes = 32;
+inline constexpr uint64_t kMaxRingBytesPerClient = 1ull << 30;
+
 struct ClientQuotas {
   uint32_t max_qps = 256;
   uint32_t max_cqs = 256;
   uint32_t max_mrs = 1024;
+  uint32_t max_send_wr = 256;                  // send ring depth of every QP slot (power of two)
+  uint32_t max_recv_wr = 256;                  // receive ring depth of every QP slot (power of two)
+  uint32_t max_cqe = 1024;                     // CQ ring depth of every CQ slot (power of two)
   uint64_t max_registered_bytes = 4ull << 30;  // all regions of one client together
   uint64_t max_region_bytes = 1ull << 30;      // one region; <= max_registered_bytes
   bool operator==(const ClientQuotas&) const = default;
+
+  // The bytes of rings in one client's shared-memory area (entries only).
+  uint64_t ring_bytes() const {
+    return uint64_t{max_qps} *
+               (uint64_t{max_send_wr} * kSendWrBytes + uint64_t{max_recv_wr} * kRecvWrBytes) +
+           uint64_t{max_cqs} * max_cqe * kCqeBytes;
+  }
 };
 
 // An IPv4 network: address with the host bits zero, and prefix length 0..32.

@@ -203,6 +203,9 @@ std::string to_yaml(const Policy& p) {
   out << YAML::Key << "max_qps" << YAML::Value << cl.quotas.max_qps;
   out << YAML::Key << "max_cqs" << YAML::Value << cl.quotas.max_cqs;
   out << YAML::Key << "max_mrs" << YAML::Value << cl.quotas.max_mrs;
+  out << YAML::Key << "max_send_wr" << YAML::Value << cl.quotas.max_send_wr;
+  out << YAML::Key << "max_recv_wr" << YAML::Value << cl.quotas.max_recv_wr;
+  out << YAML::Key << "max_cqe" << YAML::Value << cl.quotas.max_cqe;
   out << YAML::Key << "max_registered_memory" << YAML::Value
       << format_size(cl.quotas.max_registered_bytes);
   out << YAML::Key << "max_region_size" << YAML::Value << format_size(cl.quotas.max_region_bytes);

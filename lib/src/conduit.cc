@@ -219,6 +219,20 @@ extern "C" {
 
 const char* conduit_version(void) { return CONDUIT_VERSION; }
 
+int conduit_query_context(conduit_context* ctx, conduit_context_limits* out) {
+  if (!valid_ptr(ctx, "ctx") || !valid_ptr(out, "out")) return -EINVAL;
+  const auto& l = ctx->region.layout();
+  *out = conduit_context_limits{};
+  out->max_qps = l.max_qps;
+  out->max_cqs = l.max_cqs;
+  out->max_send_wr = l.sq_depth;
+  out->max_recv_wr = l.rq_depth;
+  out->max_cqe = l.cq_depth;
+  out->max_inline_data = CONDUIT_SHM_MAX_INLINE;
+  out->region_bytes = ctx->region.arena_size();
+  return 0;
+}
+
 const char* conduit_strerror(int err) {
   if (err != 0 && err == t_err_code && !t_err_msg.empty()) return t_err_msg.c_str();
   switch (-err) {

@@ -259,8 +259,8 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
     } else if (is("-t", "--tx-depth") || is("-r", "--rx-depth")) {
       uint32_t& depth = is("-t", "--tx-depth") ? o.tx_depth : o.rx_depth;
       if (!parse_uint_in<uint32_t>(value, 1, kMaxRingDepth, depth)) {
-        return fail(range_error(name, value, 1, kMaxRingDepth) + " (conduitd's rings hold " +
-                    std::to_string(kMaxRingDepth) + " work requests per QP)");
+        return fail(range_error(name, value, 1, kMaxRingDepth) +
+                    " (the deepest rings a conduitd policy can give)");
       }
     } else if (is("-Q", "--cq-mod")) {
       if (!parse_uint_in<uint32_t>(value, 1, kMaxDepth, o.cq_mod)) {
@@ -401,8 +401,10 @@ Options:
                          conduitd, which yields back when it has completed
                          something; lower latency than -e there (also with
                          --perftest, which otherwise sleeps on its CQ)
-  -t, --tx-depth N       sends in flight per QP, 1..256 (128; fewer with many QPs)
-  -r, --rx-depth N       receives posted per QP, 1..256 (256; fewer with many QPs)
+  -t, --tx-depth N       sends in flight per QP (128; fewer with many QPs); at most
+                         conduitd's clients.quotas.max_send_wr (256 by default)
+  -r, --rx-depth N       receives posted per QP (256; fewer with many QPs); at most
+                         conduitd's clients.quotas.max_recv_wr (256 by default)
   -Q, --cq-mod N         request a completion every N sends (64)
   -m, --mtu BYTES        path MTU 256..4096 (1024)
   -T, --class NAME       the policy's traffic class for the QPs

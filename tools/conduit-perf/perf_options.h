@@ -28,9 +28,11 @@ inline constexpr uint64_t kSweepMinBytes = 2;
 inline constexpr uint64_t kSweepMaxBytes = 8ull << 20;
 inline constexpr uint64_t kMaxMessageBytes = 1ull << 30;
 inline constexpr uint32_t kMaxQps = 4096;
-inline constexpr uint32_t kMaxDepth = 8192;  // what the exchange carries (-Q, a peer's)
-// conduitd's send and receive rings hold 256 work requests per QP.
-inline constexpr uint32_t kMaxRingDepth = 256;
+inline constexpr uint32_t kMaxDepth = 32768;  // what the exchange carries (-Q, a peer's)
+// -t / -r: the deepest rings a conduitd policy can give (clients.quotas.max_send_wr /
+// max_recv_wr). The daemon in use may hold fewer (256 by default): checked when the
+// context opens (conduit_query_context).
+inline constexpr uint32_t kMaxRingDepth = 32768;
 inline constexpr uint16_t kDefaultPort = 18515;        // perftest's
 inline constexpr uint64_t kPerftestMinIterations = 5;  // perftest refuses fewer (-n)
 // --perftest -q: QPs share one CQ of 1024 entries; 64 leaves each 16 in flight.

@@ -31,7 +31,6 @@ namespace {
 constexpr uint64_t kCheckBudgetBytes = 128ull << 20;  // all QPs' MRs with --check
 constexpr uint32_t kSpinsBeforeSleep = 2000;
 constexpr uint32_t kLoopsPerChannelPoll = 256;
-constexpr uint32_t kMaxCqEntries = 1024;             // conduitd's CQ ring depth (control_service.h)
 constexpr uint64_t kMaxInFlightBytes = 32ull << 20;  // per QP
 constexpr long kWriteLatNapNs = 50'000;
 
@@ -113,12 +112,27 @@ class Endpoint {
     attr.region_bytes = mr_bytes * p.qps + (8ull << 20) + uint64_t{p.qps} * (256u << 10);
     attr.client_name = o.is_server() ? "conduit-perf-server" : "conduit-perf-client";
     check_rc(conduit_open(&attr, &ctx_), "conduit_open");
-    // conduitd's CQ rings hold kMaxCqEntries: QPs share a CQ pair only as far as every
-    // completion they can have outstanding (all WRs signaled, every receive) fits.
+    conduit_context_limits lim{};
+    check_rc(conduit_query_context(ctx_, &lim), "conduit_query_context");
+    if (p.tx_depth > lim.max_send_wr || p.rx_depth > lim.max_recv_wr) {
+      const bool tx = p.tx_depth > lim.max_send_wr;
+      fail(std::string(tx ? "send" : "receive") + " depth " +
+           std::to_string(tx ? p.tx_depth : p.rx_depth) + " (" + (tx ? "-t" : "-r") +
+           ", or the peer's) is deeper than this conduitd's " + (tx ? "send" : "receive") +
+           " queues: they hold " + std::to_string(tx ? lim.max_send_wr : lim.max_recv_wr) +
+           " work requests (policy clients.quotas." + (tx ? "max_send_wr" : "max_recv_wr") + ")");
+    }
+    // QPs share a CQ pair only as far as every completion they can have outstanding
+    // (all WRs signaled, every receive) fits into the daemon's CQ rings.
     const uint32_t per_qp = std::max(p.tx_depth, p.rx_depth) + 1;
-    qps_per_cq_ = std::max<uint32_t>(1, kMaxCqEntries / per_qp);
+    qps_per_cq_ = std::max<uint32_t>(1, lim.max_cqe / per_qp);
     const uint32_t groups = (p.qps + qps_per_cq_ - 1) / qps_per_cq_;
-    const uint32_t entries = std::min(kMaxCqEntries, qps_per_cq_ * per_qp);
+    const uint32_t entries = std::min(lim.max_cqe, qps_per_cq_ * per_qp);
+    if (entries < per_qp) {
+      fail("one QP can have " + std::to_string(per_qp) + " completions outstanding, more than " +
+           "this conduitd's CQs hold (" + std::to_string(lim.max_cqe) +
+           ", policy clients.quotas.max_cqe); lower -t / -r or raise max_cqe");
+    }
     for (uint32_t g = 0; g < groups; ++g) {
       conduit_cq* cq = nullptr;
       check_rc(conduit_create_cq(ctx_, entries, &cq), "conduit_create_cq (send)");

@@ -59,6 +59,20 @@ struct conduit_context_attr {
 CONDUIT_API int conduit_open(const struct conduit_context_attr* attr, struct conduit_context** out);
 /* Destroys every remaining QP, CQ and MR, detaches and closes the socket. */
 CONDUIT_API int conduit_close(struct conduit_context* ctx);
+/* What this context can hold, like ibv_query_device's limits: the shape of its
+ * shared-memory area, laid out by conduitd's policy when the context opened
+ * (clients.quotas.*; a later reload applies to contexts opened after it). */
+struct conduit_context_limits {
+  uint32_t max_qps;         /* QPs this context may create (clients.quotas.max_qps) */
+  uint32_t max_cqs;         /* CQs (clients.quotas.max_cqs) */
+  uint32_t max_send_wr;     /* deepest send queue of a QP (clients.quotas.max_send_wr) */
+  uint32_t max_recv_wr;     /* deepest receive queue (clients.quotas.max_recv_wr) */
+  uint32_t max_cqe;         /* most entries of a CQ (clients.quotas.max_cqe) */
+  uint32_t max_inline_data; /* bytes a CONDUIT_SEND_INLINE work request may carry */
+  uint64_t region_bytes;    /* registrable memory of this context (its arena) */
+};
+CONDUIT_API int conduit_query_context(struct conduit_context* ctx,
+                                      struct conduit_context_limits* out);
 /* See the note on errors above. Never NULL. */
 CONDUIT_API const char* conduit_strerror(int err);
 /* The library version, e.g. "0.1.0". */

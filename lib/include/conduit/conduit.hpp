@@ -154,6 +154,11 @@ class Context {
     detail::check(conduit_open(&attr, &c), "conduit_open");
     ctx_.reset(c);
   }
+  conduit_context_limits limits() const {
+    conduit_context_limits l{};
+    detail::check(conduit_query_context(ctx_.get(), &l), "conduit_query_context");
+    return l;
+  }
   MemoryRegion alloc_mr(size_t length, uint32_t access) {
     conduit_mr* mr = nullptr;
     detail::check(conduit_alloc_mr(ctx_.get(), length, access, &mr), "conduit_alloc_mr");

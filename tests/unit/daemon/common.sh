@@ -4,7 +4,8 @@
 # daemon's log, and the daemon's start-up. Source it, then:
 #
 #   daemon_start TAG [NAME]   write $dir/NAME.yaml (NAME default c; control socket $sock,
-#                             address $addr) and start conduitd on it; pid = its PID
+#                             address $addr, then $extra_policy if set) and start conduitd
+#                             on it; pid = its PID
 #   fail MESSAGE              print it, the daemon log's and every $dir/*.out's tail; exit 1
 #   now_ns / ms_since T0_NS   wall clock in ns / ms since T0_NS
 #   clients_may_leak          for tests whose clients die on purpose: no LeakSanitizer report
@@ -55,6 +56,7 @@ port:
   eal_args: [--no-huge, -m, "512", --no-pci, --no-shconf, --no-telemetry, --file-prefix=$tag$$]
   address: $addr/24
 YAML
+  if [[ -n ${extra_policy:-} ]]; then printf '%s\n' "$extra_policy" >>"$dir/$name.yaml"; fi
   rm -f "$sock"
   "$conduitd" --config "$dir/$name.yaml" >"$dir/log" 2>&1 &
   pid=$!

@@ -284,7 +284,26 @@ TEST_CASE("quotas give clear errors", "[lib][control]") {
   CHECK(std::string(conduit_strerror(rc)).find("quota exceeded") != std::string::npos);
 
   ctx = open_ctx(d.path, 2 << 20);
+  // The limits the context was laid out with (small_limits()).
+  conduit_context_limits lim{};
+  REQUIRE(conduit_query_context(ctx, &lim) == 0);
+  CHECK(lim.max_qps == 4);
+  CHECK(lim.max_cqs == 4);
+  CHECK(lim.max_send_wr == 64);
+  CHECK(lim.max_recv_wr == 64);
+  CHECK(lim.max_cqe == 128);
+  CHECK(lim.max_inline_data == CONDUIT_SHM_MAX_INLINE);
+  CHECK(lim.region_bytes == 2 << 20);
+  CHECK(conduit_query_context(ctx, nullptr) == -EINVAL);
+  CHECK(conduit_query_context(nullptr, &lim) == -EINVAL);
+
   conduit_cq* cq = nullptr;
+  // Deeper than the CQ rings: refused, naming the policy key.
+  rc = conduit_create_cq(ctx, 129, &cq);
+  CHECK(rc == -EINVAL);
+  CHECK(std::string(conduit_strerror(rc)).find("clients.quotas.max_cqe") != std::string::npos);
+  REQUIRE(conduit_create_cq(ctx, 128, &cq) == 0);
+  REQUIRE(conduit_destroy_cq(cq) == 0);
   REQUIRE(conduit_create_cq(ctx, 8, &cq) == 0);
   conduit_qp_init_attr qa{};
   qa.send_cq = cq;
@@ -299,6 +318,17 @@ TEST_CASE("quotas give clear errors", "[lib][control]") {
   rc = conduit_create_qp(ctx, &qa, &extra);
   CHECK(rc == -EDQUOT);
   CHECK(std::string(conduit_strerror(rc)).find("4 QPs per client") != std::string::npos);
+  // A queue deeper than the rings is refused (checked before the quota frees up).
+  CHECK(conduit_destroy_qp(qps.back()) == 0);
+  qps.pop_back();
+  qa.max_send_wr = 65;
+  rc = conduit_create_qp(ctx, &qa, &extra);
+  CHECK(rc == -EINVAL);
+  CHECK(std::string(conduit_strerror(rc)).find("clients.quotas.max_send_wr") != std::string::npos);
+  qa.max_send_wr = 64;
+  qa.max_recv_wr = 65;
+  CHECK(conduit_create_qp(ctx, &qa, &extra) == -EINVAL);
+  qa.max_send_wr = qa.max_recv_wr = 0;
 
   // Unknown traffic class.
   CHECK(conduit_destroy_qp(qps.back()) == 0);

@@ -43,6 +43,10 @@ TEST_CASE("a minimal file gets every default") {
   CHECK(p.transport.local_ack_timeout_ns() == 4096ull << 14);
   CHECK(p.transport.loss_recovery == LossRecovery::kGoBackN);
   CHECK(p.clients.quotas.max_registered_bytes == 4ull << 30);
+  CHECK(p.clients.quotas.max_send_wr == 256);
+  CHECK(p.clients.quotas.max_recv_wr == 256);
+  CHECK(p.clients.quotas.max_cqe == 1024);
+  CHECK(p.clients.quotas.ring_bytes() == 24ull << 20);  // 256 x 64 KiB + 256 x 32 KiB
 }
 
 TEST_CASE("mlx5 preset carries the firmware defaults") {
@@ -134,7 +138,7 @@ TEST_CASE("every section is read into its typed field") {
       "  allowed_gids: 2000\n"
       "  allowed_peers: [198.18.0.0/15, 10.1.9.9]\n"
       "  quotas: {max_qps: 8, max_cqs: 9, max_mrs: 10, max_registered_memory: 1GiB,\n"
-      "           max_region_size: 1GiB}\n");
+      "           max_region_size: 1GiB, max_send_wr: 4096, max_recv_wr: 16, max_cqe: 65536}\n");
   INFO(r.error_text());
   REQUIRE(r.ok());
   const Policy& p = *r.policy;
@@ -190,6 +194,9 @@ TEST_CASE("every section is read into its typed field") {
   CHECK(p.clients.allowed_peers[1] == Ipv4Prefix{Ipv4Address{0x0A010909}, 32});
   CHECK(p.clients.quotas.max_qps == 8);
   CHECK(p.clients.quotas.max_region_bytes == 1ull << 30);
+  CHECK(p.clients.quotas.max_send_wr == 4096);
+  CHECK(p.clients.quotas.max_recv_wr == 16);
+  CHECK(p.clients.quotas.max_cqe == 65536);
 }
 
 TEST_CASE("RNR timer codes and durations") {

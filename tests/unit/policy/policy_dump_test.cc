@@ -15,6 +15,9 @@ TEST_CASE("the dump of the defaults reloads to the same policy") {
   CHECK(yaml.find("rpg_ai_rate: 5mbit") != std::string::npos);
   CHECK(yaml.find("max_registered_memory: 4GiB") != std::string::npos);
   CHECK(yaml.find("metrics_address: off") != std::string::npos);
+  CHECK(yaml.find("max_send_wr: 256") != std::string::npos);
+  CHECK(yaml.find("max_recv_wr: 256") != std::string::npos);
+  CHECK(yaml.find("max_cqe: 1024") != std::string::npos);
   LoadResult again = load(yaml);
   INFO(yaml << again.error_text());
   REQUIRE(again.ok());
@@ -55,6 +58,9 @@ TEST_CASE("the dump round-trips every kind of value") {
   p.transport.bdp_cap_bytes = 100'000;
   p.clients.allowed_uids = {0, 4294967294u};
   p.clients.quotas.max_region_bytes = 4096;
+  p.clients.quotas.max_send_wr = 2048;
+  p.clients.quotas.max_recv_wr = 16;
+  p.clients.quotas.max_cqe = 65536;
 
   std::string yaml = to_yaml(p);
   LoadResult again = load(yaml);

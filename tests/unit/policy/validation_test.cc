@@ -340,6 +340,26 @@ TEST_CASE("daemon, transport and clients cross-checks") {
                "t.yaml:5:36: clients.quotas.max_cqs: 65536 is out of range 1..4096"});
   CHECK(errors_of(std::string(kPort) + "clients:\n  quotas: {max_qps: 4096, max_cqs: 4096}\n")
             .empty());
+  // Ring depths: powers of two in range, and at most 1 GiB of rings per client area.
+  CHECK(errors_of(std::string(kPort) +
+                  "clients:\n  quotas: {max_send_wr: 1000, max_recv_wr: 8, max_cqe: 131072}\n") ==
+        Errors{"t.yaml:5:25: clients.quotas.max_send_wr: 1000 is not a power of two (the rings "
+               "index with a mask); use 512 or 1024",
+               "t.yaml:5:44: clients.quotas.max_recv_wr: 8 is out of range 16..32768",
+               "t.yaml:5:56: clients.quotas.max_cqe: 131072 is out of range 16..65536"});
+  CHECK(errors_of(std::string(kPort) + "clients:\n  quotas: {max_send_wr: 30000}\n") ==
+        Errors{"t.yaml:5:25: clients.quotas.max_send_wr: 30000 is not a power of two (the rings "
+               "index with a mask); use 16384 or 32768"});
+  CHECK(
+      errors_of(std::string(kPort) +
+                "clients:\n  quotas: {max_qps: 1024, max_send_wr: 4096, max_recv_wr: 4096}\n") ==
+      Errors{"t.yaml:5:59: clients.quotas: every client's shared area would hold 1032MiB of rings "
+             "(max_qps 1024 x (max_send_wr 4096 + max_recv_wr 4096) x 128 B + max_cqs 256 x "
+             "max_cqe 1024 x 32 B), above the limit of 1GiB; lower the depths or max_qps / "
+             "max_cqs"});
+  CHECK(errors_of(std::string(kPort) +
+                  "clients:\n  quotas: {max_qps: 512, max_send_wr: 4096, max_recv_wr: 4096}\n")
+            .empty());
   CHECK(errors_of(std::string(kPort) + "clients: {allowed_uids: [5, 5, -1]}\n") ==
         Errors{"t.yaml:4:29: clients.allowed_uids[1]: 5 is listed twice",
                "t.yaml:4:32: clients.allowed_uids[2]: -1 is out of range 0..4294967294"});
