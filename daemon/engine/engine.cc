@@ -116,6 +116,10 @@ uint8_t to_shm_opcode(transport::WcOpcode op) {
       return CONDUIT_SHM_WC_RDMA_READ;
     case transport::WcOpcode::kRecv:
       return CONDUIT_SHM_WC_RECV;
+    case transport::WcOpcode::kCmpSwap:
+      return CONDUIT_SHM_WC_COMP_SWAP;
+    case transport::WcOpcode::kFetchAdd:
+      return CONDUIT_SHM_WC_FETCH_ADD;
     case transport::WcOpcode::kRecvWriteImm:
       break;
   }
@@ -1256,11 +1260,24 @@ void Engine::reject_send(QpCtx& q, const conduit_shm_send_wr& raw, uint8_t statu
   conduit_shm_cqe cqe{};
   cqe.wr_id = raw.wr_id;
   cqe.status = status;
-  cqe.opcode =
-      raw.opcode == CONDUIT_SHM_WR_RDMA_READ ? CONDUIT_SHM_WC_RDMA_READ
-      : raw.opcode == CONDUIT_SHM_WR_RDMA_WRITE || raw.opcode == CONDUIT_SHM_WR_RDMA_WRITE_WITH_IMM
-          ? CONDUIT_SHM_WC_RDMA_WRITE
-          : CONDUIT_SHM_WC_SEND;
+  switch (raw.opcode) {
+    case CONDUIT_SHM_WR_RDMA_READ:
+      cqe.opcode = CONDUIT_SHM_WC_RDMA_READ;
+      break;
+    case CONDUIT_SHM_WR_RDMA_WRITE:
+    case CONDUIT_SHM_WR_RDMA_WRITE_WITH_IMM:
+      cqe.opcode = CONDUIT_SHM_WC_RDMA_WRITE;
+      break;
+    case CONDUIT_SHM_WR_ATOMIC_CMP_AND_SWP:
+      cqe.opcode = CONDUIT_SHM_WC_COMP_SWAP;
+      break;
+    case CONDUIT_SHM_WR_ATOMIC_FETCH_AND_ADD:
+      cqe.opcode = CONDUIT_SHM_WC_FETCH_ADD;
+      break;
+    default:
+      cqe.opcode = CONDUIT_SHM_WC_SEND;
+      break;
+  }
   cqe.qp_num = q.qpn;
   cqe.vendor_err = vendor_err;
   push_cqe(*q.client, q.send_cq, cqe);
@@ -1291,6 +1308,15 @@ conduit_shm_wr_error Engine::convert_send(QpCtx& q, const conduit_shm_send_wr& r
     case CONDUIT_SHM_WR_RDMA_WRITE_WITH_IMM:
       wr.opcode = transport::WrOpcode::kWriteImm;
       break;
+    case CONDUIT_SHM_WR_ATOMIC_CMP_AND_SWP:
+      wr.opcode = transport::WrOpcode::kCmpSwap;
+      wr.compare_add = raw.u.atomic.compare_add;
+      wr.swap = raw.u.atomic.swap;
+      break;
+    case CONDUIT_SHM_WR_ATOMIC_FETCH_AND_ADD:
+      wr.opcode = transport::WrOpcode::kFetchAdd;
+      wr.compare_add = raw.u.atomic.compare_add;
+      break;
     default:
       wr.opcode = transport::WrOpcode::kRead;
       break;
@@ -1313,7 +1339,7 @@ conduit_shm_wr_error Engine::convert_send(QpCtx& q, const conduit_shm_send_wr& r
   } else {
     wr.num_sge = raw.num_sge;
     for (uint32_t i = 0; i < raw.num_sge; ++i) {
-      const conduit_shm_sge& s = raw.u.sg_list[i];
+      const conduit_shm_sge& s = raw.u.sg_list[i];  // u.atomic.sge is sg_list[0]
       wr.sge[i] = {c.mem.find_lkey(s.lkey)->iova + s.offset, s.length, s.lkey};
     }
   }

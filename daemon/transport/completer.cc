@@ -21,6 +21,10 @@ WcOpcode wc_opcode(WrOpcode op) {
       return WcOpcode::kWrite;
     case WrOpcode::kRead:
       return WcOpcode::kRead;
+    case WrOpcode::kCmpSwap:
+      return WcOpcode::kCmpSwap;
+    case WrOpcode::kFetchAdd:
+      return WcOpcode::kFetchAdd;
   }
   return WcOpcode::kSend;
 }
@@ -55,7 +59,7 @@ void Qp::complete_head(WcStatus status) {
     ++cur_wqe_;
     const uint32_t end = wire::psn_add(w.first_psn, w.npkts);
     if (wire::psn_lt(cur_psn_, end)) cur_psn_ = end;
-  } else if (w.wr.opcode == WrOpcode::kRead) {
+  } else if (expects_response(w.wr.opcode)) {
     --reads_started_;
   }
   ++sq_head_;
@@ -78,7 +82,7 @@ void Qp::complete_through(uint32_t psn) {
     do {
       const SendWqe& w = sq[head & sq_mask];
       const WrOpcode op = w.wr.opcode;
-      if (op == WrOpcode::kRead) break;  // only its responses complete it
+      if (expects_response(op)) break;  // only its responses complete it
       if (wire::psn_gt(wire::psn_add(w.first_psn, w.npkts - 1), psn)) break;
       if (w.wr.signaled) {
         Completion& c = cq[cq_tail & cq_mask];
@@ -97,7 +101,7 @@ void Qp::complete_through(uint32_t psn) {
   }
   while (sq_head_ != sq_tail_) {
     const SendWqe& w = sq_at(sq_head_);
-    if (w.wr.opcode == WrOpcode::kRead) return;  // only its responses complete it
+    if (expects_response(w.wr.opcode)) return;  // only its responses complete it
     const uint32_t last = wire::psn_add(w.first_psn, w.npkts - 1);
     if (wire::psn_gt(last, psn)) return;
     complete_head(WcStatus::kSuccess);
@@ -108,7 +112,7 @@ bool Qp::advance_una(uint64_t now_ns, uint32_t psn) {
   complete_through(psn);
   uint32_t target = wire::psn_next(psn);
   bool blocked = false;
-  if (sq_head_ != sq_tail_ && sq_at(sq_head_).wr.opcode == WrOpcode::kRead) {
+  if (sq_head_ != sq_tail_ && expects_response(sq_at(sq_head_).wr.opcode)) {
     // Only READ responses move una_psn_ through a READ: stop at the point the
     // responses have reached. Acknowledging more means responses were lost.
     const SendWqe& r = sq_at(sq_head_);
@@ -191,8 +195,7 @@ RxResult Qp::completer_rx(uint64_t now_ns, const wire::RoceHeader& hdr,
   if (hdr.bth.opcode == static_cast<uint8_t>(wire::Opcode::kAcknowledge)) {
     return completer_ack(now_ns, hdr.bth.psn, hdr.aeth);
   }
-  ++counters_.drop_stale_response;  // atomic ACK: we never send atomics
-  return RxResult::kDropped;
+  return completer_atomic_ack(now_ns, hdr);
 }
 
 // Flattened: the ACK path's helpers (advance_una, complete_through, ...)
@@ -333,15 +336,63 @@ RxResult Qp::completer_read_response(uint64_t now_ns, const wire::RoceHeader& hd
   set_una(wire::psn_next(psn));
   if (last) complete_head(WcStatus::kSuccess);
   on_progress(now_ns);
-  if (last && acked_past_read_) {
-    // The READ was what held back an acknowledgement already received.
-    acked_past_read_ = false;
-    if (wire::psn_ge(acked_past_read_psn_, una_psn_) &&
-        wire::psn_lt(acked_past_read_psn_, snd_max_psn_) &&
-        advance_una(now_ns, acked_past_read_psn_)) {
-      sequence_retry(now_ns);
-    }
+  if (last) apply_ack_held_by_response(now_ns);
+  return RxResult::kAccepted;
+}
+
+void Qp::apply_ack_held_by_response(uint64_t now_ns) {
+  if (!acked_past_read_) return;
+  // The READ or atomic was what held back an acknowledgement already received.
+  acked_past_read_ = false;
+  if (wire::psn_ge(acked_past_read_psn_, una_psn_) &&
+      wire::psn_lt(acked_past_read_psn_, snd_max_psn_) &&
+      advance_una(now_ns, acked_past_read_psn_)) {
+    sequence_retry(now_ns);
   }
+}
+
+RxResult Qp::completer_atomic_ack(uint64_t now_ns, const wire::RoceHeader& hdr) {
+  if (hdr.bth.opcode != static_cast<uint8_t>(wire::Opcode::kAtomicAcknowledge)) {
+    ++counters_.drop_bad_opcode;
+    return RxResult::kDropped;
+  }
+  const uint32_t psn = hdr.bth.psn;
+  if (wire::psn_lt(psn, una_psn_)) {
+    ++counters_.rx_duplicates;
+    return RxResult::kDuplicate;
+  }
+  if (hdr.aeth.type() != wire::AethType::kAck) {  // a NAK comes as an Acknowledge
+    ++counters_.drop_bad_opcode;
+    return RxResult::kDropped;
+  }
+  // An atomic ACK acknowledges every request before it.
+  if (advance_una(now_ns, wire::psn_add(psn, wire::kPsnMask))) {
+    if (sr_) sr_read_evidence(psn);
+    sequence_retry(now_ns);  // an earlier READ is missing responses
+    ++counters_.rx_out_of_sequence;
+    return RxResult::kOutOfSequence;
+  }
+  if (sq_head_ == sq_tail_) {
+    ++counters_.drop_stale_response;
+    return RxResult::kDropped;
+  }
+  SendWqe& w = sq_at(sq_head_);
+  if (!is_atomic(w.wr.opcode) || w.first_psn != psn) {
+    ++counters_.drop_stale_response;
+    return RxResult::kDropped;
+  }
+  if (wire::psn_lt(una_psn_, w.first_psn)) {
+    set_una(w.first_psn);
+    on_progress(now_ns);
+  }
+  // The value the remote address held before the operation, in host order, into
+  // the 8-byte local SGE (checked for local write at post time).
+  const uint64_t orig = hdr.atomic_ack_orig;
+  std::memcpy(w.seg[0].data(), &orig, sizeof(orig));
+  set_una(wire::psn_next(psn));
+  complete_head(WcStatus::kSuccess);
+  on_progress(now_ns);
+  apply_ack_held_by_response(now_ns);
   return RxResult::kAccepted;
 }
 

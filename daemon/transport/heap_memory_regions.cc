@@ -42,7 +42,8 @@ MrStatus HeapMemoryRegions::lookup_remote(uint32_t rkey, uint64_t addr, uint32_t
                                           uint32_t access, std::span<uint8_t>& out) {
   Region* r = nullptr;
   if (rkey >= 0x8000 && rkey - 0x8000 < regions_.size()) r = &regions_[rkey - 0x8000];
-  return check(r, addr, len_bytes, access & (kAccessRemoteRead | kAccessRemoteWrite), out);
+  return check(r, addr, len_bytes,
+               access & (kAccessRemoteRead | kAccessRemoteWrite | kAccessRemoteAtomic), out);
 }
 
 }  // namespace conduit::transport

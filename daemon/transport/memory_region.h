@@ -19,6 +19,7 @@ enum MrAccess : uint32_t {
   kAccessLocalWrite = 1u << 0,
   kAccessRemoteWrite = 1u << 1,
   kAccessRemoteRead = 1u << 2,
+  kAccessRemoteAtomic = 1u << 3,  // the peer's compare-and-swap / fetch-and-add
 };
 
 enum class MrStatus : uint8_t {

@@ -260,7 +260,8 @@ Status Qp::modify(const QpAttr& a, uint32_t mask) {
       (a.max_dest_rd_atomic == 0 || a.max_dest_rd_atomic > kMaxReadDepth))
     return Status::kInvalidAttr;
   if ((attrs & kAttrAccessFlags) &&
-      (a.access_flags & ~(kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead)) != 0)
+      (a.access_flags &
+       ~(kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic)) != 0)
     return Status::kInvalidAttr;
 
   if (attrs & kAttrAccessFlags) attr_.access_flags = a.access_flags;
@@ -382,7 +383,7 @@ size_t Qp::poll_cq(std::span<Completion> out) {
 [[gnu::always_inline]] inline void Qp::enqueue_send(SendWqe& w) {
   const WrOpcode op = w.wr.opcode;
   w.first_psn = next_post_psn_;
-  w.npkts = npkts_for(w.len_bytes, op == WrOpcode::kRead);  // READ: per response
+  w.npkts = npkts_for(w.len_bytes, expects_response(op));  // READ: per response
   if (op == WrOpcode::kSend || op == WrOpcode::kSendImm || op == WrOpcode::kWriteImm) {
     w.recv_seq = next_recv_seq_++;
   }
@@ -412,7 +413,10 @@ Status Qp::post_send(const SendWr& wr) {
 
 [[gnu::noinline]] Status Qp::post_send_general(const SendWr& wr) {
   if (wr.num_sge > (sr_ ? kMaxSge - 1 : kMaxSge)) return Status::kInvalidWr;
-  if (static_cast<uint8_t>(wr.opcode) > static_cast<uint8_t>(WrOpcode::kRead))
+  if (static_cast<uint8_t>(wr.opcode) > static_cast<uint8_t>(WrOpcode::kFetchAdd))
+    return Status::kInvalidWr;
+  // An atomic returns 8 bytes into one 8-byte SGE (as verbs requires).
+  if (is_atomic(wr.opcode) && (wr.num_sge != 1 || wr.sge[0].len_bytes != kAtomicBytes))
     return Status::kInvalidWr;
   if (state_ != QpState::kRts && state_ != QpState::kSqd && state_ != QpState::kErr)
     return Status::kInvalidState;
@@ -420,7 +424,7 @@ Status Qp::post_send(const SendWr& wr) {
 
   SendWqe& w = sq_at(sq_tail_);
   keep_wr(w, wr);
-  const uint32_t access = wr.opcode == WrOpcode::kRead ? kAccessLocalWrite : 0u;
+  const uint32_t access = expects_response(wr.opcode) ? kAccessLocalWrite : 0u;
   uint32_t len = 0;
   for (uint32_t i = 0; i < wr.num_sge; ++i) {
     const Sge& s = wr.sge[i];

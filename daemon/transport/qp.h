@@ -264,6 +264,8 @@ class Qp {
     bool active = false;     // response packets left to emit
     bool replay = false;     // the current play answers a duplicate request
     bool valid = false;
+    bool atomic = false;       // an atomic's result (one ACK), not a READ
+    uint64_t atomic_orig = 0;  // the value before the atomic: what a replay returns
   };
   enum class RespItem : uint8_t { kAck, kRead };
   struct Response {
@@ -342,7 +344,7 @@ class Qp {
   static constexpr uint32_t ring_run(uint32_t at, uint32_t mask) { return mask + 1 - (at & mask); }
   uint32_t npkts_for(uint32_t len_bytes, bool read) const;
   uint32_t seg_bytes_for(WrOpcode op) const {
-    return op == WrOpcode::kRead ? attr_.pmtu_bytes : seg_bytes_;
+    return expects_response(op) ? attr_.pmtu_bytes : seg_bytes_;
   }
   SendWqe* wqe_for_psn(uint32_t psn);
   void set_una(uint32_t psn) {
@@ -391,6 +393,7 @@ class Qp {
   RxResult on_packet_decoded(uint64_t now_ns, const wire::RoceView& pkt);
   RxResult responder_write(const wire::RoceHeader& hdr, std::span<const uint8_t> payload);
   RxResult responder_read(const wire::RoceHeader& hdr);
+  RxResult responder_atomic(const wire::RoceHeader& hdr);
   RxResult responder_sr(const wire::RoceHeader& hdr, std::span<const uint8_t> payload);
   void sr_advance();
   void queue_ack(wire::Aeth aeth, uint32_t psn);
@@ -409,6 +412,9 @@ class Qp {
   RxResult completer_rx(uint64_t now_ns, const wire::RoceHeader& hdr,
                         std::span<const uint8_t> payload);
   RxResult completer_ack(uint64_t now_ns, uint32_t psn, wire::Aeth aeth);
+  RxResult completer_atomic_ack(uint64_t now_ns, const wire::RoceHeader& hdr);
+  // After a READ's last response or an atomic ACK: an ACK that arrived past it.
+  void apply_ack_held_by_response(uint64_t now_ns);
   RxResult completer_read_response(uint64_t now_ns, const wire::RoceHeader& hdr,
                                    std::span<const uint8_t> payload);
   // Completes SEND/WRITE WQEs whose last PSN <= psn; stops at a READ.

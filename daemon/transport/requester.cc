@@ -157,6 +157,16 @@ void Qp::build_request(SendWqe& w, uint32_t psn, TxPacket& out) {
   out.payload_parts = 0;
   out.payload_bytes = 0;
 
+  if (is_atomic(w.wr.opcode)) {
+    const bool cas = w.wr.opcode == WrOpcode::kCmpSwap;
+    h.bth.opcode = op(cas ? Opcode::kCompareSwap : Opcode::kFetchAdd);
+    h.bth.ack_req = true;
+    // AtomicETH: SwapAddData is the swap value (CmpSwap) or the addend (FetchAdd).
+    h.atomic = wire::AtomicEth{w.wr.remote_addr, w.wr.rkey, cas ? w.wr.swap : w.wr.compare_add,
+                               cas ? w.wr.compare_add : 0};
+    pkts_since_ack_req_ = 0;
+    return;
+  }
   if (w.wr.opcode == WrOpcode::kRead) {
     const uint32_t offset = k << pmtu_shift_;
     // A resent READ asks only for what is still missing (as rxe does).
@@ -233,8 +243,7 @@ bool Qp::sr_retransmit_poll(TxPacket& out) {
   if (read_retry_pending_) {
     read_retry_pending_ = false;
     SendWqe* w = wqe_for_psn(read_retry_psn_);
-    if (w != nullptr && w->wr.opcode == WrOpcode::kRead &&
-        wire::psn_ge(read_retry_psn_, una_psn_)) {
+    if (w != nullptr && expects_response(w->wr.opcode) && wire::psn_ge(read_retry_psn_, una_psn_)) {
       build_request(*w, read_retry_psn_, out);
       after_send(read_retry_psn_);
       read_retry_mark_psn_ = snd_max_psn_;
@@ -257,7 +266,7 @@ bool Qp::sr_retransmit_poll(TxPacket& out) {
       hole_cursor_ = wire::psn_next(psn);
       continue;
     }
-    if (w->wr.opcode == WrOpcode::kRead) {
+    if (expects_response(w->wr.opcode)) {
       // Re-request the READ from its first missing response; skip its range.
       hole_cursor_ = wire::psn_add(w->first_psn, w->npkts);
     } else {
@@ -301,7 +310,7 @@ Qp::SendWqe* Qp::requester_next() {
   if (sr_ && outstanding != 0) {
     // The SACK bitmap must cover every outstanding PSN, and IRN's BDP cap.
     const uint32_t span =
-        w.wr.opcode == WrOpcode::kRead
+        expects_response(w.wr.opcode)
             ? static_cast<uint32_t>(wire::psn_diff(wire::psn_add(w.first_psn, w.npkts), una_psn_))
             : outstanding + 1;
     if (span > kSrWindow) return nullptr;
@@ -313,7 +322,7 @@ Qp::SendWqe* Qp::requester_next() {
     uint32_t read_pkts = 0;
     for (uint32_t i = sq_head_; i != cur_wqe_; ++i) {
       const SendWqe& r = sq_at(i);
-      if (r.wr.opcode != WrOpcode::kRead) continue;
+      if (!expects_response(r.wr.opcode)) continue;
       const uint32_t end = wire::psn_add(r.first_psn, r.npkts);
       const uint32_t from = wire::psn_gt(una_psn_, r.first_psn) ? una_psn_ : r.first_psn;
       if (wire::psn_lt(from, end)) read_pkts += static_cast<uint32_t>(wire::psn_diff(end, from));
@@ -325,7 +334,7 @@ Qp::SendWqe* Qp::requester_next() {
   const bool fresh_wqe = cur_psn_ == w.first_psn && wire::psn_ge(cur_psn_, snd_max_psn_);
   // SQD: finish what was started, start nothing new.
   if (fresh_wqe && state_ == QpState::kSqd) return nullptr;
-  if (w.wr.opcode == WrOpcode::kRead && fresh_wqe && reads_started_ >= attr_.max_rd_atomic)
+  if (expects_response(w.wr.opcode) && fresh_wqe && reads_started_ >= attr_.max_rd_atomic)
     return nullptr;
   return &w;
 }
@@ -333,9 +342,9 @@ Qp::SendWqe* Qp::requester_next() {
 bool Qp::request_sent(uint64_t now_ns, SendWqe& w, uint32_t psn) {
   after_send(psn);
   const uint32_t end_psn = wire::psn_add(w.first_psn, w.npkts);
-  cur_psn_ = w.wr.opcode == WrOpcode::kRead ? end_psn : wire::psn_next(psn);
+  cur_psn_ = expects_response(w.wr.opcode) ? end_psn : wire::psn_next(psn);
   if (cur_psn_ == end_psn) {
-    if (w.wr.opcode == WrOpcode::kRead) ++reads_started_;
+    if (expects_response(w.wr.opcode)) ++reads_started_;
     ++cur_wqe_;
   }
   if (wire::psn_gt(cur_psn_, snd_max_psn_)) snd_max_psn_ = cur_psn_;
@@ -354,7 +363,7 @@ bool Qp::request_sent(uint64_t now_ns, SendWqe& w, uint32_t psn) {
 void Qp::recount_reads_started() {
   reads_started_ = 0;
   for (uint32_t i = sq_head_; i != cur_wqe_; ++i) {
-    if (sq_at(i).wr.opcode == WrOpcode::kRead) ++reads_started_;
+    if (expects_response(sq_at(i).wr.opcode)) ++reads_started_;
   }
 }
 

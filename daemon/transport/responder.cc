@@ -62,8 +62,13 @@ RxResult Qp::responder_rx(const wire::RoceHeader& hdr, std::span<const uint8_t> 
     return RxResult::kOutOfSequence;
   }
   const uint32_t flags = hdr.info().flags;
-  if (flags & (wire::kOpAtomic | wire::kOpIeth)) {
-    return responder_fatal(NakCode::kInvalidRequest, psn);  // not supported
+  if (flags & wire::kOpIeth) return responder_fatal(NakCode::kInvalidRequest, psn);  // no SEND_INV
+  if (flags & wire::kOpAtomic) {
+    // Only between messages, and without payload.
+    if (in_msg_ != InMessage::kNone || !payload.empty()) {
+      return responder_fatal(NakCode::kInvalidRequest, psn);
+    }
+    return responder_atomic(hdr);
   }
   const bool first = flags & wire::kOpFirst;
   // Opcode sequence: middle/last only inside a message of the same kind.
@@ -203,6 +208,7 @@ RxResult Qp::responder_read(const wire::RoceHeader& hdr) {
   // responder depth; a replay of an old READ may be abandoned.
   if (r.active && !r.replay) return responder_fatal(NakCode::kInvalidRequest, psn);
   msn_ = wire::psn_next(msn_);
+  r.atomic = false;
   r.first_psn = psn;
   r.npkts = npkts;
   r.mem = mem;
@@ -227,6 +233,72 @@ RxResult Qp::responder_read(const wire::RoceHeader& hdr) {
     const uint32_t read_end = epsn_;
     sr_advance();
     if (epsn_ != read_end) queue_ack(Aeth::ack(msn_), wire::psn_add(epsn_, wire::kPsnMask));
+  }
+  return RxResult::kAccepted;
+}
+
+// Compare-and-swap or fetch-and-add on 8 aligned bytes of a region that grants
+// remote atomic access. The result is kept in a responder resource (shared
+// with READs, max_dest_rd_atomic of them): a duplicate request gets the saved
+// value again and is never executed twice.
+RxResult Qp::responder_atomic(const wire::RoceHeader& hdr) {
+  const uint32_t psn = hdr.bth.psn;
+  if (!(attr_.access_flags & kAccessRemoteAtomic)) {
+    return responder_fatal(NakCode::kRemoteAccessError, psn);
+  }
+  const wire::AtomicEth& a = hdr.atomic;
+  if (a.va % kAtomicBytes != 0) return responder_fatal(NakCode::kInvalidRequest, psn);
+  std::span<uint8_t> mem;
+  if (mrs_.lookup_remote(a.rkey, a.va, kAtomicBytes, kAccessRemoteAtomic, mem) != MrStatus::kOk) {
+    return responder_fatal(NakCode::kRemoteAccessError, psn);
+  }
+  const auto index = static_cast<uint8_t>(read_next_ % attr_.max_dest_rd_atomic);
+  ReadResource& r = reads_[index];
+  if (r.active && !r.replay) return responder_fatal(NakCode::kInvalidRequest, psn);
+  // Atomic with respect to this engine and to the client's own atomics on the
+  // word (the region is shared memory; both ends of it are 8-byte aligned when
+  // the address is, as regions start on page boundaries).
+  uint64_t orig;
+  if (reinterpret_cast<uintptr_t>(mem.data()) % alignof(uint64_t) == 0) {
+    auto* word = reinterpret_cast<uint64_t*>(mem.data());
+    if (hdr.bth.opcode == static_cast<uint8_t>(Opcode::kCompareSwap)) {
+      orig = a.compare;
+      __atomic_compare_exchange_n(word, &orig, a.swap_add, false, __ATOMIC_SEQ_CST,
+                                  __ATOMIC_SEQ_CST);
+    } else {
+      orig = __atomic_fetch_add(word, a.swap_add, __ATOMIC_SEQ_CST);
+    }
+  } else {
+    std::memcpy(&orig, mem.data(), sizeof(orig));
+    uint64_t next = orig + a.swap_add;
+    if (hdr.bth.opcode == static_cast<uint8_t>(Opcode::kCompareSwap)) {
+      next = orig == a.compare ? a.swap_add : orig;
+    }
+    std::memcpy(mem.data(), &next, sizeof(next));
+  }
+  msn_ = wire::psn_next(msn_);
+  r.atomic = true;
+  r.atomic_orig = orig;
+  r.first_psn = psn;
+  r.npkts = 1;
+  r.mem = {};
+  r.start_psn = r.next_psn = psn;
+  r.msn = msn_;
+  ++r.gen;
+  r.active = true;
+  r.replay = false;
+  r.valid = true;
+  if (!queue_read(index)) {
+    r.active = false;
+    return responder_fatal(NakCode::kInvalidRequest, psn);
+  }
+  ++read_next_;
+  epsn_ = wire::psn_next(epsn_);
+  nak_seq_sent_ = false;
+  if (sr_) {
+    const uint32_t end = epsn_;
+    sr_advance();
+    if (epsn_ != end) queue_ack(Aeth::ack(msn_), wire::psn_add(epsn_, wire::kPsnMask));
   }
   return RxResult::kAccepted;
 }
@@ -268,9 +340,9 @@ RxResult Qp::responder_sr(const wire::RoceHeader& hdr, std::span<const uint8_t> 
       ++counters_.rx_out_of_sequence;
       return RxResult::kOutOfSequence;
     }
-    if (!(flags & wire::kOpRead)) return responder_fatal(NakCode::kInvalidRequest, psn);
+    if (flags & wire::kOpIeth) return responder_fatal(NakCode::kInvalidRequest, psn);
     if (!payload.empty()) return responder_fatal(NakCode::kInvalidRequest, psn);
-    return responder_read(hdr);
+    return (flags & wire::kOpAtomic) ? responder_atomic(hdr) : responder_read(hdr);
   }
   SrSlot& slot = sr_slots_[psn & (kSrWindow - 1)];
   if (slot.received) {
@@ -348,11 +420,14 @@ RxResult Qp::responder_sr(const wire::RoceHeader& hdr, std::span<const uint8_t> 
 RxResult Qp::responder_duplicate(const wire::RoceHeader& hdr) {
   ++counters_.rx_duplicates;
   const uint32_t psn = hdr.bth.psn;
-  if (hdr.bth.opcode == static_cast<uint8_t>(Opcode::kReadRequest)) {
-    // Replay from the PSN asked for, out of the saved READ state.
+  const bool atomic = hdr.info().flags & wire::kOpAtomic;
+  if (hdr.bth.opcode == static_cast<uint8_t>(Opcode::kReadRequest) || atomic) {
+    // Replay from the PSN asked for, out of the saved READ state; an atomic's
+    // saved result (it is not executed again).
     for (uint32_t i = 0; i < attr_.max_dest_rd_atomic; ++i) {
       ReadResource& r = reads_[i];
-      if (!r.valid || !wire::psn_in_range(psn, r.first_psn, wire::psn_add(r.first_psn, r.npkts)))
+      if (!r.valid || r.atomic != atomic ||
+          !wire::psn_in_range(psn, r.first_psn, wire::psn_add(r.first_psn, r.npkts)))
         continue;
       const uint32_t gen = r.gen;
       const bool active = r.active, replay = r.replay;
@@ -374,7 +449,6 @@ RxResult Qp::responder_duplicate(const wire::RoceHeader& hdr) {
     }
     return RxResult::kDuplicate;  // too old to replay: the requester has it already
   }
-  if (hdr.info().flags & wire::kOpAtomic) return RxResult::kDuplicate;
   queue_ack(Aeth::ack(msn_), wire::psn_add(epsn_, wire::kPsnMask));  // ePSN - 1
   return RxResult::kDuplicate;
 }
@@ -434,6 +508,17 @@ void Qp::build_read_response(ReadResource& r, TxPacket& out) {
   h = wire::RoceHeader{};
   h.bth.dest_qp = attr_.dest_qpn;
   h.bth.psn = r.next_psn;
+  if (r.atomic) {
+    h.bth.opcode = static_cast<uint8_t>(Opcode::kAtomicAcknowledge);
+    h.aeth = Aeth::ack(r.msn);
+    h.atomic_ack_orig = r.atomic_orig;
+    out.payload_parts = 0;
+    out.payload_bytes = 0;
+    r.next_psn = wire::psn_next(r.next_psn);
+    r.active = false;
+    r.replay = false;
+    return;
+  }
   const uint32_t off = static_cast<uint32_t>(wire::psn_diff(r.next_psn, r.first_psn))
                        << pmtu_shift_;
   const uint32_t remaining = static_cast<uint32_t>(r.mem.size()) - off;

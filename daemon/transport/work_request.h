@@ -19,7 +19,18 @@ struct Sge {
   uint32_t lkey = 0;
 };
 
-enum class WrOpcode : uint8_t { kSend, kSendImm, kWrite, kWriteImm, kRead };
+// kCmpSwap / kFetchAdd: the 8-byte atomics of IB (compare and swap, fetch and
+// add) on an 8-byte aligned remote address; the original value lands in the one
+// 8-byte local SGE.
+enum class WrOpcode : uint8_t { kSend, kSendImm, kWrite, kWriteImm, kRead, kCmpSwap, kFetchAdd };
+
+// Completed by the responder's answer (READ responses, an atomic ACK), not by an
+// ACK; these count against max_rd_atomic and take their PSNs per response.
+constexpr bool expects_response(WrOpcode op) { return op >= WrOpcode::kRead; }
+constexpr bool is_atomic(WrOpcode op) {
+  return op == WrOpcode::kCmpSwap || op == WrOpcode::kFetchAdd;
+}
+inline constexpr uint32_t kAtomicBytes = 8;
 
 struct SendWr {
   uint64_t wr_id = 0;
@@ -27,8 +38,10 @@ struct SendWr {
   bool signaled = true;      // unsignaled WRs complete silently on success
   bool solicited = false;    // BTH SE on the last packet
   uint32_t imm = 0;          // kSendImm / kWriteImm: ImmDt, opaque
-  uint64_t remote_addr = 0;  // kWrite*, kRead
-  uint32_t rkey = 0;         // kWrite*, kRead
+  uint64_t remote_addr = 0;  // kWrite*, kRead, atomics
+  uint32_t rkey = 0;         // kWrite*, kRead, atomics
+  uint64_t compare_add = 0;  // kCmpSwap: the value compared; kFetchAdd: the value added
+  uint64_t swap = 0;         // kCmpSwap: the value stored when the compare matched
   std::array<Sge, kMaxSge> sge{};
   uint8_t num_sge = 0;
 };
@@ -53,7 +66,7 @@ enum class WcStatus : uint8_t {
   kRnrRetryExceeded,      // rnr_retry exhausted
 };
 
-enum class WcOpcode : uint8_t { kSend, kWrite, kRead, kRecv, kRecvWriteImm };
+enum class WcOpcode : uint8_t { kSend, kWrite, kRead, kRecv, kRecvWriteImm, kCmpSwap, kFetchAdd };
 
 struct Completion {
   uint64_t wr_id = 0;

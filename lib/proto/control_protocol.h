@@ -103,7 +103,9 @@ std::string gid_string(const std::array<uint8_t, 16>& gid);
 inline constexpr uint32_t kAccessLocalWrite = 1u << 0;
 inline constexpr uint32_t kAccessRemoteWrite = 1u << 1;
 inline constexpr uint32_t kAccessRemoteRead = 1u << 2;
-inline constexpr uint32_t kAccessAll = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead;
+inline constexpr uint32_t kAccessRemoteAtomic = 1u << 3;
+inline constexpr uint32_t kAccessAll =
+    kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
 
 // ModifyQp attribute mask: which QpAttr fields the request sets. Fields outside
 // the mask must be zero, so a client bug shows up as an error, not a surprise.

@@ -744,7 +744,7 @@ int conduit_post_send(conduit_qp* qp, conduit_send_wr* wr, conduit_send_wr** bad
   for (; wr != nullptr; wr = wr->next) {
     conduit_shm_send_wr e{};
     e.wr_id = wr->wr_id;
-    if (wr->opcode < CONDUIT_WR_SEND || wr->opcode > CONDUIT_WR_RDMA_READ) {
+    if (wr->opcode < CONDUIT_WR_SEND || wr->opcode > CONDUIT_WR_ATOMIC_FETCH_AND_ADD) {
       rc = set_error(-EINVAL, "WR " + std::to_string(wr->wr_id) + ": unknown opcode " +
                                   std::to_string(wr->opcode));
       break;
@@ -761,7 +761,22 @@ int conduit_post_send(conduit_qp* qp, conduit_send_wr* wr, conduit_send_wr** bad
     e.imm_data = imm ? wr->imm_data : 0;
     e.remote_addr = rdma ? wr->remote_addr : 0;
     e.rkey = rdma ? wr->rkey : 0;
-    if (wr->send_flags & CONDUIT_SEND_INLINE) {
+    const bool atomic = wr->opcode == CONDUIT_WR_ATOMIC_CMP_AND_SWP ||
+                        wr->opcode == CONDUIT_WR_ATOMIC_FETCH_AND_ADD;
+    if (atomic) {
+      if ((wr->send_flags & CONDUIT_SEND_INLINE) || wr->num_sge != 1 || wr->sg_list == nullptr ||
+          wr->sg_list[0].length != 8 || wr->remote_addr % 8 != 0) {
+        rc = set_error(-EINVAL, "WR " + std::to_string(wr->wr_id) +
+                                    ": an atomic takes one 8-byte SGE (not inline) and an "
+                                    "8-byte aligned remote_addr");
+        break;
+      }
+      rc = translate_sges(qp->ctx, wr->sg_list, 1, &e.u.atomic.sge, wr->wr_id);
+      if (rc < 0) break;
+      e.num_sge = 1;
+      e.u.atomic.compare_add = wr->compare_add;
+      e.u.atomic.swap = wr->opcode == CONDUIT_WR_ATOMIC_CMP_AND_SWP ? wr->swap : 0;
+    } else if (wr->send_flags & CONDUIT_SEND_INLINE) {
       if (wr->opcode == CONDUIT_WR_RDMA_READ) {
         rc = set_error(-EINVAL, "WR " + std::to_string(wr->wr_id) + ": RDMA READ cannot be inline");
         break;

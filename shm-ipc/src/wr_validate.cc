@@ -4,9 +4,15 @@ namespace conduit::shm {
 
 namespace {
 
+bool is_atomic(uint8_t opcode) {
+  return opcode == CONDUIT_SHM_WR_ATOMIC_CMP_AND_SWP ||
+         opcode == CONDUIT_SHM_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+// Opcodes that name remote memory (remote_addr, rkey).
 bool is_rdma(uint8_t opcode) {
   return opcode == CONDUIT_SHM_WR_RDMA_WRITE || opcode == CONDUIT_SHM_WR_RDMA_WRITE_WITH_IMM ||
-         opcode == CONDUIT_SHM_WR_RDMA_READ;
+         opcode == CONDUIT_SHM_WR_RDMA_READ || is_atomic(opcode);
 }
 
 bool has_imm(uint8_t opcode) {
@@ -16,13 +22,15 @@ bool has_imm(uint8_t opcode) {
 }  // namespace
 
 conduit_shm_wr_error check_send_wr(const conduit_shm_send_wr& wr, const WrLimits& limits) {
-  if (wr.opcode < CONDUIT_SHM_WR_SEND || wr.opcode > CONDUIT_SHM_WR_RDMA_READ) {
+  if (wr.opcode < CONDUIT_SHM_WR_SEND || wr.opcode > CONDUIT_SHM_WR_ATOMIC_FETCH_AND_ADD) {
     return CONDUIT_SHM_WR_BAD_OPCODE;
   }
   if ((wr.flags & ~CONDUIT_SHM_SEND_FLAGS_ALL) != 0) return CONDUIT_SHM_WR_BAD_FLAGS;
   const bool is_inline = (wr.flags & CONDUIT_SHM_SEND_INLINE) != 0;
-  // An RDMA READ places data locally: there is nothing to carry inline.
-  if (is_inline && wr.opcode == CONDUIT_SHM_WR_RDMA_READ) return CONDUIT_SHM_WR_BAD_FLAGS;
+  // An RDMA READ or an atomic places data locally: there is nothing to carry inline.
+  if (is_inline && (wr.opcode == CONDUIT_SHM_WR_RDMA_READ || is_atomic(wr.opcode))) {
+    return CONDUIT_SHM_WR_BAD_FLAGS;
+  }
   if (wr.reserved0 != 0) return CONDUIT_SHM_WR_RESERVED_NOT_ZERO;
   if (!has_imm(wr.opcode) && wr.imm_data != 0) return CONDUIT_SHM_WR_FIELD_NOT_ALLOWED;
   if (!is_rdma(wr.opcode) && (wr.remote_addr != 0 || wr.rkey != 0)) {
@@ -39,6 +47,15 @@ conduit_shm_wr_error check_send_wr(const conduit_shm_send_wr& wr, const WrLimits
     return CONDUIT_SHM_WR_OK;
   }
   if (wr.inline_len != 0) return CONDUIT_SHM_WR_FIELD_NOT_ALLOWED;
+  if (is_atomic(wr.opcode)) {
+    if (wr.num_sge != 1 || wr.u.atomic.sge.length != 8 || wr.remote_addr % 8 != 0) {
+      return CONDUIT_SHM_WR_BAD_ATOMIC;
+    }
+    if (wr.opcode == CONDUIT_SHM_WR_ATOMIC_FETCH_AND_ADD && wr.u.atomic.swap != 0) {
+      return CONDUIT_SHM_WR_FIELD_NOT_ALLOWED;
+    }
+    return CONDUIT_SHM_WR_OK;
+  }
   const uint32_t max_sge =
       limits.max_send_sge < CONDUIT_SHM_MAX_SGE ? limits.max_send_sge : CONDUIT_SHM_MAX_SGE;
   if (wr.num_sge > max_sge) return CONDUIT_SHM_WR_TOO_MANY_SGE;
@@ -96,6 +113,7 @@ conduit_shm_wc_status wc_status_for(conduit_shm_wr_error err) {
     case CONDUIT_SHM_WR_RESERVED_NOT_ZERO:
     case CONDUIT_SHM_WR_FIELD_NOT_ALLOWED:
     case CONDUIT_SHM_WR_REMOTE_OVERFLOW:
+    case CONDUIT_SHM_WR_BAD_ATOMIC:
       return CONDUIT_SHM_WC_LOC_QP_OP_ERR;
   }
   return CONDUIT_SHM_WC_FATAL_ERR;
@@ -129,6 +147,8 @@ const char* wr_error_name(conduit_shm_wr_error err) {
       return "mr_access";
     case CONDUIT_SHM_WR_REMOTE_OVERFLOW:
       return "remote_overflow";
+    case CONDUIT_SHM_WR_BAD_ATOMIC:
+      return "bad_atomic";
   }
   return "unknown";
 }

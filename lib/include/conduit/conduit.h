@@ -84,6 +84,7 @@ enum conduit_access_flags {
   CONDUIT_ACCESS_LOCAL_WRITE = 1 << 0, /* receives and RDMA READ results land here */
   CONDUIT_ACCESS_REMOTE_WRITE = 1 << 1,
   CONDUIT_ACCESS_REMOTE_READ = 1 << 2,
+  CONDUIT_ACCESS_REMOTE_ATOMIC = 1 << 3, /* the peer's compare-and-swap / fetch-and-add */
 };
 
 struct conduit_mr {
@@ -124,6 +125,8 @@ enum conduit_wc_opcode {
   CONDUIT_WC_RDMA_READ = 3,
   CONDUIT_WC_RECV = 4,
   CONDUIT_WC_RECV_RDMA_WITH_IMM = 5,
+  CONDUIT_WC_COMP_SWAP = 6, /* byte_len 8: the original value is in the SGE */
+  CONDUIT_WC_FETCH_ADD = 7,
 };
 
 #define CONDUIT_WC_WITH_IMM 1u
@@ -267,6 +270,11 @@ enum conduit_wr_opcode {
   CONDUIT_WR_RDMA_WRITE = 3,
   CONDUIT_WR_RDMA_WRITE_WITH_IMM = 4,
   CONDUIT_WR_RDMA_READ = 5,
+  /* 8-byte atomics, as IBV_WR_ATOMIC_*: remote_addr 8-byte aligned in a peer MR and QP
+   * with CONDUIT_ACCESS_REMOTE_ATOMIC; one SGE of 8 bytes receives the value the remote
+   * word held before. They count against max_rd_atomic like READs. */
+  CONDUIT_WR_ATOMIC_CMP_AND_SWP = 6,   /* if *remote == compare_add: *remote = swap */
+  CONDUIT_WR_ATOMIC_FETCH_AND_ADD = 7, /* *remote += compare_add */
 };
 
 enum conduit_send_flags {
@@ -293,8 +301,10 @@ struct conduit_send_wr {
   uint32_t opcode;      /* enum conduit_wr_opcode */
   uint32_t send_flags;  /* conduit_send_flags */
   uint32_t imm_data;    /* *_WITH_IMM, host order */
-  uint64_t remote_addr; /* RDMA: the peer's iova + offset */
-  uint32_t rkey;        /* RDMA: the peer's rkey */
+  uint64_t remote_addr; /* RDMA and atomics: the peer's iova + offset */
+  uint32_t rkey;        /* RDMA and atomics: the peer's rkey */
+  uint64_t compare_add; /* ATOMIC_CMP_AND_SWP: the value compared; FETCH_AND_ADD: added */
+  uint64_t swap;        /* ATOMIC_CMP_AND_SWP: the value stored on a match */
 };
 
 struct conduit_recv_wr {

@@ -41,6 +41,10 @@ enum conduit_shm_wr_opcode {
   CONDUIT_SHM_WR_RDMA_WRITE = 3,
   CONDUIT_SHM_WR_RDMA_WRITE_WITH_IMM = 4,
   CONDUIT_SHM_WR_RDMA_READ = 5,
+  /* 8-byte atomics at an 8-byte aligned remote_addr; the original value lands in
+   * u.atomic.sge (one SGE of 8 bytes, local write): num_sge is 1. */
+  CONDUIT_SHM_WR_ATOMIC_CMP_AND_SWP = 6,
+  CONDUIT_SHM_WR_ATOMIC_FETCH_AND_ADD = 7,
 };
 
 /* conduit_shm_send_wr.flags */
@@ -59,6 +63,13 @@ struct conduit_shm_sge {
   uint32_t lkey;   /* local key of a registered MR */
 };
 
+/* An atomic's operands (u.atomic): sge overlays sg_list[0]. */
+struct conduit_shm_atomic {
+  struct conduit_shm_sge sge; /* 8 bytes: where the original value lands */
+  uint64_t compare_add;       /* CMP_AND_SWP: compared; FETCH_AND_ADD: added */
+  uint64_t swap;              /* CMP_AND_SWP: stored on a match; zero otherwise */
+};
+
 /* Send work request (SQ slot). */
 struct conduit_shm_send_wr {
   uint64_t wr_id;       /* opaque to the daemon; returned in the CQE */
@@ -73,6 +84,7 @@ struct conduit_shm_send_wr {
   union {
     struct conduit_shm_sge sg_list[CONDUIT_SHM_MAX_SGE];
     uint8_t inline_data[CONDUIT_SHM_MAX_INLINE];
+    struct conduit_shm_atomic atomic; /* ATOMIC_* only */
   } u;
 };
 
@@ -107,6 +119,8 @@ enum conduit_shm_wc_opcode {
   CONDUIT_SHM_WC_RDMA_READ = 3,
   CONDUIT_SHM_WC_RECV = 4,               /* SEND or SEND_WITH_IMM arrived */
   CONDUIT_SHM_WC_RECV_RDMA_WITH_IMM = 5, /* RDMA_WRITE_WITH_IMM arrived */
+  CONDUIT_SHM_WC_COMP_SWAP = 6,
+  CONDUIT_SHM_WC_FETCH_ADD = 7,
 };
 
 /* conduit_shm_cqe.flags */
@@ -131,6 +145,7 @@ enum conduit_shm_wr_error {
   CONDUIT_SHM_WR_OUT_OF_REGION = 10,   /* the MR is not inside the region's arena */
   CONDUIT_SHM_WR_MR_ACCESS = 11,       /* MR lacks local write for a receive/READ target */
   CONDUIT_SHM_WR_REMOTE_OVERFLOW = 12, /* remote_addr + length wraps */
+  CONDUIT_SHM_WR_BAD_ATOMIC = 13,      /* atomic: not one 8-byte SGE, or remote_addr unaligned */
 };
 
 /* Completion (CQ slot). */

@@ -91,7 +91,12 @@ conduit_shm_wr_error validate_send_wr(const conduit_shm_send_wr& wr, const WrLim
     out->total_len = wr.inline_len;
     return CONDUIT_SHM_WR_OK;
   }
-  const uint32_t need = wr.opcode == CONDUIT_SHM_WR_RDMA_READ ? kMrLocalWrite : 0u;
+  // READ and atomic targets are written locally.
+  const uint32_t need = wr.opcode == CONDUIT_SHM_WR_RDMA_READ ||
+                                wr.opcode == CONDUIT_SHM_WR_ATOMIC_CMP_AND_SWP ||
+                                wr.opcode == CONDUIT_SHM_WR_ATOMIC_FETCH_AND_ADD
+                            ? kMrLocalWrite
+                            : 0u;
   uint64_t total = 0;
   for (uint32_t i = 0; i < wr.num_sge; ++i) {
     const conduit_shm_sge& sge = wr.u.sg_list[i];

@@ -1,6 +1,7 @@
 // Daemon-side validation of hostile work requests.
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 #include <catch2/catch.hpp>
 
@@ -71,7 +72,7 @@ TEST_CASE("well-formed send WRs of every opcode validate and resolve", "[validat
 }
 
 TEST_CASE("bad opcodes and flags are rejected", "[validate]") {
-  for (uint8_t op : {0, 6, 0x80, 0xFF}) {
+  for (uint8_t op : {0, 8, 0x80, 0xFF}) {
     auto wr = send_wr(CONDUIT_SHM_WR_SEND);
     wr.opcode = op;
     CHECK(validate(wr) == CONDUIT_SHM_WR_BAD_OPCODE);
@@ -86,6 +87,53 @@ TEST_CASE("bad opcodes and flags are rejected", "[validate]") {
   wr = send_wr(CONDUIT_SHM_WR_SEND);
   wr.reserved0 = 1;
   CHECK(validate(wr) == CONDUIT_SHM_WR_RESERVED_NOT_ZERO);
+}
+
+TEST_CASE("atomics: one 8-byte writable SGE, an aligned remote address", "[validate]") {
+  auto atomic = [](uint8_t op) {
+    conduit_shm_send_wr wr{};
+    wr.wr_id = 7;
+    wr.opcode = op;
+    wr.flags = CONDUIT_SHM_SEND_SIGNALED;
+    wr.num_sge = 1;
+    wr.u.atomic.sge = {64, 8, 9};
+    wr.u.atomic.compare_add = 5;
+    wr.u.atomic.swap = op == CONDUIT_SHM_WR_ATOMIC_CMP_AND_SWP ? 6 : 0;
+    wr.remote_addr = 0x7f0000001008;
+    wr.rkey = 0x1234;
+    return wr;
+  };
+  for (uint8_t op : {CONDUIT_SHM_WR_ATOMIC_CMP_AND_SWP, CONDUIT_SHM_WR_ATOMIC_FETCH_AND_ADD}) {
+    INFO(int(op));
+    ValidSendWr v;
+    CHECK(validate(atomic(op), &v) == CONDUIT_SHM_WR_OK);
+    CHECK(v.total_len == 8u);
+    CHECK(v.sge[0].region_offset == (1u << 20) + 64);
+    auto wr = atomic(op);
+    wr.u.atomic.sge.lkey = 7;  // read-only MR: the old value cannot land there
+    CHECK(validate(wr) == CONDUIT_SHM_WR_MR_ACCESS);
+    wr = atomic(op);
+    wr.u.atomic.sge.length = 4;
+    CHECK(validate(wr) == CONDUIT_SHM_WR_BAD_ATOMIC);
+    wr = atomic(op);
+    wr.num_sge = 2;
+    CHECK(validate(wr) == CONDUIT_SHM_WR_BAD_ATOMIC);
+    wr = atomic(op);
+    wr.remote_addr += 4;
+    CHECK(validate(wr) == CONDUIT_SHM_WR_BAD_ATOMIC);
+    wr = atomic(op);
+    wr.flags |= CONDUIT_SHM_SEND_INLINE;
+    wr.num_sge = 0;
+    CHECK(validate(wr) == CONDUIT_SHM_WR_BAD_FLAGS);
+    wr = atomic(op);
+    wr.imm_data = 1;
+    CHECK(validate(wr) == CONDUIT_SHM_WR_FIELD_NOT_ALLOWED);
+  }
+  auto fa = atomic(CONDUIT_SHM_WR_ATOMIC_FETCH_AND_ADD);
+  fa.u.atomic.swap = 1;  // fetch-and-add has no swap value
+  CHECK(validate(fa) == CONDUIT_SHM_WR_FIELD_NOT_ALLOWED);
+  CHECK(wc_status_for(CONDUIT_SHM_WR_BAD_ATOMIC) == CONDUIT_SHM_WC_LOC_QP_OP_ERR);
+  CHECK(std::string(wr_error_name(CONDUIT_SHM_WR_BAD_ATOMIC)) == "bad_atomic");
 }
 
 TEST_CASE("fields an opcode does not use must be zero", "[validate]") {

@@ -30,7 +30,8 @@ inline Packet copy_packet(const TxPacket& tx) {
 
 inline constexpr uint64_t kBase = 0x10000;
 inline constexpr uint32_t kMrBytes = 1 << 20;
-inline constexpr uint32_t kAllAccess = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead;
+inline constexpr uint32_t kAllAccess =
+    kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
 
 struct Endpoint {
   HeapMemoryRegions mrs;
@@ -145,6 +146,22 @@ inline SendWr make_wr(WrOpcode op, uint64_t wr_id, uint64_t local_off, uint32_t 
   wr.rkey = 0x8000;
   return wr;
 }
+
+// An 8-byte atomic on the remote word at remote_off; the original lands at local_off.
+inline SendWr make_atomic(WrOpcode op, uint64_t wr_id, uint64_t local_off, uint64_t remote_off,
+                          uint64_t compare_add, uint64_t swap = 0) {
+  SendWr wr = make_wr(op, wr_id, local_off, kAtomicBytes, remote_off);
+  wr.compare_add = compare_add;
+  wr.swap = swap;
+  return wr;
+}
+
+inline uint64_t load_u64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+inline void store_u64(uint8_t* p, uint64_t v) { std::memcpy(p, &v, sizeof(v)); }
 
 inline RecvWr make_recv(uint64_t wr_id, uint64_t off, uint32_t len) {
   RecvWr wr;

@@ -226,15 +226,125 @@ TEST_CASE("responder: opcode sequence and payload length are checked") {
   }
 }
 
-TEST_CASE("responder: atomics and SEND with invalidate are answered with NAK invalid request") {
-  for (Opcode o : {Opcode::kCompareSwap, Opcode::kFetchAdd, Opcode::kSendOnlyInvalidate}) {
+TEST_CASE("responder: SEND with invalidate is answered with NAK invalid request") {
+  Responder r;
+  REQUIRE(r.e.qp.post_recv(make_recv(1, 0, 4096)) == Status::kOk);
+  CHECK(r.rx(Opcode::kSendOnlyInvalidate, 100) == RxResult::kDropped);
+  auto t = r.tx();
+  REQUIRE(t.size() == 1);
+  CHECK(t[0].hdr.aeth.syndrome == 0x61);
+  CHECK(r.e.qp.state() == QpState::kErr);
+}
+
+namespace {
+
+RxResult rx_atomic(Responder& r, Opcode o, uint32_t psn, uint64_t off, uint64_t swap_add,
+                   uint64_t compare = 0, uint32_t rkey = 0x8000,
+                   std::vector<uint8_t> payload = {}) {
+  RoceHeader h;
+  h.bth.opcode = op(o);
+  h.bth.dest_qp = 0x22;
+  h.bth.psn = psn;
+  h.bth.ack_req = true;
+  h.atomic = conduit::wire::AtomicEth{kBase + off, rkey, swap_add, compare};
+  return r.e.qp.on_packet(r.now_ns, h, payload);
+}
+
+}  // namespace
+
+TEST_CASE("responder: compare-and-swap and fetch-and-add run once and answer the old value") {
+  Responder r;
+  store_u64(r.e.mem() + 64, 41);
+  CHECK(rx_atomic(r, Opcode::kFetchAdd, 100, 64, 1) == RxResult::kAccepted);
+  CHECK(load_u64(r.e.mem() + 64) == 42);
+  // Compare does not match: nothing stored, the old value answered.
+  CHECK(rx_atomic(r, Opcode::kCompareSwap, 101, 64, 7, 41) == RxResult::kAccepted);
+  CHECK(load_u64(r.e.mem() + 64) == 42);
+  CHECK(rx_atomic(r, Opcode::kCompareSwap, 102, 64, 7, 42) == RxResult::kAccepted);
+  CHECK(load_u64(r.e.mem() + 64) == 7);
+  // Wrap-around of the addition is the word's, as on a NIC.
+  store_u64(r.e.mem() + 128, ~0ull);
+  CHECK(rx_atomic(r, Opcode::kFetchAdd, 103, 128, 2) == RxResult::kAccepted);
+  CHECK(load_u64(r.e.mem() + 128) == 1);
+  auto t = r.tx();
+  REQUIRE(t.size() == 4);
+  const uint64_t want[] = {41, 42, 42, ~0ull};
+  for (uint32_t i = 0; i < 4; ++i) {
+    INFO(i);
+    CHECK(t[i].hdr.bth.opcode == op(Opcode::kAtomicAcknowledge));
+    CHECK(t[i].hdr.bth.psn == 100 + i);
+    CHECK(t[i].hdr.aeth.type() == AethType::kAck);
+    CHECK(t[i].hdr.aeth.msn == 1 + i);
+    CHECK(t[i].hdr.atomic_ack_orig == want[i]);
+    CHECK(t[i].payload.empty());
+  }
+  CHECK(r.e.qp.expected_psn() == 104);
+
+  // A duplicate (its ACK was lost) gets the saved value; the word is not touched again.
+  CHECK(rx_atomic(r, Opcode::kFetchAdd, 100, 64, 1) == RxResult::kDuplicate);
+  t = r.tx();
+  REQUIRE(t.size() == 1);
+  CHECK(t[0].hdr.bth.opcode == op(Opcode::kAtomicAcknowledge));
+  CHECK(t[0].hdr.bth.psn == 100);
+  CHECK(t[0].hdr.atomic_ack_orig == 41);
+  CHECK(t[0].hdr.aeth.msn == 1);
+  CHECK(load_u64(r.e.mem() + 64) == 7);
+  // A READ request with an atomic's PSN does not replay the atomic as data.
+  CHECK(r.rx(Opcode::kReadRequest, 101, {}, true, reth(0, 8)) == RxResult::kDuplicate);
+  CHECK(r.tx().empty());
+  // A duplicate older than every saved result is dropped (the requester has it).
+  const uint32_t depth = default_attr().max_dest_rd_atomic;
+  for (uint32_t i = 0; i < depth; ++i) {
+    REQUIRE(rx_atomic(r, Opcode::kFetchAdd, 104 + i, 256, 1) == RxResult::kAccepted);
+  }
+  (void)r.tx();
+  CHECK(load_u64(r.e.mem() + 256) == depth);
+  CHECK(rx_atomic(r, Opcode::kFetchAdd, 100, 64, 1) == RxResult::kDuplicate);
+  CHECK(r.tx().empty());
+  CHECK(load_u64(r.e.mem() + 64) == 7);
+  CHECK(r.e.qp.state() == QpState::kRts);
+}
+
+TEST_CASE("responder: atomic access, alignment and framing errors are NAKed") {
+  SECTION("QP without remote atomic access") {
+    QpAttr a = default_attr();
+    a.access_flags = kAccessRemoteWrite | kAccessRemoteRead;
+    Responder r(a);
+    CHECK(rx_atomic(r, Opcode::kFetchAdd, 100, 0, 1) == RxResult::kDropped);
+    CHECK(r.tx()[0].hdr.aeth.syndrome == 0x62);
+  }
+  SECTION("region without remote atomic access") {
     Responder r;
-    REQUIRE(r.e.qp.post_recv(make_recv(1, 0, 4096)) == Status::kOk);
-    CHECK(r.rx(o, 100) == RxResult::kDropped);
-    auto t = r.tx();
-    REQUIRE(t.size() == 1);
-    CHECK(t[0].hdr.aeth.syndrome == 0x61);
-    CHECK(r.e.qp.state() == QpState::kErr);
+    // Remote lookups read the region's access each time (only local views are cached).
+    r.e.mrs.region(0).access = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead;
+    CHECK(rx_atomic(r, Opcode::kFetchAdd, 100, 0, 1) == RxResult::kDropped);
+    CHECK(r.tx()[0].hdr.aeth.syndrome == 0x62);
+  }
+  SECTION("bad rkey, out of bounds") {
+    Responder r;
+    CHECK(rx_atomic(r, Opcode::kCompareSwap, 100, 0, 1, 0, 0x8100) == RxResult::kDropped);
+    CHECK(r.tx()[0].hdr.aeth.syndrome == 0x62);
+    Responder s;
+    CHECK(rx_atomic(s, Opcode::kFetchAdd, 100, kMrBytes, 1) == RxResult::kDropped);
+    CHECK(s.tx()[0].hdr.aeth.syndrome == 0x62);
+  }
+  SECTION("unaligned address: invalid request") {
+    Responder r;
+    CHECK(rx_atomic(r, Opcode::kFetchAdd, 100, 4, 1) == RxResult::kDropped);
+    CHECK(r.tx()[0].hdr.aeth.syndrome == 0x61);
+    CHECK(load_u64(r.e.mem() + 0) == 0);
+  }
+  SECTION("payload, or inside a SEND: invalid request") {
+    Responder r;
+    CHECK(rx_atomic(r, Opcode::kFetchAdd, 100, 0, 1, 0, 0x8000, bytes(8)) == RxResult::kDropped);
+    CHECK(r.tx()[0].hdr.aeth.syndrome == 0x61);
+    Responder s;
+    REQUIRE(s.e.qp.post_recv(make_recv(1, 0x1000, 4096)) == Status::kOk);
+    CHECK(s.rx(Opcode::kSendFirst, 100, bytes(1024)) == RxResult::kAccepted);
+    CHECK(rx_atomic(s, Opcode::kFetchAdd, 101, 0, 1) == RxResult::kDropped);
+    auto t = s.tx();
+    CHECK(t.back().hdr.aeth.syndrome == 0x61);
+    CHECK(load_u64(s.e.mem() + 0) == 0);
   }
 }
 
