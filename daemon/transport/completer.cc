@@ -3,6 +3,7 @@
 // (go-back-N). When a budget runs out the QP goes to ERR and every
 // outstanding WR is flushed: nothing waits forever.
 #include <cstring>
+#include <optional>
 
 #include "transport/qp.h"
 #include "wire/psn.h"
@@ -273,22 +274,21 @@ RxResult Qp::completer_rx(uint64_t now_ns, const wire::RoceHeader& hdr,
   return RxResult::kDropped;
 }
 
-RxResult Qp::completer_read_response(uint64_t now_ns, const wire::RoceHeader& hdr,
-                                     std::span<const uint8_t> payload) {
+std::optional<RxResult> Qp::response_prologue(uint64_t now_ns, const wire::RoceHeader& hdr) {
   const uint32_t psn = hdr.bth.psn;
-  const uint32_t flags = hdr.info().flags;
   if (wire::psn_lt(psn, una_psn_)) {
     ++counters_.rx_duplicates;
     return RxResult::kDuplicate;
   }
-  if ((flags & wire::kOpAeth) && hdr.aeth.type() != wire::AethType::kAck) {
+  // A NAK comes as an Acknowledge: a response's AETH can only say ACK.
+  if ((hdr.info().flags & wire::kOpAeth) && hdr.aeth.type() != wire::AethType::kAck) {
     ++counters_.drop_bad_opcode;
     return RxResult::kDropped;
   }
-  // A READ response acknowledges every request before it.
+  // A response acknowledges every request before it.
   if (advance_una(now_ns, wire::psn_add(psn, wire::kPsnMask))) {
     if (sr_) sr_read_evidence(psn);
-    sequence_retry(now_ns);  // an earlier READ is missing responses
+    sequence_retry(now_ns);  // an earlier READ or atomic is missing its answer
     ++counters_.rx_out_of_sequence;
     return RxResult::kOutOfSequence;
   }
@@ -296,6 +296,14 @@ RxResult Qp::completer_read_response(uint64_t now_ns, const wire::RoceHeader& hd
     ++counters_.drop_stale_response;
     return RxResult::kDropped;
   }
+  return std::nullopt;
+}
+
+RxResult Qp::completer_read_response(uint64_t now_ns, const wire::RoceHeader& hdr,
+                                     std::span<const uint8_t> payload) {
+  const uint32_t psn = hdr.bth.psn;
+  const uint32_t flags = hdr.info().flags;
+  if (auto early = response_prologue(now_ns, hdr)) return *early;
   SendWqe& w = sq_at(sq_head_);
   if (w.wr.opcode != WrOpcode::kRead ||
       !wire::psn_in_range(psn, w.first_psn, wire::psn_add(w.first_psn, w.npkts))) {
@@ -357,25 +365,7 @@ RxResult Qp::completer_atomic_ack(uint64_t now_ns, const wire::RoceHeader& hdr) 
     return RxResult::kDropped;
   }
   const uint32_t psn = hdr.bth.psn;
-  if (wire::psn_lt(psn, una_psn_)) {
-    ++counters_.rx_duplicates;
-    return RxResult::kDuplicate;
-  }
-  if (hdr.aeth.type() != wire::AethType::kAck) {  // a NAK comes as an Acknowledge
-    ++counters_.drop_bad_opcode;
-    return RxResult::kDropped;
-  }
-  // An atomic ACK acknowledges every request before it.
-  if (advance_una(now_ns, wire::psn_add(psn, wire::kPsnMask))) {
-    if (sr_) sr_read_evidence(psn);
-    sequence_retry(now_ns);  // an earlier READ is missing responses
-    ++counters_.rx_out_of_sequence;
-    return RxResult::kOutOfSequence;
-  }
-  if (sq_head_ == sq_tail_) {
-    ++counters_.drop_stale_response;
-    return RxResult::kDropped;
-  }
+  if (auto early = response_prologue(now_ns, hdr)) return *early;
   SendWqe& w = sq_at(sq_head_);
   if (!is_atomic(w.wr.opcode) || w.first_psn != psn) {
     ++counters_.drop_stale_response;

@@ -51,6 +51,7 @@
 #include <array>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -394,6 +395,11 @@ class Qp {
   RxResult responder_write(const wire::RoceHeader& hdr, std::span<const uint8_t> payload);
   RxResult responder_read(const wire::RoceHeader& hdr);
   RxResult responder_atomic(const wire::RoceHeader& hdr);
+  // The responder resource the next READ or atomic takes; nullptr when the
+  // requester has more outstanding than max_dest_rd_atomic.
+  ReadResource* free_resource();
+  // Records the request in `r`, queues its answer and moves ePSN past it.
+  RxResult start_response(ReadResource& r, uint32_t psn, uint32_t npkts);
   RxResult responder_sr(const wire::RoceHeader& hdr, std::span<const uint8_t> payload);
   void sr_advance();
   void queue_ack(wire::Aeth aeth, uint32_t psn);
@@ -413,6 +419,10 @@ class Qp {
                         std::span<const uint8_t> payload);
   RxResult completer_ack(uint64_t now_ns, uint32_t psn, wire::Aeth aeth);
   RxResult completer_atomic_ack(uint64_t now_ns, const wire::RoceHeader& hdr);
+  // What READ responses and atomic ACKs check first: a result when the packet
+  // is dealt with (duplicate, bad AETH, an earlier answer missing, nothing
+  // outstanding); nullopt when the send queue's head should take it.
+  std::optional<RxResult> response_prologue(uint64_t now_ns, const wire::RoceHeader& hdr);
   // After a READ's last response or an atomic ACK: an ACK that arrived past it.
   void apply_ack_held_by_response(uint64_t now_ns);
   RxResult completer_read_response(uint64_t now_ns, const wire::RoceHeader& hdr,

@@ -202,16 +202,26 @@ RxResult Qp::responder_read(const wire::RoceHeader& hdr) {
                       MrStatus::kOk) {
     return responder_fatal(NakCode::kRemoteAccessError, psn);
   }
-  const auto index = static_cast<uint8_t>(read_next_ % attr_.max_dest_rd_atomic);
-  ReadResource& r = reads_[index];
+  ReadResource* r = free_resource();
+  if (r == nullptr) return responder_fatal(NakCode::kInvalidRequest, psn);
+  r->atomic = false;
+  r->mem = mem;
+  return start_response(*r, psn, npkts);
+}
+
+Qp::ReadResource* Qp::free_resource() {
+  ReadResource& r = reads_[read_next_ % attr_.max_dest_rd_atomic];
   // A slot still sending its first play means the requester exceeded our
   // responder depth; a replay of an old READ may be abandoned.
-  if (r.active && !r.replay) return responder_fatal(NakCode::kInvalidRequest, psn);
+  if (r.active && !r.replay) return nullptr;
+  return &r;
+}
+
+RxResult Qp::start_response(ReadResource& r, uint32_t psn, uint32_t npkts) {
+  const auto index = static_cast<uint8_t>(&r - reads_.data());
   msn_ = wire::psn_next(msn_);
-  r.atomic = false;
   r.first_psn = psn;
   r.npkts = npkts;
-  r.mem = mem;
   r.start_psn = r.next_psn = psn;
   r.msn = msn_;
   ++r.gen;
@@ -228,11 +238,11 @@ RxResult Qp::responder_read(const wire::RoceHeader& hdr) {
   epsn_ = wire::psn_add(epsn_, npkts);
   nak_seq_sent_ = false;
   if (sr_) {
-    // Requests that arrived ahead of this READ are now in order: ACK them
-    // (after the READ's responses, which the FIFO keeps first).
-    const uint32_t read_end = epsn_;
+    // Requests that arrived ahead of this READ or atomic are now in order: ACK
+    // them (after its responses, which the FIFO keeps first).
+    const uint32_t end = epsn_;
     sr_advance();
-    if (epsn_ != read_end) queue_ack(Aeth::ack(msn_), wire::psn_add(epsn_, wire::kPsnMask));
+    if (epsn_ != end) queue_ack(Aeth::ack(msn_), wire::psn_add(epsn_, wire::kPsnMask));
   }
   return RxResult::kAccepted;
 }
@@ -252,9 +262,8 @@ RxResult Qp::responder_atomic(const wire::RoceHeader& hdr) {
   if (mrs_.lookup_remote(a.rkey, a.va, kAtomicBytes, kAccessRemoteAtomic, mem) != MrStatus::kOk) {
     return responder_fatal(NakCode::kRemoteAccessError, psn);
   }
-  const auto index = static_cast<uint8_t>(read_next_ % attr_.max_dest_rd_atomic);
-  ReadResource& r = reads_[index];
-  if (r.active && !r.replay) return responder_fatal(NakCode::kInvalidRequest, psn);
+  ReadResource* r = free_resource();
+  if (r == nullptr) return responder_fatal(NakCode::kInvalidRequest, psn);
   // Atomic with respect to this engine and to the client's own atomics on the
   // word (the region is shared memory; both ends of it are 8-byte aligned when
   // the address is, as regions start on page boundaries).
@@ -276,31 +285,10 @@ RxResult Qp::responder_atomic(const wire::RoceHeader& hdr) {
     }
     std::memcpy(mem.data(), &next, sizeof(next));
   }
-  msn_ = wire::psn_next(msn_);
-  r.atomic = true;
-  r.atomic_orig = orig;
-  r.first_psn = psn;
-  r.npkts = 1;
-  r.mem = {};
-  r.start_psn = r.next_psn = psn;
-  r.msn = msn_;
-  ++r.gen;
-  r.active = true;
-  r.replay = false;
-  r.valid = true;
-  if (!queue_read(index)) {
-    r.active = false;
-    return responder_fatal(NakCode::kInvalidRequest, psn);
-  }
-  ++read_next_;
-  epsn_ = wire::psn_next(epsn_);
-  nak_seq_sent_ = false;
-  if (sr_) {
-    const uint32_t end = epsn_;
-    sr_advance();
-    if (epsn_ != end) queue_ack(Aeth::ack(msn_), wire::psn_add(epsn_, wire::kPsnMask));
-  }
-  return RxResult::kAccepted;
+  r->atomic = true;
+  r->atomic_orig = orig;
+  r->mem = {};
+  return start_response(*r, psn, 1);
 }
 
 void Qp::sr_advance() {
