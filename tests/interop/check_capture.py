@@ -3,7 +3,7 @@
 Usage: check_capture.py PCAP CONDUIT_IP PEER_IP [--need-opcodes N,N,...] [--want-retransmit]
 
 - tshark decodes every UDP 4791 frame as RRoCE (InfiniBand BTH) and reports its opcode;
-- every opcode is one this exchange may carry (RC SEND/WRITE/READ/ACK);
+- every opcode is one this exchange may carry (RC SEND/WRITE/READ/ACK/atomics);
 - both directions carry RoCE frames; every opcode in --need-opcodes (decimal) appears;
 - scapy recomputes the ICRC (scapy.contrib.roce) of up to 30 frames per direction and opcode,
   spread over the capture, to the bytes on the wire;
@@ -23,7 +23,7 @@ RC_OPCODES = {
     5: "SEND_ONLY_IMM", 6: "WRITE_FIRST", 7: "WRITE_MIDDLE", 8: "WRITE_LAST",
     9: "WRITE_LAST_IMM", 10: "WRITE_ONLY", 11: "WRITE_ONLY_IMM", 12: "READ_REQUEST",
     13: "READ_RESP_FIRST", 14: "READ_RESP_MIDDLE", 15: "READ_RESP_LAST", 16: "READ_RESP_ONLY",
-    17: "ACK", 0x81: "CNP",
+    17: "ACK", 18: "ATOMIC_ACK", 19: "COMPARE_SWAP", 20: "FETCH_ADD", 0x81: "CNP",
 }
 
 

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # conduit-perf --perftest against the stock perftest tools (ib_send_bw, ib_write_bw, ib_read_bw,
-# ib_write_lat, ib_send_lat, ib_read_lat) on the Linux kernel's Soft-RoCE (rxe) in a QEMU VM; conduitd on an
+# ib_atomic_bw, ib_write_lat, ib_send_lat, ib_read_lat) on the Linux kernel's Soft-RoCE (rxe) in a QEMU VM; conduitd on an
 # af_packet port in namespace host c. One VM boot runs every step, in this order:
 #
 #   1. each of send_bw, write_bw, read_bw with the VM as server (conduit-perf client) and as
 #      client (conduit-perf server), PERFTEST_SIZE (4096) B x PERFTEST_ITERS (200) messages;
+#   1b. atomic_bw (ib_atomic_bw: 8-byte fetch-and-add on the peer's buffer) in both roles,
+#      PERFTEST_ITERS operations, and with --atomic_type=CMP_AND_SWAP in both roles
+#      (PERFTEST_ATOMIC_TESTS= skips them);
 #   2. write_lat, send_lat and read_lat, both roles, PERFTEST_LAT_SIZE (64) B x
 #      PERFTEST_LAT_ITERS (300) round trips (more than 255: write_lat's one-byte counter wraps);
 #   3. the -a sweep (2 B .. 8 MiB, PERFTEST_SWEEP_ITERS (5, perftest's minimum) messages per
@@ -28,7 +31,8 @@
 #   7. the latency tests' -a sweep (PERFTEST_LAT_SWEEP_TESTS, default all three) in both roles,
 #      PERFTEST_LAT_SWEEP_ITERS (5) round trips per size (0 skips it): 23 result lines up to
 #      8 MiB on each side that prints (ib_read_lat: the client);
-#   8. with PERFTEST_LOSS_PPM (default 10000 = 1 %) > 0, step 1 again with that share of the
+#   8. with PERFTEST_LOSS_PPM (default 10000 = 1 %) > 0, step 1 and atomic_bw's fetch-and-add
+#      again with that share of the
 #      RoCE frames (ACKs included) dropped both ways by the tc eBPF drop program next to c.
 #
 # Both sides of every step must succeed and print the same "#bytes #iterations" (perftest's
@@ -78,14 +82,19 @@ bw_tests=${PERFTEST_TESTS-send_bw write_bw read_bw}
 lat_tests=${PERFTEST_LAT_TESTS-write_lat send_lat read_lat}
 sweep_tests=${PERFTEST_SWEEP_TESTS-send_bw read_bw}
 ((sweep_iters > 0)) || sweep_tests=
+# ib_atomic_bw: fetch-and-add (with and without loss) and compare-and-swap, both roles.
+atomic_tests=${PERFTEST_ATOMIC_TESTS-atomic_bw}
 
 # A step's size argument: "-s N", or "-a" for the sweep (SIZE "all"); its count: "-n N", or
 # "-D S" for perftest's duration mode (ITERS "DS").
 size_args() { if [[ $1 == all ]]; then echo "-a"; else echo "-s $1"; fi; }
 iter_args() { if [[ $1 == D* ]]; then echo "-D ${1#D}"; else echo "-n $1"; fi; }
 
-interop_vm_step() { # NAME ROLE LOSS TEST SIZE ITERS [QPS [-b]]
-  echo "$1 $2 ib_$4 -d rxe0 -x 1 -F -m 1024 -u 17 $(size_args "$5") $(iter_args "$6")${7:+ -q $7}${8:+ $8}"
+interop_vm_step() { # NAME ROLE LOSS TEST SIZE ITERS [QPS [-b | --atomic_type=...]]
+  # ib_atomic_bw's size is 8 and not an option.
+  local size_arg=" $(size_args "$5")"
+  [[ $4 == atomic_bw ]] && size_arg=
+  echo "$1 $2 ib_$4 -d rxe0 -x 1 -F -m 1024 -u 17$size_arg $(iter_args "$6")${7:+ -q $7}${8:+ $8}"
 }
 interop_host_step() { # NAME ROLE LOSS TEST SIZE ITERS [QPS [-b]]
   # -t 16: at most 64 packets in flight. A go-back-N round of perftest's 128 x 4 packets floods
@@ -124,7 +133,11 @@ for loss in "${losses[@]}"; do
   ((loss == 0)) && tag=plain || tag=loss
   # shellcheck disable=SC2086 # the test lists are words
   both_roles "$tag" "$loss" "$size $iters" $bw_tests
+  # shellcheck disable=SC2086
+  both_roles "$tag-atomic" "$loss" "8 $iters" $atomic_tests
   ((loss == 0)) || continue
+  # shellcheck disable=SC2086
+  both_roles cas "$loss" "8 $iters 1 --atomic_type=CMP_AND_SWAP" $atomic_tests
   # shellcheck disable=SC2086
   both_roles "$tag" "$loss" "$lat_size $lat_iters" $lat_tests
   for t in $sweep_tests; do
@@ -205,8 +218,9 @@ echo "--- capture check (tshark, scapy)"
 # The opcodes each test must have put on the wire (4096 B at PMTU 1024: FIRST/MIDDLE/LAST).
 # The latency tests' small messages: SEND_ONLY and WRITE_ONLY.
 need=
-for t in $bw_tests $lat_tests; do
+for t in $bw_tests $lat_tests $atomic_tests; do
   case $t in
+    atomic_bw) need+=18,19,20, ;; # ATOMIC_ACKNOWLEDGE, COMPARE_SWAP, FETCH_ADD
     send_bw) need+=0,1,2,17, ;;
     write_bw) need+=6,7,8,17, ;;
     read_bw) need+=12,13,14,15, ;;

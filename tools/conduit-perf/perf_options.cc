@@ -19,6 +19,7 @@ constexpr TestNameEntry kTestNames[] = {
     {TestKind::kSendBw, "send_bw"},     {TestKind::kWriteBw, "write_bw"},
     {TestKind::kReadBw, "read_bw"},     {TestKind::kSendLat, "send_lat"},
     {TestKind::kWriteLat, "write_lat"}, {TestKind::kReadLat, "read_lat"},
+    {TestKind::kAtomicBw, "atomic_bw"},
 };
 
 bool parse_u64(std::string_view s, uint64_t& out) {
@@ -214,7 +215,7 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
         {"-s", "--size"},    {"-n", "--iters"},      {"-D", "--duration"}, {"-q", "--qp"},
         {"-p", "--port"},    {"-t", "--tx-depth"},   {"-r", "--rx-depth"}, {"-Q", "--cq-mod"},
         {"-m", "--mtu"},     {"-x", "--gid"},        {"-S", "--socket"},   {"-T", "--class"},
-        {"-W", "--timeout"}, {"-u", "--qp-timeout"}, {"--cm", nullptr}};
+        {"-W", "--timeout"}, {"-u", "--qp-timeout"}, {"--cm", nullptr},    {"-A", "--atomic_type"}};
     bool valued = false;
     for (const auto& v : kValued) valued = valued || is(v[0], v[1]);
     if (!valued) return fail("unknown option '" + name + "' (conduit-perf --help lists them)");
@@ -294,6 +295,16 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
       if (!parse_uint_in<uint8_t>(value, 1, 31, o.qp_timeout)) {
         return fail(range_error(name, value, 1, 31));
       }
+    } else if (is("-A", "--atomic_type")) {
+      // perftest's spellings.
+      if (value == "CMP_AND_SWAP") {
+        o.atomic_cas = true;
+      } else if (value == "FETCH_AND_ADD") {
+        o.atomic_cas = false;
+      } else {
+        return fail("option " + name + ": '" + std::string(value) +
+                    "' is not CMP_AND_SWAP or FETCH_AND_ADD");
+      }
     } else if (is("--cm", nullptr)) {
       if (!parse_uint_in<uint64_t>(value, 1, ~uint64_t{0}, o.cm_service)) {
         return fail("option --cm needs a service number (1 .. 2^64-1)");
@@ -318,7 +329,7 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
   }
   if (!parse_test_name(positional[0], o.test)) {
     return fail("unknown test '" + std::string(positional[0]) +
-                "' (send_bw, write_bw, read_bw, send_lat, write_lat, read_lat)");
+                "' (send_bw, write_bw, read_bw, send_lat, write_lat, read_lat, atomic_bw)");
   }
   have_test = true;
   if (positional.size() > 2) {
@@ -345,6 +356,20 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
     for (uint64_t s : o.sizes) {
       if (s < 1) return fail("write_lat needs messages of at least 1 byte");
     }
+  }
+  if (o.test == TestKind::kAtomicBw) {
+    if (!o.perftest) {
+      return fail(
+          "atomic_bw runs with --perftest (against ib_atomic_bw or another "
+          "conduit-perf --perftest); conduit-perf's own exchange has no atomic test");
+    }
+    if (o.sweep || (have_size && (o.sizes.size() != 1 || o.sizes[0] != 8))) {
+      return fail("atomic_bw moves 8 bytes per operation: drop -s / -a (or give -s 8)");
+    }
+    o.sizes = {8};
+    if (o.bidirectional) return fail("atomic_bw runs one way (drop -b), as ib_atomic_bw");
+  } else if (o.atomic_cas) {
+    return fail("-A (atomic type) applies to atomic_bw");
   }
   if (o.perftest) {
     // perftest refuses -D with -a ("Duration mode currently doesn't support running on all
@@ -381,7 +406,8 @@ Usage:
   conduit-perf TEST [options]          server: waits for one client
   conduit-perf TEST SERVER [options]   client: connects to SERVER (TCP, port 18515)
 
-TEST: send_bw write_bw read_bw (bandwidth), send_lat write_lat read_lat (latency).
+TEST: send_bw write_bw read_bw (bandwidth), send_lat write_lat read_lat (latency),
+atomic_bw (8-byte atomics, with --perftest: ib_atomic_bw's peer).
 The client chooses the parameters and sends them to the server, so the
 server needs only the test name (and --socket/--gid where they differ).
 
@@ -419,6 +445,7 @@ Options:
                          TCP connection as long
   -u, --qp-timeout N     local ACK timeout 4.096 us * 2^N (14); with --cm the
                          policy's transport.timeout applies instead
+  -A, --atomic_type T    atomic_bw: FETCH_AND_ADD (default) or CMP_AND_SWAP
   --perftest             speak perftest's own TCP exchange instead of ours, so
                          the peer may be stock ib_send_bw, ib_write_bw,
                          ib_read_bw, ib_send_lat, ib_write_lat or ib_read_lat (e.g. on rxe or

@@ -15,7 +15,16 @@
 
 namespace conduit::perf {
 
-enum class TestKind : uint8_t { kSendBw, kWriteBw, kReadBw, kSendLat, kWriteLat, kReadLat };
+// kAtomicBw: perftest's ib_atomic_bw (8-byte fetch-and-add or compare-and-swap; --perftest only).
+enum class TestKind : uint8_t {
+  kSendBw,
+  kWriteBw,
+  kReadBw,
+  kSendLat,
+  kWriteLat,
+  kReadLat,
+  kAtomicBw
+};
 
 const char* test_name(TestKind t);                        // "send_bw", ...
 bool parse_test_name(std::string_view s, TestKind& out);  // false: unknown name
@@ -61,6 +70,7 @@ struct PerfOptions {
   std::string traffic_class;
   uint32_t timeout_s = 30;  // no progress for this long: fail instead of hanging
   uint8_t qp_timeout = 14;  // -u: local ACK timeout 4.096 us * 2^N (not --cm)
+  bool atomic_cas = false;  // -A CMP_AND_SWAP (atomic_bw); default FETCH_AND_ADD, as perftest
   bool perftest = false;    // speak perftest's own exchange (perftest_wire.h) with stock tools
   // --cm SERVICE: connect the QPs through conduitd's connection manager (the
   // server listens on SERVICE) instead of exchanging QPN/PSN over TCP; the TCP

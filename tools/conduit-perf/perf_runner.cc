@@ -281,6 +281,7 @@ Roles roles_for(TestKind t, bool bidirectional, bool client) {
       break;
     case TestKind::kWriteBw:
     case TestKind::kReadBw:
+    case TestKind::kAtomicBw:  // refused without --perftest (perf_options.cc); READ's roles
       r.sends = client || bidirectional;
       r.peer_sends = !client || bidirectional;
       r.peer_writes = t == TestKind::kWriteBw && r.peer_sends;
@@ -567,6 +568,8 @@ bool Session::post_one(uint32_t qi, uint64_t seq, uint64_t size, size_t size_ind
       src[size - 1] = round_marker(seq);
       break;
     }
+    case TestKind::kAtomicBw:
+      fail("atomic_bw runs with --perftest only");
     case TestKind::kReadBw:
     case TestKind::kReadLat: {
       wr.opcode = CONDUIT_WR_RDMA_READ;

@@ -165,6 +165,8 @@ const char* verb_name(TestKind t) {
     case TestKind::kReadBw:
     case TestKind::kReadLat:
       return "RDMA_Read";
+    case TestKind::kAtomicBw:
+      return "Atomic";
   }
   return "?";
 }
@@ -358,9 +360,10 @@ void Session::open_resources(uint64_t max_size) {
   attr.region_bytes = 2 * half_ + (1u << 20) + uint64_t{o_.qps} * (256u << 10);
   int rc = conduit_open(&attr, &ctx_);
   if (rc < 0) fail(std::string("conduit_open: ") + conduit_strerror(rc));
-  rc = conduit_alloc_mr(
-      ctx_, 2 * half_,
-      CONDUIT_ACCESS_LOCAL_WRITE | CONDUIT_ACCESS_REMOTE_WRITE | CONDUIT_ACCESS_REMOTE_READ, &mr_);
+  rc = conduit_alloc_mr(ctx_, 2 * half_,
+                        CONDUIT_ACCESS_LOCAL_WRITE | CONDUIT_ACCESS_REMOTE_WRITE |
+                            CONDUIT_ACCESS_REMOTE_READ | CONDUIT_ACCESS_REMOTE_ATOMIC,
+                        &mr_);
   if (rc < 0) fail(std::string("conduit_alloc_mr: ") + conduit_strerror(rc));
   std::memset(tx_area(), 0x5a, half_);
   // write_lat waits for the peer's counter (1, 2, ...) in the last byte of a message: start at 0.
@@ -408,7 +411,8 @@ void Session::connect(QpSide& q, uint32_t mtu_bytes) {
   for (uint32_t e = 1; e <= 5; ++e) {
     if ((128u << e) == mtu_bytes) ca.mtu = e;
   }
-  ca.access = CONDUIT_ACCESS_REMOTE_WRITE | CONDUIT_ACCESS_REMOTE_READ;
+  ca.access =
+      CONDUIT_ACCESS_REMOTE_WRITE | CONDUIT_ACCESS_REMOTE_READ | CONDUIT_ACCESS_REMOTE_ATOMIC;
   ca.timeout = o_.qp_timeout;
   ca.retry_cnt = 7;
   ca.rnr_retry = 7;
@@ -453,6 +457,15 @@ bool Session::post_one_send(size_t qi, uint64_t size, uint64_t seq, bool signale
     case TestKind::kReadBw:
     case TestKind::kReadLat:
       wr.opcode = CONDUIT_WR_RDMA_READ;
+      break;
+    case TestKind::kAtomicBw:
+      // As ib_atomic_bw: every operation on the first word of the peer's buffer (page
+      // aligned), the old value into ours. Fetch-and-add adds 1; compare-and-swap compares
+      // with 0 and stores 1.
+      wr.opcode = o_.atomic_cas ? CONDUIT_WR_ATOMIC_CMP_AND_SWP : CONDUIT_WR_ATOMIC_FETCH_AND_ADD;
+      sge.length = 8;
+      wr.compare_add = o_.atomic_cas ? 0 : 1;
+      wr.swap = o_.atomic_cas ? 1 : 0;
       break;
   }
   wr.remote_addr = q.peer.vaddr;
@@ -533,9 +546,10 @@ PerftestReport Session::bw_client(uint64_t size) {
   // Per QP, as perftest: -n messages each, at most -t in flight (READs: the peer's out_reads),
   // within the QP's share of the CQ.
   const uint32_t window = std::max<uint32_t>(
-      1, std::min<uint32_t>(
-             {o_.effective_tx_depth(), 128, cq_share(),
-              o_.test == TestKind::kReadBw ? std::max<uint32_t>(1, peer_out_reads()) : 128u}));
+      1, std::min<uint32_t>({o_.effective_tx_depth(), 128, cq_share(),
+                             o_.test == TestKind::kReadBw || o_.test == TestKind::kAtomicBw
+                                 ? std::max<uint32_t>(1, peer_out_reads())
+                                 : 128u}));
   const auto t0 = std::chrono::steady_clock::now();
   for (QpSide& q : qps_) q.tx_posted = q.tx_outstanding = 0;
   note_progress();

@@ -150,6 +150,7 @@ bool perftest_plan(TestKind t, bool server, size_t sizes, PerftestPlan& out) {
       break;
     case TestKind::kWriteBw:
     case TestKind::kReadBw:
+    case TestKind::kAtomicBw:  // as ib_atomic_bw: the server's memory answers, like READs
       if (!server) p.steps.insert(p.steps.end(), sizes, S::kTraffic);
       p.steps.push_back(S::kBarrier);
       p.steps.push_back(S::kReport);

@@ -251,10 +251,11 @@ struct conduit_qp_attr {
   uint8_t retry_cnt;
   uint8_t rnr_retry;
   uint8_t min_rnr_timer;
-  /* READs this QP keeps in flight as requester, 1..16: no more than the peer's responder
-   * takes (its max_dest_rd_atomic). Unset: the daemon's transport.max_outstanding_reads. */
+  /* READs and atomics this QP keeps in flight as requester, 1..16: no more than the peer's
+   * responder takes (its max_dest_rd_atomic). Unset: the daemon's transport.max_outstanding_reads.
+   */
   uint8_t max_rd_atomic;
-  /* READs it serves at once as responder, 1..16. Unset: 16. */
+  /* READs and atomics it serves at once as responder, 1..16. Unset: 16. */
   uint8_t max_dest_rd_atomic;
 };
 

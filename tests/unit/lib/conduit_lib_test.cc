@@ -460,6 +460,48 @@ TEST_CASE("post and poll through the rings with the engine's side played by the 
   CHECK(std::string(conduit_strerror(rc)).find("outside its memory region") != std::string::npos);
   CHECK(sq.available() == 0);
 
+  // Atomics: the operands in u.atomic, the 8-byte target as the one SGE.
+  conduit_sge target = mr.sge(256, 8);
+  conduit_send_wr at{};
+  at.wr_id = 78;
+  at.sg_list = &target;
+  at.num_sge = 1;
+  at.opcode = CONDUIT_WR_ATOMIC_CMP_AND_SWP;
+  at.send_flags = CONDUIT_SEND_SIGNALED;
+  at.remote_addr = 0x2008;
+  at.rkey = 0x4343;
+  at.compare_add = 5;
+  at.swap = 6;
+  qp.post_send(at);
+  REQUIRE(sq.try_dequeue(&got));
+  CHECK(got.opcode == CONDUIT_SHM_WR_ATOMIC_CMP_AND_SWP);
+  CHECK(got.num_sge == 1);
+  CHECK(got.u.atomic.sge.offset == 256);
+  CHECK(got.u.atomic.sge.length == 8);
+  CHECK(got.u.atomic.sge.lkey == mr.lkey());
+  CHECK(got.u.atomic.compare_add == 5);
+  CHECK(got.u.atomic.swap == 6);
+  CHECK(got.remote_addr == 0x2008);
+  CHECK(got.rkey == 0x4343);
+  at.opcode = CONDUIT_WR_ATOMIC_FETCH_AND_ADD;  // has no swap value: not carried
+  qp.post_send(at);
+  REQUIRE(sq.try_dequeue(&got));
+  CHECK(got.u.atomic.swap == 0);
+  // Unaligned, not 8 bytes, inline: refused before the ring.
+  for (int variant = 0; variant < 3; ++variant) {
+    conduit_send_wr b = at;
+    conduit_sge t = target;
+    b.sg_list = &t;
+    if (variant == 0) b.remote_addr = 0x2004;
+    if (variant == 1) t.length = 16;
+    if (variant == 2) b.send_flags |= CONDUIT_SEND_INLINE;
+    rc = conduit_post_send(qp.get(), &b, nullptr);
+    CHECK(rc == -EINVAL);
+    CHECK(std::string(conduit_strerror(rc)).find("an atomic takes one 8-byte SGE") !=
+          std::string::npos);
+  }
+  CHECK(sq.available() == 0);
+
   // Engine side of the CQ: publish a completion while the client waits on it.
   EngineCqSide engine_cq(add_client, add_cq);
   std::thread producer([&] {

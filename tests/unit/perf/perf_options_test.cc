@@ -103,6 +103,21 @@ TEST_CASE("latency tests default to 2 bytes and 1000 iterations") {
   CHECK(p.o.effective_tx_depth() == 16);
 }
 
+TEST_CASE("atomic_bw: 8 bytes, perftest's -A spellings, --perftest only") {
+  auto p = parse({"atomic_bw", "--perftest", "-x", "198.18.0.1"});
+  REQUIRE(p.ok);
+  CHECK(p.o.test == TestKind::kAtomicBw);
+  CHECK(p.o.sizes == std::vector<uint64_t>{8});
+  CHECK_FALSE(p.o.atomic_cas);  // FETCH_AND_ADD, as ib_atomic_bw
+  p = parse({"atomic_bw", "h", "--perftest", "-s", "8", "--atomic_type=CMP_AND_SWAP", "-q", "2"});
+  REQUIRE(p.ok);
+  CHECK(p.o.atomic_cas);
+  p = parse({"atomic_bw", "--perftest", "-A", "FETCH_AND_ADD"});
+  REQUIRE(p.ok);
+  CHECK_FALSE(p.o.atomic_cas);
+  CHECK(std::string(test_name(TestKind::kAtomicBw)) == "atomic_bw");
+}
+
 TEST_CASE("defaults shrink with many QPs") {
   auto p = parse({"send_bw", "-q", "256"});
   REQUIRE(p.ok);
@@ -158,6 +173,12 @@ TEST_CASE("bad command lines are rejected with a reason") {
       {{"send_bw", "-t", "32769"}, "the deepest rings a conduitd policy can give"},
       {{"send_bw", "-r", "0"}, "from 1 to 32768"},
       {{"send_bw", "-x", "198.18.0"}, "is not an IPv4 address or a GID"},
+      {{"atomic_bw"}, "atomic_bw runs with --perftest"},
+      {{"atomic_bw", "--perftest", "-s", "64"}, "8 bytes per operation"},
+      {{"atomic_bw", "--perftest", "-a"}, "8 bytes per operation"},
+      {{"atomic_bw", "--perftest", "-b"}, "runs one way"},
+      {{"atomic_bw", "--perftest", "-A", "SWAP"}, "is not CMP_AND_SWAP or FETCH_AND_ADD"},
+      {{"send_bw", "-A", "CMP_AND_SWAP"}, "-A (atomic type) applies to atomic_bw"},
       {{"send_bw", "-x", "host.example"}, "is not an IPv4 address or a GID"},
       {{"send_bw", "-p", "65536"}, "from 1 to 65535"},
       {{"send_bw", "--frobnicate"}, "unknown option"},
