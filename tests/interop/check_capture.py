@@ -5,6 +5,8 @@ Usage: check_capture.py PCAP CONDUIT_IP PEER_IP [--need-opcodes N,N,...] [--want
 - tshark decodes every UDP 4791 frame as RRoCE (InfiniBand BTH) and reports its opcode;
 - every opcode is one this exchange may carry (RC SEND/WRITE/READ/ACK/atomics);
 - both directions carry RoCE frames; every opcode in --need-opcodes (decimal) appears;
+- atomics ran once each: resent requests get the same original value, and fetch-and-adds
+  on one word step by the addend in PSN order;
 - scapy recomputes the ICRC (scapy.contrib.roce) of up to 30 frames per direction and opcode,
   spread over the capture, to the bytes on the wire;
 - per direction: retransmitted request packets (a destination QP and PSN seen before) and NAKs;
@@ -25,6 +27,78 @@ RC_OPCODES = {
     13: "READ_RESP_FIRST", 14: "READ_RESP_MIDDLE", 15: "READ_RESP_LAST", 16: "READ_RESP_ONLY",
     17: "ACK", 18: "ATOMIC_ACK", 19: "COMPARE_SWAP", 20: "FETCH_ADD", 0x81: "CNP",
 }
+
+
+def udp_payloads(pcap, reader):
+    """(src, dst, RoCE bytes from the BTH on) of every IPv4 UDP 4791 frame, read raw."""
+    for data, _meta in reader(pcap):
+        if len(data) < 14 + 20 + 8 + 12 or data[12:14] != b"\x08\x00" or data[23] != 17:
+            continue
+        ihl = (data[14] & 0x0F) * 4
+        udp = 14 + ihl
+        if int.from_bytes(data[udp + 2:udp + 4], "big") != 4791:
+            continue
+        src = ".".join(str(b) for b in data[26:30])
+        dst = ".".join(str(b) for b in data[30:34])
+        yield src, dst, data[udp + 8:]
+
+
+def check_atomics(pcap, reader, fail):
+    """Atomics ran once each, whichever side answered: every copy of an ATOMIC_ACKNOWLEDGE
+    for one request carries the same original value (a resent request is answered from the
+    responder's saved result, not run again), and a QP's fetch-and-adds on one word return
+    values that step by the addend in PSN order (each ran exactly once, in order)."""
+    M = 1 << 24
+    requests = collections.defaultdict(set)  # (requester, responder, psn) -> {(qpn, op, va, add)}
+    acks = collections.defaultdict(set)      # (requester, responder, psn) -> {orig}
+    for src, dst, b in udp_payloads(pcap, reader):
+        op = b[0]
+        psn = int.from_bytes(b[9:12], "big") & 0xFFFFFF
+        if op in (19, 20) and len(b) >= 40:
+            qpn = int.from_bytes(b[5:8], "big")
+            va = int.from_bytes(b[12:20], "big")
+            add = int.from_bytes(b[24:32], "big")
+            requests[(src, dst, psn)].add((qpn, op, va, add))
+        elif op == 18 and len(b) >= 24:
+            acks[(dst, src, psn)].add(int.from_bytes(b[16:24], "big"))
+    if not requests:
+        return
+    replays = 0
+    for key, origs in acks.items():
+        if len(origs) > 1:
+            fail(f"atomic {key[1]} -> {key[0]} PSN {key[2]}: answered with different "
+                 f"original values {sorted(origs)} (run more than once?)")
+        replays += 1
+    # Per responder QP: its fetch-and-adds (one addend), word by word in PSN order.
+    by_qp = collections.defaultdict(list)
+    for (req, resp, psn), kinds in requests.items():
+        if len(kinds) != 1:
+            continue  # two QPs' PSNs collided: ambiguous, not checked
+        (qpn, op, va, add), = kinds
+        by_qp[(req, resp, qpn)].append((psn, op, va, add))
+    sequences = 0
+    for (req, resp, qpn), reqs in by_qp.items():
+        if {r[1] for r in reqs} != {20} or len({r[3] for r in reqs}) != 1:
+            continue
+        add = reqs[0][3]
+        p0 = min(reqs, key=lambda r: r[0])[0]
+        if max(r[0] for r in reqs) - p0 > M // 2:  # the PSNs wrapped: order from the top half
+            p0 = min((r for r in reqs if r[0] >= M // 2), key=lambda r: r[0])[0]
+        words = collections.defaultdict(list)
+        for psn, _op, va, _add in reqs:
+            words[va].append((psn - p0) % M)
+        for va, offsets in words.items():
+            base = set()
+            for k, off in enumerate(sorted(offsets)):
+                origs = acks.get((req, resp, (p0 + off) % M))
+                if origs and len(origs) == 1:
+                    base.add((next(iter(origs)) - k * add) % (1 << 64))
+            if len(base) > 1:
+                fail(f"fetch-and-add {req} -> {resp} QP {qpn:#x} word {va:#x}: the original "
+                     f"values do not step by {add} in PSN order (ran twice or out of order)")
+            sequences += 1
+    print(f"atomics: {len(acks)} answered requests agree across resends, "
+          f"{sequences} word(s) of fetch-and-adds step by their addend")
 
 
 def main():
@@ -127,6 +201,7 @@ def main():
             fail(f"frame {i} ({pkt[IP].src} -> {pkt[IP].dst}): ICRC does not match scapy's")
         checked += 1
     print(f"scapy: {checked} ICRCs checked (up to {SAMPLE_PER_CLASS} per direction and opcode)")
+    check_atomics(pcap, RawPcapReader, fail)
     if failures:
         print(f"{len(failures)} failure(s)")
         return 1
