@@ -7,7 +7,7 @@
 #      wraps), sleeping on the CQ and with -Y (poll and yield); read_lat also in conduit-perf's
 #      own mode, byte-checked (--check);
 #   2. send_bw and write_bw with -a (2 B .. 8 MiB, 5 messages per size);
-#   3. read_bw, one size; atomic_bw (fetch-and-add; compare-and-swap on 2 QPs);
+#   3. read_bw, one size; atomic_bw (fetch-and-add; compare-and-swap on 2 QPs); atomic_lat;
 #   4. perftest's -q: send_bw, write_bw and read_bw on 4 QPs (-n per QP);
 #   5. perftest's -D: send_bw and write_bw for 4 s on 2 QPs (1 s margins: 2 s sampled);
 #   6. perftest's -b: send_bw and read_bw on 2 QPs, write_bw -a (both print the sum);
@@ -81,6 +81,14 @@ perf_pair 60 atomic_bw --perftest -n 300 -q 2 -A CMP_AND_SWAP -W 20 >/dev/null |
   fail "atomic_bw CMP_AND_SWAP failed"
 check_side "atomic_bw -A CMP_AND_SWAP" client 8 600 1
 check_side "atomic_bw -A CMP_AND_SWAP" server 8 600 1
+echo "== atomic_lat --perftest -n 300 (fetch-and-add, compare-and-swap)"
+for a in FETCH_AND_ADD CMP_AND_SWAP; do
+  perf_pair 60 atomic_lat --perftest -n 300 -A "$a" -W 20 >/dev/null || fail "atomic_lat $a failed"
+  check_side "atomic_lat $a" client 8 300 1
+  # As ib_atomic_lat (and read_lat): the server's memory answers, it prints no result.
+  n=$(grep -Ec "^ *[0-9]+ +300 +[0-9]" "$work/server.out" || true)
+  ((n == 0)) || fail "atomic_lat $a: the server printed $n result lines"
+done
 echo "== send_bw --perftest -s 65536 -n 200 -Y"
 perf_pair 60 send_bw --perftest -s 65536 -n 200 -Y -W 20 >/dev/null || fail "send_bw -Y failed"
 check_side "send_bw -Y" client 65536 200 1

@@ -5,9 +5,9 @@
 #
 #   1. each of send_bw, write_bw, read_bw with the VM as server (conduit-perf client) and as
 #      client (conduit-perf server), PERFTEST_SIZE (4096) B x PERFTEST_ITERS (200) messages;
-#   1b. atomic_bw (ib_atomic_bw: 8-byte fetch-and-add on the peer's buffer) in both roles,
-#      PERFTEST_ITERS operations, and with --atomic_type=CMP_AND_SWAP in both roles
-#      (PERFTEST_ATOMIC_TESTS= skips them);
+#   1b. atomic_bw and atomic_lat (ib_atomic_bw, ib_atomic_lat: 8-byte fetch-and-add on the
+#      peer's buffer) in both roles, PERFTEST_ITERS operations, and with
+#      --atomic_type=CMP_AND_SWAP in both roles (PERFTEST_ATOMIC_TESTS= skips them);
 #   2. write_lat, send_lat and read_lat, both roles, PERFTEST_LAT_SIZE (64) B x
 #      PERFTEST_LAT_ITERS (300) round trips (more than 255: write_lat's one-byte counter wraps);
 #   3. the -a sweep (2 B .. 8 MiB, PERFTEST_SWEEP_ITERS (5, perftest's minimum) messages per
@@ -82,8 +82,9 @@ bw_tests=${PERFTEST_TESTS-send_bw write_bw read_bw}
 lat_tests=${PERFTEST_LAT_TESTS-write_lat send_lat read_lat}
 sweep_tests=${PERFTEST_SWEEP_TESTS-send_bw read_bw}
 ((sweep_iters > 0)) || sweep_tests=
-# ib_atomic_bw: fetch-and-add (with and without loss) and compare-and-swap, both roles.
-atomic_tests=${PERFTEST_ATOMIC_TESTS-atomic_bw}
+# ib_atomic_bw and ib_atomic_lat: fetch-and-add (with and without loss) and compare-and-swap,
+# both roles.
+atomic_tests=${PERFTEST_ATOMIC_TESTS-atomic_bw atomic_lat}
 
 # A step's size argument: "-s N", or "-a" for the sweep (SIZE "all"); its count: "-n N", or
 # "-D S" for perftest's duration mode (ITERS "DS").
@@ -92,9 +93,12 @@ iter_args() { if [[ $1 == D* ]]; then echo "-D ${1#D}"; else echo "-n $1"; fi; }
 
 interop_vm_step() { # NAME ROLE LOSS TEST SIZE ITERS [QPS [-b | --atomic_type=...]]
   # ib_atomic_bw's size is 8 and not an option.
-  local size_arg=" $(size_args "$5")"
-  [[ $4 == atomic_bw ]] && size_arg=
-  echo "$1 $2 ib_$4 -d rxe0 -x 1 -F -m 1024 -u 17$size_arg $(iter_args "$6")${7:+ -q $7}${8:+ $8}"
+  local size_arg=" $(size_args "$5")" qps=${7:-}
+  [[ $4 == atomic_* ]] && size_arg=
+  # perftest's latency tests refuse -q, even -q 1 (the compare-and-swap steps give 1 to
+  # reach the extra argument).
+  [[ $4 == *_lat && $qps == 1 ]] && qps=
+  echo "$1 $2 ib_$4 -d rxe0 -x 1 -F -m 1024 -u 17$size_arg $(iter_args "$6")${qps:+ -q $qps}${8:+ $8}"
 }
 interop_host_step() { # NAME ROLE LOSS TEST SIZE ITERS [QPS [-b]]
   # -t 16: at most 64 packets in flight. A go-back-N round of perftest's 128 x 4 packets floods
@@ -184,10 +188,11 @@ for p in "${plan[@]}"; do
   # perftest in the emulated VM now and then prints a latency line of "inf" (its CPU clock
   # estimate failed for that size); the line is there all the same.
   vm_value='([0-9]|inf|-?nan)'
-  # ib_read_lat's server prints no result (its memory answers the READs): only the client.
-  [[ $t == read_lat && $name == *-vmclient ]] ||
+  # ib_read_lat's and ib_atomic_lat's server prints no result (its memory answers): only the
+  # client.
+  [[ $t == @(read_lat|atomic_lat) && $name == *-vmclient ]] ||
     grep -Eq "$result_re" "$work/$name.host" || fail "no '$s $n' result from conduit in $name"
-  [[ $t == read_lat && $name == *-vmserver ]] ||
+  [[ $t == @(read_lat|atomic_lat) && $name == *-vmserver ]] ||
     vm_step_out "$name" | grep -Eq "^ *$s +$n +$vm_value" ||
     fail "perftest did not report '$s $n' in $name"
   # Every size's line: send_bw's sweep, and the latency sweeps on each side that prints.

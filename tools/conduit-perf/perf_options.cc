@@ -19,7 +19,7 @@ constexpr TestNameEntry kTestNames[] = {
     {TestKind::kSendBw, "send_bw"},     {TestKind::kWriteBw, "write_bw"},
     {TestKind::kReadBw, "read_bw"},     {TestKind::kSendLat, "send_lat"},
     {TestKind::kWriteLat, "write_lat"}, {TestKind::kReadLat, "read_lat"},
-    {TestKind::kAtomicBw, "atomic_bw"},
+    {TestKind::kAtomicBw, "atomic_bw"}, {TestKind::kAtomicLat, "atomic_lat"},
 };
 
 bool parse_u64(std::string_view s, uint64_t& out) {
@@ -328,8 +328,9 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
     return fail("name a test: send_bw, write_bw, read_bw, send_lat, write_lat or read_lat");
   }
   if (!parse_test_name(positional[0], o.test)) {
-    return fail("unknown test '" + std::string(positional[0]) +
-                "' (send_bw, write_bw, read_bw, send_lat, write_lat, read_lat, atomic_bw)");
+    return fail(
+        "unknown test '" + std::string(positional[0]) +
+        "' (send_bw, write_bw, read_bw, send_lat, write_lat, read_lat, atomic_bw, atomic_lat)");
   }
   have_test = true;
   if (positional.size() > 2) {
@@ -357,19 +358,20 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
       if (s < 1) return fail("write_lat needs messages of at least 1 byte");
     }
   }
-  if (o.test == TestKind::kAtomicBw) {
+  if (is_atomic(o.test)) {
+    const std::string t = test_name(o.test);
     if (!o.perftest) {
-      return fail(
-          "atomic_bw runs with --perftest (against ib_atomic_bw or another "
-          "conduit-perf --perftest); conduit-perf's own exchange has no atomic test");
+      return fail(t + " runs with --perftest (against ib_" + t +
+                  " or another conduit-perf --perftest); conduit-perf's own exchange has no "
+                  "atomic test");
     }
     if (o.sweep || (have_size && (o.sizes.size() != 1 || o.sizes[0] != 8))) {
-      return fail("atomic_bw moves 8 bytes per operation: drop -s / -a (or give -s 8)");
+      return fail(t + " moves 8 bytes per operation: drop -s / -a (or give -s 8)");
     }
     o.sizes = {8};
-    if (o.bidirectional) return fail("atomic_bw runs one way (drop -b), as ib_atomic_bw");
+    if (o.bidirectional) return fail(t + " runs one way (drop -b), as ib_" + t);
   } else if (o.atomic_cas) {
-    return fail("-A (atomic type) applies to atomic_bw");
+    return fail("-A (atomic type) applies to atomic_bw and atomic_lat");
   }
   if (o.perftest) {
     // perftest refuses -D with -a ("Duration mode currently doesn't support running on all
@@ -407,7 +409,7 @@ Usage:
   conduit-perf TEST SERVER [options]   client: connects to SERVER (TCP, port 18515)
 
 TEST: send_bw write_bw read_bw (bandwidth), send_lat write_lat read_lat (latency),
-atomic_bw (8-byte atomics, with --perftest: ib_atomic_bw's peer).
+atomic_bw atomic_lat (8-byte atomics, with --perftest: ib_atomic_bw's and ib_atomic_lat's peer).
 The client chooses the parameters and sends them to the server, so the
 server needs only the test name (and --socket/--gid where they differ).
 
@@ -445,7 +447,7 @@ Options:
                          TCP connection as long
   -u, --qp-timeout N     local ACK timeout 4.096 us * 2^N (14); with --cm the
                          policy's transport.timeout applies instead
-  -A, --atomic_type T    atomic_bw: FETCH_AND_ADD (default) or CMP_AND_SWAP
+  -A, --atomic_type T    atomic_bw, atomic_lat: FETCH_AND_ADD (default) or CMP_AND_SWAP
   --perftest             speak perftest's own TCP exchange instead of ours, so
                          the peer may be stock ib_send_bw, ib_write_bw,
                          ib_read_bw, ib_send_lat, ib_write_lat or ib_read_lat (e.g. on rxe or

@@ -15,7 +15,8 @@
 
 namespace conduit::perf {
 
-// kAtomicBw: perftest's ib_atomic_bw (8-byte fetch-and-add or compare-and-swap; --perftest only).
+// kAtomicBw / kAtomicLat: perftest's ib_atomic_bw / ib_atomic_lat (8-byte fetch-and-add or
+// compare-and-swap; --perftest only).
 enum class TestKind : uint8_t {
   kSendBw,
   kWriteBw,
@@ -23,14 +24,17 @@ enum class TestKind : uint8_t {
   kSendLat,
   kWriteLat,
   kReadLat,
-  kAtomicBw
+  kAtomicBw,
+  kAtomicLat
 };
 
 const char* test_name(TestKind t);                        // "send_bw", ...
 bool parse_test_name(std::string_view s, TestKind& out);  // false: unknown name
 inline bool is_latency(TestKind t) {
-  return t == TestKind::kSendLat || t == TestKind::kWriteLat || t == TestKind::kReadLat;
+  return t == TestKind::kSendLat || t == TestKind::kWriteLat || t == TestKind::kReadLat ||
+         t == TestKind::kAtomicLat;
 }
+inline bool is_atomic(TestKind t) { return t == TestKind::kAtomicBw || t == TestKind::kAtomicLat; }
 
 // Message sizes: 2 B .. 8 MiB for the -a sweep (perftest's range); -s accepts 1 B .. 1 GiB.
 inline constexpr uint64_t kSweepMinBytes = 2;

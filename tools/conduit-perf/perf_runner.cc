@@ -292,7 +292,8 @@ Roles roles_for(TestKind t, bool bidirectional, bool client) {
     case TestKind::kWriteLat:
       r.sends = r.peer_sends = true;
       break;
-    case TestKind::kReadLat:  // the client READs, the server's memory answers
+    case TestKind::kReadLat:    // the client READs, the server's memory answers
+    case TestKind::kAtomicLat:  // refused without --perftest (perf_options.cc)
       r.sends = client;
       r.peer_sends = !client;
       break;
@@ -569,7 +570,8 @@ bool Session::post_one(uint32_t qi, uint64_t seq, uint64_t size, size_t size_ind
       break;
     }
     case TestKind::kAtomicBw:
-      fail("atomic_bw runs with --perftest only");
+    case TestKind::kAtomicLat:
+      fail("the atomic tests run with --perftest only");
     case TestKind::kReadBw:
     case TestKind::kReadLat: {
       wr.opcode = CONDUIT_WR_RDMA_READ;

@@ -166,6 +166,7 @@ const char* verb_name(TestKind t) {
     case TestKind::kReadLat:
       return "RDMA_Read";
     case TestKind::kAtomicBw:
+    case TestKind::kAtomicLat:
       return "Atomic";
   }
   return "?";
@@ -459,8 +460,9 @@ bool Session::post_one_send(size_t qi, uint64_t size, uint64_t seq, bool signale
       wr.opcode = CONDUIT_WR_RDMA_READ;
       break;
     case TestKind::kAtomicBw:
-      // As ib_atomic_bw: every operation on the first word of the peer's buffer (page
-      // aligned), the old value into ours. Fetch-and-add adds 1; compare-and-swap compares
+    case TestKind::kAtomicLat:
+      // As ib_atomic_bw and ib_atomic_lat: every operation on the first word of the peer's buffer
+      // (page aligned), the old value into ours. Fetch-and-add adds 1; compare-and-swap compares
       // with 0 and stores 1.
       wr.opcode = o_.atomic_cas ? CONDUIT_WR_ATOMIC_CMP_AND_SWP : CONDUIT_WR_ATOMIC_FETCH_AND_ADD;
       sge.length = 8;
@@ -650,7 +652,7 @@ bool Session::lat_running(std::optional<DurationSample>& sample, bool start, uin
 }
 
 Session::LatOutcome Session::latency(uint64_t size) {
-  if (o_.test == TestKind::kReadLat) return read_latency(size);
+  if (o_.test == TestKind::kReadLat || o_.test == TestKind::kAtomicLat) return read_latency(size);
   const bool write = o_.test == TestKind::kWriteLat;
   const bool starter = plan_.server_starts != client_;
   volatile uint8_t* const counter_in = rx_area() + size - 1;  // write_lat: the peer's counter
@@ -751,7 +753,7 @@ Session::LatOutcome Session::read_latency(uint64_t size) {
     if (!post_one_send(0, size, k, true)) fail("the send queue is full in a ping-pong");
     while (q0.tx_outstanding > 0) {
       reap();
-      if (q0.tx_outstanding > 0) wait_completion("for a READ's completion");
+      if (q0.tx_outstanding > 0) wait_completion("for a READ's or atomic's completion");
     }
   }
   LatOutcome out;

@@ -173,6 +173,7 @@ bool perftest_plan(TestKind t, bool server, size_t sizes, PerftestPlan& out) {
       p.server_starts = false;
       break;
     case TestKind::kReadLat:
+    case TestKind::kAtomicLat:  // as ib_atomic_lat: the server's memory answers
       // Only the client has traffic (every size back to back); the server goes straight to the
       // close, whose handshake the client answers after its READs.
       p.steps.push_back(S::kBarrier);

@@ -68,7 +68,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Input in(data, size);
   HeapMemoryRegions mrs, fmrs;
   for (HeapMemoryRegions* m : {&mrs, &fmrs}) {
-    m->add(kBase, kMrBytes, kAccessLocalWrite | kAccessRemoteRead | kAccessRemoteWrite);
+    m->add(kBase, kMrBytes,
+           kAccessLocalWrite | kAccessRemoteRead | kAccessRemoteWrite | kAccessRemoteAtomic);
     m->add(kBase * 16, 4096, kAccessLocalWrite);  // no remote access
   }
   QpConfig cfg;
@@ -80,7 +81,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Qp qp(cfg, mrs);
   Qp fq(cfg, fmrs);  // the twin on the fused datapath
   QpAttr a;
-  a.access_flags = in.u8() & 7;
+  a.access_flags = in.u8() & 15;  // remote atomic too
   a.pmtu_bytes = 256u << (in.u8() % 5);
   a.dest_qpn = 0x44;
   a.rq_psn = in.u32() & wire::kPsnMask;
@@ -120,9 +121,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 0: {  // post a send WR
         SendWr wr;
         wr.wr_id = posted;
-        wr.opcode = static_cast<WrOpcode>(in.u8() % 5);
+        wr.opcode = static_cast<WrOpcode>(in.u8() % 7);  // atomics too
         wr.signaled = in.u8() & 1;
-        const uint32_t len = in.u16() % 9000;
+        uint32_t len = in.u16() % 9000;
+        if (is_atomic(wr.opcode) && (len & 1)) len = kAtomicBytes;  // mostly well-formed
+        wr.compare_add = in.u32();
+        wr.swap = in.u32();
         wr.sge[0] = Sge{kBase + (in.u16() % 1024), len, 0x100};
         wr.num_sge = 1;
         wr.remote_addr = kBase + in.u16();
@@ -161,6 +165,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         h.reth.rkey = 0x8000 + (in.u8() & 3);
         h.reth.dma_len = in.u16() * ((in.u8() & 3) + 1);
         h.imm = in.u32();
+        // AtomicETH (an unaligned VA now and then) and an atomic ACK's original value.
+        h.atomic.va = kBase + 8 * (in.u16() % 1024) + ((in.u8() & 7) == 0 ? 4 : 0);
+        h.atomic.rkey = 0x8000 + (in.u8() & 3);
+        h.atomic.swap_add = in.u32();
+        h.atomic.compare = in.u8() & 1 ? 0 : in.u32();
+        h.atomic_ack_orig = in.u32();
         size_t plen = in.u16() % 4200;
         if (in.u8() & 1) plen = a.pmtu_bytes;
         if (!as_frame) {

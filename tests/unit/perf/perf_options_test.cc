@@ -116,6 +116,12 @@ TEST_CASE("atomic_bw: 8 bytes, perftest's -A spellings, --perftest only") {
   REQUIRE(p.ok);
   CHECK_FALSE(p.o.atomic_cas);
   CHECK(std::string(test_name(TestKind::kAtomicBw)) == "atomic_bw");
+  p = parse({"atomic_lat", "h", "--perftest", "-A", "CMP_AND_SWAP"});
+  REQUIRE(p.ok);
+  CHECK(p.o.test == TestKind::kAtomicLat);
+  CHECK(is_latency(p.o.test));
+  CHECK(p.o.sizes == std::vector<uint64_t>{8});  // not the latency tests' 2
+  CHECK(p.o.atomic_cas);
 }
 
 TEST_CASE("defaults shrink with many QPs") {
@@ -178,7 +184,9 @@ TEST_CASE("bad command lines are rejected with a reason") {
       {{"atomic_bw", "--perftest", "-a"}, "8 bytes per operation"},
       {{"atomic_bw", "--perftest", "-b"}, "runs one way"},
       {{"atomic_bw", "--perftest", "-A", "SWAP"}, "is not CMP_AND_SWAP or FETCH_AND_ADD"},
-      {{"send_bw", "-A", "CMP_AND_SWAP"}, "-A (atomic type) applies to atomic_bw"},
+      {{"send_bw", "-A", "CMP_AND_SWAP"}, "-A (atomic type) applies to atomic_bw and atomic_lat"},
+      {{"atomic_lat", "-x", "198.18.0.1"}, "atomic_lat runs with --perftest"},
+      {{"atomic_lat", "--perftest", "-s", "2"}, "8 bytes per operation"},
       {{"send_bw", "-x", "host.example"}, "is not an IPv4 address or a GID"},
       {{"send_bw", "-p", "65536"}, "from 1 to 65535"},
       {{"send_bw", "--frobnicate"}, "unknown option"},
