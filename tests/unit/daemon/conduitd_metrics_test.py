@@ -121,9 +121,18 @@ def main():
         time.sleep(0.1)
     else:
         fail("conduitd did not open its socket", log)
-    with open(log) as f:
-        if f"Prometheus endpoint on http://127.0.0.1:{mport}/metrics" not in f.read():
-            fail("the log does not say where the endpoint listens", log)
+    # The control socket is bound before the start-up lines are logged, so
+    # give the log a moment (a sanitizer build is slow to get there).
+    want = f"Prometheus endpoint on http://127.0.0.1:{mport}/metrics"
+    for _ in range(100):
+        with open(log) as f:
+            if want in f.read():
+                break
+        if d.poll() is not None:
+            fail(f"conduitd exited with {d.returncode}", log)
+        time.sleep(0.1)
+    else:
+        fail("the log does not say where the endpoint listens", log)
 
     # An idle daemon: a valid page, with the build info and the port's counters.
     ctype, text = scrape(mport)
