@@ -1,40 +1,26 @@
 #include "cm/cm_message.h"
 
+#include <algorithm>
 #include <cstring>
+
+#include "cm/cm_bytes.h"
 
 namespace conduit::cm {
 namespace {
 
-uint16_t get16(const uint8_t* p) { return static_cast<uint16_t>(p[0] << 8 | p[1]); }
-uint32_t get32(const uint8_t* p) {
-  return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | p[3];
-}
-uint64_t get64(const uint8_t* p) { return uint64_t{get32(p)} << 32 | get32(p + 4); }
-void put16(uint8_t* p, uint16_t v) {
-  p[0] = static_cast<uint8_t>(v >> 8);
-  p[1] = static_cast<uint8_t>(v);
-}
-void put32(uint8_t* p, uint32_t v) {
-  put16(p, static_cast<uint16_t>(v >> 16));
-  put16(p + 2, static_cast<uint16_t>(v));
-}
-void put64(uint8_t* p, uint64_t v) {
-  put32(p, static_cast<uint32_t>(v >> 32));
-  put32(p + 4, static_cast<uint32_t>(v));
-}
+using bytes::all_zero;
+using bytes::get16;
+using bytes::get32;
+using bytes::get64;
+using bytes::put16;
+using bytes::put32;
+using bytes::put64;
 
 bool has_params(CmType t) { return t == CmType::kReq || t == CmType::kRep; }
 
 size_t body_bytes(CmType t) {
   if (has_params(t)) return kParamsBytes;
   return t == CmType::kRej ? kRejectBytes : 0;
-}
-
-bool all_zero(const uint8_t* p, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    if (p[i] != 0) return false;
-  }
-  return true;
 }
 
 }  // namespace
@@ -103,8 +89,20 @@ const char* cm_parse_error_name(CmParseError e) {
       return "bad connection id";
     case CmParseError::kBadField:
       return "field out of range";
+    case CmParseError::kBadClass:
+      return "not a CM MAD";
+    case CmParseError::kUnsupported:
+      return "CM message not supported";
   }
   return "?";
+}
+
+void cap_depths(QpParams& local, const QpParams& remote) {
+  auto cap = [](uint8_t ours, uint8_t theirs) {
+    return static_cast<uint8_t>(std::max(1, std::min<int>(ours, theirs)));
+  };
+  local.initiator_depth = cap(local.initiator_depth, remote.responder_resources);
+  local.responder_resources = cap(local.responder_resources, remote.initiator_depth);
 }
 
 CmParseError parse_cm_message(const uint8_t* data, size_t len, CmMessage& out) {

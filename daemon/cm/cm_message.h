@@ -74,8 +74,30 @@ struct QpParams {
   uint8_t timeout = 14;  // local ACK timeout exponent
   uint8_t retry_cnt = 7;
   uint8_t rnr_retry = 7;
+  // READ/atomic depths: the sender's max_rd_atomic (initiator depth) and
+  // max_dest_rd_atomic (responder resources). Carried by the IB CM only
+  // (ib_cm_mad.h); 0 in a native message: each side uses its QP's defaults.
+  uint8_t initiator_depth = 0;
+  uint8_t responder_resources = 0;
 };
 bool valid_pmtu(uint32_t bytes);
+// An IB CM connection's READ/atomic depths: our initiator depth no deeper than
+// the peer's responder resources and our responder resources no more than its
+// initiator depth (at least 1 each, so a READ is never stuck behind a zero).
+void cap_depths(QpParams& local, const QpParams& remote);
+
+// What only the IB CM dialect (ib_cm_mad.h) carries. Zero for native messages.
+struct IbCmFields {
+  uint64_t tid = 0;      // MAD transaction id: a reply echoes the request's
+  uint64_t ca_guid = 0;  // REQ/REP: the sender's local CA GUID
+  // REQ: rdma_cm's header (its private data starts with it: the TCP or IB
+  // port space). The addresses are IPv4, host byte order.
+  bool rdma_cm = false;
+  uint16_t rdma_cm_src_port = 0;
+  uint32_t src_ip = 0;    // REQ: the requester's address (cma header, or its GID)
+  uint32_t dst_ip = 0;    // REQ: the address it asked for
+  uint16_t rej_code = 0;  // REJ: the IB reason code as on the wire (Table 109)
+};
 
 struct CmMessage {
   CmType type = CmType::kReq;
@@ -88,6 +110,7 @@ struct CmMessage {
   std::array<uint8_t, kMaxPrivateBytes> private_data{};
   // REJ:
   RejectReason reason = RejectReason::kRefused;
+  IbCmFields ib;
 };
 
 enum class CmParseError : uint8_t {
@@ -96,9 +119,11 @@ enum class CmParseError : uint8_t {
   kBadMagic,
   kBadVersion,
   kBadType,
-  kBadLength,  // length field disagrees with the datagram
-  kBadConnId,  // src_conn 0 (but in a REJ), or dst_conn set in a REQ / missing elsewhere
-  kBadField,   // qpn/psn beyond 24 bits, PMTU, caps, timers, private_len, reason, reserved
+  kBadLength,    // length field disagrees with the datagram
+  kBadConnId,    // src_conn 0 (but in a REJ), or dst_conn set in a REQ / missing elsewhere
+  kBadField,     // qpn/psn beyond 24 bits, PMTU, caps, timers, private_len, reason, reserved
+  kBadClass,     // IB CM: not a MAD of the CM class, version 2, method Send
+  kUnsupported,  // IB CM: a valid MAD conduit does not act on (MRA, LAP, SIDR, UC/XRC...)
 };
 const char* cm_parse_error_name(CmParseError e);
 

@@ -7,7 +7,7 @@
 namespace conduit::cm {
 namespace {
 
-uint64_t peer_key(CmPeer p) { return uint64_t{p.ip} << 16 | p.port; }
+uint64_t peer_key(CmPeer p) { return uint64_t{p.ip} << 17 | uint64_t{p.ib} << 16 | p.port; }
 
 bool valid_params(const QpParams& q) {
   return q.qpn >= 2 && q.qpn <= 0xFFFFFF && q.psn <= 0xFFFFFF && valid_pmtu(q.pmtu_bytes) &&
@@ -43,25 +43,41 @@ int ConnectionManager::unlisten(uint64_t service, uint64_t owner) {
   return 0;
 }
 
+void ConnectionManager::emit_message(CmPeer to, const CmMessage& m, uint32_t peer_qpn) {
+  CmAction a;
+  a.kind = CmAction::Kind::kSend;
+  a.peer = to;
+  if (to.ib) {
+    IbCmBuildContext ctx;
+    ctx.local_ip = cfg_.local_ip;
+    ctx.peer_ip = to.ip;
+    ctx.ca_guid = cfg_.ca_guid;
+    ctx.peer_qpn = peer_qpn;
+    a.len = static_cast<uint16_t>(build_ib_cm_mad(m, ctx, a.bytes.data()));
+  } else {
+    a.len = static_cast<uint16_t>(build_cm_message(m, a.bytes.data()));
+  }
+  if (a.len == 0) return;  // connect() checked what could make it fail
+  ++counters_.tx_messages;
+  if (m.type == CmType::kRej) ++counters_.rejected_sent;
+  emit(a);
+}
+
 void ConnectionManager::send_reply(CmPeer to, uint32_t src, uint32_t dst, CmType type,
-                                   RejectReason reason) {
+                                   RejectReason reason, uint64_t tid, uint32_t peer_qpn) {
   CmMessage m;
   m.type = type;
   m.src_conn = src;
   m.dst_conn = dst;
   m.reason = reason;
-  CmAction a;
-  a.kind = CmAction::Kind::kSend;
-  a.peer = to;
-  a.len = static_cast<uint16_t>(build_cm_message(m, a.bytes.data()));
-  ++counters_.tx_messages;
-  if (type == CmType::kRej) ++counters_.rejected_sent;
-  emit(a);
+  m.ib.tid = tid;
+  emit_message(to, m, peer_qpn);
 }
 
 void ConnectionManager::send(const Conn& c, uint32_t local_id, CmType type, RejectReason reason) {
+  const uint64_t tid = type == CmType::kDreq ? c.dreq_tid : c.tid;
   if (type != CmType::kReq && type != CmType::kRep) {
-    send_reply(c.peer, local_id, c.remote_conn, type, reason);
+    send_reply(c.peer, local_id, c.remote_conn, type, reason, tid, c.remote.qpn);
     return;
   }
   CmMessage m;
@@ -70,14 +86,17 @@ void ConnectionManager::send(const Conn& c, uint32_t local_id, CmType type, Reje
   m.dst_conn = type == CmType::kReq ? 0 : c.remote_conn;
   m.service = c.service;
   m.params = c.local;
+  // IB CM: a REQ carries the PSN we expect (local.psn until the REP, see
+  // on_for_conn), a REP the one we expect after accept() swapped them.
+  if (c.peer.ib && type == CmType::kRep) m.params.psn = c.remote.psn;
   m.private_len = c.private_len;
   m.private_data = c.private_data;
-  CmAction a;
-  a.kind = CmAction::Kind::kSend;
-  a.peer = c.peer;
-  a.len = static_cast<uint16_t>(build_cm_message(m, a.bytes.data()));
-  ++counters_.tx_messages;
-  emit(a);
+  m.ib.tid = tid;
+  if (c.peer.ib && type == CmType::kReq && c.service <= 0xFFFF) {
+    m.ib.rdma_cm = true;
+    m.ib.rdma_cm_src_port = static_cast<uint16_t>(0x8000 | (local_id & 0x7FFF));
+  }
+  emit_message(c.peer, m, c.remote.qpn);
 }
 
 CmAction ConnectionManager::event(CmAction::Kind kind, uint32_t id, const Conn& c) const {
@@ -124,9 +143,12 @@ int64_t ConnectionManager::connect(uint64_t now_ns, uint64_t owner, CmPeer peer,
       (private_len > 0 && private_data == nullptr)) {
     return -EINVAL;
   }
+  // An rdma_cm REQ leaves the application 56 bytes after its header.
+  if (peer.ib && service <= 0xFFFF && private_len > kRdmaCmReqPrivateBytes) return -EINVAL;
   if (conns_.size() >= cfg_.max_connections) return -ENOSPC;
   const uint32_t id = allocate_id();
   Conn& c = conns_[id];
+  c.tid = peer.ib ? new_tid(id) : 0;
   c.state = State::kReqSent;
   c.active = true;
   c.owner = owner;
@@ -153,6 +175,13 @@ int ConnectionManager::accept(uint64_t now_ns, uint64_t owner, uint32_t conn, co
   }
   Conn& c = it->second;
   c.local = local;
+  if (c.peer.ib) {
+    // The IB CM's PSNs name the traffic towards the message's sender (as the
+    // Linux ib_cm reads them): the REQ's is where we start sending, and the
+    // REP tells the requester where to start (local.psn, which we expect).
+    c.local.psn = c.remote.psn;
+    c.remote.psn = local.psn;
+  }
   c.private_len = static_cast<uint8_t>(private_len);
   if (private_len > 0) std::memcpy(c.private_data.data(), private_data, private_len);
   c.state = State::kRepSent;
@@ -184,6 +213,7 @@ int ConnectionManager::disconnect(uint64_t now_ns, uint64_t owner, uint32_t conn
   switch (c.state) {
     case State::kEstablished:
       c.state = State::kDreqSent;
+      c.dreq_tid = c.peer.ib ? new_tid(conn) : 0;
       c.retries = 0;
       c.deadline_ns = now_ns + cfg_.retry_timeout_ns;
       send(c, conn, CmType::kDreq);
@@ -203,6 +233,14 @@ int ConnectionManager::disconnect(uint64_t now_ns, uint64_t owner, uint32_t conn
   if (!c.active) by_remote_.erase({peer_key(c.peer), c.remote_conn});
   conns_.erase(it);
   return 0;
+}
+
+bool ConnectionManager::params(uint32_t conn, QpParams& local, QpParams& remote) const {
+  auto it = conns_.find(conn);
+  if (it == conns_.end()) return false;
+  local = it->second.local;
+  remote = it->second.remote;
+  return true;
 }
 
 void ConnectionManager::on_qp_traffic(uint32_t conn) {
@@ -226,7 +264,12 @@ void ConnectionManager::forget_owner(uint64_t now_ns, uint64_t owner) {
 
 void ConnectionManager::on_message(uint64_t now_ns, CmPeer from, const uint8_t* data, size_t len) {
   CmMessage m;
-  if (parse_cm_message(data, len, m) != CmParseError::kOk) {
+  const CmParseError e = from.ib ? parse_ib_cm_mad(data, len, m) : parse_cm_message(data, len, m);
+  if (e == CmParseError::kUnsupported) {
+    ++counters_.rx_unsupported;
+    return;
+  }
+  if (e != CmParseError::kOk) {
     ++counters_.rx_malformed;
     return;
   }
@@ -252,11 +295,11 @@ void ConnectionManager::on_req(uint64_t now_ns, CmPeer from, const CmMessage& m)
   }
   auto l = listeners_.find(m.service);
   if (l == listeners_.end()) {
-    send_reply(from, 0, m.src_conn, CmType::kRej, RejectReason::kNoListener);
+    send_reply(from, 0, m.src_conn, CmType::kRej, RejectReason::kNoListener, m.ib.tid);
     return;
   }
   if (conns_.size() >= cfg_.max_connections) {
-    send_reply(from, 0, m.src_conn, CmType::kRej, RejectReason::kQuota);
+    send_reply(from, 0, m.src_conn, CmType::kRej, RejectReason::kQuota, m.ib.tid);
     return;
   }
   const uint32_t id = allocate_id();
@@ -268,6 +311,7 @@ void ConnectionManager::on_req(uint64_t now_ns, CmPeer from, const CmMessage& m)
   c.remote_conn = m.src_conn;
   c.service = m.service;
   c.remote = m.params;
+  c.tid = m.ib.tid;
   c.remote_private_len = m.private_len;
   c.remote_private_data = m.private_data;
   // The owner gets as long as the requester keeps resending; then the request
@@ -286,7 +330,7 @@ void ConnectionManager::on_for_conn(uint64_t now_ns, CmPeer from, const CmMessag
       (it->second.remote_conn != 0 && it->second.remote_conn != m.src_conn)) {
     if (m.type == CmType::kDreq) {
       // Already gone here (our DREP was lost): answer again so the peer stops.
-      send_reply(from, m.dst_conn, m.src_conn, CmType::kDrep);
+      send_reply(from, m.dst_conn, m.src_conn, CmType::kDrep, {}, m.ib.tid);
       return;
     }
     ++counters_.rx_unknown_conn;
@@ -296,9 +340,17 @@ void ConnectionManager::on_for_conn(uint64_t now_ns, CmPeer from, const CmMessag
   Conn& c = it->second;
   switch (m.type) {
     case CmType::kRep:
-      if (c.state == State::kReqSent && m.service == c.service) {
+      // An IB REP names no service and no PMTU: the REQ's offer stands.
+      if (c.state == State::kReqSent && (from.ib || m.service == c.service)) {
         c.remote_conn = m.src_conn;
         c.remote = m.params;
+        if (from.ib) {
+          c.remote.pmtu_bytes = c.local.pmtu_bytes;
+          cap_depths(c.local, c.remote);
+          // Our REQ asked the peer to start at local.psn; its REP says where we start.
+          c.remote.psn = c.local.psn;
+          c.local.psn = m.params.psn;
+        }
         c.remote_private_len = m.private_len;
         c.remote_private_data = m.private_data;
         send(c, id, CmType::kRtu);
@@ -325,7 +377,7 @@ void ConnectionManager::on_for_conn(uint64_t now_ns, CmPeer from, const CmMessag
       return;
     case CmType::kDreq:
       // To the DREQ's sender id: an active side still in kReqSent has no remote id yet.
-      send_reply(from, id, m.src_conn, CmType::kDrep);
+      send_reply(from, id, m.src_conn, CmType::kDrep, {}, m.ib.tid);
       if (c.state == State::kEstablished || c.state == State::kDreqSent ||
           c.state == State::kRepSent) {
         if (c.report) emit(event(CmAction::Kind::kDisconnected, id, c));

@@ -17,6 +17,14 @@
 // repeated REP, a DREP for any DREQ) and never create a second connection.
 // PMTU is the smaller of the two offers, capabilities the common ones.
 //
+// Two dialects, by peer: conduit's native messages over UDP between daemons
+// (cm_message.h), and the IB CM's MADs (ib_cm_mad.h) for verbs peers (the
+// Linux ib_cm/rdma_cm over RoCE v2). A connection speaks its peer's dialect;
+// the state machine is the same. Over the IB CM: READ/atomic depths are
+// negotiated (cap_depths), selective repeat is never offered, an rdma_cm REQ
+// reaches the listener of its port number, and connect() to a service up to
+// 0xFFFF sends an rdma_cm REQ for that port.
+//
 // Pure: time is passed in, nothing is sent here. Messages to send and events
 // for the owners (a control-plane client id, opaque here) come out of
 // poll_actions(). Thread role: one thread (the engine's).
@@ -32,13 +40,16 @@
 #include <vector>
 
 #include "cm/cm_message.h"
+#include "cm/ib_cm_mad.h"
 
 namespace conduit::cm {
 
-// A peer daemon: IPv4 address and UDP port, host byte order.
+// A peer: IPv4 address and UDP port (host byte order) of a daemon speaking
+// the native messages, or (ib) an IB CM peer's address: its GSI, QP 1, port 0.
 struct CmPeer {
   uint32_t ip = 0;
   uint16_t port = 0;
+  bool ib = false;
   bool operator==(const CmPeer&) const = default;
 };
 
@@ -48,12 +59,16 @@ struct CmConfig {
   uint32_t max_connections = 4096;          // in any state; a REQ beyond it gets REJ(quota)
   uint32_t max_listeners = 1024;
   uint32_t first_conn_id = 1;  // seed: a restarted daemon should not reuse ids
+  // For IB CM messages: our address (GIDs, rdma_cm header) and CA GUID.
+  uint32_t local_ip = 0;
+  uint64_t ca_guid = 0;
 };
 
 // One thing for the caller to do.
 struct CmAction {
   enum class Kind : uint8_t {
-    kSend,          // send bytes[0..len) to peer (UDP, our cm port -> peer.port)
+    kSend,          // send bytes[0..len) to peer: native, UDP from our cm port to
+                    // peer.port; peer.ib, a MAD for the peer's GSI (QP 1)
     kRequest,       // a REQ for owner's listener: call accept() or reject() on conn
     kEstablished,   // conn is up: move the QP to RTR/RTS with `remote` and `pmtu_bytes`/`caps`
     kRejected,      // conn failed before it was established; `reason` says why
@@ -71,13 +86,14 @@ struct CmAction {
   RejectReason reason = RejectReason::kRefused;
   uint8_t private_len = 0;  // kRequest, kEstablished: the peer's private data
   std::array<uint8_t, kMaxPrivateBytes> private_data{};
-  uint16_t len = 0;  // kSend
-  std::array<uint8_t, kMaxMessageBytes> bytes{};
+  uint16_t len = 0;                        // kSend
+  std::array<uint8_t, kMadBytes> bytes{};  // the larger of the two dialects
 };
 
 struct CmCounters {
   uint64_t rx_messages = 0;
-  uint64_t rx_malformed = 0;     // parse_cm_message refused it
+  uint64_t rx_malformed = 0;     // parse_cm_message / parse_ib_cm_mad refused it
+  uint64_t rx_unsupported = 0;   // a valid IB CM MAD conduit does not act on (MRA, LAP...)
   uint64_t rx_unknown_conn = 0;  // dst_conn not ours, or from another peer
   uint64_t rx_unexpected = 0;    // valid but not in this state (ignored)
   uint64_t tx_messages = 0;
@@ -110,13 +126,16 @@ class ConnectionManager {
   // Ends a connection in any state (an unanswered REQ is abandoned, an
   // established one sends DREQ). 0 or -ENOENT.
   int disconnect(uint64_t now_ns, uint64_t owner, uint32_t conn);
+  // The QP parameters a connection agreed on so far (after accept(): what the
+  // QP moves to RTR with; the IB CM's PSN convention applied). false: no such conn.
+  bool params(uint32_t conn, QpParams& local, QpParams& remote) const;
   // The QP of a passive connection received the peer's traffic: as good as an RTU.
   void on_qp_traffic(uint32_t conn);
   // Everything of owner (a client that went away): listeners removed,
   // connections disconnected (DREQ sent where established), nothing reported back.
   void forget_owner(uint64_t now_ns, uint64_t owner);
 
-  // A datagram from peer on the CM port.
+  // A datagram from peer on the CM port (native), or a MAD from its GSI (peer.ib).
   void on_message(uint64_t now_ns, CmPeer from, const uint8_t* data, size_t len);
   void on_timer(uint64_t now_ns);
   // When on_timer() next has work; UINT64_MAX when none.
@@ -152,11 +171,16 @@ class ConnectionManager {
     std::array<uint8_t, kMaxPrivateBytes> remote_private_data{};
     uint64_t deadline_ns = UINT64_MAX;
     uint32_t retries = 0;
+    uint64_t tid = 0;       // IB CM: the REQ's transaction id (REP, REJ and RTU echo it)
+    uint64_t dreq_tid = 0;  // IB CM: our DREQ's
   };
 
   uint32_t allocate_id();
   void send(const Conn& c, uint32_t local_id, CmType type, RejectReason reason = {});
-  void send_reply(CmPeer to, uint32_t src, uint32_t dst, CmType type, RejectReason reason = {});
+  void send_reply(CmPeer to, uint32_t src, uint32_t dst, CmType type, RejectReason reason = {},
+                  uint64_t tid = 0, uint32_t peer_qpn = 0);
+  void emit_message(CmPeer to, const CmMessage& m, uint32_t peer_qpn);
+  uint64_t new_tid(uint32_t id) { return uint64_t{++tid_seq_} << 32 | id; }
   void emit(const CmAction& a) { actions_.push_back(a); }
   CmAction event(CmAction::Kind kind, uint32_t id, const Conn& c) const;
   void establish(uint32_t id, Conn& c);
@@ -175,6 +199,7 @@ class ConnectionManager {
   size_t actions_head_ = 0;
   std::vector<uint32_t> scratch_ids_;  // on_timer / forget_owner: reused, not reallocated
   CmCounters counters_;
+  uint32_t tid_seq_ = 0;
 };
 
 }  // namespace conduit::cm

@@ -18,6 +18,7 @@
 #include "engine/idle_spin.h"
 #include "net/rx_drop.h"
 #include "policy/policy.h"
+#include "wire/gsi.h"
 #include "wire/psn.h"
 
 namespace conduit::engine {
@@ -215,6 +216,12 @@ Engine::Engine(const EngineConfig& config, dpdk::Port& port, control::EngineChan
         // a peer's old connection with a reused id.
         cm::CmConfig c = config.cm;
         c.first_conn_id = static_cast<uint32_t>(rte_get_tsc_cycles() >> 8) | 1u;
+        // For the IB CM: our address, and a CA GUID from the MAC (EUI-64, as
+        // a RoCE NIC's node GUID is).
+        c.local_ip = config.net.addr.value;
+        const auto& m = config.net.mac.bytes;
+        c.ca_guid = uint64_t{m[0] ^ 0x02u} << 56 | uint64_t{m[1]} << 48 | uint64_t{m[2]} << 40 |
+                    uint64_t{0xFFFE} << 24 | uint64_t{m[3]} << 16 | uint64_t{m[4]} << 8 | m[5];
         return c;
       }()),
       psn_seed_(rte_get_tsc_cycles() | 1u) {
@@ -794,6 +801,10 @@ void Engine::fill_snapshot(control::CounterSnapshot& out) const {
   out.add("cm.local_datagrams", c.cm_local_datagrams);
   out.add("cm.tx_no_route", c.cm_tx_no_route);
   out.add("cm.events_no_qp", c.cm_events_no_qp);
+  out.add("cm.gsi_rx", c.cm_gsi_rx);
+  out.add("cm.gsi_rx_dropped", c.cm_gsi_rx_dropped);
+  out.add("cm.gsi_tx", c.cm_gsi_tx);
+  out.add("cm.rx_unsupported", k.rx_unsupported);
   out.add("cm.rx_messages", k.rx_messages);
   out.add("cm.rx_malformed", k.rx_malformed);
   out.add("cm.rx_unknown_conn", k.rx_unknown_conn);
@@ -1000,7 +1011,12 @@ void Engine::rx_roce(const net::UdpDatagram& udp, std::span<const uint8_t> frame
   // The QP decides the PMTU the parser enforces: peek at the BTH's DestQP.
   QpCtx* q = nullptr;
   if (payload.size() >= wire::kBthBytes) {
-    q = find_qp(uint32_t{payload[5]} << 16 | uint32_t{payload[6]} << 8 | payload[7]);
+    const uint32_t dest_qp = uint32_t{payload[5]} << 16 | uint32_t{payload[6]} << 8 | payload[7];
+    if (dest_qp == wire::kGsiQpn && local_sender == nullptr) {
+      gsi_rx(udp, frame, now_ns);  // a verbs peer's connection manager
+      return;
+    }
+    q = find_qp(dest_qp);
   }
   if (q == nullptr) {
     ++counters_.rx_unknown_qp;

@@ -190,6 +190,9 @@ struct EngineCounters {
   uint64_t cm_local_datagrams = 0;  // to a client of this same daemon
   uint64_t cm_tx_no_route = 0;      // peer off-link without a gateway, or ARP gave up
   uint64_t cm_events_no_qp = 0;     // an outcome for a connection whose QP is gone
+  uint64_t cm_gsi_rx = 0;           // IB CM MADs in (UD to QP 1)
+  uint64_t cm_gsi_rx_dropped = 0;   // UD to QP 1 that was not a valid GSI packet
+  uint64_t cm_gsi_tx = 0;           // IB CM MADs out
 };
 
 class Engine {
@@ -247,6 +250,8 @@ class Engine {
   // Connection manager (engine_cm.cc).
   int cm_command(const control::EngineCommand& cmd, uint64_t now_ns, uint32_t* conn_out);
   void cm_rx(const net::UdpDatagram& udp, std::span<const uint8_t> frame, uint64_t now_ns);
+  void gsi_rx(const net::UdpDatagram& udp, std::span<const uint8_t> frame, uint64_t now_ns);
+  rte_mbuf* cm_frame(const cm::CmAction& a, net::Ipv4Addr peer);
   // Runs the CM's timers when due and carries out its actions; true if any.
   bool cm_poll(uint64_t now_ns);
   void cm_send(const cm::CmAction& a, uint64_t now_ns);
@@ -358,6 +363,7 @@ class Engine {
   EngineCounters counters_;
 
   cm::ConnectionManager cm_;
+  uint32_t gsi_psn_ = 0;  // PSNs of the GSI packets we send (UD: nobody checks them)
   uint64_t cm_deadline_ns_ = UINT64_MAX;  // cm_.next_deadline_ns(), refreshed after each change
   std::unordered_map<uint32_t, uint32_t> cm_conn_qpn_;      // connection -> QPN
   std::unordered_map<uint32_t, cm::CmAction> cm_requests_;  // kRequest not yet answered

@@ -5,11 +5,13 @@
 // and reported to the clients as kCmEvent.
 #include <rte_mbuf.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include "engine/engine.h"
 #include "engine/engine_contexts.h"
+#include "wire/gsi.h"
 
 namespace conduit::engine {
 namespace {
@@ -25,8 +27,9 @@ static_assert(proto::kMaxCmPrivateBytes == cm::kMaxPrivateBytes);
 
 constexpr size_t kCmBurst = 8;
 
-uint32_t flags_from_caps(uint16_t caps) {
-  return (caps & cm::kCapSelectiveRepeat) != 0 ? proto::kCmFlagSelectiveRepeat : 0;
+uint32_t flags_from_caps(uint16_t caps, bool ib) {
+  return ((caps & cm::kCapSelectiveRepeat) != 0 ? proto::kCmFlagSelectiveRepeat : 0) |
+         (ib ? proto::kCmFlagRdmaCm : 0);
 }
 
 }  // namespace
@@ -44,12 +47,17 @@ cm::QpParams Engine::cm_local_params(const QpCtx& q, const control::CmArgs& args
   const transport::QpAttr& defaults = q.qp->config().reset_attr;
   p.pmtu_bytes =
       static_cast<uint16_t>(args.pmtu_bytes != 0 ? args.pmtu_bytes : defaults.pmtu_bytes);
+  // The IB CM has no way to offer selective repeat: go-back-N, as a verbs peer does.
   const bool sr =
-      (args.flags & proto::kCmFlagSelectiveRepeat) != 0 || config_.offer_selective_repeat;
+      ((args.flags & proto::kCmFlagSelectiveRepeat) != 0 || config_.offer_selective_repeat) &&
+      (args.flags & proto::kCmFlagRdmaCm) == 0;
   p.caps = sr ? cm::kCapSelectiveRepeat : 0;
   p.timeout = defaults.timeout;
   p.retry_cnt = defaults.retry_cnt;
   p.rnr_retry = defaults.rnr_retry;
+  p.initiator_depth = static_cast<uint8_t>(std::min<uint32_t>(defaults.max_rd_atomic, 255));
+  p.responder_resources =
+      static_cast<uint8_t>(std::min<uint32_t>(defaults.max_dest_rd_atomic, 255));
   return p;
 }
 
@@ -75,14 +83,17 @@ int Engine::cm_command(const control::EngineCommand& cmd, uint64_t now_ns, uint3
           (a.pmtu_bytes != 0 && !cm::valid_pmtu(a.pmtu_bytes))) {
         return -EINVAL;
       }
-      const cm::QpParams local = cm_local_params(*q, a);
+      cm::QpParams local = cm_local_params(*q, a);
       q->cm_access = a.access;
       if (cmd.op == control::EngineOp::kCmConnect) {
         net::Ipv4Addr peer{a.peer_ip};
         if (peer.is_loopback()) peer = net_.config().addr;
         if (peer != net_.config().addr && !net_.next_hop(peer)) return -ENETUNREACH;
-        const int64_t id = cm_.connect(now_ns, owner, cm::CmPeer{peer.value, config_.cm_udp_port},
-                                       a.service, local, a.private_data, a.private_len);
+        // rdma_cm's peers: the IB CM, on the peer's GSI; conduitd's: the native messages.
+        const bool ib = (a.flags & proto::kCmFlagRdmaCm) != 0;
+        const cm::CmPeer to{peer.value, ib ? uint16_t{0} : config_.cm_udp_port, ib};
+        const int64_t id =
+            cm_.connect(now_ns, owner, to, a.service, local, a.private_data, a.private_len);
         if (id < 0) return static_cast<int>(id);
         q->cm_conn = static_cast<uint32_t>(id);
         q->cm_local = local;
@@ -101,17 +112,24 @@ int Engine::cm_command(const control::EngineCommand& cmd, uint64_t now_ns, uint3
       auto req = cm_requests_.find(a.conn);
       if (req == cm_requests_.end() || req->second.owner != owner) return -ENOENT;
       const cm::CmAction request = req->second;
+      if (request.peer.ib) {
+        // A verbs peer: its READ depths bound ours, and it runs go-back-N.
+        cm::cap_depths(local, request.remote);
+        local.caps = 0;
+      }
       rc = cm_.accept(now_ns, owner, a.conn, local, a.private_data, a.private_len);
       if (rc < 0) break;
       cm_requests_.erase(req);
+      cm::QpParams remote = request.remote;
+      cm_.params(a.conn, local, remote);  // the IB CM's PSNs, as accept() settled them
       q->cm_conn = a.conn;
       q->cm_local = local;
-      q->cm_remote = request.remote;
+      q->cm_remote = remote;
       cm_conn_qpn_[a.conn] = q->qpn;
       // RTR before the REP leaves: the peer may send as soon as it has it.
-      const uint16_t pmtu = std::min(local.pmtu_bytes, request.remote.pmtu_bytes);
-      const uint16_t caps = static_cast<uint16_t>(local.caps & request.remote.caps);
-      rc = cm_move_qp(*q, local, request.remote, pmtu, caps, false, now_ns);
+      const uint16_t pmtu = std::min(local.pmtu_bytes, remote.pmtu_bytes);
+      const uint16_t caps = static_cast<uint16_t>(local.caps & remote.caps);
+      rc = cm_move_qp(*q, local, remote, pmtu, caps, false, now_ns);
       if (rc == 0) rc = set_peer(*q, net::Ipv4Addr{request.peer.ip}, now_ns);
       if (rc < 0) {
         cm_.disconnect(now_ns, owner, a.conn);
@@ -179,6 +197,7 @@ int Engine::cm_move_qp(QpCtx& q, const cm::QpParams& local, const cm::QpParams& 
     a.pmtu_bytes = pmtu_bytes;
     a.dest_qpn = remote.qpn;
     a.rq_psn = remote.psn;
+    if (local.responder_resources != 0) a.max_dest_rd_atomic = local.responder_resources;
     // Selective repeat only when both ends offered it.
     a.selective_repeat = (caps & cm::kCapSelectiveRepeat) != 0;
     if (q.qp->modify(a, transport::kAttrState | transport::kAttrAccessFlags |
@@ -193,6 +212,7 @@ int Engine::cm_move_qp(QpCtx& q, const cm::QpParams& local, const cm::QpParams& 
     a = defaults;
     a.state = transport::QpState::kRts;
     a.sq_psn = local.psn;
+    if (local.initiator_depth != 0) a.max_rd_atomic = local.initiator_depth;
     a.timeout = local.timeout;
     a.retry_cnt = local.retry_cnt;
     a.rnr_retry = local.rnr_retry;
@@ -212,6 +232,19 @@ void Engine::cm_rx(const net::UdpDatagram& udp, std::span<const uint8_t> frame, 
   const auto payload = frame.subspan(udp.payload_offset, udp.payload_len);
   cm_.on_message(now_ns, cm::CmPeer{udp.src_ip.value, udp.src_port}, payload.data(),
                  payload.size());
+}
+
+void Engine::gsi_rx(const net::UdpDatagram& udp, std::span<const uint8_t> frame, uint64_t now_ns) {
+  const auto ip_udp = frame.subspan(udp.ip_offset, net::NetStack::kIpv4UdpHeaderBytes);
+  const auto payload = frame.subspan(udp.payload_offset, udp.payload_len);
+  std::span<const uint8_t> mad;
+  uint32_t src_qp = 0;
+  if (wire::parse_gsi(ip_udp, payload, mad, src_qp) != wire::GsiDrop::kNone) {
+    ++counters_.cm_gsi_rx_dropped;
+    return;
+  }
+  ++counters_.cm_gsi_rx;
+  cm_.on_message(now_ns, cm::CmPeer{udp.src_ip.value, 0, true}, mad.data(), mad.size());
 }
 
 bool Engine::cm_poll(uint64_t now_ns) {
@@ -234,7 +267,7 @@ bool Engine::cm_poll(uint64_t now_ns) {
           info.service = a.service;
           info.remote_qpn = a.remote.qpn;
           info.pmtu_bytes = a.remote.pmtu_bytes;
-          info.flags = flags_from_caps(a.remote.caps);
+          info.flags = flags_from_caps(a.remote.caps, a.peer.ib);
           info.private_len = a.private_len;
           std::memcpy(info.private_data, a.private_data.data(), a.private_len);
           cm_post(static_cast<uint32_t>(a.owner), info);
@@ -254,12 +287,49 @@ bool Engine::cm_poll(uint64_t now_ns) {
   return true;
 }
 
+// The frame for one CM message, its destination MAC left for the neighbour
+// table: a UDP datagram to the peer daemon's CM port, or (IB CM) a GSI packet
+// to the peer's QP 1 on the RoCE port. nullptr when out of mbufs or room.
+rte_mbuf* Engine::cm_frame(const cm::CmAction& a, net::Ipv4Addr peer) {
+  rte_mbuf* m = port_.alloc_mbuf();
+  if (m == nullptr) {
+    ++counters_.tx_no_mbuf;  // the CM resends
+    return nullptr;
+  }
+  std::span<uint8_t> room(rte_pktmbuf_mtod(m, uint8_t*), rte_pktmbuf_tailroom(m));
+  const uint8_t tos = static_cast<uint8_t>(config_.classes[0].dscp << 2);
+  const bool ib = a.peer.ib;
+  const size_t body = ib ? wire::kGsiPacketBytes + 4 : a.len;
+  const size_t hdr =
+      ib ? net_.write_udp_headers(room, net::MacAddr{}, peer,
+                                  wire::udp_sport_for_qp(wire::kGsiQpn, wire::kGsiQpn),
+                                  config_.roce_udp_port, tos, body)
+         : net_.write_udp_headers(room, net::MacAddr{}, peer, config_.cm_udp_port, a.peer.port, tos,
+                                  body);
+  if (hdr == 0 || hdr + body > room.size() || (ib && a.len != wire::kGsiMadBytes)) {
+    ++counters_.tx_build_errors;
+    rte_pktmbuf_free(m);
+    return nullptr;
+  }
+  if (ib) {
+    wire::write_gsi_packet(room.data() + hdr, gsi_psn_++, a.bytes.data());
+    wire::finish_gsi_icrc(room.data() + net_.l2_header_len());
+    ++counters_.cm_gsi_tx;
+  } else {
+    std::memcpy(room.data() + hdr, a.bytes.data(), a.len);
+    ++counters_.cm_tx_datagrams;
+  }
+  m->data_len = m->pkt_len = static_cast<uint32_t>(hdr + body);
+  return m;
+}
+
 void Engine::cm_send(const cm::CmAction& a, uint64_t now_ns) {
   const net::Ipv4Addr peer{a.peer.ip};
   if (peer == net_.config().addr) {
     // A client of this daemon on the other end: no port, no ARP.
     ++counters_.cm_local_datagrams;
-    cm_.on_message(now_ns, cm::CmPeer{peer.value, config_.cm_udp_port}, a.bytes.data(), a.len);
+    const cm::CmPeer self{peer.value, a.peer.ib ? uint16_t{0} : config_.cm_udp_port, a.peer.ib};
+    cm_.on_message(now_ns, self, a.bytes.data(), a.len);
     return;
   }
   const auto hop = net_.next_hop(peer);
@@ -267,27 +337,12 @@ void Engine::cm_send(const cm::CmAction& a, uint64_t now_ns) {
     ++counters_.cm_tx_no_route;
     return;
   }
-  rte_mbuf* m = port_.alloc_mbuf();
-  if (m == nullptr) {
-    ++counters_.tx_no_mbuf;  // the CM resends
-    return;
-  }
-  std::span<uint8_t> room(rte_pktmbuf_mtod(m, uint8_t*), rte_pktmbuf_tailroom(m));
-  // The destination MAC is written once the next hop is resolved.
-  const size_t hdr = net_.write_udp_headers(room, net::MacAddr{}, peer, config_.cm_udp_port,
-                                            a.peer.port, config_.classes[0].dscp << 2, a.len);
-  if (hdr == 0 || hdr + a.len > room.size()) {
-    ++counters_.tx_build_errors;
-    rte_pktmbuf_free(m);
-    return;
-  }
-  std::memcpy(room.data() + hdr, a.bytes.data(), a.len);
-  m->data_len = m->pkt_len = static_cast<uint32_t>(hdr + a.len);
-  ++counters_.cm_tx_datagrams;
+  rte_mbuf* m = cm_frame(a, peer);
+  if (m == nullptr) return;
   const auto r = net_.resolve(*hop, now_ns, reinterpret_cast<net::FrameHandle>(m));
   switch (r.status) {
     case net::NeighbourTable::Resolve::kResolved:
-      std::memcpy(room.data(), r.mac.bytes.data(), 6);
+      std::memcpy(rte_pktmbuf_mtod(m, uint8_t*), r.mac.bytes.data(), 6);
       transmit_now(m);
       break;
     case net::NeighbourTable::Resolve::kQueued:
@@ -329,7 +384,7 @@ void Engine::cm_on_established(const cm::CmAction& a, uint64_t now_ns) {
   info.kind = proto::CmEventKind::kEstablished;
   info.remote_qpn = a.remote.qpn;
   info.pmtu_bytes = a.pmtu_bytes;
-  info.flags = flags_from_caps(a.caps);
+  info.flags = flags_from_caps(a.caps, a.peer.ib);
   info.sq_psn = a.local.psn;
   info.rq_psn = a.remote.psn;
   info.access = q->cm_access;

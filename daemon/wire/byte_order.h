@@ -34,6 +34,15 @@ inline void put_be64(uint8_t* p, uint64_t v) { put_be(p, v); }
 inline uint16_t get_be16(const uint8_t* p) { return get_be<uint16_t>(p); }
 inline uint32_t get_be32(const uint8_t* p) { return get_be<uint32_t>(p); }
 inline uint64_t get_be64(const uint8_t* p) { return get_be<uint64_t>(p); }
+// 24-bit fields (QPNs, PSNs).
+inline void put_be24(uint8_t* p, uint32_t v) {
+  p[0] = static_cast<uint8_t>(v >> 16);
+  p[1] = static_cast<uint8_t>(v >> 8);
+  p[2] = static_cast<uint8_t>(v);
+}
+inline uint32_t get_be24(const uint8_t* p) {
+  return uint32_t{p[0]} << 16 | uint32_t{p[1]} << 8 | p[2];
+}
 
 namespace detail {
 struct Word16 {

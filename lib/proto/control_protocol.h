@@ -240,7 +240,9 @@ inline std::string ipv4_text(uint32_t ip) {
          std::to_string((ip >> 8) & 0xFF) + "." + std::to_string(ip & 0xFF);
 }
 inline constexpr uint32_t kCmFlagSelectiveRepeat = 1u << 0;  // offer selective repeat
-inline constexpr uint32_t kCmFlagsAll = kCmFlagSelectiveRepeat;
+// Connect with the IB CM (an rdma_cm peer); on a request or connection: it came that way.
+inline constexpr uint32_t kCmFlagRdmaCm = 1u << 1;
+inline constexpr uint32_t kCmFlagsAll = kCmFlagSelectiveRepeat | kCmFlagRdmaCm;
 
 // The QP parameters a client offers when it connects or accepts.
 struct CmQpOffer {

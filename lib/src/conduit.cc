@@ -42,6 +42,12 @@ using conduit::proto::UniqueFd;
 namespace proto = conduit::proto;
 namespace shm = conduit::shm;
 
+static_assert(CONDUIT_CM_SELECTIVE_REPEAT == proto::kCmFlagSelectiveRepeat &&
+              CONDUIT_CM_RDMA_CM == proto::kCmFlagRdmaCm);
+uint32_t cm_flags(uint32_t proto_flags) {
+  return proto_flags & (CONDUIT_CM_SELECTIVE_REPEAT | CONDUIT_CM_RDMA_CM);
+}
+
 // How long a control call waits for conduitd before giving up.
 constexpr int kReplyTimeoutS = 10;
 constexpr uint64_t kMrAlign = 4096;
@@ -958,8 +964,13 @@ int make_offer(const conduit_qp* qp, const conduit_cm_param* param, proto::CmQpO
     return set_error(-EINVAL, "private_len is set but private_data is NULL");
   }
   if (param->mtu > CONDUIT_MTU_4096) return set_error(-EINVAL, "mtu must be a conduit_mtu value");
-  if ((param->flags & ~CONDUIT_CM_SELECTIVE_REPEAT) != 0) {
+  if ((param->flags & ~(CONDUIT_CM_SELECTIVE_REPEAT | CONDUIT_CM_RDMA_CM)) != 0) {
     return set_error(-EINVAL, "unknown conduit_cm_param flags");
+  }
+  if ((param->flags & CONDUIT_CM_RDMA_CM) != 0 && param->private_len > CONDUIT_CM_RDMA_CM_PRIVATE) {
+    return set_error(-EINVAL, "an rdma_cm request carries at most " +
+                                  std::to_string(CONDUIT_CM_RDMA_CM_PRIVATE) +
+                                  " bytes of private data");
   }
   o.access = param->access;
   o.path_mtu = static_cast<uint8_t>(param->mtu);
@@ -1004,7 +1015,7 @@ int await_established(conduit_qp* qp, uint32_t conn, int timeout_ms, const std::
     out->peer_ipv4 = ev.peer_ip;
     out->remote_qpn = ev.remote_qpn;
     out->mtu_bytes = ev.pmtu_bytes;
-    out->flags = (ev.flags & proto::kCmFlagSelectiveRepeat) ? CONDUIT_CM_SELECTIVE_REPEAT : 0;
+    out->flags = cm_flags(ev.flags);
     out->private_len = static_cast<uint32_t>(ev.private_data.size());
     std::copy(ev.private_data.begin(), ev.private_data.end(), out->private_data);
   }
@@ -1060,7 +1071,7 @@ int conduit_get_request(conduit_context* ctx, int timeout_ms, conduit_cm_request
   out->peer_ipv4 = ev.peer_ip;
   out->peer_qpn = ev.remote_qpn;
   out->peer_mtu_bytes = ev.pmtu_bytes;
-  out->peer_flags = (ev.flags & proto::kCmFlagSelectiveRepeat) ? CONDUIT_CM_SELECTIVE_REPEAT : 0;
+  out->peer_flags = cm_flags(ev.flags);
   out->private_len = static_cast<uint32_t>(ev.private_data.size());
   std::copy(ev.private_data.begin(), ev.private_data.end(), out->private_data);
   return 0;

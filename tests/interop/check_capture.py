@@ -3,7 +3,8 @@
 Usage: check_capture.py PCAP CONDUIT_IP PEER_IP [--need-opcodes N,N,...] [--want-retransmit]
 
 - tshark decodes every UDP 4791 frame as RRoCE (InfiniBand BTH) and reports its opcode;
-- every opcode is one this exchange may carry (RC SEND/WRITE/READ/ACK/atomics);
+- every opcode is one this exchange may carry (RC SEND/WRITE/READ/ACK/atomics, and UD
+  SEND_ONLY to QP 1: the IB CM);
 - both directions carry RoCE frames; every opcode in --need-opcodes (decimal) appears;
 - atomics ran once each: resent requests get the same original value, and fetch-and-adds
   on one word step by the addend in PSN order;
@@ -26,6 +27,7 @@ RC_OPCODES = {
     9: "WRITE_LAST_IMM", 10: "WRITE_ONLY", 11: "WRITE_ONLY_IMM", 12: "READ_REQUEST",
     13: "READ_RESP_FIRST", 14: "READ_RESP_MIDDLE", 15: "READ_RESP_LAST", 16: "READ_RESP_ONLY",
     17: "ACK", 18: "ATOMIC_ACK", 19: "COMPARE_SWAP", 20: "FETCH_ADD", 0x81: "CNP",
+    0x64: "UD_SEND_ONLY",  # the GSI (QP 1): connection-manager MADs
 }
 
 

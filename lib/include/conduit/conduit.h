@@ -360,6 +360,17 @@ enum conduit_cm_reject_reason {
 /* Offer selective repeat (both ends must offer it; a daemon whose policy says
  * transport.loss_recovery: selective offers it for every connection). */
 #define CONDUIT_CM_SELECTIVE_REPEAT 1u
+/* conduit_connect_service: speak the InfiniBand CM, as the Linux kernel's ib_cm
+ * does over RoCE v2, to a verbs application on the peer host that listens with
+ * rdma_listen() on port `service` (0..65535; larger values are sent as a raw IB
+ * service id). Such a connection runs go-back-N, and its READ/atomic depths are
+ * the smaller of both sides'. On a request or connection: it came from a verbs
+ * peer's rdma_connect() (any listener receives those for its port number). */
+#define CONDUIT_CM_RDMA_CM 2u
+/* The private data an rdma_cm request leaves the application. Over the IB CM a
+ * receiver sees the whole field (up to CONDUIT_CM_MAX_PRIVATE bytes), not the
+ * length sent: the protocol does not carry it. */
+#define CONDUIT_CM_RDMA_CM_PRIVATE 56
 
 /* What this side offers. NULL where a function takes one: all access flags, the daemon's
  * transport.pmtu, no flags, no private data. The ACK timeout and retry counts the QP gets
@@ -367,7 +378,7 @@ enum conduit_cm_reject_reason {
 struct conduit_cm_param {
   uint32_t access;          /* conduit_access_flags the peer may use on this QP */
   uint32_t mtu;             /* enum conduit_mtu; 0: the daemon's transport.pmtu */
-  uint32_t flags;           /* CONDUIT_CM_SELECTIVE_REPEAT */
+  uint32_t flags;           /* CONDUIT_CM_SELECTIVE_REPEAT, CONDUIT_CM_RDMA_CM */
   const void* private_data; /* handed to the peer's application; may be NULL */
   size_t private_len;       /* 0..CONDUIT_CM_MAX_PRIVATE */
 };
@@ -379,7 +390,7 @@ struct conduit_cm_request {
   uint32_t peer_ipv4; /* the requesting daemon's address, host byte order */
   uint32_t peer_qpn;
   uint32_t peer_mtu_bytes; /* its offer */
-  uint32_t peer_flags;     /* CONDUIT_CM_SELECTIVE_REPEAT if offered */
+  uint32_t peer_flags;     /* CONDUIT_CM_SELECTIVE_REPEAT if offered, CONDUIT_CM_RDMA_CM */
   uint32_t private_len;
   uint8_t private_data[CONDUIT_CM_MAX_PRIVATE];
 };
@@ -389,7 +400,7 @@ struct conduit_cm_conn {
   uint32_t peer_ipv4; /* host byte order */
   uint32_t remote_qpn;
   uint32_t mtu_bytes;
-  uint32_t flags;       /* CONDUIT_CM_SELECTIVE_REPEAT when in use */
+  uint32_t flags;       /* CONDUIT_CM_SELECTIVE_REPEAT when in use, CONDUIT_CM_RDMA_CM */
   uint32_t private_len; /* the peer's private data: its accept (for connect) or request */
   uint8_t private_data[CONDUIT_CM_MAX_PRIVATE];
 };

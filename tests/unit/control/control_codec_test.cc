@@ -253,7 +253,7 @@ TEST_CASE("field ranges are enforced", "[control][codec]") {
     CHECK_FALSE(decodes(bytes, err));
     CHECK(err.reason.find("private data") != std::string::npos);
     CmQpOffer o = cm_offer();
-    o.flags = 2;
+    o.flags = 4;  // bits 0 (selective repeat) and 1 (rdma_cm) are defined
     rejects(CmConnectRequest{1, 7, o}, "connection flag");
     o = cm_offer();
     o.path_mtu = 6;

@@ -1,0 +1,325 @@
+#include "cm/ib_cm_mad.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "cm/cm_bytes.h"
+
+namespace conduit::cm {
+namespace {
+
+using bytes::get16;
+using bytes::get24;
+using bytes::get32;
+using bytes::get64;
+using bytes::put16;
+using bytes::put24;
+using bytes::put32;
+using bytes::put64;
+
+enum AttrId : uint16_t {
+  kAttrClassPortInfo = 0x0001,
+  kAttrReq = 0x0010,
+  kAttrMra = 0x0011,
+  kAttrRej = 0x0012,
+  kAttrRep = 0x0013,
+  kAttrRtu = 0x0014,
+  kAttrDreq = 0x0015,
+  kAttrDrep = 0x0016,
+  kAttrSidrReq = 0x0017,
+  kAttrSidrRep = 0x0018,
+  kAttrLap = 0x0019,
+  kAttrApr = 0x001A,
+};
+
+// Body offsets (from the end of the MAD header) and field sizes.
+constexpr size_t kReqPrivateAt = 140;
+constexpr size_t kReqPrivateBytes = 92;
+constexpr size_t kRepPrivateAt = 36;
+constexpr size_t kRejPrivateAt = 84;
+constexpr uint8_t kRdmaCmVersion = 0x00;
+constexpr uint16_t kPermissiveLid = 0xFFFF;
+constexpr uint8_t kCmResponseTimeout = 20;  // 4.096 us * 2^20 = 4.3 s, as rdma_cm asks
+constexpr uint8_t kMaxCmRetries = 15;
+constexpr uint8_t kTargetAckDelay = 15;
+constexpr uint8_t kRate10Gbps = 3;
+
+bool is_rdma_cm_service(uint64_t sid) {
+  const uint64_t space = sid & ~uint64_t{0xFFFF};
+  return space == kRdmaCmServiceTcp || space == kRdmaCmServiceIb;
+}
+
+void copy_private(const uint8_t* field, size_t field_bytes, CmMessage& out) {
+  const size_t n = std::min(field_bytes, kMaxPrivateBytes);
+  std::memcpy(out.private_data.data(), field, n);
+  out.private_len = static_cast<uint8_t>(n);
+}
+
+// An IPv4-mapped GID's address, or 0 when it is not one.
+uint32_t gid_ipv4(const uint8_t* g) {
+  static constexpr uint8_t kPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
+  return std::memcmp(g, kPrefix, sizeof kPrefix) == 0 ? get32(g + 12) : 0;
+}
+
+CmParseError parse_req(const uint8_t* b, CmMessage& out) {
+  out.type = CmType::kReq;
+  out.src_conn = get32(b + 0);
+  out.dst_conn = 0;
+  if (out.src_conn == 0) return CmParseError::kBadConnId;
+  const uint64_t sid = get64(b + 8);
+  out.ib.ca_guid = get64(b + 16);
+  QpParams& p = out.params;
+  p.qpn = get24(b + 32);
+  p.responder_resources = b[35];
+  p.initiator_depth = b[39];
+  const uint8_t transport = (b[43] >> 1) & 0x3;
+  p.psn = get24(b + 44);
+  p.retry_cnt = b[47] & 0x7;
+  p.pmtu_bytes = ib_mtu_bytes(b[50] >> 4);
+  p.rnr_retry = b[50] & 0x7;
+  const bool srq = (b[51] >> 3) & 1;
+  const uint8_t ext_transport = b[51] & 0x7;
+  p.timeout = b[95] >> 3;
+  p.caps = 0;
+  // RC only: UC, RD and XRC connections are not conduit's.
+  if (transport != 0 || ext_transport != 0) return CmParseError::kUnsupported;
+  (void)srq;  // the requester's own receive queue: nothing for us to do
+  if (p.qpn < 2 || p.pmtu_bytes == 0) return CmParseError::kBadField;
+  out.ib.src_ip = gid_ipv4(b + 56);
+  out.ib.dst_ip = gid_ipv4(b + 72);
+  const uint8_t* priv = b + kReqPrivateAt;
+  if (is_rdma_cm_service(sid)) {
+    // rdma_cm's header: version 0, IPv4, then the addresses it connects between.
+    if (priv[0] != kRdmaCmVersion || (priv[1] >> 4) != 4) return CmParseError::kUnsupported;
+    out.ib.rdma_cm = true;
+    out.ib.rdma_cm_src_port = get16(priv + 2);
+    out.ib.src_ip = get32(priv + 4 + 12);
+    out.ib.dst_ip = get32(priv + 20 + 12);
+    out.service = sid & 0xFFFF;
+    copy_private(priv + kRdmaCmHeaderBytes, kRdmaCmReqPrivateBytes, out);
+  } else {
+    out.service = sid;
+    copy_private(priv, kReqPrivateBytes, out);
+  }
+  return CmParseError::kOk;
+}
+
+CmParseError parse_rep(const uint8_t* b, CmMessage& out) {
+  out.type = CmType::kRep;
+  out.src_conn = get32(b + 0);
+  out.dst_conn = get32(b + 4);
+  if (out.src_conn == 0 || out.dst_conn == 0) return CmParseError::kBadConnId;
+  QpParams& p = out.params;
+  p.qpn = get24(b + 12);
+  p.psn = get24(b + 20);
+  p.responder_resources = b[24];
+  p.initiator_depth = b[25];
+  p.rnr_retry = b[27] >> 5;
+  p.pmtu_bytes = 0;
+  p.caps = 0;
+  out.ib.ca_guid = get64(b + 28);
+  if (p.qpn < 2) return CmParseError::kBadField;
+  copy_private(b + kRepPrivateAt, 196, out);
+  return CmParseError::kOk;
+}
+
+}  // namespace
+
+uint8_t ib_mtu_enum(uint32_t bytes) {
+  switch (bytes) {
+    case 256:
+      return 1;
+    case 512:
+      return 2;
+    case 1024:
+      return 3;
+    case 2048:
+      return 4;
+    case 4096:
+      return 5;
+    default:
+      return 0;
+  }
+}
+
+uint16_t ib_mtu_bytes(uint8_t mtu_enum) {
+  return mtu_enum >= 1 && mtu_enum <= 5 ? static_cast<uint16_t>(128u << mtu_enum) : 0;
+}
+
+void ipv4_mapped_gid(uint32_t ip, uint8_t out[16]) {
+  std::memset(out, 0, 16);
+  out[10] = out[11] = 0xFF;
+  put32(out + 12, ip);
+}
+
+RejectReason reject_reason_from_ib(uint16_t code) {
+  switch (code) {
+    case kIbRejInvalidServiceId:
+      return RejectReason::kNoListener;
+    case kIbRejConsumerDefined:
+      return RejectReason::kRefused;
+    case kIbRejNoQp:
+    case kIbRejNoResources:
+      return RejectReason::kQuota;
+    case kIbRejTimeout:
+      return RejectReason::kTimeout;
+    case kIbRejUnsupported:
+    case kIbRejInvalidTransport:
+    case kIbRejInvalidMtu:
+    case kIbRejInsufficientRespResources:
+      return RejectReason::kPolicy;
+    default:
+      return RejectReason::kInvalid;
+  }
+}
+
+uint16_t ib_rej_code_for(RejectReason r) {
+  switch (r) {
+    case RejectReason::kNoListener:
+      return kIbRejInvalidServiceId;
+    case RejectReason::kQuota:
+      return kIbRejNoResources;
+    case RejectReason::kPolicy:
+      return kIbRejUnsupported;
+    case RejectReason::kRefused:
+      return kIbRejConsumerDefined;
+    case RejectReason::kTimeout:
+      return kIbRejTimeout;
+    case RejectReason::kInvalid:
+      return kIbRejUnsupported;
+  }
+  return kIbRejConsumerDefined;
+}
+
+CmParseError parse_ib_cm_mad(const uint8_t* data, size_t len, CmMessage& out) {
+  if (len < kMadBytes) return CmParseError::kTooShort;
+  if (data[0] != 1 || data[1] != kMgmtClassCm || data[2] != kCmClassVersion ||
+      data[3] != kMadMethodSend) {
+    return CmParseError::kBadClass;
+  }
+  out = CmMessage{};
+  out.ib.tid = get64(data + 8);
+  const uint16_t attr = get16(data + 16);
+  const uint8_t* b = data + kMadHeaderBytes;
+  switch (attr) {
+    case kAttrReq:
+      return parse_req(b, out);
+    case kAttrRep:
+      return parse_rep(b, out);
+    case kAttrRtu:
+    case kAttrDrep:
+    case kAttrDreq:
+      out.type = attr == kAttrRtu    ? CmType::kRtu
+                 : attr == kAttrDreq ? CmType::kDreq
+                                     : CmType::kDrep;
+      out.src_conn = get32(b + 0);
+      out.dst_conn = get32(b + 4);
+      return out.src_conn == 0 || out.dst_conn == 0 ? CmParseError::kBadConnId : CmParseError::kOk;
+    case kAttrRej:
+      out.type = CmType::kRej;
+      out.src_conn = get32(b + 0);
+      out.dst_conn = get32(b + 4);
+      out.ib.rej_code = get16(b + 10);
+      out.reason = reject_reason_from_ib(out.ib.rej_code);
+      // The local id may be 0 (a REQ refused before an id was made), the remote not.
+      return out.dst_conn == 0 ? CmParseError::kBadConnId : CmParseError::kOk;
+    case kAttrClassPortInfo:
+    case kAttrMra:
+    case kAttrSidrReq:
+    case kAttrSidrRep:
+    case kAttrLap:
+    case kAttrApr:
+      return CmParseError::kUnsupported;
+    default:
+      return CmParseError::kBadType;
+  }
+}
+
+size_t build_ib_cm_mad(const CmMessage& m, const IbCmBuildContext& ctx, uint8_t* out) {
+  std::memset(out, 0, kMadBytes);
+  out[0] = 1;
+  out[1] = kMgmtClassCm;
+  out[2] = kCmClassVersion;
+  out[3] = kMadMethodSend;
+  put64(out + 8, m.ib.tid);
+  uint8_t* b = out + kMadHeaderBytes;
+  put32(b + 0, m.src_conn);
+  const QpParams& p = m.params;
+  switch (m.type) {
+    case CmType::kReq: {
+      put16(out + 16, kAttrReq);
+      uint64_t sid = m.service;
+      if (m.ib.rdma_cm) {
+        if (m.service > 0xFFFF) return 0;
+        sid = kRdmaCmServiceTcp | m.service;
+      }
+      put64(b + 8, sid);
+      put64(b + 16, ctx.ca_guid);
+      put24(b + 32, p.qpn);
+      b[35] = p.responder_resources;
+      b[39] = p.initiator_depth;
+      b[43] = static_cast<uint8_t>(kCmResponseTimeout << 3 | 1);  // RC, end-to-end flow control
+      put24(b + 44, p.psn);
+      b[47] = static_cast<uint8_t>(kCmResponseTimeout << 3 | (p.retry_cnt & 0x7));
+      put16(b + 48, 0xFFFF);  // the default P_Key
+      b[50] = static_cast<uint8_t>(ib_mtu_enum(p.pmtu_bytes) << 4 | (p.rnr_retry & 0x7));
+      b[51] = static_cast<uint8_t>(kMaxCmRetries << 4);
+      put16(b + 52, kPermissiveLid);
+      put16(b + 54, kPermissiveLid);
+      ipv4_mapped_gid(ctx.local_ip, b + 56);
+      ipv4_mapped_gid(ctx.peer_ip, b + 72);
+      b[91] = kRate10Gbps;
+      b[92] = ctx.traffic_class;
+      b[93] = ctx.hop_limit;
+      b[95] = static_cast<uint8_t>((p.timeout & 0x1F) << 3);
+      uint8_t* priv = b + kReqPrivateAt;
+      size_t room = kReqPrivateBytes;
+      if (m.ib.rdma_cm) {
+        priv[0] = kRdmaCmVersion;
+        priv[1] = 4 << 4;
+        put16(priv + 2, m.ib.rdma_cm_src_port);
+        put32(priv + 4 + 12, ctx.local_ip);
+        put32(priv + 20 + 12, ctx.peer_ip);
+        priv += kRdmaCmHeaderBytes;
+        room -= kRdmaCmHeaderBytes;
+      }
+      std::memcpy(priv, m.private_data.data(), std::min<size_t>(m.private_len, room));
+      break;
+    }
+    case CmType::kRep:
+      put16(out + 16, kAttrRep);
+      put32(b + 4, m.dst_conn);
+      put24(b + 12, p.qpn);
+      put24(b + 20, p.psn);
+      b[24] = p.responder_resources;
+      b[25] = p.initiator_depth;
+      b[26] = static_cast<uint8_t>(kTargetAckDelay << 3);
+      b[27] = static_cast<uint8_t>((p.rnr_retry & 0x7) << 5);
+      put64(b + 28, ctx.ca_guid);
+      std::memcpy(b + kRepPrivateAt, m.private_data.data(), m.private_len);
+      break;
+    case CmType::kRej:
+      put16(out + 16, kAttrRej);
+      put32(b + 4, m.dst_conn);
+      b[8] = 0;  // conduit rejects REQs only (message rejected: REQ)
+      put16(b + 10, m.ib.rej_code != 0 ? m.ib.rej_code : ib_rej_code_for(m.reason));
+      (void)kRejPrivateAt;
+      break;
+    case CmType::kRtu:
+      put16(out + 16, kAttrRtu);
+      put32(b + 4, m.dst_conn);
+      break;
+    case CmType::kDreq:
+      put16(out + 16, kAttrDreq);
+      put32(b + 4, m.dst_conn);
+      put24(b + 8, ctx.peer_qpn);
+      break;
+    case CmType::kDrep:
+      put16(out + 16, kAttrDrep);
+      put32(b + 4, m.dst_conn);
+      break;
+  }
+  return kMadBytes;
+}
+
+}  // namespace conduit::cm

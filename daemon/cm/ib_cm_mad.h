@@ -1,0 +1,109 @@
+// The InfiniBand connection manager's messages (IBTA vol. 1, chapter 12), as
+// the Linux kernel's ib_cm and rdma_cm send them to RoCE v2 peers: 256-byte
+// MADs of the CM class (0x07, class version 2, method Send) on the GSI (QP 1),
+// in UD SEND_ONLY packets with a DETH (Q_Key 0x80010000). This is the second
+// dialect of cm::ConnectionManager, next to conduit's native messages
+// (cm_message.h): with it a verbs application on another host connects to a
+// conduit listener with rdma_connect(), and a conduit client connects to an
+// rdma_listen()ing one.
+//
+// MAD header (24 bytes): base version 1, class 0x07, class version 2, method
+// 0x03, status 0, class-specific 0, transaction id (8), attribute id (REQ
+// 0x0010, MRA 0x0011, REJ 0x0012, REP 0x0013, RTU 0x0014, DREQ 0x0015, DREP
+// 0x0016), reserved, attribute modifier. The message body starts at byte 24;
+// the offsets below are from there, bit fields from the most significant bit.
+//
+//   REQ  0 local comm id | 8 service id | 16 local CA GUID | 28 Q_Key |
+//        32 local QPN (24) + responder resources | 36 local EECN + initiator
+//        depth | 43 remote CM response timeout (5) + transport (2: RC 0) +
+//        end-to-end flow control | 44 starting PSN (24) + local CM response
+//        timeout (5) + retry count (3) | 48 P_Key | 50 path MTU (4) + RDC
+//        exists + RNR retry count (3) | 51 max CM retries (4) + SRQ +
+//        extended transport (3) | 52 primary path: LIDs, local GID (56),
+//        remote GID (72), flow label, rate, traffic class, hop limit, SL,
+//        local ACK timeout (95, 5 bits) | 96 alternate path (zero) |
+//        140 private data (92)
+//   REP  0 local comm id | 4 remote comm id | 8 Q_Key | 12 local QPN (24) |
+//        20 starting PSN (24) | 24 responder resources | 25 initiator depth |
+//        26 target ACK delay (5) + failover (2) + flow control | 27 RNR retry
+//        count (3) + SRQ | 28 local CA GUID | 36 private data (196)
+//   REJ  0 local comm id | 4 remote comm id | 8 message rejected (2) |
+//        9 info length (7) | 10 reason | 12 ARI (72) | 84 private data (148)
+//   RTU, DREP  0 local comm id | 4 remote comm id | 8 private data
+//   DREQ       0 local comm id | 4 remote comm id | 8 remote QPN (24) | 12 private data
+//
+// rdma_cm maps its TCP port space to service ids 0x0000000001060000 + port
+// (its IB port space to 0x00000000013F0000 + port) and starts a REQ's private
+// data with a 36-byte header: version 0, IP version << 4, the source port,
+// then source and destination address (IPv4 in the last 4 of 16 bytes). Such
+// a REQ is presented to listeners as service `port`, with the application's
+// private data after that header. The IB CM does not carry private-data
+// lengths: a parsed message reports the whole field, cut at kMaxPrivateBytes.
+//
+// Pure: standard library only.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cm/cm_message.h"
+
+namespace conduit::cm {
+
+inline constexpr size_t kMadBytes = 256;
+inline constexpr size_t kMadHeaderBytes = 24;
+inline constexpr uint8_t kMgmtClassCm = 0x07;
+inline constexpr uint8_t kCmClassVersion = 2;
+inline constexpr uint8_t kMadMethodSend = 0x03;
+inline constexpr uint32_t kGsiQkey = 0x80010000;
+inline constexpr uint64_t kRdmaCmServiceTcp = 0x0000000001060000;  // RDMA_PS_TCP << 16
+inline constexpr uint64_t kRdmaCmServiceIb = 0x00000000013F0000;   // RDMA_PS_IB << 16
+inline constexpr size_t kRdmaCmHeaderBytes = 36;
+// Private data an rdma_cm REQ leaves the application after its header.
+inline constexpr size_t kRdmaCmReqPrivateBytes = 92 - kRdmaCmHeaderBytes;
+
+// IB REJ reason codes (Table 109) that conduit sends or maps.
+enum IbRejCode : uint16_t {
+  kIbRejNoQp = 1,
+  kIbRejNoResources = 3,
+  kIbRejTimeout = 4,
+  kIbRejUnsupported = 5,
+  kIbRejInvalidServiceId = 8,
+  kIbRejInvalidTransport = 9,
+  kIbRejInvalidMtu = 26,
+  kIbRejInsufficientRespResources = 27,
+  kIbRejConsumerDefined = 28,
+};
+RejectReason reject_reason_from_ib(uint16_t code);
+uint16_t ib_rej_code_for(RejectReason r);
+
+// Parses one MAD (the UD payload: exactly kMadBytes, or more with trailing
+// bytes ignored). REQ: m.service is the listener's service (the rdma_cm port
+// or the raw service id), m.params the requester's QP (caps 0: no selective
+// repeat over the IB CM). REP: m.params.pmtu_bytes is 0 (a REP carries none).
+CmParseError parse_ib_cm_mad(const uint8_t* data, size_t len, CmMessage& out);
+
+// What build_ib_cm_mad needs beyond the message: both ends' addresses (GIDs
+// and the rdma_cm header of a REQ), our CA GUID and, for a DREQ, the peer's QPN.
+struct IbCmBuildContext {
+  uint32_t local_ip = 0;  // host byte order
+  uint32_t peer_ip = 0;
+  uint64_t ca_guid = 0;
+  uint32_t peer_qpn = 0;  // DREQ
+  uint8_t hop_limit = 64;
+  uint8_t traffic_class = 0;
+};
+// Writes m as a MAD into out (kMadBytes); returns kMadBytes. A REQ with
+// m.ib.rdma_cm set gets the rdma_cm header and service id kRdmaCmServiceTcp +
+// m.service (which must then be <= 0xFFFF, else 0 is returned); without it the
+// service id is m.service itself.
+size_t build_ib_cm_mad(const CmMessage& m, const IbCmBuildContext& ctx, uint8_t* out);
+
+// The IPv4-mapped RoCE v2 GID (::ffff:a.b.c.d) of ip (host byte order).
+void ipv4_mapped_gid(uint32_t ip, uint8_t out[16]);
+
+// 256, 512, 1024, 2048, 4096 <-> the IB MTU enum 1..5; 0 when not one of them.
+uint8_t ib_mtu_enum(uint32_t bytes);
+uint16_t ib_mtu_bytes(uint8_t mtu_enum);
+
+}  // namespace conduit::cm
