@@ -6,9 +6,11 @@
 //   1: connect (service byte)      2: accept the oldest request
 //   3: reject the oldest request   4: disconnect connection (byte)
 //   5: advance time (byte * 10 ms) and run timers   6: forget owner 2
-// Invariants: a message parse accepts re-encodes to the same fields; the
-// manager never holds more than max_connections, its actions are well formed
-// (sends parse back), and it never crashes.
+//   7: an IB CM MAD (the next 256 bytes, zero-padded) from IB peer (byte)
+//   8: connect to an IB peer (service byte: < 128 an rdma_cm port, else a raw id)
+// Invariants: a message parse accepts (either dialect) re-encodes to the same
+// fields; the manager never holds more than max_connections, its actions are
+// well formed (sends parse back in their peer's dialect), and it never crashes.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "cm/connection_manager.h"
+#include "cm/ib_cm_mad.h"
 
 using namespace conduit::cm;
 
@@ -44,10 +47,35 @@ void check_roundtrip(const uint8_t* data, size_t len) {
   }
 }
 
+void check_ib_roundtrip(const uint8_t* data, size_t len) {
+  CmMessage m;
+  if (parse_ib_cm_mad(data, len, m) != CmParseError::kOk) return;
+  IbCmBuildContext ctx;
+  ctx.local_ip = m.ib.src_ip;
+  ctx.peer_ip = m.ib.dst_ip;
+  uint8_t buf[kMadBytes];
+  check(build_ib_cm_mad(m, ctx, buf) == kMadBytes);
+  CmMessage again;
+  check(parse_ib_cm_mad(buf, kMadBytes, again) == CmParseError::kOk);
+  check(again.type == m.type && again.src_conn == m.src_conn && again.dst_conn == m.dst_conn &&
+        again.ib.tid == m.ib.tid);
+  if (m.type == CmType::kReq || m.type == CmType::kRep) {
+    check(again.params.qpn == m.params.qpn && again.params.psn == m.params.psn &&
+          again.params.pmtu_bytes == m.params.pmtu_bytes && again.private_len == m.private_len &&
+          again.private_data == m.private_data);
+  }
+  if (m.type == CmType::kReq) {
+    check(again.service == m.service && again.ib.rdma_cm == m.ib.rdma_cm &&
+          again.ib.src_ip == m.ib.src_ip && again.ib.dst_ip == m.ib.dst_ip);
+  }
+  if (m.type == CmType::kRej) check(again.reason == m.reason);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   check_roundtrip(data, size);
+  check_ib_roundtrip(data, size);
   CmConfig cfg;
   cfg.max_connections = 16;
   cfg.max_retries = 3;
@@ -62,7 +90,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   size_t i = 0;
   auto byte = [&]() -> uint8_t { return i < size ? data[i++] : 0; };
   while (i < size) {
-    const uint8_t op = byte() % 7;
+    const uint8_t op = byte() % 9;
     switch (op) {
       case 0: {
         const CmPeer from{0xC6120000u + byte() % 4, 4792};
@@ -103,6 +131,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 6:
         cm.forget_owner(now, 2);
         break;
+      case 7: {
+        const CmPeer from{0xC6120000u + byte() % 4, 0, true};
+        uint8_t mad[kMadBytes] = {};
+        const size_t take = kMadBytes < size - i ? kMadBytes : size - i;
+        for (size_t k = 0; k < take; ++k) mad[k] = data[i + k];
+        i += take;
+        cm.on_message(now, from, mad, kMadBytes);
+        break;
+      }
+      case 8: {
+        QpParams q;
+        q.qpn = 100 + byte();
+        q.initiator_depth = q.responder_resources = 4;
+        const uint8_t s = byte();
+        const uint64_t service = s < 128 ? s % 3 : 0x1234567800000000ull | s;
+        const int64_t id = cm.connect(now, 1, CmPeer{0xC6120001, 0, true}, service, q);
+        if (id > 0) conns.push_back(static_cast<uint32_t>(id));
+        break;
+      }
     }
     check(cm.connection_count() <= cfg.max_connections);
     size_t n;
@@ -111,8 +158,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const CmAction& a = acts[k];
         if (a.kind == CmAction::Kind::kSend) {
           CmMessage m;
-          check(a.len <= kMaxMessageBytes);
-          check(parse_cm_message(a.bytes.data(), a.len, m) == CmParseError::kOk);
+          if (a.peer.ib) {
+            check(a.len == kMadBytes);
+            check(parse_ib_cm_mad(a.bytes.data(), a.len, m) == CmParseError::kOk);
+          } else {
+            check(a.len <= kMaxMessageBytes);
+            check(parse_cm_message(a.bytes.data(), a.len, m) == CmParseError::kOk);
+          }
         } else if (a.kind == CmAction::Kind::kRequest) {
           if (requests.size() < 64) requests.push_back(a);
         } else if (a.kind == CmAction::Kind::kEstablished) {

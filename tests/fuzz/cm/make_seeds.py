@@ -24,6 +24,33 @@ def datagram(peer, m):
     return bytes([0, peer, len(m)]) + m
 
 
+# IB CM MADs (daemon/cm/ib_cm_mad.h): header, then the body; records op 7 (from an IB peer).
+def mad(attr, body, tid=0x1234):
+    m = struct.pack(">BBBBHHQHHI", 1, 0x07, 2, 0x03, 0, 0, tid, attr, 0, 0) + body
+    return m + bytes(256 - len(m))
+
+
+def ib_req(local_id, port, qpn, psn):
+    body = struct.pack(">I4xQQ4xIII", local_id, 0x01060000 | port, 0x5054_00ff_fec6_4e4a, 0,
+                       qpn << 8 | 16, 16)
+    body += struct.pack(">I", 0xA0) + struct.pack(">I", psn << 8 | 0xA7)
+    body += struct.pack(">HBBHH", 0xFFFF, 0x37, 0xF0, 0xFFFF, 0xFFFF)
+    body += bytes(10) + b"\xff\xff" + bytes([198, 18, 200, 2])
+    body += bytes(10) + b"\xff\xff" + bytes([198, 18, 200, 1])
+    body += bytes([0, 0, 0, 0, 0, 64, 0, 19 << 3]) + bytes(44)
+    body += bytes([0, 0x40, 0x92, 0x3D]) + bytes(12) + bytes([198, 18, 200, 2])
+    body += bytes(12) + bytes([198, 18, 200, 1])
+    return mad(0x10, body)
+
+
+def ib_ids(attr, local_id, remote_id, extra=b""):
+    return mad(attr, struct.pack(">II", local_id, remote_id) + extra)
+
+
+def ib(peer, m):
+    return bytes([7, peer]) + m
+
+
 SEEDS = {
     # A peer connects to service 1; we accept; the peer's RTU; then it disconnects.
     "passive_full": datagram(1, msg(REQ, 7, 0, params(1, 300, private=b"hi")))
@@ -41,6 +68,15 @@ SEEDS = {
     "forget_owner": datagram(1, msg(REQ, 3, 0, params(2, 302)))
     + datagram(3, msg(REQ, 4, 0, params(2, 303))) + bytes([2, 6]),
     "garbage": bytes([0, 0, 20]) + b"\x43\x44\x43\x4d\x01\x09" + bytes(14),
+    # An rdma_cm peer connects to port 1 (as the kernel does), we accept, its RTU and DREQ.
+    "ib_passive": ib(1, ib_req(0x38D4E3E, 1, 0x11, 0x998787)) + bytes([2])
+    + ib(1, ib_ids(0x14, 0x38D4E3E, 1)) + ib(1, ib_ids(0x15, 0x38D4E3E, 1, b"\x00\x01\xf4"))
+    + bytes([5, 50]),
+    # We connect to an rdma_cm port; its REP (QPN 0x12, PSN 0x800ae4); a REJ for nothing.
+    "ib_active": bytes([8, 10, 1]) + ib(1, ib_ids(0x13, 0x8D4E3E, 1, bytes(4)
+                                                   + b"\x00\x00\x12\x00" + bytes(4)
+                                                   + b"\x80\x0a\xe4\x00\x10\x10\x78\xe0"))
+    + ib(1, ib_ids(0x12, 0, 7, b"\x00\x00\x00\x08")) + bytes([4, 0, 5, 255]),
 }
 
 os.makedirs("seeds/cm_session", exist_ok=True)

@@ -12,7 +12,10 @@
 //  - a frame written by begin_frame()/finish_frame() equals build_frame()'s;
 //  - parse_frame() with an RxExpect (a fixed one, and one made from the
 //    accepted frame's own addressing, so the fast path is taken) returns the
-//    same drop reason and view as parse_frame() with its options.
+//    same drop reason and view as parse_frame() with its options;
+//  - parse_gsi() (the input as IPv4+UDP headers and a UDP payload): an accepted
+//    GSI packet's MAD lies in the input, and the packet rebuilt around that MAD
+//    by write_gsi_packet()/finish_gsi_icrc() parses again to the same MAD.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -20,6 +23,7 @@
 #include <vector>
 
 #include "wire/frame.h"
+#include "wire/gsi.h"
 #include "wire/icrc.h"
 
 using namespace conduit::wire;
@@ -103,6 +107,24 @@ void check_expect(std::span<const uint8_t> frame, const FrameAddr& sender, uint3
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::span<const uint8_t> frame(data, size);
+
+  if (size >= 28) {
+    std::span<const uint8_t> mad;
+    uint32_t src_qp = 0;
+    if (parse_gsi(frame.first(28), frame.subspan(28), mad, src_qp) == GsiDrop::kNone) {
+      require(mad.size() == kGsiMadBytes && mad.data() >= data + 28 &&
+              mad.data() + mad.size() <= data + size);
+      std::vector<uint8_t> again(28 + kGsiPacketBytes + 4);
+      std::memcpy(again.data(), data, 28);
+      write_gsi_packet(again.data() + 28, uint32_t{data[28 + 9]} << 16, mad.data());
+      finish_gsi_icrc(again.data());
+      std::span<const uint8_t> mad2;
+      require(parse_gsi(std::span<const uint8_t>(again.data(), 28),
+                        std::span<const uint8_t>(again.data() + 28, again.size() - 28), mad2,
+                        src_qp) == GsiDrop::kNone);
+      require(std::memcmp(mad2.data(), mad.data(), kGsiMadBytes) == 0 && src_qp == kGsiQpn);
+    }
+  }
 
   ParseOptions strict;
   check_view(frame, strict);
