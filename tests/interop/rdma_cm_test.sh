@@ -13,6 +13,9 @@
 #                kernel must see a reject (conduitd's REJ, invalid service id)
 #   hostrefused  conduit-cm-echo connects to a VM port nobody listens on: the kernel's REJ
 #                must come back as "no listener"
+#   rping-vmclient, rping-vmserver  rping (VM) against conduit-rping, each side once: 20 pings
+#                of 2000 bytes (SEND of the buffer's address, RDMA READ of it, SEND, RDMA WRITE
+#                back, SEND; 2 packets each way at PMTU 1024), validated by the client (-V)
 #
 # Both sides of every exchange must report success. The GSI traffic (UD SEND_ONLY to QP 1) and
 # the RC traffic are captured next to host c; every frame's ICRC must be valid per scapy, and
@@ -23,7 +26,9 @@
 . "$(dirname "$0")/common.sh"
 build=${1:-${CONDUIT_BUILD:-$src/build}}
 echo_tool=$build/lib/examples/conduit-cm-echo
-interop_init rdmacm "$build" "$echo_tool"
+rping=$build/lib/examples/conduit-rping
+interop_init rdmacm "$build" "$echo_tool" "$rping"
+pings=20 rsize=2000
 rounds=${RDMA_CM_ROUNDS:-2}
 
 # The VM's role, as in the other interop tests: "client" steps get the host's kernel address
@@ -38,6 +43,11 @@ interop_vm_step() { # NAME ROLE LOSS PORT
     vmserver-*) echo "$1 server rdma_server -p $4" ;;
     vmrefused) echo "$1 server rdma_client -s $conduit_ip -p $4" ;;
     hostrefused) echo "$1 server sleep 10" ;; # alive while conduit connects
+    rping-vmclient)
+      echo "$1 server sh -c 'for i in \$(seq 120); do rping -c -a $conduit_ip -p $4 -C $pings" \
+        "-S $rsize -V && exit 0; sleep 0.5; done; exit 1'"
+      ;;
+    rping-vmserver) echo "$1 server rping -s -p $4 -S $rsize -V" ;;
   esac
 }
 interop_host_step() { # NAME ROLE LOSS PORT
@@ -51,6 +61,20 @@ interop_host_step() { # NAME ROLE LOSS PORT
     hostrefused)
       ! netns_exec c timeout 30 "$echo_tool" "${args[@]}" "$RXE_VM_IP" >"$work/$1.host" 2>&1
       ;;
+    rping-vmclient)
+      netns_exec c timeout 90 "$rping" --socket "$work/c.sock" -s -p "$4" -S "$rsize" \
+        >"$work/$1.host" 2>&1
+      ;;
+    rping-vmserver) # until the VM's rping listens, its kernel refuses: retry for up to 60 s
+      local i
+      for i in $(seq 120); do
+        netns_exec c timeout 90 "$rping" --socket "$work/c.sock" -c -a "$RXE_VM_IP" -p "$4" \
+          -S "$rsize" -C "$pings" -V >"$work/$1.host" 2>&1 && return 0
+        grep -q "no listener" "$work/$1.host" || return 1
+        sleep 0.5
+      done
+      return 1
+      ;;
   esac
 }
 
@@ -60,6 +84,7 @@ for ((r = 1; r <= rounds; ++r)); do
   plan+=("vmclient-$r client 0 $((7470 + r))" "vmserver-$r server 0 $((7480 + r))")
 done
 plan+=("vmrefused client 0 7499" "hostrefused server 0 7498")
+plan+=("rping-vmclient client 0 7174" "rping-vmserver server 0 7175")
 interop_run
 
 for ((r = 1; r <= rounds; ++r)); do
@@ -76,12 +101,18 @@ grep -A3 "=== vmrefused begin" "$work/vm.out" | grep -qi "rdma_connect\|refused\
   fail "the VM's rdma_client did not report the reject"
 ! grep -q "=== vmrefused rc=0" "$work/vm.out" || fail "rdma_client to a port nobody listens on succeeded"
 grep -q "no listener" "$work/hostrefused.host" || fail "the kernel's reject did not come back as 'no listener'"
+grep -q "=== rping-vmclient rc=0" "$work/vm.out" || fail "rping -c failed against conduit-rping"
+grep -q "=== rping-vmserver rc=0" "$work/vm.out" || fail "rping -s failed against conduit-rping"
+grep -q "served $pings pings of $rsize bytes" "$work/rping-vmclient.host" ||
+  fail "conduit-rping did not serve $pings pings"
+grep -q "$pings pings of $rsize bytes, every one validated" "$work/rping-vmserver.host" ||
+  fail "conduit-rping did not validate $pings pings"
 netns_exec c "$build/tools/conduitctl/conduitctl" --socket "$work/c.sock" stats --json >"$work/stats.json"
 /usr/bin/python3 - "$work/stats.json" "$rounds" <<'PY' || fail "conduitd's CM counters are off"
 import json, sys
 s, rounds = json.load(open(sys.argv[1])), int(sys.argv[2])
 print({k: v for k, v in s.items() if k.startswith("cm.")})
-assert s["cm.established"] == 2 * rounds, "cm.established"
+assert s["cm.established"] == 2 * rounds + 2, "cm.established"
 assert s["cm.gsi_rx"] > 0 and s["cm.gsi_tx"] > 0, "no GSI traffic"
 assert s["cm.gsi_rx_dropped"] == 0, "GSI packets dropped"
 assert s["cm.rx_malformed"] == 0, "malformed MADs"
@@ -89,9 +120,10 @@ assert s["cm.rejects_sent"] >= 1 and s["cm.rejects_received"] >= 1, "rejects"
 PY
 
 echo "--- capture check (tshark, scapy)"
-# 4 SEND_ONLY (RC), 17 ACK, 100 (0x64) UD SEND_ONLY: the GSI.
+# 4 SEND_ONLY, 6/8 WRITE_FIRST/LAST, 12 READ_REQUEST, 13/15 READ_RESP_FIRST/LAST, 17 ACK
+# (RC), 100 (0x64) UD SEND_ONLY: the GSI.
 /usr/bin/python3 "$src/tests/interop/check_capture.py" "$work/rc.pcap" "$conduit_ip" \
-  "$RXE_VM_IP" --need-opcodes 4,17,100 || fail "capture check failed"
+  "$RXE_VM_IP" --need-opcodes 4,6,8,12,13,15,17,100 || fail "capture check failed"
 # tshark's own CM dissector: REQ, REP, RTU and REJ both ways (each side was active and passive
 # once and refused once), DREQ and DREP at least one way.
 cm=$(tshark -r "$work/rc.pcap" -Y infiniband.mad.attributeid -T fields \

@@ -6,8 +6,10 @@
 # and disconnect; a connect to a port nobody listens on is refused with the
 # IB reason mapped to "no listener". The wire path (GSI packets on the RoCE
 # port) is covered by the rxe interop test (tests/interop/rdma_cm_test.sh).
-# usage: conduitd_ib_cm_test.sh CONDUITD CONDUITCTL CM_ECHO
-conduitd=$1 conduitctl=$2 echo_tool=$3
+# conduit-rping against itself then runs rping's exchange (SENDs, RDMA READ and
+# WRITE) over such a connection, with its data validated.
+# usage: conduitd_ib_cm_test.sh CONDUITD CONDUITCTL CM_ECHO RPING
+conduitd=$1 conduitctl=$2 echo_tool=$3 rping=$4
 . "$(dirname "$0")/common.sh"
 daemon_start ibcm
 stat() { "$conduitctl" --socket "$sock" stats --json | python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
@@ -35,4 +37,17 @@ out=$(timeout 30 "$echo_tool" -S "$sock" -p $((port + 1)) -W 10 "$addr" 2>&1) &&
   fail "a connect to a port nobody listens on succeeded"
 echo "$out"
 [[ $out == *"no listener"* || $out == *"nobody listens"* ]] || fail "no 'no listener' reason: $out"
-echo "PASS: rdma_cm-style connection through the IB CM codec, rejection mapped"
+
+# rping's exchange, both ends conduit-rping: READ of the client's source, WRITE to its sink.
+rport=$((port + 2))
+timeout 60 "$rping" --socket "$sock" -s -p "$rport" -S 4000 >"$dir/rping-s.out" 2>&1 &
+rserver=$!
+for _ in $(seq 100); do grep -q listening "$dir/rping-s.out" && break; sleep 0.05; done
+timeout 60 "$rping" --socket "$sock" -c -a "$addr" -p "$rport" -S 4000 -C 25 -V -v \
+  >"$dir/rping-c.out" 2>&1 || { cat "$dir/rping-c.out" "$dir/rping-s.out"; fail "conduit-rping client failed"; }
+wait "$rserver" || { cat "$dir/rping-s.out"; fail "conduit-rping server failed"; }
+tail -qn 1 "$dir/rping-c.out" "$dir/rping-s.out"
+grep -q "25 pings of 4000 bytes, every one validated" "$dir/rping-c.out" || fail "rping client: no result"
+grep -q "served 25 pings of 4000 bytes" "$dir/rping-s.out" || fail "rping server: no result"
+grep -q "^ping data: rdma-ping-24: " "$dir/rping-c.out" || fail "rping client printed no data"
+echo "PASS: rdma_cm-style connections through the IB CM codec, rejection mapped, rping's exchange"
