@@ -39,6 +39,8 @@ const char* cm_type_name(CmType t) {
       return "DREQ";
     case CmType::kDrep:
       return "DREP";
+    case CmType::kMra:
+      return "MRA";
   }
   return "?";
 }

@@ -50,7 +50,16 @@ inline constexpr size_t kMaxMessageBytes = kHeaderBytes + kParamsBytes + kMaxPri
 inline constexpr uint16_t kCapSelectiveRepeat = 1u << 0;
 inline constexpr uint16_t kKnownCaps = kCapSelectiveRepeat;
 
-enum class CmType : uint8_t { kReq = 1, kRep = 2, kRtu = 3, kRej = 4, kDreq = 5, kDrep = 6 };
+// kMra exists in the IB CM only (ib_cm_mad.h): the native codec refuses it.
+enum class CmType : uint8_t {
+  kReq = 1,
+  kRep = 2,
+  kRtu = 3,
+  kRej = 4,
+  kDreq = 5,
+  kDrep = 6,
+  kMra = 7,
+};
 const char* cm_type_name(CmType t);
 
 // Why a connection was refused; the requesting client sees it.
@@ -97,6 +106,10 @@ struct IbCmFields {
   uint32_t src_ip = 0;    // REQ: the requester's address (cma header, or its GID)
   uint32_t dst_ip = 0;    // REQ: the address it asked for
   uint16_t rej_code = 0;  // REJ: the IB reason code as on the wire (Table 109)
+  // MRA ("message received, wait"): which message (0 REQ, 1 REP, 2 other) and
+  // how long the sender asks us to wait: 4.096 us * 2^mra_timeout.
+  uint8_t mra_message = 0;
+  uint8_t mra_timeout = 0;
 };
 
 struct CmMessage {

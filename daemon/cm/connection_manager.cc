@@ -396,6 +396,20 @@ void ConnectionManager::on_for_conn(uint64_t now_ns, CmPeer from, const CmMessag
         ++counters_.rx_unexpected;
       }
       return;
+    case CmType::kMra:
+      // The peer got our REQ (REP) and asks for time, as rdma_cm does while
+      // its application decides: wait what it asks (capped), then resend.
+      if ((c.state == State::kReqSent && m.ib.mra_message == 0) ||
+          (c.state == State::kRepSent && m.ib.mra_message == 1)) {
+        ++counters_.mra_received;
+        c.retries = 0;
+        const uint64_t wait =
+            std::min<uint64_t>(uint64_t{4096} << m.ib.mra_timeout, cfg_.max_mra_wait_ns);
+        c.deadline_ns = now_ns + wait + cfg_.retry_timeout_ns;
+      } else {
+        ++counters_.rx_unexpected;
+      }
+      return;
     case CmType::kReq:
       break;  // handled by on_req
   }

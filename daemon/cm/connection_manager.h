@@ -59,6 +59,8 @@ struct CmConfig {
   uint32_t max_connections = 4096;          // in any state; a REQ beyond it gets REJ(quota)
   uint32_t max_listeners = 1024;
   uint32_t first_conn_id = 1;  // seed: a restarted daemon should not reuse ids
+  // IB CM: the longest an MRA makes us wait before resending (rdma_cm asks for 68 s).
+  uint64_t max_mra_wait_ns = 30'000'000'000;
   // For IB CM messages: our address (GIDs, rdma_cm header) and CA GUID.
   uint32_t local_ip = 0;
   uint64_t ca_guid = 0;
@@ -93,7 +95,8 @@ struct CmAction {
 struct CmCounters {
   uint64_t rx_messages = 0;
   uint64_t rx_malformed = 0;     // parse_cm_message / parse_ib_cm_mad refused it
-  uint64_t rx_unsupported = 0;   // a valid IB CM MAD conduit does not act on (MRA, LAP...)
+  uint64_t rx_unsupported = 0;   // a valid IB CM MAD conduit does not act on (LAP, SIDR...)
+  uint64_t mra_received = 0;     // IB CM: a peer asked us to wait longer for its answer
   uint64_t rx_unknown_conn = 0;  // dst_conn not ours, or from another peer
   uint64_t rx_unexpected = 0;    // valid but not in this state (ignored)
   uint64_t tx_messages = 0;

@@ -223,8 +223,14 @@ CmParseError parse_ib_cm_mad(const uint8_t* data, size_t len, CmMessage& out) {
       out.reason = reject_reason_from_ib(out.ib.rej_code);
       // The local id may be 0 (a REQ refused before an id was made), the remote not.
       return out.dst_conn == 0 ? CmParseError::kBadConnId : CmParseError::kOk;
-    case kAttrClassPortInfo:
     case kAttrMra:
+      out.type = CmType::kMra;
+      out.src_conn = get32(b + 0);
+      out.dst_conn = get32(b + 4);
+      out.ib.mra_message = b[8] >> 6;
+      out.ib.mra_timeout = b[9] >> 3;
+      return out.dst_conn == 0 ? CmParseError::kBadConnId : CmParseError::kOk;
+    case kAttrClassPortInfo:
     case kAttrSidrReq:
     case kAttrSidrRep:
     case kAttrLap:
@@ -317,6 +323,12 @@ size_t build_ib_cm_mad(const CmMessage& m, const IbCmBuildContext& ctx, uint8_t*
     case CmType::kDrep:
       put16(out + 16, kAttrDrep);
       put32(b + 4, m.dst_conn);
+      break;
+    case CmType::kMra:
+      put16(out + 16, kAttrMra);
+      put32(b + 4, m.dst_conn);
+      b[8] = static_cast<uint8_t>((m.ib.mra_message & 0x3) << 6);
+      b[9] = static_cast<uint8_t>((m.ib.mra_timeout & 0x1F) << 3);
       break;
   }
   return kMadBytes;

@@ -29,6 +29,8 @@
 //        count (3) + SRQ | 28 local CA GUID | 36 private data (196)
 //   REJ  0 local comm id | 4 remote comm id | 8 message rejected (2) |
 //        9 info length (7) | 10 reason | 12 ARI (72) | 84 private data (148)
+//   MRA  0 local comm id | 4 remote comm id | 8 message MRAed (2: REQ 0, REP 1) |
+//        9 service timeout (5) | 10 private data
 //   RTU, DREP  0 local comm id | 4 remote comm id | 8 private data
 //   DREQ       0 local comm id | 4 remote comm id | 8 remote QPN (24) | 12 private data
 //

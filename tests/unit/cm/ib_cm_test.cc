@@ -229,7 +229,7 @@ TEST_CASE("ib_cm: bad MADs are refused with a reason", "[cm][ib]") {
     CHECK(parse(b) == CmParseError::kBadClass);
   }
   auto b = req;
-  b[17] = 0x11;  // MRA
+  b[17] = 0x17;  // SIDR_REQ
   CHECK(parse(b) == CmParseError::kUnsupported);
   b[17] = 0x19;  // LAP
   CHECK(parse(b) == CmParseError::kUnsupported);
@@ -439,13 +439,51 @@ TEST_CASE("ib_cm: refusals reach the requester with their reason", "[cm][ib]") {
   CHECK(n.a.connect(n.now, 11, IbPair::kB, 7471, ib_params(0x12, 1, 1, 1), priv.data(), 57) ==
         -EINVAL);
   CHECK(n.a.connect(n.now, 11, IbPair::kB, 7471, ib_params(0x12, 1, 1, 1), priv.data(), 56) > 0);
-  // A MAD of another class, or an MRA, is counted, not acted on.
+  // A MAD of another class, or a LAP, is counted, not acted on.
   std::vector<uint8_t> mad = mad_from_hex(kKernelRtu);
   mad[1] = 0x03;  // SA class
   n.b.on_message(n.now, IbPair::kA, mad.data(), mad.size());
   mad[1] = kMgmtClassCm;
-  mad[17] = 0x11;  // MRA
+  mad[17] = 0x19;  // LAP
   n.b.on_message(n.now, IbPair::kA, mad.data(), mad.size());
   CHECK(n.b.counters().rx_malformed == 1);
   CHECK(n.b.counters().rx_unsupported == 1);
+}
+
+TEST_CASE("ib_cm: an MRA makes the requester wait as asked, then resend", "[cm][ib]") {
+  IbPair n;
+  REQUIRE(n.b.listen(7471, 22) == 0);
+  const int64_t conn = n.a.connect(n.now, 11, IbPair::kB, 7471, ib_params(0x10, 5, 1, 1));
+  REQUIRE(conn > 0);
+  n.run();
+  const CmAction* req = n.last(n.events_b, CmAction::Kind::kRequest);
+  REQUIRE(req != nullptr);
+  // B's application takes its time; B says so (as rdma_cm does): an MRA of the REQ, 2^24 x 4 us.
+  CmMessage mra;
+  mra.type = CmType::kMra;
+  mra.src_conn = req->conn;
+  mra.dst_conn = static_cast<uint32_t>(conn);
+  mra.ib.mra_message = 0;
+  mra.ib.mra_timeout = 24;
+  std::vector<uint8_t> buf(kMadBytes);
+  REQUIRE(build_ib_cm_mad(mra, IbCmBuildContext{}, buf.data()) == kMadBytes);
+  CmMessage back = parse_ok(buf);
+  CHECK(back.type == CmType::kMra);
+  CHECK(back.ib.mra_timeout == 24);
+  n.a.on_message(n.now, IbPair::kB, buf.data(), buf.size());
+  CHECK(n.a.counters().mra_received == 1);
+  // Without it A would have given up after 1.2 s; now it waits ~68.7 s (capped at 30 s).
+  const uint64_t asked = n.a.next_deadline_ns() - n.now;
+  CHECK(asked == 30'000'000'000ull + 200'000'000ull);
+  n.now += 5'000'000'000ull;
+  n.a.on_timer(n.now);
+  CHECK(n.last(n.events_a, CmAction::Kind::kRejected) == nullptr);
+  CHECK(n.a.counters().retransmits == 0);
+  // B accepts within the wait: A connects.
+  REQUIRE(n.b.accept(n.now, 22, req->conn, ib_params(0x20, 9, 1, 1)) == 0);
+  n.run();
+  CHECK(n.last(n.events_a, CmAction::Kind::kEstablished) != nullptr);
+  // An MRA for a connection not waiting for anything is unexpected.
+  n.a.on_message(n.now, IbPair::kB, buf.data(), buf.size());
+  CHECK(n.a.counters().rx_unexpected == 1);
 }
