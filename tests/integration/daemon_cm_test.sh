@@ -7,7 +7,10 @@
 #   2. a service nobody listens on: the client sees ECONNREFUSED ("no listener");
 #   3. a listener that rejects: the client sees the reason (refused, quota, policy);
 #   4. an address where no conduitd runs: ETIMEDOUT after the CM's retries (~1.2 s);
-#   5. the cm.* counters in conduitctl stats --json.
+#   5. the IB CM dialect (rdma_cm's wire protocol, GSI packets on the RoCE port) between the
+#      two daemons: conduit-cm-echo (50 x 10000 B each way) and conduit-rping (20 x 60000 B,
+#      READ and WRITE, validated);
+#   6. the cm.* counters in conduitctl stats --json.
 # Hosts a and b: data veth 198.18.0.0/24 (daemons at .11 and .12; the kernel addresses .1
 # and .2 have no daemon), out-of-band TCP for conduit-perf over 198.19.0.0/24.
 # Root only (exit 77 otherwise); everything is removed on exit.
@@ -144,16 +147,50 @@ stat() {
   netns_exec "$1" "$ctl" --socket "$work/$1.sock" stats --json |
     python3 -c "import json,sys; print(json.load(sys.stdin).get('$2', -1))"
 }
+
+echo "== the IB CM (rdma_cm's protocol) between the daemons: MADs in GSI packets, then data"
+cm_echo=$build/lib/examples/conduit-cm-echo rping=$build/lib/examples/conduit-rping
+[[ -x $cm_echo && -x $rping ]] || fail "conduit-cm-echo / conduit-rping not built"
+# ib_pair OUT_TAG SERVER_ARGS -- CLIENT_ARGS: the server on b (waits for its "listening" line),
+# the client on a; both must succeed.
+ib_pair() {
+  local tag=$1 sargs=() cargs=() spid
+  shift
+  while [[ $1 != -- ]]; do sargs+=("$1"); shift; done
+  shift
+  cargs=("$@")
+  rm -f "$work/$tag-b.out"
+  netns_exec b timeout 90 "${sargs[@]}" >"$work/$tag-b.out" 2>&1 &
+  spid=$!
+  for _ in $(seq 200); do grep -q listening "$work/$tag-b.out" 2>/dev/null && break; sleep 0.05; done
+  netns_exec a timeout 90 "${cargs[@]}" >"$work/$tag-a.out" 2>&1 ||
+    { cat "$work/$tag-a.out" "$work/$tag-b.out"; fail "$tag: the client on a failed"; }
+  wait "$spid" || { cat "$work/$tag-b.out"; fail "$tag: the server on b failed"; }
+  tail -qn 1 "$work/$tag-a.out" "$work/$tag-b.out"
+}
+ib_pair echo "$cm_echo" -S "$work/b.sock" -p 7471 -n 50 -s 10000 -c -W 30 -- \
+  "$cm_echo" -S "$work/a.sock" -p 7471 -n 50 -s 10000 -c -W 30 198.18.0.12
+grep -q "connected to 198.18.0.12 .*(IB CM)" "$work/echo-a.out" || fail "echo: not an IB CM connection"
+grep -q "50 messages of 10000 bytes each way" "$work/echo-b.out" || fail "echo: b has no result"
+ib_pair rping "$rping" --socket "$work/b.sock" -s -p 7174 -S 60000 -- \
+  "$rping" --socket "$work/a.sock" -c -a 198.18.0.12 -p 7174 -S 60000 -C 20 -V
+grep -q "20 pings of 60000 bytes, every one validated" "$work/rping-a.out" || fail "rping: no result"
+for h in a b; do
+  (($(stat "$h" cm.gsi_tx) >= 3 && $(stat "$h" cm.gsi_rx) >= 3)) ||
+    fail "$h: cm.gsi_tx=$(stat "$h" cm.gsi_tx) cm.gsi_rx=$(stat "$h" cm.gsi_rx): no GSI traffic"
+  (($(stat "$h" cm.gsi_rx_dropped) == 0)) || fail "$h: GSI packets dropped"
+done
+
 for h in a b; do
   for k in cm.established cm.rx_messages cm.tx_messages cm.local_datagrams cm.rx_malformed \
-    cm.timeouts cm.rejects_sent cm.rejects_received; do
+    cm.timeouts cm.rejects_sent cm.rejects_received cm.gsi_rx cm.gsi_tx; do
     printf '  %s %s=%s\n' "$h" "$k" "$(stat "$h" "$k")"
   done
 done
 est_a=$(stat a cm.established)
-# a: 2 probe connections + 2 ends of the one-host one + 3 perf + 64 perf; b: all but the
-# one-host pair.
-((est_a >= 71)) || fail "a: cm.established=$est_a, expected >= 71"
+# a: 2 probe connections + 2 ends of the one-host one + 3 perf + 64 perf + 2 IB CM; b: all
+# but the one-host pair.
+((est_a >= 73)) || fail "a: cm.established=$est_a, expected >= 73"
 ((est_a == $(stat b cm.established) + 2)) || fail "a and b disagree on cm.established"
 (($(stat a cm.local_datagrams) >= 3)) || fail "a: the one-host connection went elsewhere"
 (($(stat b cm.rejects_sent) >= 4)) || fail "b sent fewer than 4 REJs"
