@@ -13,6 +13,11 @@
 #   wrong_peer  a valid SEND to the live QP from an address that is not its peer
 #   window      a valid SEND to the live QP from its peer, PSN 2^23 - 1 away from anything
 #               the QP expects (out of window: counted as out of sequence or duplicate)
+#   gsi_icrc    a UD SEND_ONLY to QP 1 (the IB CM's GSI) with a CM MAD, ICRC wrong
+#   gsi_qkey    the same with a valid ICRC and another Q_Key than the GSI's
+#   gsi_short   the same cut to 100 bytes of MAD
+#   gsi_method  a valid GSI packet whose CM MAD has method 0x99      (malformed MAD)
+#   gsi_req     a valid rdma_cm REQ for a port nobody listens on at b (answered with REJ)
 # Asserted: the transfer completes byte-exact ("check: OK"), and conduitctl stats --json on b
 # counts each kind (delta over the injection >= N in the counter for that kind). The window
 # kind is a lower bound only: transport.rx_out_of_sequence also counts the transfer's own
@@ -90,6 +95,21 @@ def frame(bth, payload=b"", src=PEER):
             UDP(sport=0xC0DE, dport=4791, chksum=0) / bth / Raw(payload))
 
 far_psn = lambda i: (0x7FFFFF + i * 7919) & 0xFFFFFF
+UD_SEND_ONLY, GSI_QKEY = 0x64, 0x80010000
+import struct
+def mad(i, method=0x03):
+    # A CM REQ (attribute 0x0010) for rdma_cm's TCP port 9 from QPN 0x100 + i: a real request.
+    hdr = struct.pack(">BBBBHHQHHI", 1, 0x07, 2, method, 0, 0, 0x5000 + i, 0x0010, 0, 0)
+    body = struct.pack(">I4xQQ4xIII", 0x1000 + i, 0x01060009, 0x1122, 0, (0x100 + i) << 8 | 1, 1)
+    body += struct.pack(">II", 0xA0, 0x123456 << 8 | 0xA7)
+    body += struct.pack(">HBBHH", 0xFFFF, 0x37, 0xF0, 0xFFFF, 0xFFFF)
+    body += bytes(10) + b"\xff\xff" + bytes([198, 18, 0, 11]) + bytes(10) + b"\xff\xff"
+    body += bytes([198, 18, 1, 11]) + bytes([0, 0, 0, 0, 0, 64, 0, 19 << 3]) + bytes(44)
+    body += bytes([0, 0x40, 0x12, 0x34]) + bytes(12) + bytes([198, 18, 0, 11])
+    body += bytes(12) + bytes([198, 18, 1, 11])
+    m = hdr + body
+    return m + bytes(256 - len(m))
+deth = lambda qkey=GSI_QKEY: struct.pack(">IBBH", qkey, 0, 0, 1)  # source QP 1
 kinds = {
     "icrc": lambda i: frame(BTH(opcode=SEND_ONLY, dqpn=qpn, psn=far_psn(i), icrc=0xDEADBEEF),
                             b"x" * 64),
@@ -107,6 +127,13 @@ kinds = {
     "wrong_peer": lambda i: frame(BTH(opcode=SEND_ONLY, dqpn=qpn, psn=far_psn(i)), b"y" * 64,
                                   src=STRANGER),
     "window": lambda i: frame(BTH(opcode=SEND_ONLY, dqpn=qpn, psn=far_psn(i)), b"w" * 64),
+    "gsi_icrc": lambda i: frame(BTH(opcode=UD_SEND_ONLY, dqpn=1, psn=i, icrc=0xDEADBEEF),
+                                deth() + mad(i)),
+    "gsi_qkey": lambda i: frame(BTH(opcode=UD_SEND_ONLY, dqpn=1, psn=i), deth(0x1234) + mad(i)),
+    "gsi_short": lambda i: frame(BTH(opcode=UD_SEND_ONLY, dqpn=1, psn=i), deth() + mad(i)[:100]),
+    "gsi_method": lambda i: frame(BTH(opcode=UD_SEND_ONLY, dqpn=1, psn=i),
+                                  deth() + mad(i, method=0x99)),
+    "gsi_req": lambda i: frame(BTH(opcode=UD_SEND_ONLY, dqpn=1, psn=i), deth() + mad(i)),
 }
 for kind, make in kinds.items():
     frames = [make(i) for i in range(n)]
@@ -149,6 +176,12 @@ expect("pad_count", ["engine.rx_drop.pad_count", "engine.rx_drop.length"])
 expect("unknown_qp", ["engine.rx_unknown_qp"])
 expect("wrong_peer", ["engine.rx_wrong_peer"])
 expect("window", ["transport.rx_out_of_sequence", "transport.rx_duplicates"])
+# gsi_icrc, gsi_qkey, gsi_short: the GSI framing refuses them; gsi_method: the CM codec.
+got = delta("cm.gsi_rx_dropped")
+print(f"{'ok  ' if got >= 3 * n else 'FAIL'} gsi framing  cm.gsi_rx_dropped: +{got} (sent {3 * n})")
+ok &= got >= 3 * n
+expect("gsi_method", ["cm.rx_malformed"])
+expect("gsi_req", ["cm.rejects_sent"])
 print("every non-zero drop counter that moved:",
       {k: delta(k) for k in sorted(after) if isinstance(after[k], int) and delta(k) and
        ("drop" in k or "unknown" in k or "wrong" in k or "out_of_seq" in k or "dupl" in k)})
