@@ -122,15 +122,25 @@ TEST_CASE("ib_cm: our REQ has the kernel's layout", "[cm][ib]") {
   std::vector<uint8_t> ours(kMadBytes);
   REQUIRE(build_ib_cm_mad(k, ctx, ours.data()) == kMadBytes);
   const std::vector<uint8_t> theirs = mad_from_hex(kKernelReq);
-  // Every byte but the end-to-end flow control bit (we set it, rdma_client did not) and the
-  // primary path's flow label and rate (the kernel hashes a flow label; we name 10 Gb/s).
+  // Every byte but the CM response timeouts (ours are shorter: see ib_cm_mad.cc), the
+  // end-to-end flow control bit (we set it, rdma_client did not) and the primary path's flow
+  // label and rate (the kernel hashes a flow label; we name 10 Gb/s).
   for (size_t off = 0; off < kMadBytes; ++off) {
     const size_t body = off - kMadHeaderBytes;
-    if (off >= kMadHeaderBytes && (body == 43 || (body >= 88 && body <= 91))) continue;
+    if (off >= kMadHeaderBytes && (body == 43 || body == 47 || (body >= 88 && body <= 91))) {
+      continue;
+    }
     INFO("MAD byte " << off);
     CHECK(ours[off] == theirs[off]);
   }
-  CHECK((ours[kMadHeaderBytes + 43] & 0xFE) == theirs[kMadHeaderBytes + 43]);
+  const uint8_t ours43 = ours[kMadHeaderBytes + 43], theirs43 = theirs[kMadHeaderBytes + 43];
+  const uint8_t ours47 = ours[kMadHeaderBytes + 47], theirs47 = theirs[kMadHeaderBytes + 47];
+  CHECK((ours43 & 0x06) == (theirs43 & 0x06));  // transport service: RC
+  CHECK((ours47 & 0x07) == (theirs47 & 0x07));  // retry count
+  CHECK(theirs43 >> 3 == 20);                   // rdma_cm's response timeouts: 4.3 s
+  CHECK(theirs47 >> 3 == 20);
+  CHECK(ours43 >> 3 == 18);  // we wait ~1.07 s for the REP
+  CHECK(ours47 >> 3 == 16);  // and answer a REP at once (268 ms): a lost REP comes again soon
   CmMessage again;
   REQUIRE(parse_ib_cm_mad(ours.data(), ours.size(), again) == CmParseError::kOk);
   CHECK(again.service == 7471);
