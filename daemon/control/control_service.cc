@@ -777,6 +777,9 @@ void ControlService::process_engine_events() {
         auto q = c->qps.find(e.qpn);
         if (q == c->qps.end()) continue;
         q->second.attrs.state = e.state;
+        if (e.kind == EngineEventKind::kQpState && e.error.cause != nullptr) {
+          log_qp_error(*c, e);
+        }
         if (e.kind == EngineEventKind::kQpStats) {
           proto::QpSummary& s = q->second.last_stats;
           s.rate_bps = e.rate_bps;
@@ -790,6 +793,31 @@ void ControlService::process_engine_events() {
       }
     }
   }
+}
+
+void ControlService::log_qp_error(const Client& c, const EngineEvent& e) {
+  const QpErrorInfo& x = e.error;
+  ++qps_failed_;
+  if (!x.requester) {
+    spdlog::warn(
+        "qp 0x{:06x} (client {}, pid {}, '{}'): error state: {}, PSN 0x{:06x} from peer QP "
+        "0x{:06x}",
+        e.qpn, c.id, c.cred.pid, c.name, x.cause, x.psn, x.peer_qpn);
+    return;
+  }
+  const std::string since =
+      x.since_progress_ns == UINT64_MAX
+          ? std::string("never acknowledged anything")
+          : fmt::format("last acknowledgement {} ms before", x.since_progress_ns / 1'000'000);
+  // The numbers an operator needs to tell a dead or stalled peer (timeouts, nothing
+  // acknowledged) from a lossy path (NAKs, retransmissions) or a receiver out of buffers (RNR).
+  spdlog::warn(
+      "qp 0x{:06x} (client {}, pid {}, '{}'): error state: {} talking to peer QP 0x{:06x}; {} "
+      "(ACK timeout {} ms, retry_cnt {}); oldest unacknowledged PSN 0x{:06x}, next 0x{:06x}; "
+      "{} timeouts, {} NAKs, {} RNR NAKs, {} packets retransmitted, {} B sent, {} B received",
+      e.qpn, c.id, c.cred.pid, c.name, x.cause, x.peer_qpn, since, x.ack_timeout_ns / 1'000'000,
+      x.retry_cnt, x.psn, x.next_psn, x.timeouts, x.naks_received, x.rnr_naks_received,
+      e.retransmits, e.tx_bytes, e.rx_bytes);
 }
 
 std::vector<uint32_t> ControlService::take_faulted_clients() {
@@ -829,6 +857,7 @@ std::vector<proto::Counter> ControlService::counters() const {
       {"control.region_sigbus_faults", region_faults_},
       {"control.unguarded_regions", unguarded_regions_},
       {"control.clients_cut_off", clients_cut_off_},
+      {"control.qps_failed", qps_failed_},
       {"control.engine_backlog", backlog_.size()},
       {"control.pending_releases", pending_.size()},
       {"control.engine_snapshots", snapshots_},

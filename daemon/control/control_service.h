@@ -211,6 +211,8 @@ class ControlService {
   };
 
   using Result = std::pair<int, std::string>;  // status, reason
+  // A QP the engine failed (retries exhausted, a fatal NAK): one warning with the why.
+  void log_qp_error(const Client& c, const EngineEvent& e);
   Outcome attach(Client& c, const proto::AttachRequest& r, uint32_t seq);
   Outcome create_cq(Client& c, const proto::CreateCqRequest& r, uint32_t seq,
                     std::vector<proto::UniqueFd>& fds_in);
@@ -291,6 +293,7 @@ class ControlService {
   uint64_t region_faults_ = 0;
   uint64_t unguarded_regions_ = 0;
   uint64_t clients_cut_off_ = 0;
+  uint64_t qps_failed_ = 0;  // QPs the engine moved to ERROR itself (each logged)
   uint64_t snapshots_ = 0;
   uint64_t snapshot_timeouts_ = 0;
   uint64_t cm_events_ = 0;

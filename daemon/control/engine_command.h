@@ -66,7 +66,8 @@
 // Events (engine -> control).
 //   kAck           command `cookie` done; `status` 0 or negative errno.
 //   kQpState       the engine moved `qpn` to `state` on its own (retry
-//                  exhausted, fatal error); the control thread updates its table.
+//                  exhausted, fatal error); the control thread updates its table
+//                  and logs `error` (why, and the QP's retry state) when set.
 //   kQpStats       answer to kQueryQp: `state`, rate, alpha, counters.
 //   kClientBroken  `client_id` wrote impossible ring indices (or its CQ ring's
 //                  consumer index was impossible): the engine stopped reading
@@ -205,6 +206,21 @@ struct EngineCommand {
 
 enum class EngineEventKind : uint16_t { kAck = 1, kQpState, kQpStats, kClientBroken, kCmEvent };
 
+// kQpState into ERROR that the engine caused itself (cause set): why, for the log.
+struct QpErrorInfo {
+  const char* cause = nullptr;  // static text; nullptr: the owner moved the QP there
+  bool requester = true;        // the QP's requests failed (else: it NAKed the peer's)
+  uint32_t psn = 0;             // requester: oldest unacknowledged PSN; responder: the request's
+  uint32_t next_psn = 0;        // requester: one past the highest PSN sent
+  uint32_t peer_qpn = 0;
+  uint8_t retry_cnt = 0;
+  uint64_t ack_timeout_ns = 0;
+  uint64_t since_progress_ns = UINT64_MAX;  // since the peer last acknowledged (MAX: never)
+  uint64_t timeouts = 0;
+  uint64_t naks_received = 0;
+  uint64_t rnr_naks_received = 0;
+};
+
 struct EngineEvent {
   uint64_t cookie = 0;
   EngineEventKind kind = EngineEventKind::kAck;
@@ -219,7 +235,8 @@ struct EngineEvent {
   uint64_t retransmits = 0;
   uint64_t tx_bytes = 0;
   uint64_t rx_bytes = 0;
-  CmEventInfo cm;  // kCmEvent; kAck of kCmConnect: cm.conn
+  CmEventInfo cm;     // kCmEvent; kAck of kCmConnect: cm.conn
+  QpErrorInfo error;  // kQpState
 };
 
 static_assert(std::is_trivially_copyable_v<EngineCommand>);

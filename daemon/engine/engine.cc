@@ -184,6 +184,24 @@ shm::RingView<T> ring_view(uint8_t* base, const shm::RegionLayout& layout, uint3
   return v;
 }
 
+// Why the transport failed a QP, as static text for the control thread's log.
+const char* qp_error_cause(const transport::QpError& e) {
+  using Side = transport::QpError::Side;
+  if (e.side == Side::kRequester) return transport::wc_status_name(e.status);
+  if (e.side != Side::kResponder) return nullptr;
+  switch (e.nak) {
+    case wire::NakCode::kInvalidRequest:
+      return "the peer sent an invalid request (NAKed)";
+    case wire::NakCode::kRemoteAccessError:
+      return "the peer's request broke a memory region's bounds or rights (NAKed)";
+    case wire::NakCode::kRemoteOperationalError:
+      return "the peer's request could not be carried out (NAKed)";
+    default:
+      break;
+  }
+  return "the peer's request was NAKed";
+}
+
 }  // namespace
 
 sched::SchedulerConfig engine_pacer_config() {
@@ -715,11 +733,34 @@ void Engine::remove_qp(uint32_t qpn, bool owner_gone) {
   qps_.erase(it);
 }
 
-void Engine::post_qp_state(QpCtx& q) {
+void Engine::post_qp_state(QpCtx& q, uint64_t now_ns) {
   control::EngineEvent ev;
   ev.kind = control::EngineEventKind::kQpState;
   ev.qpn = q.qpn;
   ev.state = to_proto(q.qp->state());
+  const transport::Qp& qp = *q.qp;
+  if (qp.state() == transport::QpState::kErr) {
+    if (const char* cause = qp_error_cause(qp.error())) {
+      control::QpErrorInfo& e = ev.error;
+      const transport::QpCounters& c = qp.counters();
+      e.cause = cause;
+      e.requester = qp.error().side == transport::QpError::Side::kRequester;
+      e.psn = qp.error().psn;
+      e.next_psn = qp.send_max_psn();
+      e.peer_qpn = qp.attr().dest_qpn;
+      e.retry_cnt = qp.attr().retry_cnt;
+      e.ack_timeout_ns = qp.retransmit_timeout();
+      if (qp.last_progress_ns() != 0 && now_ns >= qp.last_progress_ns()) {
+        e.since_progress_ns = now_ns - qp.last_progress_ns();
+      }
+      e.timeouts = c.timeouts;
+      e.naks_received = c.naks_received;
+      e.rnr_naks_received = c.rnr_naks_received;
+      ev.retransmits = c.tx_retransmits;
+      ev.tx_bytes = q.tx_bytes;
+      ev.rx_bytes = q.rx_bytes;
+    }
+  }
   post_event(ev);
 }
 
@@ -938,7 +979,7 @@ bool Engine::run_timers(uint64_t now_ns) {
     }
     if (q->qp->state() != q->reported_state) {
       q->reported_state = q->qp->state();
-      post_qp_state(*q);
+      post_qp_state(*q, now_ns);
     }
   }
   return work;

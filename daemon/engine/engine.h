@@ -238,7 +238,7 @@ class Engine {
   // q's frame marking (DSCP, ECN, VLAN priority) from its class.
   void mark_qp(QpCtx& q) const;
   void remove_qp(uint32_t qpn, bool owner_gone);
-  void post_qp_state(QpCtx& q);
+  void post_qp_state(QpCtx& q, uint64_t now_ns);
   void post_qp_stats(uint64_t cookie, uint32_t qpn);
   void snapshot(const control::EngineCommand& cmd);
   void fill_snapshot(control::CounterSnapshot& out) const;

@@ -137,6 +137,7 @@ bool Qp::advance_una(uint64_t now_ns, uint32_t psn) {
 }
 
 void Qp::on_progress(uint64_t now_ns) {
+  last_progress_ns_ = now_ns;
   retry_left_ = attr_.retry_cnt;
   sr_charged_ns_ = now_ns;
   rnr_retry_left_ = attr_.rnr_retry;
@@ -180,6 +181,7 @@ void Qp::sequence_retry(uint64_t now_ns) {
 }
 
 void Qp::fail(WcStatus status) {
+  error_ = {QpError::Side::kRequester, status, {}, una_psn_};
   if (sq_head_ != sq_tail_) complete_head(status);
   enter_error();
 }

@@ -175,6 +175,8 @@ void Qp::reset_all() {
   pkts_since_ack_req_ = 0;
   rewound_without_progress_ = false;
   ack_deadline_ns_ = rnr_deadline_ns_ = kNoDeadline;
+  last_progress_ns_ = 0;
+  error_ = {};
   msn_ = 0;
   nak_seq_sent_ = false;
   in_msg_ = InMessage::kNone;

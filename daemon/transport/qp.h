@@ -105,6 +105,16 @@ struct QpCounters {
   uint64_t retries = 0;  // go-back-N rewinds
 };
 
+// Why a QP went to ERR by itself, for its owner's log. kNone: it did not (or its owner moved it
+// there with modify).
+struct QpError {
+  enum class Side : uint8_t { kNone, kRequester, kResponder };
+  Side side = Side::kNone;
+  WcStatus status = WcStatus::kSuccess;                // requester: its oldest WR's completion
+  wire::NakCode nak = wire::NakCode::kInvalidRequest;  // responder: the NAK sent to the peer
+  uint32_t psn = 0;  // requester: the oldest unacknowledged PSN; responder: the request's
+};
+
 // Per-packet placement data in selective-repeat mode (start of the payload).
 struct SrPlacement {
   static constexpr uint32_t kBytes = 24;
@@ -224,6 +234,13 @@ class Qp {
   void defer_timers(uint64_t stall_ns);
 
   const QpCounters& counters() const { return counters_; }
+  const QpError& error() const { return error_; }
+  // When the peer last acknowledged something new (0: never); the retransmission timeout that
+  // applies now.
+  uint64_t last_progress_ns() const { return last_progress_ns_; }
+  uint64_t retransmit_timeout() const { return retransmit_timeout_ns(); }
+  // One past the highest request PSN sent.
+  uint32_t send_max_psn() const { return snd_max_psn_; }
   // Oldest unacknowledged request PSN and next new PSN (tests, telemetry).
   uint32_t una_psn() const { return una_psn_; }
   uint32_t expected_psn() const { return epsn_; }
@@ -506,6 +523,8 @@ class Qp {
   bool rewound_without_progress_ = false;
   uint64_t ack_deadline_ns_ = kNoDeadline;
   uint64_t timer_base_ns_ = 0;  // when the retransmission timer was last (re)started
+  uint64_t last_progress_ns_ = 0;
+  QpError error_;
   // Selective repeat: when the retry budget was last charged, or progress made. RTO-low/high
   // expiries resend at once but charge the budget at most once per local ACK timeout, so the
   // QP fails after (retry_cnt + 1) ACK timeouts without progress, as under go-back-N (and

@@ -453,6 +453,7 @@ RxResult Qp::responder_rnr(uint32_t psn) {
 RxResult Qp::responder_fatal(NakCode code, uint32_t psn) {
   ++counters_.naks_sent;
   queue_ack(Aeth::nak(msn_, code), psn);
+  error_ = {QpError::Side::kResponder, WcStatus::kSuccess, code, psn};
   enter_error();
   return RxResult::kDropped;
 }

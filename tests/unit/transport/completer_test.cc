@@ -116,6 +116,35 @@ TEST_CASE("completer: retry budget exhausted -> retry exceeded, ERR, flush, no h
   CHECK(ca[0].status == WcStatus::kRetryExceeded);
   for (int i = 1; i < 4; ++i) CHECK(ca[i].status == WcStatus::kWrFlushError);
   CHECK(p.a.qp.next_deadline_ns() == Qp::kNoDeadline);
+  // Why, for the daemon's log: the requester's oldest WR, at its first PSN; nothing was ever
+  // acknowledged.
+  CHECK(p.a.qp.error().side == QpError::Side::kRequester);
+  CHECK(p.a.qp.error().status == WcStatus::kRetryExceeded);
+  CHECK(p.a.qp.error().psn == p.a.qp.una_psn());
+  CHECK(p.a.qp.last_progress_ns() == 0);
+  CHECK(p.b.qp.error().side == QpError::Side::kNone);
+}
+
+TEST_CASE("completer: the error record names the PSN the peer stopped at; RESET clears it") {
+  QpPair p;  // retry_cnt 3
+  int seen = 0;
+  // The first message goes through and is acknowledged; nothing after it does.
+  p.filter = [&](bool from_a, Packet&) { return !from_a || ++seen <= 1; };
+  for (int i = 0; i < 3; ++i) {
+    REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kWrite, i, 0, 10)) == Status::kOk);
+  }
+  const uint32_t first = p.a.qp.una_psn();
+  run(p);
+  REQUIRE(p.a.qp.state() == QpState::kErr);
+  CHECK(p.a.qp.error().side == QpError::Side::kRequester);
+  CHECK(p.a.qp.error().psn == (first + 1));
+  CHECK(p.a.qp.last_progress_ns() != 0);
+  CHECK(p.a.qp.send_max_psn() == first + 3);
+  QpAttr reset;
+  reset.state = QpState::kReset;
+  REQUIRE(p.a.qp.modify(reset, kAttrState) == Status::kOk);
+  CHECK(p.a.qp.error().side == QpError::Side::kNone);
+  CHECK(p.a.qp.last_progress_ns() == 0);
 }
 
 TEST_CASE("completer: progress resets the retry budget") {

@@ -172,6 +172,10 @@ TEST_CASE("responder: WRITE payload beyond the RETH length is an invalid request
   REQUIRE(t.size() == 1);
   CHECK(t[0].hdr.aeth.syndrome == 0x61);
   CHECK(r.e.qp.state() == QpState::kErr);
+  // Why, for the daemon's log: the NAK it sent and the request's PSN.
+  CHECK(r.e.qp.error().side == QpError::Side::kResponder);
+  CHECK(r.e.qp.error().nak == conduit::wire::NakCode::kInvalidRequest);
+  CHECK(r.e.qp.error().psn == 101);
 }
 
 TEST_CASE("responder: a SEND larger than the receive is a local length error") {
