@@ -102,6 +102,9 @@ ms=$(((t_fail - t_stop) / 1000000))
 echo "client failed ${ms} ms after conduitd b stopped"
 # Budget 0.54 s, plus the daemon's restart and a loaded two-core machine.
 ((ms < 10000)) || fail "QP error took ${ms} ms (budget ~540 ms)"
+# conduitd a says which QP failed and why, with its retry state (the operator's first clue).
+grep -E "qp 0x[0-9a-f]+ \(client [0-9]+, pid [0-9]+, '[^']*'\): error state: retry exceeded talking to peer QP 0x[0-9a-f]+; last acknowledgement [0-9]+ ms before \(ACK timeout 67 ms, retry_cnt 7\).* [1-9][0-9]* timeouts" \
+  "$work/conduitd-a.log" || fail "conduitd a did not log the QP's failure and its cause"
 
 echo "== after the restart, new connections work"
 perf_pair 60 send_lat -n 200 --check -W 20 || fail "send_lat after the restart failed"

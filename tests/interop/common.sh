@@ -138,6 +138,24 @@ SH
   } >"$work/vm.sh"
 }
 
+# After a failed step: the last RoCEv2 frames of the capture, and how many each side sent in its
+# last 5 s, to tell a silent peer (nothing from it while conduit retransmits) from a lossy path or
+# a protocol disagreement (NAKs, PSNs).
+interop_capture_tail() {
+  local fields=(-e frame.time_relative -e ip.src -e infiniband.bth.opcode -e infiniband.bth.destqp
+    -e infiniband.bth.psn -e infiniband.aeth.syndrome)
+  [[ -s $work/rc.pcap ]] || return 0
+  echo "--- capture: the last 40 RoCEv2 frames (time, source, opcode, dest QP, PSN, AETH syndrome)"
+  tshark -r "$work/rc.pcap" -T fields "${fields[@]}" 2>/dev/null |
+    tail -n 40 || true
+  echo "--- capture: frames per source in the last 5 s"
+  tshark -r "$work/rc.pcap" -T fields -e frame.time_relative -e ip.src \
+    2>/dev/null | awk '{t[NR] = $1; s[NR] = $2} END {
+      for (i = 1; i <= NR; i++) if (t[i] >= t[NR] - 5) n[s[i]]++
+      for (k in n) printf "  %s: %d frames (capture ends at %.3f s)\n", k, n[k], t[NR]
+    }' || true
+}
+
 interop_run() {
   local p name loss dir stats way status=0 vm_wait=200 drop_attached=0 t1 t_step rc
   local host_failures=()
@@ -176,6 +194,10 @@ interop_run() {
     fi
     if [[ $rc -ne 0 ]]; then
       host_failures+=("$name")
+      # Before conduitd moves on: its counters that say where packets went (non-zero only).
+      echo "--- $name: conduitd's non-zero drop, error and retry counters"
+      netns_exec c "$build/tools/conduitctl/conduitctl" --socket "$work/c.sock" stats 2>&1 |
+        grep -Ei 'drop|err|fail|retr|timeout|nak|no_mbuf|full' | grep -Ev '[[:space:]]0$' || true
       break # the VM's side of this step cannot finish: stop the VM below instead of waiting
     fi
   done
@@ -199,7 +221,10 @@ interop_run() {
   tcpdump_pid=
   echo "--- VM output"
   cat "$work/vm.out"
-  [[ ${#host_failures[@]} -eq 0 ]] || fail "conduit side failed: ${host_failures[*]}"
+  if [[ ${#host_failures[@]} -gt 0 ]]; then
+    interop_capture_tail
+    fail "conduit side failed: ${host_failures[*]}"
+  fi
   [[ $status -eq 0 ]] || fail "VM exited $status"
   grep -q '=== all steps done' "$work/vm.out" || fail "the VM did not run every step"
 }
