@@ -128,6 +128,7 @@ ServerConfig server_config(const Policy& p) {
     c.metrics_ip = p.daemon.metrics->ip.value;
     c.metrics_port = p.daemon.metrics->port;
   }
+  c.metrics_max_qps = p.daemon.metrics_max_qps;
   return c;
 }
 

@@ -126,6 +126,7 @@ struct ControlServer::Impl {
     service.refresh_engine_stats(kMetricsStatsWaitMs);
     metrics::Exposition e;
     e.version = version;
+    e.max_qps = owner.config_.metrics_max_qps;
     for (auto& c : service.counters()) e.stats.push_back({std::move(c.name), c.value});
     for (const proto::QpSummary& q : service.qp_summaries()) {
       metrics::QpSample m;
@@ -490,6 +491,7 @@ void ControlServer::update(const ServerConfig& access, const ControlLimits& limi
     // per-connection checks change.
     config_.allowed_uids = access.allowed_uids;
     config_.allowed_gids = access.allowed_gids;
+    config_.metrics_max_qps = access.metrics_max_qps;
     impl_->service.set_limits(limits);
   };
   // A reload runs on the control thread (the kPolicyReload hook, or main's SIGHUP task

@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -37,6 +38,8 @@ struct ServerConfig {
   bool metrics = false;
   uint32_t metrics_ip = 0;  // host byte order
   uint16_t metrics_port = 0;
+  // QPs with per-QP series on the page (daemon.metrics_max_qps; applied on reload).
+  size_t metrics_max_qps = SIZE_MAX;
 };
 
 class ControlServer {

@@ -82,6 +82,23 @@ void qp_family(std::string& out, const std::vector<QpSample>& qps, const std::st
   }
 }
 
+// The QPs that get series: all of them up to `max`, else the `max` that moved the most bytes
+// (ties: lower QPN), in QPN order either way.
+std::vector<QpSample> exported_qps(const std::vector<QpSample>& all, size_t max) {
+  std::vector<QpSample> q = all;
+  if (q.size() > max) {
+    const auto busier = [](const QpSample& a, const QpSample& b) {
+      const uint64_t x = a.tx_bytes + a.rx_bytes;
+      const uint64_t y = b.tx_bytes + b.rx_bytes;
+      return x != y ? x > y : a.qpn < b.qpn;
+    };
+    std::nth_element(q.begin(), q.begin() + static_cast<std::ptrdiff_t>(max), q.end(), busier);
+    q.resize(max);
+  }
+  std::sort(q.begin(), q.end(), [](const QpSample& a, const QpSample& b) { return a.qpn < b.qpn; });
+  return q;
+}
+
 }  // namespace
 
 bool is_gauge(std::string_view stats_name) {
@@ -130,7 +147,10 @@ std::string format_exposition(const Exposition& e) {
     sample(out, name, "", std::to_string(s.value));
   }
 
-  const std::vector<QpSample>& q = e.qps;
+  const std::vector<QpSample> q = exported_qps(e.qps, e.max_qps);
+  family(out, "conduit_qp_series_omitted", "gauge",
+         "QPs left out of the per-QP series (daemon.metrics_max_qps); conduitctl qps lists all");
+  sample(out, "conduit_qp_series_omitted", "", std::to_string(e.qps.size() - q.size()));
   family(out, "conduit_qp_info", "gauge",
          "One per queue pair (conduitctl qps); its labels say what the QP is");
   for (const QpSample& s : q) {

@@ -13,6 +13,7 @@
 // counter unless it is added there.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -47,6 +48,10 @@ struct Exposition {
   std::string version;  // conduitd's version (conduit_build_info)
   std::vector<StatSample> stats;
   std::vector<QpSample> qps;
+  // The most QPs with series of their own (daemon.metrics_max_qps): beyond it, the QPs that
+  // moved the most bytes are kept (ties: lower QPN) and conduit_qp_series_omitted counts the
+  // rest, so a host with thousands of QPs does not flood the scraper.
+  size_t max_qps = SIZE_MAX;
 };
 
 // Whether a stats name is a gauge (goes up and down) rather than a counter.
@@ -60,7 +65,8 @@ std::string metric_name(std::string_view stats_name, bool gauge);
 std::string escape_label_value(std::string_view v);
 
 // The whole page. A stats name that maps to a metric name already written is
-// left out (the first one wins), so the page never declares a family twice.
+// left out (the first one wins), so the page never declares a family twice. At
+// most e.max_qps QPs get per-QP series.
 std::string format_exposition(const Exposition& e);
 
 }  // namespace conduit::metrics

@@ -205,6 +205,9 @@ void parse_daemon(ErrorSink& s, const Field& f, DaemonSection& d) {
       }
     }
   }
+  if (auto v = r.take("metrics_max_qps")) {
+    assign(d.metrics_max_qps, detail::read_uint(s, *v, 0, kMaxMetricsMaxQps));
+  }
   if (auto v = r.take("idle_mode")) assign(d.idle_mode, detail::read_enum(s, *v, kIdleModes));
   r.finish();
 }

@@ -40,13 +40,17 @@ enum class LogLevel { kTrace, kDebug, kInfo, kWarn, kError, kCritical, kOff };
 // it backs off and sleeps until a client doorbell or a short timer.
 enum class IdleMode { kSpin, kAdaptive };
 
+// daemon.metrics_max_qps: its default and largest value.
+inline constexpr uint32_t kDefaultMetricsMaxQps = 1024;
+inline constexpr uint32_t kMaxMetricsMaxQps = 1'000'000;
+
 struct DaemonSection {
   std::string control_socket = "/run/conduit/conduitd.sock";
   std::string socket_group;            // group owning the socket; empty = daemon's own group
   std::vector<uint32_t> lcores = {1};  // engine lcores, one engine each; unique, non-empty
   LogLevel log_level = LogLevel::kInfo;
-  // Reserved for a Prometheus endpoint that is not built yet (policy_warnings says so when set).
-  std::optional<SocketAddress> metrics;  // nullopt = off (the default)
+  std::optional<SocketAddress> metrics;  // the Prometheus endpoint; nullopt = off (the default)
+  uint32_t metrics_max_qps = kDefaultMetricsMaxQps;  // QPs with per-QP series on that page
   IdleMode idle_mode = IdleMode::kAdaptive;
   bool operator==(const DaemonSection&) const = default;
 };

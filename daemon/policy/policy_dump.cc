@@ -116,6 +116,7 @@ std::string to_yaml(const Policy& p) {
   out << YAML::Key << "metrics_address" << YAML::Value
       << (d.metrics ? format_ipv4(d.metrics->ip) + ":" + std::to_string(d.metrics->port)
                     : std::string("off"));
+  out << YAML::Key << "metrics_max_qps" << YAML::Value << d.metrics_max_qps;
   out << YAML::Key << "idle_mode" << YAML::Value << name_of(d.idle_mode);
   out << YAML::EndMap;
 

@@ -208,6 +208,25 @@ def main():
     tx = {int(s.labels["qpn"]): s.value for s in fams["conduit_qp_tx_bytes"].samples}
     if sum(tx.get(qpn, 0) for qpn in by_qpn) == 0:
         fail(f"no QP sent bytes according to the page: {tx}")
+    if fams["conduit_qp_series_omitted"].samples[0].value != 0:
+        fail("QPs were left out under the default daemon.metrics_max_qps")
+
+    # daemon.metrics_max_qps, applied on reload: 3 QPs keep their series, the rest are counted.
+    cfg = os.path.join(work, "c0.yaml")
+    with open(cfg) as f:
+        text = f.read()
+    with open(cfg, "w") as f:
+        f.write(text.replace("  metrics_address:", "  metrics_max_qps: 3\n  metrics_address:", 1))
+    ctl(sock, "policy", "reload")
+    _, text = scrape(mport)
+    fams = families(text)
+    kept = [s.labels["qpn"] for s in fams["conduit_qp_info"].samples]
+    omitted = fams["conduit_qp_series_omitted"].samples[0].value
+    if len(kept) != 3 or omitted < 5:
+        fail(f"metrics_max_qps 3: {len(kept)} QPs on the page, {omitted} omitted (8 or more exist)")
+    for fam in ("conduit_qp_tx_bytes", "conduit_qp_retransmits"):
+        if sorted(s.labels["qpn"] for s in fams[fam].samples) != sorted(kept):
+            fail(f"metrics_max_qps 3: {fam} is not for the same QPs as conduit_qp_info ({kept})")
 
     for p in (client, server):
         out, _ = p.communicate(timeout=60)

@@ -102,7 +102,7 @@ TEST_CASE("prometheus_text: the page declares each family once, with HELP and TY
     CHECK(name == typed);
     ++samples;
   }
-  CHECK(samples == 1 + 3 + 2 + 1 + 2 + 2 * 5);
+  CHECK(samples == 1 + 3 + 1 + 2 + 1 + 2 + 2 * 5);  // ... + conduit_qp_series_omitted
   CHECK(page.back() == '\n');
 }
 
@@ -110,4 +110,35 @@ TEST_CASE("prometheus_text: an empty daemon still gives a valid page") {
   const std::string page = format_exposition({});
   CHECK(page.find("conduit_build_info{version=\"\"} 1\n") != std::string::npos);
   CHECK(page.find("# TYPE conduit_qp_info gauge\n") != std::string::npos);
+}
+
+TEST_CASE("prometheus_text: max_qps keeps the busiest QPs' series and counts the rest") {
+  Exposition e;
+  for (uint32_t n = 1; n <= 6; ++n) {
+    QpSample q;
+    q.qpn = n;
+    q.state = "RTS";
+    q.tx_bytes = n == 2 || n == 5 ? 1000 : 10 * n;  // 2 and 5 moved the most, then 6 and 4
+    q.rx_bytes = n == 4 ? 20 : 0;                   // 4: 60 in all, as 6
+    e.qps.push_back(q);
+  }
+  e.max_qps = 4;
+  const std::string page = format_exposition(e);
+  CHECK(page.find("conduit_qp_series_omitted 2\n") != std::string::npos);
+  CHECK(count(page, "conduit_qp_info{") == 4);
+  for (const char* kept : {"qpn=\"2\"", "qpn=\"4\"", "qpn=\"5\"", "qpn=\"6\""}) {
+    INFO(kept);
+    CHECK(count(page, kept) == 7);  // info + six number families
+  }
+  CHECK(count(page, "qpn=\"1\"") == 0);
+  CHECK(count(page, "qpn=\"3\"") == 0);
+  // In QPN order, as without a cap.
+  CHECK(page.find("conduit_qp_info{qpn=\"2\"") < page.find("conduit_qp_info{qpn=\"4\""));
+
+  e.max_qps = 0;  // no per-QP series at all
+  const std::string none = format_exposition(e);
+  CHECK(none.find("conduit_qp_series_omitted 6\n") != std::string::npos);
+  CHECK(count(none, "qpn=") == 0);
+  e.max_qps = 6;  // exactly enough
+  CHECK(format_exposition(e).find("conduit_qp_series_omitted 0\n") != std::string::npos);
 }

@@ -25,6 +25,7 @@ TEST_CASE("a minimal file gets every default") {
   CHECK(p.daemon.control_socket == "/run/conduit/conduitd.sock");
   CHECK(p.daemon.lcores == std::vector<uint32_t>{1});
   CHECK(p.daemon.idle_mode == IdleMode::kAdaptive);
+  CHECK(p.daemon.metrics_max_qps == kDefaultMetricsMaxQps);
   CHECK_FALSE(p.daemon.metrics);  // off by default
   CHECK(p.port.mtu_bytes == 1500);
   CHECK(p.port.roce_udp_port == 4791);
@@ -102,6 +103,7 @@ TEST_CASE("every section is read into its typed field") {
       "  lcores: [2, 3]\n"
       "  log_level: debug\n"
       "  metrics_address: off\n"
+      "  metrics_max_qps: 0\n"
       "  idle_mode: spin\n"
       "port:\n"
       "  device: 0000:3b:00.1\n"
@@ -147,6 +149,7 @@ TEST_CASE("every section is read into its typed field") {
   CHECK(p.daemon.lcores == std::vector<uint32_t>{2, 3});
   CHECK(p.daemon.log_level == LogLevel::kDebug);
   CHECK_FALSE(p.daemon.metrics);
+  CHECK(p.daemon.metrics_max_qps == 0);
   CHECK(p.daemon.idle_mode == IdleMode::kSpin);
   CHECK(p.port.device_kind == DeviceKind::kPci);
   CHECK(p.port.eal_args == std::vector<std::string>{"--no-huge", "-m", "512"});

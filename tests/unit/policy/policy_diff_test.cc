@@ -18,6 +18,7 @@ TEST_CASE("restart_required_changes lists start-up-bound keys only") {
   b.daemon.idle_mode =
       a.daemon.idle_mode == IdleMode::kSpin ? IdleMode::kAdaptive : IdleMode::kSpin;
   b.clients.quotas.max_qps = 1;
+  b.daemon.metrics_max_qps = 7;
   CHECK(restart_required_changes(a, b).empty());
 
   b.port.mtu_bytes = 9000;

@@ -312,6 +312,8 @@ TEST_CASE("daemon, transport and clients cross-checks") {
   CHECK(errors_of(std::string(kPort) + "daemon: {metrics_address: localhost}\n") ==
         Errors{"t.yaml:4:27: daemon.metrics_address: expected IPV4:PORT (e.g. 127.0.0.1:9464) "
                "or off, got 'localhost'"});
+  CHECK(errors_of(std::string(kPort) + "daemon: {metrics_max_qps: 1000001}\n") ==
+        Errors{"t.yaml:4:27: daemon.metrics_max_qps: 1000001 is out of range 0..1000000"});
   CHECK(errors_of(std::string(kPort) + "daemon: {lcores: []}\n") ==
         Errors{"t.yaml:4:18: daemon.lcores: needs at least one lcore"});
   CHECK(errors_of(std::string(kPort) + "transport: {bdp_cap: 100}\n") ==
