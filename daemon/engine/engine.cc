@@ -695,6 +695,7 @@ void Engine::remove_qp(uint32_t qpn, bool owner_gone) {
   auto it = qps_.find(qpn);
   if (it == qps_.end()) return;
   QpCtx* q = it->second.get();
+  send_final_ack(*q, tsc_now_ns());
   if (q->cm_conn != 0) {
     // A QP destroyed with its connection up: the peer gets a DREQ.
     cm_.disconnect(tsc_now_ns(), q->client->id, q->cm_conn);
@@ -826,6 +827,7 @@ void Engine::fill_snapshot(control::CounterSnapshot& out) const {
   out.add("engine.tx_frames", c.tx_frames);
   out.add("engine.loopback_frames", c.loopback_frames);
   out.add("engine.tx_cnps", c.tx_cnps);
+  out.add("engine.tx_final_acks", c.tx_final_acks);
   out.add("engine.tx_no_mbuf", c.tx_no_mbuf);
   out.add("engine.tx_build_errors", c.tx_build_errors);
   out.add("engine.tx_ring_full_drops", c.tx_ring_full_drops);
@@ -1590,6 +1592,42 @@ void Engine::send_cnp(QpCtx& q, uint64_t now_ns) {
   ++counters_.tx_cnps;
   ++q.cnps_tx;
   transmit_now(m);
+}
+
+// A QP that stops (its client disconnects or destroys it) owes its peer the ACKs
+// still in its response queue or in the pacer, for data its client may already
+// hold the completions of. They would go after the DREQ, or die with the QP, and
+// the peer's requester would see the disconnect before its last SEND completes, or
+// retry into a QP that is gone. A hardware responder ACKs before it completes; here
+// one ACK for everything taken goes at once, ahead of the DREQ (the queued ones
+// follow as duplicates, or are freed with the QP).
+void Engine::send_final_ack(QpCtx& q, uint64_t now_ns) {
+  if (!q.peer_resolved || (!q.qp->responses_queued() && q.queued_frames == 0)) return;
+  rte_mbuf* m = port_.alloc_mbuf();
+  if (m == nullptr) {
+    ++counters_.tx_no_mbuf;  // the peer retries; the queued ACKs may still make it
+    return;
+  }
+  if (!(q.tmpl_addr == q.addr)) {
+    q.tmpl = wire::make_frame_template(q.addr);
+    q.tmpl_addr = q.addr;
+  }
+  transport::TxPacket p;
+  q.qp->final_ack(p);
+  std::span<uint8_t> room(rte_pktmbuf_mtod(m, uint8_t*), rte_pktmbuf_tailroom(m));
+  const wire::BuildResult b = wire::build_frame(room, q.tmpl, p.hdr, {});
+  if (!b.ok()) {
+    ++counters_.tx_build_errors;
+    rte_pktmbuf_free(m);
+    return;
+  }
+  m->data_len = m->pkt_len = static_cast<uint32_t>(b.len_bytes);
+  ++counters_.tx_final_acks;
+  if (q.peer_local) {
+    loopback(m, q, now_ns);
+  } else {
+    transmit_now(m);
+  }
 }
 
 void Engine::transmit_now(rte_mbuf* m) {

@@ -171,6 +171,7 @@ struct EngineCounters {
   uint64_t tx_frames = 0;
   uint64_t loopback_frames = 0;  // between two QPs of this host, not through the port
   uint64_t tx_cnps = 0;
+  uint64_t tx_final_acks = 0;  // ACKs a stopping QP sent ahead of its DREQ (send_final_ack)
   uint64_t tx_no_mbuf = 0;
   uint64_t tx_build_errors = 0;
   uint64_t tx_ring_full_drops = 0;  // control frames (ARP, ICMP, CNP) the full device refused
@@ -299,6 +300,7 @@ class Engine {
   bool resolve_peer(QpCtx& q, uint64_t now_ns);
   bool tx(uint64_t now_ns);
   void send_cnp(QpCtx& q, uint64_t now_ns);
+  void send_final_ack(QpCtx& q, uint64_t now_ns);
   void loopback(rte_mbuf* m, const QpCtx& q, uint64_t now_ns);
   void transmit_now(rte_mbuf* m);
   void flush_tx();

@@ -151,6 +151,7 @@ int Engine::cm_command(const control::EngineCommand& cmd, uint64_t now_ns, uint3
       QpCtx* q = find_qp(cmd.qpn);
       if (q == nullptr || q->client->id != cmd.client_id) return -ENOENT;
       // The connection may be gone already (the peer's DREQ): the QP still stops.
+      send_final_ack(*q, now_ns);
       if (q->cm_conn != 0) {
         cm_.disconnect(now_ns, owner, q->cm_conn);
         cm_forget_conn(*q);
@@ -405,6 +406,10 @@ void Engine::cm_on_ended(const cm::CmAction& a) {
   auto it = cm_conn_qpn_.find(a.conn);
   if (QpCtx* q = it != cm_conn_qpn_.end() ? find_qp(it->second) : nullptr) {
     info.qpn = q->qpn;
+    // What completed before the DREQ came (its sender ACKs ahead of it: send_final_ack)
+    // reaches the CQ before the event: a client that sees the disconnect and then polls
+    // finds it.
+    deliver_completions(*q);
     // A peer's DREQ leaves the QP as it is (as rdma_cm, the application
     // decides): WRs it already received complete normally, new sends fail
     // after the retries. A peer that exits right after its last receive must

@@ -244,6 +244,13 @@ class Qp {
   // Oldest unacknowledged request PSN and next new PSN (tests, telemetry).
   uint32_t una_psn() const { return una_psn_; }
   uint32_t expected_psn() const { return epsn_; }
+  // Whether the responder has answers queued that poll_tx() has not given out yet.
+  bool responses_queued() const { return resp_head_ != resp_tail_; }
+  // An ACK for everything the responder has taken (ePSN - 1, the current MSN), to send
+  // at once: what a QP that stops (disconnect, destroy) sends ahead of the DREQ, so that
+  // its peer's requester completes what arrived here instead of waiting behind the
+  // disconnect for ACKs still queued, or losing them with the QP.
+  void final_ack(TxPacket& out) const;
 
  private:
   struct SendWqe {

@@ -537,6 +537,17 @@ void Qp::build_read_response(ReadResource& r, TxPacket& out) {
   }
 }
 
+void Qp::final_ack(TxPacket& out) const {
+  wire::RoceHeader& h = out.hdr;
+  h.bth = wire::Bth{};
+  h.bth.opcode = static_cast<uint8_t>(Opcode::kAcknowledge);
+  h.bth.dest_qp = attr_.dest_qpn;
+  h.bth.psn = wire::psn_add(epsn_, wire::kPsnMask);  // ePSN - 1
+  h.aeth = Aeth::ack(msn_);
+  out.payload_parts = 0;
+  out.payload_bytes = 0;
+}
+
 bool Qp::responder_poll(TxPacket& out) {
   constexpr uint32_t mask = kRespFifoSlots - 1;
   while (resp_head_ != resp_tail_) {

@@ -50,13 +50,17 @@ static int fail(const char* what, int rc) {
 }
 
 /* Waits for the next completion of `opcode`. -ENOTCONN when the peer
- * disconnected first (nothing pending is lost: what it sent was reaped). */
+ * disconnected first (nothing pending is lost: what it sent was reaped, and
+ * conduitd puts what completed before the disconnect on the CQ before it
+ * reports the disconnect, so the CQ is polled once more after seeing it). */
 static int wait_for(struct rping* r, uint32_t opcode, struct conduit_wc* out) {
   const time_t end = time(NULL) + kWaitS;
+  bool disconnected = false;
   for (;;) {
     struct conduit_wc wc;
     int n = conduit_poll_cq(r->cq, 1, &wc);
     if (n < 0) return n;
+    if (n == 0 && disconnected) return -ENOTCONN;
     if (n == 1) {
       if (wc.status != CONDUIT_WC_SUCCESS) {
         fprintf(stderr, "conduit-rping: completion failed: %s\n", conduit_wc_status_str(wc.status));
@@ -69,7 +73,10 @@ static int wait_for(struct rping* r, uint32_t opcode, struct conduit_wc* out) {
       *out = wc;
       return 0;
     }
-    if (conduit_wait_disconnect(r->qp, 0) == 0) return -ENOTCONN;
+    if (conduit_wait_disconnect(r->qp, 0) == 0) {
+      disconnected = true;
+      continue;
+    }
     if (time(NULL) >= end) return -ETIMEDOUT;
     if ((n = conduit_wait_cq(r->cq, 20)) < 0) return n;
   }

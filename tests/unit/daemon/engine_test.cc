@@ -1319,6 +1319,66 @@ TEST_CASE("engine: the connection manager connects two QPs over the wire, then S
   CHECK(find_cm(ev_b, proto::CmEventKind::kDisconnected)->cm.qpn == f.b.qpn);
 }
 
+TEST_CASE("engine: a QP that stops ACKs what it received ahead of its DREQ", "[engine][cm]") {
+  // The class is capped at 20 Mbit/s and b's flow is busy with a WRITE, so b's ACK for a's
+  // SEND waits in b's pacer behind the WRITE's frames (a 1 KiB frame every ~0.4 ms). b's
+  // client has its RECV completion, and then stops the QP: it disconnects, or destroys it
+  // with the connection up. Either way b's DREQ must not overtake the ACK: a's SEND has
+  // completed, successfully, by the time a hears of the disconnect (before, a saw the
+  // disconnect first, and after a destroy the ACK was freed with the QP and a's SEND
+  // retried into nothing).
+  const auto op = GENERATE(control::EngineOp::kCmDisconnect, control::EngineOp::kRemoveQp);
+  Fixture f(Fixture::Options{.connect_qps = false, .class_max_rate_bps = 20'000'000});
+  std::vector<control::EngineEvent> ev_a, ev_b;
+  auto pump = [&](auto pred) {
+    return run_until(f.a, f.b, [&] {
+      take_events(f.a, ev_a);
+      take_events(f.b, ev_b);
+      return pred();
+    });
+  };
+  control::EngineCommand listen;
+  listen.op = control::EngineOp::kCmListen;
+  listen.cm.service = 7;
+  f.b.submit(listen);
+  auto conn = cm_cmd(control::EngineOp::kCmConnect, f.a.qpn, 1024, false, "");
+  conn.cm.peer_ip = f.addr_b.value;
+  conn.cm.service = 7;
+  f.a.submit(conn);
+  REQUIRE(pump([&] { return find_cm(ev_b, proto::CmEventKind::kRequest) != nullptr; }));
+  auto accept = cm_cmd(control::EngineOp::kCmAccept, f.b.qpn, 1024, false, "");
+  accept.cm.conn = find_cm(ev_b, proto::CmEventKind::kRequest)->cm.conn;
+  f.b.submit(accept);
+  REQUIRE(pump([&] {
+    return find_cm(ev_a, proto::CmEventKind::kEstablished) != nullptr &&
+           find_cm(ev_b, proto::CmEventKind::kEstablished) != nullptr;
+  }));
+
+  post_recv(f.b, 1, 0, 64);
+  post_send(f.b, 2, CONDUIT_SHM_WR_RDMA_WRITE, 4096, 64 << 10, 1 << 20);  // ~27 ms of frames
+  REQUIRE(run_until(
+              f.a, f.b, [] { return false; }, 2) == false);
+  std::memcpy(f.a.arena(), "last words", 11);
+  post_send(f.a, 3, CONDUIT_SHM_WR_SEND, 0, 11);
+  const conduit_shm_cqe recv = wait_cqe(f, f.b);
+  REQUIRE(recv.wr_id == 1);
+  CHECK(recv.status == CONDUIT_SHM_WC_SUCCESS);
+  CHECK(std::memcmp(f.b.arena(), "last words", 11) == 0);
+  conduit_shm_cqe cqe{};
+  REQUIRE_FALSE(f.a.cq.try_dequeue(&cqe));  // the ACK is held in b's pacer
+
+  control::EngineCommand stop;
+  stop.op = op;
+  stop.qpn = f.b.qpn;
+  stop.qp_slot = 0;
+  f.b.submit(stop);
+  REQUIRE(pump([&] { return find_cm(ev_a, proto::CmEventKind::kDisconnected) != nullptr; }));
+  REQUIRE(f.a.cq.try_dequeue(&cqe));
+  CHECK(cqe.wr_id == 3);
+  CHECK(cqe.status == CONDUIT_SHM_WC_SUCCESS);
+  CHECK(f.b.engine->counters().tx_final_acks == 1);
+}
+
 TEST_CASE("engine: QPs created after a reload connect with its transport defaults",
           "[engine][cm][policy]") {
   Fixture f(Fixture::Options{.connect_qps = false});
