@@ -13,7 +13,10 @@
 #   6. perftest's -b: send_bw and read_bw on 2 QPs, write_bw -a (both print the sum);
 #   7. the latency tests' -a (2 B .. 8 MiB, 5 round trips per size: 23 result lines on each
 #      side that prints) and -D: write_lat and send_lat for 4 s, 64 B (perftest's duration
-#      report on both sides).
+#      report on both sides);
+#   8. perftest's -R: every test with the exchange and the QPs on rdma_cm connections (the IB
+#      CM over the veth, GSI packets between the daemons; the client names the server's
+#      conduitd address, no TCP), the bandwidth tests on 2 QPs.
 # Both sides must succeed and print the same "#bytes #iterations". Root only (exit 77
 # otherwise); everything is removed on exit.
 #
@@ -132,5 +135,14 @@ for t in write_lat send_lat; do
     n=$(grep -Ec "^ *64 +[1-9][0-9]* +[0-9]" "$work/$side.out" || true)
     ((n == 1)) || fail "$t -D 4: the $side printed $n results with round trips counted, not 1"
   done
+done
+for t in send_bw write_bw read_bw write_lat send_lat read_lat; do
+  if [[ $t == *_bw ]]; then args=(-q 2 -s 4096 -n 200) n=400; else args=(-s 64 -n 200) n=200; fi
+  echo "== $t --perftest -R ${args[*]}"
+  # With -R the client reaches the server through rdma_cm at its conduitd's address.
+  PERF_OOB_ADDR=$PERF_SERVER_ADDR perf_pair 60 "$t" --perftest -R "${args[@]}" -W 20 >/dev/null ||
+    fail "$t -R failed"
+  check_side "$t -R" client "${args[-3]}" "$n" 1
+  [[ $t == read_lat ]] || check_side "$t -R" server "${args[-3]}" "$n" 1
 done
 echo "PASS"

@@ -16,6 +16,11 @@
 #   rping-vmclient, rping-vmserver  rping (VM) against conduit-rping, each side once: 20 pings
 #                of 2000 bytes (SEND of the buffer's address, RDMA READ of it, SEND, RDMA WRITE
 #                back, SEND; 2 packets each way at PMTU 1024), validated by the client (-V)
+#   perftest-R-TEST-vmROLE  perftest's -R (its exchange and its QPs on rdma_cm connections, no
+#                TCP) against conduit-perf --perftest -R, each of ib_send_bw, ib_write_bw,
+#                ib_read_bw (4096 B x 100 on 2 QPs) and ib_send_lat, ib_write_lat, ib_read_lat
+#                (64 B x 100), the VM as server and as client (RDMA_CM_PERFTEST_TESTS picks
+#                the tests; empty skips them)
 #   loss-*       with RDMA_CM_LOSS_PPM (default 10000 = 1 %) > 0: an rdma_client/rdma_server
 #                pair and the rping pair again, with that share of the RoCE frames dropped both
 #                ways by the tc eBPF drop program (CM MADs included: both CMs resend; RC data
@@ -34,19 +39,30 @@ echo_tool=$build/lib/examples/conduit-cm-echo
 rping=$build/lib/examples/conduit-rping
 interop_init rdmacm "$build" "$echo_tool" "$rping"
 pings=20 rsize=2000
+# The lossy rping pair runs longer: at 1 % of ~200 droppable frames each way (ACKs are spared)
+# a direction saw no drop at all about one run in seven, and the test then fails on "loss not
+# exercised". 200 pings give ~1,000 droppable frames each way (P(none) ~ 4e-5).
+loss_pings=${RDMA_CM_LOSS_PINGS:-200}
 loss_ppm=${RDMA_CM_LOSS_PPM:-10000}
 ((loss_ppm == 0)) || interop_need_drop
 drop_flags=1 # DROP_SPARE_ACKS (read by interop_run)
 export drop_flags
 rounds=${RDMA_CM_ROUNDS:-2}
+perf=$build/tools/conduit-perf/conduit-perf
+perftest_tests=${RDMA_CM_PERFTEST_TESTS-send_bw write_bw read_bw send_lat write_lat read_lat}
+# A perftest -R step's size, count and QPs, for both sides.
+perftest_args() { # TEST
+  if [[ $1 == *_bw ]]; then echo "-s 4096 -n 100 -q 2"; else echo "-s 64 -n 100"; fi
+}
 
 # The VM's role, as in the other interop tests: "client" steps get the host's kernel address
 # appended, which rdma_client ignores (it connects to -s, conduitd's own address).
-interop_vm_step() { # NAME ROLE LOSS PORT
+interop_vm_step() { # NAME ROLE LOSS PORT [PINGS]
+  local n=${5:-$pings}
   case $1 in
     # Until conduit-cm-echo listens, conduitd refuses the REQ: retry then (up to ~60 s).
     *rping-vmclient)
-      echo "$1 server sh -c 'for i in \$(seq 120); do rping -c -a $conduit_ip -p $4 -C $pings" \
+      echo "$1 server sh -c 'for i in \$(seq 120); do rping -c -a $conduit_ip -p $4 -C $n" \
         "-S $rsize -V && exit 0; sleep 0.5; done; exit 1'"
       ;;
     *rping-vmserver) echo "$1 server rping -s -p $4 -S $rsize -V" ;;
@@ -57,9 +73,22 @@ interop_vm_step() { # NAME ROLE LOSS PORT
     *vmserver-*) echo "$1 server rdma_server -p $4" ;;
     vmrefused) echo "$1 server rdma_client -s $conduit_ip -p $4" ;;
     hostrefused) echo "$1 server sleep 10" ;; # alive while conduit connects
+    # perftest -R: its client connects to conduitd's address through rdma_cm (no TCP). Until
+    # conduit-perf listens, conduitd refuses the REQ: retry then.
+    perftest-R-*-vmclient)
+      local t=${1#perftest-R-}
+      t=${t%-vmclient}
+      echo "$1 server sh -c 'for i in \$(seq 120); do ib_$t -d rxe0 -F -R -p $4" \
+        "$(perftest_args "$t") $conduit_ip && exit 0; sleep 0.5; done; exit 1'"
+      ;;
+    perftest-R-*-vmserver)
+      local t=${1#perftest-R-}
+      t=${t%-vmserver}
+      echo "$1 server ib_$t -d rxe0 -F -R -p $4 $(perftest_args "$t")"
+      ;;
   esac
 }
-interop_host_step() { # NAME ROLE LOSS PORT
+interop_host_step() { # NAME ROLE LOSS PORT [PINGS]
   local args=(-S "$work/c.sock" -p "$4" -W 60)
   case $1 in
     *rping-vmclient)
@@ -70,7 +99,7 @@ interop_host_step() { # NAME ROLE LOSS PORT
       local i
       for i in $(seq 120); do
         netns_exec c timeout 90 "$rping" --socket "$work/c.sock" -c -a "$RXE_VM_IP" -p "$4" \
-          -S "$rsize" -C "$pings" -V >"$work/$1.host" 2>&1 && return 0
+          -S "$rsize" -C "${5:-$pings}" -V >"$work/$1.host" 2>&1 && return 0
         grep -q "no listener" "$work/$1.host" || return 1
         sleep 0.5
       done
@@ -79,6 +108,14 @@ interop_host_step() { # NAME ROLE LOSS PORT
     *vmclient-*) netns_exec c timeout 90 "$echo_tool" "${args[@]}" >"$work/$1.host" 2>&1 ;;
     *vmserver-*)
       netns_exec c timeout 90 "$echo_tool" "${args[@]}" -w 60 "$RXE_VM_IP" >"$work/$1.host" 2>&1
+      ;;
+    perftest-R-*)
+      local t=${1#perftest-R-} peer=()
+      t=${t%-vm*}
+      [[ $1 == *-vmserver ]] && peer=("$RXE_VM_IP") # the VM serves: we are the client
+      # shellcheck disable=SC2046 # the arguments are words
+      netns_exec c timeout 120 "$perf" "$t" --perftest -R -S "$work/c.sock" -x "$conduit_ip" \
+        -p "$4" $(perftest_args "$t") -t 16 -W 40 "${peer[@]}" >"$work/$1.host" 2>&1
       ;;
     vmrefused) sleep 3; echo "nothing listens on $4" >"$work/$1.host" ;;
     hostrefused)
@@ -94,11 +131,20 @@ for ((r = 1; r <= rounds; ++r)); do
 done
 plan+=("vmrefused client 0 7499" "hostrefused server 0 7498")
 plan+=("rping-vmclient client 0 7174" "rping-vmserver server 0 7175")
+perftest_port=18600 perftest_conns=0
+for t in $perftest_tests; do
+  for role in client server; do
+    plan+=("perftest-R-$t-vm$role $role 0 $((perftest_port++))")
+    # The exchange's connection and one per QP.
+    [[ $t == *_bw ]] && perftest_conns=$((perftest_conns + 3)) || perftest_conns=$((perftest_conns + 2))
+  done
+done
 lossy=()
 if ((loss_ppm > 0)); then
   lossy=(loss-vmclient-1 loss-vmserver-1 loss-rping-vmclient loss-rping-vmserver)
   plan+=("loss-vmclient-1 client $loss_ppm 7473" "loss-vmserver-1 server $loss_ppm 7483")
-  plan+=("loss-rping-vmclient client $loss_ppm 7176" "loss-rping-vmserver server $loss_ppm 7177")
+  plan+=("loss-rping-vmclient client $loss_ppm 7176 $loss_pings")
+  plan+=("loss-rping-vmserver server $loss_ppm 7177 $loss_pings")
 fi
 interop_run
 
@@ -125,20 +171,41 @@ grep -q "$pings pings of $rsize bytes, every one validated" "$work/rping-vmserve
 for s in "${lossy[@]}"; do
   grep -q "=== $s rc=0" "$work/vm.out" || fail "the VM's side failed in $s"
 done
+# perftest -R: both sides succeeded (each step's host side did, or interop_run failed), and
+# printed the step's result line (4096 B x 100 on 2 QPs: perftest's #iterations is 200; 64 B x
+# 100 for the latency tests), except ib_read_lat's server, which prints none.
+vm_step_out() {
+  awk -v s="=== $1 begin" -v e="=== $1 rc=" 'index($0, s) == 1 {on = 1; next}
+    index($0, e) == 1 {on = 0} on' "$work/vm.out"
+}
+for t in $perftest_tests; do
+  [[ $t == *_bw ]] && want='^ *4096 +200 +[0-9]' || want='^ *64 +100 +([0-9]|inf|-?nan)'
+  for role in client server; do
+    s=perftest-R-$t-vm$role
+    grep -q "=== $s rc=0" "$work/vm.out" || fail "ib_$t -R failed in $s"
+    [[ $t == read_lat && $role == client ]] || grep -Eq "$want" "$work/$s.host" ||
+      fail "no result from conduit-perf in $s"
+    [[ $t == read_lat && $role == server ]] || vm_step_out "$s" | grep -Eq "$want" ||
+      fail "no result from ib_$t in $s"
+  done
+done
 if ((${#lossy[@]})); then
   grep -q "1 messages of 16 bytes each way" "$work/loss-vmclient-1.host" || fail "loss-vmclient-1: no result"
   grep -q "1 messages of 16 bytes each way" "$work/loss-vmserver-1.host" || fail "loss-vmserver-1: no result"
-  grep -q "served $pings pings of $rsize bytes" "$work/loss-rping-vmclient.host" ||
-    fail "loss-rping-vmclient: conduit-rping did not serve $pings pings"
-  grep -q "$pings pings of $rsize bytes, every one validated" "$work/loss-rping-vmserver.host" ||
-    fail "loss-rping-vmserver: conduit-rping did not validate $pings pings"
+  grep -q "served $loss_pings pings of $rsize bytes" "$work/loss-rping-vmclient.host" ||
+    fail "loss-rping-vmclient: conduit-rping did not serve $loss_pings pings"
+  grep -q "$loss_pings pings of $rsize bytes, every one validated" \
+    "$work/loss-rping-vmserver.host" ||
+    fail "loss-rping-vmserver: conduit-rping did not validate $loss_pings pings"
 fi
 netns_exec c "$build/tools/conduitctl/conduitctl" --socket "$work/c.sock" stats --json >"$work/stats.json"
-/usr/bin/python3 - "$work/stats.json" "$rounds" "${#lossy[@]}" <<'PY' || fail "conduitd's CM counters are off"
+/usr/bin/python3 - "$work/stats.json" "$rounds" "${#lossy[@]}" "$perftest_conns" <<'PY' \
+  || fail "conduitd's CM counters are off"
 import json, sys
 s, rounds, lossy = json.load(open(sys.argv[1])), int(sys.argv[2]), int(sys.argv[3])
+perftest_conns = int(sys.argv[4])
 print({k: v for k, v in s.items() if k.startswith("cm.")})
-assert s["cm.established"] == 2 * rounds + 2 + lossy, "cm.established"
+assert s["cm.established"] == 2 * rounds + 2 + lossy + perftest_conns, "cm.established"
 assert s["cm.gsi_rx"] > 0 and s["cm.gsi_tx"] > 0, "no GSI traffic"
 assert s["cm.gsi_rx_dropped"] == 0, "GSI packets dropped"
 assert s["cm.rx_malformed"] == 0, "malformed MADs"

@@ -201,6 +201,10 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
       if (!flag(o.perftest)) return fail("option " + name + " takes no value");
       continue;
     }
+    if (is("-R", "--rdma_cm")) {
+      if (!flag(o.perftest_rdma_cm)) return fail("option " + name + " takes no value");
+      continue;
+    }
     if (is("-J", "--json")) {
       if (!flag(o.json)) return fail("option " + name + " takes no value");
       continue;
@@ -394,6 +398,9 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
     }
   }
   if (o.cm && o.perftest) return fail("--cm and --perftest exclude each other");
+  if (o.perftest_rdma_cm && !o.perftest) {
+    return fail("-R (rdma_cm) is perftest's: it runs with --perftest (use --cm for conduit's CM)");
+  }
   if (o.cm_selective_repeat && !o.cm) return fail("--sr is negotiated through --cm");
   (void)have_test;
   out = o;
@@ -445,8 +452,8 @@ Options:
   -W, --timeout SEC      fail when nothing completes for SEC seconds (30); the
                          server waits 4 x SEC for a client, which retries its
                          TCP connection as long
-  -u, --qp-timeout N     local ACK timeout 4.096 us * 2^N (14); with --cm the
-                         policy's transport.timeout applies instead
+  -u, --qp-timeout N     local ACK timeout 4.096 us * 2^N (14); with --cm or -R
+                         the policy's transport.timeout applies instead
   -A, --atomic_type T    atomic_bw, atomic_lat: FETCH_AND_ADD (default) or CMP_AND_SWAP
   --perftest             speak perftest's own TCP exchange instead of ours, so
                          the peer may be stock ib_send_bw, ib_write_bw,
@@ -457,6 +464,10 @@ Options:
                          tell the server the client's -s/-a/-n/-D/-q: give both
                          the same; bw tests -b (both send). Not with -c, -e,
                          -Q, -J
+  -R, --rdma_cm          with --perftest, as perftest's -R: the exchange and every
+                         QP connect through rdma_cm (the InfiniBand CM, to port -p
+                         at SERVER, the peer's RoCE address); no TCP. Give the
+                         peer -R too
   --cm SERVICE           connect the QPs through conduitd's connection manager:
                          the server listens on SERVICE, the client connects to
                          it at the server's -x address (TCP still carries the

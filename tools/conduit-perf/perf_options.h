@@ -76,6 +76,9 @@ struct PerfOptions {
   uint8_t qp_timeout = 14;  // -u: local ACK timeout 4.096 us * 2^N (not --cm)
   bool atomic_cas = false;  // -A CMP_AND_SWAP (atomic_bw); default FETCH_AND_ADD, as perftest
   bool perftest = false;    // speak perftest's own exchange (perftest_wire.h) with stock tools
+  // -R with --perftest: perftest's -R: the exchange and the test QPs on rdma_cm connections
+  // (the IB CM) to -p, no TCP.
+  bool perftest_rdma_cm = false;
   // --cm SERVICE: connect the QPs through conduitd's connection manager (the
   // server listens on SERVICE) instead of exchanging QPN/PSN over TCP; the TCP
   // channel still carries the parameters and the run's coordination.

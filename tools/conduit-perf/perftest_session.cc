@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
@@ -51,13 +52,44 @@ uint64_t now_ns() {
                                    .count());
 }
 
-// Byte-exact I/O on the exchange socket, every wait bounded.
-class Wire {
+// The exchange's transport. One step: our n bytes out, the peer's n bytes in (perftest's
+// client sends first, its server answers). False when the peer has gone first and
+// `tolerate_gone`; fails otherwise. Every wait is bounded.
+class Channel {
  public:
-  Wire(int fd, int timeout_ms) : fd_(fd), timeout_ms_(timeout_ms) {}
+  virtual ~Channel() = default;
+  virtual bool exchange_bytes(const uint8_t* mine, uint8_t* theirs, size_t n, const char* what,
+                              bool tolerate_gone) = 0;
+  // perftest's "done" after the closing handshake (TCP only; -R sends none).
+  virtual void send_done() = 0;
 
+  template <size_t N>
+  std::array<uint8_t, N> exchange(const std::array<uint8_t, N>& mine, const char* what) {
+    std::array<uint8_t, N> theirs{};
+    exchange_bytes(mine.data(), theirs.data(), N, what, false);
+    return theirs;
+  }
+};
+
+// perftest's TCP socket.
+class TcpWire final : public Channel {
+ public:
+  TcpWire(int fd, int timeout_ms) : fd_(fd), timeout_ms_(timeout_ms) {}
+
+  // Writing first is safe for either role: the messages are far smaller than the socket
+  // buffers.
+  bool exchange_bytes(const uint8_t* mine, uint8_t* theirs, size_t n, const char* what,
+                      bool tolerate_gone) override {
+    return write_all(mine, n, what, tolerate_gone) && read_all(theirs, n, what, tolerate_gone);
+  }
+  void send_done() override {
+    static constexpr uint8_t kDone[kPerftestDoneBytes] = {'d', 'o', 'n', 'e', 0};
+    write_all(kDone, sizeof kDone, "done", true);
+  }
+
+ private:
   // False when the peer has gone (EPIPE, ECONNRESET) and `tolerate_gone`; fails otherwise.
-  bool write_all(const uint8_t* p, size_t n, const char* what, bool tolerate_gone = false) {
+  bool write_all(const uint8_t* p, size_t n, const char* what, bool tolerate_gone) {
     while (n > 0) {
       const ssize_t w = ::send(fd_, p, n, MSG_NOSIGNAL);
       if (w < 0 && errno == EINTR) continue;
@@ -70,7 +102,7 @@ class Wire {
   }
 
   // False when the peer closed (or reset) the connection first and `tolerate_gone`.
-  bool read_all(uint8_t* p, size_t n, const char* what, bool tolerate_gone = false) {
+  bool read_all(uint8_t* p, size_t n, const char* what, bool tolerate_gone) {
     while (n > 0) {
       pollfd pfd{fd_, POLLIN, 0};
       const int pr = ::poll(&pfd, 1, timeout_ms_);
@@ -87,19 +119,135 @@ class Wire {
     return true;
   }
 
-  // One step of the exchange: ours out, theirs in (the same size). Writing first is safe
-  // for either role: the messages are far smaller than the socket buffers.
-  template <size_t N>
-  std::array<uint8_t, N> exchange(const std::array<uint8_t, N>& mine, const char* what) {
-    write_all(mine.data(), N, what);
-    std::array<uint8_t, N> theirs{};
-    read_all(theirs.data(), N, what);
-    return theirs;
-  }
-
- private:
   int fd_;
   int timeout_ms_;
+};
+
+// perftest -R: the exchange as SENDs on an rdma_cm connection of its own (perftest_wire.h).
+// perftest keeps one 56-byte receive posted and re-posts it after each message, so the steps
+// alternate strictly: the client sends and then receives, the server receives and then sends.
+class CmWire final : public Channel {
+ public:
+  static constexpr uint32_t kSlot = 64;  // a receive or send buffer: the largest message, 56 B
+
+  CmWire(conduit_context* ctx, bool client, int timeout_ms)
+      : client_(client), timeout_ms_(timeout_ms) {
+    int rc = conduit_create_cq(ctx, 8, &cq_);
+    if (rc < 0) fail(std::string("conduit_create_cq (exchange): ") + conduit_strerror(rc));
+    rc = conduit_alloc_mr(ctx, 4096, CONDUIT_ACCESS_LOCAL_WRITE, &mr_);
+    if (rc < 0) fail(std::string("conduit_alloc_mr (exchange): ") + conduit_strerror(rc));
+    conduit_qp_init_attr qa{};
+    qa.send_cq = cq_;
+    qa.recv_cq = cq_;
+    rc = conduit_create_qp(ctx, &qa, &qp_);
+    if (rc < 0) fail(std::string("conduit_create_qp (exchange): ") + conduit_strerror(rc));
+    post_receive();  // before the connection: the peer's client sends at once
+  }
+  ~CmWire() override {
+    if (qp_ != nullptr) conduit_destroy_qp(qp_);  // the peer's comm connection gets a DREQ
+    if (mr_ != nullptr) conduit_free_mr(mr_);
+    if (cq_ != nullptr) conduit_destroy_cq(cq_);
+  }
+  CmWire(const CmWire&) = delete;
+  CmWire& operator=(const CmWire&) = delete;
+
+  conduit_qp* qp() const { return qp_; }
+
+  bool exchange_bytes(const uint8_t* mine, uint8_t* theirs, size_t n, const char* what,
+                      bool tolerate_gone) override {
+    if (client_)
+      return send(mine, n, what, tolerate_gone) && receive(theirs, n, what, tolerate_gone);
+    return receive(theirs, n, what, tolerate_gone) && send(mine, n, what, tolerate_gone);
+  }
+  void send_done() override {}
+
+ private:
+  uint8_t* recv_buf() const { return static_cast<uint8_t*>(mr_->addr); }
+  uint8_t* send_buf() const { return static_cast<uint8_t*>(mr_->addr) + kSlot; }
+
+  void post_receive() {
+    conduit_sge sge{reinterpret_cast<uintptr_t>(recv_buf()), kSlot, mr_->lkey};
+    conduit_recv_wr wr{};
+    wr.wr_id = 1;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    conduit_recv_wr* bad = nullptr;
+    const int rc = conduit_post_recv(qp_, &wr, &bad);
+    if (rc < 0) fail(std::string("conduit_post_recv (exchange): ") + conduit_strerror(rc));
+  }
+
+  bool send(const uint8_t* p, size_t n, const char* what, bool tolerate_gone) {
+    std::memcpy(send_buf(), p, n);
+    conduit_sge sge{reinterpret_cast<uintptr_t>(send_buf()), static_cast<uint32_t>(n), mr_->lkey};
+    conduit_send_wr wr{};
+    wr.wr_id = 2;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = CONDUIT_WR_SEND;
+    wr.send_flags = CONDUIT_SEND_SIGNALED;
+    conduit_send_wr* bad = nullptr;
+    const int rc = conduit_post_send(qp_, &wr, &bad);
+    if (rc < 0) fail(std::string("conduit_post_send (") + what + "): " + conduit_strerror(rc));
+    sent_ = false;
+    return wait(sent_, what, tolerate_gone);
+  }
+
+  bool receive(uint8_t* p, size_t n, const char* what, bool tolerate_gone) {
+    if (!wait(received_, what, tolerate_gone)) return false;
+    received_ = false;
+    if (received_len_ != n) {
+      fail(std::string("the peer's ") + what + " has " + std::to_string(received_len_) +
+           " bytes, not " + std::to_string(n));
+    }
+    std::memcpy(p, recv_buf(), n);
+    post_receive();
+    return true;
+  }
+
+  // Reaps the CQ until `flag` is set. The peer's next message may complete before our send's
+  // ACK does: either completion is noted as it comes. A disconnected peer (its process ended)
+  // has gone: what it sent before is reaped first.
+  bool wait(bool& flag, const char* what, bool tolerate_gone) {
+    const uint64_t until = now_ns() + uint64_t(timeout_ms_) * 1'000'000ull;
+    bool disconnected = false;
+    for (;;) {
+      conduit_wc wc{};
+      int n;
+      while ((n = conduit_poll_cq(cq_, 1, &wc)) == 1) {
+        if (wc.status != CONDUIT_WC_SUCCESS) {
+          if (tolerate_gone) return false;
+          fail(std::string("the exchange's ") + what +
+               " failed: " + conduit_wc_status_str(wc.status));
+        }
+        if (wc.opcode == CONDUIT_WC_SEND) sent_ = true;
+        if (wc.opcode == CONDUIT_WC_RECV) {
+          received_ = true;
+          received_len_ = wc.byte_len;
+        }
+      }
+      if (n < 0) fail(std::string("conduit_poll_cq (exchange): ") + conduit_strerror(n));
+      if (flag) return true;
+      if (disconnected) {
+        if (tolerate_gone) return false;
+        fail(std::string("the peer closed the exchange's connection before its ") + what);
+      }
+      disconnected = conduit_wait_disconnect(qp_, 0) == 0;
+      if (disconnected) continue;  // one more look at the CQ
+      if (now_ns() >= until) fail(std::string("the peer sent no ") + what + " in time");
+      if (const int w = conduit_wait_cq(cq_, 20); w < 0) {
+        fail(std::string("conduit_wait_cq (exchange): ") + conduit_strerror(w));
+      }
+    }
+  }
+
+  const bool client_;
+  const int timeout_ms_;
+  conduit_cq* cq_ = nullptr;
+  conduit_mr* mr_ = nullptr;
+  conduit_qp* qp_ = nullptr;
+  bool sent_ = false;
+  bool received_ = false;
+  uint32_t received_len_ = 0;
 };
 
 // perftest's -D: from `start`, a warm-up margin of D/4 whole seconds, the sampled part, the same
@@ -207,12 +355,15 @@ PerftestReport rate_report(uint64_t size, uint64_t messages, double secs, uint64
 
 class Session {
  public:
-  Session(const PerfOptions& o, int fd)
-      : o_(o), wire_(fd, static_cast<int>(o.timeout_s) * 1000), client_(!o.is_server()) {}
+  // fd: perftest's TCP exchange; -1 with -R (rdma_cm: the exchange is a connection of its own).
+  Session(const PerfOptions& o, int fd) : o_(o), client_(!o.is_server()) {
+    if (fd >= 0) wire_ = std::make_unique<TcpWire>(fd, timeout_ms());
+  }
   ~Session() {
     for (QpSide& q : qps_) {
       if (q.qp != nullptr) conduit_destroy_qp(q.qp);
     }
+    wire_.reset();  // -R: its QP, before the context goes
     if (cq_ != nullptr) conduit_destroy_cq(cq_);
     if (mr_ != nullptr) conduit_free_mr(mr_);
     if (ctx_ != nullptr) conduit_close(ctx_);
@@ -237,13 +388,22 @@ class Session {
   QpRecord handshake(const QpRecord& mine, const char* what) {
     handshake_ns_ = now_ns();
     QpRecord peer;
-    if (!parse_perftest_record(wire_.exchange(perftest_record(mine), what), peer)) {
-      fail(std::string("the peer's ") + what + " is not a perftest connection record");
-    }
+    const bool ok =
+        rdma_cm_ ? parse_perftest_cm_record(wire_->exchange(perftest_cm_record(mine), what), peer)
+                 : parse_perftest_record(wire_->exchange(perftest_record(mine), what), peer);
+    if (!ok) fail(std::string("the peer's ") + what + " is not a perftest connection record");
     return peer;
   }
+  int timeout_ms() const { return static_cast<int>(o_.timeout_s) * 1000; }
   void open_resources(uint64_t max_size);
   void connect(QpSide& q, uint32_t mtu_bytes);
+  // -R: connects `qp` through rdma_cm (the IB CM): as the client to the server's port, retried
+  // while nothing listens there yet; as the server, with the next request to our port.
+  void cm_connect(conduit_qp* qp, uint32_t access, uint32_t mtu_bytes, const char* what);
+  // -R: the exchange's own connection (the first one made), then the version and the rest.
+  void open_cm_exchange();
+  // -R: the test QPs, one connection each, between two handshakes of zeros (perftest's syncs).
+  void cm_connect_qps(uint32_t mtu_bytes);
   void close_exchange();
 
   uint8_t* tx_area() const { return static_cast<uint8_t*>(mr_->addr); }
@@ -322,8 +482,9 @@ class Session {
   bool lat_running(std::optional<DurationSample>& sample, bool start, uint64_t count);
 
   const PerfOptions& o_;
-  Wire wire_;
+  std::unique_ptr<Channel> wire_;
   const bool client_;
+  const bool rdma_cm_ = o_.perftest_rdma_cm;  // -R
   const bool duration_ = o_.duration_s != 0;  // -D: for a time instead of -n messages
   const bool duplex_ = o_.bidirectional;      // -b: both sides send
   PerftestPlan plan_{};
@@ -359,6 +520,7 @@ void Session::open_resources(uint64_t max_size) {
   // The MR, then room for the rings the daemon places in the region (per QP, as conduit-perf's
   // own mode reserves).
   attr.region_bytes = 2 * half_ + (1u << 20) + uint64_t{o_.qps} * (256u << 10);
+  if (rdma_cm_) attr.region_bytes += (256u << 10) + 4096;  // -R: the exchange's QP and buffer
   int rc = conduit_open(&attr, &ctx_);
   if (rc < 0) fail(std::string("conduit_open: ") + conduit_strerror(rc));
   rc = conduit_alloc_mr(ctx_, 2 * half_,
@@ -773,24 +935,108 @@ void Session::close_exchange() {
   // perftest's close: a handshake, then "done" (5 bytes), not waiting for the peer's. A peer
   // that has already closed the socket (ib_write_lat 4.5 exits after its traffic) or resets it
   // is done as well: its traffic is over.
-  const PerftestRecord out = perftest_record(qps_[0].mine);
-  if (!wire_.write_all(out.data(), out.size(), "closing record", true)) return;
-  PerftestRecord in{};
-  if (!wire_.read_all(in.data(), in.size(), "closing record", true)) return;
+  // With -R the same without the "done"; a peer gone means its comm connection ended.
   QpRecord r;
+  if (rdma_cm_) {
+    const PerftestCmRecord out = perftest_cm_record(qps_[0].mine);
+    PerftestCmRecord in{};
+    if (!wire_->exchange_bytes(out.data(), in.data(), in.size(), "closing record", true)) return;
+    if (!parse_perftest_cm_record(in, r)) {
+      fail("the peer's closing record is not a connection record");
+    }
+    return;
+  }
+  const PerftestRecord out = perftest_record(qps_[0].mine);
+  PerftestRecord in{};
+  if (!wire_->exchange_bytes(out.data(), in.data(), in.size(), "closing record", true)) return;
   if (!parse_perftest_record(in, r)) fail("the peer's closing record is not a connection record");
-  const std::array<uint8_t, kPerftestDoneBytes> done{'d', 'o', 'n', 'e', 0};
-  wire_.write_all(done.data(), done.size(), "done", true);
+  wire_->send_done();
+}
+
+void Session::cm_connect(conduit_qp* qp, uint32_t access, uint32_t mtu_bytes, const char* what) {
+  conduit_cm_param cp{};
+  cp.access = access;
+  cp.mtu = CONDUIT_MTU_1024;
+  for (uint32_t e = 1; e <= 5; ++e) {
+    if ((128u << e) == mtu_bytes) cp.mtu = e;
+  }
+  cp.flags = CONDUIT_CM_RDMA_CM;
+  // Starting the two sides takes a person a while: four -W to meet, as over TCP.
+  const int wait_ms = timeout_ms() * 4;
+  if (client_) {
+    // perftest's server listens for its test QPs only after it has answered the first sync
+    // (and not at all before it starts): a reject for "no listener" is retried.
+    const uint64_t until = now_ns() + uint64_t(wait_ms) * 1'000'000ull;
+    for (;;) {
+      const int rc =
+          conduit_connect_service(qp, o_.server.c_str(), o_.port, &cp, timeout_ms(), nullptr);
+      if (rc == 0) return;
+      if (rc != -ECONNREFUSED || now_ns() >= until) {
+        fail(std::string("connecting the ") + what + " (rdma_cm, port " + std::to_string(o_.port) +
+             "): " + conduit_strerror(rc));
+      }
+      ::usleep(50'000);
+    }
+  }
+  conduit_cm_request req{};
+  int rc = conduit_get_request(ctx_, wait_ms, &req);
+  if (rc < 0) {
+    fail(std::string("no rdma_cm request for the ") + what + ": " + conduit_strerror(rc));
+  }
+  if ((req.peer_flags & CONDUIT_CM_RDMA_CM) == 0) {
+    conduit_reject(ctx_, &req, CONDUIT_CM_REJ_REFUSED);
+    fail(std::string("the request for the ") + what + " is not an rdma_cm one");
+  }
+  rc = conduit_accept(qp, &req, &cp, timeout_ms(), nullptr);
+  if (rc < 0) fail(std::string("accepting the ") + what + ": " + conduit_strerror(rc));
+}
+
+void Session::open_cm_exchange() {
+  auto w = std::make_unique<CmWire>(ctx_, client_, timeout_ms());
+  conduit_qp* qp = w->qp();
+  wire_ = std::move(w);
+  if (!client_) {
+    // One listener for the exchange's connection and, after it, the test QPs'.
+    const int rc = conduit_listen(ctx_, o_.port);
+    if (rc < 0) fail(std::string("conduit_listen: ") + conduit_strerror(rc));
+    std::fprintf(stderr,
+                 "conduit-perf: waiting up to %d s for a perftest -R client (rdma_cm, port %u)\n",
+                 timeout_ms() * 4 / 1000, static_cast<unsigned>(o_.port));
+  }
+  cm_connect(qp, 0, 1024, "exchange's connection");
+}
+
+void Session::cm_connect_qps(uint32_t mtu_bytes) {
+  const PerftestCmRecord zeros{};
+  wire_->exchange(zeros, "sync before the rdma_cm connections");
+  for (QpSide& q : qps_) {
+    cm_connect(
+        q.qp,
+        CONDUIT_ACCESS_REMOTE_WRITE | CONDUIT_ACCESS_REMOTE_READ | CONDUIT_ACCESS_REMOTE_ATOMIC,
+        mtu_bytes, "test QP");
+    // The PSN our side sends from, as the CM settled it (for the printed record). The ACK
+    // timeout is the policy's transport.timeout (-u applies to manual connections only: RTS ->
+    // RTS does not take it, as in verbs).
+    conduit_qp_attr a{};
+    if (conduit_query_qp(q.qp, &a) == 0) q.mine.psn = a.sq_psn;
+  }
+  wire_->exchange(zeros, "sync after the rdma_cm connections");
 }
 
 int Session::run() {
   sizes_ = o_.sizes;
   iters_ = o_.effective_iterations();
   const bool lat = is_latency(o_.test);
+  const uint64_t max_size = *std::max_element(sizes_.begin(), sizes_.end());
+  if (rdma_cm_) {
+    // -R: the exchange runs on a connection of its own, made first.
+    open_resources(max_size);
+    open_cm_exchange();
+  }
 
   // 1-4: version, system data, MTU.
   std::string peer_version;
-  if (!parse_perftest_version(wire_.exchange(perftest_version_message(), "version"),
+  if (!parse_perftest_version(wire_->exchange(perftest_version_message(), "version"),
                               peer_version)) {
     fail("the peer's version message is not perftest's");
   }
@@ -799,16 +1045,20 @@ int Session::run() {
                 : perftest_plan(o_.test, !client_, sizes_.size(), plan_))) {
     fail("--perftest runs the latency tests without -b");
   }
-  wire_.exchange(perftest_u32(kPerftestCycleBufferBytes), "cycle buffer");
-  wire_.exchange(perftest_u32(kPerftestCacheLineBytes), "cache line size");
+  wire_->exchange(perftest_u32(kPerftestCycleBufferBytes), "cycle buffer");
+  wire_->exchange(perftest_u32(kPerftestCacheLineBytes), "cache line size");
   uint32_t peer_mtu = 0;
-  if (!parse_perftest_mtu(wire_.exchange(perftest_mtu_message(o_.effective_mtu()), "MTU"),
+  if (!parse_perftest_mtu(wire_->exchange(perftest_mtu_message(o_.effective_mtu()), "MTU"),
                           peer_mtu)) {
     fail("the peer's MTU message is not a verbs MTU");
   }
   const uint32_t mtu = std::min(peer_mtu, o_.effective_mtu());
 
-  open_resources(*std::max_element(sizes_.begin(), sizes_.end()));
+  if (rdma_cm_) {
+    cm_connect_qps(mtu);
+  } else {
+    open_resources(max_size);
+  }
   std::printf("%s", kRule);
   std::printf("                    %s %s Test (conduit-perf --perftest, peer perftest %s)\n",
               verb_name(o_.test), lat ? "Latency" : "BW", peer_version.c_str());
@@ -830,7 +1080,7 @@ int Session::run() {
         // perftest sends its QPs' records in order and pairs its QP i with ours.
         for (QpSide& q : qps_) q.peer = handshake(q.mine, "connection record");
         for (QpSide& q : qps_) {
-          connect(q, mtu);
+          if (!rdma_cm_) connect(q, mtu);  // -R: rdma_cm connected them
           print_record("local", q.mine);
           print_record("remote", q.peer);
         }
@@ -889,7 +1139,7 @@ int Session::run() {
           const auto out = perftest_report_messages(last);
           std::array<PerftestU64, kPerftestReportFields> in{};
           for (size_t i = 0; i < kPerftestReportFields; ++i) {
-            in[i] = wire_.exchange(out[i], "report");
+            in[i] = wire_->exchange(out[i], "report");
           }
           PerftestReport theirs;
           if (!parse_perftest_report(in, theirs)) fail("the peer's report is malformed");
@@ -916,7 +1166,8 @@ int Session::run() {
         }
         const auto out = perftest_report_messages(mine);
         std::array<PerftestU64, kPerftestReportFields> in{};
-        for (size_t i = 0; i < kPerftestReportFields; ++i) in[i] = wire_.exchange(out[i], "report");
+        for (size_t i = 0; i < kPerftestReportFields; ++i)
+          in[i] = wire_->exchange(out[i], "report");
         if (!client_) {
           if (!parse_perftest_report(in, last)) fail("the client's report is malformed");
           std::printf("%s", kRule);
@@ -945,9 +1196,9 @@ int Session::run() {
 
 int run_perftest_session(const PerfOptions& options) {
   TcpLineChannel ch;
-  if (!open_exchange_channel(options, ch)) return 1;
+  if (!options.perftest_rdma_cm && !open_exchange_channel(options, ch)) return 1;
   try {
-    Session s(options, ch.native_handle());
+    Session s(options, options.perftest_rdma_cm ? -1 : ch.native_handle());
     return s.run();
   } catch (const Failure& f) {
     std::fflush(stdout);

@@ -14,6 +14,13 @@
 // with -D (one size) for that long, with perftest's margins, and its duration report (the
 // average over the sampled part); both sides print (read_lat: the client). Output: perftest's
 // result lines.
+//
+// -R (perftest's rdma_cm mode): no TCP. The exchange runs as SENDs on an rdma_cm connection of
+// its own, made first (the server listens on -p through the IB CM, the client connects to the
+// server's RoCE address), with the same steps and binary connection records
+// (perftest_wire.h); after the MTU, a handshake of zeros, one rdma_cm connection per test QP
+// (a client retries while perftest's server has no listener up yet), another handshake of
+// zeros, then the plan as over TCP without the manual connect and without the closing "done".
 #pragma once
 
 #include "perf_options.h"

@@ -92,6 +92,48 @@ bool parse_perftest_record(const PerftestRecord& m, QpRecord& out) {
                          out);
 }
 
+namespace {
+
+void put_be32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (24 - 8 * i));
+}
+uint32_t get_be32(const uint8_t* p) {
+  return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | p[3];
+}
+
+}  // namespace
+
+PerftestCmRecord perftest_cm_record(const QpRecord& r) {
+  PerftestCmRecord m{};
+  put_be32(&m[0], r.lid);
+  put_be32(&m[4], r.out_reads);
+  put_be32(&m[8], r.qpn);
+  put_be32(&m[12], r.psn);
+  put_be32(&m[16], r.rkey);
+  put_be32(&m[24], static_cast<uint32_t>(r.vaddr >> 32));
+  put_be32(&m[28], static_cast<uint32_t>(r.vaddr));
+  std::memcpy(&m[32], r.gid.data(), r.gid.size());
+  put_be32(&m[48], r.srqn);
+  // gid_index (52) stays 0: the peer's perftest ignores it.
+  return m;
+}
+
+bool parse_perftest_cm_record(const PerftestCmRecord& m, QpRecord& out) {
+  QpRecord r;
+  const uint32_t lid = get_be32(&m[0]), out_reads = get_be32(&m[4]);
+  r.qpn = get_be32(&m[8]);
+  r.psn = get_be32(&m[12]);
+  if (lid > 0xFFFF || out_reads > 0xFFFF || r.qpn > 0xFFFFFF || r.psn > 0xFFFFFF) return false;
+  r.lid = static_cast<uint16_t>(lid);
+  r.out_reads = static_cast<uint16_t>(out_reads);
+  r.rkey = get_be32(&m[16]);
+  r.vaddr = uint64_t{get_be32(&m[24])} << 32 | get_be32(&m[28]);
+  std::memcpy(r.gid.data(), &m[32], r.gid.size());
+  r.srqn = get_be32(&m[48]);
+  out = r;
+  return true;
+}
+
 std::array<PerftestU64, kPerftestReportFields> perftest_report_messages(const PerftestReport& r) {
   return {perftest_u64(r.size_bytes), perftest_u64(r.iterations), perftest_double(r.bw_peak_mib_s),
           perftest_double(r.bw_avg_mib_s), perftest_double(r.msg_rate_mpps)};

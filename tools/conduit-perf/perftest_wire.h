@@ -79,6 +79,26 @@ bool parse_perftest_mtu(const PerftestMtu& m, uint32_t& mtu_bytes);
 PerftestRecord perftest_record(const QpRecord& r);
 bool parse_perftest_record(const PerftestRecord& m, QpRecord& out);
 
+// perftest -R (rdma_cm): the exchange runs as SENDs on an rdma_cm connection of its own (the
+// "comm" QP, one 56-byte receive posted at a time; the client sends first in every step, the
+// server answers), the test QPs connect through rdma_cm (one REQ per QP, to the same port),
+// and a connection record is perftest's struct pingpong_dest in binary, 56 bytes (x86_64):
+//
+//   0 lid, 4 out_reads, 8 qpn, 12 psn, 16 rkey   (32 bit, big endian)
+//   20 padding (perftest leaves stack bytes there; ignored)
+//   24 vaddr (64 bit, big endian), 32 gid (16 raw bytes), 48 srqn, 52 gid_index (32 bit, BE)
+//
+// Learned from perftest 4.5's sources and the Debian binaries (rdma_write_keys /
+// rdma_read_keys). The version, cycle buffer, cache line, MTU and report messages are the same
+// bytes as over TCP, each one SEND; the close is a handshake without the "done". Two more
+// handshakes of 56 bytes (perftest's own are zeros) come right after the MTU, around the test
+// QPs' connections: before the client's first REQ, and after the last connection is up.
+inline constexpr size_t kPerftestCmRecordBytes = 56;
+using PerftestCmRecord = std::array<uint8_t, kPerftestCmRecordBytes>;
+PerftestCmRecord perftest_cm_record(const QpRecord& r);
+// False when a field is out of its range (lid, out_reads > 16 bits; qpn, psn > 24 bits).
+bool parse_perftest_cm_record(const PerftestCmRecord& m, QpRecord& out);
+
 // What the client measured; sent by write_bw/read_bw after the traffic.
 struct PerftestReport {
   uint64_t size_bytes = 0;

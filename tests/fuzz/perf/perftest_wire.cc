@@ -1,6 +1,7 @@
 // Fuzzes what conduit-perf --perftest accepts from a perftest peer: the version, MTU, 108-byte
-// connection record and the 5-field report, each taken from the front of the input. Anything
-// must be rejected or accepted without crashing; what is accepted must re-encode to itself.
+// connection record (and -R's 56-byte binary one) and the 5-field report, each taken from the
+// front of the input. Anything must be rejected or accepted without crashing; what is accepted
+// must re-encode to itself.
 #include <array>
 #include <cmath>
 #include <cstddef>
@@ -40,6 +41,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (parse_perftest_record(r, rec)) {
     QpRecord back;
     if (!parse_perftest_record(perftest_record(rec), back) || !(back == rec)) std::abort();
+  }
+
+  const auto cm = front<kPerftestCmRecordBytes>(data, size);
+  if (parse_perftest_cm_record(cm, rec)) {
+    QpRecord back;
+    if (!parse_perftest_cm_record(perftest_cm_record(rec), back) || !(back == rec)) std::abort();
   }
 
   std::array<PerftestU64, kPerftestReportFields> fields{};

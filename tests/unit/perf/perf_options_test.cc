@@ -239,6 +239,17 @@ TEST_CASE("--perftest takes -Y (a local choice), not -e, -c, -J or -Q") {
         std::string::npos);
 }
 
+TEST_CASE("-R (perftest's rdma_cm) runs with --perftest only") {
+  auto p = parse({"send_bw", "198.18.0.2", "--perftest", "-R", "-x", "198.18.0.1", "-q", "2"});
+  REQUIRE(p.ok);
+  CHECK(p.o.perftest_rdma_cm);
+  CHECK(parse({"write_lat", "--perftest", "--rdma_cm", "-x", "198.18.0.1"}).o.perftest_rdma_cm);
+  CHECK(parse({"send_bw", "h", "-R"}).error.find("--perftest") != std::string::npos);
+  CHECK(parse({"send_bw", "h", "--perftest", "-R=1"}).error.find("takes no value") !=
+        std::string::npos);
+  CHECK_FALSE(parse({"send_bw", "h", "--perftest"}).o.perftest_rdma_cm);
+}
+
 TEST_CASE("--perftest: -D takes -b for write_bw and read_bw, not for send_bw or with -a") {
   CHECK(parse({"write_bw", "h", "--perftest", "-s", "4096", "-D", "4", "-b"}).ok);
   CHECK(parse({"read_bw", "h", "--perftest", "-s", "4096", "-D", "4", "-b"}).ok);

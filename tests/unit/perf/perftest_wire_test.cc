@@ -95,6 +95,54 @@ TEST_CASE("perftest connection record: the captured 108 bytes parse and re-forma
   }
 }
 
+TEST_CASE("perftest -R record: struct pingpong_dest's 56 bytes, big endian, padding ignored") {
+  // As rdma_write_keys lays it out (perftest 4.5, x86_64): lid, out_reads, qpn, psn, rkey (BE
+  // 32), 4 bytes of padding, vaddr (BE 64), the GID's 16 bytes, srqn, gid_index (BE 32).
+  PerftestCmRecord m{};
+  const uint8_t head[] = {
+      0,    0,    0,    0,    0,    0,    0,    16,   0,    0,    0x11, 0x22, 0,
+      0x27, 0x43, 0xc4, 0,    0,    0x01, 0x75, 0xde, 0xad, 0xbe, 0xef,  // rkey, padding (garbage)
+      0,    0,    0x55, 0x78, 0x30, 0x4d, 0x40, 0};                      // vaddr
+  std::memcpy(m.data(), head, sizeof head);
+  const uint8_t gid[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 198, 18, 200, 2};
+  std::memcpy(m.data() + 32, gid, 16);
+  m[55] = 1;  // gid_index 1
+  QpRecord r;
+  REQUIRE(parse_perftest_cm_record(m, r));
+  CHECK(r.lid == 0);
+  CHECK(r.out_reads == 16);
+  CHECK(r.qpn == 0x1122);
+  CHECK(r.psn == 0x2743c4);
+  CHECK(r.rkey == 0x175);
+  CHECK(r.vaddr == 0x5578304d4000ull);
+  CHECK(r.gid[12] == 198);
+  CHECK(r.gid[15] == 2);
+  CHECK(r.srqn == 0);
+  // Ours: the same fields, zero padding, gid_index 0 (perftest ignores both).
+  PerftestCmRecord back = m;
+  std::memset(back.data() + 20, 0, 4);
+  back[55] = 0;
+  CHECK(perftest_cm_record(r) == back);
+  QpRecord again;
+  REQUIRE(parse_perftest_cm_record(perftest_cm_record(r), again));
+  CHECK(again == r);
+  SECTION("a QPN or PSN wider than 24 bits, or a lid wider than 16, is refused") {
+    PerftestCmRecord bad = m;
+    bad[8] = 1;
+    CHECK_FALSE(parse_perftest_cm_record(bad, r));
+    bad = m;
+    bad[12] = 1;
+    CHECK_FALSE(parse_perftest_cm_record(bad, r));
+    bad = m;
+    bad[1] = 1;
+    CHECK_FALSE(parse_perftest_cm_record(bad, r));
+  }
+  SECTION("perftest's syncs around the connections: zeros parse as an empty record") {
+    REQUIRE(parse_perftest_cm_record(PerftestCmRecord{}, r));
+    CHECK(r == QpRecord{});
+  }
+}
+
 TEST_CASE("perftest report: the client's 5 fields as write_bw sent them") {
   // Frames 73..81 of the capture: size 64, 5 iterations, then three doubles.
   const std::array<PerftestU64, kPerftestReportFields> captured{
