@@ -724,6 +724,7 @@ void Engine::remove_qp(uint32_t qpn, bool owner_gone) {
     if (m != nullptr && m->hash.usr == q->flow) {
       rte_pktmbuf_free(m);
       pending_frames_[tag] = nullptr;
+      pending_answer_[tag] = 0;
       free_tags_.push_back(static_cast<uint32_t>(tag));
     }
   }
@@ -828,6 +829,7 @@ void Engine::fill_snapshot(control::CounterSnapshot& out) const {
   out.add("engine.loopback_frames", c.loopback_frames);
   out.add("engine.tx_cnps", c.tx_cnps);
   out.add("engine.tx_final_acks", c.tx_final_acks);
+  out.add("engine.tx_acks_unpaced", c.tx_acks_unpaced);
   out.add("engine.tx_no_mbuf", c.tx_no_mbuf);
   out.add("engine.tx_build_errors", c.tx_build_errors);
   out.add("engine.tx_ring_full_drops", c.tx_ring_full_drops);
@@ -1476,6 +1478,15 @@ bool Engine::fill_pacer(QpCtx& q, uint64_t now_ns) {
         continue;
       }
       m->data_len = m->pkt_len = static_cast<uint32_t>(built[i].len_bytes);
+      const uint8_t opcode =
+          rte_pktmbuf_mtod(m, const uint8_t*)[q.tmpl.l2_bytes + net::NetStack::kIpv4UdpHeaderBytes];
+      if (opcode == static_cast<uint8_t>(wire::Opcode::kAcknowledge) && q.queued_answers == 0 &&
+          send_ack_unpaced(q, m)) {
+        continue;
+      }
+      const bool answer = opcode == static_cast<uint8_t>(wire::Opcode::kAtomicAcknowledge) ||
+                          (opcode >= static_cast<uint8_t>(wire::Opcode::kReadResponseFirst) &&
+                           opcode <= static_cast<uint8_t>(wire::Opcode::kReadResponseOnly));
       m->hash.usr = q.flow;  // lets remove_qp find the frames a dying QP left queued
       uint32_t tag;
       if (!free_tags_.empty()) {
@@ -1484,6 +1495,7 @@ bool Engine::fill_pacer(QpCtx& q, uint64_t now_ns) {
       } else {
         tag = static_cast<uint32_t>(pending_frames_.size());
         pending_frames_.push_back(nullptr);
+        pending_answer_.push_back(0);
       }
       if (!pacer_.enqueue(q.flow, sched::PacketRef{static_cast<uint32_t>(built[i].len_bytes), tag},
                           now_ns)) {
@@ -1494,6 +1506,10 @@ bool Engine::fill_pacer(QpCtx& q, uint64_t now_ns) {
         continue;
       }
       pending_frames_[tag] = m;
+      if (answer) {
+        pending_answer_[tag] = 1;
+        ++q.queued_answers;
+      }
       if (q.queued_frames++ == 0) ++qps_with_queued_frames_;
     }
     for (uint32_t i = static_cast<uint32_t>(n); i < tx_spares_n_; ++i) {
@@ -1519,11 +1535,16 @@ bool Engine::tx(uint64_t now_ns) {
           : 0;
   if (room <= kTxControlReserve) ++counters_.tx_backpressure;
   for (size_t i = 0; i < n; ++i) {
-    rte_mbuf* m = pending_frames_[deps[i].packet.tag];
-    pending_frames_[deps[i].packet.tag] = nullptr;
-    free_tags_.push_back(deps[i].packet.tag);
+    const uint32_t tag = deps[i].packet.tag;
+    rte_mbuf* m = pending_frames_[tag];
+    pending_frames_[tag] = nullptr;
+    free_tags_.push_back(tag);
     if (m == nullptr) continue;
     QpCtx* q = deps[i].flow < flow_qp_.size() ? flow_qp_[deps[i].flow] : nullptr;
+    if (pending_answer_[tag] != 0) {
+      pending_answer_[tag] = 0;
+      if (q != nullptr) --q->queued_answers;
+    }
     if (q != nullptr) {
       if (--q->queued_frames == 0) --qps_with_queued_frames_;
       q->tx_bytes += m->pkt_len;
@@ -1592,6 +1613,23 @@ void Engine::send_cnp(QpCtx& q, uint64_t now_ns) {
   ++counters_.tx_cnps;
   ++q.cnps_tx;
   transmit_now(m);
+}
+
+// An ACK or NAK the QP has just built leaves at once instead of through the pacer: the
+// QP's DCQCN rate and its class's max_rate limit what it requests, not its answers (a
+// hardware reaction point paces the requests only), and behind the QP's own data an ACK
+// would slow the peer's flow by the backlog of ours. Not while a READ response or atomic
+// ACK of the QP waits in the pacer (fill_pacer checks): an ACK for a later PSN must not
+// overtake it. Nor to a QP of this host (the loopback path runs the peer's receive inside
+// fill_pacer), nor when the device batch is full: paced as before then (false).
+bool Engine::send_ack_unpaced(QpCtx& q, rte_mbuf* m) {
+  if (q.peer_local) return false;
+  if (tx_batch_len_ == tx_batch_.size()) flush_tx();
+  if (tx_batch_len_ == tx_batch_.size()) return false;
+  q.tx_bytes += m->pkt_len;
+  ++counters_.tx_acks_unpaced;
+  tx_batch_[tx_batch_len_++] = m;
+  return true;
 }
 
 // A QP that stops (its client disconnects or destroys it) owes its peer the ACKs

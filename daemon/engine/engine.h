@@ -171,7 +171,8 @@ struct EngineCounters {
   uint64_t tx_frames = 0;
   uint64_t loopback_frames = 0;  // between two QPs of this host, not through the port
   uint64_t tx_cnps = 0;
-  uint64_t tx_final_acks = 0;  // ACKs a stopping QP sent ahead of its DREQ (send_final_ack)
+  uint64_t tx_final_acks = 0;    // ACKs a stopping QP sent ahead of its DREQ (send_final_ack)
+  uint64_t tx_acks_unpaced = 0;  // ACKs and NAKs that left without the pacer (send_ack_unpaced)
   uint64_t tx_no_mbuf = 0;
   uint64_t tx_build_errors = 0;
   uint64_t tx_ring_full_drops = 0;  // control frames (ARP, ICMP, CNP) the full device refused
@@ -301,6 +302,7 @@ class Engine {
   bool tx(uint64_t now_ns);
   void send_cnp(QpCtx& q, uint64_t now_ns);
   void send_final_ack(QpCtx& q, uint64_t now_ns);
+  bool send_ack_unpaced(QpCtx& q, rte_mbuf* m);
   void loopback(rte_mbuf* m, const QpCtx& q, uint64_t now_ns);
   void transmit_now(rte_mbuf* m);
   void flush_tx();
@@ -330,6 +332,7 @@ class Engine {
   std::vector<QpCtx*> qp_list_;            // iteration order for the datapath
   std::vector<QpCtx*> flow_qp_;            // pacer flow id -> QP
   std::vector<rte_mbuf*> pending_frames_;  // pacer tag -> built frame (nullptr = free)
+  std::vector<uint8_t> pending_answer_;    // pacer tag -> 1: a READ response or atomic ACK
   std::vector<uint32_t> free_tags_;
   uint32_t qps_with_queued_frames_ = 0;  // QPs with queued_frames > 0 (their share of the cap)
   std::array<rte_mbuf*, 64> tx_batch_{};

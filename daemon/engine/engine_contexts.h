@@ -68,6 +68,9 @@ struct Engine::QpCtx {
   uint64_t next_resolve_ns = 0;
   wire::FrameAddr addr;
   uint32_t queued_frames = 0;
+  // Of those, READ responses and atomic ACKs: an ACK behind them is paced too (it must not
+  // overtake them), else it leaves at once (Engine::send_ack_unpaced).
+  uint32_t queued_answers = 0;
   transport::QpState reported_state = transport::QpState::kReset;
   uint64_t tx_bytes = 0;
   uint64_t rx_bytes = 0;

@@ -889,6 +889,72 @@ TEST_CASE("engine: a full device ring holds frames back: none dropped, none sent
   CHECK(sb.counters.at("transport.rx_out_of_sequence") == 0);
 }
 
+TEST_CASE(
+    "engine: an ACK does not wait behind its QP's own data in the pacer, nor overtakes "
+    "its READ responses",
+    "[engine]") {
+  // Both classes capped at 20 Mbit/s: a 1 KiB frame leaves every ~0.43 ms, and the 32 frames
+  // a QP may keep in the pacer are ~14 ms of backlog. b WRITEs 256 KiB to a; a's SEND to b then
+  // completes within a few simulated loops, because b's ACK for it leaves at once. Before, it
+  // waited behind b's queued WRITE frames (~14 ms here).
+  Fixture f(Fixture::Options{.class_max_rate_bps = 20'000'000});
+  REQUIRE(run_until(
+              f.a, f.b, [] { return false; }, 50) == false);  // commands, ARP
+  expect_acks_ok(f.a);
+  expect_acks_ok(f.b);
+  const uint32_t len = 256 << 10;
+  post_recv(f.b, 2, 0, 64);  // posted well before a's SEND comes (no RNR NAK)
+  fill_random(f.b.arena() + (1 << 20), len, 31);
+  post_send(f.b, 1, CONDUIT_SHM_WR_RDMA_WRITE, 1 << 20, len, 2 << 20);
+  SimClock clock;
+  REQUIRE_FALSE(run_sim(
+      f, clock, [] { return false; }, 1000, 2000));  // 2 ms: b's backlog
+  std::memcpy(f.a.arena(), "ahead", 6);
+  post_send(f.a, 3, CONDUIT_SHM_WR_SEND, 0, 6);
+  conduit_shm_cqe cqe{};
+  int loops = 0;
+  REQUIRE(run_sim(f, clock, [&] {
+    ++loops;
+    return f.a.cq.try_dequeue(&cqe);
+  }));
+  CHECK(cqe.wr_id == 3);
+  CHECK(cqe.status == CONDUIT_SHM_WC_SUCCESS);
+  INFO("loops " << loops);
+  CHECK(loops < 3000);  // under 3 ms of simulated time; the backlog is ~14 ms
+  CHECK(f.b.engine->counters().tx_acks_unpaced > 0);
+  // b's WRITE is still on its way, and arrives whole.
+  conduit_shm_cqe b_cqe{};
+  REQUIRE(run_sim(f, clock, [&] { return f.b.cq.try_dequeue(&b_cqe); }));
+  CHECK(b_cqe.wr_id == 2);  // the RECV first
+  REQUIRE(run_sim(f, clock, [&] { return f.b.cq.try_dequeue(&b_cqe); }));
+  CHECK(b_cqe.wr_id == 1);
+  CHECK(b_cqe.status == CONDUIT_SHM_WC_SUCCESS);
+  CHECK(std::memcmp(f.a.arena() + (2 << 20), f.b.arena() + (1 << 20), len) == 0);
+
+  // a READs 64 KiB of b and SENDs behind it: b's ACK for the SEND waits behind its READ
+  // responses in the pacer (an ACK past an outstanding READ would tell a the responses were
+  // lost, and a would ask again). Both complete, the data is b's, nothing was resent.
+  fill_random(f.b.arena() + (4 << 20), 64 << 10, 37);
+  post_recv(f.b, 5, 0, 64);
+  REQUIRE_FALSE(run_sim(
+      f, clock, [] { return false; }, 1000, 100));
+  post_send(f.a, 4, CONDUIT_SHM_WR_RDMA_READ, 4 << 20, 64 << 10, 4 << 20);
+  post_send(f.a, 6, CONDUIT_SHM_WR_SEND, 0, 6);
+  REQUIRE(run_sim(f, clock, [&] { return f.a.cq.try_dequeue(&cqe); }));
+  CHECK(cqe.wr_id == 4);
+  CHECK(cqe.status == CONDUIT_SHM_WC_SUCCESS);
+  REQUIRE(run_sim(f, clock, [&] { return f.a.cq.try_dequeue(&cqe); }));
+  CHECK(cqe.wr_id == 6);
+  CHECK(cqe.status == CONDUIT_SHM_WC_SUCCESS);
+  CHECK(std::memcmp(f.a.arena() + (4 << 20), f.b.arena() + (4 << 20), 64 << 10) == 0);
+  clock.wait_for_real();
+  const Snapshot sa = take_snapshot(f, f.a);
+  const Snapshot sb = take_snapshot(f, f.b);
+  CHECK(sa.counters.at("transport.tx_retransmits") == 0);
+  CHECK(sb.counters.at("transport.tx_retransmits") == 0);
+  CHECK(sa.counters.at("transport.timeouts") == 0);
+}
+
 TEST_CASE("engine: time the engine did not run does not count against the peer's ACK timer",
           "[engine]") {
   Fixture f;
