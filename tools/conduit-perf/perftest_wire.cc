@@ -94,42 +94,49 @@ bool parse_perftest_record(const PerftestRecord& m, QpRecord& out) {
 
 namespace {
 
-void put_be32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (24 - 8 * i));
+// A big-endian field of the binary record, through the exchange's own encoders.
+template <size_t N>
+void put(PerftestCmRecord& m, size_t at, const std::array<uint8_t, N>& v) {
+  std::memcpy(&m[at], v.data(), N);
 }
-uint32_t get_be32(const uint8_t* p) {
-  return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | p[3];
+template <class A>
+A field(const PerftestCmRecord& m, size_t at) {
+  A a;
+  std::memcpy(a.data(), &m[at], a.size());
+  return a;
+}
+uint32_t u32_at(const PerftestCmRecord& m, size_t at) {
+  return perftest_u32_value(field<PerftestU32>(m, at));
 }
 
 }  // namespace
 
 PerftestCmRecord perftest_cm_record(const QpRecord& r) {
   PerftestCmRecord m{};
-  put_be32(&m[0], r.lid);
-  put_be32(&m[4], r.out_reads);
-  put_be32(&m[8], r.qpn);
-  put_be32(&m[12], r.psn);
-  put_be32(&m[16], r.rkey);
-  put_be32(&m[24], static_cast<uint32_t>(r.vaddr >> 32));
-  put_be32(&m[28], static_cast<uint32_t>(r.vaddr));
-  std::memcpy(&m[32], r.gid.data(), r.gid.size());
-  put_be32(&m[48], r.srqn);
+  put(m, 0, perftest_u32(r.lid));
+  put(m, 4, perftest_u32(r.out_reads));
+  put(m, 8, perftest_u32(r.qpn));
+  put(m, 12, perftest_u32(r.psn));
+  put(m, 16, perftest_u32(r.rkey));
+  put(m, 24, perftest_u64(r.vaddr));
+  put(m, 32, r.gid);
+  put(m, 48, perftest_u32(r.srqn));
   // gid_index (52) stays 0: the peer's perftest ignores it.
   return m;
 }
 
 bool parse_perftest_cm_record(const PerftestCmRecord& m, QpRecord& out) {
   QpRecord r;
-  const uint32_t lid = get_be32(&m[0]), out_reads = get_be32(&m[4]);
-  r.qpn = get_be32(&m[8]);
-  r.psn = get_be32(&m[12]);
+  const uint32_t lid = u32_at(m, 0), out_reads = u32_at(m, 4);
+  r.qpn = u32_at(m, 8);
+  r.psn = u32_at(m, 12);
   if (lid > 0xFFFF || out_reads > 0xFFFF || r.qpn > 0xFFFFFF || r.psn > 0xFFFFFF) return false;
   r.lid = static_cast<uint16_t>(lid);
   r.out_reads = static_cast<uint16_t>(out_reads);
-  r.rkey = get_be32(&m[16]);
-  r.vaddr = uint64_t{get_be32(&m[24])} << 32 | get_be32(&m[28]);
-  std::memcpy(r.gid.data(), &m[32], r.gid.size());
-  r.srqn = get_be32(&m[48]);
+  r.rkey = u32_at(m, 16);
+  r.vaddr = perftest_u64_value(field<PerftestU64>(m, 24));
+  r.gid = field<Gid>(m, 32);
+  r.srqn = u32_at(m, 48);
   out = r;
   return true;
 }

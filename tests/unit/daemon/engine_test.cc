@@ -1303,19 +1303,50 @@ control::EngineCommand cm_cmd(control::EngineOp op, uint32_t qpn, uint32_t pmtu,
   return c;
 }
 
+// Both hosts' engine events as they come, for the connection-manager tests.
+struct CmEvents {
+  explicit CmEvents(Fixture& fixture) : f(fixture) {}
+  Fixture& f;
+  std::vector<control::EngineEvent> a, b;
+  // Runs both engines, logging their events, until pred() or the deadline; returns pred().
+  template <class Pred>
+  bool pump(Pred pred) {
+    return run_until(f.a, f.b, [&] {
+      take_events(f.a, a);
+      take_events(f.b, b);
+      return pred();
+    });
+  }
+  // b listens on `service`, a connects its QP to it (PMTU 1024, go-back-N), b accepts with
+  // its QP; true once both ends are established.
+  bool establish(uint64_t service) {
+    control::EngineCommand listen;
+    listen.op = control::EngineOp::kCmListen;
+    listen.cm.service = service;
+    f.b.submit(listen);
+    auto conn = cm_cmd(control::EngineOp::kCmConnect, f.a.qpn, 1024, false, "");
+    conn.cm.peer_ip = f.addr_b.value;
+    conn.cm.service = service;
+    f.a.submit(conn);
+    if (!pump([&] { return find_cm(b, proto::CmEventKind::kRequest) != nullptr; })) return false;
+    auto accept = cm_cmd(control::EngineOp::kCmAccept, f.b.qpn, 1024, false, "");
+    accept.cm.conn = find_cm(b, proto::CmEventKind::kRequest)->cm.conn;
+    f.b.submit(accept);
+    return pump([&] {
+      return find_cm(a, proto::CmEventKind::kEstablished) != nullptr &&
+             find_cm(b, proto::CmEventKind::kEstablished) != nullptr;
+    });
+  }
+};
+
 }  // namespace
 
 TEST_CASE("engine: the connection manager connects two QPs over the wire, then SEND works",
           "[engine][cm]") {
   Fixture f(Fixture::Options{.connect_qps = false});
-  std::vector<control::EngineEvent> ev_a, ev_b;
-  auto pump = [&](auto pred) {
-    return run_until(f.a, f.b, [&] {
-      take_events(f.a, ev_a);
-      take_events(f.b, ev_b);
-      return pred();
-    });
-  };
+  CmEvents ev{f};
+  auto& ev_a = ev.a;
+  auto& ev_b = ev.b;
 
   control::EngineCommand listen;
   listen.op = control::EngineOp::kCmListen;
@@ -1326,7 +1357,7 @@ TEST_CASE("engine: the connection manager connects two QPs over the wire, then S
   conn.cm.service = 5;
   f.a.submit(conn);
   const uint64_t connect_cookie = f.a.cookie;
-  REQUIRE(pump([&] { return find_cm(ev_b, proto::CmEventKind::kRequest) != nullptr; }));
+  REQUIRE(ev.pump([&] { return find_cm(ev_b, proto::CmEventKind::kRequest) != nullptr; }));
   const control::CmEventInfo req = find_cm(ev_b, proto::CmEventKind::kRequest)->cm;
   CHECK(req.remote_qpn == f.a.qpn);
   CHECK(req.peer_ip == f.addr_a.value);
@@ -1343,7 +1374,7 @@ TEST_CASE("engine: the connection manager connects two QPs over the wire, then S
   auto accept = cm_cmd(control::EngineOp::kCmAccept, f.b.qpn, 1024, true, "rep");
   accept.cm.conn = req.conn;
   f.b.submit(accept);
-  REQUIRE(pump([&] {
+  REQUIRE(ev.pump([&] {
     return find_cm(ev_a, proto::CmEventKind::kEstablished) != nullptr &&
            find_cm(ev_b, proto::CmEventKind::kEstablished) != nullptr;
   }));
@@ -1373,7 +1404,7 @@ TEST_CASE("engine: the connection manager connects two QPs over the wire, then S
   // A second connect on a connected QP is refused.
   f.a.submit(conn);
   const uint64_t again = f.a.cookie;
-  REQUIRE(pump([&] { return find_ack(ev_a, again) != nullptr; }));
+  REQUIRE(ev.pump([&] { return find_ack(ev_a, again) != nullptr; }));
   CHECK(find_ack(ev_a, again)->status == -EBUSY);
 
   // a disconnects: b hears of it.
@@ -1381,44 +1412,23 @@ TEST_CASE("engine: the connection manager connects two QPs over the wire, then S
   disc.op = control::EngineOp::kCmDisconnect;
   disc.qpn = f.a.qpn;
   f.a.submit(disc);
-  REQUIRE(pump([&] { return find_cm(ev_b, proto::CmEventKind::kDisconnected) != nullptr; }));
+  REQUIRE(ev.pump([&] { return find_cm(ev_b, proto::CmEventKind::kDisconnected) != nullptr; }));
   CHECK(find_cm(ev_b, proto::CmEventKind::kDisconnected)->cm.qpn == f.b.qpn);
 }
 
 TEST_CASE("engine: a QP that stops ACKs what it received ahead of its DREQ", "[engine][cm]") {
-  // The class is capped at 20 Mbit/s and b's flow is busy with a WRITE, so b's ACK for a's
-  // SEND waits in b's pacer behind the WRITE's frames (a 1 KiB frame every ~0.4 ms). b's
-  // client has its RECV completion, and then stops the QP: it disconnects, or destroys it
+  // The class is capped at 20 Mbit/s and b's flow is busy with a WRITE: b's pacer holds its
+  // 32 frames (a 1 KiB frame leaves every ~0.4 ms), so b's ACK for a's SEND waits in its
+  // responder queue until a slot frees (ACKs leave unpaced, but only once taken from the QP).
+  // b's client has its RECV completion, and then stops the QP: it disconnects, or destroys it
   // with the connection up. Either way b's DREQ must not overtake the ACK: a's SEND has
   // completed, successfully, by the time a hears of the disconnect (before, a saw the
   // disconnect first, and after a destroy the ACK was freed with the QP and a's SEND
   // retried into nothing).
   const auto op = GENERATE(control::EngineOp::kCmDisconnect, control::EngineOp::kRemoveQp);
   Fixture f(Fixture::Options{.connect_qps = false, .class_max_rate_bps = 20'000'000});
-  std::vector<control::EngineEvent> ev_a, ev_b;
-  auto pump = [&](auto pred) {
-    return run_until(f.a, f.b, [&] {
-      take_events(f.a, ev_a);
-      take_events(f.b, ev_b);
-      return pred();
-    });
-  };
-  control::EngineCommand listen;
-  listen.op = control::EngineOp::kCmListen;
-  listen.cm.service = 7;
-  f.b.submit(listen);
-  auto conn = cm_cmd(control::EngineOp::kCmConnect, f.a.qpn, 1024, false, "");
-  conn.cm.peer_ip = f.addr_b.value;
-  conn.cm.service = 7;
-  f.a.submit(conn);
-  REQUIRE(pump([&] { return find_cm(ev_b, proto::CmEventKind::kRequest) != nullptr; }));
-  auto accept = cm_cmd(control::EngineOp::kCmAccept, f.b.qpn, 1024, false, "");
-  accept.cm.conn = find_cm(ev_b, proto::CmEventKind::kRequest)->cm.conn;
-  f.b.submit(accept);
-  REQUIRE(pump([&] {
-    return find_cm(ev_a, proto::CmEventKind::kEstablished) != nullptr &&
-           find_cm(ev_b, proto::CmEventKind::kEstablished) != nullptr;
-  }));
+  CmEvents ev{f};
+  REQUIRE(ev.establish(7));
 
   post_recv(f.b, 1, 0, 64);
   post_send(f.b, 2, CONDUIT_SHM_WR_RDMA_WRITE, 4096, 64 << 10, 1 << 20);  // ~27 ms of frames
@@ -1431,14 +1441,14 @@ TEST_CASE("engine: a QP that stops ACKs what it received ahead of its DREQ", "[e
   CHECK(recv.status == CONDUIT_SHM_WC_SUCCESS);
   CHECK(std::memcmp(f.b.arena(), "last words", 11) == 0);
   conduit_shm_cqe cqe{};
-  REQUIRE_FALSE(f.a.cq.try_dequeue(&cqe));  // the ACK is held in b's pacer
+  REQUIRE_FALSE(f.a.cq.try_dequeue(&cqe));  // a has not run since b took the SEND
 
   control::EngineCommand stop;
   stop.op = op;
   stop.qpn = f.b.qpn;
   stop.qp_slot = 0;
   f.b.submit(stop);
-  REQUIRE(pump([&] { return find_cm(ev_a, proto::CmEventKind::kDisconnected) != nullptr; }));
+  REQUIRE(ev.pump([&] { return find_cm(ev.a, proto::CmEventKind::kDisconnected) != nullptr; }));
   REQUIRE(f.a.cq.try_dequeue(&cqe));
   CHECK(cqe.wr_id == 3);
   CHECK(cqe.status == CONDUIT_SHM_WC_SUCCESS);
@@ -1471,14 +1481,9 @@ TEST_CASE("engine: QPs created after a reload connect with its transport default
     c.qp_slot = 0;
     h->submit(c);
   }
-  std::vector<control::EngineEvent> ev_a, ev_b;
-  auto pump = [&](auto pred) {
-    return run_until(f.a, f.b, [&] {
-      take_events(f.a, ev_a);
-      take_events(f.b, ev_b);
-      return pred();
-    });
-  };
+  CmEvents ev{f};
+  auto& ev_a = ev.a;
+  auto& ev_b = ev.b;
   control::EngineCommand listen;
   listen.op = control::EngineOp::kCmListen;
   listen.cm.service = 6;
@@ -1488,14 +1493,14 @@ TEST_CASE("engine: QPs created after a reload connect with its transport default
   conn.cm.peer_ip = f.addr_b.value;
   conn.cm.service = 6;
   f.a.submit(conn);
-  REQUIRE(pump([&] { return find_cm(ev_b, proto::CmEventKind::kRequest) != nullptr; }));
+  REQUIRE(ev.pump([&] { return find_cm(ev_b, proto::CmEventKind::kRequest) != nullptr; }));
   const control::CmEventInfo req = find_cm(ev_b, proto::CmEventKind::kRequest)->cm;
   CHECK(req.pmtu_bytes == 2048);
   CHECK(req.flags == proto::kCmFlagSelectiveRepeat);
   auto accept = cm_cmd(control::EngineOp::kCmAccept, f.b.qpn, 0, false, "rep");
   accept.cm.conn = req.conn;
   f.b.submit(accept);
-  REQUIRE(pump([&] {
+  REQUIRE(ev.pump([&] {
     return find_cm(ev_a, proto::CmEventKind::kEstablished) != nullptr &&
            find_cm(ev_b, proto::CmEventKind::kEstablished) != nullptr;
   }));
