@@ -136,8 +136,26 @@ bool Qp::advance_una(uint64_t now_ns, uint32_t psn) {
   return blocked;
 }
 
+void Qp::rtt_on_ack(uint64_t now_ns) {
+  if (!rtt_timing_ || !wire::psn_gt(una_psn_, rtt_psn_)) return;
+  rtt_timing_ = false;
+  const uint64_t r = now_ns > rtt_sent_ns_ ? now_ns - rtt_sent_ns_ : 1;
+  if (srtt_ns_ == 0) {
+    srtt_ns_ = r;
+    rttvar_ns_ = r / 2;
+  } else {
+    const uint64_t err = srtt_ns_ > r ? srtt_ns_ - r : r - srtt_ns_;
+    rttvar_ns_ = (3 * rttvar_ns_ + err) / 4;
+    srtt_ns_ = (7 * srtt_ns_ + r) / 8;
+  }
+}
+
 void Qp::on_progress(uint64_t now_ns) {
   last_progress_ns_ = now_ns;
+  if (sr_) {
+    rtt_on_ack(now_ns);
+    rto_backoff_ = 0;
+  }
   retry_left_ = attr_.retry_cnt;
   sr_charged_ns_ = now_ns;
   rnr_retry_left_ = attr_.rnr_retry;
@@ -147,7 +165,7 @@ void Qp::on_progress(uint64_t now_ns) {
     ack_deadline_ns_ = kNoDeadline;
   } else {
     timer_base_ns_ = now_ns;
-    ack_deadline_ns_ = now_ns + retransmit_timeout_ns();
+    ack_deadline_ns_ = rto_deadline_ns();
   }
 }
 
@@ -413,6 +431,8 @@ void Qp::on_timer(uint64_t now_ns) {
     ++counters_.retries;
     rewound_without_progress_ = true;
     if (sr_) {
+      if (rto_backoff_ < kMaxRtoBackoff) ++rto_backoff_;
+      rtt_timing_ = false;
       // Everything unacknowledged counts as lost, SACKed or not: a resent
       // SACKed packet is a duplicate the responder answers with its
       // cumulative ACK, which is what went missing if nothing else did.
@@ -427,7 +447,7 @@ void Qp::on_timer(uint64_t now_ns) {
       rewind_to(una_psn_);
     }
     timer_base_ns_ = now_ns;
-    ack_deadline_ns_ = now_ns + retransmit_timeout_ns();
+    ack_deadline_ns_ = sr_ ? rto_deadline_ns() : now_ns + retransmit_timeout_ns();
   }
 }
 
@@ -437,6 +457,7 @@ void Qp::defer_timers(uint64_t stall_ns) {
       stall_ns < kNoDeadline - ack_deadline_ns_ ? ack_deadline_ns_ + stall_ns : kNoDeadline - 1;
   timer_base_ns_ += stall_ns;  // SR re-derives the deadline from it
   sr_charged_ns_ += stall_ns;
+  rtt_sent_ns_ += stall_ns;  // an ACK that waited for our engine is not the path's RTT
 }
 
 void Qp::sr_read_evidence(uint32_t psn) {

@@ -34,9 +34,11 @@
 //    recovery and resends only the holes below the highest SACKed PSN
 //    before any new data, until the cumulative ACK passes the PSN that was
 //    next at entry. One timer: RTO-low while <= rto_low_max_packets are in
-//    flight, RTO-high otherwise; on expiry every unacknowledged PSN is
-//    resent (SACK bits are dropped: a resent SACKed packet draws the
-//    cumulative ACK). New request packets in flight are capped at
+//    flight, RTO-high otherwise, or the measured RTT's RTO (RFC 6298:
+//    SRTT + 4 RTTVAR, Karn's rule) when that is longer; doubled on each
+//    expiry without progress (at most the local ACK timeout); on expiry
+//    every unacknowledged PSN is resent (SACK bits are dropped: a resent
+//    SACKed packet draws the cumulative ACK). New request packets in flight are capped at
 //    sr_bdp_bytes / PMTU and at kSrWindow PSNs. A SEND/WRITE WR may have at
 //    most kMaxSge - 1 SGEs (the header takes one gather slot).
 //  - READ responses are still taken in order; a gap in them re-requests the
@@ -135,6 +137,8 @@ class Qp {
   static constexpr uint32_t kSrWindow = 1024;
   // SR: how many later packets must arrive before a resent hole counts as lost again.
   static constexpr uint32_t kSrReorderPackets = 3;
+  // SR: RTO doublings without progress at most (when the local ACK timeout does not cap it).
+  static constexpr uint8_t kMaxRtoBackoff = 10;
 
   // `mrs` must outlive the Qp. Allocates the queues (setup time only).
   Qp(const QpConfig& config, MemoryRegions& mrs);
@@ -239,6 +243,11 @@ class Qp {
   // applies now.
   uint64_t last_progress_ns() const { return last_progress_ns_; }
   uint64_t retransmit_timeout() const { return retransmit_timeout_ns(); }
+  // Selective repeat: the smoothed RTT and its variation measured from ACKs (RFC 6298; 0
+  // before the first sample), and how many RTOs in a row expired without progress.
+  uint64_t srtt_ns() const { return srtt_ns_; }
+  uint64_t rttvar_ns() const { return rttvar_ns_; }
+  uint32_t rto_backoff() const { return rto_backoff_; }
   // One past the highest request PSN sent.
   uint32_t send_max_psn() const { return snd_max_psn_; }
   // Oldest unacknowledged request PSN and next new PSN (tests, telemetry).
@@ -395,6 +404,22 @@ class Qp {
   bool sr_retransmit_poll(TxPacket& out);
   void after_send(uint32_t psn);
   uint64_t retransmit_timeout_ns() const;
+  // Selective repeat's RTO before backoff: RTO-low or RTO-high, or the RTT estimate's RTO
+  // when that is longer.
+  uint64_t sr_base_rto_ns() const;
+  // When the retransmission timer started at timer_base_ns_ expires: base + RTO, and for
+  // selective repeat a backed-off RTO never past the next point the retry budget is charged
+  // (so a QP fails after retry_cnt + 1 local ACK timeouts without progress, as under
+  // go-back-N).
+  uint64_t rto_deadline_ns() const;
+  // Selective repeat: a new PSN sent at now_ns (timed if nothing is), progress to una_psn_.
+  void rtt_on_send(uint64_t now_ns, uint32_t psn) {
+    if (rtt_timing_) return;
+    rtt_timing_ = true;
+    rtt_psn_ = psn;
+    rtt_sent_ns_ = now_ns;
+  }
+  void rtt_on_ack(uint64_t now_ns);
   void build_request(SendWqe& w, uint32_t psn, TxPacket& out);
   // The WQE requester_poll() sends from next (go-back-N and SR new data),
   // after the window, SR, SQD and READ-depth checks; nullptr when none.
@@ -537,6 +562,15 @@ class Qp {
   // QP fails after (retry_cnt + 1) ACK timeouts without progress, as under go-back-N (and
   // never with timeout 0), not after retry_cnt RTOs of 100-320 us.
   uint64_t sr_charged_ns_ = 0;
+  // Selective repeat's RTT estimate (RFC 6298). One new PSN at a time is timed from its first
+  // transmission to the cumulative ACK that covers it; a retransmission while it is timed
+  // voids the sample (Karn). rto_backoff_ doubles the RTO per expiry without progress.
+  uint64_t srtt_ns_ = 0;
+  uint64_t rttvar_ns_ = 0;
+  uint64_t rtt_sent_ns_ = 0;
+  uint32_t rtt_psn_ = 0;
+  bool rtt_timing_ = false;
+  uint8_t rto_backoff_ = 0;
   uint64_t rnr_deadline_ns_ = kNoDeadline;
   uint32_t rnr_psn_ = 0;
 

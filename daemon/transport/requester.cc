@@ -228,14 +228,39 @@ void Qp::build_request(SendWqe& w, uint32_t psn, TxPacket& out) {
   gather(w.seg, w.wr.num_sge, offset, n, out);
 }
 
-uint64_t Qp::retransmit_timeout_ns() const {
-  if (!sr_) return ack_timeout_ns(attr_.timeout);
+uint64_t Qp::sr_base_rto_ns() const {
   const auto in_flight = static_cast<uint32_t>(wire::psn_diff(snd_max_psn_, una_psn_));
-  return in_flight <= config_.rto_low_max_packets ? config_.rto_low_ns : config_.rto_high_ns;
+  const uint64_t rto =
+      in_flight <= config_.rto_low_max_packets ? config_.rto_low_ns : config_.rto_high_ns;
+  // IRN's fixed RTOs assume a NIC's steady RTT. A peer whose engine shares its core sees RTTs
+  // of milliseconds now and then; RTO-high fired on every such stall and resent the window.
+  return srtt_ns_ != 0 ? std::max(rto, srtt_ns_ + 4 * rttvar_ns_) : rto;
+}
+
+uint64_t Qp::retransmit_timeout_ns() const {
+  const uint64_t ack_timeout = ack_timeout_ns(attr_.timeout);
+  if (!sr_) return ack_timeout;
+  const uint64_t base = sr_base_rto_ns();
+  // Backed off up to the local ACK timeout (which never lowers the base).
+  const uint64_t cap = std::max(base, ack_timeout != 0 ? ack_timeout : base << kMaxRtoBackoff);
+  uint64_t rto = base;
+  for (uint8_t i = 0; i < rto_backoff_ && rto < cap; ++i) rto *= 2;
+  return std::min(rto, cap);
+}
+
+uint64_t Qp::rto_deadline_ns() const {
+  const uint64_t d = timer_base_ns_ + retransmit_timeout_ns();
+  if (!sr_ || attr_.timeout == 0) return d;
+  // A backed-off RTO ends where the retry budget is charged next at the latest.
+  return std::min(d, std::max(sr_charged_ns_ + ack_timeout_ns(attr_.timeout),
+                              timer_base_ns_ + sr_base_rto_ns()));
 }
 
 void Qp::after_send(uint32_t psn) {
-  if (wire::psn_lt(psn, snd_max_psn_)) ++counters_.tx_retransmits;
+  if (wire::psn_lt(psn, snd_max_psn_)) {
+    ++counters_.tx_retransmits;
+    rtt_timing_ = false;  // Karn: an ACK now may answer either transmission
+  }
 }
 
 // Selective repeat: a READ re-request or a hole to resend, before new data.
@@ -287,7 +312,7 @@ bool Qp::requester_poll(uint64_t now_ns, TxPacket& out) {
   if (sr_ && sr_retransmit_poll(out)) {
     if (ack_deadline_ns_ == kNoDeadline) {
       timer_base_ns_ = sr_charged_ns_ = now_ns;
-      ack_deadline_ns_ = now_ns + retransmit_timeout_ns();
+      ack_deadline_ns_ = rto_deadline_ns();
     }
     return true;
   }
@@ -341,6 +366,7 @@ Qp::SendWqe* Qp::requester_next() {
 
 bool Qp::request_sent(uint64_t now_ns, SendWqe& w, uint32_t psn) {
   after_send(psn);
+  if (sr_ && !wire::psn_lt(psn, snd_max_psn_)) rtt_on_send(now_ns, psn);
   const uint32_t end_psn = wire::psn_add(w.first_psn, w.npkts);
   cur_psn_ = expects_response(w.wr.opcode) ? end_psn : wire::psn_next(psn);
   if (cur_psn_ == end_psn) {
@@ -350,10 +376,10 @@ bool Qp::request_sent(uint64_t now_ns, SendWqe& w, uint32_t psn) {
   if (wire::psn_gt(cur_psn_, snd_max_psn_)) snd_max_psn_ = cur_psn_;
   if (ack_deadline_ns_ == kNoDeadline && (sr_ || attr_.timeout != 0)) {
     timer_base_ns_ = sr_charged_ns_ = now_ns;
-    ack_deadline_ns_ = now_ns + retransmit_timeout_ns();
+    ack_deadline_ns_ = rto_deadline_ns();
   } else if (sr_) {
     // RTO-low or RTO-high depends on what is in flight now.
-    ack_deadline_ns_ = timer_base_ns_ + retransmit_timeout_ns();
+    ack_deadline_ns_ = rto_deadline_ns();
   }
   // The packet that fills the window asks for an ACK, or the window would
   // only reopen through the ACK timer.

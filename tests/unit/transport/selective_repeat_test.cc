@@ -179,12 +179,17 @@ TEST_CASE(
 }
 
 TEST_CASE("selective repeat: RTOs resend early, the retry budget runs on the local ACK timeout") {
-  // A dead link: every RTO (100 us here) resends, but the QP fails only after retry_cnt + 1
-  // ACK timeouts without progress (4.2 ms each at timeout 10), as under go-back-N; charging a
-  // retry per RTO failed SR QPs after about half a millisecond of a descheduled peer.
+  // A dead link: the RTO (RTO-low, 100 us here) resends and doubles each time, but the QP
+  // fails only after retry_cnt + 1 ACK timeouts without progress (4.2 ms each at timeout 10),
+  // as under go-back-N; charging a retry per RTO failed SR QPs after about half a millisecond
+  // of a descheduled peer.
   QpAttr attr = sr_attr();
   QpPair p(attr);
-  p.filter = [](bool, Packet&) { return false; };
+  std::vector<uint64_t> sent_at;
+  p.filter = [&](bool from_a, Packet&) {
+    if (from_a) sent_at.push_back(p.now_ns);
+    return false;
+  };
   REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kWrite, 1, 0, 10)) == Status::kOk);
   const uint64_t t0 = p.now_ns;
   std::vector<Completion> done;
@@ -199,8 +204,108 @@ TEST_CASE("selective repeat: RTOs resend early, the retry budget runs on the loc
   const uint64_t period = ack_timeout_ns(attr.timeout);
   CHECK(elapsed >= (attr.retry_cnt + 1) * period);
   CHECK(elapsed <= (attr.retry_cnt + 1) * period + QpPair::make_cfg(0x11).rto_high_ns);
-  // Every RTO in between resent the packet.
-  CHECK(p.a.qp.counters().retries >= (attr.retry_cnt + 1) * period / 320'000);
+  // The resends back off: 100, 200, 400, 800, 1600 us apart, then up to the first point the
+  // budget is charged (4.19 ms after the first send), then one local ACK timeout apart; the
+  // expiry that finds the budget spent fails the QP and sends nothing.
+  const uint64_t rto_low = QpPair::make_cfg(0x11).rto_low_ns;
+  REQUIRE(sent_at.size() == 1 + 5 + size_t{attr.retry_cnt});
+  for (size_t i = 0; i < 5; ++i) CHECK(sent_at[i + 1] - sent_at[i] == rto_low << i);
+  CHECK(sent_at[6] - sent_at[0] == period);
+  for (size_t i = 6; i + 1 < sent_at.size(); ++i) CHECK(sent_at[i + 1] - sent_at[i] == period);
+  CHECK(p.a.qp.rto_backoff() > 0);
+}
+
+namespace {
+
+// SR pair whose B -> A packets (ACKs, SACKs) wait in `held` until deliver() hands them to A.
+struct HeldAcks {
+  QpPair p;
+  std::vector<Packet> held;
+  explicit HeldAcks(QpConfig cfg = QpPair::make_cfg(0x11)) : p(sr_attr(), 100, 5000, cfg) {
+    p.filter = [this](bool from_a, Packet& pkt) {
+      if (from_a) return true;
+      held.push_back(pkt);
+      return false;
+    };
+  }
+  void deliver() {
+    for (const Packet& pkt : held) p.a.qp.on_packet(p.now_ns, pkt.hdr, pkt.payload);
+    held.clear();
+  }
+  // A 10-packet WRITE (RTO-high applies) whose ACK reaches A `rtt_ns` after it was sent.
+  void write_acked_after(uint64_t rtt_ns, uint64_t wr_id) {
+    REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kWrite, wr_id, 0, 10 * 1000)) == Status::kOk);
+    p.pump();
+    REQUIRE(!held.empty());
+    p.now_ns += rtt_ns;
+    deliver();
+    REQUIRE(p.a.qp.una_psn() == p.a.qp.send_max_psn());
+  }
+};
+
+}  // namespace
+
+TEST_CASE("selective repeat: the RTO follows the measured RTT, and never falls below RTO-high") {
+  const QpConfig cfg = QpPair::make_cfg(0x11);
+  HeldAcks h(cfg);
+  CHECK(h.p.a.qp.srtt_ns() == 0);
+  // The first sample: SRTT = R, RTTVAR = R / 2 (RFC 6298 2.2), RTO = R + 4 R / 2 = 900 us.
+  h.write_acked_after(300'000, 1);
+  CHECK(h.p.a.qp.srtt_ns() == 300'000);
+  CHECK(h.p.a.qp.rttvar_ns() == 150'000);
+  REQUIRE(h.p.a.qp.post_send(make_wr(WrOpcode::kWrite, 2, 0, 10 * 1000)) == Status::kOk);
+  h.p.pump();
+  CHECK(h.p.a.qp.next_deadline_ns() == h.p.now_ns + 900'000);
+  // An ACK 600 us later is not a timeout any more (RTO-high alone, 320 us, fired here and
+  // resent the whole window).
+  h.p.now_ns += 600'000;
+  h.p.a.qp.on_timer(h.p.now_ns);
+  CHECK(h.p.a.qp.counters().timeouts == 0);
+  h.deliver();
+  // RTTVAR = 3/4 150 + 1/4 |300 - 600| = 187.5 us, SRTT = 7/8 300 + 1/8 600 = 337.5 us.
+  CHECK(h.p.a.qp.srtt_ns() == 337'500);
+  CHECK(h.p.a.qp.rttvar_ns() == 187'500);
+  // Steady 20 us RTTs: the estimate falls, and RTO-high is the floor again.
+  for (uint64_t id = 3; id < 60; ++id) h.write_acked_after(20'000, id);
+  CHECK(h.p.a.qp.srtt_ns() < 25'000);
+  REQUIRE(h.p.a.qp.post_send(make_wr(WrOpcode::kWrite, 99, 0, 10 * 1000)) == Status::kOk);
+  h.p.pump();
+  CHECK(h.p.a.qp.next_deadline_ns() == h.p.now_ns + cfg.rto_high_ns);
+  CHECK(h.p.a.qp.counters().tx_retransmits == 0);
+}
+
+TEST_CASE("selective repeat: a resent PSN gives no RTT sample, and progress ends the backoff") {
+  HeldAcks h;
+  h.write_acked_after(100'000, 1);
+  const uint64_t srtt = h.p.a.qp.srtt_ns();
+  const uint64_t rttvar = h.p.a.qp.rttvar_ns();
+  REQUIRE(srtt == 100'000);
+  // The next WRITE's ACK is late: two RTOs expire (the second after twice the first), the
+  // window is resent each time, and the ACK that finally comes may answer either
+  // transmission: Karn's rule takes no sample from it.
+  REQUIRE(h.p.a.qp.post_send(make_wr(WrOpcode::kWrite, 2, 0, 10 * 1000)) == Status::kOk);
+  h.p.pump();
+  const uint64_t rto = h.p.a.qp.next_deadline_ns() - h.p.now_ns;
+  CHECK(rto == std::max<uint64_t>(QpPair::make_cfg(0x11).rto_high_ns, srtt + 4 * rttvar));
+  h.p.now_ns += rto;
+  h.p.a.qp.on_timer(h.p.now_ns);
+  h.p.pump();
+  CHECK(h.p.a.qp.rto_backoff() == 1);
+  CHECK(h.p.a.qp.next_deadline_ns() == h.p.now_ns + 2 * rto);
+  h.p.now_ns += 2 * rto;
+  h.p.a.qp.on_timer(h.p.now_ns);
+  h.p.pump();
+  CHECK(h.p.a.qp.rto_backoff() == 2);
+  CHECK(h.p.a.qp.counters().timeouts == 2);
+  h.p.now_ns += 50'000;
+  h.deliver();
+  CHECK(h.p.a.qp.una_psn() == h.p.a.qp.send_max_psn());
+  CHECK(h.p.a.qp.srtt_ns() == srtt);
+  CHECK(h.p.a.qp.rttvar_ns() == rttvar);
+  CHECK(h.p.a.qp.rto_backoff() == 0);
+  // The next WRITE is timed again, from its first transmission.
+  h.write_acked_after(200'000, 3);
+  CHECK(h.p.a.qp.srtt_ns() == (7 * srtt + 200'000) / 8);
 }
 
 namespace {
