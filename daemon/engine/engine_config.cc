@@ -99,6 +99,7 @@ EngineConfig engine_config_from_policy(const policy::Policy& p, net::MacAddr mac
   c.np.cnp_ecn = static_cast<uint8_t>(p.cnp.ecn);
   const policy::TransportSection& t = p.transport;
   c.qp_defaults.ack_req_every_packets = t.ack_frequency;
+  c.qp_defaults.window_packets = t.window_packets;
   if (t.bdp_cap_bytes != 0) {
     c.qp_defaults.sr_bdp_bytes = static_cast<uint32_t>(std::min<uint64_t>(t.bdp_cap_bytes, ~0u));
   }

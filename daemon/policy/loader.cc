@@ -674,6 +674,7 @@ void parse_transport(ErrorSink& s, const Field& f, TransportSection& t, Marks& m
     }
   }
   if (auto v = r.take("ack_frequency")) assign(t.ack_frequency, detail::read_uint(s, *v, 1, 1024));
+  if (auto v = r.take("window")) assign(t.window_packets, detail::read_uint(s, *v, 1, 8192));
   if (auto v = r.take("loss_recovery")) {
     assign(t.loss_recovery, detail::read_enum(s, *v, kLossRecoveries));
   }

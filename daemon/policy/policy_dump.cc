@@ -186,6 +186,7 @@ std::string to_yaml(const Policy& p) {
   out << YAML::Key << "rnr_retry" << YAML::Value << t.rnr_retry;
   out << YAML::Key << "min_rnr_timer" << YAML::Value << t.min_rnr_timer;
   out << YAML::Key << "ack_frequency" << YAML::Value << t.ack_frequency;
+  out << YAML::Key << "window" << YAML::Value << t.window_packets;
   out << YAML::Key << "loss_recovery" << YAML::Value << name_of(t.loss_recovery);
   out << YAML::Key << "bdp_cap" << YAML::Value << format_size(t.bdp_cap_bytes);
   out << YAML::Key << "max_outstanding_reads" << YAML::Value << t.max_outstanding_reads;

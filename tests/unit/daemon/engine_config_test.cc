@@ -46,6 +46,13 @@ TEST_CASE("engine config: READ depths: the policy's as requester, the transport'
         transport::kMaxReadDepth);
 }
 
+TEST_CASE("engine config: transport.window bounds every QP's packets in flight",
+          "[engine][policy]") {
+  CHECK(engine::engine_config_from_policy(load(""), {}, 0).qp_defaults.window_packets == 256);
+  const policy::Policy p = load("", "  window: 1000\n");
+  CHECK(engine::engine_config_from_policy(p, {}, 0).qp_defaults.window_packets == 1000);
+}
+
 TEST_CASE("engine config: strict classes are served higher priority first, not in file order",
           "[engine][policy]") {
   const std::string text =

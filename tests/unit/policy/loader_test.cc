@@ -132,6 +132,7 @@ TEST_CASE("every section is read into its typed field") {
       "  rnr_retry: 0\n"
       "  min_rnr_timer: 1ms\n"
       "  ack_frequency: 16\n"
+      "  window: 1000\n"
       "  loss_recovery: selective\n"
       "  bdp_cap: 128KiB\n"
       "  max_outstanding_reads: 8\n"
@@ -187,6 +188,7 @@ TEST_CASE("every section is read into its typed field") {
   CHECK(p.transport.rnr_retry == 0);
   CHECK(p.transport.min_rnr_timer == 14);  // 1.28 ms: the first code >= 1 ms
   CHECK(p.transport.ack_frequency == 16);
+  CHECK(p.transport.window_packets == 1000);
   CHECK(p.transport.loss_recovery == LossRecovery::kSelective);
   CHECK(p.transport.bdp_cap_bytes == 128 * 1024);
   CHECK(p.transport.max_outstanding_reads == 8);

@@ -56,6 +56,7 @@ TEST_CASE("the dump round-trips every kind of value") {
   p.cnp.min_time_between_cnps_ns = 0;
   p.transport.min_rnr_timer = 0;
   p.transport.bdp_cap_bytes = 100'000;
+  p.transport.window_packets = 64;
   p.clients.allowed_uids = {0, 4294967294u};
   p.clients.quotas.max_region_bytes = 4096;
   p.clients.quotas.max_send_wr = 2048;

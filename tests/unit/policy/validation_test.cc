@@ -319,6 +319,10 @@ TEST_CASE("daemon, transport and clients cross-checks") {
   CHECK(errors_of(std::string(kPort) + "transport: {bdp_cap: 100}\n") ==
         Errors{"t.yaml:4:22: transport.bdp_cap: 100B is below one packet (transport.pmtu "
                "1024); use 0 for the transport's default (128KiB)"});
+  CHECK(errors_of(std::string(kPort) + "transport: {window: 0}\n") ==
+        Errors{"t.yaml:4:21: transport.window: 0 is out of range 1..8192"});
+  CHECK(errors_of(std::string(kPort) + "transport: {window: 8193}\n") ==
+        Errors{"t.yaml:4:21: transport.window: 8193 is out of range 1..8192"});
   CHECK(errors_of(std::string(kPort) + "transport: {max_outstanding_reads: 17}\n") ==
         Errors{"t.yaml:4:36: transport.max_outstanding_reads: 17 is out of range 1..16"});
   CHECK(errors_of(std::string(kPort) +
