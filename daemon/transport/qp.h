@@ -562,9 +562,9 @@ class Qp {
   // QP fails after (retry_cnt + 1) ACK timeouts without progress, as under go-back-N (and
   // never with timeout 0), not after retry_cnt RTOs of 100-320 us.
   uint64_t sr_charged_ns_ = 0;
-  // Selective repeat's RTT estimate (RFC 6298). One new PSN at a time is timed from its first
-  // transmission to the cumulative ACK that covers it; a retransmission while it is timed
-  // voids the sample (Karn). rto_backoff_ doubles the RTO per expiry without progress.
+  // Selective repeat's RTT estimate (RFC 6298). One new SEND/WRITE PSN at a time is timed from
+  // its first transmission to the cumulative ACK that covers it; a retransmission while it is
+  // timed voids the sample (Karn). rto_backoff_ doubles the RTO per expiry without progress.
   uint64_t srtt_ns_ = 0;
   uint64_t rttvar_ns_ = 0;
   uint64_t rtt_sent_ns_ = 0;

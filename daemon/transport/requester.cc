@@ -366,7 +366,10 @@ Qp::SendWqe* Qp::requester_next() {
 
 bool Qp::request_sent(uint64_t now_ns, SendWqe& w, uint32_t psn) {
   after_send(psn);
-  if (sr_ && !wire::psn_lt(psn, snd_max_psn_)) rtt_on_send(now_ns, psn);
+  // A READ's or atomic's answer comes after its data, however long that takes: not an RTT.
+  if (sr_ && !expects_response(w.wr.opcode) && !wire::psn_lt(psn, snd_max_psn_)) {
+    rtt_on_send(now_ns, psn);
+  }
   const uint32_t end_psn = wire::psn_add(w.first_psn, w.npkts);
   cur_psn_ = expects_response(w.wr.opcode) ? end_psn : wire::psn_next(psn);
   if (cur_psn_ == end_psn) {

@@ -274,6 +274,20 @@ TEST_CASE("selective repeat: the RTO follows the measured RTT, and never falls b
   CHECK(h.p.a.qp.counters().tx_retransmits == 0);
 }
 
+TEST_CASE("selective repeat: a READ's responses give no RTT sample") {
+  // Its last response arrives after all of its data, however long that takes to send.
+  HeldAcks h;
+  REQUIRE(h.p.a.qp.post_send(make_wr(WrOpcode::kRead, 1, 0x4000, 10 * 1000)) == Status::kOk);
+  h.p.pump();
+  REQUIRE(!h.held.empty());
+  h.p.now_ns += 200'000;
+  h.deliver();
+  REQUIRE(h.p.a.qp.una_psn() == h.p.a.qp.send_max_psn());
+  CHECK(h.p.a.qp.srtt_ns() == 0);
+  h.write_acked_after(50'000, 2);
+  CHECK(h.p.a.qp.srtt_ns() == 50'000);
+}
+
 TEST_CASE("selective repeat: a resent PSN gives no RTT sample, and progress ends the backoff") {
   HeldAcks h;
   h.write_acked_after(100'000, 1);
