@@ -447,7 +447,7 @@ void Qp::on_timer(uint64_t now_ns) {
       rewind_to(una_psn_);
     }
     timer_base_ns_ = now_ns;
-    ack_deadline_ns_ = sr_ ? rto_deadline_ns() : now_ns + retransmit_timeout_ns();
+    ack_deadline_ns_ = rto_deadline_ns();
   }
 }
 

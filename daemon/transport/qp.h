@@ -38,9 +38,9 @@
 //    SRTT + 4 RTTVAR, Karn's rule) when that is longer; doubled on each
 //    expiry without progress (at most the local ACK timeout); on expiry
 //    every unacknowledged PSN is resent (SACK bits are dropped: a resent
-//    SACKed packet draws the cumulative ACK). New request packets in flight are capped at
-//    sr_bdp_bytes / PMTU and at kSrWindow PSNs. A SEND/WRITE WR may have at
-//    most kMaxSge - 1 SGEs (the header takes one gather slot).
+//    SACKed packet draws the cumulative ACK). New request packets in flight
+//    are capped at sr_bdp_bytes / PMTU and at kSrWindow PSNs. A SEND/WRITE
+//    WR may have at most kMaxSge - 1 SGEs (the header takes one gather slot).
 //  - READ responses are still taken in order; a gap in them re-requests the
 //    READ from the first missing response only (not what follows it).
 //
@@ -412,7 +412,8 @@ class Qp {
   // (so a QP fails after retry_cnt + 1 local ACK timeouts without progress, as under
   // go-back-N).
   uint64_t rto_deadline_ns() const;
-  // Selective repeat: a new PSN sent at now_ns (timed if nothing is), progress to una_psn_.
+  // Selective repeat's RTT sample: a new PSN sent at now_ns is timed if none is; rtt_on_ack()
+  // takes the sample once una_psn_ has passed it.
   void rtt_on_send(uint64_t now_ns, uint32_t psn) {
     if (rtt_timing_) return;
     rtt_timing_ = true;
