@@ -169,7 +169,7 @@ struct TransportSection {
   uint32_t rnr_retry = 7;          // 0..7, 7 = infinite
   uint32_t min_rnr_timer = 12;     // IB RNR timer code 0..31 (12 = 0.64 ms)
   uint32_t ack_frequency = 64;     // AckReq at least every N packets, 1..1024
-  uint32_t window_packets = 256;   // request packets unacknowledged per QP, 1..8192
+  uint32_t window_packets = 1024;  // request packets unacknowledged per QP, 1..8192
   LossRecovery loss_recovery = LossRecovery::kGoBackN;
   // Selective repeat's outstanding bytes per QP; 0 = the transport's 128 KiB.
   uint64_t bdp_cap_bytes = 0;

@@ -51,10 +51,9 @@ struct QpConfig {
   uint32_t qpn = 0;         // 24 bits, this QP's number
   uint32_t sq_depth = 256;  // send WRs outstanding (rounded up to a power of 2)
   uint32_t rq_depth = 256;  // receive WRs posted (rounded up to a power of 2)
-  // Request PSNs in flight (sent, not acknowledged). A go-back-N loss resends all of them, and
-  // a receiver off its core takes only its RX ring's worth: 256 (the policy's
-  // transport.window) kept 4 QPs' window below a 1024-slot ring.
-  uint32_t window_packets = 256;
+  // Request PSNs in flight (sent, not acknowledged); the policy's transport.window. A go-back-N
+  // loss resends all of them, and a receiver off its core takes only its RX ring's worth.
+  uint32_t window_packets = 1024;
   uint32_t ack_req_every_packets = 64;  // AckReq at least this often (and on every last)
   // Selective repeat only (IRN): outstanding request bytes are capped at one
   // BDP, and the retransmission timer is rto_low_ns while at most

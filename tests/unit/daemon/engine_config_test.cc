@@ -48,7 +48,7 @@ TEST_CASE("engine config: READ depths: the policy's as requester, the transport'
 
 TEST_CASE("engine config: transport.window bounds every QP's packets in flight",
           "[engine][policy]") {
-  CHECK(engine::engine_config_from_policy(load(""), {}, 0).qp_defaults.window_packets == 256);
+  CHECK(engine::engine_config_from_policy(load(""), {}, 0).qp_defaults.window_packets == 1024);
   const policy::Policy p = load("", "  window: 1000\n");
   CHECK(engine::engine_config_from_policy(p, {}, 0).qp_defaults.window_packets == 1000);
 }
