@@ -104,7 +104,7 @@ template <bool kIcrc = true>
   const size_t frame_len = k.l2 + ip_total;
   // The whole template is copied: its bytes after the UDP header land where
   // the BTH goes.
-  if (out.size() < frame_len || out.size() < sizeof(k.tmpl.bytes)) {
+  if (out.size() < frame_len || out.size() < k.tmpl.copy_bytes) {
     return {wire::BuildStatus::kBufferTooSmall, 0};
   }
   uint8_t* f = out.data();
@@ -447,7 +447,9 @@ void Qp::rewind_to(uint32_t psn) {
         wire::finish_frame_icrc_words(tmpl, out.data(), len);  // a 44-byte datagram
         return {wire::BuildStatus::kOk, len};
       }
-    } else if (state_ == QpState::kRts && !sr_ && rnr_deadline_ns_ == kNoDeadline) {
+    } else if (state_ == QpState::kRts && !sr_ && rnr_deadline_ns_ == kNoDeadline && !tmpl.ipv6) {
+      // (The SEND only writer below knows IPv4 headers only: IPv6 QPs take
+      // the general path.)
       // requester_poll() without SR: nothing to resend out of order, so the
       // next packet is requester_next()'s. In RTS, for a SEND, only its queue
       // and window checks can refuse it; anything else (a READ at its depth
@@ -483,7 +485,7 @@ size_t Qp::poll_tx_frames(uint64_t now_ns, const wire::FrameTemplate& tmpl,
   size_t i = 0;
   while (i < n) {
     // A run only for two packets or more: its set-up does not pay for one.
-    if (resp_head_ == resp_tail_ && state_ == QpState::kRts && !sr_ &&
+    if (resp_head_ == resp_tail_ && state_ == QpState::kRts && !sr_ && !tmpl.ipv6 &&
         rnr_deadline_ns_ == kNoDeadline && n - i >= 2 && sq_tail_ - cur_wqe_ >= 2) {
       i += send_run(now_ns, tmpl, bufs.subspan(i), results + i);
       if (i == n) break;

@@ -21,7 +21,11 @@ constexpr size_t kUdpSport = 0, kUdpLen = 4;  // (destination port at 2, checksu
 constexpr uint16_t kIpFlagDf = 0x4000;
 constexpr uint16_t kIpFragMask = 0x3FFF;  // MF + fragment offset
 constexpr size_t kIpUdpBytes = kIpv4HeaderBytes + kUdpHeaderBytes;
+constexpr size_t kIp6UdpBytes = kIpv6HeaderBytes + kUdpHeaderBytes;
 constexpr size_t kMaxIpTotalBytes = 0xFFFF;
+// Offsets inside the IPv6 header.
+constexpr size_t kIp6PayloadLen = 4, kIp6NextHeader = 6, kIp6HopLimit = 7, kIp6Src = 8,
+                 kIp6Dst = 24;
 
 // One's-complement sum of the 20-byte IPv4 header, folded to 16 bits. Summed
 // as five native 32-bit words: the one's-complement sum does not depend on
@@ -181,16 +185,34 @@ constexpr std::array<const char*, kDropReasonCount> kDropReasonNames = {
 // be empty when the ICRC is not verified), `udp_payload` BTH .. ICRC.
 // On success `out` is the view of the packet. kHeaderChecked: the caller
 // (an RxExpect match) knows that n >= 16, TVer is 0 and the P_Key matches.
+// The ICRC of an IPv6 datagram (`ip_udp` its 48 header bytes), out of line:
+// the IPv4 path stays as it was.
+[[gnu::noinline]] uint32_t icrc_of_ipv6(const uint8_t* ip_udp,
+                                        std::span<const uint8_t> udp_payload) {
+  const size_t n = udp_payload.size();
+  if (ip_udp + kIp6UdpBytes == udp_payload.data()) {
+    return icrc_ipv6(std::span<const uint8_t>(ip_udp, kIp6UdpBytes + n - kIcrcBytes));
+  }
+  return icrc_ipv6(std::span<const uint8_t>(ip_udp, kIp6UdpBytes),
+                   udp_payload.first(n - kIcrcBytes));
+}
+
 template <bool kHeaderChecked = false>
 [[gnu::always_inline]] inline DropReason parse_roce_impl(const uint8_t* ip_udp,
                                                          std::span<const uint8_t> udp_payload,
-                                                         const ParseOptions& opt, RoceView& out) {
+                                                         const ParseOptions& opt, RoceView& out,
+                                                         bool ipv6 = false) {
   const size_t n = udp_payload.size();
   if (!kHeaderChecked && n < kBthBytes + kIcrcBytes) return DropReason::kTruncated;
   const uint8_t* b = udp_payload.data();
   // The ICRC is checked before anything after the UDP header is trusted, so
   // a corrupted BTH counts as corruption, not as a protocol error.
-  if (opt.verify_icrc) {
+  if (opt.verify_icrc && ipv6) {
+    if (ip_udp == nullptr) return DropReason::kIcrc;
+    if (icrc_of_ipv6(ip_udp, udp_payload) != icrc_load(b + n - kIcrcBytes)) {
+      return DropReason::kIcrc;
+    }
+  } else if (opt.verify_icrc) {
     if (ip_udp == nullptr) return DropReason::kIcrc;
     // One span when the headers sit right before the payload (always, from
     // parse_frame): no copy of the header needed. n >= 16 makes it at least
@@ -235,6 +257,30 @@ template <bool kHeaderChecked = false>
   return DropReason::kNone;
 }
 
+// IPv6 and UDP checks (the IPv6 header at frame[l2]), then the RoCE checks.
+// Sets ip_out to the IPv6 header when the frame is accepted.
+[[gnu::noinline]] DropReason parse_ipv6(std::span<const uint8_t> frame, size_t l2,
+                                        const ParseOptions& opt, RoceView& out,
+                                        const uint8_t*& ip_out) {
+  if (frame.size() < l2 + kIpv6HeaderBytes) return DropReason::kTruncated;
+  const uint8_t* ip = frame.data() + l2;
+  if ((ip[0] >> 4) != 6) return DropReason::kIpVersion;
+  const size_t payload_len = get_be16(ip + kIp6PayloadLen);
+  if (payload_len < kUdpHeaderBytes || payload_len > frame.size() - l2 - kIpv6HeaderBytes) {
+    return DropReason::kIpTotalLength;
+  }
+  // No extension headers: hop-by-hop options, routing, fragment and
+  // destination options headers all land here.
+  if (ip[kIp6NextHeader] != kIpProtoUdp) return DropReason::kIpProtocol;
+  const uint8_t* udp = ip + kIpv6HeaderBytes;
+  if (get_be16(udp + kUdpLen) != payload_len) return DropReason::kUdpLength;
+  if (get_be16(udp + 2) != opt.udp_dst_port) return DropReason::kUdpPort;
+  ip_out = ip;
+  return parse_roce_impl(
+      ip, std::span<const uint8_t>(udp + kUdpHeaderBytes, payload_len - kUdpHeaderBytes), opt, out,
+      true);
+}
+
 // Shared by both parse_frame()s: Ethernet, IPv4 and UDP checks, then the
 // RoCE checks. Sets ip to the IPv4 header when the frame is accepted.
 [[gnu::always_inline]] inline DropReason parse_frame_impl(std::span<const uint8_t> frame,
@@ -249,6 +295,7 @@ template <bool kHeaderChecked = false>
     ether_type = get_be16(f + 16);
     l2 += kVlanTagBytes;
   }
+  if (ether_type == kEtherTypeIpv6) return parse_ipv6(frame, l2, opt, out, ip_out);
   if (ether_type != kEtherTypeIpv4) return DropReason::kEtherType;
   if (frame.size() < l2 + kIpv4HeaderBytes) return DropReason::kTruncated;
   const uint8_t* ip = f + l2;
@@ -282,10 +329,10 @@ size_t roce_header_bytes(const RoceHeader& hdr) {
   return info.has(kOpValid) ? info.header_bytes : 0;
 }
 
-size_t frame_bytes(const RoceHeader& hdr, size_t payload_len_bytes, bool vlan) {
+size_t frame_bytes(const RoceHeader& hdr, size_t payload_len_bytes, bool vlan, bool ipv6) {
   const size_t roce = roce_header_bytes(hdr);
   if (roce == 0) return 0;
-  return eth_bytes(vlan) + kIpUdpBytes + roce + payload_len_bytes +
+  return eth_bytes(vlan) + (ipv6 ? kIp6UdpBytes : kIpUdpBytes) + roce + payload_len_bytes +
          pad_bytes_for(payload_len_bytes) + kIcrcBytes;
 }
 
@@ -312,17 +359,20 @@ BuildResult build_frame(std::span<uint8_t> out, const FrameAddr& addr, RoceHeade
 
 namespace {
 
-// Checks shared by both builders; sets ip_total and pad when ok.
+// Checks shared by both builders; sets ip_total (the IP datagram's length,
+// IPv6 header included) and pad when ok.
 [[gnu::always_inline]] inline BuildStatus size_frame(
     const OpcodeInfo& info, std::span<const std::span<const uint8_t>> payload, size_t l2,
-    size_t out_bytes, size_t& ip_total, uint8_t& pad) {
+    size_t out_bytes, size_t& ip_total, uint8_t& pad, bool ipv6 = false) {
   if (!info.has(kOpValid)) return BuildStatus::kBadOpcode;
   size_t payload_len = 0;
   for (const auto& seg : payload) payload_len += seg.size();
   if (payload_len != 0 && !info.has(kOpPayload)) return BuildStatus::kPayloadNotAllowed;
   pad = pad_bytes_for(payload_len);
-  ip_total = kIpUdpBytes + info.header_bytes + payload_len + pad + kIcrcBytes;
-  if (ip_total > kMaxIpTotalBytes) return BuildStatus::kPayloadTooLong;
+  const size_t ip_header = ipv6 ? kIpv6HeaderBytes : 0;  // not in IPv6's length field
+  ip_total =
+      (ipv6 ? kIp6UdpBytes : kIpUdpBytes) + info.header_bytes + payload_len + pad + kIcrcBytes;
+  if (ip_total - ip_header > kMaxIpTotalBytes) return BuildStatus::kPayloadTooLong;
   if (out_bytes < l2 + ip_total) return BuildStatus::kBufferTooSmall;
   return BuildStatus::kOk;
 }
@@ -343,9 +393,31 @@ uint16_t ipv4_checksum_from(uint32_t sum) {
   return static_cast<uint16_t>(~sum);
 }
 
+// Ethernet (+VLAN), IPv6 and UDP headers (ip_total: the datagram's length,
+// IPv6 header included; 0 for a template). Returns the IPv6 header.
+uint8_t* write_l2_ip6_udp(uint8_t* f, const FrameAddr& addr, size_t ip_total) {
+  const size_t l2 = eth_bytes(addr.has_vlan);
+  std::memcpy(f, addr.dst_mac.data(), 6);
+  std::memcpy(f + 6, addr.src_mac.data(), 6);
+  if (addr.has_vlan) put_be32(f + 12, uint32_t{kEtherTypeVlan} << 16 | addr.vlan_tci);
+  put_be16(f + l2 - 2, kEtherTypeIpv6);
+  uint8_t* ip = f + l2;
+  const uint32_t tclass = (addr.dscp & 0x3Fu) << 2 | (addr.ecn & 3u);
+  const auto payload = static_cast<uint32_t>(ip_total == 0 ? 0 : ip_total - kIpv6HeaderBytes);
+  put_be32(ip, 6u << 28 | tclass << 20 | (addr.flow_label & 0xFFFFF));
+  put_be32(ip + kIp6PayloadLen, payload << 16 | uint32_t{kIpProtoUdp} << 8 | addr.ttl);
+  std::memcpy(ip + kIp6Src, addr.src_ip6.data(), 16);
+  std::memcpy(ip + kIp6Dst, addr.dst_ip6.data(), 16);
+  uint8_t* udp = ip + kIpv6HeaderBytes;
+  put_be32(udp + kUdpSport, uint32_t{addr.src_port} << 16 | addr.dst_port);
+  put_be32(udp + kUdpLen, payload << 16);  // checksum 0 (RFC 6935; the ICRC covers it)
+  return ip;
+}
+
 // Ethernet (+VLAN), IPv4 and UDP headers as whole words; the IPv4 checksum
 // from the same values, not read back from the frame. Returns the IPv4 header.
 uint8_t* write_l2_ip_udp(uint8_t* f, const FrameAddr& addr, size_t ip_total) {
+  if (addr.ipv6) return write_l2_ip6_udp(f, addr, ip_total);
   const size_t l2 = eth_bytes(addr.has_vlan);
   std::memcpy(f, addr.dst_mac.data(), 6);
   std::memcpy(f + 6, addr.src_mac.data(), 6);
@@ -371,8 +443,8 @@ uint8_t* write_l2_ip_udp(uint8_t* f, const FrameAddr& addr, size_t ip_total) {
 [[gnu::always_inline]] inline void write_roce(uint8_t* ip, const RoceHeader& hdr,
                                               const OpcodeInfo& info,
                                               std::span<const std::span<const uint8_t>> payload,
-                                              uint8_t pad) {
-  uint8_t* roce = ip + kIpUdpBytes;
+                                              uint8_t pad, bool ipv6 = false) {
+  uint8_t* roce = ip + (ipv6 ? kIp6UdpBytes : kIpUdpBytes);
   encode_roce_header(roce, hdr, info);
   uint8_t* p = roce + info.header_bytes;
   for (const auto& seg : payload) {
@@ -382,7 +454,8 @@ uint8_t* write_l2_ip_udp(uint8_t* f, const FrameAddr& addr, size_t ip_total) {
   // Zero pad: four bytes are always there to write (the ICRC follows the pad).
   std::memset(p, 0, 4);
   p += pad;
-  icrc_store(icrc_ipv4_datagram(ip, static_cast<size_t>(p - ip)), p);
+  const auto len = static_cast<size_t>(p - ip);
+  icrc_store(ipv6 ? icrc_ipv6(std::span<const uint8_t>(ip, len)) : icrc_ipv4_datagram(ip, len), p);
 }
 
 }  // namespace
@@ -393,18 +466,23 @@ BuildResult build_frame_spans(std::span<uint8_t> out, const FrameAddr& addr, Roc
   size_t ip_total = 0;
   uint8_t pad = 0;
   const size_t l2 = eth_bytes(addr.has_vlan);
-  const BuildStatus st = size_frame(info, payload, l2, out.size(), ip_total, pad);
+  const BuildStatus st = size_frame(info, payload, l2, out.size(), ip_total, pad, addr.ipv6);
   if (st != BuildStatus::kOk) return {st, 0};
   hdr.bth.pad_count = pad;
-  write_roce(write_l2_ip_udp(out.data(), addr, ip_total), hdr, info, payload, pad);
+  write_roce(write_l2_ip_udp(out.data(), addr, ip_total), hdr, info, payload, pad, addr.ipv6);
   return {BuildStatus::kOk, l2 + ip_total};
 }
 
 FrameTemplate make_frame_template(const FrameAddr& addr) {
   FrameTemplate t;
   write_l2_ip_udp(t.bytes.data(), addr, 0);
-  t.l2_bytes = static_cast<uint8_t>(eth_bytes(addr.has_vlan));
-  t.ip_fixed_sum = ipv4_fixed_sum(addr);
+  const size_t l2 = eth_bytes(addr.has_vlan);
+  t.l2_bytes = static_cast<uint8_t>(l2);
+  t.ipv6 = addr.ipv6;
+  t.ip_udp_bytes = static_cast<uint8_t>(addr.ipv6 ? kIp6UdpBytes : kIpUdpBytes);
+  // Whole 16-byte words that cover the headers: 48 for IPv4, 64/80 for IPv6.
+  t.copy_bytes = static_cast<uint8_t>(addr.ipv6 ? (l2 + kIp6UdpBytes + 15) / 16 * 16 : 48);
+  t.ip_fixed_sum = addr.ipv6 ? 0 : ipv4_fixed_sum(addr);
   return t;
 }
 
@@ -414,21 +492,51 @@ BuildResult build_frame(std::span<uint8_t> out, const FrameTemplate& tmpl, RoceH
   size_t ip_total = 0;
   uint8_t pad = 0;
   const size_t l2 = tmpl.l2_bytes;
-  const BuildStatus st = size_frame(info, payload, l2, out.size(), ip_total, pad);
+  const BuildStatus st = size_frame(info, payload, l2, out.size(), ip_total, pad, tmpl.ipv6);
   if (st != BuildStatus::kOk) return {st, 0};
   hdr.bth.pad_count = pad;
   uint8_t* f = out.data();
   // Whole template: its bytes after the UDP header land where the BTH is
-  // written next (every frame is longer than the template).
-  static_assert(sizeof(tmpl.bytes) <= kEthHeaderBytes + kIpUdpBytes + kBthBytes + kIcrcBytes);
+  // written next (every frame is longer than the template's copy_bytes).
+  static_assert(48 <= kEthHeaderBytes + kIpUdpBytes + kBthBytes + kIcrcBytes);
+  static_assert(64 <= kEthHeaderBytes + kIp6UdpBytes + kBthBytes + kIcrcBytes);
+  static_assert(80 <= kEthHeaderBytes + kVlanTagBytes + kIp6UdpBytes + kBthBytes + kIcrcBytes);
   copy_template_bytes(f, tmpl);
   uint8_t* ip = f + l2;
   const auto total = static_cast<uint32_t>(ip_total);
+  if (tmpl.ipv6) {
+    const uint16_t len = static_cast<uint16_t>(total - kIpv6HeaderBytes);
+    put_be16(ip + kIp6PayloadLen, len);
+    put_be16(ip + kIpv6HeaderBytes + kUdpLen, len);
+    write_roce(ip, hdr, info, payload, pad, true);
+    return {BuildStatus::kOk, l2 + ip_total};
+  }
   put_be16(ip + kIpTotalLen, static_cast<uint16_t>(total));
   put_be16(ip + kIpCsum, ipv4_checksum_from(tmpl.ip_fixed_sum + total));
   put_be16(ip + kIpv4HeaderBytes + kUdpLen, static_cast<uint16_t>(total - kIpv4HeaderBytes));
   write_roce(ip, hdr, info, payload, pad);
   return {BuildStatus::kOk, l2 + ip_total};
+}
+
+uint8_t* begin_frame_ipv6(std::span<uint8_t> out, const FrameTemplate& tmpl, size_t roce_bytes,
+                          BuildStatus& status) {
+  const size_t payload = kUdpHeaderBytes + roce_bytes + kIcrcBytes;  // IPv6 payload length
+  if (payload > kMaxIpTotalBytes) {
+    status = BuildStatus::kPayloadTooLong;
+    return nullptr;
+  }
+  const size_t l2 = tmpl.l2_bytes;
+  if (out.size() < l2 + kIpv6HeaderBytes + payload || out.size() < tmpl.copy_bytes) {
+    status = BuildStatus::kBufferTooSmall;
+    return nullptr;
+  }
+  uint8_t* f = out.data();
+  copy_template_bytes(f, tmpl);
+  uint8_t* ip = f + l2;
+  put_be16(ip + kIp6PayloadLen, static_cast<uint16_t>(payload));
+  put_be16(ip + kIpv6HeaderBytes + kUdpLen, static_cast<uint16_t>(payload));
+  status = BuildStatus::kOk;
+  return ip + kIp6UdpBytes;
 }
 
 RoceHeader make_cnp_header(uint32_t dest_qp, uint16_t pkey) {
@@ -463,7 +571,11 @@ DropReason check_payload_length(const OpcodeInfo& info, size_t payload_len_bytes
 
 DropReason parse_roce(std::span<const uint8_t> ip_udp_headers, std::span<const uint8_t> udp_payload,
                       const ParseOptions& opt, RoceView& out) {
-  const uint8_t* ip_udp = ip_udp_headers.size() == kIpUdpBytes ? ip_udp_headers.data() : nullptr;
+  const size_t h = ip_udp_headers.size();
+  if (h == kIp6UdpBytes && (ip_udp_headers[0] >> 4) == 6) {
+    return parse_roce_impl(ip_udp_headers.data(), udp_payload, opt, out, true);
+  }
+  const uint8_t* ip_udp = h == kIpUdpBytes ? ip_udp_headers.data() : nullptr;
   return parse_roce_impl(ip_udp, udp_payload, opt, out);
 }
 
@@ -495,6 +607,20 @@ DropReason parse_frame(std::span<const uint8_t> frame, const ParseOptions& opt, 
   std::memcpy(a.src_mac.data(), f + 6, 6);
   a.has_vlan = ip - f != kEthHeaderBytes;
   a.vlan_tci = a.has_vlan ? get_be16(f + 14) : 0;
+  if ((ip[0] >> 4) == 6) {
+    a.ipv6 = true;
+    std::memcpy(a.src_ip6.data(), ip + kIp6Src, 16);
+    std::memcpy(a.dst_ip6.data(), ip + kIp6Dst, 16);
+    const uint32_t w0 = get_be32(ip);
+    a.dscp = static_cast<uint8_t>((w0 >> 22) & 0x3F);
+    a.ecn = static_cast<uint8_t>((w0 >> 20) & 3);
+    a.flow_label = w0 & 0xFFFFF;
+    a.ttl = ip[kIp6HopLimit];
+    const uint32_t ports = get_be32(ip + kIpv6HeaderBytes + kUdpSport);
+    a.src_port = static_cast<uint16_t>(ports >> 16);
+    a.dst_port = static_cast<uint16_t>(ports);
+    return DropReason::kNone;
+  }
   a.src_ip = get_be32(ip + kIpSrc);
   a.dst_ip = get_be32(ip + kIpDst);
   const uint32_t udp_ports = get_be32(ip + kIpv4HeaderBytes + kUdpSport);
@@ -515,6 +641,7 @@ RxExpect make_rx_expect(const FrameAddr& sender, uint32_t dest_qpn, const ParseO
                         uint16_t pkey) {
   RxExpect e;
   e.opt = opt;
+  if (sender.ipv6) return e;  // not usable: IPv6 frames take the full parser
   const size_t l2 = eth_bytes(sender.has_vlan);
   e.l2_bytes = static_cast<uint8_t>(l2);
   // The sender's frame image (lengths, checksum, opcode, PSN left 0: masked

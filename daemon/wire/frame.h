@@ -1,6 +1,6 @@
-// RoCEv2 frames: Ethernet (+ optional 802.1Q tag) | IPv4 (no options) | UDP |
-// BTH | extension headers | payload | pad | ICRC, built from and parsed into a
-// RoceHeader (wire/roce_header.h).
+// RoCEv2 frames: Ethernet (+ optional 802.1Q tag) | IPv4 (no options) or
+// IPv6 (no extension headers) | UDP | BTH | extension headers | payload | pad |
+// ICRC, built from and parsed into a RoceHeader (wire/roce_header.h).
 //
 // Pure and allocation-free: every function works on caller-owned buffers,
 // never throws and keeps no state, so any thread may call it concurrently on
@@ -12,8 +12,11 @@
 // total length against the frame, header checksum, fragment bits, protocol,
 // UDP length, UDP destination port, BTH TVer, opcode (RC or CNP), P_Key,
 // header/pad/payload lengths against the opcode and the PMTU, and the ICRC.
-// The UDP checksum is not verified (RoCEv2 senders put 0 there; the ICRC
-// covers the UDP header).
+// IPv6 (EtherType 0x86DD): version 6, payload length against the frame, next
+// header UDP (an extension header, fragments included, is kIpProtocol), then
+// the same UDP and RoCE checks. The UDP checksum is not verified (RoCEv2
+// senders put 0 there, over IPv6 too (RFC 6935); the ICRC covers the UDP
+// header), and the builders write 0.
 #pragma once
 
 #include <array>
@@ -36,8 +39,10 @@ namespace conduit::wire {
 inline constexpr size_t kEthHeaderBytes = 14;
 inline constexpr size_t kVlanTagBytes = 4;
 inline constexpr size_t kIpv4HeaderBytes = 20;
+inline constexpr size_t kIpv6HeaderBytes = 40;
 inline constexpr size_t kUdpHeaderBytes = 8;
 inline constexpr uint16_t kEtherTypeIpv4 = 0x0800;
+inline constexpr uint16_t kEtherTypeIpv6 = 0x86DD;
 inline constexpr uint16_t kEtherTypeVlan = 0x8100;
 inline constexpr uint8_t kIpProtoUdp = 17;
 inline constexpr uint8_t kDefaultTtl = 64;
@@ -49,7 +54,8 @@ inline constexpr uint8_t kEcnEct0 = 2;
 inline constexpr uint8_t kEcnCe = 3;
 
 // Addressing of one frame: everything below the BTH that the caller chooses.
-// IP addresses and ports are in host byte order.
+// IPv4 addresses and ports are in host byte order; IPv6 addresses are the 16
+// bytes as on the wire (a GID).
 struct FrameAddr {
   std::array<uint8_t, 6> dst_mac{};
   std::array<uint8_t, 6> src_mac{};
@@ -59,10 +65,15 @@ struct FrameAddr {
   uint32_t dst_ip = 0;
   uint16_t src_port = 0xC000;  // per-QP entropy: udp_sport_for_qp()
   uint16_t dst_port = kRoceUdpPort;
-  uint8_t dscp = 0;  // 6 bits
+  uint8_t dscp = 0;  // 6 bits (IPv6: the traffic class's high 6 bits)
   uint8_t ecn = kEcnNotEct;
-  uint8_t ttl = kDefaultTtl;
-  uint16_t ip_id = 0;  // sent with DF set; the ICRC covers it
+  uint8_t ttl = kDefaultTtl;  // IPv6: the hop limit
+  uint16_t ip_id = 0;         // IPv4 only: sent with DF set; the ICRC covers it
+  // IPv6 instead of IPv4: the addresses below, not src_ip/dst_ip.
+  bool ipv6 = false;
+  std::array<uint8_t, 16> src_ip6{};
+  std::array<uint8_t, 16> dst_ip6{};
+  uint32_t flow_label = 0;  // IPv6 only, 20 bits (masked out of the ICRC)
 
   bool operator==(const FrameAddr&) const = default;
 };
@@ -116,16 +127,16 @@ constexpr uint8_t pad_bytes_for(size_t payload_len_bytes) {
 }
 
 // Size of the frame build_frame() writes (no FCS): Ethernet (+4 with a VLAN
-// tag) + IPv4 + UDP + BTH/extension headers + payload + pad + ICRC. 0 for an
-// unknown opcode.
-size_t frame_bytes(const RoceHeader& hdr, size_t payload_len_bytes, bool vlan);
+// tag) + IPv4 (IPv6 with ipv6) + UDP + BTH/extension headers + payload + pad +
+// ICRC. 0 for an unknown opcode.
+size_t frame_bytes(const RoceHeader& hdr, size_t payload_len_bytes, bool vlan, bool ipv6 = false);
 
 enum class BuildStatus : uint8_t {
   kOk = 0,
   kBufferTooSmall,     // out.size() < frame_bytes(...)
   kBadOpcode,          // opcode not in the table (RC opcodes and CNP)
   kPayloadNotAllowed,  // non-empty payload for an opcode without payload
-  kPayloadTooLong,     // the IPv4 total length would exceed 65535
+  kPayloadTooLong,     // the IPv4 total length (IPv6 payload length) would exceed 65535
 };
 
 struct BuildResult {
@@ -138,7 +149,8 @@ struct BuildResult {
 const char* build_status_name(BuildStatus status);
 
 // Writes a complete frame to the front of `out`: Ethernet (+VLAN), IPv4 (DF,
-// addr.ip_id, header checksum), UDP (checksum 0), BTH and the opcode's
+// addr.ip_id, header checksum) or IPv6 (addr.ipv6: traffic class, flow label,
+// hop limit), UDP (checksum 0), BTH and the opcode's
 // extension headers from `hdr`, the payload, zero pad bytes and the ICRC.
 // Sets hdr.bth.pad_count from the payload length (the only field of `hdr` it
 // changes); BTH reserved bits are sent as 0. On error nothing meaningful is in
@@ -150,18 +162,23 @@ BuildResult build_frame(std::span<uint8_t> out, const FrameAddr& addr, RoceHeade
 BuildResult build_frame_spans(std::span<uint8_t> out, const FrameAddr& addr, RoceHeader& hdr,
                               std::span<const std::span<const uint8_t>> payload);
 
-// The Ethernet (+VLAN), IPv4 and UDP headers of every frame to one
-// FrameAddr, prepared once (per QP): build_frame() with a template copies them
-// and fills in the lengths and the IPv4 checksum instead of encoding each
-// field per packet. Remake it when the FrameAddr changes.
+// The Ethernet (+VLAN), IP and UDP headers of every frame to one FrameAddr,
+// prepared once (per QP): build_frame() with a template copies them and fills
+// in the lengths and the IPv4 checksum instead of encoding each field per
+// packet. Remake it when the FrameAddr changes.
 struct FrameTemplate {
   static_assert(kEthHeaderBytes + kVlanTagBytes + kIpv4HeaderBytes + kUdpHeaderBytes <= 48);
-  // Headers with total/UDP length 0; bytes past l2_bytes + 28 are unused
-  // (zero). 48 bytes, not 46: copied as three 16-byte words.
-  std::array<uint8_t, 48> bytes{};
+  static_assert(kEthHeaderBytes + kVlanTagBytes + kIpv6HeaderBytes + kUdpHeaderBytes <= 80);
+  // Headers with total/UDP length 0; bytes past l2_bytes + ip_udp_bytes are
+  // unused (zero). Copied as 16-byte words: three (48 bytes) for IPv4, four
+  // or five (64 or 80, with a VLAN tag) for IPv6: copy_bytes.
+  std::array<uint8_t, 80> bytes{};
   uint8_t l2_bytes = kEthHeaderBytes;
+  uint8_t ip_udp_bytes = kIpv4HeaderBytes + kUdpHeaderBytes;  // 48 for IPv6
+  uint8_t copy_bytes = 48;
+  bool ipv6 = false;
   // One's-complement sum (16-bit words, unfolded) of the IPv4 header without
-  // its total length and checksum.
+  // its total length and checksum (0 for IPv6).
   uint32_t ip_fixed_sum = 0;
 };
 
@@ -172,8 +189,9 @@ FrameTemplate make_frame_template(const FrameAddr& addr);
 BuildResult build_frame(std::span<uint8_t> out, const FrameTemplate& tmpl, RoceHeader& hdr,
                         std::span<const std::span<const uint8_t>> payload);
 
-// The template's 48 bytes to the front of a frame, as three 16-byte words
-// (a plain memcpy of 48 bytes may become a 12-step rep movs).
+// The template's copy_bytes to the front of a frame, as 16-byte words (a
+// plain memcpy of 48 bytes may become a 12-step rep movs): three for IPv4,
+// then one or two more for IPv6.
 inline void copy_template_bytes(uint8_t* f, const FrameTemplate& tmpl) {
 #if defined(__SSE2__)
   const auto* src = reinterpret_cast<const __m128i*>(tmpl.bytes.data());
@@ -184,8 +202,12 @@ inline void copy_template_bytes(uint8_t* f, const FrameTemplate& tmpl) {
   _mm_storeu_si128(dst, a);
   _mm_storeu_si128(dst + 1, b);
   _mm_storeu_si128(dst + 2, c);
+  if (tmpl.copy_bytes > 48) [[unlikely]] {
+    _mm_storeu_si128(dst + 3, _mm_loadu_si128(src + 3));
+    if (tmpl.copy_bytes > 64) _mm_storeu_si128(dst + 4, _mm_loadu_si128(src + 4));
+  }
 #else
-  std::memcpy(f, tmpl.bytes.data(), sizeof(tmpl.bytes));
+  std::memcpy(f, tmpl.bytes.data(), tmpl.copy_bytes);
 #endif
 }
 
@@ -197,8 +219,13 @@ inline void copy_template_bytes(uint8_t* f, const FrameTemplate& tmpl) {
 // roce_bytes is too big); the caller writes the roce_bytes (pad zeroed) and
 // finish_frame() appends the ICRC and returns the frame length. The bytes
 // are those build_frame() writes for the same header and payload.
+uint8_t* begin_frame_ipv6(std::span<uint8_t> out, const FrameTemplate& tmpl, size_t roce_bytes,
+                          BuildStatus& status);
 inline uint8_t* begin_frame(std::span<uint8_t> out, const FrameTemplate& tmpl, size_t roce_bytes,
                             BuildStatus& status) {
+  if (tmpl.ipv6) [[unlikely]] {
+    return begin_frame_ipv6(out, tmpl, roce_bytes, status);
+  }
   constexpr size_t kIpUdp = kIpv4HeaderBytes + kUdpHeaderBytes;
   const size_t ip_total = kIpUdp + roce_bytes + kIcrcBytes;
   if (ip_total > 0xFFFF) {
@@ -208,7 +235,7 @@ inline uint8_t* begin_frame(std::span<uint8_t> out, const FrameTemplate& tmpl, s
   const size_t l2 = tmpl.l2_bytes;
   // The whole template is copied: its bytes after the UDP header land where
   // the BTH goes (every frame has a BTH and an ICRC after the headers).
-  if (out.size() < l2 + ip_total || out.size() < sizeof(tmpl.bytes)) {
+  if (out.size() < l2 + ip_total || out.size() < tmpl.copy_bytes) {
     status = BuildStatus::kBufferTooSmall;
     return nullptr;
   }
@@ -226,29 +253,31 @@ inline uint8_t* begin_frame(std::span<uint8_t> out, const FrameTemplate& tmpl, s
   return ip + kIpUdp;
 }
 inline size_t finish_frame(const FrameTemplate& tmpl, uint8_t* frame, size_t roce_bytes) {
-  constexpr size_t kIpUdp = kIpv4HeaderBytes + kUdpHeaderBytes;
+  const size_t ip_udp = tmpl.ip_udp_bytes;
   const uint8_t* ip = frame + tmpl.l2_bytes;
-  uint8_t* icrc = frame + tmpl.l2_bytes + kIpUdp + roce_bytes;
-  icrc_store(icrc_ipv4_datagram(ip, kIpUdp + roce_bytes), icrc);
-  return tmpl.l2_bytes + kIpUdp + roce_bytes + kIcrcBytes;
+  uint8_t* icrc = frame + tmpl.l2_bytes + ip_udp + roce_bytes;
+  icrc_store(icrc_datagram(ip, ip_udp + roce_bytes), icrc);
+  return tmpl.l2_bytes + ip_udp + roce_bytes + kIcrcBytes;
 }
 // finish_frame() in two steps, for callers that write a burst of frames
 // first and their ICRCs after: the frame's length for `roce_bytes`, and the
 // ICRC of a frame of that length (all its other bytes written).
 inline size_t frame_bytes_for(const FrameTemplate& tmpl, size_t roce_bytes) {
-  return tmpl.l2_bytes + kIpv4HeaderBytes + kUdpHeaderBytes + roce_bytes + kIcrcBytes;
+  return size_t{tmpl.l2_bytes} + tmpl.ip_udp_bytes + roce_bytes + kIcrcBytes;
 }
 inline void finish_frame_icrc(const FrameTemplate& tmpl, uint8_t* frame, size_t frame_bytes) {
   const uint8_t* ip = frame + tmpl.l2_bytes;
   const size_t datagram = frame_bytes - tmpl.l2_bytes - kIcrcBytes;
-  icrc_store(icrc_ipv4_datagram(ip, datagram), frame + frame_bytes - kIcrcBytes);
+  icrc_store(icrc_datagram(ip, datagram), frame + frame_bytes - kIcrcBytes);
 }
 // finish_frame_icrc() of a frame whose BTH .. pad is whole 32-bit words
 // (every frame the fused builders write: the pad aligns the payload).
 inline void finish_frame_icrc_words(const FrameTemplate& tmpl, uint8_t* frame, size_t frame_bytes) {
   const uint8_t* ip = frame + tmpl.l2_bytes;
   const size_t datagram = frame_bytes - tmpl.l2_bytes - kIcrcBytes;
-  icrc_store(icrc_ipv4_datagram_words(ip, datagram), frame + frame_bytes - kIcrcBytes);
+  const uint32_t icrc = tmpl.ipv6 ? icrc_ipv6(std::span<const uint8_t>(ip, datagram))
+                                  : icrc_ipv4_datagram_words(ip, datagram);
+  icrc_store(icrc, frame + frame_bytes - kIcrcBytes);
 }
 
 // The header of a CNP (opcode 0x81, BECN set, PSN 0) addressed to the QP that
@@ -264,14 +293,14 @@ BuildResult build_cnp(std::span<uint8_t> out, const FrameAddr& addr, uint32_t de
 enum class DropReason : uint8_t {
   kNone = 0,
   kTruncated,       // shorter than the headers it announces
-  kEtherType,       // not IPv4 (after at most one 802.1Q tag)
-  kIpVersion,       // IPv4 version field != 4
+  kEtherType,       // neither IPv4 nor IPv6 (after at most one 802.1Q tag)
+  kIpVersion,       // IPv4 version field != 4 (IPv6: != 6)
   kIpOptions,       // IHL != 5
-  kIpTotalLength,   // total length < headers, or longer than the frame
+  kIpTotalLength,   // total (IPv6: 40 + payload) length < headers, or longer than the frame
   kIpChecksum,      // header checksum wrong
   kIpFragment,      // MF set or fragment offset != 0
-  kIpProtocol,      // not UDP
-  kUdpLength,       // UDP length != IP total length - 20
+  kIpProtocol,      // not UDP (IPv6: next header not UDP, extension headers included)
+  kUdpLength,       // UDP length != IP total length - 20 (IPv6: != payload length)
   kUdpPort,         // destination port != ParseOptions::udp_dst_port
   kBthVersion,      // BTH TVer != 0
   kOpcode,          // not an RC opcode or CNP
@@ -345,12 +374,13 @@ void decode_roce_header(const RoceView& view, RoceHeader& out);
 // decodes it into `out`. `out` is only meaningful when kNone is returned.
 DropReason parse_frame(std::span<const uint8_t> frame, const ParseOptions& opt, ParsedFrame& out);
 
-// For callers that already demultiplexed Ethernet/IPv4/UDP: validates and
+// For callers that already demultiplexed Ethernet/IP/UDP: validates and
 // decodes `udp_payload` (BTH .. ICRC, exactly the UDP payload) into out.hdr and
-// out.payload; out.addr is left untouched. The ICRC covers the IPv4 and UDP
+// out.payload; out.addr is left untouched. The ICRC covers the IP and UDP
 // headers, so when opt.verify_icrc is set `ip_udp_headers` must be the 28
-// bytes of the IPv4 (no options) and UDP headers that carried it (else kIcrc);
-// without ICRC verification it may be empty.
+// bytes of the IPv4 (no options) and UDP headers that carried it, or the 48
+// bytes of the IPv6 and UDP headers (else kIcrc); without ICRC verification
+// it may be empty.
 DropReason parse_roce(std::span<const uint8_t> ip_udp_headers, std::span<const uint8_t> udp_payload,
                       const ParseOptions& opt, ParsedFrame& out);
 
@@ -386,7 +416,8 @@ struct RxExpect {
 
 // The expectation for frames built with `sender` (the peer's FrameAddr: its
 // MACs, addresses, ID and TTL as they arrive) to the QP `dest_qpn`, with the
-// peer's P_Key `pkey`, parsed with `opt`.
+// peer's P_Key `pkey`, parsed with `opt`. IPv6 senders get an unusable one:
+// their frames always take the full parser.
 RxExpect make_rx_expect(const FrameAddr& sender, uint32_t dest_qpn, const ParseOptions& opt,
                         uint16_t pkey = kDefaultPkey);
 

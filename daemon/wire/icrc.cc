@@ -1,5 +1,6 @@
 #include "wire/icrc.h"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -844,6 +845,29 @@ uint32_t icrc_ipv4(std::span<const uint8_t> first, std::span<const uint8_t> seco
   }
 #endif
   return icrc_ipv4_general(first, second);
+}
+
+uint32_t icrc_ipv6(std::span<const uint8_t> first, std::span<const uint8_t> second) {
+  constexpr size_t kLrh = 8;  // the masked LRH: 8 bytes of 0xFF
+  constexpr size_t kHead = kIpv6IcrcMaskedHeaderBytes;
+  if (first.size() + second.size() < kHead) return 0;
+  // The first 60 bytes (IPv6, UDP, BTH) gathered and masked; the rest as is.
+  std::array<uint8_t, kLrh + kHead> head;
+  std::memset(head.data(), 0xFF, kLrh);
+  const size_t from_first = std::min(first.size(), kHead);
+  std::memcpy(head.data() + kLrh, first.data(), from_first);
+  std::memcpy(head.data() + kLrh + from_first, second.data(), kHead - from_first);
+  uint8_t* ip = head.data() + kLrh;
+  ip[0] |= 0x0F;                   // traffic class, high nibble
+  ip[1] = ip[2] = ip[3] = 0xFF;    // traffic class, low nibble; flow label
+  ip[7] = 0xFF;                    // hop limit
+  ip[40 + 6] = ip[40 + 7] = 0xFF;  // UDP checksum
+  ip[48 + 4] = 0xFF;               // BTH: FECN, BECN, reserved
+  uint32_t crc = crc32_update(0, head);
+  if (from_first < first.size()) crc = crc32_update(crc, first.subspan(from_first));
+  const size_t second_used = kHead - from_first;
+  if (second_used < second.size()) crc = crc32_update(crc, second.subspan(second_used));
+  return crc;
 }
 
 bool icrc_ipv4_with(IcrcIsa isa, std::span<const uint8_t> datagram, uint32_t& icrc) {

@@ -91,6 +91,24 @@ uint32_t icrc_ipv4_slice8(std::span<const uint8_t> first, std::span<const uint8_
 enum class IcrcIsa : uint8_t { kSse, kAvx, kAvx512 };
 bool icrc_ipv4_with(IcrcIsa isa, std::span<const uint8_t> datagram, uint32_t& icrc);
 
+// ICRC over IPv6 (RoCEv2 over IPv6): the same recipe with the IPv6 header's
+// variant fields masked to all-ones: traffic class, flow label and hop limit
+// (version, payload length, next header and the addresses are covered), then
+// the UDP checksum and BTH byte 4 as for IPv4. `first` followed by `second`
+// is the datagram from the IPv6 header up to (not including) the ICRC; at
+// least 60 bytes in all (IPv6 + UDP + BTH), else 0. No extension headers:
+// the UDP header must follow the IPv6 header. Table/PCLMULQDQ CRC through
+// crc32_update(): not the IPv4 stream's single pass.
+inline constexpr size_t kIpv6IcrcMaskedHeaderBytes = 40 + 8 + 12;  // IPv6 + UDP + BTH
+uint32_t icrc_ipv6(std::span<const uint8_t> first, std::span<const uint8_t> second = {});
+
+// The ICRC of a datagram of either family, by the version nibble of its
+// first byte (6: icrc_ipv6, else icrc_ipv4_datagram).
+[[gnu::always_inline]] inline uint32_t icrc_datagram(const uint8_t* datagram, size_t len_bytes) {
+  if ((datagram[0] >> 4) == 6) return icrc_ipv6(std::span<const uint8_t>(datagram, len_bytes));
+  return icrc_ipv4_datagram(datagram, len_bytes);
+}
+
 // The ICRC goes on the wire least-significant byte first.
 inline void icrc_store(uint32_t icrc, uint8_t* out) {
   out[0] = static_cast<uint8_t>(icrc);

@@ -134,11 +134,16 @@ struct Lockstep {
   uint64_t bursts = 0;
   uint64_t chains = 0;
 
-  Lockstep(QpAttr attr, QpConfig ca, QpConfig cb)
+  Lockstep(QpAttr attr, QpConfig ca, QpConfig cb, bool ipv6 = false)
       : g(attr, 100, 0xFFFFF0, ca, cb), f(attr, 100, 0xFFFFF0, ca, cb) {
     wire::FrameAddr a, b;
     a.src_ip = b.dst_ip = 0xC6120001;
     b.src_ip = a.dst_ip = 0xC6120002;
+    if (ipv6) {  // fe80::1 and 2001:db8::2: the IPv6 frames take the general writers
+      a.ipv6 = b.ipv6 = true;
+      a.src_ip6 = b.dst_ip6 = {0xFE, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+      b.src_ip6 = a.dst_ip6 = {0x20, 0x01, 0x0D, 0xB8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
+    }
     a.src_port = wire::udp_sport_for_qp(ca.qpn, cb.qpn);
     b.src_port = wire::udp_sport_for_qp(cb.qpn, ca.qpn);
     b.has_vlan = true;  // one side with an 802.1Q tag
@@ -425,7 +430,7 @@ QpConfig cfg(uint32_t qpn, uint32_t window) {
   return c;
 }
 
-void run_modes(bool sr, bool batched = false) {
+void run_modes(bool sr, bool batched = false, bool ipv6 = false) {
   uint64_t frames = 0, bursts = 0, chains = 0;
   for (uint64_t seed = 1; seed <= 12; ++seed) {
     QpAttr attr = default_attr();
@@ -434,7 +439,7 @@ void run_modes(bool sr, bool batched = false) {
     attr.retry_cnt = 7;
     attr.rnr_retry = seed % 2 ? 7 : 2;
     attr.max_rd_atomic = attr.max_dest_rd_atomic = 4;
-    Lockstep l(attr, cfg(0x11, seed % 4 == 0 ? 2 : 64), cfg(0x22, 64));
+    Lockstep l(attr, cfg(0x11, seed % 4 == 0 ? 2 : 64), cfg(0x22, 64), ipv6);
     INFO("seed " << seed);
     l.run(seed, 4000, attr.pmtu_bytes, batched);
     frames += l.fused_frames;
@@ -460,6 +465,11 @@ TEST_CASE("burst and chain calls: go-back-N behaves exactly as the general path"
 
 TEST_CASE("burst and chain calls: selective repeat behaves exactly as the general path") {
   run_modes(true, true);
+}
+
+TEST_CASE("IPv6 QPs: the burst and chain calls behave exactly as the general path") {
+  run_modes(false, true, true);
+  run_modes(true, true, true);
 }
 
 // The edges of the burst and chain calls, directed: a chain refused midway

@@ -16,8 +16,14 @@ namespace {
 
 using Bytes = std::vector<uint8_t>;
 
-FrameAddr test_addr(bool vlan) {
+FrameAddr test_addr(bool vlan, bool ipv6 = false) {
   FrameAddr a;
+  if (ipv6) {
+    a.ipv6 = true;
+    a.src_ip6 = {0xFE, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01};        // fe80::1
+    a.dst_ip6 = {0x20, 0x01, 0x0D, 0xB8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x02};  // 2001:db8::2
+    a.flow_label = 0xABCDE;
+  }
   a.dst_mac = {0x02, 0, 0, 0, 0, 0x02};
   a.src_mac = {0x02, 0, 0, 0, 0, 0x01};
   a.has_vlan = vlan;
@@ -28,6 +34,7 @@ FrameAddr test_addr(bool vlan) {
   a.dscp = 26;
   a.ecn = kEcnEct0;
   a.ip_id = 0;
+  if (ipv6) a.src_ip = a.dst_ip = 0;  // IPv4 fields: not on the wire
   return a;
 }
 
@@ -94,10 +101,14 @@ void check_same_addr(const FrameAddr& a, const FrameAddr& b) {
   CHECK(a.ecn == b.ecn);
   CHECK(a.ttl == b.ttl);
   CHECK(a.ip_id == b.ip_id);
+  CHECK(a.ipv6 == b.ipv6);
+  CHECK(a.src_ip6 == b.src_ip6);
+  CHECK(a.dst_ip6 == b.dst_ip6);
+  CHECK(a.flow_label == b.flow_label);
 }
 
 Bytes build(const FrameAddr& addr, RoceHeader& hdr, const Bytes& payload) {
-  Bytes out(frame_bytes(hdr, payload.size(), addr.has_vlan));
+  Bytes out(frame_bytes(hdr, payload.size(), addr.has_vlan, addr.ipv6));
   const BuildResult r = build_frame(out, addr, hdr, PayloadGather(payload));
   REQUIRE(r.ok());
   REQUIRE(r.len_bytes == out.size());
@@ -145,7 +156,7 @@ Bytes bth(uint8_t opcode, uint8_t pad, size_t extra_zero_bytes) {
 
 }  // namespace
 
-TEST_CASE("frame: build -> parse round trip for every opcode, VLAN, pad and length") {
+TEST_CASE("frame: build -> parse round trip for every opcode, VLAN, IPv6, pad and length") {
   std::mt19937_64 rng(42);
   int opcodes = 0;
   for (int op = 0; op < 256; ++op) {
@@ -155,12 +166,14 @@ TEST_CASE("frame: build -> parse round trip for every opcode, VLAN, pad and leng
     const std::vector<size_t> lens =
         info.has(kOpPayload) ? std::vector<size_t>{0, 1, 2, 3, 4, 5, 6, 7, 255, 256, 1021, 4096}
                              : std::vector<size_t>{0};
-    for (const bool vlan : {false, true}) {
+    for (const int variant : {0, 1, 2, 3}) {
+      const bool vlan = (variant & 1) != 0;
+      const bool ipv6 = (variant & 2) != 0;
       for (const size_t len : lens) {
-        INFO("opcode " << info.name << " vlan " << vlan << " len " << len);
+        INFO("opcode " << info.name << " vlan " << vlan << " ipv6 " << ipv6 << " len " << len);
         Bytes payload(len);
         for (auto& b : payload) b = static_cast<uint8_t>(rng());
-        const FrameAddr addr = test_addr(vlan);
+        const FrameAddr addr = test_addr(vlan, ipv6);
         RoceHeader hdr = random_header(static_cast<uint8_t>(op), rng);
         if (info.has(kOpCnp)) hdr = make_cnp_header(0x123456);
         RoceHeader hdr_t = hdr;
@@ -185,8 +198,9 @@ TEST_CASE("frame: build -> parse round trip for every opcode, VLAN, pad and leng
           CHECK(build_frame(small, tmpl, hdr_t, std::span(&seg, len ? 1 : 0)).status ==
                 BuildStatus::kBufferTooSmall);
         }
+        const size_t ip_udp = ipv6 ? 48 : 28;
         CHECK(f.size() ==
-              (vlan ? 18u : 14u) + 28 + info.header_bytes + len + pad_bytes_for(len) + 4);
+              (vlan ? 18u : 14u) + ip_udp + info.header_bytes + len + pad_bytes_for(len) + 4);
         ParseOptions opt;
         opt.pmtu_bytes = 0;  // lengths here ignore the first/middle rule
         ParsedFrame pf;
@@ -198,9 +212,9 @@ TEST_CASE("frame: build -> parse round trip for every opcode, VLAN, pad and leng
         // parse_roce from the UDP payload gives the same result.
         const size_t l2 = vlan ? 18 : 14;
         ParsedFrame pr;
-        REQUIRE(parse_roce(std::span<const uint8_t>(f.data() + l2, 28),
-                           std::span<const uint8_t>(f.data() + l2 + 28, f.size() - l2 - 28), opt,
-                           pr) == DropReason::kNone);
+        REQUIRE(parse_roce(std::span<const uint8_t>(f.data() + l2, ip_udp),
+                           std::span<const uint8_t>(f.data() + l2 + ip_udp, f.size() - l2 - ip_udp),
+                           opt, pr) == DropReason::kNone);
         check_same(hdr, pr.hdr);
         CHECK(pr.payload.size() == len);
       }
@@ -392,9 +406,13 @@ TEST_CASE("frame: every drop reason") {
   expect(wrap(bth(0x06, 0, 8)), DropReason::kTruncated);  // WRITE_FIRST without its RETH
 
   Bytes f = good;
-  f[12] = 0x86;  // IPv6
-  f[13] = 0xDD;
+  f[12] = 0x88;  // 802.1 local experimental: neither IPv4 nor IPv6
+  f[13] = 0xB5;
   expect(f, DropReason::kEtherType);
+  f = good;
+  f[12] = 0x86;  // IPv6 EtherType over an IPv4 header
+  f[13] = 0xDD;
+  expect(f, DropReason::kIpVersion);
   f = good_vlan;
   f[16] = 0x81;  // a second (QinQ) tag
   expect(f, DropReason::kEtherType);
@@ -769,5 +787,163 @@ TEST_CASE("byte_order: copy_payload copies exactly n bytes for every n") {
       INFO("n " << n << " i " << i);
       REQUIRE(dst[i] == (i >= 16 && i < 16 + n ? src[i] : 0xAA));
     }
+  }
+}
+
+namespace {
+Bytes from_hex(const std::string& s) {
+  Bytes out;
+  for (size_t i = 0; i + 1 < s.size(); i += 2) {
+    out.push_back(static_cast<uint8_t>(std::stoi(s.substr(i, 2), nullptr, 16)));
+  }
+  return out;
+}
+// The IPv6 SEND only of the known-answer test: fe80::1 -> 2001:db8::2, traffic
+// class 0x6A (DSCP 26, ECT(0)), flow label 0xABCDE, hop limit 64, UDP
+// 0xC123 -> 4791, dest QP 0x11, PSN 0x123456 with AckReq, payload 00..0f.
+FrameAddr kat_addr6() {
+  FrameAddr a = test_addr(false, true);
+  a.src_port = 0xC123;
+  return a;
+}
+RoceHeader kat_header6() {
+  RoceHeader h;
+  h.bth.opcode = static_cast<uint8_t>(Opcode::kSendOnly);
+  h.bth.dest_qp = 0x11;
+  h.bth.psn = 0x123456;
+  h.bth.ack_req = true;
+  return h;
+}
+Bytes kat_payload6() {
+  Bytes p(16);
+  for (size_t i = 0; i < p.size(); ++i) p[i] = static_cast<uint8_t>(i);
+  return p;
+}
+}  // namespace
+
+TEST_CASE("frame: IPv6 SEND only byte for byte, ICRC from an independent zlib computation") {
+  // Written by Python's zlib.crc32 over 8 x 0xFF and the datagram with the
+  // traffic class, flow label, hop limit, UDP checksum and BTH byte 4 set to
+  // all-ones (rxe_icrc.c's IPv6 masking), stored least-significant byte first.
+  const Bytes want = from_hex(
+      "02000000000202000000000186dd66aabcde00281140fe80000000000000000000000000000120010db800"
+      "0000000000000000000002c12312b7002800000400ffff0000001180123456000102030405060708090a0b"
+      "0c0d0e0fc8478a6a");
+  RoceHeader h = kat_header6();
+  const Bytes f = build(kat_addr6(), h, kat_payload6());
+  CHECK(f == want);
+  ParsedFrame pf;
+  REQUIRE(parse_frame(want, ParseOptions{}, pf) == DropReason::kNone);
+  check_same_addr(kat_addr6(), pf.addr);
+  check_same(kat_header6(), pf.hdr);
+  CHECK(Bytes(pf.payload.begin(), pf.payload.end()) == kat_payload6());
+}
+
+TEST_CASE("frame: the IPv6 ICRC ignores traffic class, flow label and hop limit only") {
+  RoceHeader h = kat_header6();
+  const Bytes good = build(kat_addr6(), h, kat_payload6());
+  const auto parse_ok = [](const Bytes& f) { return parse(f) == DropReason::kNone; };
+  REQUIRE(parse_ok(good));
+  Bytes f = good;
+  f[14] = 0x6F;  // traffic class high nibble (the version nibble stays)
+  f[15] = 0x0F;  // traffic class low nibble, flow label
+  f[16] = f[17] = 0x00;
+  f[21] = 1;     // hop limit
+  f[60] = 0x12;  // UDP checksum
+  f[61] = 0x34;
+  f[62 + 4] = 0xC0;  // BTH FECN/BECN
+  CHECK(parse_ok(f));
+  // Every covered byte of the headers changes it (lengths and ports would
+  // fail their own checks first, so the addresses and BTH are flipped).
+  for (const size_t at : {22u, 29u, 37u, 38u, 53u, 62u + 8, 62u + 11, 62u + 12}) {
+    f = good;
+    f[at] ^= 0x01;
+    INFO("byte " << at);
+    CHECK(parse(f) == DropReason::kIcrc);
+  }
+}
+
+TEST_CASE("frame: IPv6 drop reasons") {
+  RoceHeader h = kat_header6();
+  const Bytes good = build(kat_addr6(), h, kat_payload6());
+  Bytes f = good;
+  f[14] = 0x46;  // version 4 behind the IPv6 EtherType
+  CHECK(parse(f) == DropReason::kIpVersion);
+  CHECK(parse(Bytes(good.begin(), good.begin() + 14 + 39)) == DropReason::kTruncated);
+  f = good;
+  f[18] = 0x01;  // payload length beyond the frame
+  CHECK(parse(f) == DropReason::kIpTotalLength);
+  f = good;
+  f[18] = 0;
+  f[19] = 7;  // shorter than a UDP header
+  CHECK(parse(f) == DropReason::kIpTotalLength);
+  for (const uint8_t next : {0, 43, 44, 60, 58, 6}) {  // hop-by-hop, routing, fragment, ...
+    f = good;
+    f[20] = next;
+    INFO("next header " << int{next});
+    CHECK(parse(f) == DropReason::kIpProtocol);
+  }
+  f = good;
+  f[59] ^= 4;  // UDP length
+  CHECK(parse(f) == DropReason::kUdpLength);
+  f = good;
+  f[57] = 0xB8;  // UDP destination port 4792
+  CHECK(parse(f) == DropReason::kUdpPort);
+  // Ethernet padding after the payload length is ignored, as for IPv4.
+  f = good;
+  f.resize(f.size() + 6, 0);
+  CHECK(parse(f) == DropReason::kNone);
+  // parse_roce with 48 header bytes of an IPv4 frame, or 28 of an IPv6 one: no ICRC check possible.
+  ParsedFrame pr;
+  CHECK(parse_roce(std::span<const uint8_t>(good.data() + 14, 28),
+                   std::span<const uint8_t>(good.data() + 62, good.size() - 62), ParseOptions{},
+                   pr) == DropReason::kIcrc);
+  // No expectation fast path for IPv6: every frame takes the full parser.
+  const RxExpect exp = make_rx_expect(kat_addr6(), 0x11, ParseOptions{});
+  CHECK_FALSE(exp.usable);
+  RoceView v;
+  CHECK(parse_frame(good, exp, v) == DropReason::kNone);
+  CHECK_FALSE(parse_frame_if_matched(good, exp, v).has_value());
+}
+
+TEST_CASE("frame: the fused IPv6 writers equal build_frame, with and without a VLAN tag") {
+  for (const bool vlan : {false, true}) {
+    INFO("vlan " << vlan);
+    FrameAddr addr = kat_addr6();
+    addr.has_vlan = vlan;
+    addr.vlan_tci = vlan ? 0x6064 : 0;
+    const FrameTemplate tmpl = make_frame_template(addr);
+    CHECK(tmpl.ipv6);
+    CHECK(tmpl.ip_udp_bytes == 48);
+    CHECK(tmpl.copy_bytes == (vlan ? 80 : 64));
+    RoceHeader ack;
+    ack.bth.opcode = static_cast<uint8_t>(Opcode::kAcknowledge);
+    ack.bth.dest_qp = 0x22;
+    ack.bth.psn = 0x777;
+    ack.aeth = Aeth{0x1F, 0x42};
+    const Bytes want = build(addr, ack, {});
+    Bytes got(want.size(), 0xEE);
+    BuildStatus st;
+    uint8_t* p = begin_frame(got, tmpl, kBthBytes + kAethBytes, st);
+    REQUIRE(p != nullptr);
+    CHECK(p == got.data() + (vlan ? 18 : 14) + 48);
+    put_be32(p, 0x1100FFFF);
+    put_be32(p + 4, 0x22);
+    put_be32(p + 8, 0x777);
+    put_be32(p + 12, 0x1F000042);
+    CHECK(frame_bytes_for(tmpl, kBthBytes + kAethBytes) == want.size());
+    finish_frame_icrc_words(tmpl, got.data(), want.size());
+    CHECK(got == want);
+    Bytes again(want.size(), 0xEE);
+    p = begin_frame(again, tmpl, kBthBytes + kAethBytes, st);
+    REQUIRE(p != nullptr);
+    std::memcpy(p, got.data() + (vlan ? 18 : 14) + 48, kBthBytes + kAethBytes);
+    CHECK(finish_frame(tmpl, again.data(), kBthBytes + kAethBytes) == want.size());
+    CHECK(again == want);
+    Bytes small(want.size() - 1);
+    CHECK(begin_frame(small, tmpl, kBthBytes + kAethBytes, st) == nullptr);
+    CHECK(st == BuildStatus::kBufferTooSmall);
+    CHECK(begin_frame(got, tmpl, 70000, st) == nullptr);
+    CHECK(st == BuildStatus::kPayloadTooLong);
   }
 }

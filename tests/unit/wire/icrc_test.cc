@@ -283,6 +283,31 @@ TEST_CASE("icrc: any split into two spans gives the same ICRC") {
   }
 }
 
+TEST_CASE("icrc: IPv6, any split into two spans, against the masked bytewise reference") {
+  std::mt19937 rng(5);
+  std::vector<uint8_t> d(60 + 4200);
+  for (auto& b : d) b = static_cast<uint8_t>(rng());
+  d[0] = static_cast<uint8_t>(0x60 | (d[0] & 0x0F));
+  for (size_t len : {size_t{60}, size_t{61}, size_t{64}, size_t{76}, size_t{1100}, size_t{4156}}) {
+    const std::span<const uint8_t> all(d.data(), len);
+    // Reference: rxe_icrc.c's masking (traffic class, flow label, hop limit,
+    // UDP checksum, BTH byte 4) through the bytewise CRC.
+    std::vector<uint8_t> m(8 + len, 0xFF);
+    std::copy(all.begin(), all.end(), m.begin() + 8);
+    m[8] |= 0x0F;
+    for (size_t off : {1, 2, 3, 7, 46, 47, 52}) m[8 + off] = 0xFF;
+    const uint32_t ref = crc32_update_bytewise(0, m);
+    for (size_t split = 0; split <= len; split += (split < 70 ? 1 : 97)) {
+      INFO("len " << len << " split " << split);
+      REQUIRE(icrc_ipv6(all.first(split), all.subspan(split)) == ref);
+    }
+    REQUIRE(icrc_datagram(all.data(), len) == ref);
+  }
+  CHECK(icrc_ipv6(std::span<const uint8_t>(d.data(), 59)) == 0);  // no room for the headers
+  CHECK(icrc_ipv6(std::span<const uint8_t>(d.data(), 30), std::span<const uint8_t>(d.data(), 29)) ==
+        0);
+}
+
 TEST_CASE("icrc: one span of every length matches the masked bytewise reference") {
   // Single spans take the whole-block stream (every length but 16k + 13..15);
   // each length shifts the variant fields to other places in the blocks.
