@@ -4,7 +4,8 @@
 #
 #   conduitd_config FILE SOCKET DEVICE ADDR/PREFIX LCORE FILE_PREFIX [MTU [PMTU]]
 #                                   write a policy for one daemon (on-link peers, no gateway;
-#                                   \$CONDUITD_LINE_RATE, when set, is its port.line_rate)
+#                                   \$CONDUITD_LINE_RATE, when set, is its port.line_rate;
+#                                   \$CONDUITD_WINDOW its transport.window)
 #   conduitd_start HOST CONFIG LOG  start conduitd in HOST; waits until its socket answers
 #   conduitd_stop HOST              SIGTERM (then SIGKILL after 5 s) the daemon started in HOST;
 #                                   non-zero (and a line on stderr) unless it exited with 0
@@ -68,6 +69,7 @@ transport:
   pmtu: $pmtu
   timeout: 14
   retry_cnt: 7
+${CONDUITD_WINDOW:+  window: $CONDUITD_WINDOW}
 clients:
   quotas:
     max_qps: 1024

@@ -20,6 +20,9 @@
 # VALUE"), eth0's statistics ("vm-eth0 ...") and /proc/net/softnet_stat ("vm-softnet ..."); host
 # c saves `conduitctl stats --json` to $work/STEP.stats.json and the links of vmh and c
 # (`ip -s link`, the tap's drops among them) to $work/STEP.links. All counters are cumulative.
+# INTEROP_WATCH=1: the VM also writes rxe0's non-zero hw_counters and eth0's packet counts to its
+# console ($work/vm.console, kept with INTEROP_KEEP=1) once a second, "watch UPTIME ...": what
+# the VM did in a step that never finished (its own output is lost when it is stopped).
 #
 # Host c: conduitd owns 198.18.200.1 (conduit_ip, the GID both sides use); the kernel keeps
 # 198.18.200.3 (kernel_ip) on the same eth0 for the tools' out-of-band TCP exchange.
@@ -99,7 +102,20 @@ interop_write_vm_script() {
   {
     echo "H=$kernel_ip"
     echo "COUNTERS=${INTEROP_COUNTERS:-}"
+    echo "WATCH=${INTEROP_WATCH:-}"
     cat <<'SH'
+if [ -n "$WATCH" ]; then
+  (while :; do
+    u=$(cut -d' ' -f1 /proc/uptime)
+    for f in /sys/class/infiniband/rxe0/ports/1/hw_counters/*; do
+      v=$(cat "$f"); [ "$v" = 0 ] || printf 'watch %s %s %s\n' "$u" "${f##*/}" "$v"
+    done
+    for f in rx_packets tx_packets rx_dropped tx_dropped; do
+      printf 'watch %s eth0.%s %s\n' "$u" "$f" "$(cat /sys/class/net/eth0/statistics/$f)"
+    done
+    sleep 1
+  done >/dev/console 2>&1) &
+fi
 step() {
   name=$1 role=$2
   shift 2
