@@ -237,7 +237,9 @@ struct PolicyState {
     }
     // The loader checked transport.pmtu against the file's port.mtu; the port runs with
     // the MTU it started with until a restart.
-    if (next.transport.pmtu_bytes + conduit::policy::kRoceOverheadBytes > started->port.mtu_bytes) {
+    const uint32_t overhead = started->port.address6 ? conduit::policy::kRoceOverheadBytes6
+                                                     : conduit::policy::kRoceOverheadBytes;
+    if (next.transport.pmtu_bytes + overhead > started->port.mtu_bytes) {
       note = "transport.pmtu " + std::to_string(next.transport.pmtu_bytes) +
              " does not fit the running port.mtu " + std::to_string(started->port.mtu_bytes) +
              " (port.mtu changes take effect after a restart)";

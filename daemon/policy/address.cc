@@ -1,6 +1,9 @@
 #include "policy/address.h"
 
+#include <arpa/inet.h>
+
 #include <cstdio>
+#include <cstring>
 
 namespace conduit::policy {
 namespace {
@@ -13,6 +16,62 @@ int hex_value(char c) {
 }
 
 }  // namespace
+
+std::optional<Ipv6Address> parse_ipv6(std::string_view text) {
+  // inet_pton: RFC 4291 text, "::" and a dotted-quad tail; it needs a C string.
+  if (text.empty() || text.size() >= INET6_ADDRSTRLEN) return std::nullopt;
+  char buf[INET6_ADDRSTRLEN];
+  std::memcpy(buf, text.data(), text.size());
+  buf[text.size()] = '\0';
+  Ipv6Address a;
+  if (inet_pton(AF_INET6, buf, a.bytes.data()) != 1) return std::nullopt;
+  return a;
+}
+
+std::string format_ipv6(const Ipv6Address& a) {
+  char buf[INET6_ADDRSTRLEN];
+  if (inet_ntop(AF_INET6, a.bytes.data(), buf, sizeof buf) == nullptr) return "?";
+  return buf;
+}
+
+std::optional<std::pair<Ipv6Address, uint8_t>> parse_ipv6_prefix(std::string_view text) {
+  const size_t slash = text.find('/');
+  if (slash == std::string_view::npos) return std::nullopt;
+  const std::string_view len_text = text.substr(slash + 1);
+  if (len_text.empty() || len_text.size() > 3) return std::nullopt;
+  unsigned len = 0;
+  for (const char c : len_text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    len = len * 10 + static_cast<unsigned>(c - '0');
+  }
+  if (len < 1 || len > 128 || (len_text.size() > 1 && len_text[0] == '0')) return std::nullopt;
+  const auto a = parse_ipv6(text.substr(0, slash));
+  if (!a) return std::nullopt;
+  return std::pair{*a, static_cast<uint8_t>(len)};
+}
+
+bool same_ipv6_prefix(const Ipv6Address& a, const Ipv6Address& b, uint8_t len) {
+  for (size_t i = 0; i < 16 && len > 0; ++i) {
+    const unsigned bits = len >= 8 ? 8u : len;
+    const auto mask = static_cast<uint8_t>(0xFF00u >> bits);
+    if (((a.bytes[i] ^ b.bytes[i]) & mask) != 0) return false;
+    len = static_cast<uint8_t>(len - bits);
+  }
+  return true;
+}
+
+bool is_link_local6(const Ipv6Address& a) {
+  return a.bytes[0] == 0xFE && (a.bytes[1] & 0xC0) == 0x80;
+}
+
+bool is_unicast_host6(const Ipv6Address& a) {
+  static constexpr std::array<uint8_t, 12> kV4Mapped = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
+  bool zero_upper = true;
+  for (size_t i = 0; i < 15; ++i) zero_upper = zero_upper && a.bytes[i] == 0;
+  if (zero_upper && (a.bytes[15] == 0 || a.bytes[15] == 1)) return false;  // :: and ::1
+  if (a.bytes[0] == 0xFF) return false;                                    // multicast
+  return std::memcmp(a.bytes.data(), kV4Mapped.data(), kV4Mapped.size()) != 0;
+}
 
 std::optional<Ipv4Address> parse_ipv4(std::string_view text) {
   uint32_t value = 0;

@@ -334,6 +334,46 @@ void parse_port(ErrorSink& s, const Field& f, PortSection& p, Marks& marks) {
       }
     }
   }
+  bool have_address6 = false;
+  if (auto v = r.take("address6")) {
+    if (auto text = detail::read_string(s, *v)) {
+      const auto net = parse_ipv6_prefix(*text);
+      if (!net) {
+        s.add(v->mark, v->path +
+                           ": expected IPV6/PREFIX (e.g. fe80::c0:1/64 or 2001:db8::1/64), got " +
+                           quote(*text));
+      } else if (!is_unicast_host6(net->first)) {
+        s.add(v->mark, v->path + ": " + format_ipv6(net->first) +
+                           " is not a unicast address a port can own (unspecified, loopback, "
+                           "multicast or IPv4-mapped)");
+      } else {
+        p.address6 = net->first;
+        p.prefix_len6 = net->second;
+        have_address6 = true;
+      }
+    }
+  }
+  if (auto v = r.take("gateway6")) {
+    if (auto text = detail::read_string(s, *v)) {
+      const auto ip = parse_ipv6(*text);
+      if (!ip) {
+        s.add(v->mark, v->path + ": expected an IPv6 address, got " + quote(*text));
+      } else if (!is_unicast_host6(*ip)) {
+        s.add(v->mark, v->path + ": " + format_ipv6(*ip) + " is not a unicast address");
+      } else if (!have_address6) {
+        s.add(v->mark, v->path +
+                           ": needs port.address6 (an IPv6 router for a port without an "
+                           "IPv6 address)");
+      } else if (*ip == *p.address6) {
+        s.add(v->mark, v->path + ": is the port's own address");
+      } else if (!is_link_local6(*ip) && !same_ipv6_prefix(*ip, *p.address6, p.prefix_len6)) {
+        s.add(v->mark, v->path + ": " + format_ipv6(*ip) + " is neither link-local nor inside " +
+                           format_ipv6(*p.address6) + "/" + std::to_string(p.prefix_len6));
+      } else {
+        p.gateway6 = *ip;
+      }
+    }
+  }
   if (auto v = r.take("neighbours")) parse_neighbours(s, *v, p, have_address, p.neighbours);
   if (auto v = r.take("mtu")) {
     marks.port_mtu = v->mark;
@@ -819,11 +859,13 @@ void parse_clients(ErrorSink& s, const Field& f, ClientsSection& c) {
 void check_across_sections(ErrorSink& s, const Policy& p, const Marks& marks) {
   const TransportSection& t = p.transport;
   if (marks.pmtu_bad) return;  // both checks measure against the path MTU
-  if (!marks.port_mtu_bad && t.pmtu_bytes + kRoceOverheadBytes > p.port.mtu_bytes) {
+  const uint32_t overhead = p.port.address6 ? kRoceOverheadBytes6 : kRoceOverheadBytes;
+  if (!marks.port_mtu_bad && t.pmtu_bytes + overhead > p.port.mtu_bytes) {
     s.add(marks.pmtu.value_or(marks.port_mtu.value_or(marks.root)),
           "transport.pmtu: " + std::to_string(t.pmtu_bytes) + " does not fit port.mtu " +
               std::to_string(p.port.mtu_bytes) + ": a full packet needs an IP MTU of " +
-              std::to_string(t.pmtu_bytes + kRoceOverheadBytes));
+              std::to_string(t.pmtu_bytes + overhead) +
+              (p.port.address6 ? " (over IPv6, port.address6)" : ""));
   }
   if (t.bdp_cap_bytes != 0 && t.bdp_cap_bytes < t.pmtu_bytes) {
     s.add(marks.bdp_cap.value_or(marks.root), "transport.bdp_cap: " + format_size(t.bdp_cap_bytes) +

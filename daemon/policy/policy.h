@@ -23,6 +23,12 @@ struct Ipv4Address {
   bool operator==(const Ipv4Address&) const = default;
 };
 
+// An IPv6 address: its 16 bytes as on the wire.
+struct Ipv6Address {
+  std::array<uint8_t, 16> bytes{};
+  bool operator==(const Ipv6Address&) const = default;
+};
+
 struct MacAddress {
   std::array<uint8_t, 6> bytes{};
   bool operator==(const MacAddress&) const = default;
@@ -74,8 +80,13 @@ struct PortSection {
   Ipv4Address address;                 // required, with prefix_len
   uint8_t prefix_len = 0;              // 1..32
   std::optional<Ipv4Address> gateway;  // inside address/prefix_len when set
-  std::vector<Neighbour> neighbours;   // static ARP entries, file order, unique ip, <= 16384
-  uint32_t mtu_bytes = 1500;           // IP MTU, 576..9216
+  // RoCEv2 over IPv6 (optional): the port's IPv6 address and on-link prefix,
+  // and the router for off-link IPv6 peers (on-link itself, or link-local).
+  std::optional<Ipv6Address> address6;
+  uint8_t prefix_len6 = 64;  // 1..128
+  std::optional<Ipv6Address> gateway6;
+  std::vector<Neighbour> neighbours;  // static ARP entries, file order, unique ip, <= 16384
+  uint32_t mtu_bytes = 1500;          // IP MTU, 576..9216
   // The rate a QP's congestion control starts at and never exceeds (DCQCN's line rate,
   // `none`'s rate). Unset: the speed the port reports (10 Gbit/s when it reports none).
   std::optional<uint64_t> line_rate_bps;  // 1 Mbit/s..1 Tbit/s when set
@@ -158,6 +169,8 @@ enum class LossRecovery { kGoBackN, kSelective };
 // RETH 16 + ImmDt 4 + ICRC 4, the largest header stack in front of a full
 // payload (RDMA WRITE only with immediate). port.mtu >= transport.pmtu + this.
 inline constexpr uint32_t kRoceOverheadBytes = 64;
+// The same over IPv6 (a 40-byte header instead of 20).
+inline constexpr uint32_t kRoceOverheadBytes6 = kRoceOverheadBytes + 20;
 
 // The most RDMA READs a QP can have in flight (the transport's read table; mlx5's limit too).
 inline constexpr uint32_t kMaxOutstandingReads = 16;

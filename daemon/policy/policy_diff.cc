@@ -19,6 +19,8 @@ std::vector<std::string> restart_required_changes(const Policy& started, const P
   check(p.eal_args == q.eal_args, "port.eal_args");
   check(p.address == q.address && p.prefix_len == q.prefix_len, "port.address");
   check(p.gateway == q.gateway, "port.gateway");
+  check(p.address6 == q.address6 && p.prefix_len6 == q.prefix_len6, "port.address6");
+  check(p.gateway6 == q.gateway6, "port.gateway6");
   check(p.neighbours == q.neighbours, "port.neighbours");
   check(p.mtu_bytes == q.mtu_bytes, "port.mtu");
   check(p.line_rate_bps == q.line_rate_bps, "port.line_rate");

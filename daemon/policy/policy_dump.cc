@@ -129,6 +129,11 @@ std::string to_yaml(const Policy& p) {
   out << YAML::Key << "address" << YAML::Value
       << format_ipv4(port.address) + "/" + std::to_string(port.prefix_len);
   if (port.gateway) out << YAML::Key << "gateway" << YAML::Value << format_ipv4(*port.gateway);
+  if (port.address6) {
+    out << YAML::Key << "address6" << YAML::Value
+        << format_ipv6(*port.address6) + "/" + std::to_string(port.prefix_len6);
+  }
+  if (port.gateway6) out << YAML::Key << "gateway6" << YAML::Value << format_ipv6(*port.gateway6);
   out << YAML::Key << "neighbours" << YAML::Value;
   if (port.neighbours.empty()) out << YAML::Flow;  // "{}" on the key's line
   out << YAML::BeginMap;

@@ -1,6 +1,7 @@
 // Every class of error, with its exact position and text.
 #include <catch2/catch.hpp>
 
+#include "policy/address.h"
 #include "policy/loader.h"
 #include "policy_test_util.h"
 
@@ -260,6 +261,41 @@ TEST_CASE("strict classes must not share a priority") {
                   "  - {name: b, dscp: 2, weight: strict, priority: 5}\n") ==
         Errors{"t.yaml:6:5: traffic_classes[1]: strict classes 'a' and 'b' share priority 5, so "
                "their order is undefined"});
+}
+
+TEST_CASE("port.address6 and port.gateway6 are checked") {
+  const std::string dev = "port:\n  device: net_null0\n  address: 198.18.0.1/24\n";
+  CHECK(errors_of(dev + "  address6: fe80::c0:1/64\n  gateway6: fe80::1\n").empty());
+  CHECK(errors_of(dev + "  address6: 2001:db8::1/64\n  gateway6: 2001:db8::fe\n").empty());
+  CHECK(errors_of(dev + "  address6: fe80::c0:1\n") ==
+        Errors{"t.yaml:4:13: port.address6: expected IPV6/PREFIX (e.g. fe80::c0:1/64 or "
+               "2001:db8::1/64), got 'fe80::c0:1'"});
+  CHECK(errors_of(dev + "  address6: fe80::c0:1/129\n") ==
+        Errors{"t.yaml:4:13: port.address6: expected IPV6/PREFIX (e.g. fe80::c0:1/64 or "
+               "2001:db8::1/64), got 'fe80::c0:1/129'"});
+  CHECK(errors_of(dev + "  address6: fe80::c0::1/64\n") ==
+        Errors{"t.yaml:4:13: port.address6: expected IPV6/PREFIX (e.g. fe80::c0:1/64 or "
+               "2001:db8::1/64), got 'fe80::c0::1/64'"});
+  for (const char* bad : {"ff02::1/64", "::/64", "::1/128", "::ffff:198.18.0.1/96"}) {
+    INFO(bad);
+    const Errors e = errors_of(dev + "  address6: " + bad + "\n");
+    REQUIRE(e.size() == 1);
+    CHECK(e[0].find("is not a unicast address a port can own") != std::string::npos);
+  }
+  CHECK(errors_of(dev + "  gateway6: fe80::1\n") ==
+        Errors{"t.yaml:4:13: port.gateway6: needs port.address6 (an IPv6 router for a port "
+               "without an IPv6 address)"});
+  CHECK(errors_of(dev + "  address6: 2001:db8::1/64\n  gateway6: 2001:db9::1\n") ==
+        Errors{"t.yaml:5:13: port.gateway6: 2001:db9::1 is neither link-local nor inside "
+               "2001:db8::1/64"});
+  CHECK(errors_of(dev + "  address6: 2001:db8::1/64\n  gateway6: 2001:db8::1\n") ==
+        Errors{"t.yaml:5:13: port.gateway6: is the port's own address"});
+  const auto p = load(dev + "  address6: 2001:DB8:0:0:0:0:0:0001/64\n  gateway6: fe80::1\n");
+  REQUIRE(p.policy);
+  REQUIRE(p.policy->port.address6);
+  CHECK(format_ipv6(*p.policy->port.address6) == "2001:db8::1");
+  CHECK(p.policy->port.prefix_len6 == 64);
+  CHECK(format_ipv6(*p.policy->port.gateway6) == "fe80::1");
 }
 
 TEST_CASE("port addresses, neighbours and UDP ports are checked") {
