@@ -68,4 +68,13 @@ uint32_t udp_pseudo_header_sum(Ipv4Addr src, Ipv4Addr dst, uint16_t udp_len_byte
   return static_cast<uint32_t>(acc);
 }
 
+uint32_t ipv6_pseudo_header_sum(const Ipv6Addr& src, const Ipv6Addr& dst, uint32_t upper_len_bytes,
+                                uint8_t next_header) {
+  uint32_t sum = checksum_partial(src.bytes);
+  sum = checksum_partial(dst.bytes, sum);
+  uint64_t acc = uint64_t{sum} + (upper_len_bytes >> 16) + (upper_len_bytes & 0xFFFF) + next_header;
+  while (acc >> 32) acc = (acc & 0xFFFFFFFFu) + (acc >> 32);
+  return static_cast<uint32_t>(acc);
+}
+
 }  // namespace conduit::net

@@ -1,5 +1,5 @@
 // The Internet checksum (RFC 1071): one's-complement sum of 16-bit
-// big-endian words, used by IPv4, ICMP and UDP.
+// big-endian words, used by IPv4, ICMP, ICMPv6 and UDP.
 #pragma once
 
 #include <cstdint>
@@ -7,6 +7,7 @@
 
 #include "net/ipv4.h"
 #include "net/ipv4_addr.h"
+#include "net/ipv6_addr.h"
 
 namespace conduit::net {
 
@@ -27,5 +28,10 @@ uint16_t ipv4_header_checksum(const Ipv4Header& header);
 
 // Partial sum of the UDP pseudo-header (src, dst, protocol, UDP length).
 uint32_t udp_pseudo_header_sum(Ipv4Addr src, Ipv4Addr dst, uint16_t udp_len_bytes);
+
+// Partial sum of the IPv6 pseudo-header (RFC 8200 section 8.1: src, dst,
+// upper-layer length, next header), for UDP and ICMPv6.
+uint32_t ipv6_pseudo_header_sum(const Ipv6Addr& src, const Ipv6Addr& dst, uint32_t upper_len_bytes,
+                                uint8_t next_header);
 
 }  // namespace conduit::net

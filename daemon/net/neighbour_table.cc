@@ -2,17 +2,34 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstring>
 #include <stdexcept>
 
 namespace conduit::net {
 namespace {
 
 bool is_unicast_ip(Ipv4Addr ip) { return ip.is_unicast(); }
+bool is_unicast_ip(const Ipv6Addr& ip) { return ip.is_unicast(); }
 bool is_unicast_mac(MacAddr mac) { return !mac.is_zero() && !mac.is_multicast(); }
+
+// 32-bit hashes for Fibonacci slot selection: hosts in one subnet differ in
+// the low bits only (IPv6: the interface identifier), so mix those up.
+uint32_t address_hash(Ipv4Addr ip) { return ip.value * 0x9E3779B1u; }
+uint32_t address_hash(const Ipv6Addr& ip) {
+  uint64_t hi;
+  uint64_t lo;
+  std::memcpy(&hi, ip.bytes.data(), 8);
+  std::memcpy(&lo, ip.bytes.data() + 8, 8);
+  uint64_t x = lo ^ (hi * 0xC2B2AE3D27D4EB4Full);
+  x ^= x >> 29;
+  x *= 0x9E3779B97F4A7C15ull;
+  return static_cast<uint32_t>(x >> 32);
+}
 
 }  // namespace
 
-NeighbourTable::NeighbourTable(const NeighbourConfig& config) : config_(config) {
+template <class Addr>
+NeighbourTableT<Addr>::NeighbourTableT(const NeighbourConfig& config) : config_(config) {
   if (config_.capacity == 0 || config_.capacity > (1u << 20)) {
     throw std::invalid_argument("neighbour table capacity must be 1..1048576");
   }
@@ -29,13 +46,14 @@ NeighbourTable::NeighbourTable(const NeighbourConfig& config) : config_(config) 
   pending_.resize(config_.capacity * config_.max_pending_per_hop, kNoFrame);
 }
 
-size_t NeighbourTable::home_slot(Ipv4Addr ip) const {
-  // Fibonacci hashing: hosts in one subnet differ in the low bits only.
-  const uint32_t h = ip.value * 0x9E3779B1u;
+template <class Addr>
+size_t NeighbourTableT<Addr>::home_slot(const Addr& ip) const {
+  const uint32_t h = address_hash(ip);
   return (static_cast<uint64_t>(h) * index_.size()) >> 32;
 }
 
-int32_t NeighbourTable::lookup(Ipv4Addr ip) const {
+template <class Addr>
+int32_t NeighbourTableT<Addr>::lookup(const Addr& ip) const {
   const size_t mask = index_.size() - 1;
   for (size_t s = home_slot(ip);; s = (s + 1) & mask) {
     const int32_t idx = index_[s];
@@ -44,7 +62,8 @@ int32_t NeighbourTable::lookup(Ipv4Addr ip) const {
   }
 }
 
-int32_t NeighbourTable::insert(Ipv4Addr ip) {
+template <class Addr>
+int32_t NeighbourTableT<Addr>::insert(const Addr& ip) {
   if (free_.empty()) return -1;
   const int32_t idx = free_.back();
   free_.pop_back();
@@ -59,7 +78,8 @@ int32_t NeighbourTable::insert(Ipv4Addr ip) {
   return idx;
 }
 
-void NeighbourTable::erase(int32_t idx) {
+template <class Addr>
+void NeighbourTableT<Addr>::erase(int32_t idx) {
   const size_t mask = index_.size() - 1;
   size_t hole = home_slot(entries_[idx].ip);
   while (index_[hole] != idx) hole = (hole + 1) & mask;
@@ -80,33 +100,37 @@ void NeighbourTable::erase(int32_t idx) {
   --size_;
 }
 
-void NeighbourTable::arm(uint64_t deadline_ns) {
+template <class Addr>
+void NeighbourTableT<Addr>::arm(uint64_t deadline_ns) {
   next_deadline_ns_ = std::min(next_deadline_ns_, deadline_ns);
 }
 
-void NeighbourTable::release_pending(Entry& e, int32_t idx, std::vector<NeighbourEvent>& events) {
+template <class Addr>
+void NeighbourTableT<Addr>::release_pending(Entry& e, int32_t idx, std::vector<Event>& events) {
   const size_t base = static_cast<size_t>(idx) * config_.max_pending_per_hop;
   for (uint32_t i = 0; i < e.pending_count; ++i) {
-    events.push_back({NeighbourEvent::Kind::kTransmitQueued, e.ip, e.mac, pending_[base + i]});
+    events.push_back({Event::Kind::kTransmitQueued, e.ip, e.mac, pending_[base + i]});
     pending_[base + i] = kNoFrame;
   }
   counters_.frames_released += e.pending_count;
   e.pending_count = 0;
 }
 
-void NeighbourTable::drop_pending(Entry& e, int32_t idx, std::vector<NeighbourEvent>& events) {
+template <class Addr>
+void NeighbourTableT<Addr>::drop_pending(Entry& e, int32_t idx, std::vector<Event>& events) {
   const size_t base = static_cast<size_t>(idx) * config_.max_pending_per_hop;
   for (uint32_t i = 0; i < e.pending_count; ++i) {
-    events.push_back({NeighbourEvent::Kind::kDropQueued, e.ip, MacAddr{}, pending_[base + i]});
+    events.push_back({Event::Kind::kDropQueued, e.ip, MacAddr{}, pending_[base + i]});
     pending_[base + i] = kNoFrame;
   }
   counters_.failed_drops += e.pending_count;
   e.pending_count = 0;
 }
 
-NeighbourTable::ResolveResult NeighbourTable::resolve(Ipv4Addr ip, uint64_t now_ns,
+template <class Addr>
+NeighbourResolveResult NeighbourTableT<Addr>::resolve(const Addr& ip, uint64_t now_ns,
                                                       FrameHandle frame,
-                                                      std::vector<NeighbourEvent>& events) {
+                                                      std::vector<Event>& events) {
   int32_t idx = lookup(ip);
   if (idx >= 0) {
     Entry& e = entries_[idx];
@@ -120,7 +144,7 @@ NeighbourTable::ResolveResult NeighbourTable::resolve(Ipv4Addr ip, uint64_t now_
           (!e.refresh_sent || now_ns - e.last_refresh_ns >= config_.retry_interval_ns)) {
         e.refresh_sent = true;
         e.last_refresh_ns = now_ns;
-        events.push_back({NeighbourEvent::Kind::kSendRequest, ip, e.mac, kNoFrame});
+        events.push_back({Event::Kind::kSendRequest, ip, e.mac, kNoFrame});
         ++counters_.refreshes_sent;
         ++counters_.requests_sent;
       }
@@ -148,7 +172,7 @@ NeighbourTable::ResolveResult NeighbourTable::resolve(Ipv4Addr ip, uint64_t now_
   e.requests_sent = 1;
   e.deadline_ns = now_ns + config_.retry_interval_ns;
   arm(e.deadline_ns);
-  events.push_back({NeighbourEvent::Kind::kSendRequest, ip, MacAddr::broadcast(), kNoFrame});
+  events.push_back({Event::Kind::kSendRequest, ip, MacAddr::broadcast(), kNoFrame});
   ++counters_.requests_sent;
   if (frame == kNoFrame) return {Resolve::kQueued, MacAddr{}};
   if (config_.max_pending_per_hop == 0) {
@@ -162,8 +186,9 @@ NeighbourTable::ResolveResult NeighbourTable::resolve(Ipv4Addr ip, uint64_t now_
   return {Resolve::kQueued, MacAddr{}};
 }
 
-void NeighbourTable::learn(Ipv4Addr ip, MacAddr mac, uint64_t now_ns, bool create,
-                           std::vector<NeighbourEvent>& events) {
+template <class Addr>
+void NeighbourTableT<Addr>::learn(const Addr& ip, MacAddr mac, uint64_t now_ns, bool create,
+                                  std::vector<Event>& events) {
   if (!is_unicast_ip(ip) || !is_unicast_mac(mac)) return;
   int32_t idx = lookup(ip);
   if (idx < 0) {
@@ -192,7 +217,8 @@ void NeighbourTable::learn(Ipv4Addr ip, MacAddr mac, uint64_t now_ns, bool creat
   }
 }
 
-bool NeighbourTable::add_static(Ipv4Addr ip, MacAddr mac, std::vector<NeighbourEvent>& events) {
+template <class Addr>
+bool NeighbourTableT<Addr>::add_static(const Addr& ip, MacAddr mac, std::vector<Event>& events) {
   if (!is_unicast_ip(ip) || !is_unicast_mac(mac)) return false;
   int32_t idx = lookup(ip);
   if (idx < 0) idx = insert(ip);
@@ -205,7 +231,8 @@ bool NeighbourTable::add_static(Ipv4Addr ip, MacAddr mac, std::vector<NeighbourE
   return true;
 }
 
-bool NeighbourTable::remove(Ipv4Addr ip, std::vector<NeighbourEvent>& events) {
+template <class Addr>
+bool NeighbourTableT<Addr>::remove(const Addr& ip, std::vector<Event>& events) {
   const int32_t idx = lookup(ip);
   if (idx < 0) return false;
   drop_pending(entries_[idx], idx, events);
@@ -213,7 +240,8 @@ bool NeighbourTable::remove(Ipv4Addr ip, std::vector<NeighbourEvent>& events) {
   return true;
 }
 
-void NeighbourTable::poll(uint64_t now_ns, std::vector<NeighbourEvent>& events) {
+template <class Addr>
+void NeighbourTableT<Addr>::poll(uint64_t now_ns, std::vector<Event>& events) {
   if (now_ns < next_deadline_ns_) return;
   uint64_t next = UINT64_MAX;
   for (size_t i = 0; i < entries_.size(); ++i) {
@@ -235,18 +263,22 @@ void NeighbourTable::poll(uint64_t now_ns, std::vector<NeighbourEvent>& events) 
       ++e.requests_sent;
       ++counters_.requests_sent;
       e.deadline_ns = now_ns + config_.retry_interval_ns;
-      events.push_back({NeighbourEvent::Kind::kSendRequest, e.ip, MacAddr::broadcast(), kNoFrame});
+      events.push_back({Event::Kind::kSendRequest, e.ip, MacAddr::broadcast(), kNoFrame});
     }
     next = std::min(next, e.deadline_ns);
   }
   next_deadline_ns_ = next;
 }
 
-std::optional<NeighbourInfo> NeighbourTable::find(Ipv4Addr ip) const {
+template <class Addr>
+std::optional<NeighbourInfoT<Addr>> NeighbourTableT<Addr>::find(const Addr& ip) const {
   const int32_t idx = lookup(ip);
   if (idx < 0) return std::nullopt;
   const Entry& e = entries_[idx];
-  return NeighbourInfo{e.ip, e.mac, e.state, e.requests_sent, e.pending_count, e.deadline_ns};
+  return Info{e.ip, e.mac, e.state, e.requests_sent, e.pending_count, e.deadline_ns};
 }
+
+template class NeighbourTableT<Ipv4Addr>;
+template class NeighbourTableT<Ipv6Addr>;
 
 }  // namespace conduit::net

@@ -1,8 +1,11 @@
-// IPv4 neighbour (ARP) cache with resolution state, for one port.
+// Neighbour cache with resolution state, for one port and one address
+// family: NeighbourTable (IPv4, resolved by ARP) and NeighbourTable6 (IPv6,
+// resolved by Neighbor Discovery) are the same template.
 //
 // Pure logic: it never builds frames or reads a clock. It reports what to do
-// as NeighbourEvents appended to a caller-owned vector: send an ARP request,
-// transmit a frame that was waiting, drop a frame that was waiting.
+// as NeighbourEvents appended to a caller-owned vector: send a request (ARP
+// request / Neighbor Solicitation), transmit a frame that was waiting, drop a
+// frame that was waiting.
 //
 // Frames waiting for resolution are opaque FrameHandles (the engine passes
 // mbuf pointers); the table only stores and returns them, so every handle
@@ -25,6 +28,7 @@
 #include <vector>
 
 #include "net/ipv4_addr.h"
+#include "net/ipv6_addr.h"
 #include "net/mac_addr.h"
 
 namespace conduit::net {
@@ -42,28 +46,38 @@ struct NeighbourConfig {
   uint64_t refresh_window_ns = 5'000'000'000;  // refresh when used this close to expiry
 };
 
-struct NeighbourEvent {
-  enum class Kind : uint8_t {
-    kSendRequest,     // ARP request for `ip` to `mac` (broadcast, or unicast when refreshing)
-    kTransmitQueued,  // `frame` may go now, to Ethernet destination `mac`
-    kDropQueued,      // `frame` was waiting and its resolution failed: free it
-  };
+enum class NeighbourEventKind : uint8_t {
+  // A request for `ip` to `mac`: broadcast (IPv6: the solicited-node group of
+  // `ip`), or unicast to the known MAC when refreshing.
+  kSendRequest,
+  kTransmitQueued,  // `frame` may go now, to Ethernet destination `mac`
+  kDropQueued,      // `frame` was waiting and its resolution failed: free it
+};
+
+template <class Addr>
+struct NeighbourEventT {
+  using Kind = NeighbourEventKind;
   Kind kind;
-  Ipv4Addr ip{};
+  Addr ip{};
   MacAddr mac{};
   FrameHandle frame = kNoFrame;
 };
+using NeighbourEvent = NeighbourEventT<Ipv4Addr>;
+using NeighbourEvent6 = NeighbourEventT<Ipv6Addr>;
 
 enum class NeighbourState : uint8_t { kIncomplete, kReachable, kStatic };
 
-struct NeighbourInfo {
-  Ipv4Addr ip{};
+template <class Addr>
+struct NeighbourInfoT {
+  Addr ip{};
   MacAddr mac{};  // zero while incomplete
   NeighbourState state;
   uint32_t requests_sent;
   size_t frames_queued;
   uint64_t deadline_ns;  // incomplete: next request; reachable: expiry; static: 0
 };
+using NeighbourInfo = NeighbourInfoT<Ipv4Addr>;
+using NeighbourInfo6 = NeighbourInfoT<Ipv6Addr>;
 
 struct NeighbourCounters {
   uint64_t requests_sent = 0;
@@ -76,54 +90,62 @@ struct NeighbourCounters {
   uint64_t table_full_drops = 0;      // no free entry for a new next hop
   uint64_t aged_out = 0;
   uint64_t refreshes_sent = 0;
-  uint64_t static_conflicts = 0;  // ARP claimed a static neighbour's IP with another MAC
+  uint64_t static_conflicts = 0;  // ARP/NDP claimed a static neighbour's IP with another MAC
 };
 
-class NeighbourTable {
+// Shared by both families, so NeighbourTable::ResolveResult and
+// NeighbourTable6::ResolveResult are one type.
+enum class NeighbourResolve : uint8_t { kResolved, kQueued, kDropped };
+struct NeighbourResolveResult {
+  NeighbourResolve status;
+  MacAddr mac{};  // valid when kResolved
+};
+
+// Addr is Ipv4Addr or Ipv6Addr (explicitly instantiated in the .cc).
+template <class Addr>
+class NeighbourTableT {
  public:
-  enum class Resolve : uint8_t { kResolved, kQueued, kDropped };
-  struct ResolveResult {
-    Resolve status;
-    MacAddr mac{};  // valid when kResolved
-  };
+  using Resolve = NeighbourResolve;
+  using ResolveResult = NeighbourResolveResult;
+  using Event = NeighbourEventT<Addr>;
+  using Info = NeighbourInfoT<Addr>;
 
   // Throws std::invalid_argument on a zero capacity, retry interval or
   // max_requests (setup time only).
-  explicit NeighbourTable(const NeighbourConfig& config);
+  explicit NeighbourTableT(const NeighbourConfig& config);
 
   // The MAC for next hop `ip`, or queue `frame` behind its resolution.
   // kResolved: the frame (if any) was not taken, send it to .mac.
   // kQueued: the table holds `frame` and will return it in an event.
   // kDropped: the frame was not taken and must be freed (queue or table full).
-  ResolveResult resolve(Ipv4Addr ip, uint64_t now_ns, FrameHandle frame,
-                        std::vector<NeighbourEvent>& events);
+  ResolveResult resolve(const Addr& ip, uint64_t now_ns, FrameHandle frame,
+                        std::vector<Event>& events);
 
-  // An ARP packet said ip is at mac. Updates an existing dynamic entry
-  // (releasing its queue when it was incomplete); creates one only when
-  // `create` (a request addressed to us: RFC 826's merge rule). Static
-  // entries never change.
-  void learn(Ipv4Addr ip, MacAddr mac, uint64_t now_ns, bool create,
-             std::vector<NeighbourEvent>& events);
+  // An ARP packet (or NS/NA) said ip is at mac. Updates an existing dynamic
+  // entry (releasing its queue when it was incomplete); creates one only
+  // when `create` (a request addressed to us: RFC 826's merge rule, RFC 4861
+  // section 7.2.3). Static entries never change.
+  void learn(const Addr& ip, MacAddr mac, uint64_t now_ns, bool create, std::vector<Event>& events);
 
   // A static entry; replaces a dynamic one (releasing its queue). False when
   // the table is full or the address/MAC is not a unicast one.
-  bool add_static(Ipv4Addr ip, MacAddr mac, std::vector<NeighbourEvent>& events);
+  bool add_static(const Addr& ip, MacAddr mac, std::vector<Event>& events);
   // Removes any entry for ip; queued frames are dropped through events.
-  bool remove(Ipv4Addr ip, std::vector<NeighbourEvent>& events);
+  bool remove(const Addr& ip, std::vector<Event>& events);
 
   // Sends due retries, fails exhausted resolutions, ages out entries.
-  void poll(uint64_t now_ns, std::vector<NeighbourEvent>& events);
+  void poll(uint64_t now_ns, std::vector<Event>& events);
   // No timer is due before this time (may be early, never late); UINT64_MAX if none.
   uint64_t next_deadline_ns() const { return next_deadline_ns_; }
 
-  std::optional<NeighbourInfo> find(Ipv4Addr ip) const;
+  std::optional<Info> find(const Addr& ip) const;
   size_t size() const { return size_; }
   const NeighbourCounters& counters() const { return counters_; }
   const NeighbourConfig& config() const { return config_; }
 
  private:
   struct Entry {
-    Ipv4Addr ip{};
+    Addr ip{};
     MacAddr mac{};
     NeighbourState state = NeighbourState::kIncomplete;
     bool in_use = false;
@@ -135,13 +157,13 @@ class NeighbourTable {
   };
   static constexpr int32_t kEmptySlot = -1;
 
-  int32_t lookup(Ipv4Addr ip) const;
-  int32_t insert(Ipv4Addr ip);  // -1 when full
+  int32_t lookup(const Addr& ip) const;
+  int32_t insert(const Addr& ip);  // -1 when full
   void erase(int32_t idx);
-  size_t home_slot(Ipv4Addr ip) const;
+  size_t home_slot(const Addr& ip) const;
   void arm(uint64_t deadline_ns);
-  void release_pending(Entry& e, int32_t idx, std::vector<NeighbourEvent>& events);
-  void drop_pending(Entry& e, int32_t idx, std::vector<NeighbourEvent>& events);
+  void release_pending(Entry& e, int32_t idx, std::vector<Event>& events);
+  void drop_pending(Entry& e, int32_t idx, std::vector<Event>& events);
 
   NeighbourConfig config_;
   std::vector<Entry> entries_;        // pool, capacity entries
@@ -152,5 +174,11 @@ class NeighbourTable {
   uint64_t next_deadline_ns_ = UINT64_MAX;
   NeighbourCounters counters_;
 };
+
+extern template class NeighbourTableT<Ipv4Addr>;
+extern template class NeighbourTableT<Ipv6Addr>;
+
+using NeighbourTable = NeighbourTableT<Ipv4Addr>;   // ARP
+using NeighbourTable6 = NeighbourTableT<Ipv6Addr>;  // Neighbor Discovery
 
 }  // namespace conduit::net

@@ -11,7 +11,9 @@
 #include "net/ethernet.h"
 #include "net/header_io.h"
 #include "net/icmp.h"
+#include "net/icmp6.h"
 #include "net/ipv4.h"
+#include "net/ipv6.h"
 #include "net/udp.h"
 
 namespace conduit::net {
@@ -23,6 +25,42 @@ bool is_unicast_ip(Ipv4Addr ip) { return ip.is_unicast(); }
 // a resolution failing or succeeding releases a whole per-hop queue.
 size_t event_reserve(const NeighbourConfig& n) { return 64 + 2 * n.max_pending_per_hop; }
 
+// With IPv6 off the v6 table is never used: keep it at one entry.
+NeighbourConfig table6_config(const NetStackConfig& c) {
+  NeighbourConfig n = c.neighbour;
+  if (!c.addr6) n.capacity = 1;
+  return n;
+}
+
+constexpr MacAddr kAllNodesMac{{0x33, 0x33, 0x00, 0x00, 0x00, 0x01}};  // ff02::1
+
+// Walks NDP options (RFC 4861 section 4.6): false when one has length 0 or
+// runs past the end. `found`: an option of type `want` is present; `mac`:
+// the first such option's address when it has the Ethernet form (8 bytes,
+// RFC 2464 section 8; others are ignored, as Linux does).
+bool walk_ndp_options(std::span<const uint8_t> opts, uint8_t want, bool& found,
+                      std::optional<MacAddr>& mac) {
+  found = false;
+  size_t at = 0;
+  while (at < opts.size()) {
+    if (opts.size() - at < 2) return false;
+    const size_t len = size_t{opts[at + 1]} * 8;
+    if (len == 0 || len > opts.size() - at) return false;
+    if (opts[at] == want) {
+      if (!found && len == sizeof(NdpLinkAddrOption)) {
+        MacAddr m;
+        std::memcpy(m.bytes.data(), opts.data() + at + 2, sizeof m);
+        mac = m;
+      }
+      found = true;
+    }
+    at += len;
+  }
+  return true;
+}
+
+bool is_unicast_mac(MacAddr mac) { return !mac.is_zero() && !mac.is_multicast(); }
+
 }  // namespace
 
 uint64_t NetCounters::total_drops() const {
@@ -32,7 +70,8 @@ uint64_t NetCounters::total_drops() const {
 NetStack::NetStack(const NetStackConfig& config)
     : config_(config),
       prefix_mask_(ipv4_prefix_mask(config.prefix_len)),
-      neighbours_(config.neighbour) {
+      neighbours_(config.neighbour),
+      neighbours6_(table6_config(config)) {
   if (config_.mac.is_zero() || config_.mac.is_multicast()) {
     throw std::invalid_argument("port MAC " + config_.mac.to_string() + " is not a unicast MAC");
   }
@@ -62,7 +101,33 @@ NetStack::NetStack(const NetStackConfig& config)
     if (port == 0) throw std::invalid_argument("UDP port 0 cannot be delivered");
     udp_port_bitmap_[port / 64] |= uint64_t{1} << (port % 64);
   }
-  events_.reserve(event_reserve(config_.neighbour));
+  if (config_.addr6) {
+    const Ipv6Addr& a = *config_.addr6;
+    if (!a.is_unicast()) {
+      throw std::invalid_argument("addr6 " + a.to_string() +
+                                  " is not a unicast IPv6 address (not ::, ::1, multicast or "
+                                  "v4-mapped)");
+    }
+    if (config_.prefix_len6 < 1 || config_.prefix_len6 > 128) {
+      throw std::invalid_argument("prefix_len6 " + std::to_string(config_.prefix_len6) +
+                                  " is outside 1..128");
+    }
+    if (config_.gateway6 &&
+        (!is_peer_address6(*config_.gateway6) || !on_link6(*config_.gateway6))) {
+      throw std::invalid_argument("gateway6 " + config_.gateway6->to_string() +
+                                  " must be another unicast address on-link: inside " +
+                                  a.to_string() + "/" + std::to_string(config_.prefix_len6) +
+                                  " or in fe80::/10");
+    }
+    solicited_ip_ = Ipv6Addr::solicited_node(a);
+    solicited_mac_ = solicited_ip_.multicast_mac();
+  } else if (config_.gateway6 || !config_.static_neighbours6.empty()) {
+    throw std::invalid_argument("gateway6 and static_neighbours6 need addr6 (IPv6 is off)");
+  }
+  const size_t reserve = event_reserve(config_.neighbour);
+  events_.reserve(config_.addr6 ? 2 * reserve : reserve);
+  scratch4_.reserve(reserve);
+  if (config_.addr6) scratch6_.reserve(reserve);
   for (const StaticNeighbour& s : config_.static_neighbours) {
     if (!add_static_neighbour(s.ip, s.mac)) {
       throw std::invalid_argument("static neighbour " + s.ip.to_string() + " at " +
@@ -71,6 +136,54 @@ NetStack::NetStack(const NetStackConfig& config)
                                   "neighbour table");
     }
   }
+  for (const StaticNeighbour6& s : config_.static_neighbours6) {
+    if (!add_static_neighbour6(s.ip, s.mac)) {
+      throw std::invalid_argument("static_neighbours6 entry " + s.ip.to_string() + " at " +
+                                  s.mac.to_string() +
+                                  " rejected: needs a unicast IPv6 address other than addr6, a "
+                                  "unicast MAC and room in the neighbour table");
+    }
+  }
+}
+
+bool NetStack::on_link6(const Ipv6Addr& ip) const {
+  // Link-local addresses are on the link by definition (RFC 4291 2.5.6).
+  return ip.is_link_local() || ipv6_prefix_match(ip, *config_.addr6, config_.prefix_len6);
+}
+
+bool NetStack::is_peer_address6(const Ipv6Addr& ip) const {
+  return ip.is_unicast() && ip != *config_.addr6;
+}
+
+void NetStack::flush_events4() {
+  static_assert(static_cast<int>(PendingEvent::Kind::kSendRequest) ==
+                    static_cast<int>(NeighbourEventKind::kSendRequest) &&
+                static_cast<int>(PendingEvent::Kind::kTransmitQueued) ==
+                    static_cast<int>(NeighbourEventKind::kTransmitQueued) &&
+                static_cast<int>(PendingEvent::Kind::kDropQueued) ==
+                    static_cast<int>(NeighbourEventKind::kDropQueued));
+  for (const NeighbourEvent& ev : scratch4_) {
+    PendingEvent p;
+    p.kind = static_cast<PendingEvent::Kind>(ev.kind);
+    p.ip = ev.ip;
+    p.mac = ev.mac;
+    p.frame = ev.frame;
+    events_.push_back(p);
+  }
+  scratch4_.clear();
+}
+
+void NetStack::flush_events6() {
+  for (const NeighbourEvent6& ev : scratch6_) {
+    PendingEvent p;
+    p.kind = static_cast<PendingEvent::Kind>(ev.kind);
+    p.ipv6 = true;
+    p.ip6 = ev.ip;
+    p.mac = ev.mac;
+    p.frame = ev.frame;
+    events_.push_back(p);
+  }
+  scratch6_.clear();
 }
 
 bool NetStack::on_link(Ipv4Addr ip) const {
@@ -116,6 +229,15 @@ RxResult NetStack::on_rx_frame(std::span<const uint8_t> frame, uint64_t now_ns,
   } else if (config_.vlan_id) {
     return drop(RxDrop::kVlanMismatch);
   }
+  if (ether_type == kEtherTypeIpv6) {
+    if (!ipv6_on()) return drop(RxDrop::kIpv6Off);
+    // Unicast to us, or one of the two groups we belong to: all-nodes and
+    // our solicited-node group (never broadcast).
+    if (eth->dst != config_.mac && eth->dst != kAllNodesMac && eth->dst != solicited_mac_) {
+      return drop(RxDrop::kNotOurMac);
+    }
+    return on_ipv6(frame, *eth, l3, now_ns, reply);
+  }
   if (eth->dst != config_.mac && !eth->dst.is_broadcast()) return drop(RxDrop::kNotOurMac);
 
   if (ether_type == kEtherTypeArp) return on_arp(frame, l3, now_ns, reply);
@@ -148,12 +270,15 @@ RxResult NetStack::on_arp(std::span<const uint8_t> frame, size_t l3, uint64_t no
     // Not for us, but an existing entry may still be refreshed (RFC 826
     // merge); no entry is created, so a flood cannot fill the table.
     if (!probe && on_link(sender_ip)) {
-      neighbours_.learn(sender_ip, arp->sender_mac, now_ns, /*create=*/false, events_);
+      neighbours_.learn(sender_ip, arp->sender_mac, now_ns, /*create=*/false, scratch4_);
+      flush_events4();
     }
     return drop(RxDrop::kArpNotForUs);
   }
   if (!probe && on_link(sender_ip)) {
-    neighbours_.learn(sender_ip, arp->sender_mac, now_ns, /*create=*/op == kArpOpRequest, events_);
+    neighbours_.learn(sender_ip, arp->sender_mac, now_ns, /*create=*/op == kArpOpRequest,
+                      scratch4_);
+    flush_events4();
   }
   if (op == kArpOpReply) {
     ++counters_.rx_arp_replies;
@@ -290,6 +415,7 @@ RxResult NetStack::on_udp(std::span<const uint8_t> frame, const EthernetHeader& 
 
 wire::RxExpect NetStack::make_roce_expect(std::span<const uint8_t> frame, const UdpDatagram& udp,
                                           const wire::ParseOptions& opt) const {
+  if (udp.ipv6) return wire::RxExpect{};  // no IPv6 fast path: on_rx_frame() for every frame
   const size_t l3 = l2_header_len();
   const size_t udp_end = size_t{udp.payload_offset} + udp.payload_len;
   // What on_rx_frame() found, checked again: the caller's udp may be stale.
@@ -369,44 +495,127 @@ NeighbourTable::ResolveResult NetStack::resolve(Ipv4Addr next_hop, uint64_t now_
     ++counters_.no_route;
     return {NeighbourTable::Resolve::kDropped, MacAddr{}};
   }
-  return neighbours_.resolve(next_hop, now_ns, frame, events_);
+  const auto r = neighbours_.resolve(next_hop, now_ns, frame, scratch4_);
+  flush_events4();
+  return r;
+}
+
+std::optional<Ipv6Addr> NetStack::next_hop6(const Ipv6Addr& dst) {
+  if (!ipv6_on() || !is_peer_address6(dst)) {
+    ++counters_.no_route;
+    return std::nullopt;
+  }
+  if (on_link6(dst)) return dst;
+  if (config_.gateway6) return *config_.gateway6;
+  ++counters_.no_route;
+  return std::nullopt;
+}
+
+NeighbourTable6::ResolveResult NetStack::resolve6(const Ipv6Addr& next_hop, uint64_t now_ns,
+                                                  FrameHandle frame) {
+  // Only on-link peers can answer a Neighbor Solicitation.
+  if (!ipv6_on() || !is_peer_address6(next_hop) || !on_link6(next_hop)) {
+    ++counters_.no_route;
+    return {NeighbourTable6::Resolve::kDropped, MacAddr{}};
+  }
+  const auto r = neighbours6_.resolve(next_hop, now_ns, frame, scratch6_);
+  flush_events6();
+  return r;
 }
 
 void NetStack::announce() {
   // Gratuitous ARP (RFC 5227 announcement): a request for our own address,
   // so peers replace a stale MAC for it (e.g. after a NIC or host change).
-  events_.push_back(
-      {NeighbourEvent::Kind::kSendRequest, config_.addr, MacAddr::broadcast(), kNoFrame});
+  PendingEvent arp;
+  arp.kind = PendingEvent::Kind::kSendRequest;
+  arp.ip = config_.addr;
+  arp.mac = MacAddr::broadcast();
+  events_.push_back(arp);
+  if (ipv6_on()) {
+    // The IPv6 equivalent (RFC 4861 section 7.2.6).
+    PendingEvent na;
+    na.kind = PendingEvent::Kind::kAnnounce6;
+    na.ipv6 = true;
+    na.ip6 = *config_.addr6;
+    na.mac = kAllNodesMac;
+    events_.push_back(na);
+  }
 }
 
-void NetStack::poll_timers(uint64_t now_ns) { neighbours_.poll(now_ns, events_); }
+void NetStack::poll_timers(uint64_t now_ns) {
+  neighbours_.poll(now_ns, scratch4_);
+  flush_events4();
+  neighbours6_.poll(now_ns, scratch6_);
+  flush_events6();
+}
 
 bool NetStack::add_static_neighbour(Ipv4Addr ip, MacAddr mac) {
-  return neighbours_.add_static(ip, mac, events_);
+  const bool ok = neighbours_.add_static(ip, mac, scratch4_);
+  flush_events4();
+  return ok;
 }
 
-bool NetStack::remove_neighbour(Ipv4Addr ip) { return neighbours_.remove(ip, events_); }
+bool NetStack::remove_neighbour(Ipv4Addr ip) {
+  const bool ok = neighbours_.remove(ip, scratch4_);
+  flush_events4();
+  return ok;
+}
+
+bool NetStack::add_static_neighbour6(const Ipv6Addr& ip, MacAddr mac) {
+  if (!ipv6_on() || !is_peer_address6(ip)) return false;
+  const bool ok = neighbours6_.add_static(ip, mac, scratch6_);
+  flush_events6();
+  return ok;
+}
+
+bool NetStack::remove_neighbour6(const Ipv6Addr& ip) {
+  if (!ipv6_on()) return false;
+  const bool ok = neighbours6_.remove(ip, scratch6_);
+  flush_events6();
+  return ok;
+}
 
 size_t NetStack::take_actions(std::span<NetAction> out) {
   size_t n = 0;
   while (n < out.size() && events_head_ < events_.size()) {
-    const NeighbourEvent& ev = events_[events_head_++];
+    const PendingEvent& ev = events_[events_head_++];
     NetAction& a = out[n++];
     a = NetAction{};
+    a.ipv6 = ev.ipv6;
     a.next_hop = ev.ip;
+    a.next_hop6 = ev.ip6;
     switch (ev.kind) {
-      case NeighbourEvent::Kind::kSendRequest:
+      case PendingEvent::Kind::kSendRequest:
         a.kind = NetAction::Kind::kTransmit;
-        // A refresh goes unicast to the known MAC; target MAC stays zero.
-        a.len = static_cast<uint8_t>(build_arp(a.bytes, kArpOpRequest, ev.mac, MacAddr{}, ev.ip));
-        ++counters_.tx_arp_requests;
+        if (ev.ipv6) {
+          // A new resolution asks the solicited-node group; a refresh goes
+          // unicast to the known MAC (RFC 4861 section 7.2.2).
+          const bool multicast = ev.mac.is_broadcast();
+          const Ipv6Addr dst = multicast ? Ipv6Addr::solicited_node(ev.ip6) : ev.ip6;
+          const MacAddr dst_mac = multicast ? dst.multicast_mac() : ev.mac;
+          a.len = static_cast<uint16_t>(
+              build_ndp(a.bytes, kIcmp6NeighborSolicitation, 0, dst_mac, dst, ev.ip6));
+          ++counters_.tx_ns;
+        } else {
+          // A refresh goes unicast to the known MAC; target MAC stays zero.
+          a.len =
+              static_cast<uint16_t>(build_arp(a.bytes, kArpOpRequest, ev.mac, MacAddr{}, ev.ip));
+          ++counters_.tx_arp_requests;
+        }
         break;
-      case NeighbourEvent::Kind::kTransmitQueued:
+      case PendingEvent::Kind::kAnnounce6:
+        a.kind = NetAction::Kind::kTransmit;
+        a.len =
+            static_cast<uint16_t>(build_ndp(a.bytes, kIcmp6NeighborAdvertisement, kNaFlagOverride,
+                                            ev.mac, Ipv6Addr::all_nodes(), ev.ip6));
+        ++counters_.tx_na;
+        break;
+      case PendingEvent::Kind::kTransmitQueued:
         a.kind = NetAction::Kind::kTransmitQueued;
         a.frame = ev.frame;
         a.dst_mac = ev.mac;
         break;
-      case NeighbourEvent::Kind::kDropQueued:
+      case PendingEvent::Kind::kDropQueued:
         a.kind = NetAction::Kind::kDropQueued;
         a.frame = ev.frame;
         break;
@@ -481,6 +690,290 @@ size_t NetStack::write_udp_headers(std::span<uint8_t> out, MacAddr dst_mac, Ipv4
   udp.src_port = Be16::from_host(src_port);
   udp.dst_port = Be16::from_host(dst_port);
   udp.length = Be16::from_host(static_cast<uint16_t>(sizeof(UdpHeader) + payload_len));
+  udp.checksum = Be16{};
+  store_header(out, l3 + sizeof ip, udp);
+  return header_len;
+}
+
+// ---- IPv6 ----
+
+RxResult NetStack::on_ipv6(std::span<const uint8_t> frame, const EthernetHeader& eth, size_t l3,
+                           uint64_t now_ns, std::span<uint8_t> reply) {
+  const auto ip = load_header<Ipv6Header>(frame, l3);
+  if (!ip) return drop(RxDrop::kIpv6Truncated);
+  if (ip->version() != 6) return drop(RxDrop::kIpv6BadVersion);
+  const size_t l4 = l3 + sizeof(Ipv6Header);
+  const size_t payload_len = ip->payload_len.host();
+  // Bytes past the payload are Ethernet padding and are ignored.
+  if (frame.size() - l4 < payload_len) return drop(RxDrop::kIpv6Truncated);
+  const uint8_t next = ip->next_header;
+  const uint8_t icmp_type = next == kIpProtoIcmp6 && payload_len > 0 ? frame[l4] : 0;
+  const bool ndp = icmp_type >= kIcmp6RouterSolicitation && icmp_type <= kIcmp6Redirect;
+  const Ipv6Addr dst{ip->dst};
+  if (dst != *config_.addr6 && !(ndp && (dst == Ipv6Addr::all_nodes() || dst == solicited_ip_))) {
+    return drop(RxDrop::kIpv6NotForUs);
+  }
+  const Ipv6Addr src{ip->src};
+  // :: is the source of a Duplicate Address Detection probe, and of nothing
+  // else we accept (RFC 4862 section 5.4.2).
+  if (src.is_unspecified() ? icmp_type != kIcmp6NeighborSolicitation : !is_peer_address6(src)) {
+    return drop(RxDrop::kIpv6BadSource);
+  }
+  if (is_ipv6_extension_header(next)) return drop(RxDrop::kIpv6ExtHeader);
+  // From here on the frame ends where the IPv6 payload ends (no padding).
+  const auto datagram = frame.first(l4 + payload_len);
+  switch (next) {
+    case kIpProtoUdp:
+      return on_udp6(datagram, eth, *ip, l3);
+    case kIpProtoIcmp6:
+      return on_icmp6(datagram, eth, *ip, l3, now_ns, reply);
+    default:
+      return drop(RxDrop::kIpUnknownProtocol);
+  }
+}
+
+RxResult NetStack::on_udp6(std::span<const uint8_t> frame, const EthernetHeader& eth,
+                           const Ipv6Header& ip, size_t l3) {
+  const size_t l4 = l3 + sizeof(Ipv6Header);
+  const auto udp = load_header<UdpHeader>(frame, l4);
+  if (!udp) return drop(RxDrop::kUdpTruncated);
+  const size_t udp_len = udp->length.host();
+  if (udp_len < sizeof(UdpHeader) || udp_len > frame.size() - l4) {
+    return drop(RxDrop::kUdpTruncated);
+  }
+  const uint16_t dst_port = udp->dst_port.host();
+  if (!port_open(dst_port)) return drop(RxDrop::kUdpPortClosed);
+  const Ipv6Addr src{ip.src};
+  const Ipv6Addr dst{ip.dst};
+  // Zero is accepted (RFC 6935/6936: RoCEv2 senders rely on the ICRC).
+  if (config_.verify_udp_checksum && udp->checksum.host() != 0) {
+    const uint32_t pseudo =
+        ipv6_pseudo_header_sum(src, dst, static_cast<uint32_t>(udp_len), kIpProtoUdp);
+    if (checksum_finish(checksum_partial(frame.subspan(l4, udp_len), pseudo)) != 0) {
+      return drop(RxDrop::kUdpBadChecksum);
+    }
+  }
+  ++counters_.rx_udp_delivered;
+  ++counters_.rx_udp6_delivered;
+  RxResult r;
+  r.verdict = RxVerdict::kDeliverUdp;
+  r.udp.src_mac = eth.src;
+  r.udp.ipv6 = true;
+  r.udp.src_ip6 = src;
+  r.udp.dst_ip6 = dst;
+  r.udp.src_port = udp->src_port.host();
+  r.udp.dst_port = dst_port;
+  r.udp.tos = ip.traffic_class();
+  r.udp.ip_offset = static_cast<uint16_t>(l3);
+  r.udp.payload_offset = static_cast<uint16_t>(l4 + sizeof(UdpHeader));
+  r.udp.payload_len = static_cast<uint16_t>(udp_len - sizeof(UdpHeader));
+  return r;
+}
+
+RxResult NetStack::on_icmp6(std::span<const uint8_t> frame, const EthernetHeader& eth,
+                            const Ipv6Header& ip, size_t l3, uint64_t now_ns,
+                            std::span<uint8_t> reply) {
+  const size_t l4 = l3 + sizeof(Ipv6Header);
+  const size_t icmp_len = frame.size() - l4;
+  const auto icmp = load_header<Icmp6Header>(frame, l4);
+  if (!icmp) return drop(RxDrop::kIcmp6Truncated);
+  const uint32_t pseudo = ipv6_pseudo_header_sum(Ipv6Addr{ip.src}, Ipv6Addr{ip.dst},
+                                                 static_cast<uint32_t>(icmp_len), kIpProtoIcmp6);
+  if (checksum_finish(checksum_partial(frame.subspan(l4, icmp_len), pseudo)) != 0) {
+    return drop(RxDrop::kIcmp6BadChecksum);
+  }
+  switch (icmp->type) {
+    case kIcmp6EchoRequest:
+      if (icmp->code != 0) break;
+      return on_echo6(frame, eth, ip, l3, reply);
+    case kIcmp6NeighborSolicitation:
+      return on_ns(frame, eth, ip, l3, now_ns, reply);
+    case kIcmp6NeighborAdvertisement:
+      return on_na(frame, ip, l3, now_ns);
+    default:
+      break;
+  }
+  return drop(RxDrop::kIcmp6Unhandled);
+}
+
+RxResult NetStack::on_echo6(std::span<const uint8_t> frame, const EthernetHeader& eth,
+                            const Ipv6Header& ip, size_t l3, std::span<uint8_t> reply) {
+  const size_t l4 = l3 + sizeof(Ipv6Header);
+  const size_t icmp_len = frame.size() - l4;
+  const auto icmp = load_header<IcmpEchoHeader>(frame, l4);  // same layout as ICMPv4 echo
+  if (!icmp) return drop(RxDrop::kIcmp6Truncated);
+  ++counters_.rx_icmp6_echo_requests;
+  if (!config_.answer_ping) return drop(RxDrop::kIcmpDisabled);
+
+  const size_t out_l3 = l2_header_len();
+  const size_t out_l4 = out_l3 + sizeof(Ipv6Header);
+  const size_t out_len = std::max(out_l4 + icmp_len, kEthMinFrameBytes);
+  if (reply.size() < out_len) return drop(RxDrop::kReplyBufferTooSmall);
+  std::fill(reply.begin(), reply.begin() + static_cast<std::ptrdiff_t>(out_len), uint8_t{0});
+  write_l2_header(reply, eth.src, kEtherTypeIpv6);
+
+  Ipv6Header out_ip{};
+  // The traffic class is echoed, as the IPv4 TOS is; no flow label.
+  out_ip.vtc_flow = Ipv6Header::make_vtc_flow(ip.traffic_class(), 0);
+  out_ip.payload_len = ip.payload_len;
+  out_ip.next_header = kIpProtoIcmp6;
+  out_ip.hop_limit = config_.ttl;
+  out_ip.src = config_.addr6->bytes;
+  out_ip.dst = ip.src;
+  store_header(reply, out_l3, out_ip);
+
+  // Identifier, sequence and data are echoed unchanged.
+  std::memcpy(reply.data() + out_l4, frame.data() + l4, icmp_len);
+  IcmpEchoHeader out_icmp = *icmp;
+  out_icmp.type = kIcmp6EchoReply;
+  out_icmp.checksum = Be16{};
+  store_header(reply, out_l4, out_icmp);
+  const uint32_t pseudo = ipv6_pseudo_header_sum(*config_.addr6, Ipv6Addr{ip.src},
+                                                 static_cast<uint32_t>(icmp_len), kIpProtoIcmp6);
+  out_icmp.checksum =
+      Be16::from_host(checksum_finish(checksum_partial(reply.subspan(out_l4, icmp_len), pseudo)));
+  store_header(reply, out_l4, out_icmp);
+
+  ++counters_.tx_icmp6_echo_replies;
+  RxResult r;
+  r.verdict = RxVerdict::kReply;
+  r.reply_len = out_len;
+  return r;
+}
+
+RxResult NetStack::on_ns(std::span<const uint8_t> frame, const EthernetHeader& eth,
+                         const Ipv6Header& ip, size_t l3, uint64_t now_ns,
+                         std::span<uint8_t> reply) {
+  // RFC 4861 section 7.1.1 (the checksum was checked by on_icmp6).
+  if (ip.hop_limit != kNdpHopLimit) return drop(RxDrop::kNdpBadHopLimit);
+  const size_t l4 = l3 + sizeof(Ipv6Header);
+  const auto ns = load_header<NdpNeighborMessage>(frame, l4);
+  if (!ns || ns->code != 0) return drop(RxDrop::kNdpMalformed);
+  const Ipv6Addr target{ns->target};
+  if (target.is_multicast()) return drop(RxDrop::kNdpMalformed);
+  bool has_slla = false;
+  std::optional<MacAddr> slla;
+  if (!walk_ndp_options(frame.subspan(l4 + sizeof(NdpNeighborMessage)), kNdpOptSourceLinkAddr,
+                        has_slla, slla)) {
+    return drop(RxDrop::kNdpMalformed);
+  }
+  const Ipv6Addr src{ip.src};
+  const Ipv6Addr dst{ip.dst};
+  const bool dad = src.is_unspecified();
+  if (dad && (!dst.is_solicited_node() || has_slla)) return drop(RxDrop::kNdpMalformed);
+  // The reply goes to the sender's MAC: it must be one.
+  if (!dad && !is_unicast_mac(eth.src)) return drop(RxDrop::kNdpMalformed);
+  if (target != *config_.addr6) return drop(RxDrop::kNdpNotForUs);
+  ++counters_.rx_ns;
+  // Learn the sender (RFC 4861 section 7.2.3; kept reachable like an ARP
+  // requester, not STALE). Only on-link senders: others are never next hops.
+  if (!dad && slla && on_link6(src)) {
+    neighbours6_.learn(src, *slla, now_ns, /*create=*/true, scratch6_);
+    flush_events6();
+  }
+  // A DAD probe for our address is answered to all nodes, unsolicited
+  // (RFC 4861 section 7.2.4): the prober then sees the address is taken.
+  const uint32_t flags = dad ? kNaFlagOverride : kNaFlagSolicited | kNaFlagOverride;
+  const size_t len =
+      dad ? build_ndp(reply, kIcmp6NeighborAdvertisement, flags, kAllNodesMac,
+                      Ipv6Addr::all_nodes(), target)
+          : build_ndp(reply, kIcmp6NeighborAdvertisement, flags, eth.src, src, target);
+  if (len == 0) return drop(RxDrop::kReplyBufferTooSmall);
+  ++counters_.tx_na;
+  RxResult r;
+  r.verdict = RxVerdict::kReply;
+  r.reply_len = len;
+  return r;
+}
+
+RxResult NetStack::on_na(std::span<const uint8_t> frame, const Ipv6Header& ip, size_t l3,
+                         uint64_t now_ns) {
+  // RFC 4861 section 7.1.2.
+  if (ip.hop_limit != kNdpHopLimit) return drop(RxDrop::kNdpBadHopLimit);
+  const size_t l4 = l3 + sizeof(Ipv6Header);
+  const auto na = load_header<NdpNeighborMessage>(frame, l4);
+  if (!na || na->code != 0) return drop(RxDrop::kNdpMalformed);
+  const Ipv6Addr target{na->target};
+  if (target.is_multicast()) return drop(RxDrop::kNdpMalformed);
+  const uint32_t flags = na->flags_reserved.host();
+  if (Ipv6Addr{ip.dst}.is_multicast() && (flags & kNaFlagSolicited) != 0) {
+    return drop(RxDrop::kNdpMalformed);
+  }
+  bool has_tlla = false;
+  std::optional<MacAddr> tlla;
+  if (!walk_ndp_options(frame.subspan(l4 + sizeof(NdpNeighborMessage)), kNdpOptTargetLinkAddr,
+                        has_tlla, tlla)) {
+    return drop(RxDrop::kNdpMalformed);
+  }
+  ++counters_.rx_na;
+  // RFC 4861 section 7.2.5: never create an entry; fill an incomplete one;
+  // change a known MAC only when Override is set.
+  if (tlla) {
+    const auto known = neighbours6_.find(target);
+    if (known && (known->state != NeighbourState::kReachable || (flags & kNaFlagOverride) != 0 ||
+                  known->mac == *tlla)) {
+      neighbours6_.learn(target, *tlla, now_ns, /*create=*/false, scratch6_);
+      flush_events6();
+    }
+  }
+  RxResult r;
+  r.verdict = RxVerdict::kConsumed;
+  return r;
+}
+
+size_t NetStack::build_ndp(std::span<uint8_t> out, uint8_t type, uint32_t flags, MacAddr eth_dst,
+                           const Ipv6Addr& ip_dst, const Ipv6Addr& target) const {
+  constexpr size_t kIcmpLen = sizeof(NdpNeighborMessage) + sizeof(NdpLinkAddrOption);
+  const size_t l3 = l2_header_len();
+  const size_t l4 = l3 + sizeof(Ipv6Header);
+  const size_t len = l4 + kIcmpLen;  // > kEthMinFrameBytes: no padding
+  if (out.size() < len) return 0;
+  write_l2_header(out, eth_dst, kEtherTypeIpv6);
+  Ipv6Header ip{};
+  ip.vtc_flow = Ipv6Header::make_vtc_flow(0, 0);
+  ip.payload_len = Be16::from_host(static_cast<uint16_t>(kIcmpLen));
+  ip.next_header = kIpProtoIcmp6;
+  ip.hop_limit = kNdpHopLimit;
+  ip.src = config_.addr6->bytes;
+  ip.dst = ip_dst.bytes;
+  store_header(out, l3, ip);
+  NdpNeighborMessage m{};
+  m.type = type;
+  m.flags_reserved = Be32::from_host(flags);
+  m.target = target.bytes;
+  store_header(out, l4, m);
+  NdpLinkAddrOption opt{};
+  opt.type = type == kIcmp6NeighborSolicitation ? kNdpOptSourceLinkAddr : kNdpOptTargetLinkAddr;
+  opt.len_units = 1;
+  opt.mac = config_.mac;
+  store_header(out, l4 + sizeof m, opt);
+  const uint32_t pseudo = ipv6_pseudo_header_sum(*config_.addr6, ip_dst, kIcmpLen, kIpProtoIcmp6);
+  m.checksum =
+      Be16::from_host(checksum_finish(checksum_partial(out.subspan(l4, kIcmpLen), pseudo)));
+  store_header(out, l4, m);
+  return len;
+}
+
+size_t NetStack::write_udp6_headers(std::span<uint8_t> out, MacAddr dst_mac, const Ipv6Addr& dst_ip,
+                                    uint16_t src_port, uint16_t dst_port, uint8_t traffic_class,
+                                    uint32_t flow_label, size_t payload_len) const {
+  const size_t l3 = l2_header_len();
+  const size_t header_len = l3 + kIpv6UdpHeaderBytes;
+  if (!ipv6_on() || out.size() < header_len || payload_len > 0xFFFF - sizeof(UdpHeader)) return 0;
+  write_l2_header(out, dst_mac, kEtherTypeIpv6);
+  const auto udp_len = static_cast<uint16_t>(sizeof(UdpHeader) + payload_len);
+  Ipv6Header ip{};
+  ip.vtc_flow = Ipv6Header::make_vtc_flow(traffic_class, flow_label);
+  ip.payload_len = Be16::from_host(udp_len);
+  ip.next_header = kIpProtoUdp;
+  ip.hop_limit = config_.ttl;
+  ip.src = config_.addr6->bytes;
+  ip.dst = dst_ip.bytes;
+  store_header(out, l3, ip);
+  UdpHeader udp;
+  udp.src_port = Be16::from_host(src_port);
+  udp.dst_port = Be16::from_host(dst_port);
+  udp.length = Be16::from_host(udp_len);
   udp.checksum = Be16{};
   store_header(out, l3 + sizeof ip, udp);
   return header_len;

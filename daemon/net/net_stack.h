@@ -1,18 +1,24 @@
-// The daemon's own small IPv4 stack for one port: receive classifier, ARP,
-// routing to a next hop, ICMP echo replies, and L2/L3/L4 header writing for
-// the frames the engine sends.
+// The daemon's own small IPv4/IPv6 stack for one port: receive classifier,
+// ARP and IPv6 Neighbor Discovery, routing to a next hop, ICMP and ICMPv6
+// echo replies, and L2/L3/L4 header writing for the frames the engine sends.
+//
+// IPv6 is on-link only (RFC 4861 neighbour resolution, no router discovery,
+// no SLAAC/DAD of our own, no extension headers): it is on when
+// NetStackConfig::addr6 is set.
 //
 // Pure: no I/O, no clock. The engine passes each received frame with the
 // current time and acts on the returned RxResult; timer-driven and deferred
-// work (ARP requests and retries, frames released or dropped after
-// resolution) comes out as NetActions through take_actions(). The engine
-// calls poll_timers() when next_deadline_ns() is reached.
+// work (ARP requests, Neighbor Solicitations and their retries, frames
+// released or dropped after resolution) comes out as NetActions through
+// take_actions(). The engine calls poll_timers() when next_deadline_ns() is
+// reached.
 //
 // Thread role: owned by one engine thread; nothing here is thread-safe.
 // Allocation: only in the constructor (and the action queue if the caller
 // lets it grow without draining); the receive path never allocates.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -23,6 +29,8 @@
 #include "net/ethernet.h"
 #include "net/ipv4.h"
 #include "net/ipv4_addr.h"
+#include "net/ipv6.h"
+#include "net/ipv6_addr.h"
 #include "net/mac_addr.h"
 #include "net/neighbour_table.h"
 #include "net/rx_drop.h"
@@ -32,6 +40,11 @@ namespace conduit::net {
 
 struct StaticNeighbour {
   Ipv4Addr ip{};
+  MacAddr mac{};
+};
+
+struct StaticNeighbour6 {
+  Ipv6Addr ip{};
   MacAddr mac{};
 };
 
@@ -45,29 +58,39 @@ struct NetStackConfig {
   std::vector<uint16_t> udp_ports;  // delivered to the caller (RoCE 4791, CM port)
   bool verify_udp_checksum = true;  // a non-zero UDP checksum is checked (0 = none)
   bool answer_ping = true;
-  uint8_t ttl = 64;
+  uint8_t ttl = 64;  // IPv4 TTL and IPv6 hop limit of frames we originate (NDP: always 255)
   std::vector<StaticNeighbour> static_neighbours;
-  NeighbourConfig neighbour;
+  NeighbourConfig neighbour;  // both tables (IPv4 and IPv6) get this sizing
+
+  // IPv6 (on-link only). Without addr6 every IPv6 frame is dropped as
+  // RxDrop::kIpv6Off and the fields below must stay at their defaults.
+  std::optional<Ipv6Addr> addr6;  // our address: unicast, not loopback or v4-mapped
+  uint8_t prefix_len6 = 64;       // on-link prefix of addr6 (1..128); fe80::/10 is always on-link
+  std::optional<Ipv6Addr> gateway6;  // off-link destinations go here (on-link, often fe80::..)
+  std::vector<StaticNeighbour6> static_neighbours6;
 };
 
 // A UDP datagram for one of our ports, as offsets into the received frame
 // (the frame stays the caller's; nothing is copied).
 struct UdpDatagram {
   MacAddr src_mac{};
-  Ipv4Addr src_ip{};
-  Ipv4Addr dst_ip{};
+  Ipv4Addr src_ip{};  // IPv4 only (zero for IPv6)
+  Ipv4Addr dst_ip{};  // IPv4 only (zero for IPv6)
   uint16_t src_port = 0;
   uint16_t dst_port = 0;
-  uint8_t tos = 0;              // DSCP << 2 | ECN; ECN 3 = CE
-  uint16_t ip_offset = 0;       // IPv4 header (the RoCE ICRC covers it)
+  uint8_t tos = 0;              // DSCP << 2 | ECN (IPv6: the traffic class); ECN 3 = CE
+  uint16_t ip_offset = 0;       // IPv4 or IPv6 header (the RoCE ICRC covers it)
   uint16_t payload_offset = 0;  // first byte after the UDP header
   uint16_t payload_len = 0;     // UDP length - 8 (Ethernet padding excluded)
+  bool ipv6 = false;            // true: the addresses are src_ip6/dst_ip6
+  Ipv6Addr src_ip6{};           // IPv6 only
+  Ipv6Addr dst_ip6{};           // IPv6 only (always our addr6)
 };
 
 enum class RxVerdict : uint8_t {
   kDeliverUdp,  // .udp describes a datagram for the caller
-  kReply,       // send the first .reply_len bytes of the reply buffer (ARP or ICMP reply)
-  kConsumed,    // handled (an ARP reply); check take_actions()
+  kReply,       // send the first .reply_len bytes of the reply buffer (ARP/NA/ICMP reply)
+  kConsumed,    // handled (an ARP reply or Neighbor Advertisement); check take_actions()
   kDrop,        // .drop says why; already counted
 };
 
@@ -78,19 +101,26 @@ struct RxResult {
   UdpDatagram udp;
 };
 
-// Deferred work for the engine, in the order it arose.
+// Deferred work for the engine, in the order it arose (both families in one
+// queue).
 struct NetAction {
   enum class Kind : uint8_t {
-    kTransmit,        // send bytes[0, len): a complete frame (an ARP request)
-    kTransmitQueued,  // `frame` (given to resolve()) may go now: its L2 destination is dst_mac
+    // Send bytes[0, len): a complete frame (an ARP request, a Neighbor
+    // Solicitation, or an unsolicited Neighbor Advertisement from announce()).
+    kTransmit,
+    kTransmitQueued,  // `frame` (given to resolve/resolve6) may go now: its L2 destination is
+                      // dst_mac
     kDropQueued,      // `frame`'s next hop did not answer: free it
   };
   Kind kind = Kind::kTransmit;
   FrameHandle frame = kNoFrame;
   MacAddr dst_mac{};
-  Ipv4Addr next_hop{};
-  uint8_t len = 0;
-  std::array<uint8_t, 64> bytes{};
+  bool ipv6 = false;     // which table: next_hop (false) or next_hop6 (true) is meaningful
+  Ipv4Addr next_hop{};   // IPv4: the next hop this action is about
+  Ipv6Addr next_hop6{};  // IPv6: the next hop (announce(): our addr6)
+  uint16_t len = 0;
+  // Largest: a Neighbor Solicitation with a VLAN tag, 18 + 40 + 32 = 90 bytes.
+  std::array<uint8_t, 128> bytes{};
 };
 
 struct NetCounters {
@@ -102,7 +132,16 @@ struct NetCounters {
   uint64_t tx_arp_replies = 0;
   uint64_t tx_icmp_echo_replies = 0;
   uint64_t tx_arp_requests = 0;  // handed out through take_actions()
-  uint64_t no_route = 0;         // next_hop() found nothing, or resolve() got an off-link hop
+  uint64_t no_route = 0;         // next_hop()/next_hop6() found nothing, or resolve()/resolve6()
+                                 // got an off-link hop (or IPv6 is off)
+  // IPv6. NDP counters count messages that passed RFC 4861 validation.
+  uint64_t rx_ns = 0;                   // Neighbor Solicitations for our addr6 (incl. DAD probes)
+  uint64_t rx_na = 0;                   // Neighbor Advertisements (any target)
+  uint64_t tx_na = 0;                   // NAs sent: replies to NS (kReply) + announce()
+  uint64_t tx_ns = 0;                   // NSs handed out through take_actions() (incl. refreshes)
+  uint64_t rx_icmp6_echo_requests = 0;  // ICMPv6 echo requests to addr6
+  uint64_t tx_icmp6_echo_replies = 0;
+  uint64_t rx_udp6_delivered = 0;  // IPv6 share of rx_udp_delivered
   std::array<uint64_t, kRxDropCount> rx_drops{};
 
   uint64_t drops(RxDrop reason) const { return rx_drops[static_cast<size_t>(reason)]; }
@@ -114,10 +153,12 @@ class NetStack {
   // Throws std::invalid_argument naming the bad field (setup time only).
   explicit NetStack(const NetStackConfig& config);
 
-  // Classifies one received frame. `reply` is scratch space for an ARP or
-  // ICMP reply (an echo reply is as long as its request: give a buffer of
-  // at least the frame's size). Never throws, never allocates.
+  // Classifies one received frame. `reply` is scratch space for an ARP, NA
+  // or ICMP(v6) reply: give a buffer of at least max(frame size,
+  // kMinReplyBytes) (an echo reply is as long as its request; an NA may be
+  // longer than a short NS). Never throws, never allocates.
   RxResult on_rx_frame(std::span<const uint8_t> frame, uint64_t now_ns, std::span<uint8_t> reply);
+  static constexpr size_t kMinReplyBytes = 128;
 
   // Next hop for a destination: itself when on-link, else the gateway;
   // nullopt (counted in no_route) when off-link without a gateway, or dst is
@@ -132,12 +173,30 @@ class NetStack {
   NeighbourTable::ResolveResult resolve(Ipv4Addr next_hop, uint64_t now_ns,
                                         FrameHandle frame = kNoFrame);
 
-  // Queues a gratuitous ARP for our address (call once the port is up).
+  // IPv6 next hop: dst itself when on-link (inside addr6/prefix_len6, or
+  // any fe80::/10 address), else gateway6; nullopt (counted in no_route)
+  // when off-link without gateway6, when IPv6 is off, or dst is ours,
+  // ::, ::1, multicast or v4-mapped.
+  std::optional<Ipv6Addr> next_hop6(const Ipv6Addr& dst);
+
+  // resolve() for IPv6: same contract. Requests go out as Neighbor
+  // Solicitations (kTransmit actions): to the solicited-node group of
+  // next_hop, or unicast to the cached MAC when refreshing an entry.
+  // next_hop must be what next_hop6() returns; anything else (or IPv6 off)
+  // is kDropped and counted in no_route.
+  NeighbourTable6::ResolveResult resolve6(const Ipv6Addr& next_hop, uint64_t now_ns,
+                                          FrameHandle frame = kNoFrame);
+
+  // Queues a gratuitous ARP for our address and, when IPv6 is on, an
+  // unsolicited Neighbor Advertisement (Override set) for addr6 to ff02::1
+  // (call once the port is up).
   void announce();
 
   void poll_timers(uint64_t now_ns);
   // Earliest time poll_timers() has work (may be early, never late); UINT64_MAX if none.
-  uint64_t next_deadline_ns() const { return neighbours_.next_deadline_ns(); }
+  uint64_t next_deadline_ns() const {
+    return std::min(neighbours_.next_deadline_ns(), neighbours6_.next_deadline_ns());
+  }
 
   // Moves up to out.size() pending actions into out; returns how many.
   size_t take_actions(std::span<NetAction> out);
@@ -154,6 +213,15 @@ class NetStack {
                            uint16_t src_port, uint16_t dst_port, uint8_t tos,
                            size_t payload_len) const;
   static constexpr size_t kIpv4UdpHeaderBytes = 20 + 8;
+  // write_udp_headers() for IPv6: Ethernet(+VLAN) + IPv6 (our traffic
+  // class/flow label arguments, hop limit = ttl, source addr6) + UDP
+  // (checksum 0: RFC 6935/6936, the RoCE ICRC covers the datagram). Returns
+  // the header length, or 0 when IPv6 is off, `out` is too small or the
+  // payload exceeds 65535 - 8 bytes.
+  size_t write_udp6_headers(std::span<uint8_t> out, MacAddr dst_mac, const Ipv6Addr& dst_ip,
+                            uint16_t src_port, uint16_t dst_port, uint8_t traffic_class,
+                            uint32_t flow_label, size_t payload_len) const;
+  static constexpr size_t kIpv6UdpHeaderBytes = 40 + 8;
 
   // ---- RoCE receive fast path (the engine, per connected QP) ----
   //
@@ -169,6 +237,7 @@ class NetStack {
   // address, its IPv4 flags are not exactly DF, or opt does not verify the
   // IPv4 checksum. Depends only on `frame`, `opt` and this stack's fixed
   // config (MAC, address, VLAN, ports): remake it when opt changes.
+  // IPv6 datagrams (udp.ipv6) are never usable: there is no IPv6 fast path.
   wire::RxExpect make_roce_expect(std::span<const uint8_t> frame, const UdpDatagram& udp,
                                   const wire::ParseOptions& opt) const;
 
@@ -186,12 +255,28 @@ class NetStack {
   // Static neighbours at run time (policy reload); see NeighbourTable.
   bool add_static_neighbour(Ipv4Addr ip, MacAddr mac);
   bool remove_neighbour(Ipv4Addr ip);
+  // The same for IPv6 (false when IPv6 is off).
+  bool add_static_neighbour6(const Ipv6Addr& ip, MacAddr mac);
+  bool remove_neighbour6(const Ipv6Addr& ip);
 
   const NetStackConfig& config() const { return config_; }
   const NetCounters& counters() const { return counters_; }
   const NeighbourTable& neighbours() const { return neighbours_; }
+  const NeighbourTable6& neighbours6() const { return neighbours6_; }
 
  private:
+  // One queue for both tables' events (and announce()), so take_actions()
+  // hands them out in the order they arose.
+  struct PendingEvent {
+    enum class Kind : uint8_t { kSendRequest, kTransmitQueued, kDropQueued, kAnnounce6 };
+    Kind kind = Kind::kSendRequest;
+    bool ipv6 = false;
+    Ipv4Addr ip{};
+    Ipv6Addr ip6{};
+    MacAddr mac{};
+    FrameHandle frame = kNoFrame;
+  };
+
   RxResult drop(RxDrop reason);
   // Each step gets the headers already copied and checked by the one before.
   RxResult on_arp(std::span<const uint8_t> frame, size_t l3, uint64_t now_ns,
@@ -209,12 +294,42 @@ class NetStack {
   bool is_peer_address(Ipv4Addr ip) const;
   bool port_open(uint16_t port) const;
 
+  // IPv6 (addr6 set). l3 is the IPv6 header's offset.
+  RxResult on_ipv6(std::span<const uint8_t> frame, const EthernetHeader& eth, size_t l3,
+                   uint64_t now_ns, std::span<uint8_t> reply);
+  RxResult on_udp6(std::span<const uint8_t> frame, const EthernetHeader& eth, const Ipv6Header& ip,
+                   size_t l3);
+  RxResult on_icmp6(std::span<const uint8_t> frame, const EthernetHeader& eth, const Ipv6Header& ip,
+                    size_t l3, uint64_t now_ns, std::span<uint8_t> reply);
+  RxResult on_echo6(std::span<const uint8_t> frame, const EthernetHeader& eth, const Ipv6Header& ip,
+                    size_t l3, std::span<uint8_t> reply);
+  RxResult on_ns(std::span<const uint8_t> frame, const EthernetHeader& eth, const Ipv6Header& ip,
+                 size_t l3, uint64_t now_ns, std::span<uint8_t> reply);
+  RxResult on_na(std::span<const uint8_t> frame, const Ipv6Header& ip, size_t l3, uint64_t now_ns);
+  // Writes Ethernet(+VLAN) + IPv6 + an NS or NA with one link-layer address
+  // option (ours); returns the frame length or 0 when `out` is too small.
+  size_t build_ndp(std::span<uint8_t> out, uint8_t type, uint32_t flags, MacAddr eth_dst,
+                   const Ipv6Addr& ip_dst, const Ipv6Addr& target) const;
+  bool on_link6(const Ipv6Addr& ip) const;
+  // Unicast (Ipv6Addr::is_unicast) and not ours.
+  bool is_peer_address6(const Ipv6Addr& ip) const;
+  bool ipv6_on() const { return config_.addr6.has_value(); }
+
+  void flush_events4();
+  void flush_events6();
+
   NetStackConfig config_;
   uint32_t prefix_mask_;
   std::array<uint64_t, 1024> udp_port_bitmap_{};  // 65536 bits
   NeighbourTable neighbours_;
-  std::vector<NeighbourEvent> events_;
+  NeighbourTable6 neighbours6_;
+  // Filled by one table call, then moved to events_ (capacity kept).
+  std::vector<NeighbourEvent> scratch4_;
+  std::vector<NeighbourEvent6> scratch6_;
+  std::vector<PendingEvent> events_;
   size_t events_head_ = 0;
+  Ipv6Addr solicited_ip_{};  // ff02::1:ff + low 24 bits of addr6 (IPv6 on only)
+  MacAddr solicited_mac_{};  // its 33:33:ff.. group MAC
   NetCounters counters_;
 };
 

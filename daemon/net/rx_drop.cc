@@ -60,6 +60,30 @@ const char* rx_drop_name(RxDrop reason) {
       return "udp_bad_checksum";
     case RxDrop::kUdpPortClosed:
       return "udp_port_closed";
+    case RxDrop::kIpv6Off:
+      return "ipv6_off";
+    case RxDrop::kIpv6Truncated:
+      return "ipv6_truncated";
+    case RxDrop::kIpv6BadVersion:
+      return "ipv6_bad_version";
+    case RxDrop::kIpv6ExtHeader:
+      return "ipv6_ext_header";
+    case RxDrop::kIpv6BadSource:
+      return "ipv6_bad_source";
+    case RxDrop::kIpv6NotForUs:
+      return "ipv6_not_for_us";
+    case RxDrop::kIcmp6Truncated:
+      return "icmp6_truncated";
+    case RxDrop::kIcmp6BadChecksum:
+      return "icmp6_bad_checksum";
+    case RxDrop::kIcmp6Unhandled:
+      return "icmp6_unhandled";
+    case RxDrop::kNdpBadHopLimit:
+      return "ndp_bad_hop_limit";
+    case RxDrop::kNdpMalformed:
+      return "ndp_malformed";
+    case RxDrop::kNdpNotForUs:
+      return "ndp_not_for_us";
     case RxDrop::kCount:
       break;
   }

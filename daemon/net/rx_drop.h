@@ -12,7 +12,7 @@ enum class RxDrop : uint8_t {
   kVlanMismatch,      // tagged when we are untagged, untagged or other VID when we are tagged
   kStackedVlan,       // QinQ / double tag
   kNotOurMac,         // unicast to another station (promiscuous vdevs see these)
-  kUnknownEtherType,  // neither IPv4 nor ARP
+  kUnknownEtherType,  // neither IPv4, IPv6 nor ARP
   kArpMalformed,      // truncated, or not Ethernet/IPv4 ARP
   kArpBadOp,          // neither request nor reply
   kArpBadSender,      // multicast/zero sender MAC, or a broadcast/multicast/our sender IP
@@ -26,7 +26,7 @@ enum class RxDrop : uint8_t {
   kIpFragment,         // MF set or non-zero offset: conduit never reassembles
   kIpNotForUs,         // destination is not our address (incl. broadcast/multicast)
   kIpBadSource,        // source is ours, zero, broadcast or multicast
-  kIpUnknownProtocol,  // neither ICMP nor UDP
+  kIpUnknownProtocol,  // neither ICMP nor UDP (IPv6: next header not an extension, UDP or ICMPv6)
   kIcmpTruncated,
   kIcmpBadChecksum,
   kIcmpNotEchoRequest,   // other ICMP types/codes are not handled
@@ -35,6 +35,19 @@ enum class RxDrop : uint8_t {
   kUdpTruncated,         // UDP length < 8 or beyond the IP payload
   kUdpBadChecksum,
   kUdpPortClosed,  // destination port not in the configured set
+  // IPv6 (appended: the values above keep their numbers).
+  kIpv6Off,         // an IPv6 frame and no addr6 configured
+  kIpv6Truncated,   // shorter than 40 bytes or than 40 + payload length
+  kIpv6BadVersion,  // EtherType 0x86DD but version != 6
+  kIpv6ExtHeader,   // an extension header (hop-by-hop, routing, fragment, ...): not walked
+  kIpv6BadSource,   // multicast, ours, ::1, v4-mapped, or :: on anything but a DAD NS
+  kIpv6NotForUs,    // not addr6; ff02::1 and our solicited-node group carry only NDP
+  kIcmp6Truncated,  // shorter than its ICMPv6 header (or an echo header)
+  kIcmp6BadChecksum,
+  kIcmp6Unhandled,  // other ICMPv6 types/codes (RA, RS, redirects, errors, echo replies)
+  kNdpBadHopLimit,  // NS/NA with hop limit != 255: not from this link (RFC 4861 7.1)
+  kNdpMalformed,    // NS/NA failing RFC 4861 7.1.1/7.1.2 validation (code, length, options, ..)
+  kNdpNotForUs,     // NS whose target is not addr6
   kCount,
 };
 

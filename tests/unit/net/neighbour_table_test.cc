@@ -280,3 +280,61 @@ TEST_CASE("Zero-length per-hop queue still resolves but takes no frame", "[neigh
   CHECK(t.resolve(kPeerIp, 1, 4, ev).status == Resolve::kDropped);
   CHECK(t.counters().queue_overflow_drops == 2);
 }
+
+TEST_CASE("The IPv6 table resolves, learns and fails like the IPv4 one", "[neigh][ipv6]") {
+  NeighbourTable6 t(small_config());
+  std::vector<NeighbourEvent6> ev;
+  const Ipv6Addr peer = Ipv6Addr::from_groups({0xfe80, 0, 0, 0, 0x200, 0xff, 0xfe00, 2});
+  const Ipv6Addr other = Ipv6Addr::from_groups({0xfe80, 0, 0, 0, 0x200, 0xff, 0xfe00, 3});
+  CHECK(t.resolve(peer, 0, 21, ev).status == NeighbourTable6::Resolve::kQueued);
+  REQUIRE(ev.size() == 1);
+  CHECK(ev[0].kind == NeighbourEvent6::Kind::kSendRequest);
+  CHECK(ev[0].ip == peer);
+  CHECK(ev[0].mac.is_broadcast());
+  ev.clear();
+  t.learn(peer, kPeerMac, 10, /*create=*/false, ev);
+  REQUIRE(ev.size() == 1);
+  CHECK(ev[0].kind == Kind::kTransmitQueued);
+  CHECK(ev[0].frame == 21);
+  CHECK(ev[0].ip == peer);
+  CHECK(t.resolve(peer, 20, kNoFrame, ev).mac == kPeerMac);
+  ev.clear();
+  // No entry is created without `create`; multicast/unspecified never.
+  t.learn(other, kGwMac, 30, false, ev);
+  CHECK_FALSE(t.find(other));
+  t.learn(Ipv6Addr::all_nodes(), kGwMac, 30, true, ev);
+  t.learn(Ipv6Addr{}, kGwMac, 30, true, ev);
+  CHECK(t.size() == 1);
+  CHECK(t.resolve(Ipv6Addr::all_nodes(), 30, 5, ev).status == NeighbourTable6::Resolve::kDropped);
+  // Failure after max_requests drops the queue.
+  CHECK(t.resolve(other, 0, 22, ev).status == NeighbourTable6::Resolve::kQueued);
+  ev.clear();
+  t.poll(kSec, ev);
+  t.poll(2 * kSec, ev);
+  t.poll(3 * kSec, ev);
+  REQUIRE(ev.size() == 3);
+  CHECK(ev[2].kind == Kind::kDropQueued);
+  CHECK(ev[2].frame == 22);
+  CHECK_FALSE(t.find(other));
+  CHECK(t.counters().resolve_failed == 1);
+}
+
+TEST_CASE("The IPv6 table fills and empties with addresses that differ in few bits",
+          "[neigh][ipv6]") {
+  NeighbourConfig c = small_config();
+  c.capacity = 64;
+  NeighbourTable6 t(c);
+  std::vector<NeighbourEvent6> ev;
+  for (uint16_t i = 1; i <= 64; ++i) {
+    REQUIRE(t.add_static(Ipv6Addr::from_groups({0x2001, 0xdb8, 0, 0, 0, 0, 0, i}), kPeerMac, ev));
+  }
+  CHECK_FALSE(t.add_static(Ipv6Addr::from_groups({0x2001, 0xdb8, 0, 0, 0, 0, 1, 0}), kPeerMac, ev));
+  for (uint16_t i = 1; i <= 64; i += 2) {
+    REQUIRE(t.remove(Ipv6Addr::from_groups({0x2001, 0xdb8, 0, 0, 0, 0, 0, i}), ev));
+  }
+  for (uint16_t i = 1; i <= 64; ++i) {
+    CHECK(t.find(Ipv6Addr::from_groups({0x2001, 0xdb8, 0, 0, 0, 0, 0, i})).has_value() ==
+          (i % 2 == 0));
+  }
+  CHECK(t.size() == 32);
+}

@@ -380,9 +380,13 @@ TEST_CASE("L2 filtering: MAC, ethertype, VLAN", "[stack][l2]") {
   for (int i = 0; i < 6; ++i) f[i] = 0xFF;  // IPv4 to broadcast MAC
   CHECK(drop_of(s, f) == RxDrop::kNotOurMac);
   f = udp_frame(4791, {1});
-  f[12] = 0x86;
-  f[13] = 0xDD;  // IPv6
+  f[12] = 0x88;
+  f[13] = 0xCC;  // LLDP
   CHECK(drop_of(s, f) == RxDrop::kUnknownEtherType);
+  f = udp_frame(4791, {1});
+  f[12] = 0x86;
+  f[13] = 0xDD;  // IPv6, and this stack has no addr6
+  CHECK(drop_of(s, f) == RxDrop::kIpv6Off);
   CHECK(drop_of(s, arp_request_for_us(uint16_t{5})) == RxDrop::kVlanMismatch);
   f = arp_request_for_us();
   f[12] = 0x88;
@@ -390,8 +394,8 @@ TEST_CASE("L2 filtering: MAC, ethertype, VLAN", "[stack][l2]") {
   CHECK(drop_of(s, f) == RxDrop::kStackedVlan);
   f = {0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2, 0x81, 0x00, 0x00};
   CHECK(drop_of(s, f) == RxDrop::kL2Truncated);
-  CHECK(s.counters().rx_frames == 8);
-  CHECK(s.counters().total_drops() == 8);
+  CHECK(s.counters().rx_frames == 9);
+  CHECK(s.counters().total_drops() == 9);
 }
 
 TEST_CASE("A VLAN stack accepts only its VID and tags what it sends", "[stack][l2]") {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "net/ipv4_addr.h"
+#include "net/ipv6_addr.h"
 #include "net/mac_addr.h"
 
 namespace conduit::net::test {
@@ -142,6 +143,135 @@ inline std::vector<uint8_t> udp_segment(uint16_t src_port, uint16_t dst_port,
     uint32_t pseudo = (src.value >> 16) + (src.value & 0xFFFF) + (dst.value >> 16) +
                       (dst.value & 0xFFFF) + 17 + static_cast<uint32_t>(u.size());
     uint16_t c = ref_checksum(u.data(), u.size(), pseudo);
+    if (c == 0) c = 0xFFFF;
+    u[6] = static_cast<uint8_t>(c >> 8);
+    u[7] = static_cast<uint8_t>(c);
+  }
+  return u;
+}
+
+// ---- IPv6 ----
+
+// 2001:db8:0:1::/64 on the link; fe80::fe is the router.
+inline constexpr Ipv6Addr kOurIp6 = Ipv6Addr::from_groups({0x2001, 0xdb8, 0, 1, 0, 0, 0, 1});
+inline constexpr Ipv6Addr kPeerIp6 = Ipv6Addr::from_groups({0x2001, 0xdb8, 0, 1, 0, 0, 0, 2});
+inline constexpr Ipv6Addr kPeerLl6 =
+    Ipv6Addr::from_groups({0xfe80, 0, 0, 0, 0x0000, 0x00ff, 0xfe00, 0x0002});
+inline constexpr Ipv6Addr kGwIp6 = Ipv6Addr::from_groups({0xfe80, 0, 0, 0, 0, 0, 0, 0xfe});
+inline constexpr Ipv6Addr kRemoteIp6 = Ipv6Addr::from_groups({0x2001, 0xdb8, 0x99, 0, 0, 0, 0, 9});
+inline const MacAddr kAllNodesMac{{0x33, 0x33, 0, 0, 0, 1}};
+inline const MacAddr kOurSolicitedMac{{0x33, 0x33, 0xff, 0, 0, 0x01}};  // ff02::1:ff00:1
+
+inline void put_ip6(std::vector<uint8_t>& f, const Ipv6Addr& a) {
+  f.insert(f.end(), a.bytes.begin(), a.bytes.end());
+}
+inline Ipv6Addr get_ip6(const std::vector<uint8_t>& f, size_t at) {
+  Ipv6Addr a;
+  for (size_t i = 0; i < 16; ++i) a.bytes[i] = f[at + i];
+  return a;
+}
+inline MacAddr get_mac(const std::vector<uint8_t>& f, size_t at) {
+  return MacAddr{{f[at], f[at + 1], f[at + 2], f[at + 3], f[at + 4], f[at + 5]}};
+}
+
+// Sum of the IPv6 pseudo-header (RFC 8200 8.1) for ref_checksum.
+inline uint64_t ref_pseudo6(const Ipv6Addr& src, const Ipv6Addr& dst, uint32_t len, uint8_t nh) {
+  uint64_t sum = 0;
+  for (size_t i = 0; i < 16; i += 2) {
+    sum += uint32_t{src.bytes[i]} << 8 | src.bytes[i + 1];
+    sum += uint32_t{dst.bytes[i]} << 8 | dst.bytes[i + 1];
+  }
+  return sum + (len >> 16) + (len & 0xFFFF) + nh;
+}
+
+struct Ip6Opts {
+  Ipv6Addr src = kPeerIp6;
+  Ipv6Addr dst = kOurIp6;
+  uint8_t hop_limit = 64;
+  uint8_t traffic_class = 0;
+  MacAddr eth_dst = kOurMac;
+  MacAddr eth_src = kPeerMac;
+  std::optional<uint16_t> vid;
+};
+
+// An IPv6 packet with the given payload (no extension headers unless the
+// payload holds them). Offsets: IPv6 header at 14 (18 with a VLAN tag).
+inline std::vector<uint8_t> ipv6_frame(uint8_t next_header, const std::vector<uint8_t>& payload,
+                                       const Ip6Opts& o = {}) {
+  std::vector<uint8_t> f;
+  put_eth(f, o.eth_dst, o.eth_src, 0x86DD, o.vid);
+  put32(f, 6u << 28 | uint32_t{o.traffic_class} << 20 | 0x12345);  // flow label 0x12345
+  put16(f, static_cast<uint16_t>(payload.size()));
+  f.push_back(next_header);
+  f.push_back(o.hop_limit);
+  put_ip6(f, o.src);
+  put_ip6(f, o.dst);
+  f.insert(f.end(), payload.begin(), payload.end());
+  return f;
+}
+
+// An ICMPv6 message (type, code, body after the checksum) with its checksum.
+inline std::vector<uint8_t> icmp6(uint8_t type, uint8_t code, const std::vector<uint8_t>& body,
+                                  const Ipv6Addr& src, const Ipv6Addr& dst) {
+  std::vector<uint8_t> m = {type, code, 0, 0};
+  m.insert(m.end(), body.begin(), body.end());
+  const uint16_t c =
+      ref_checksum(m.data(), m.size(), ref_pseudo6(src, dst, static_cast<uint32_t>(m.size()), 58));
+  m[2] = static_cast<uint8_t>(c >> 8);
+  m[3] = static_cast<uint8_t>(c);
+  return m;
+}
+
+// NS/NA body: 4 bytes flags/reserved, target, options.
+inline std::vector<uint8_t> ndp_body(uint32_t flags, const Ipv6Addr& target,
+                                     const std::vector<uint8_t>& options = {}) {
+  std::vector<uint8_t> b;
+  put32(b, flags);
+  put_ip6(b, target);
+  b.insert(b.end(), options.begin(), options.end());
+  return b;
+}
+inline std::vector<uint8_t> lla_option(uint8_t type, MacAddr mac) {
+  std::vector<uint8_t> o = {type, 1};
+  put_mac(o, mac);
+  return o;
+}
+
+// A Neighbor Solicitation frame for `target` (hop limit 255).
+inline std::vector<uint8_t> ns_frame(const Ipv6Addr& target, const std::vector<uint8_t>& options,
+                                     Ip6Opts o) {
+  o.hop_limit = 255;
+  return ipv6_frame(58, icmp6(135, 0, ndp_body(0, target, options), o.src, o.dst), o);
+}
+// The usual one: from the peer to our solicited-node group, with its SLLA.
+inline std::vector<uint8_t> ns_for_us(std::optional<uint16_t> vid = std::nullopt) {
+  Ip6Opts o;
+  o.dst = Ipv6Addr::solicited_node(kOurIp6);
+  o.eth_dst = kOurSolicitedMac;
+  o.vid = vid;
+  return ns_frame(kOurIp6, lla_option(1, kPeerMac), o);
+}
+// A Neighbor Advertisement frame (hop limit 255) from src to us.
+inline std::vector<uint8_t> na_frame(uint32_t flags, const Ipv6Addr& target,
+                                     const std::vector<uint8_t>& options, Ip6Opts o) {
+  o.hop_limit = 255;
+  return ipv6_frame(58, icmp6(136, 0, ndp_body(flags, target, options), o.src, o.dst), o);
+}
+
+// UDP over IPv6: with a correct checksum when with_checksum, else 0.
+inline std::vector<uint8_t> udp6_segment(uint16_t src_port, uint16_t dst_port,
+                                         const std::vector<uint8_t>& payload, bool with_checksum,
+                                         const Ipv6Addr& src = kPeerIp6,
+                                         const Ipv6Addr& dst = kOurIp6) {
+  std::vector<uint8_t> u;
+  put16(u, src_port);
+  put16(u, dst_port);
+  put16(u, static_cast<uint16_t>(8 + payload.size()));
+  put16(u, 0);
+  u.insert(u.end(), payload.begin(), payload.end());
+  if (with_checksum) {
+    uint16_t c = ref_checksum(u.data(), u.size(),
+                              ref_pseudo6(src, dst, static_cast<uint32_t>(u.size()), 17));
     if (c == 0) c = 0xFFFF;
     u[6] = static_cast<uint8_t>(c >> 8);
     u[7] = static_cast<uint8_t>(c);

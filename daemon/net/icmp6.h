@@ -1,0 +1,54 @@
+// ICMPv6 (RFC 4443) echo and the two Neighbor Discovery messages conduit
+// speaks (RFC 4861 sections 4.3, 4.4, 4.6.1). The checksum covers the IPv6
+// pseudo-header (ipv6_pseudo_header_sum) and the whole ICMPv6 message.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "net/be.h"
+#include "net/mac_addr.h"
+
+namespace conduit::net {
+
+inline constexpr uint8_t kIcmp6EchoRequest = 128;
+inline constexpr uint8_t kIcmp6EchoReply = 129;
+inline constexpr uint8_t kIcmp6RouterSolicitation = 133;  // first NDP type
+inline constexpr uint8_t kIcmp6NeighborSolicitation = 135;
+inline constexpr uint8_t kIcmp6NeighborAdvertisement = 136;
+inline constexpr uint8_t kIcmp6Redirect = 137;  // last NDP type
+
+inline constexpr uint8_t kNdpOptSourceLinkAddr = 1;
+inline constexpr uint8_t kNdpOptTargetLinkAddr = 2;
+
+// Neighbor Advertisement flags, in the top byte of flags_reserved.
+inline constexpr uint32_t kNaFlagRouter = 0x80000000u;
+inline constexpr uint32_t kNaFlagSolicited = 0x40000000u;
+inline constexpr uint32_t kNaFlagOverride = 0x20000000u;
+
+struct __attribute__((packed)) Icmp6Header {
+  uint8_t type;
+  uint8_t code;
+  Be16 checksum;
+};
+static_assert(sizeof(Icmp6Header) == 4);
+
+// Neighbor Solicitation and Advertisement share one layout; options follow.
+struct __attribute__((packed)) NdpNeighborMessage {
+  uint8_t type;
+  uint8_t code;
+  Be16 checksum;
+  Be32 flags_reserved;  // NS: reserved (0); NA: R | S | O | reserved
+  std::array<uint8_t, 16> target;
+};
+static_assert(sizeof(NdpNeighborMessage) == 24);
+
+// Source/Target Link-Layer Address option for Ethernet (RFC 2464 section 8).
+struct __attribute__((packed)) NdpLinkAddrOption {
+  uint8_t type;
+  uint8_t len_units;  // in 8-byte units: 1
+  MacAddr mac;
+};
+static_assert(sizeof(NdpLinkAddrOption) == 8);
+
+}  // namespace conduit::net

@@ -1,0 +1,751 @@
+// NetStack's IPv6: Neighbor Discovery, ICMPv6 echo, UDP, filters, routing.
+// Frames come from test_frames.h (byte by byte from the RFC layouts) and
+// every checksum is recomputed here with the reference implementation.
+#include <catch2/catch.hpp>
+#include <stdexcept>
+#include <string>
+
+#include "net/net_stack.h"
+#include "test_frames.h"
+
+using namespace conduit::net;
+using namespace conduit::net::test;
+
+namespace {
+
+constexpr uint64_t kSec = 1'000'000'000;
+constexpr uint16_t kCmPort = 18515;
+using Resolve = NeighbourTable6::Resolve;
+
+NetStackConfig config6() {
+  NetStackConfig c;
+  c.mac = kOurMac;
+  c.addr = kOurIp;
+  c.prefix_len = 24;
+  c.gateway = kGwIp;
+  c.udp_ports = {4791, kCmPort};
+  c.neighbour.capacity = 8;
+  c.neighbour.max_pending_per_hop = 4;
+  c.neighbour.max_requests = 3;
+  c.neighbour.retry_interval_ns = kSec;
+  c.addr6 = kOurIp6;
+  c.prefix_len6 = 64;
+  c.gateway6 = kGwIp6;
+  return c;
+}
+
+struct Rx {
+  RxResult result;
+  std::vector<uint8_t> reply;
+};
+
+Rx receive(NetStack& s, const std::vector<uint8_t>& f, uint64_t now = 0) {
+  Rx rx;
+  rx.reply.assign(2048, 0xAA);
+  rx.result = s.on_rx_frame(f, now, rx.reply);
+  rx.reply.resize(rx.result.reply_len);
+  return rx;
+}
+
+RxDrop drop_of(NetStack& s, const std::vector<uint8_t>& f) {
+  const Rx rx = receive(s, f);
+  if (rx.result.verdict != RxVerdict::kDrop) return RxDrop::kNone;
+  return rx.result.drop;
+}
+
+std::vector<NetAction> take_all(NetStack& s) {
+  std::vector<NetAction> out(64);
+  out.resize(s.take_actions(out));
+  return out;
+}
+
+std::vector<uint8_t> bytes_of(const NetAction& a) {
+  return std::vector<uint8_t>(a.bytes.begin(), a.bytes.begin() + a.len);
+}
+
+// Checks an NS or NA we built, starting at l3: every header field, and the
+// ICMPv6 checksum recomputed over the pseudo-header.
+void check_ndp(const std::vector<uint8_t>& f, size_t l3, uint8_t type, uint32_t flags,
+               const Ipv6Addr& ip_dst, const Ipv6Addr& target) {
+  REQUIRE(f.size() == l3 + 40 + 32);
+  CHECK(get32(f, l3) == 0x60000000u);  // version 6, traffic class 0, flow label 0
+  CHECK(get16(f, l3 + 4) == 32);       // payload length
+  CHECK(f[l3 + 6] == 58);              // ICMPv6
+  CHECK(f[l3 + 7] == 255);             // hop limit
+  CHECK(get_ip6(f, l3 + 8) == kOurIp6);
+  CHECK(get_ip6(f, l3 + 24) == ip_dst);
+  const size_t l4 = l3 + 40;
+  CHECK(f[l4] == type);
+  CHECK(f[l4 + 1] == 0);
+  CHECK(get32(f, l4 + 4) == flags);
+  CHECK(get_ip6(f, l4 + 8) == target);
+  CHECK(f[l4 + 24] == (type == 135 ? 1 : 2));  // SLLA / TLLA option
+  CHECK(f[l4 + 25] == 1);                      // 8 bytes
+  CHECK(get_mac(f, l4 + 26) == kOurMac);
+  CHECK(ref_checksum(f.data() + l4, 32, ref_pseudo6(kOurIp6, ip_dst, 32, 58)) == 0);
+  // And the exact value: recompute with the checksum field zeroed.
+  std::vector<uint8_t> m(f.begin() + static_cast<std::ptrdiff_t>(l4), f.end());
+  m[2] = m[3] = 0;
+  CHECK(get16(f, l4 + 2) == ref_checksum(m.data(), m.size(), ref_pseudo6(kOurIp6, ip_dst, 32, 58)));
+}
+
+}  // namespace
+
+TEST_CASE("NS for our address gets an exact NA", "[stack6][ndp]") {
+  NetStack s(config6());
+  const Rx rx = receive(s, ns_for_us(), 5);
+  REQUIRE(rx.result.verdict == RxVerdict::kReply);
+  const auto& r = rx.reply;
+  REQUIRE(r.size() == 86);
+  CHECK(get_mac(r, 0) == kPeerMac);
+  CHECK(get_mac(r, 6) == kOurMac);
+  CHECK(get16(r, 12) == 0x86DD);
+  check_ndp(r, 14, 136, 0x60000000u, kPeerIp6, kOurIp6);  // Solicited | Override
+  CHECK(s.counters().rx_ns == 1);
+  CHECK(s.counters().tx_na == 1);
+  // The solicitor's SLLA was learned (created: RFC 4861 7.2.3).
+  const auto n = s.neighbours6().find(kPeerIp6);
+  REQUIRE(n);
+  CHECK(n->mac == kPeerMac);
+  CHECK(n->state == NeighbourState::kReachable);
+  const auto res = s.resolve6(kPeerIp6, 6, 77);
+  CHECK(res.status == Resolve::kResolved);
+  CHECK(res.mac == kPeerMac);
+  CHECK(s.pending_actions() == 0);
+}
+
+TEST_CASE("NS unicast to our address without SLLA is answered, nothing learned", "[stack6][ndp]") {
+  NetStack s(config6());
+  const Rx rx = receive(s, ns_frame(kOurIp6, {}, Ip6Opts{}));
+  REQUIRE(rx.result.verdict == RxVerdict::kReply);
+  CHECK(get_mac(rx.reply, 0) == kPeerMac);
+  check_ndp(rx.reply, 14, 136, 0x60000000u, kPeerIp6, kOurIp6);
+  CHECK(s.neighbours6().size() == 0);
+}
+
+TEST_CASE("DAD NS (source ::) gets an NA to all nodes without S", "[stack6][ndp]") {
+  NetStack s(config6());
+  Ip6Opts o;
+  o.src = Ipv6Addr{};
+  o.dst = Ipv6Addr::solicited_node(kOurIp6);
+  o.eth_dst = kOurSolicitedMac;
+  const Rx rx = receive(s, ns_frame(kOurIp6, {}, o));
+  REQUIRE(rx.result.verdict == RxVerdict::kReply);
+  CHECK(get_mac(rx.reply, 0) == kAllNodesMac);
+  CHECK(get_mac(rx.reply, 6) == kOurMac);
+  check_ndp(rx.reply, 14, 136, 0x20000000u, Ipv6Addr::all_nodes(), kOurIp6);  // Override only
+  CHECK(s.neighbours6().size() == 0);
+  CHECK(s.counters().rx_ns == 1);
+
+  // A DAD NS must go to a solicited-node group and carry no SLLA.
+  CHECK(drop_of(s, ns_frame(kOurIp6, lla_option(1, kPeerMac), o)) == RxDrop::kNdpMalformed);
+  Ip6Opts uni = o;
+  uni.dst = kOurIp6;
+  uni.eth_dst = kOurMac;
+  CHECK(drop_of(s, ns_frame(kOurIp6, {}, uni)) == RxDrop::kNdpMalformed);
+  // :: is no source for anything but an NS.
+  Ip6Opts u = o;
+  u.dst = kOurIp6;
+  u.eth_dst = kOurMac;
+  CHECK(drop_of(s, ipv6_frame(17, udp6_segment(1, 4791, {1}, false, Ipv6Addr{}), u)) ==
+        RxDrop::kIpv6BadSource);
+  u.hop_limit = 255;
+  CHECK(drop_of(s, ipv6_frame(58, icmp6(136, 0, ndp_body(0, kPeerIp6), Ipv6Addr{}, kOurIp6), u)) ==
+        RxDrop::kIpv6BadSource);
+  CHECK(s.counters().drops(RxDrop::kNdpMalformed) == 2);
+}
+
+TEST_CASE("Invalid NS and NA are dropped by reason", "[stack6][ndp]") {
+  NetStack s(config6());
+  Ip6Opts o;  // unicast from the peer to us
+  const auto slla = lla_option(1, kPeerMac);
+
+  // Hop limit != 255: not from this link.
+  Ip6Opts hop = o;
+  hop.hop_limit = 254;
+  CHECK(drop_of(s, ipv6_frame(58, icmp6(135, 0, ndp_body(0, kOurIp6, slla), o.src, o.dst), hop)) ==
+        RxDrop::kNdpBadHopLimit);
+  CHECK(drop_of(s, ipv6_frame(58, icmp6(136, 0, ndp_body(0, kPeerIp6), o.src, o.dst), hop)) ==
+        RxDrop::kNdpBadHopLimit);
+  // Bad checksum.
+  auto f = ns_for_us();
+  f[14 + 40 + 10] ^= 0x01;  // a target byte
+  CHECK(drop_of(s, f) == RxDrop::kIcmp6BadChecksum);
+  f = na_frame(0x20000000u, kPeerIp6, {}, o);
+  f.back() ^= 0x80;
+  CHECK(drop_of(s, f) == RxDrop::kIcmp6BadChecksum);
+  // Truncated: ICMP length < 24 (checksum still right), and < 4.
+  Ip6Opts ndp = o;
+  ndp.hop_limit = 255;
+  const std::vector<uint8_t> short_body(16, 0);
+  CHECK(drop_of(s, ipv6_frame(58, icmp6(135, 0, short_body, o.src, o.dst), ndp)) ==
+        RxDrop::kNdpMalformed);
+  CHECK(drop_of(s, ipv6_frame(58, icmp6(136, 0, short_body, o.src, o.dst), ndp)) ==
+        RxDrop::kNdpMalformed);
+  CHECK(drop_of(s, ipv6_frame(58, {135, 0, 0}, ndp)) == RxDrop::kIcmp6Truncated);
+  // IPv6 payload length beyond the frame.
+  f = ns_for_us();
+  f.resize(f.size() - 1);
+  CHECK(drop_of(s, f) == RxDrop::kIpv6Truncated);
+  // Zero-length option, option past the end, a lone option byte.
+  CHECK(drop_of(s, ns_frame(kOurIp6, {1, 0, 0, 0, 0, 0, 0, 0}, o)) == RxDrop::kNdpMalformed);
+  CHECK(drop_of(s, ns_frame(kOurIp6, {1, 2, 0, 0, 0, 0, 0, 0}, o)) == RxDrop::kNdpMalformed);
+  CHECK(drop_of(s, ns_frame(kOurIp6, {1}, o)) == RxDrop::kNdpMalformed);
+  CHECK(drop_of(s, na_frame(0, kPeerIp6, {2, 0, 0, 0, 0, 0, 0, 0}, o)) == RxDrop::kNdpMalformed);
+  // Multicast target.
+  CHECK(drop_of(s, ns_frame(Ipv6Addr::all_nodes(), slla, o)) == RxDrop::kNdpMalformed);
+  CHECK(drop_of(s, na_frame(0, Ipv6Addr::solicited_node(kPeerIp6), {}, o)) ==
+        RxDrop::kNdpMalformed);
+  // Code != 0.
+  CHECK(drop_of(s, ipv6_frame(58, icmp6(135, 1, ndp_body(0, kOurIp6, slla), o.src, o.dst), ndp)) ==
+        RxDrop::kNdpMalformed);
+  // NA with S set to a multicast destination.
+  Ip6Opts all = o;
+  all.dst = Ipv6Addr::all_nodes();
+  all.eth_dst = kAllNodesMac;
+  CHECK(drop_of(s, na_frame(0x60000000u, kPeerIp6, {}, all)) == RxDrop::kNdpMalformed);
+  CHECK(receive(s, na_frame(0x20000000u, kPeerIp6, {}, all)).result.verdict ==
+        RxVerdict::kConsumed);
+  // NS for another address.
+  CHECK(drop_of(s, ns_frame(kPeerIp6, slla, o)) == RxDrop::kNdpNotForUs);
+  // Multicast sender MAC on a unicast-source NS: nowhere to answer.
+  Ip6Opts mc = o;
+  mc.eth_src = MacAddr{{0x01, 0, 0x5e, 0, 0, 1}};
+  CHECK(drop_of(s, ns_frame(kOurIp6, slla, mc)) == RxDrop::kNdpMalformed);
+
+  CHECK(s.counters().rx_ns == 0);
+  CHECK(s.counters().tx_na == 0);
+  CHECK(s.counters().rx_na == 1);
+  CHECK(s.neighbours6().size() == 0);
+}
+
+TEST_CASE("resolve6 sends an exact NS; the NA releases the queue", "[stack6][ndp]") {
+  NetStack s(config6());
+  CHECK(s.resolve6(kPeerIp6, 100, 42).status == Resolve::kQueued);
+  CHECK(s.resolve6(kPeerIp6, 101, 43).status == Resolve::kQueued);
+  auto actions = take_all(s);
+  REQUIRE(actions.size() == 1);
+  CHECK(actions[0].kind == NetAction::Kind::kTransmit);
+  CHECK(actions[0].ipv6);
+  CHECK(actions[0].next_hop6 == kPeerIp6);
+  const auto ns = bytes_of(actions[0]);
+  const Ipv6Addr group = Ipv6Addr::solicited_node(kPeerIp6);
+  CHECK(group == *Ipv6Addr::parse("ff02::1:ff00:2"));
+  CHECK(get_mac(ns, 0) == MacAddr{{0x33, 0x33, 0xff, 0x00, 0x00, 0x02}});
+  CHECK(get_mac(ns, 6) == kOurMac);
+  CHECK(get16(ns, 12) == 0x86DD);
+  check_ndp(ns, 14, 135, 0, group, kPeerIp6);
+  CHECK(s.counters().tx_ns == 1);
+  CHECK(s.next_deadline_ns() == 100 + kSec);
+
+  // Our NS looped back is not for us (source is ours).
+  CHECK(drop_of(s, ns) == RxDrop::kNotOurMac);
+
+  // An NA without the Override flag still completes an incomplete entry.
+  const auto na = na_frame(0x40000000u, kPeerIp6, lla_option(2, kPeerMac), Ip6Opts{});
+  CHECK(receive(s, na, 200).result.verdict == RxVerdict::kConsumed);
+  actions = take_all(s);
+  REQUIRE(actions.size() == 2);
+  for (size_t i = 0; i < 2; ++i) {
+    CHECK(actions[i].kind == NetAction::Kind::kTransmitQueued);
+    CHECK(actions[i].ipv6);
+    CHECK(actions[i].dst_mac == kPeerMac);
+    CHECK(actions[i].next_hop6 == kPeerIp6);
+  }
+  CHECK(actions[0].frame == 42);
+  CHECK(actions[1].frame == 43);
+  CHECK(s.counters().rx_na == 1);
+  const auto r = s.resolve6(kPeerIp6, 300, 44);
+  CHECK(r.status == Resolve::kResolved);
+  CHECK(r.mac == kPeerMac);
+
+  // Reachable: another MAC needs Override.
+  const MacAddr moved{{0x02, 0, 0, 0, 0, 0x22}};
+  receive(s, na_frame(0x40000000u, kPeerIp6, lla_option(2, moved), Ip6Opts{}), 400);
+  CHECK(s.neighbours6().find(kPeerIp6)->mac == kPeerMac);
+  receive(s, na_frame(0x60000000u, kPeerIp6, lla_option(2, moved), Ip6Opts{}), 500);
+  CHECK(s.neighbours6().find(kPeerIp6)->mac == moved);
+}
+
+TEST_CASE("NS refresh of a reachable entry goes unicast", "[stack6][ndp]") {
+  NetStackConfig c = config6();
+  c.neighbour.reachable_ns = 30 * kSec;
+  c.neighbour.refresh_window_ns = 5 * kSec;
+  NetStack s(c);
+  receive(s, ns_for_us(), 0);  // learns the peer, reachable until 30 s
+  take_all(s);
+  CHECK(s.resolve6(kPeerIp6, 26 * kSec).status == Resolve::kResolved);
+  const auto actions = take_all(s);
+  REQUIRE(actions.size() == 1);
+  const auto ns = bytes_of(actions[0]);
+  CHECK(get_mac(ns, 0) == kPeerMac);
+  check_ndp(ns, 14, 135, 0, kPeerIp6, kPeerIp6);
+}
+
+TEST_CASE("NS retries come from poll_timers; failure drops the queue", "[stack6][ndp]") {
+  NetStack s(config6());
+  s.resolve6(kPeerIp6, 0, 1);
+  s.resolve6(kPeerIp6, 0, 2);
+  CHECK(take_all(s).size() == 1);
+  CHECK(s.next_deadline_ns() == kSec);
+  s.poll_timers(kSec);
+  auto actions = take_all(s);
+  REQUIRE(actions.size() == 1);
+  CHECK(actions[0].kind == NetAction::Kind::kTransmit);
+  check_ndp(bytes_of(actions[0]), 14, 135, 0, Ipv6Addr::solicited_node(kPeerIp6), kPeerIp6);
+  s.poll_timers(2 * kSec);
+  CHECK(take_all(s).size() == 1);
+  s.poll_timers(3 * kSec);
+  actions = take_all(s);
+  REQUIRE(actions.size() == 2);
+  CHECK(actions[0].kind == NetAction::Kind::kDropQueued);
+  CHECK(actions[0].frame == 1);
+  CHECK(actions[1].kind == NetAction::Kind::kDropQueued);
+  CHECK(actions[1].frame == 2);
+  CHECK(actions[1].ipv6);
+  CHECK(s.counters().tx_ns == 3);
+  CHECK_FALSE(s.neighbours6().find(kPeerIp6));
+  CHECK(s.neighbours6().counters().resolve_failed == 1);
+  CHECK(s.next_deadline_ns() == UINT64_MAX);
+}
+
+TEST_CASE("Both families share one action queue and one deadline", "[stack6][ndp]") {
+  NetStack s(config6());
+  s.resolve(kPeerIp, 0, 1);
+  s.resolve6(kPeerIp6, kSec / 2, 2);
+  CHECK(s.next_deadline_ns() == kSec);
+  auto actions = take_all(s);
+  REQUIRE(actions.size() == 2);
+  CHECK_FALSE(actions[0].ipv6);
+  CHECK(get16(bytes_of(actions[0]), 12) == 0x0806);
+  CHECK(actions[1].ipv6);
+  CHECK(get16(bytes_of(actions[1]), 12) == 0x86DD);
+  s.poll_timers(kSec);
+  actions = take_all(s);
+  REQUIRE(actions.size() == 1);
+  CHECK_FALSE(actions[0].ipv6);
+  CHECK(s.next_deadline_ns() == kSec + kSec / 2);
+  s.poll_timers(kSec + kSec / 2);
+  actions = take_all(s);
+  REQUIRE(actions.size() == 1);
+  CHECK(actions[0].ipv6);
+}
+
+TEST_CASE("An NA for an unknown target creates nothing", "[stack6][ndp]") {
+  NetStack s(config6());
+  const auto na = na_frame(0x60000000u, kPeerIp6, lla_option(2, kPeerMac), Ip6Opts{});
+  CHECK(receive(s, na).result.verdict == RxVerdict::kConsumed);
+  CHECK(s.neighbours6().size() == 0);
+  CHECK(s.pending_actions() == 0);
+  CHECK(s.counters().rx_na == 1);
+  // Nor does an NA without TLLA complete a resolution.
+  s.resolve6(kPeerIp6, 0, 5);
+  take_all(s);
+  CHECK(receive(s, na_frame(0x60000000u, kPeerIp6, {}, Ip6Opts{})).result.verdict ==
+        RxVerdict::kConsumed);
+  CHECK(s.pending_actions() == 0);
+  CHECK(s.neighbours6().find(kPeerIp6)->state == NeighbourState::kIncomplete);
+}
+
+TEST_CASE("ICMPv6 echo request gets an exact reply", "[stack6][icmp6]") {
+  NetStack s(config6());
+  std::vector<uint8_t> body = {0x12, 0x34, 0x00, 0x07};  // id, seq
+  for (uint8_t i = 0; i < 57; ++i) body.push_back(i);    // odd length
+  Ip6Opts o;
+  o.traffic_class = 0xb8;
+  const auto req = ipv6_frame(58, icmp6(128, 0, body, kPeerIp6, kOurIp6), o);
+  const Rx rx = receive(s, req);
+  REQUIRE(rx.result.verdict == RxVerdict::kReply);
+  const auto& r = rx.reply;
+  REQUIRE(r.size() == req.size());
+  CHECK(get_mac(r, 0) == kPeerMac);
+  CHECK(get_mac(r, 6) == kOurMac);
+  CHECK(get16(r, 12) == 0x86DD);
+  CHECK(get32(r, 14) == (6u << 28 | 0xb8u << 20));  // traffic class echoed, no flow label
+  CHECK(get16(r, 18) == body.size() + 4);
+  CHECK(r[20] == 58);
+  CHECK(r[21] == 64);  // config ttl
+  CHECK(get_ip6(r, 22) == kOurIp6);
+  CHECK(get_ip6(r, 38) == kPeerIp6);
+  CHECK(r[54] == 129);
+  CHECK(r[55] == 0);
+  CHECK(std::equal(body.begin(), body.end(), r.begin() + 58));
+  const size_t icmp_len = body.size() + 4;
+  CHECK(ref_checksum(r.data() + 54, icmp_len,
+                     ref_pseudo6(kOurIp6, kPeerIp6, static_cast<uint32_t>(icmp_len), 58)) == 0);
+  CHECK(s.counters().rx_icmp6_echo_requests == 1);
+  CHECK(s.counters().tx_icmp6_echo_replies == 1);
+
+  // Bad checksum, truncated echo, unhandled types, to a group, turned off.
+  auto bad = req;
+  bad[60] ^= 1;
+  CHECK(drop_of(s, bad) == RxDrop::kIcmp6BadChecksum);
+  CHECK(drop_of(s, ipv6_frame(58, icmp6(128, 0, {0, 1}, kPeerIp6, kOurIp6))) ==
+        RxDrop::kIcmp6Truncated);
+  CHECK(drop_of(s, ipv6_frame(58, icmp6(129, 0, body, kPeerIp6, kOurIp6))) ==
+        RxDrop::kIcmp6Unhandled);
+  CHECK(drop_of(s, ipv6_frame(58, icmp6(128, 1, body, kPeerIp6, kOurIp6))) ==
+        RxDrop::kIcmp6Unhandled);
+  CHECK(drop_of(s, ipv6_frame(58, icmp6(1, 4, body, kPeerIp6, kOurIp6))) ==
+        RxDrop::kIcmp6Unhandled);
+  Ip6Opts ra;
+  ra.src = kGwIp6;
+  ra.dst = Ipv6Addr::all_nodes();
+  ra.eth_dst = kAllNodesMac;
+  ra.hop_limit = 255;
+  CHECK(drop_of(s, ipv6_frame(58, icmp6(134, 0, std::vector<uint8_t>(12, 0), kGwIp6, ra.dst),
+                              ra)) == RxDrop::kIcmp6Unhandled);
+  Ip6Opts group;
+  group.dst = Ipv6Addr::all_nodes();
+  group.eth_dst = kAllNodesMac;
+  CHECK(drop_of(s, ipv6_frame(58, icmp6(128, 0, body, kPeerIp6, group.dst), group)) ==
+        RxDrop::kIpv6NotForUs);
+  std::vector<uint8_t> small(100);
+  const RxResult tight = s.on_rx_frame(req, 0, small);
+  CHECK(tight.drop == RxDrop::kReplyBufferTooSmall);
+
+  NetStackConfig c = config6();
+  c.answer_ping = false;
+  NetStack quiet(c);
+  CHECK(drop_of(quiet, req) == RxDrop::kIcmpDisabled);
+}
+
+TEST_CASE("UDP over IPv6 is delivered with offsets", "[stack6][udp]") {
+  NetStack s(config6());
+  const std::vector<uint8_t> payload = {0x64, 0, 0xFF, 0xFF, 1, 2, 3, 4, 5, 6, 7, 8};
+  Ip6Opts o;
+  o.traffic_class = 0x03;  // CE
+  auto f = ipv6_frame(17, udp6_segment(50000, 4791, payload, false), o);
+  f.resize(f.size() + 6, 0);  // Ethernet padding
+  const Rx rx = receive(s, f);
+  REQUIRE(rx.result.verdict == RxVerdict::kDeliverUdp);
+  const UdpDatagram& d = rx.result.udp;
+  CHECK(d.ipv6);
+  CHECK(d.src_mac == kPeerMac);
+  CHECK(d.src_ip6 == kPeerIp6);
+  CHECK(d.dst_ip6 == kOurIp6);
+  CHECK(d.src_ip.is_zero());
+  CHECK(d.dst_ip.is_zero());
+  CHECK(d.src_port == 50000);
+  CHECK(d.dst_port == 4791);
+  CHECK(d.tos == 0x03);
+  CHECK(d.ip_offset == 14);
+  CHECK(d.payload_offset == 62);
+  CHECK(d.payload_len == payload.size());
+  CHECK(std::equal(payload.begin(), payload.end(), f.begin() + d.payload_offset));
+  CHECK(s.counters().rx_udp_delivered == 1);
+  CHECK(s.counters().rx_udp6_delivered == 1);
+  // No IPv6 fast path.
+  conduit::wire::ParseOptions opt;
+  CHECK_FALSE(s.make_roce_expect(f, d, opt).usable);
+
+  // A correct non-zero checksum, a wrong one, and the check turned off.
+  auto good = ipv6_frame(17, udp6_segment(1, kCmPort, {9, 8, 7}, true));
+  REQUIRE(get16(good, 60) != 0);
+  CHECK(receive(s, good).result.verdict == RxVerdict::kDeliverUdp);
+  auto bad = good;
+  bad.back() ^= 0x01;
+  CHECK(drop_of(s, bad) == RxDrop::kUdpBadChecksum);
+  NetStackConfig c = config6();
+  c.verify_udp_checksum = false;
+  NetStack lax(c);
+  CHECK(receive(lax, bad).result.verdict == RxVerdict::kDeliverUdp);
+
+  CHECK(drop_of(s, ipv6_frame(17, udp6_segment(1, 4792, {1}, false))) == RxDrop::kUdpPortClosed);
+  auto len = ipv6_frame(17, udp6_segment(1, 4791, {1, 2}, false));
+  len[14 + 40 + 5] = 11;  // UDP length beyond the payload
+  CHECK(drop_of(s, len) == RxDrop::kUdpTruncated);
+  len[14 + 40 + 5] = 7;
+  CHECK(drop_of(s, len) == RxDrop::kUdpTruncated);
+  CHECK(drop_of(s, ipv6_frame(17, {0, 1, 0x12, 0xb7})) == RxDrop::kUdpTruncated);
+}
+
+TEST_CASE("Bad IPv6 headers are dropped by reason", "[stack6][ipv6]") {
+  NetStack s(config6());
+  const auto good = ipv6_frame(17, udp6_segment(1, 4791, {1, 2, 3, 4}, false));
+  REQUIRE(receive(s, good).result.verdict == RxVerdict::kDeliverUdp);
+  auto f = good;
+  f.resize(14 + 39);
+  CHECK(drop_of(s, f) == RxDrop::kIpv6Truncated);
+  f = good;
+  f.resize(f.size() - 1);
+  CHECK(drop_of(s, f) == RxDrop::kIpv6Truncated);
+  f = good;
+  f[14] = 0x40;
+  CHECK(drop_of(s, f) == RxDrop::kIpv6BadVersion);
+
+  // Extension headers (not walked), fragments included; other protocols.
+  const auto udp = udp6_segment(1, 4791, {1, 2, 3, 4}, false);
+  std::vector<uint8_t> hbh = {17, 0, 1, 4, 0, 0, 0, 0};  // hop-by-hop, PadN
+  hbh.insert(hbh.end(), udp.begin(), udp.end());
+  CHECK(drop_of(s, ipv6_frame(0, hbh)) == RxDrop::kIpv6ExtHeader);
+  std::vector<uint8_t> frag = {17, 0, 0, 0, 0, 0, 0, 1};  // first fragment, M = 0
+  frag.insert(frag.end(), udp.begin(), udp.end());
+  CHECK(drop_of(s, ipv6_frame(44, frag)) == RxDrop::kIpv6ExtHeader);
+  for (uint8_t nh : {43, 60, 50, 51, 135}) {
+    INFO(int{nh});
+    CHECK(drop_of(s, ipv6_frame(nh, hbh)) == RxDrop::kIpv6ExtHeader);
+  }
+  CHECK(drop_of(s, ipv6_frame(6, std::vector<uint8_t>(20, 0))) == RxDrop::kIpUnknownProtocol);
+  CHECK(drop_of(s, ipv6_frame(59, {})) == RxDrop::kIpUnknownProtocol);  // no next header
+  CHECK(s.counters().drops(RxDrop::kIpv6ExtHeader) == 7);
+
+  // Sources.
+  auto from = [&](const Ipv6Addr& src) {
+    Ip6Opts o;
+    o.src = src;
+    return ipv6_frame(17, udp6_segment(1, 4791, {1}, false, src), o);
+  };
+  CHECK(drop_of(s, from(kOurIp6)) == RxDrop::kIpv6BadSource);
+  CHECK(drop_of(s, from(Ipv6Addr::all_nodes())) == RxDrop::kIpv6BadSource);
+  CHECK(drop_of(s, from(*Ipv6Addr::parse("::1"))) == RxDrop::kIpv6BadSource);
+  CHECK(drop_of(s, from(*Ipv6Addr::parse("::ffff:198.18.0.2"))) == RxDrop::kIpv6BadSource);
+  CHECK(receive(s, from(kPeerLl6)).result.verdict == RxVerdict::kDeliverUdp);
+  CHECK(receive(s, from(kRemoteIp6)).result.verdict == RxVerdict::kDeliverUdp);
+
+  // Destinations: only addr6; the groups carry only NDP.
+  auto to = [&](const Ipv6Addr& dst, MacAddr mac) {
+    Ip6Opts o;
+    o.dst = dst;
+    o.eth_dst = mac;
+    return ipv6_frame(17, udp6_segment(1, 4791, {1}, false, kPeerIp6, dst), o);
+  };
+  CHECK(drop_of(s, to(kPeerIp6, kOurMac)) == RxDrop::kIpv6NotForUs);
+  CHECK(drop_of(s, to(*Ipv6Addr::parse("2001:db8:0:1::1:1"), kOurMac)) == RxDrop::kIpv6NotForUs);
+  CHECK(drop_of(s, to(Ipv6Addr::all_nodes(), kAllNodesMac)) == RxDrop::kIpv6NotForUs);
+  CHECK(drop_of(s, to(Ipv6Addr::solicited_node(kOurIp6), kOurSolicitedMac)) ==
+        RxDrop::kIpv6NotForUs);
+  CHECK(drop_of(s, to(*Ipv6Addr::parse("ff02::2"), kOurMac)) == RxDrop::kIpv6NotForUs);
+}
+
+TEST_CASE("IPv6 off: every IPv6 frame is dropped and counted", "[stack6][ipv6]") {
+  NetStackConfig c = config6();
+  c.addr6.reset();
+  c.gateway6.reset();
+  NetStack s(c);
+  CHECK(drop_of(s, ns_for_us()) == RxDrop::kIpv6Off);
+  CHECK(drop_of(s, ipv6_frame(17, udp6_segment(1, 4791, {1}, false))) == RxDrop::kIpv6Off);
+  auto other = ipv6_frame(17, udp6_segment(1, 4791, {1}, false));
+  other[5] = 0x77;
+  CHECK(drop_of(s, other) == RxDrop::kIpv6Off);
+  CHECK(s.counters().drops(RxDrop::kIpv6Off) == 3);
+  CHECK_FALSE(s.next_hop6(kPeerIp6));
+  CHECK(s.resolve6(kPeerIp6, 0, 1).status == Resolve::kDropped);
+  CHECK_FALSE(s.add_static_neighbour6(kPeerIp6, kPeerMac));
+  std::vector<uint8_t> out(128);
+  CHECK(s.write_udp6_headers(out, kPeerMac, kPeerIp6, 1, 4791, 0, 0, 10) == 0);
+  s.announce();
+  CHECK(take_all(s).size() == 1);  // the gratuitous ARP only
+  CHECK(s.counters().no_route == 2);
+}
+
+TEST_CASE("A VLAN stack takes tagged IPv6 and tags its NDP", "[stack6][l2]") {
+  NetStackConfig c = config6();
+  c.vlan_id = 100;
+  c.vlan_pcp = 5;
+  NetStack s(c);
+  CHECK(drop_of(s, ns_for_us()) == RxDrop::kVlanMismatch);
+  CHECK(drop_of(s, ns_for_us(uint16_t{101})) == RxDrop::kVlanMismatch);
+  const Rx rx = receive(s, ns_for_us(uint16_t{100}));
+  REQUIRE(rx.result.verdict == RxVerdict::kReply);
+  REQUIRE(rx.reply.size() == 90);
+  CHECK(get16(rx.reply, 12) == 0x8100);
+  CHECK(get16(rx.reply, 14) == (5 << 13 | 100));
+  CHECK(get16(rx.reply, 16) == 0x86DD);
+  check_ndp(rx.reply, 18, 136, 0x60000000u, kPeerIp6, kOurIp6);
+
+  s.resolve6(kGwIp6, 0, 3);
+  const auto actions = take_all(s);
+  REQUIRE(actions.size() == 1);
+  REQUIRE(actions[0].len == 90);
+  const auto ns = bytes_of(actions[0]);
+  CHECK(get16(ns, 14) == (5 << 13 | 100));
+  check_ndp(ns, 18, 135, 0, Ipv6Addr::solicited_node(kGwIp6), kGwIp6);
+
+  Ip6Opts o;
+  o.vid = uint16_t{100};
+  const Rx u = receive(s, ipv6_frame(17, udp6_segment(1, 4791, {5}, true), o));
+  REQUIRE(u.result.verdict == RxVerdict::kDeliverUdp);
+  CHECK(u.result.udp.ip_offset == 18);
+  CHECK(u.result.udp.payload_offset == 66);
+}
+
+TEST_CASE("MAC filter for 33:33 groups", "[stack6][l2]") {
+  NetStack s(config6());
+  // Our solicited-node group MAC and all-nodes are ours.
+  CHECK(receive(s, ns_for_us()).result.verdict == RxVerdict::kReply);
+  Ip6Opts all;
+  all.dst = Ipv6Addr::all_nodes();
+  all.eth_dst = kAllNodesMac;
+  CHECK(receive(s, na_frame(0x20000000u, kPeerIp6, {}, all)).result.verdict ==
+        RxVerdict::kConsumed);
+  // Other groups are not.
+  Ip6Opts other = all;
+  other.eth_dst = MacAddr{{0x33, 0x33, 0, 0, 0, 2}};
+  CHECK(drop_of(s, na_frame(0x20000000u, kPeerIp6, {}, other)) == RxDrop::kNotOurMac);
+  other.eth_dst = MacAddr{{0x33, 0x33, 0xff, 0, 0, 2}};  // the peer's solicited-node group
+  CHECK(drop_of(s, na_frame(0x20000000u, kPeerIp6, {}, other)) == RxDrop::kNotOurMac);
+  other.eth_dst = MacAddr::broadcast();
+  CHECK(drop_of(s, na_frame(0x20000000u, kPeerIp6, {}, other)) == RxDrop::kNotOurMac);
+  // 33:33 MACs carry only IPv6.
+  CHECK(drop_of(s, arp_frame(1, kAllNodesMac, kPeerMac, kPeerIp, MacAddr{}, kOurIp)) ==
+        RxDrop::kNotOurMac);
+  auto v4 = ipv4_frame(17, udp_segment(1, 4791, {1}, false));
+  for (size_t i = 0; i < 6; ++i) v4[i] = kOurSolicitedMac.bytes[i];
+  CHECK(drop_of(s, v4) == RxDrop::kNotOurMac);
+  CHECK(s.counters().drops(RxDrop::kNotOurMac) == 5);
+}
+
+TEST_CASE("IPv6 routing: on-link by prefix or link-local scope, else gateway6", "[stack6][route]") {
+  NetStack s(config6());
+  CHECK(s.next_hop6(kPeerIp6) == kPeerIp6);
+  CHECK(s.next_hop6(*Ipv6Addr::parse("2001:db8:0:1:ffff::9")) ==
+        *Ipv6Addr::parse("2001:db8:0:1:ffff::9"));
+  CHECK(s.next_hop6(kPeerLl6) == kPeerLl6);  // fe80::/10 is always on-link
+  CHECK(s.next_hop6(kRemoteIp6) == kGwIp6);
+  CHECK(s.next_hop6(*Ipv6Addr::parse("2001:db8:0:2::1")) == kGwIp6);
+  CHECK(s.counters().no_route == 0);
+  CHECK_FALSE(s.next_hop6(kOurIp6));
+  CHECK_FALSE(s.next_hop6(Ipv6Addr{}));
+  CHECK_FALSE(s.next_hop6(*Ipv6Addr::parse("::1")));
+  CHECK_FALSE(s.next_hop6(Ipv6Addr::all_nodes()));
+  CHECK_FALSE(s.next_hop6(*Ipv6Addr::parse("::ffff:198.18.0.2")));
+  CHECK(s.counters().no_route == 5);
+  // resolve6 takes on-link peers only.
+  CHECK(s.resolve6(kRemoteIp6, 0, 1).status == Resolve::kDropped);
+  CHECK(s.resolve6(Ipv6Addr::all_nodes(), 0, 1).status == Resolve::kDropped);
+  CHECK(s.resolve6(kOurIp6, 0, 1).status == Resolve::kDropped);
+  CHECK(s.counters().no_route == 8);
+  CHECK(s.pending_actions() == 0);
+
+  // Without gateway6 off-link is unreachable.
+  NetStackConfig c = config6();
+  c.gateway6.reset();
+  NetStack flat(c);
+  CHECK_FALSE(flat.next_hop6(kRemoteIp6));
+  CHECK(flat.counters().no_route == 1);
+
+  // A link-local addr6: only fe80::/10 is on-link (plus its own /64).
+  NetStackConfig ll = config6();
+  ll.addr6 = *Ipv6Addr::parse("fe80::1");
+  ll.gateway6.reset();
+  NetStack lls(ll);
+  CHECK(lls.next_hop6(*Ipv6Addr::parse("fe80::1:2:3:4")) == *Ipv6Addr::parse("fe80::1:2:3:4"));
+  CHECK(lls.next_hop6(*Ipv6Addr::parse("febf::9")) == *Ipv6Addr::parse("febf::9"));
+  CHECK_FALSE(lls.next_hop6(kPeerIp6));
+  // prefix_len6 128: only link-local neighbours are on-link.
+  NetStackConfig host = config6();
+  host.prefix_len6 = 128;
+  NetStack hs(host);
+  CHECK(hs.next_hop6(kPeerIp6) == kGwIp6);
+  CHECK(hs.next_hop6(kPeerLl6) == kPeerLl6);
+}
+
+TEST_CASE("Static IPv6 neighbours resolve without NDP", "[stack6][ndp]") {
+  NetStackConfig c = config6();
+  c.static_neighbours6 = {{kGwIp6, kGwMac}};
+  NetStack s(c);
+  const auto r = s.resolve6(*s.next_hop6(kRemoteIp6), 0, 9);
+  CHECK(r.status == Resolve::kResolved);
+  CHECK(r.mac == kGwMac);
+  CHECK(s.pending_actions() == 0);
+  // An NA does not move a static entry.
+  Ip6Opts from_gw;
+  from_gw.src = kGwIp6;
+  receive(s, na_frame(0x60000000u, kGwIp6, lla_option(2, kPeerMac), from_gw));
+  CHECK(s.neighbours6().find(kGwIp6)->mac == kGwMac);
+  CHECK(s.add_static_neighbour6(kPeerIp6, kPeerMac));
+  CHECK_FALSE(s.add_static_neighbour6(kOurIp6, kPeerMac));
+  CHECK_FALSE(s.add_static_neighbour6(Ipv6Addr::all_nodes(), kPeerMac));
+  CHECK(s.remove_neighbour6(kGwIp6));
+  CHECK_FALSE(s.remove_neighbour6(kGwIp6));
+  CHECK(s.resolve6(kGwIp6, 0, 9).status == Resolve::kQueued);
+}
+
+TEST_CASE("announce() adds an unsolicited NA when IPv6 is on", "[stack6][ndp]") {
+  NetStack s(config6());
+  s.announce();
+  const auto actions = take_all(s);
+  REQUIRE(actions.size() == 2);
+  CHECK(get16(bytes_of(actions[0]), 12) == 0x0806);
+  CHECK(actions[1].kind == NetAction::Kind::kTransmit);
+  CHECK(actions[1].ipv6);
+  const auto na = bytes_of(actions[1]);
+  CHECK(get_mac(na, 0) == kAllNodesMac);
+  check_ndp(na, 14, 136, 0x20000000u, Ipv6Addr::all_nodes(), kOurIp6);
+  CHECK(s.counters().tx_na == 1);
+  // Looped back, our own NA is dropped (source is ours).
+  CHECK(drop_of(s, na) == RxDrop::kIpv6BadSource);
+}
+
+TEST_CASE("write_udp6_headers builds a frame the classifier accepts", "[stack6][tx]") {
+  NetStackConfig c = config6();
+  c.vlan_id = 7;
+  c.ttl = 9;
+  NetStack tx(c);
+  NetStackConfig rc = config6();
+  rc.mac = kPeerMac;
+  rc.addr = kPeerIp;
+  rc.addr6 = kPeerIp6;
+  rc.vlan_id = 7;
+  NetStack rx(rc);
+  std::vector<uint8_t> f(200, 0);
+  const size_t hdr = tx.write_udp6_headers(f, kPeerMac, kPeerIp6, 50001, 4791, 0x02, 0xABCDE, 100);
+  REQUIRE(hdr == 18 + 48);
+  f.resize(hdr + 100);
+  CHECK(get32(f, 18) == (6u << 28 | 0x02u << 20 | 0xABCDEu));
+  CHECK(get16(f, 22) == 108);
+  CHECK(f[24] == 17);
+  CHECK(f[25] == 9);
+  CHECK(get16(f, 18 + 40 + 6) == 0);  // UDP checksum 0
+  std::vector<uint8_t> scratch(128);
+  const RxResult r = rx.on_rx_frame(f, 0, scratch);
+  REQUIRE(r.verdict == RxVerdict::kDeliverUdp);
+  CHECK(r.udp.src_ip6 == kOurIp6);
+  CHECK(r.udp.src_port == 50001);
+  CHECK(r.udp.tos == 0x02);
+  CHECK(r.udp.payload_len == 100);
+  std::vector<uint8_t> tiny(60);
+  CHECK(tx.write_udp6_headers(tiny, kPeerMac, kPeerIp6, 1, 2, 0, 0, 10) == 0);
+  CHECK(tx.write_udp6_headers(f, kPeerMac, kPeerIp6, 1, 2, 0, 0, 65536 - 8) == 0);
+  CHECK(tx.write_udp6_headers(f, kPeerMac, kPeerIp6, 1, 2, 0, 0, 65535 - 8) == hdr);
+}
+
+TEST_CASE("Bad IPv6 configuration is rejected with a reason", "[stack6]") {
+  auto rejects = [](auto mutate, const char* what) {
+    NetStackConfig c = config6();
+    mutate(c);
+    try {
+      NetStack s(c);
+      FAIL("accepted: " << what);
+    } catch (const std::invalid_argument& e) {
+      INFO(e.what());
+      CHECK(std::string(e.what()).find(what) != std::string::npos);
+    }
+  };
+  rejects([](NetStackConfig& c) { c.addr6 = Ipv6Addr{}; }, "addr6");
+  rejects([](NetStackConfig& c) { c.addr6 = *Ipv6Addr::parse("::1"); }, "addr6");
+  rejects([](NetStackConfig& c) { c.addr6 = Ipv6Addr::all_nodes(); }, "addr6");
+  rejects([](NetStackConfig& c) { c.addr6 = *Ipv6Addr::parse("::ffff:1.2.3.4"); }, "addr6");
+  rejects([](NetStackConfig& c) { c.prefix_len6 = 0; }, "prefix_len6");
+  rejects([](NetStackConfig& c) { c.prefix_len6 = 129; }, "prefix_len6");
+  rejects([](NetStackConfig& c) { c.gateway6 = kRemoteIp6; }, "gateway6");
+  rejects([](NetStackConfig& c) { c.gateway6 = kOurIp6; }, "gateway6");
+  rejects([](NetStackConfig& c) { c.gateway6 = Ipv6Addr::all_nodes(); }, "gateway6");
+  rejects(
+      [](NetStackConfig& c) {
+        c.static_neighbours6 = {{kPeerIp6, MacAddr{}}};
+      },
+      "static_neighbours6");
+  rejects(
+      [](NetStackConfig& c) {
+        c.static_neighbours6 = {{kOurIp6, kPeerMac}};
+      },
+      "static_neighbours6");
+  rejects(
+      [](NetStackConfig& c) {
+        c.addr6.reset();
+        c.gateway6 = kGwIp6;
+      },
+      "gateway6");
+}
