@@ -2,14 +2,20 @@
 """Writes the seed corpus for fuzz_net_stack_rx (run from this folder).
 
 Each seed is one config byte (bit 0-1: stack variant, 1 = VLAN 100 when bit 1
-is set; bit 2: a resolution is pending) followed by one Ethernet frame built
-with scapy, so the seeds come from an independent implementation.
+is set; bit 2: a resolution is pending; bit 3: IPv6 off) followed by one
+Ethernet frame built with scapy, so the seeds come from an independent
+implementation.
 """
 import os
 from scapy.all import ARP, Dot1Q, Ether, ICMP, IP, UDP, Raw
+from scapy.layers.inet6 import (IPv6, ICMPv6EchoRequest, ICMPv6ND_NA, ICMPv6ND_NS, ICMPv6ND_RA,
+                                ICMPv6NDOptDstLLAddr, ICMPv6NDOptSrcLLAddr, IPv6ExtHdrFragment,
+                                IPv6ExtHdrHopByHop)
 
 OUR_MAC, PEER_MAC = "02:00:00:00:00:01", "02:00:00:00:00:02"
 OUR_IP, PEER_IP = "198.18.0.1", "198.18.0.2"
+OUR_IP6, PEER_IP6, GW_IP6 = "2001:db8:0:1::1", "2001:db8:0:1::2", "fe80::fe"
+OUR_SOLICITED, OUR_SOLICITED_MAC = "ff02::1:ff00:1", "33:33:ff:00:00:01"
 
 
 def eth(vlan, dst=OUR_MAC):
@@ -37,18 +43,52 @@ def frames(vlan):
     yield "tcp", eth(vlan) / ip / Raw(bytes(20))
 
 
+def frames6(vlan):
+    to_us = IPv6(src=PEER_IP6, dst=OUR_IP6)
+    yield "ns", eth(vlan, OUR_SOLICITED_MAC) / IPv6(
+        src=PEER_IP6, dst=OUR_SOLICITED, hlim=255) / ICMPv6ND_NS(tgt=OUR_IP6) / ICMPv6NDOptSrcLLAddr(
+            lladdr=PEER_MAC)
+    yield "ns_dad", eth(vlan, OUR_SOLICITED_MAC) / IPv6(
+        src="::", dst=OUR_SOLICITED, hlim=255) / ICMPv6ND_NS(tgt=OUR_IP6)
+    yield "na", eth(vlan) / IPv6(src=PEER_IP6, dst=OUR_IP6, hlim=255) / ICMPv6ND_NA(
+        tgt=PEER_IP6, R=0, S=1, O=1) / ICMPv6NDOptDstLLAddr(lladdr=PEER_MAC)
+    yield "na_unsolicited", eth(vlan, "33:33:00:00:00:01") / IPv6(
+        src=PEER_IP6, dst="ff02::1", hlim=255) / ICMPv6ND_NA(
+            tgt=PEER_IP6, R=0, S=0, O=1) / ICMPv6NDOptDstLLAddr(lladdr=PEER_MAC)
+    yield "ra", eth(vlan, "33:33:00:00:00:01") / IPv6(
+        src=GW_IP6, dst="ff02::1", hlim=255) / ICMPv6ND_RA()
+    yield "ping6", eth(vlan) / to_us / ICMPv6EchoRequest(id=7, seq=1, data=bytes(range(56)))
+    yield "udp6_roce", eth(vlan) / IPv6(src=PEER_IP6, dst=OUR_IP6, tc=3) / UDP(
+        sport=49152, dport=4791, chksum=0) / Raw(bytes(40))
+    yield "udp6_cm_csum", eth(vlan) / to_us / UDP(sport=18515, dport=18515) / Raw(b"conduit-cm")
+    yield "hop_by_hop", eth(vlan) / to_us / IPv6ExtHdrHopByHop() / UDP(dport=4791) / Raw(bytes(16))
+    yield "fragment6", eth(vlan) / to_us / IPv6ExtHdrFragment(m=1) / UDP(dport=4791) / Raw(
+        bytes(16))
+
+
 def main():
     out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "seeds", "net_stack_rx")
     os.makedirs(out, exist_ok=True)
+    def write(tag, data):
+        with open(os.path.join(out, tag), "wb") as f:
+            f.write(data)
+
     for variant, vlan in ((0, False), (3, True)):
+        prefix = "vlan_" if vlan else ""
         for name, pkt in frames(vlan):
             if name == "tcp":
                 pkt[IP].proto = 6
             for pending in (0, 4) if name == "arp_reply" else (0,):
                 data = bytes([variant | pending]) + bytes(pkt)
-                tag = f"{'vlan_' if vlan else ''}{name}{'_pending' if pending else ''}"
-                with open(os.path.join(out, tag), "wb") as f:
-                    f.write(data)
+                write(f"{prefix}{name}{'_pending' if pending else ''}", data)
+        for name, pkt in frames6(vlan):
+            for pending in (0, 4) if name == "na" else (0,):
+                data = bytes([variant | pending]) + bytes(pkt)
+                write(f"{prefix}{name}{'_pending' if pending else ''}", data)
+            if name == "ns":
+                write(f"{prefix}ns_truncated", bytes([variant]) + bytes(pkt)[:-9])
+            if name == "ping6":
+                write(f"{prefix}ping6_ipv6_off", bytes([variant | 8]) + bytes(pkt))
 
 
 if __name__ == "__main__":
