@@ -377,6 +377,7 @@ int run(const std::string& config_path) {
     pc.mbuf_count = p.port.mbufs;
     pc.xdp_program = conduit::dpdk::find_xdp_steer_program();
     pc.xdp_steer_ipv4 = p.port.address.value;
+    if (p.port.address6) pc.xdp_steer_ipv6 = p.port.address6->bytes;
     port = std::make_unique<conduit::dpdk::Port>(pc);
     if (int rc = conduit::control::EngineChannel::create(1024, &channel); rc < 0) {
       spdlog::critical("cannot create the engine command channel: {}", strerror(-rc));

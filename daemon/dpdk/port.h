@@ -15,7 +15,9 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +52,7 @@ struct PortConfig {
   // (host byte order) it steers to conduitd.
   std::string xdp_program;
   uint32_t xdp_steer_ipv4 = 0;
+  std::optional<std::array<uint8_t, 16>> xdp_steer_ipv6;  // port.address6
 };
 
 struct LinkStatus {

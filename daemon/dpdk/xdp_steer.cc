@@ -25,7 +25,10 @@ constexpr const char* kCfgMapName = "conduit_cfg";
 struct SteerCfg {
   uint32_t ipv4_be;
   uint32_t enabled;
+  std::array<uint8_t, 16> ipv6;
+  uint32_t ipv6_enabled;
 };
+static_assert(sizeof(SteerCfg) == 28);
 
 bool exists(const std::string& path) {
   std::error_code ec;
@@ -50,7 +53,8 @@ std::string with_xdp_program(const std::string& device, const std::string& progr
   return device + ",xdp_prog=" + program;
 }
 
-std::string configure_xdp_steering(int ifindex, uint32_t ipv4_host_order) {
+std::string configure_xdp_steering(int ifindex, uint32_t ipv4_host_order,
+                                   const std::optional<std::array<uint8_t, 16>>& ipv6) {
 #ifdef CONDUIT_HAVE_LIBBPF
   uint32_t prog_id = 0;
   if (int rc = bpf_xdp_query_id(ifindex, 0, &prog_id); rc != 0 || prog_id == 0) {
@@ -80,7 +84,8 @@ std::string configure_xdp_steering(int ifindex, uint32_t ipv4_host_order) {
                " bytes, expected " + std::to_string(sizeof(SteerCfg)) + " (a stale program?)";
       }
       const uint32_t key = 0;
-      const SteerCfg cfg{htonl(ipv4_host_order), 1};
+      const SteerCfg cfg{htonl(ipv4_host_order), 1, ipv6.value_or(std::array<uint8_t, 16>{}),
+                         ipv6 ? 1u : 0u};
       const int urc = bpf_map_update_elem(map_fd, &key, &cfg, BPF_ANY);
       close(map_fd);
       if (urc != 0) return std::string("cannot write ") + kCfgMapName + ": " + std::strerror(-urc);
@@ -93,6 +98,7 @@ std::string configure_xdp_steering(int ifindex, uint32_t ipv4_host_order) {
 #else
   (void)ifindex;
   (void)ipv4_host_order;
+  (void)ipv6;
   return "conduitd was built without libbpf";
 #endif
 }

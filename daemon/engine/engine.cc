@@ -164,7 +164,15 @@ bool is_receive(transport::WcOpcode op) {
   return op == transport::WcOpcode::kRecv || op == transport::WcOpcode::kRecvWriteImm;
 }
 
-// RoCEv2 over IPv4 carries an IPv4-mapped GID: ::ffff:a.b.c.d.
+// RoCEv2 over IPv4 carries an IPv4-mapped GID: ::ffff:a.b.c.d. Any other
+// unicast GID is an IPv6 address (RoCEv2 over IPv6).
+bool gid_is_ipv4_mapped(const std::array<uint8_t, 16>& gid) {
+  for (int i = 0; i < 10; ++i) {
+    if (gid[i] != 0) return false;
+  }
+  return gid[10] == 0xFF && gid[11] == 0xFF;
+}
+
 bool gid_to_ipv4(const std::array<uint8_t, 16>& gid, net::Ipv4Addr* out) {
   for (int i = 0; i < 10; ++i) {
     if (gid[i] != 0) return false;
@@ -599,12 +607,17 @@ int Engine::modify_qp(const control::EngineCommand& cmd, uint64_t now_ns) {
     ta.access_flags = a.access;
     mask |= transport::kAttrAccessFlags;
   }
+  // The peer's family: from this modify's GID, else from the one set before.
+  const bool v6_peer =
+      (a.mask & proto::kAttrDgid) ? !gid_is_ipv4_mapped(a.dgid) : q->peer_set && q->peer_v6;
   if (a.mask & proto::kAttrPathMtu) {
     ta.pmtu_bytes = proto::path_mtu_bytes(a.path_mtu);
     // As verbs refuses a path MTU above the port's active MTU: packets that large would
     // not leave the port (or not arrive), and the QP would fail later with retries exceeded.
-    // The same rule the policy loader applies to transport.pmtu against port.mtu.
-    if (port_.mtu_bytes() != 0 && ta.pmtu_bytes + policy::kRoceOverheadBytes > port_.mtu_bytes()) {
+    // The same rule the policy loader applies to transport.pmtu against port.mtu (IPv6's
+    // header is 20 bytes longer).
+    const uint32_t overhead = v6_peer ? policy::kRoceOverheadBytes6 : policy::kRoceOverheadBytes;
+    if (port_.mtu_bytes() != 0 && ta.pmtu_bytes + overhead > port_.mtu_bytes()) {
       return -EINVAL;
     }
     mask |= transport::kAttrPathMtu;
@@ -658,8 +671,18 @@ int Engine::modify_qp(const control::EngineCommand& cmd, uint64_t now_ns) {
             transport::kAttrRnrRetry;
   }
   net::Ipv4Addr peer{};
-  if ((a.mask & proto::kAttrDgid) && !gid_to_ipv4(a.dgid, &peer)) return -EINVAL;
-  if (peer.is_loopback()) peer = net_.config().addr;  // ::ffff:127.x names this host
+  net::Ipv6Addr peer6{};
+  if ((a.mask & proto::kAttrDgid) && v6_peer) {
+    // RoCEv2 over IPv6: only with port.address6, and only a unicast peer
+    // (::1 names this host, as ::ffff:127.x does for IPv4).
+    if (!net_.config().addr6) return -EINVAL;
+    peer6 = net::Ipv6Addr{a.dgid};
+    if (peer6.is_loopback()) peer6 = *net_.config().addr6;
+    if (peer6.is_unspecified() || peer6.is_multicast()) return -EINVAL;
+  } else if ((a.mask & proto::kAttrDgid) && !gid_to_ipv4(a.dgid, &peer)) {
+    return -EINVAL;
+  }
+  if (!v6_peer && peer.is_loopback()) peer = net_.config().addr;  // ::ffff:127.x: this host
 
   // Whatever the modify changes (PMTU, peer, a new connection), the fast
   // path learns the peer's frames again.
@@ -668,7 +691,8 @@ int Engine::modify_qp(const control::EngineCommand& cmd, uint64_t now_ns) {
   q->reported_state = q->qp->state();
 
   if (a.mask & proto::kAttrDgid) {
-    if (int rc = set_peer(*q, peer, now_ns); rc < 0) return rc;
+    const int rc = v6_peer ? set_peer6(*q, peer6, now_ns) : set_peer(*q, peer, now_ns);
+    if (rc < 0) return rc;
   }
   if (a.mask & proto::kAttrDestQpn) {
     q->addr.src_port = wire::udp_sport_for_qp(q->qpn, a.dest_qpn);
@@ -687,7 +711,31 @@ int Engine::set_peer(QpCtx& q, net::Ipv4Addr peer, uint64_t now_ns) {
   q.peer_ip = peer;
   q.next_hop = *hop;
   q.next_resolve_ns = now_ns;
+  q.peer_v6 = false;
+  q.addr.ipv6 = false;
   q.addr.dst_ip = peer.value;
+  return 0;
+}
+
+bool Engine::from_peer(const QpCtx& q, const net::UdpDatagram& udp) {
+  return udp.ipv6 ? q.peer_v6 && udp.src_ip6 == q.peer_ip6 : !q.peer_v6 && udp.src_ip == q.peer_ip;
+}
+
+int Engine::set_peer6(QpCtx& q, const net::Ipv6Addr& peer, uint64_t now_ns) {
+  const net::Ipv6Addr& self = *net_.config().addr6;  // checked by the caller
+  auto hop = peer == self ? std::optional(peer) : net_.next_hop6(peer);
+  if (!hop) return -ENETUNREACH;
+  reset_rx_expect(q);
+  q.peer_set = true;
+  q.peer_local = peer == self;
+  q.peer_resolved = false;
+  q.peer_v6 = true;
+  q.peer_ip6 = peer;
+  q.next_hop6 = *hop;
+  q.next_resolve_ns = now_ns;
+  q.addr.ipv6 = true;
+  q.addr.src_ip6 = self.bytes;
+  q.addr.dst_ip6 = peer.bytes;
   return 0;
 }
 
@@ -891,6 +939,14 @@ void Engine::fill_snapshot(control::CounterSnapshot& out) const {
   out.add("net.tx_icmp_echo_replies", n.tx_icmp_echo_replies);
   out.add("net.tx_arp_requests", n.tx_arp_requests);
   out.add("net.no_route", n.no_route);
+  out.add("net.rx_ns", n.rx_ns);
+  out.add("net.rx_na", n.rx_na);
+  out.add("net.tx_na", n.tx_na);
+  out.add("net.tx_ns", n.tx_ns);
+  out.add("net.rx_icmp6_echo_requests", n.rx_icmp6_echo_requests);
+  out.add("net.tx_icmp6_echo_replies", n.tx_icmp6_echo_replies);
+  out.add("net.rx_udp6_delivered", n.rx_udp6_delivered);
+  out.add("engine.rx_ipv6_unsupported", c.rx_ipv6_unsupported);
   for (size_t i = 0; i < n.rx_drops.size(); ++i) {
     out.add(kNetDropNames[i].c_str(), n.rx_drops[i]);
   }
@@ -1015,6 +1071,10 @@ bool Engine::rx(uint64_t now_ns) {
     // Anything else sees the RoCE packets before it delivered, in order.
     deliver_rx_run(now_ns);
     if (r.verdict == net::RxVerdict::kDeliverUdp && r.udp.dst_port == config_.cm_udp_port) {
+      if (r.udp.ipv6) {
+        ++counters_.rx_ipv6_unsupported;  // the native connection manager is IPv4 only
+        continue;
+      }
       cm_rx(r.udp, frame, now_ns);
     } else if (r.verdict == net::RxVerdict::kReply) {
       if (rte_mbuf* out = port_.alloc_mbuf()) {
@@ -1052,13 +1112,18 @@ void Engine::deliver_rx_run(uint64_t now_ns) {
 void Engine::rx_roce(const net::UdpDatagram& udp, std::span<const uint8_t> frame, uint64_t now_ns,
                      const QpCtx* local_sender) {
   ++counters_.rx_roce;
-  const auto ip_udp = frame.subspan(udp.ip_offset, net::NetStack::kIpv4UdpHeaderBytes);
+  const auto ip_udp = frame.subspan(udp.ip_offset, udp.ipv6 ? net::NetStack::kIpv6UdpHeaderBytes
+                                                            : net::NetStack::kIpv4UdpHeaderBytes);
   const auto payload = frame.subspan(udp.payload_offset, udp.payload_len);
   // The QP decides the PMTU the parser enforces: peek at the BTH's DestQP.
   QpCtx* q = nullptr;
   if (payload.size() >= wire::kBthBytes) {
     const uint32_t dest_qp = uint32_t{payload[5]} << 16 | uint32_t{payload[6]} << 8 | payload[7];
     if (dest_qp == wire::kGsiQpn && local_sender == nullptr) {
+      if (udp.ipv6) {  // the IB CM (QP1) is served over IPv4 only
+        ++counters_.rx_ipv6_unsupported;
+        return;
+      }
       gsi_rx(udp, frame, now_ns);  // a verbs peer's connection manager
       return;
     }
@@ -1078,7 +1143,7 @@ void Engine::rx_roce(const net::UdpDatagram& udp, std::span<const uint8_t> frame
   // Only the connected peer may speak to a QP. Between QPs of this host the
   // address says nothing (all share it), but the engine knows the sender: a
   // client's QP connected to someone else's QPN cannot inject into it.
-  if (!q->peer_set || udp.src_ip != q->peer_ip ||
+  if (!q->peer_set || !from_peer(*q, udp) ||
       (local_sender != nullptr &&
        (!q->peer_local || q->qp->attr().dest_qpn != local_sender->qpn))) {
     ++q->rx_wrong_peer;
@@ -1122,7 +1187,7 @@ bool Engine::rx_roce_fast(std::span<const uint8_t> frame, uint64_t now_ns) {
     ++counters_.rx_wire_drops[static_cast<size_t>(why)];
     return true;
   }
-  if (!q->peer_set || udp.src_ip != q->peer_ip) {
+  if (!q->peer_set || !from_peer(*q, udp)) {
     ++q->rx_wrong_peer;
     ++counters_.rx_wrong_peer;
     return true;
@@ -1418,7 +1483,7 @@ bool Engine::resolve_peer(QpCtx& q, uint64_t now_ns) {
     q.peer_resolved = true;
     return true;
   }
-  const auto r = net_.resolve(q.next_hop, now_ns);
+  const auto r = q.peer_v6 ? net_.resolve6(q.next_hop6, now_ns) : net_.resolve(q.next_hop, now_ns);
   if (r.status == net::NeighbourTable::Resolve::kResolved) {
     q.addr.dst_mac = r.mac.bytes;
     q.peer_resolved = true;
@@ -1479,7 +1544,7 @@ bool Engine::fill_pacer(QpCtx& q, uint64_t now_ns) {
       }
       m->data_len = m->pkt_len = static_cast<uint32_t>(built[i].len_bytes);
       const uint8_t opcode =
-          rte_pktmbuf_mtod(m, const uint8_t*)[q.tmpl.l2_bytes + net::NetStack::kIpv4UdpHeaderBytes];
+          rte_pktmbuf_mtod(m, const uint8_t*)[size_t{q.tmpl.l2_bytes} + q.tmpl.ip_udp_bytes];
       if (opcode == static_cast<uint8_t>(wire::Opcode::kAcknowledge) && q.queued_answers == 0 &&
           send_ack_unpaced(q, m)) {
         continue;
@@ -1567,12 +1632,18 @@ void Engine::loopback(rte_mbuf* m, const QpCtx& q, uint64_t now_ns) {
   std::span<const uint8_t> frame(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len);
   const size_t l2 =
       q.addr.has_vlan ? wire::kEthHeaderBytes + wire::kVlanTagBytes : wire::kEthHeaderBytes;
-  const size_t l4_end = l2 + net::NetStack::kIpv4UdpHeaderBytes;
+  const size_t l4_end =
+      l2 + (q.addr.ipv6 ? net::NetStack::kIpv6UdpHeaderBytes : net::NetStack::kIpv4UdpHeaderBytes);
   if (frame.size() >= l4_end) {
     net::UdpDatagram udp;
     udp.src_mac = net_.config().mac;
-    udp.src_ip = net_.config().addr;
-    udp.dst_ip = net_.config().addr;
+    if (q.addr.ipv6) {
+      udp.ipv6 = true;
+      udp.src_ip6 = udp.dst_ip6 = *net_.config().addr6;
+    } else {
+      udp.src_ip = net_.config().addr;
+      udp.dst_ip = net_.config().addr;
+    }
     udp.src_port = q.addr.src_port;
     udp.dst_port = config_.roce_udp_port;
     udp.tos = static_cast<uint8_t>(q.addr.dscp << 2 | q.addr.ecn);

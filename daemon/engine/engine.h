@@ -166,6 +166,8 @@ struct EngineCounters {
   uint64_t rx_multi_segment = 0;  // dropped: we build and parse single-segment frames
   uint64_t rx_unknown_qp = 0;
   uint64_t rx_wrong_peer = 0;  // valid RoCE frame for a QP from an address not its peer
+  uint64_t rx_ipv6_unsupported =
+      0;  // IPv6 datagrams for the IB CM (QP1) or the native CM: IPv4 only
   std::array<uint64_t, wire::kDropReasonCount> rx_wire_drops{};
   uint64_t tx_bursts = 0;  // calls into the device's TX burst
   uint64_t tx_frames = 0;
@@ -267,6 +269,9 @@ class Engine {
   void cm_forget_conn(QpCtx& q);
   // Peer address of a QP (its RoCE frames' destination): 0 or -ENETUNREACH.
   int set_peer(QpCtx& q, net::Ipv4Addr peer, uint64_t now_ns);
+  int set_peer6(QpCtx& q, const net::Ipv6Addr& peer, uint64_t now_ns);
+  // The datagram came from q's peer (its family and address).
+  static bool from_peer(const QpCtx& q, const net::UdpDatagram& udp);
 
   // Datapath.
   void defer_timers_after_stall(uint64_t now_ns);

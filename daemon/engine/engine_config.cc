@@ -58,6 +58,11 @@ EngineConfig engine_config_from_policy(const policy::Policy& p, net::MacAddr mac
   c.net.addr = net::Ipv4Addr{p.port.address.value};
   c.net.prefix_len = p.port.prefix_len;
   if (p.port.gateway) c.net.gateway = net::Ipv4Addr{p.port.gateway->value};
+  if (p.port.address6) {
+    c.net.addr6 = net::Ipv6Addr{p.port.address6->bytes};
+    c.net.prefix_len6 = p.port.prefix_len6;
+    if (p.port.gateway6) c.net.gateway6 = net::Ipv6Addr{p.port.gateway6->bytes};
+  }
   c.net.udp_ports = {p.port.roce_udp_port, p.port.cm_udp_port};
   for (const auto& n : p.port.neighbours) {
     c.net.static_neighbours.push_back({net::Ipv4Addr{n.ip.value}, net::MacAddr{n.mac.bytes}});

@@ -65,6 +65,10 @@ struct Engine::QpCtx {
   bool peer_local = false;  // the peer QP lives on this host: loopback, no port
   net::Ipv4Addr peer_ip{};
   net::Ipv4Addr next_hop{};
+  // RoCEv2 over IPv6: a peer GID that is not IPv4-mapped (then addr.ipv6 too).
+  bool peer_v6 = false;
+  net::Ipv6Addr peer_ip6{};
+  net::Ipv6Addr next_hop6{};
   uint64_t next_resolve_ns = 0;
   wire::FrameAddr addr;
   uint32_t queued_frames = 0;

@@ -16,7 +16,8 @@
  *    0x7b, as ibv_rc_pingpong sends them; every receive is checked for its
  *    length and (with -c) its bytes.
  *
- * Our GID is the IPv4-mapped address of conduitd's port (-x). The peer's LID
+ * Our GID is the IPv4-mapped address of conduitd's port (-x), or its IPv6
+ * address (port.address6) when -x is one: RoCEv2 over IPv6. The peer's LID
  * is ignored (RoCE has none); -g is accepted for command-line compatibility
  * and ignored: conduitd has one address. The output has ibv_rc_pingpong's
  * lines, so scripts that read its results read ours.
@@ -100,7 +101,8 @@ static void usage(const char* argv0) {
       "  %s -x ADDR [options] <host>   connect to server at <host>\n"
       "\n"
       "Options:\n"
-      "  -x, --local-addr=<ip>  IPv4 address of conduitd's port: our GID (required)\n"
+      "  -x, --local-addr=<ip>  conduitd's port address, IPv4 or IPv6 (port.address6): our GID\n"
+      "                         (required)\n"
       "  -S, --socket=<path>    conduitd's control socket (default $CONDUIT_SOCKET or %s)\n"
       "  -p, --port=<port>      listen on/connect to port <port> (default 18515)\n"
       "  -s, --size=<size>      size of message to exchange (default 4096)\n"
@@ -196,7 +198,7 @@ static int parse_options(int argc, char** argv, struct pp_options* o) {
     goto bad;
   }
   if (!o->local_addr) {
-    fprintf(stderr, "%s: -x ADDR (the IPv4 address of conduitd's port) is required\n", argv[0]);
+    fprintf(stderr, "%s: -x ADDR (the address of conduitd's port) is required\n", argv[0]);
     return -1;
   }
   return 0;
@@ -474,12 +476,13 @@ int main(int argc, char** argv) {
 
   struct pp_dest me = {.lid = 0};
   struct in_addr v4;
-  if (inet_pton(AF_INET, o.local_addr, &v4) != 1) {
-    fprintf(stderr, "-x %s: not an IPv4 address\n", o.local_addr);
+  if (inet_pton(AF_INET, o.local_addr, &v4) == 1) {
+    me.gid[10] = me.gid[11] = 0xff;
+    memcpy(&me.gid[12], &v4, 4);
+  } else if (inet_pton(AF_INET6, o.local_addr, me.gid) != 1) {
+    fprintf(stderr, "-x %s: neither an IPv4 nor an IPv6 address\n", o.local_addr);
     return 1;
   }
-  me.gid[10] = me.gid[11] = 0xff;
-  memcpy(&me.gid[12], &v4, 4);
 
   struct pp_context pp = {.size_bytes = o.size_bytes, .rx_depth = o.rx_depth};
   struct conduit_context_attr attr = {.socket_path = o.socket_path,

@@ -6,7 +6,10 @@
 // the socket only what is conduitd's and passes the rest to the kernel:
 //   - IPv4 frames to conduitd's address (RoCEv2, the connection manager, ICMP echo: all of it);
 //   - ARP frames whose target protocol address is conduitd's address (requests for it, and the
-//     replies to conduitd's own requests, which share the interface's MAC with the kernel).
+//     replies to conduitd's own requests, which share the interface's MAC with the kernel);
+//   - with an IPv6 address configured (port.address6): IPv6 frames to it (RoCEv2, ICMPv6 echo,
+//     unicast Neighbor Solicitations and the Advertisements answering conduitd's), and the
+//     multicast Neighbor Solicitations whose target is it (no extension headers in either).
 // Untagged or with one 802.1Q/802.1ad tag. Everything else, and everything until conduitd has
 // written its address into conduit_cfg (right after the port starts), goes to the kernel.
 //
@@ -16,13 +19,16 @@
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/ip.h>
+#include <linux/ipv6.h>
 
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 
 struct steer_cfg {
-  __u32 ipv4;     // conduitd's address, network byte order
-  __u32 enabled;  // 0 until conduitd configured it: pass everything
+  __u32 ipv4;          // conduitd's address, network byte order
+  __u32 enabled;       // 0 until conduitd configured it: pass everything
+  __u32 ipv6[4];       // conduitd's IPv6 address as on the wire
+  __u32 ipv6_enabled;  // 0: no IPv6 address, every IPv6 frame goes to the kernel
 };
 
 struct steer_stats {
@@ -80,6 +86,22 @@ static __always_inline int verdict(struct xdp_md* ctx, int to_socket) {
   return bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_PASS);
 }
 
+static __always_inline int ipv6_is(const __u32* a, const __u32* b) {
+  return a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3];
+}
+
+// An IPv6 frame is conduitd's when it is addressed to conduitd's IPv6 address, or is a Neighbor
+// Solicitation (ICMPv6 135, straight after the IPv6 header) for that address.
+static __always_inline int ipv6_for_us(const struct steer_cfg* cfg, struct ipv6hdr* ip,
+                                       void* data_end) {
+  if (ipv6_is(ip->daddr.in6_u.u6_addr32, cfg->ipv6)) return 1;
+  if (ip->daddr.in6_u.u6_addr8[0] != 0xFF || ip->nexthdr != 58) return 0;
+  __u8* icmp = (__u8*)(ip + 1);
+  if ((void*)(icmp + 24) > data_end) return 0;  // type, code, checksum, reserved, target
+  if (icmp[0] != 135) return 0;
+  return ipv6_is((const __u32*)(icmp + 8), cfg->ipv6);
+}
+
 SEC("xdp")
 int conduit_steer(struct xdp_md* ctx) {
   void* data = (void*)(long)ctx->data;
@@ -102,6 +124,11 @@ int conduit_steer(struct xdp_md* ctx) {
     struct iphdr* ip = l3;
     if ((void*)(ip + 1) > data_end) return verdict(ctx, 0);
     return verdict(ctx, ip->daddr == cfg->ipv4);
+  }
+  if (proto == bpf_htons(ETH_P_IPV6)) {
+    struct ipv6hdr* ip6 = l3;
+    if (!cfg->ipv6_enabled || (void*)(ip6 + 1) > data_end) return verdict(ctx, 0);
+    return verdict(ctx, ipv6_for_us(cfg, ip6, data_end));
   }
   if (proto == bpf_htons(ETH_P_ARP)) {
     struct arp_eth_ipv4* arp = l3;

@@ -85,6 +85,12 @@ struct Host {
 
 // port.roce_udp_port of the engines make_engine builds (a test that changes it puts it back).
 uint16_t g_roce_udp_port = wire::kRoceUdpPort;
+// With it, make_engine gives each host port.address6 fe80::c0:MAC_LOW/64 (RoCEv2 over IPv6);
+// a test that sets it puts it back.
+bool g_ipv6 = false;
+net::Ipv6Addr host_addr6(uint8_t mac_low) {
+  return net::Ipv6Addr{{0xFE, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xC0, 0, mac_low}};
+}
 
 // The port, channel and engine of a host, no client yet.
 void make_engine(Host& h, const std::string& port_name, net::Ipv4Addr addr, uint8_t mac_low,
@@ -104,6 +110,7 @@ void make_engine(Host& h, const std::string& port_name, net::Ipv4Addr addr, uint
   ec.net.mac = net::MacAddr{{0x02, 0, 0, 0, 0, mac_low}};
   ec.net.addr = addr;
   ec.net.prefix_len = 24;
+  if (g_ipv6) ec.net.addr6 = host_addr6(mac_low);
   ec.roce_udp_port = g_roce_udp_port;
   ec.net.udp_ports = {g_roce_udp_port, ec.cm_udp_port};
   ec.idle_mode = idle_mode;
@@ -182,6 +189,7 @@ void connect(Host& h, const Host& peer, net::Ipv4Addr peer_addr) {
   c.attr.dgid[13] = static_cast<uint8_t>(peer_addr.value >> 16);
   c.attr.dgid[14] = static_cast<uint8_t>(peer_addr.value >> 8);
   c.attr.dgid[15] = static_cast<uint8_t>(peer_addr.value);
+  if (g_ipv6) c.attr.dgid = host_addr6(static_cast<uint8_t>(peer.qpn)).bytes;  // MAC low = QPN
   h.submit(c);
   c.attr = {};
   c.attr.mask = proto::kAttrState | proto::kAttrSqPsn | proto::kAttrTimeout | proto::kAttrRetryCnt |
@@ -394,6 +402,80 @@ TEST_CASE("engine: SEND, WRITE with immediate and READ between two engines", "[e
   CHECK(f.b.engine->net().counters().rx_arp_requests +
             f.a.engine->net().counters().rx_arp_requests >
         0);
+}
+
+std::vector<int32_t> ack_statuses(Host& h);  // below
+
+TEST_CASE("engine: RoCEv2 over IPv6: neighbour discovery, then SEND, WRITE and READ byte-exact",
+          "[engine][ipv6]") {
+  struct RestoreV4 {
+    ~RestoreV4() { g_ipv6 = false; }
+  } restore;
+  g_ipv6 = true;
+  Fixture f;
+  REQUIRE(run_until(
+              f.a, f.b, [] { return false; }, 50) == false);  // apply commands
+  expect_acks_ok(f.a);
+  expect_acks_ok(f.b);
+  const uint32_t len = 200'000;
+  fill_random(f.a.arena(), len, 17);
+  fill_random(f.b.arena() + (3 << 20), len, 19);
+  post_recv(f.b, 7, 1 << 20, len);
+  post_send(f.a, 1, CONDUIT_SHM_WR_SEND, 0, len);
+  post_send(f.a, 2, CONDUIT_SHM_WR_RDMA_WRITE, 0, len, 2 << 20);
+  post_send(f.a, 3, CONDUIT_SHM_WR_RDMA_READ, 4 << 20, len, 3 << 20);
+  const conduit_shm_cqe rx = wait_cqe(f, f.b);
+  CHECK(rx.status == CONDUIT_SHM_WC_SUCCESS);
+  CHECK(rx.byte_len == len);
+  for (uint64_t id = 1; id <= 3; ++id) {
+    const conduit_shm_cqe tx = wait_cqe(f, f.a);
+    CHECK(tx.status == CONDUIT_SHM_WC_SUCCESS);
+    CHECK(tx.wr_id == id);
+  }
+  CHECK(std::memcmp(f.a.arena(), f.b.arena() + (1 << 20), len) == 0);
+  CHECK(std::memcmp(f.a.arena(), f.b.arena() + (2 << 20), len) == 0);
+  CHECK(std::memcmp(f.a.arena() + (4 << 20), f.b.arena() + (3 << 20), len) == 0);
+  const net::NetCounters& na = f.a.engine->net().counters();
+  const net::NetCounters& nb = f.b.engine->net().counters();
+  INFO(describe(f.a) << "; " << describe(f.b));
+  // Each side resolved the other with a Neighbor Solicitation, and every RoCE packet went
+  // over IPv6: nothing over IPv4, so no ARP for the other's IPv4 address.
+  CHECK(na.tx_ns + nb.tx_ns >= 2);
+  CHECK(na.rx_ns >= 1);
+  CHECK(nb.rx_ns >= 1);
+  CHECK(na.rx_na >= 1);
+  CHECK(nb.rx_na >= 1);
+  CHECK(na.tx_arp_requests == 0);
+  CHECK(nb.tx_arp_requests == 0);
+  CHECK(nb.rx_udp6_delivered + f.b.engine->counters().rx_roce_fast >= len / 1024);
+  CHECK(na.rx_udp6_delivered > 0);
+  CHECK(f.a.engine->counters().rx_wrong_peer == 0);
+  CHECK(f.b.engine->counters().rx_wrong_peer == 0);
+}
+
+TEST_CASE("engine: an IPv6 GID without port.address6 is refused with EINVAL", "[engine][ipv6]") {
+  Fixture::Options o;
+  o.connect_qps = false;
+  Fixture f(o);
+  for (int i = 0; i < 100; ++i) f.a.engine->poll_once(engine::tsc_now_ns());
+  ack_statuses(f.a);  // the client, CQ and QP
+  control::EngineCommand c;
+  c.op = control::EngineOp::kModifyQp;
+  c.qpn = f.a.qpn;
+  c.attr.mask = proto::kAttrState | proto::kAttrAccess;
+  c.attr.state = proto::QpState::kInit;
+  c.attr.access = proto::kAccessAll;
+  f.a.submit(c);
+  c.attr = {};
+  c.attr.mask = proto::kAttrState | proto::kAttrPathMtu | proto::kAttrDestQpn | proto::kAttrRqPsn |
+                proto::kAttrDgid;
+  c.attr.state = proto::QpState::kRtr;
+  c.attr.dest_qpn = f.b.qpn;
+  c.attr.path_mtu = 3;
+  c.attr.dgid = host_addr6(0x22).bytes;
+  f.a.submit(c);
+  for (int i = 0; i < 100; ++i) f.a.engine->poll_once(engine::tsc_now_ns());
+  CHECK(ack_statuses(f.a) == std::vector<int32_t>{0, -EINVAL});
 }
 
 TEST_CASE("engine: a non-default port.roce_udp_port carries data, ACKs and READ responses",
