@@ -5,7 +5,8 @@
 #   conduitd_config FILE SOCKET DEVICE ADDR/PREFIX LCORE FILE_PREFIX [MTU [PMTU]]
 #                                   write a policy for one daemon (on-link peers, no gateway;
 #                                   \$CONDUITD_LINE_RATE, when set, is its port.line_rate;
-#                                   \$CONDUITD_WINDOW its transport.window)
+#                                   \$CONDUITD_WINDOW its transport.window, \$CONDUITD_ADDRESS6
+#                                   its port.address6 (IPV6/PREFIX: RoCEv2 over IPv6))
 #   conduitd_start HOST CONFIG LOG  start conduitd in HOST; waits until its socket answers
 #   conduitd_stop HOST              SIGTERM (then SIGKILL after 5 s) the daemon started in HOST;
 #                                   non-zero (and a line on stderr) unless it exited with 0
@@ -65,6 +66,7 @@ port:
   address: $addr
   mtu: $mtu
 ${CONDUITD_LINE_RATE:+  line_rate: $CONDUITD_LINE_RATE}
+${CONDUITD_ADDRESS6:+  address6: $CONDUITD_ADDRESS6}
 transport:
   pmtu: $pmtu
   timeout: 14

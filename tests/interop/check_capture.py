@@ -1,6 +1,7 @@
 """Checks a capture of conduit <-> rxe RoCEv2 traffic with independent decoders.
 
 Usage: check_capture.py PCAP CONDUIT_IP PEER_IP [--need-opcodes N,N,...] [--want-retransmit]
+                         [--conduit-ip6 ADDR]
 
 - tshark decodes every UDP 4791 frame as RRoCE (InfiniBand BTH) and reports its opcode;
 - every opcode is one this exchange may carry (RC SEND/WRITE/READ/ACK/atomics, and UD
@@ -10,14 +11,20 @@ Usage: check_capture.py PCAP CONDUIT_IP PEER_IP [--need-opcodes N,N,...] [--want
   on one word step by the addend in PSN order;
 - scapy recomputes the ICRC (scapy.contrib.roce) of up to 30 frames per direction and opcode,
   spread over the capture, to the bytes on the wire;
+- with --conduit-ip6, RoCEv2 over IPv6 too: frames between that address and one IPv6 peer
+  (rxe's GID, e.g. its link-local one) are accepted, IPv6 frames must go both ways, and their
+  ICRCs (which scapy does not compute for IPv6) are recomputed here with zlib's CRC-32 over
+  the masked pseudo-header (traffic class, flow label, hop limit, UDP checksum, BTH byte 4);
 - per direction: retransmitted request packets (a destination QP and PSN seen before) and NAKs;
   with --want-retransmit both directions must have retransmitted (go-back-N exercised).
 Prints a summary per direction and opcode. Exit 0 pass, 1 fail, 77 when tshark/scapy is missing.
 """
 import collections
 import shutil
+import struct
 import subprocess
 import sys
+import zlib
 
 SKIP = 77
 SAMPLE_PER_CLASS = 30
@@ -29,6 +36,18 @@ RC_OPCODES = {
     17: "ACK", 18: "ATOMIC_ACK", 19: "COMPARE_SWAP", 20: "FETCH_ADD", 0x81: "CNP",
     0x64: "UD_SEND_ONLY",  # the GSI (QP 1): connection-manager MADs
 }
+
+
+def icrc_ipv6(frame):
+    """The RoCEv2 ICRC of an untagged Ethernet/IPv6/UDP frame, as it goes on the wire (the
+    CRC-32 stored least-significant byte first), from the frame's bytes before its ICRC."""
+    dgram = bytearray(frame[14:-4])
+    dgram[0] |= 0x0F                    # traffic class (high nibble)
+    dgram[1:4] = b"\xff\xff\xff"        # traffic class (low nibble), flow label
+    dgram[7] = 0xFF                     # hop limit
+    dgram[46:48] = b"\xff\xff"          # UDP checksum
+    dgram[52] = 0xFF                    # BTH: FECN, BECN, reserved
+    return struct.pack("<I", zlib.crc32(b"\xff" * 8 + bytes(dgram)) & 0xFFFFFFFF)
 
 
 def udp_payloads(pcap, reader):
@@ -107,6 +126,11 @@ def main():
     args = sys.argv[1:]
     need = set()
     want_retransmit = "--want-retransmit" in args
+    conduit_ip6 = None
+    if "--conduit-ip6" in args:
+        i = args.index("--conduit-ip6")
+        conduit_ip6 = args[i + 1]
+        del args[i:i + 2]
     if want_retransmit:
         args.remove("--want-retransmit")
     if "--need-opcodes" in args:
@@ -135,16 +159,27 @@ def main():
         [tshark, "-r", pcap, "-Y", "udp.dstport == 4791", "-T", "fields", "-E", "separator=;",
          "-e", "frame.number", "-e", "frame.protocols", "-e", "ip.src", "-e", "ip.dst",
          "-e", "infiniband.bth.opcode", "-e", "infiniband.bth.psn",
-         "-e", "infiniband.bth.destqp", "-e", "infiniband.aeth.syndrome"],
+         "-e", "infiniband.bth.destqp", "-e", "infiniband.aeth.syndrome",
+         "-e", "ipv6.src", "-e", "ipv6.dst"],
         capture_output=True, text=True, check=True).stdout
+    peers6 = set()  # the IPv6 addresses conduit talked to
+    frames6 = collections.Counter()
     counts = collections.Counter()
     seen_psn = set()
     retransmits = collections.Counter()
     naks = collections.Counter()
     frames = 0
     for line in out.splitlines():
-        number, protos, src, dst, opcode, psn, destqp, syndrome = line.split(";")
+        number, protos, src, dst, opcode, psn, destqp, syndrome, src6, dst6 = line.split(";")
         frames += 1
+        if src6:  # RoCEv2 over IPv6
+            if conduit_ip6 is None or conduit_ip6 not in (src6, dst6):
+                fail(f"frame {number}: IPv6 {src6} -> {dst6} does not involve conduit's "
+                     f"{conduit_ip6}")
+            else:
+                peers6.add(dst6 if src6 == conduit_ip6 else src6)
+                frames6["conduit->rxe" if src6 == conduit_ip6 else "rxe->conduit"] += 1
+            src, dst = (conduit_ip, peer_ip) if src6 == conduit_ip6 else (peer_ip, conduit_ip)
         if "infiniband" not in protos or not opcode:
             fail(f"frame {number}: tshark did not decode RRoCE ({protos})")
             continue
@@ -165,6 +200,14 @@ def main():
             seen_psn.add(key)
     if frames == 0:
         fail("no RoCEv2 frames in the capture")
+    if conduit_ip6 is not None:
+        print(f"IPv6: {frames6['conduit->rxe']} frames conduit->rxe, {frames6['rxe->conduit']} "
+              f"rxe->conduit, peer(s) {sorted(peers6)}")
+        if len(peers6) > 1:
+            fail(f"conduit's IPv6 frames went to more than one peer: {sorted(peers6)}")
+        for way in ("conduit->rxe", "rxe->conduit"):
+            if frames6[way] == 0:
+                fail(f"no RoCEv2-over-IPv6 frames {way}")
     for way in ("conduit->rxe", "rxe->conduit"):
         summary = ", ".join(f"{RC_OPCODES.get(op, op)} {n}"
                             for (w, op), n in sorted(counts.items()) if w == way)
@@ -190,8 +233,17 @@ def main():
         step = max(1, len(numbers) // SAMPLE_PER_CLASS)
         sample.update(numbers[::step][:SAMPLE_PER_CLASS])
     checked = 0
+    checked6 = 0
     for i, (data, _meta) in enumerate(RawPcapReader(pcap), 1):
         if i not in sample:
+            continue
+        if data[12:14] == b"\x86\xdd":
+            if len(data) < 14 + 48 + 12 + 4 or data[14 + 6] != 17:
+                fail(f"frame {i}: IPv6 frame without a UDP header after the IPv6 header")
+            elif icrc_ipv6(data) != data[-4:]:
+                fail(f"frame {i}: IPv6 ICRC {data[-4:].hex()} != {icrc_ipv6(data).hex()} "
+                     "recomputed")
+            checked6 += 1
             continue
         pkt = Ether(data)
         if BTH not in pkt:
@@ -203,6 +255,11 @@ def main():
             fail(f"frame {i} ({pkt[IP].src} -> {pkt[IP].dst}): ICRC does not match scapy's")
         checked += 1
     print(f"scapy: {checked} ICRCs checked (up to {SAMPLE_PER_CLASS} per direction and opcode)")
+    if conduit_ip6 is not None:
+        print(f"zlib: {checked6} IPv6 ICRCs recomputed (both directions: rxe's frames check the "
+              "recipe, conduit's frames against it)")
+        if checked6 == 0:
+            fail("no IPv6 ICRC checked")
     check_atomics(pcap, RawPcapReader, fail)
     if failures:
         print(f"{len(failures)} failure(s)")

@@ -104,6 +104,11 @@ interop_write_vm_script() {
     echo "COUNTERS=${INTEROP_COUNTERS:-}"
     echo "WATCH=${INTEROP_WATCH:-}"
     cat <<'SH'
+# IPv6 steps use rxe's link-local GID: wait (up to 10 s) until its address left DAD.
+i=0
+while ip -6 addr show dev eth0 | grep -q tentative && [ $i -lt 50 ]; do
+  i=$((i + 1)); sleep 0.2
+done
 if [ -n "$WATCH" ]; then
   (while :; do
     u=$(cut -d' ' -f1 /proc/uptime)

@@ -5,6 +5,9 @@
 #
 #   VM server / conduit client and VM client / conduit server, each with 64 B, 4096 B and
 #   10000 B messages at PMTU 1024 (10000 B = 10 packets: SEND_FIRST/MIDDLE/LAST);
+#   RoCEv2 over IPv6: both roles with 64 B and 10000 B messages, the VM on rxe's GID index 0
+#   (its link-local address, `ibv_rc_pingpong -g 0`), conduit on port.address6 fe80::c0:1
+#   (conduit_ip6; neighbour discovery both ways);
 #   with RC_PINGPONG_LOSS_PPM (default 10000 = 1 %) > 0, the same runs again with that share of
 #   the RoCE frames dropped both ways by the tc eBPF drop program on the bridge port next to
 #   host c (go-back-N both ways: rxe and conduit each retransmit what the other did not get).
@@ -28,11 +31,17 @@ drop_flags=1 # DROP_SPARE_ACKS (read by interop_run)
 export drop_flags
 iters=20
 
-interop_vm_step() { # NAME ROLE LOSS SIZE MTU
-  echo "$1 $2 ibv_rc_pingpong -d rxe0 -g 1 -s $4 -m $5 -n $iters"
+conduit_ip6=fe80::c0:1
+export CONDUITD_ADDRESS6=$conduit_ip6/64
+interop_vm_step() { # NAME ROLE LOSS SIZE MTU [6]
+  local gidx=1
+  [[ ${6:-} == 6 ]] && gidx=0 # rxe's link-local GID
+  echo "$1 $2 ibv_rc_pingpong -d rxe0 -g $gidx -s $4 -m $5 -n $iters"
 }
-interop_host_step() { # NAME ROLE LOSS SIZE MTU
-  local args=(-S "$work/c.sock" -x "$conduit_ip" -s "$4" -m "$5" -n "$iters" -c -W 60)
+interop_host_step() { # NAME ROLE LOSS SIZE MTU [6]
+  local addr=$conduit_ip
+  [[ ${6:-} == 6 ]] && addr=$conduit_ip6
+  local args=(-S "$work/c.sock" -x "$addr" -s "$4" -m "$5" -n "$iters" -c -W 60)
   [[ $2 == server ]] && args+=(-w 150 "$RXE_VM_IP") # the VM serves: we are the client
   netns_exec c timeout 170 "$pingpong" "${args[@]}" >"$work/$1.host" 2>&1
 }
@@ -47,6 +56,11 @@ for loss in "${losses[@]}"; do
     for size in 64 4096 10000; do
       plan+=("$tag-vm$role-$size $role $loss $size 1024")
     done
+    if ((loss == 0)); then
+      for size in 64 10000; do
+        plan+=("ipv6-vm$role-$size $role 0 $size 1024 6")
+      done
+    fi
   done
 done
 interop_run
@@ -60,10 +74,15 @@ done
 n=$(grep -c "^$iters iters in" "$work/vm.out")
 [[ $n -eq ${#plan[@]} ]] || fail "ibv_rc_pingpong reported $n results, expected ${#plan[@]}"
 grep -q "GID ::ffff:$conduit_ip" "$work/vm.out" || fail "the VM never saw conduit's GID"
+grep -q "GID $conduit_ip6" "$work/vm.out" || fail "the VM never saw conduit's IPv6 GID"
+echo "--- conduitd's IPv6 neighbour discovery and delivery counters"
+netns_exec c "$build/tools/conduitctl/conduitctl" --socket "$work/c.sock" stats |
+  grep -E 'net\.(rx_ns|rx_na|tx_na|tx_ns|rx_udp6_delivered) ' || true
 
 echo "--- capture check (tshark, scapy)"
 # 0-2 SEND_FIRST/MIDDLE/LAST (10000 B), 4 SEND_ONLY, 17 ACK.
 /usr/bin/python3 "$src/tests/interop/check_capture.py" "$work/rc.pcap" "$conduit_ip" \
-  "$RXE_VM_IP" --need-opcodes 0,1,2,4,17 $( ((loss_ppm == 0)) || echo --want-retransmit) ||
+  "$RXE_VM_IP" --need-opcodes 0,1,2,4,17 --conduit-ip6 "$conduit_ip6" \
+  $( ((loss_ppm == 0)) || echo --want-retransmit) ||
   fail "capture check failed"
 echo "PASS: ${#plan[@]} steps in one VM boot, total $((SECONDS - t0)) s"
