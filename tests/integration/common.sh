@@ -78,6 +78,9 @@ two_daemon_hosts() {
 start_daemon() {
   local h=$1 addr lcore
   if [[ $h == a ]]; then addr=198.18.0.11/24 lcore=0; else addr=198.18.0.12/24 lcore=1; fi
+  # DAEMON_IPV6=1: port.address6 too, fe80::c0:11 (a) / fe80::c0:12 (b) (RoCEv2 over IPv6).
+  local CONDUITD_ADDRESS6=
+  [[ -z ${DAEMON_IPV6:-} ]] || CONDUITD_ADDRESS6=fe80::c0:${addr:9:2}/64
   conduitd_config "$work/$h.yaml" "$work/$h.sock" "$(conduitd_vdev "$DAEMON_PORT_KIND" eth0)" \
     "$addr" "$lcore" "$DAEMON_FILE_PREFIX$$$h"
   conduitd_start "$h" "$work/$h.yaml" "$work/conduitd-$h.log"

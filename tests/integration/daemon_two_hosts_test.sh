@@ -5,6 +5,9 @@
 #   2. 16, then 256 QPs in parallel, byte-exact;
 #   3. restarting one daemon makes the peer's QPs fail with an error within the retry budget
 #      (no hang), and new connections work after the restart;
+#   4. RoCEv2 over IPv6 (the daemons also own fe80::c0:11 and fe80::c0:12, port.address6):
+#      a's kernel pings b's conduitd over IPv6 (neighbour discovery, ICMPv6 echo), and SEND,
+#      WRITE and READ with IPv6 GIDs arrive byte-exact;
 #   0. first, b runs with port.line_rate and a with the veth's nominal 10 Gbit/s (and warns about
 #      it), as the logs and conduitctl status show; the daemons share the interface with the kernel: a's kernel pings b's conduitd
 #      (ICMP echo answered by conduitd) and b's kernel (kernel to kernel over the same veth:
@@ -19,6 +22,7 @@ kind=${2:-af_packet}
 daemon_test_init "2h$kind" "${1:-}"
 echo "port kind: $kind"
 two_daemon_hosts cdt2h "$kind"
+export DAEMON_IPV6=1
 start_daemon a || fail "conduitd a did not start"
 CONDUITD_LINE_RATE=40gbit start_daemon b || fail "conduitd b did not start"
 
@@ -109,4 +113,25 @@ grep -E "qp 0x[0-9a-f]+ \(client [0-9]+, pid [0-9]+, '[^']*'\): error state: ret
 echo "== after the restart, new connections work"
 perf_pair 60 send_lat -n 200 --check -W 20 || fail "send_lat after the restart failed"
 perf_pair 60 write_bw -s 4096 -n 100 --check -W 20 || fail "write_bw after the restart failed"
+
+echo "== RoCEv2 over IPv6: a's kernel pings conduitd b, then SEND, WRITE and READ"
+for _ in $(seq 50); do  # a's link-local address must have left DAD to send from it
+  netns_exec a ip -6 addr show dev eth0 | grep -q tentative || break
+  sleep 0.2
+done
+netns_exec a ping -6 -c 3 -i 0.2 -W 2 fe80::c0:12%eth0 >"$work/ping6.out" ||
+  { cat "$work/ping6.out"; fail "a's kernel got no ICMPv6 echo reply from conduitd b"; }
+grep -h "packets transmitted" "$work/ping6.out"
+PERF_SERVER_ADDR=fe80::c0:12 PERF_CLIENT_ADDR=fe80::c0:11
+for t in send_bw write_bw read_bw; do
+  perf_pair 120 "$t" -s 1,4097,1M -n 8 --check -W 20 || fail "$t over IPv6 failed"
+  [[ $(grep -c 'check: OK' "$work/client.out") -eq 3 ]] || fail "$t over IPv6: not every size OK"
+done
+for h in a b; do
+  stats=$(netns_exec "$h" "$ctl" --socket "$work/$h.sock" stats)
+  grep -E '^net\.(rx_ns|rx_na|tx_na|tx_ns|rx_udp6_delivered|tx_icmp6_echo_replies) ' <<<"$stats" |
+    sed "s/^/$h: /"
+  udp6=$(awk '$1 == "net.rx_udp6_delivered" {print $2}' <<<"$stats")
+  ((${udp6:-0} > 100)) || fail "conduitd $h delivered ${udp6:-0} IPv6 datagrams"
+done
 echo "PASS"
