@@ -51,7 +51,8 @@ bool same_addr(const FrameAddr& a, const FrameAddr& b) {
   return a.dst_mac == b.dst_mac && a.src_mac == b.src_mac && a.has_vlan == b.has_vlan &&
          a.vlan_tci == b.vlan_tci && a.src_ip == b.src_ip && a.dst_ip == b.dst_ip &&
          a.src_port == b.src_port && a.dst_port == b.dst_port && a.dscp == b.dscp &&
-         a.ecn == b.ecn && a.ttl == b.ttl && a.ip_id == b.ip_id;
+         a.ecn == b.ecn && a.ttl == b.ttl && a.ip_id == b.ip_id && a.ipv6 == b.ipv6 &&
+         a.src_ip6 == b.src_ip6 && a.dst_ip6 == b.dst_ip6 && a.flow_label == b.flow_label;
 }
 
 void check_accepted(std::span<const uint8_t> frame, const ParsedFrame& pf, uint32_t pmtu) {
@@ -148,21 +149,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     check_expect(frame, pf.addr, pf.hdr.bth.dest_qp, pf.hdr.bth.pkey, o);
   }
 
-  // parse_roce on the same UDP payload must agree.
+  // parse_roce on the same UDP payload must agree (IPv4: 28 header bytes and the total
+  // length; IPv6: 48 and 40 + the payload length).
   const size_t l2 = pf.addr.has_vlan ? 18 : 14;
-  const size_t ip_total = size_t{data[l2 + 2]} << 8 | data[l2 + 3];
+  const size_t hdrs = pf.addr.ipv6 ? 48 : 28;
+  const size_t ip_total = pf.addr.ipv6 ? 40 + (size_t{data[l2 + 4]} << 8 | data[l2 + 5])
+                                       : size_t{data[l2 + 2]} << 8 | data[l2 + 3];
   ParsedFrame pr;
-  require(parse_roce(frame.subspan(l2, 28), frame.subspan(l2 + 28, ip_total - 28), loose, pr) ==
-          DropReason::kNone);
+  require(parse_roce(frame.subspan(l2, hdrs), frame.subspan(l2 + hdrs, ip_total - hdrs), loose,
+                     pr) == DropReason::kNone);
   RoceView vr;
-  require(parse_roce(frame.subspan(l2, 28), frame.subspan(l2 + 28, ip_total - 28), loose, vr) ==
-          DropReason::kNone);
+  require(parse_roce(frame.subspan(l2, hdrs), frame.subspan(l2 + hdrs, ip_total - hdrs), loose,
+                     vr) == DropReason::kNone);
   require(vr.bth == pr.payload.data() - pr.hdr.info().header_bytes);
   require(same_header(pf.hdr, pr.hdr));
   require(pr.payload.data() == pf.payload.data() && pr.payload.size() == pf.payload.size());
 
   // Build it again from what was parsed; the result must parse strictly.
-  std::vector<uint8_t> out(frame_bytes(pf.hdr, pf.payload.size(), pf.addr.has_vlan));
+  std::vector<uint8_t> out(frame_bytes(pf.hdr, pf.payload.size(), pf.addr.has_vlan, pf.addr.ipv6));
   RoceHeader hdr = pf.hdr;
   const BuildResult b = build_frame(out, pf.addr, hdr, PayloadGather(pf.payload));
   require(b.ok() && b.len_bytes == out.size());
@@ -181,12 +185,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The same frame from a template, written the fused way (header words
   // copied from the built frame, payload, zero pad), must be byte-identical.
   const FrameTemplate tmpl = make_frame_template(pf.addr);
-  const size_t roce = out.size() - l2 - 28 - kIcrcBytes;
+  const size_t roce = out.size() - l2 - hdrs - kIcrcBytes;
   std::vector<uint8_t> fused(out.size());
   BuildStatus st;
   uint8_t* p = begin_frame(fused, tmpl, roce, st);
   require(p != nullptr && st == BuildStatus::kOk);
-  std::memcpy(p, out.data() + l2 + 28, roce);
+  std::memcpy(p, out.data() + l2 + hdrs, roce);
   require(finish_frame(tmpl, fused.data(), roce) == out.size());
   require(fused == out);
   return 0;
