@@ -382,7 +382,20 @@ RxResult NetStack::on_icmp(std::span<const uint8_t> frame, const EthernetHeader&
 
 RxResult NetStack::on_udp(std::span<const uint8_t> frame, const EthernetHeader& eth,
                           const Ipv4Header& ip, size_t l3) {
-  const size_t l4 = l3 + sizeof(Ipv4Header);
+  RxResult r = deliver_udp(frame, eth, l3, l3 + sizeof(Ipv4Header), ip.tos, [&](size_t udp_len) {
+    return udp_pseudo_header_sum(Ipv4Addr::from_be(ip.src), Ipv4Addr::from_be(ip.dst),
+                                 static_cast<uint16_t>(udp_len));
+  });
+  if (r.verdict == RxVerdict::kDeliverUdp) {
+    r.udp.src_ip = Ipv4Addr::from_be(ip.src);
+    r.udp.dst_ip = Ipv4Addr::from_be(ip.dst);
+  }
+  return r;
+}
+
+template <class PseudoSum>
+RxResult NetStack::deliver_udp(std::span<const uint8_t> frame, const EthernetHeader& eth, size_t l3,
+                               size_t l4, uint8_t tos, PseudoSum pseudo_sum) {
   const auto udp = load_header<UdpHeader>(frame, l4);
   if (!udp) return drop(RxDrop::kUdpTruncated);
   const size_t udp_len = udp->length.host();
@@ -391,10 +404,9 @@ RxResult NetStack::on_udp(std::span<const uint8_t> frame, const EthernetHeader& 
   }
   const uint16_t dst_port = udp->dst_port.host();
   if (!port_open(dst_port)) return drop(RxDrop::kUdpPortClosed);
+  // Zero means "no checksum" (IPv4; IPv6 tunnels per RFC 6935/6936: RoCEv2 relies on the ICRC).
   if (config_.verify_udp_checksum && udp->checksum.host() != 0) {
-    const uint32_t pseudo = udp_pseudo_header_sum(
-        Ipv4Addr::from_be(ip.src), Ipv4Addr::from_be(ip.dst), static_cast<uint16_t>(udp_len));
-    if (checksum_finish(checksum_partial(frame.subspan(l4, udp_len), pseudo)) != 0) {
+    if (checksum_finish(checksum_partial(frame.subspan(l4, udp_len), pseudo_sum(udp_len))) != 0) {
       return drop(RxDrop::kUdpBadChecksum);
     }
   }
@@ -402,11 +414,9 @@ RxResult NetStack::on_udp(std::span<const uint8_t> frame, const EthernetHeader& 
   RxResult r;
   r.verdict = RxVerdict::kDeliverUdp;
   r.udp.src_mac = eth.src;
-  r.udp.src_ip = Ipv4Addr::from_be(ip.src);
-  r.udp.dst_ip = Ipv4Addr::from_be(ip.dst);
   r.udp.src_port = udp->src_port.host();
   r.udp.dst_port = dst_port;
-  r.udp.tos = ip.tos;
+  r.udp.tos = tos;
   r.udp.ip_offset = static_cast<uint16_t>(l3);
   r.udp.payload_offset = static_cast<uint16_t>(l4 + sizeof(UdpHeader));
   r.udp.payload_len = static_cast<uint16_t>(udp_len - sizeof(UdpHeader));
@@ -734,39 +744,18 @@ RxResult NetStack::on_ipv6(std::span<const uint8_t> frame, const EthernetHeader&
 
 RxResult NetStack::on_udp6(std::span<const uint8_t> frame, const EthernetHeader& eth,
                            const Ipv6Header& ip, size_t l3) {
-  const size_t l4 = l3 + sizeof(Ipv6Header);
-  const auto udp = load_header<UdpHeader>(frame, l4);
-  if (!udp) return drop(RxDrop::kUdpTruncated);
-  const size_t udp_len = udp->length.host();
-  if (udp_len < sizeof(UdpHeader) || udp_len > frame.size() - l4) {
-    return drop(RxDrop::kUdpTruncated);
-  }
-  const uint16_t dst_port = udp->dst_port.host();
-  if (!port_open(dst_port)) return drop(RxDrop::kUdpPortClosed);
   const Ipv6Addr src{ip.src};
   const Ipv6Addr dst{ip.dst};
-  // Zero is accepted (RFC 6935/6936: RoCEv2 senders rely on the ICRC).
-  if (config_.verify_udp_checksum && udp->checksum.host() != 0) {
-    const uint32_t pseudo =
-        ipv6_pseudo_header_sum(src, dst, static_cast<uint32_t>(udp_len), kIpProtoUdp);
-    if (checksum_finish(checksum_partial(frame.subspan(l4, udp_len), pseudo)) != 0) {
-      return drop(RxDrop::kUdpBadChecksum);
-    }
+  RxResult r =
+      deliver_udp(frame, eth, l3, l3 + sizeof(Ipv6Header), ip.traffic_class(), [&](size_t udp_len) {
+        return ipv6_pseudo_header_sum(src, dst, static_cast<uint32_t>(udp_len), kIpProtoUdp);
+      });
+  if (r.verdict == RxVerdict::kDeliverUdp) {
+    ++counters_.rx_udp6_delivered;
+    r.udp.ipv6 = true;
+    r.udp.src_ip6 = src;
+    r.udp.dst_ip6 = dst;
   }
-  ++counters_.rx_udp_delivered;
-  ++counters_.rx_udp6_delivered;
-  RxResult r;
-  r.verdict = RxVerdict::kDeliverUdp;
-  r.udp.src_mac = eth.src;
-  r.udp.ipv6 = true;
-  r.udp.src_ip6 = src;
-  r.udp.dst_ip6 = dst;
-  r.udp.src_port = udp->src_port.host();
-  r.udp.dst_port = dst_port;
-  r.udp.tos = ip.traffic_class();
-  r.udp.ip_offset = static_cast<uint16_t>(l3);
-  r.udp.payload_offset = static_cast<uint16_t>(l4 + sizeof(UdpHeader));
-  r.udp.payload_len = static_cast<uint16_t>(udp_len - sizeof(UdpHeader));
   return r;
 }
 

@@ -297,6 +297,11 @@ class NetStack {
   // IPv6 (addr6 set). l3 is the IPv6 header's offset.
   RxResult on_ipv6(std::span<const uint8_t> frame, const EthernetHeader& eth, size_t l3,
                    uint64_t now_ns, std::span<uint8_t> reply);
+  // The UDP checks and fields both families share (pseudo_sum(udp_len): the
+  // family's pseudo-header sum, for a non-zero checksum).
+  template <class PseudoSum>
+  RxResult deliver_udp(std::span<const uint8_t> frame, const EthernetHeader& eth, size_t l3,
+                       size_t l4, uint8_t tos, PseudoSum pseudo_sum);
   RxResult on_udp6(std::span<const uint8_t> frame, const EthernetHeader& eth, const Ipv6Header& ip,
                    size_t l3);
   RxResult on_icmp6(std::span<const uint8_t> frame, const EthernetHeader& eth, const Ipv6Header& ip,

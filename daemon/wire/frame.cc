@@ -393,15 +393,21 @@ uint16_t ipv4_checksum_from(uint32_t sum) {
   return static_cast<uint16_t>(~sum);
 }
 
-// Ethernet (+VLAN), IPv6 and UDP headers (ip_total: the datagram's length,
-// IPv6 header included; 0 for a template). Returns the IPv6 header.
-uint8_t* write_l2_ip6_udp(uint8_t* f, const FrameAddr& addr, size_t ip_total) {
+// The Ethernet header (+ VLAN tag) for `ether_type`; returns where the IP
+// header goes.
+uint8_t* write_l2(uint8_t* f, const FrameAddr& addr, uint16_t ether_type) {
   const size_t l2 = eth_bytes(addr.has_vlan);
   std::memcpy(f, addr.dst_mac.data(), 6);
   std::memcpy(f + 6, addr.src_mac.data(), 6);
   if (addr.has_vlan) put_be32(f + 12, uint32_t{kEtherTypeVlan} << 16 | addr.vlan_tci);
-  put_be16(f + l2 - 2, kEtherTypeIpv6);
-  uint8_t* ip = f + l2;
+  put_be16(f + l2 - 2, ether_type);
+  return f + l2;
+}
+
+// Ethernet (+VLAN), IPv6 and UDP headers (ip_total: the datagram's length,
+// IPv6 header included; 0 for a template). Returns the IPv6 header.
+uint8_t* write_l2_ip6_udp(uint8_t* f, const FrameAddr& addr, size_t ip_total) {
+  uint8_t* ip = write_l2(f, addr, kEtherTypeIpv6);
   const uint32_t tclass = (addr.dscp & 0x3Fu) << 2 | (addr.ecn & 3u);
   const auto payload = static_cast<uint32_t>(ip_total == 0 ? 0 : ip_total - kIpv6HeaderBytes);
   put_be32(ip, 6u << 28 | tclass << 20 | (addr.flow_label & 0xFFFFF));
@@ -418,12 +424,7 @@ uint8_t* write_l2_ip6_udp(uint8_t* f, const FrameAddr& addr, size_t ip_total) {
 // from the same values, not read back from the frame. Returns the IPv4 header.
 uint8_t* write_l2_ip_udp(uint8_t* f, const FrameAddr& addr, size_t ip_total) {
   if (addr.ipv6) return write_l2_ip6_udp(f, addr, ip_total);
-  const size_t l2 = eth_bytes(addr.has_vlan);
-  std::memcpy(f, addr.dst_mac.data(), 6);
-  std::memcpy(f + 6, addr.src_mac.data(), 6);
-  if (addr.has_vlan) put_be32(f + 12, uint32_t{kEtherTypeVlan} << 16 | addr.vlan_tci);
-  put_be16(f + l2 - 2, kEtherTypeIpv4);
-  uint8_t* ip = f + l2;
+  uint8_t* ip = write_l2(f, addr, kEtherTypeIpv4);
   const uint32_t tos = (addr.dscp & 0x3Fu) << 2 | (addr.ecn & 3u);
   const auto total = static_cast<uint32_t>(ip_total);
   put_be32(ip, (0x4500 | tos) << 16 | total);

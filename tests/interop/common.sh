@@ -21,8 +21,9 @@
 # c saves `conduitctl stats --json` to $work/STEP.stats.json and the links of vmh and c
 # (`ip -s link`, the tap's drops among them) to $work/STEP.links. All counters are cumulative.
 # INTEROP_WATCH=1: the VM also writes rxe0's non-zero hw_counters and eth0's packet counts to its
-# console ($work/vm.console, kept with INTEROP_KEEP=1) once a second, "watch UPTIME ...": what
-# the VM did in a step that never finished (its own output is lost when it is stopped).
+# console ($work/vm.console, kept with INTEROP_KEEP=1) once a second, "watch UPTIME ...", and
+# each step's output as it ends: what the VM did in a run that never finished (its own output
+# is lost when it is stopped).
 #
 # Host c: conduitd owns 198.18.200.1 (conduit_ip, the GID both sides use); the kernel keeps
 # 198.18.200.3 (kernel_ip) on the same eth0 for the tools' out-of-band TCP exchange.
@@ -104,11 +105,16 @@ interop_write_vm_script() {
     echo "COUNTERS=${INTEROP_COUNTERS:-}"
     echo "WATCH=${INTEROP_WATCH:-}"
     cat <<'SH'
-# IPv6 steps use rxe's link-local GID: wait (up to 10 s) until its address left DAD.
+# IPv6 steps use rxe's link-local GID (rxe has it from boot, made from the MAC), and the VM's
+# kernel routes and resolves for it only once eth0 holds that address and DAD is done: wait
+# (up to 15 s) for a link-local address that is not tentative.
 i=0
-while ip -6 addr show dev eth0 | grep -q tentative && [ $i -lt 50 ]; do
+while [ $i -lt 75 ]; do
+  a=$(ip -6 addr show dev eth0)
+  case $a in *"scope link"*) case $a in *tentative*) ;; *) break ;; esac ;; esac
   i=$((i + 1)); sleep 0.2
 done
+[ $i -lt 75 ] || echo "eth0 has no usable link-local IPv6 address after 15 s: $a"
 if [ -n "$WATCH" ]; then
   (while :; do
     u=$(cut -d' ' -f1 /proc/uptime)
@@ -140,6 +146,7 @@ step() {
   fi
   cat /tmp/out
   echo "=== $name rc=$rc"
+  [ -z "$WATCH" ] || { cat /tmp/out; echo "=== $name rc=$rc"; } >/dev/console
   if [ -n "$COUNTERS" ]; then
     for f in /sys/class/infiniband/rxe0/ports/1/hw_counters/*; do
       echo "rxe-counter $name ${f##*/} $(cat "$f")"

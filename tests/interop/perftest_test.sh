@@ -31,6 +31,9 @@
 #   7. the latency tests' -a sweep (PERFTEST_LAT_SWEEP_TESTS, default all three) in both roles,
 #      PERFTEST_LAT_SWEEP_ITERS (5) round trips per size (0 skips it): 23 result lines up to
 #      8 MiB on each side that prints (ib_read_lat: the client);
+#   7b. RoCEv2 over IPv6: PERFTEST_IPV6_TESTS (default send_bw write_bw read_bw) in both roles,
+#      PERFTEST_SIZE B x PERFTEST_ITERS, perftest on rxe's GID index 0 (its link-local address,
+#      -x 0), conduit-perf on port.address6 fe80::c0:1 (conduit_ip6);
 #   8. with PERFTEST_LOSS_PPM (default 10000 = 1 %) > 0, step 1 and atomic_bw's fetch-and-add
 #      again with that share of the
 #      RoCE frames (ACKs included) dropped both ways by the tc eBPF drop program next to c.
@@ -98,7 +101,9 @@ interop_vm_step() { # NAME ROLE LOSS TEST SIZE ITERS [QPS [-b | --atomic_type=..
   # perftest's latency tests refuse -q, even -q 1 (the compare-and-swap steps give 1 to
   # reach the extra argument).
   [[ $4 == *_lat && $qps == 1 ]] && qps=
-  echo "$1 $2 ib_$4 -d rxe0 -x 1 -F -m 1024 -u 17$size_arg $(iter_args "$6")${qps:+ -q $qps}${8:+ $8}"
+  local gidx=1
+  [[ $1 == ipv6-* ]] && gidx=0 # rxe's link-local GID
+  echo "$1 $2 ib_$4 -d rxe0 -x $gidx -F -m 1024 -u 17$size_arg $(iter_args "$6")${qps:+ -q $qps}${8:+ $8}"
 }
 interop_host_step() { # NAME ROLE LOSS TEST SIZE ITERS [QPS [-b]]
   # -t 16: at most 64 packets in flight. A go-back-N round of perftest's 128 x 4 packets floods
@@ -112,7 +117,9 @@ interop_host_step() { # NAME ROLE LOSS TEST SIZE ITERS [QPS [-b]]
   [[ $5 == all ]] && sizes=(-a)
   local iters
   read -ra iters <<<"$(iter_args "$6")"
-  local args=("$4" --perftest -S "$work/c.sock" -x "$conduit_ip" "${sizes[@]}" "${iters[@]}" -m 1024
+  local addr=$conduit_ip
+  [[ $1 == ipv6-* ]] && addr=$conduit_ip6
+  local args=("$4" --perftest -S "$work/c.sock" -x "$addr" "${sizes[@]}" "${iters[@]}" -m 1024
     -t 16 -u 18 -W 40)
   [[ -z ${7:-} ]] || args+=(-q "$7")
   [[ -z ${8:-} ]] || args+=("$8")
@@ -121,6 +128,9 @@ interop_host_step() { # NAME ROLE LOSS TEST SIZE ITERS [QPS [-b]]
 }
 
 t0=$SECONDS
+conduit_ip6=fe80::c0:1
+export CONDUITD_ADDRESS6=$conduit_ip6/64
+ipv6_tests=${PERFTEST_IPV6_TESTS-send_bw write_bw read_bw}
 interop_start_c pftst
 # both_roles PREFIX LOSS "ARGS" TEST...: for each test, a step with the VM as server and one
 # with it as client ("PREFIX-TEST-vmROLE ROLE LOSS TEST ARGS...").
@@ -165,6 +175,9 @@ for loss in "${losses[@]}"; do
   ((qps <= 1)) || both_roles qps "$loss" "$size $qps_iters $qps" $bw_tests
   # shellcheck disable=SC2086
   both_roles lat-sweep "$loss" "all $lat_sweep_iters" $lat_sweep_tests
+  ((loss == 0)) || continue
+  # shellcheck disable=SC2086
+  both_roles ipv6 "$loss" "$size $iters" $ipv6_tests
 done
 interop_run
 
@@ -218,8 +231,14 @@ for p in "${plan[@]}"; do
   fi
 done
 ip_gid=$(tr . : <<<"$conduit_ip" | awk -F: '{printf "%02d:%02d:%02d:%02d", $1, $2, $3, $4}')
-grep -q "GID: 00:00:00:00:00:00:00:00:00:00:255:255:$ip_gid" "$work/vm.out" ||
-  fail "perftest in the VM never showed conduit's GID"
+if [[ " ${plan[*]%% *}" == *" "[!i]* ]]; then # some step ran over IPv4
+  grep -q "GID: 00:00:00:00:00:00:00:00:00:00:255:255:$ip_gid" "$work/vm.out" ||
+    fail "perftest in the VM never showed conduit's GID"
+fi
+if [[ -n $ipv6_tests ]]; then # fe80::c0:1 as perftest prints a GID: decimal bytes
+  grep -q "GID: 254:128:00:00:00:00:00:00:00:00:00:00:00:192:00:01" "$work/vm.out" ||
+    fail "perftest in the VM never showed conduit's IPv6 GID"
+fi
 
 echo "--- capture check (tshark, scapy)"
 # The opcodes each test must have put on the wire (4096 B at PMTU 1024: FIRST/MIDDLE/LAST).
@@ -237,6 +256,7 @@ for t in $bw_tests $lat_tests $atomic_tests; do
   esac
 done
 /usr/bin/python3 "$src/tests/interop/check_capture.py" "$work/rc.pcap" "$conduit_ip" \
-  "$RXE_VM_IP" --need-opcodes "$need" $( ((loss_ppm == 0)) || echo --want-retransmit) ||
+  "$RXE_VM_IP" --need-opcodes "$need" ${ipv6_tests:+--conduit-ip6 "$conduit_ip6"} \
+  $( ((loss_ppm == 0)) || echo --want-retransmit) ||
   fail "capture check failed"
 echo "PASS: ${#plan[@]} steps in one VM boot, total $((SECONDS - t0)) s"
