@@ -399,9 +399,15 @@ int run(const std::string& config_path) {
         conduit::engine::engine_config_from_policy(p, mac, uint64_t{link.speed_mbps} * 1'000'000);
     const uint64_t line_rate_bps = engine_config.line_rate_bps;
     engine = std::make_unique<conduit::engine::Engine>(std::move(engine_config), *port, *channel);
+    // Both families' addresses as "a.b.c.d/len" and, with port.address6, ", IPV6/len".
+    const std::string addresses =
+        conduit::net::Ipv4Addr{p.port.address.value}.to_string() + "/" +
+        std::to_string(p.port.prefix_len) +
+        (p.port.address6 ? ", " + conduit::policy::format_ipv6(*p.port.address6) + "/" +
+                               std::to_string(p.port.prefix_len6)
+                         : std::string());
     spdlog::info("port {} ({}) mac {} link {} {} Mb/s, address {}", port->name(), port->driver(),
-                 mac.to_string(), link.up ? "up" : "down", link.speed_mbps,
-                 conduit::net::Ipv4Addr{p.port.address.value}.to_string());
+                 mac.to_string(), link.up ? "up" : "down", link.speed_mbps, addresses);
     // The driver may round the ring sizes (rte_eth_dev_adjust_nb_rx_tx_desc).
     spdlog::info("port {}: RX ring {} descriptors, TX ring {} (policy: {} / {}), {} mbufs",
                  port->name(), port->rx_ring_size(), port->tx_ring_size(), p.port.rx_descriptors,
@@ -431,10 +437,10 @@ int run(const std::string& config_path) {
     if (port->driver() == "net_af_xdp") {
       if (!port->xdp_program().empty()) {
         spdlog::info(
-            "port {}: XDP program {} hands conduitd the frames for {} (IPv4 and ARP); "
+            "port {}: XDP program {} hands conduitd the frames for {} (IPv4 and ARP{}); "
             "the kernel keeps the rest of the interface's traffic",
-            port->name(), port->xdp_program(),
-            conduit::net::Ipv4Addr{p.port.address.value}.to_string());
+            port->name(), port->xdp_program(), addresses,
+            p.port.address6 ? "; IPv6 and its Neighbor Solicitations" : "");
       } else {
         spdlog::warn(
             "port {}: DPDK's default XDP program takes every frame of the queue: the "
@@ -444,10 +450,9 @@ int run(const std::string& config_path) {
       }
     }
     // conduitctl status: what the engine drives (fixed until a restart) and how it idles now.
-    std::string port_line = "port " + port->name() + " (" + port->driver() + "), " +
-                            conduit::net::Ipv4Addr{p.port.address.value}.to_string() + "/" +
-                            std::to_string(p.port.prefix_len) + ", mac " + mac.to_string() +
-                            ", mtu " + std::to_string(p.port.mtu_bytes) + ", line rate " +
+    std::string port_line = "port " + port->name() + " (" + port->driver() + "), " + addresses +
+                            ", mac " + mac.to_string() + ", mtu " +
+                            std::to_string(p.port.mtu_bytes) + ", line rate " +
                             conduit::policy::format_rate(line_rate_bps) +
                             (p.port.line_rate_bps   ? " (port.line_rate)"
                              : link.speed_mbps != 0 ? " (the port's speed)"
