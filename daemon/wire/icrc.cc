@@ -856,7 +856,9 @@ uint32_t icrc_ipv6(std::span<const uint8_t> first, std::span<const uint8_t> seco
   std::memset(head.data(), 0xFF, kLrh);
   const size_t from_first = std::min(first.size(), kHead);
   std::memcpy(head.data() + kLrh, first.data(), from_first);
-  std::memcpy(head.data() + kLrh + from_first, second.data(), kHead - from_first);
+  if (from_first < kHead) {  // (an empty span's data() may be null: no memcpy of it)
+    std::memcpy(head.data() + kLrh + from_first, second.data(), kHead - from_first);
+  }
   uint8_t* ip = head.data() + kLrh;
   ip[0] |= 0x0F;                   // traffic class, high nibble
   ip[1] = ip[2] = ip[3] = 0xFF;    // traffic class, low nibble; flow label
