@@ -18,6 +18,15 @@
 #   gsi_short   the same cut to 100 bytes of MAD
 #   gsi_method  a valid GSI packet whose CM MAD has method 0x99      (malformed MAD)
 #   gsi_req     a valid rdma_cm REQ for a port nobody listens on at b (answered with REJ)
+# and over IPv6 (b's daemon also owns fe80::c0:b1, port.address6; the live QP is IPv4):
+#   v6_icrc       an IPv6 SEND to the live QP, ICRC wrong
+#   v6_wrong_peer an IPv6 SEND to the live QP with a valid ICRC: the QP's peer is an IPv4
+#                 address, so no IPv6 sender is its peer
+#   v6_ext_header the same behind a hop-by-hop options header, and behind a fragment header
+#                 (conduit walks no extension headers)
+#   v6_truncated  an IPv6 header whose payload length runs past the frame
+#   v6_ndp_hops   a Neighbor Solicitation for b's address with hop limit 64 (RFC 4861: 255)
+#   v6_gsi        a valid UD SEND_ONLY to QP 1 over IPv6 (the IB CM is served over IPv4 only)
 # Asserted: the transfer completes byte-exact ("check: OK"), and conduitctl stats --json on b
 # counts each kind (delta over the injection >= N in the counter for that kind). The window
 # kind is a lower bound only: transport.rx_out_of_sequence also counts the transfer's own
@@ -49,6 +58,7 @@ start_daemon() {
   conduitd_config "$work/$h.yaml" "$work/$h.sock" "$(conduitd_vdev af_packet eth0)" \
     "198.18.$net.11/24" "$lcore" "cdwi$$$h"
   sed -i "/^  address:/a\\  gateway: 198.18.$net.254" "$work/$h.yaml"
+  [[ $h == a ]] || sed -i "/^  address:/a\\  address6: fe80::c0:b1/64" "$work/$h.yaml"
   conduitd_start "$h" "$work/$h.yaml" "$work/conduitd-$h.log"
 }
 start_daemon a || fail "conduitd a did not start"
@@ -81,7 +91,10 @@ before=$(ctl_b stats --json)
 b_mac=$(netns_exec b cat /sys/class/net/eth0/address)
 netns_exec r /usr/bin/python3 - "$b_mac" "$qp" "$n" >"$work/inject.out" 2>&1 <<'PY' ||
 import sys
-from scapy.all import Ether, IP, UDP, Raw, sendp, raw, conf
+import zlib
+from scapy.all import Ether, IP, IPv6, IPv6ExtHdrHopByHop, IPv6ExtHdrFragment, UDP, Raw, sendp, \
+    raw, conf
+from scapy.layers.inet6 import ICMPv6ND_NS
 from scapy.contrib.roce import BTH
 
 b_mac, qpn, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -95,6 +108,30 @@ def frame(bth, payload=b"", src=PEER):
             UDP(sport=0xC0DE, dport=4791, chksum=0) / bth / Raw(payload))
 
 far_psn = lambda i: (0x7FFFFF + i * 7919) & 0xFFFFFF
+DAEMON6, STRANGER6 = "fe80::c0:b1", "fe80::99"
+
+def frame6(bth, payload=b"", ext=None, valid_icrc=False):
+    # scapy computes no ICRC over IPv6 (it writes 0): with valid_icrc the bytes get the real
+    # one (rxe_icrc.c's masking: traffic class, flow label, hop limit, UDP checksum, BTH byte 4).
+    ip = IPv6(src=STRANGER6, dst=DAEMON6, tc=0x6A, hlim=64)
+    if ext is not None:
+        ip = ip / ext
+    b = bytearray(raw(Ether(dst=b_mac) / ip / UDP(sport=0xC0DE, dport=4791, chksum=0) / bth /
+                      Raw(payload)))
+    if valid_icrc:
+        d = bytearray(b[14:-4])
+        d[0] |= 0x0F
+        d[1:4] = b"\xff\xff\xff"
+        d[7] = 0xFF
+        d[46:48] = b"\xff\xff"
+        d[52] = 0xFF
+        b[-4:] = struct.pack("<I", zlib.crc32(b"\xff" * 8 + bytes(d)) & 0xFFFFFFFF)
+    return Ether(bytes(b))
+
+def truncated6(i):
+    b = bytearray(raw(frame6(BTH(opcode=SEND_ONLY, dqpn=qpn, psn=far_psn(i)), b"t" * 64)))
+    b[18:20] = struct.pack(">H", 2000)  # payload length: far past the frame
+    return Ether(bytes(b))
 UD_SEND_ONLY, GSI_QKEY = 0x64, 0x80010000
 import struct
 def mad(i, method=0x03):
@@ -134,6 +171,19 @@ kinds = {
     "gsi_method": lambda i: frame(BTH(opcode=UD_SEND_ONLY, dqpn=1, psn=i),
                                   deth() + mad(i, method=0x99)),
     "gsi_req": lambda i: frame(BTH(opcode=UD_SEND_ONLY, dqpn=1, psn=i), deth() + mad(i)),
+    "v6_icrc": lambda i: frame6(BTH(opcode=SEND_ONLY, dqpn=qpn, psn=far_psn(i)), b"6" * 64),
+    "v6_wrong_peer": lambda i: frame6(BTH(opcode=SEND_ONLY, dqpn=qpn, psn=far_psn(i)), b"6" * 64,
+                                      valid_icrc=True),
+    "v6_ext_header": lambda i: frame6(BTH(opcode=SEND_ONLY, dqpn=qpn, psn=far_psn(i)), b"6" * 64,
+                                      ext=IPv6ExtHdrHopByHop() if i % 2 else
+                                      IPv6ExtHdrFragment(offset=0, m=0, id=i),
+                                      valid_icrc=False),
+    "v6_truncated": truncated6,
+    "v6_ndp_hops": lambda i: Ether(dst="33:33:ff:c0:00:b1") /
+                             IPv6(src=STRANGER6, dst="ff02::1:ffc0:b1", hlim=64) /
+                             ICMPv6ND_NS(tgt=DAEMON6),
+    "v6_gsi": lambda i: frame6(BTH(opcode=UD_SEND_ONLY, dqpn=1, psn=i), deth() + mad(i),
+                               valid_icrc=True),
 }
 for kind, make in kinds.items():
     frames = [make(i) for i in range(n)]
@@ -182,6 +232,17 @@ print(f"{'ok  ' if got >= 3 * n else 'FAIL'} gsi framing  cm.gsi_rx_dropped: +{g
 ok &= got >= 3 * n
 expect("gsi_method", ["cm.rx_malformed"])
 expect("gsi_req", ["cm.rejects_sent"])
+# IPv6: the ICRC and wrong-peer counters also hold the IPv4 kinds' n each.
+got = delta("engine.rx_drop.icrc")
+print(f"{'ok  ' if got >= 2 * n else 'FAIL'} icrc+v6_icrc engine.rx_drop.icrc: +{got} (sent {2 * n})")
+ok &= got >= 2 * n
+got = delta("engine.rx_wrong_peer")
+print(f"{'ok  ' if got >= 2 * n else 'FAIL'} wrong_peer+v6 engine.rx_wrong_peer: +{got} (sent {2 * n})")
+ok &= got >= 2 * n
+expect("v6_ext_header", ["net.rx_drop.ipv6_ext_header"])
+expect("v6_truncated", ["net.rx_drop.ipv6_truncated"])
+expect("v6_ndp_hops", ["net.rx_drop.ndp_bad_hop_limit"])
+expect("v6_gsi", ["engine.rx_ipv6_unsupported"])
 print("every non-zero drop counter that moved:",
       {k: delta(k) for k in sorted(after) if isinstance(after[k], int) and delta(k) and
        ("drop" in k or "unknown" in k or "wrong" in k or "out_of_seq" in k or "dupl" in k)})
