@@ -91,7 +91,9 @@ void print_help() {
       "thread; EAL arguments come from port.eal_args (e.g. --no-huge -m 512 where\n"
       "there are no hugepages). Congestion control paces every QP to at most the\n"
       "line rate: the speed the port reports, or port.line_rate (set it on a veth,\n"
-      "which always reports 10 Gbit/s). config/POLICY.md documents every key.\n",
+      "which always reports 10 Gbit/s). RoCEv2 runs over IPv4 from port.address\n"
+      "and, with port.address6 set, over IPv6: a QP's peer GID decides (an\n"
+      "IPv4-mapped ::ffff:a.b.c.d GID is IPv4). config/POLICY.md documents every key.\n",
       CONDUIT_VERSION, kDefaultConfig);
 }
 
