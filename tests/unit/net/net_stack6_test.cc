@@ -6,6 +6,7 @@
 #include <string>
 
 #include "net/net_stack.h"
+#include "stack_harness.h"
 #include "test_frames.h"
 
 using namespace conduit::net;
@@ -32,31 +33,6 @@ NetStackConfig config6() {
   c.prefix_len6 = 64;
   c.gateway6 = kGwIp6;
   return c;
-}
-
-struct Rx {
-  RxResult result;
-  std::vector<uint8_t> reply;
-};
-
-Rx receive(NetStack& s, const std::vector<uint8_t>& f, uint64_t now = 0) {
-  Rx rx;
-  rx.reply.assign(2048, 0xAA);
-  rx.result = s.on_rx_frame(f, now, rx.reply);
-  rx.reply.resize(rx.result.reply_len);
-  return rx;
-}
-
-RxDrop drop_of(NetStack& s, const std::vector<uint8_t>& f) {
-  const Rx rx = receive(s, f);
-  if (rx.result.verdict != RxVerdict::kDrop) return RxDrop::kNone;
-  return rx.result.drop;
-}
-
-std::vector<NetAction> take_all(NetStack& s) {
-  std::vector<NetAction> out(64);
-  out.resize(s.take_actions(out));
-  return out;
 }
 
 std::vector<uint8_t> bytes_of(const NetAction& a) {

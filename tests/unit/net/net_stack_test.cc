@@ -6,6 +6,7 @@
 #include <string>
 
 #include "net/checksum.h"
+#include "stack_harness.h"
 #include "test_frames.h"
 
 using namespace conduit::net;
@@ -28,31 +29,6 @@ NetStackConfig base_config() {
   c.neighbour.max_requests = 3;
   c.neighbour.retry_interval_ns = kSec;
   return c;
-}
-
-struct Rx {
-  RxResult result;
-  std::vector<uint8_t> reply;
-};
-
-Rx receive(NetStack& s, const std::vector<uint8_t>& f, uint64_t now = 0) {
-  Rx rx;
-  rx.reply.assign(2048, 0xAA);
-  rx.result = s.on_rx_frame(f, now, rx.reply);
-  rx.reply.resize(rx.result.reply_len);
-  return rx;
-}
-
-RxDrop drop_of(NetStack& s, const std::vector<uint8_t>& f) {
-  const Rx rx = receive(s, f);
-  if (rx.result.verdict != RxVerdict::kDrop) return RxDrop::kNone;
-  return rx.result.drop;
-}
-
-std::vector<NetAction> take_all(NetStack& s) {
-  std::vector<NetAction> out(64);
-  out.resize(s.take_actions(out));
-  return out;
 }
 
 std::vector<uint8_t> udp_frame(uint16_t dst_port, const std::vector<uint8_t>& payload,
