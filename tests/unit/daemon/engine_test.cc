@@ -654,7 +654,8 @@ void fix_ipv4_checksum(uint8_t* f) {
 }
 
 // Sets CE on every ECT RoCE frame waiting in `ring` (a switch marking them), fixing the IPv4
-// header checksum; the ICRC does not cover the ECN bits. Returns how many were marked.
+// header checksum; the ICRC does not cover the ECN bits. IPv6 frames too (untagged, UDP right
+// after the header): ECN is the traffic class's low two bits. Returns how many were marked.
 uint32_t mark_ce(rte_ring* ring) {
   void* objs[1024];
   const unsigned n = rte_ring_dequeue_burst(ring, objs, 1024, nullptr);
@@ -666,6 +667,11 @@ uint32_t mark_ce(rte_ring* ring) {
     if (ipv4_udp && (f[36] << 8 | f[37]) == wire::kRoceUdpPort && (f[15] & 3) != 0) {
       f[15] |= 3;
       fix_ipv4_checksum(f);
+      ++marked;
+    }
+    const bool ipv6_udp = m->data_len >= 62 && f[12] == 0x86 && f[13] == 0xDD && f[20] == 17;
+    if (ipv6_udp && (f[56] << 8 | f[57]) == wire::kRoceUdpPort && (f[15] & 0x30) != 0) {
+      f[15] |= 0x30;
       ++marked;
     }
   }
@@ -706,6 +712,47 @@ Snapshot take_snapshot(Fixture& f, Host& h) {
 }
 
 }  // namespace
+
+TEST_CASE("engine: DCQCN over IPv6: CE in the traffic class brings CNPs, the sender slows",
+          "[engine][ipv6]") {
+  struct RestoreV4 {
+    ~RestoreV4() { g_ipv6 = false; }
+  } restore;
+  g_ipv6 = true;
+  Fixture f(cc::ControllerKind::kDcqcn);
+  REQUIRE(run_until(
+              f.a, f.b, [] { return false; }, 50) == false);  // apply commands
+  expect_acks_ok(f.a);
+  expect_acks_ok(f.b);
+  const uint64_t line_rate = take_snapshot(f, f.a).qps.at(0).rate_bps;
+  const uint32_t len = 1 << 20;
+  fill_random(f.a.arena(), len, 23);
+  post_send(f.a, 1, CONDUIT_SHM_WR_RDMA_WRITE, 0, len, 2 << 20);
+  uint32_t marked = 0;
+  conduit_shm_cqe cqe{};
+  const uint64_t deadline = engine::tsc_now_ns() + 5'000'000'000ull;
+  while (!f.a.cq.try_dequeue(&cqe)) {
+    REQUIRE(engine::tsc_now_ns() < deadline);
+    f.a.engine->poll_once(engine::tsc_now_ns());
+    marked += mark_ce(f.ab);  // between a's TX and b's RX
+    f.b.engine->poll_once(engine::tsc_now_ns());
+  }
+  CHECK(cqe.status == CONDUIT_SHM_WC_SUCCESS);
+  CHECK(std::memcmp(f.a.arena(), f.b.arena() + (2 << 20), len) == 0);
+  CHECK(marked > 0);
+  const Snapshot sa = take_snapshot(f, f.a);
+  const Snapshot sb = take_snapshot(f, f.b);
+  const control::EngineEvent& qa = sa.qps.at(0);
+  const control::EngineEvent& qb = sb.qps.at(0);
+  INFO("a: rate " << qa.rate_bps << " cnps_rx " << qa.cnps_rx << "; b: cnps_tx " << qb.cnps_tx);
+  // Every marked frame was IPv6 (no IPv4 RoCE here), and so were the CNPs back.
+  CHECK(sb.counters.at("engine.rx_ce_marked") == marked);
+  CHECK(qb.cnps_tx > 0);
+  CHECK(qa.cnps_rx > 0);
+  CHECK(qa.rate_bps < line_rate);
+  CHECK(sa.counters.at("net.rx_udp6_delivered") >= qa.cnps_rx);
+  CHECK(sa.counters.at("net.tx_arp_requests") == 0);
+}
 
 TEST_CASE("engine: kSnapshot reports per-QP rate, alpha, CNPs and bytes, and the counters",
           "[engine][stats]") {
