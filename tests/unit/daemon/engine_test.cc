@@ -404,8 +404,6 @@ TEST_CASE("engine: SEND, WRITE with immediate and READ between two engines", "[e
         0);
 }
 
-std::vector<int32_t> ack_statuses(Host& h);  // below
-
 TEST_CASE("engine: RoCEv2 over IPv6: neighbour discovery, then SEND, WRITE and READ byte-exact",
           "[engine][ipv6]") {
   struct RestoreV4 {
@@ -451,31 +449,6 @@ TEST_CASE("engine: RoCEv2 over IPv6: neighbour discovery, then SEND, WRITE and R
   CHECK(na.rx_udp6_delivered > 0);
   CHECK(f.a.engine->counters().rx_wrong_peer == 0);
   CHECK(f.b.engine->counters().rx_wrong_peer == 0);
-}
-
-TEST_CASE("engine: an IPv6 GID without port.address6 is refused with EINVAL", "[engine][ipv6]") {
-  Fixture::Options o;
-  o.connect_qps = false;
-  Fixture f(o);
-  for (int i = 0; i < 100; ++i) f.a.engine->poll_once(engine::tsc_now_ns());
-  ack_statuses(f.a);  // the client, CQ and QP
-  control::EngineCommand c;
-  c.op = control::EngineOp::kModifyQp;
-  c.qpn = f.a.qpn;
-  c.attr.mask = proto::kAttrState | proto::kAttrAccess;
-  c.attr.state = proto::QpState::kInit;
-  c.attr.access = proto::kAccessAll;
-  f.a.submit(c);
-  c.attr = {};
-  c.attr.mask = proto::kAttrState | proto::kAttrPathMtu | proto::kAttrDestQpn | proto::kAttrRqPsn |
-                proto::kAttrDgid;
-  c.attr.state = proto::QpState::kRtr;
-  c.attr.dest_qpn = f.b.qpn;
-  c.attr.path_mtu = 3;
-  c.attr.dgid = host_addr6(0x22).bytes;
-  f.a.submit(c);
-  for (int i = 0; i < 100; ++i) f.a.engine->poll_once(engine::tsc_now_ns());
-  CHECK(ack_statuses(f.a) == std::vector<int32_t>{0, -EINVAL});
 }
 
 TEST_CASE("engine: a non-default port.roce_udp_port carries data, ACKs and READ responses",
@@ -679,6 +652,27 @@ uint32_t mark_ce(rte_ring* ring) {
   return marked;
 }
 
+// A WRITE of len random bytes (seeded) from a to b with every data frame CE-marked on the
+// way (mark_ce between a's TX and b's RX), run until a's completion; checks its status and the
+// bytes. Returns how many frames were marked.
+uint32_t marked_write(Fixture& f, uint32_t len, uint32_t seed) {
+  fill_random(f.a.arena(), len, seed);
+  post_send(f.a, 1, CONDUIT_SHM_WR_RDMA_WRITE, 0, len, 2 << 20);
+  uint32_t marked = 0;
+  conduit_shm_cqe cqe{};
+  const uint64_t deadline = engine::tsc_now_ns() + 5'000'000'000ull;
+  while (!f.a.cq.try_dequeue(&cqe)) {
+    REQUIRE(engine::tsc_now_ns() < deadline);
+    f.a.engine->poll_once(engine::tsc_now_ns());
+    marked += mark_ce(f.ab);
+    f.b.engine->poll_once(engine::tsc_now_ns());
+  }
+  CHECK(cqe.status == CONDUIT_SHM_WC_SUCCESS);
+  CHECK(std::memcmp(f.a.arena(), f.b.arena() + (2 << 20), len) == 0);
+  CHECK(marked > 0);
+  return marked;
+}
+
 struct Snapshot {
   std::map<std::string, uint64_t> counters;
   std::vector<control::EngineEvent> qps;
@@ -726,20 +720,7 @@ TEST_CASE("engine: DCQCN over IPv6: CE in the traffic class brings CNPs, the sen
   expect_acks_ok(f.b);
   const uint64_t line_rate = take_snapshot(f, f.a).qps.at(0).rate_bps;
   const uint32_t len = 1 << 20;
-  fill_random(f.a.arena(), len, 23);
-  post_send(f.a, 1, CONDUIT_SHM_WR_RDMA_WRITE, 0, len, 2 << 20);
-  uint32_t marked = 0;
-  conduit_shm_cqe cqe{};
-  const uint64_t deadline = engine::tsc_now_ns() + 5'000'000'000ull;
-  while (!f.a.cq.try_dequeue(&cqe)) {
-    REQUIRE(engine::tsc_now_ns() < deadline);
-    f.a.engine->poll_once(engine::tsc_now_ns());
-    marked += mark_ce(f.ab);  // between a's TX and b's RX
-    f.b.engine->poll_once(engine::tsc_now_ns());
-  }
-  CHECK(cqe.status == CONDUIT_SHM_WC_SUCCESS);
-  CHECK(std::memcmp(f.a.arena(), f.b.arena() + (2 << 20), len) == 0);
-  CHECK(marked > 0);
+  const uint32_t marked = marked_write(f, len, 23);
   const Snapshot sa = take_snapshot(f, f.a);
   const Snapshot sb = take_snapshot(f, f.b);
   const control::EngineEvent& qa = sa.qps.at(0);
@@ -777,20 +758,7 @@ TEST_CASE("engine: kSnapshot reports per-QP rate, alpha, CNPs and bytes, and the
   // A 1 MiB WRITE from a to b with every data frame CE-marked on the way: b's notification
   // point sends CNPs, a's reaction point cuts its rate.
   const uint32_t len = 1 << 20;
-  fill_random(f.a.arena(), len, 11);
-  post_send(f.a, 1, CONDUIT_SHM_WR_RDMA_WRITE, 0, len, 2 << 20);
-  uint32_t marked = 0;
-  conduit_shm_cqe cqe{};
-  const uint64_t deadline = engine::tsc_now_ns() + 5'000'000'000ull;
-  while (!f.a.cq.try_dequeue(&cqe)) {
-    REQUIRE(engine::tsc_now_ns() < deadline);
-    f.a.engine->poll_once(engine::tsc_now_ns());
-    marked += mark_ce(f.ab);  // between a's TX and b's RX
-    f.b.engine->poll_once(engine::tsc_now_ns());
-  }
-  CHECK(cqe.status == CONDUIT_SHM_WC_SUCCESS);
-  CHECK(std::memcmp(f.a.arena(), f.b.arena() + (2 << 20), len) == 0);
-  CHECK(marked > 0);
+  const uint32_t marked = marked_write(f, len, 11);
 
   const Snapshot sa = take_snapshot(f, f.a);
   const Snapshot sb = take_snapshot(f, f.b);
@@ -1660,12 +1628,10 @@ std::vector<int32_t> ack_statuses(Host& h) {
   return out;
 }
 
-TEST_CASE("engine: a path MTU the port cannot carry is refused with EINVAL, as verbs does",
-          "[engine]") {
-  Fixture::Options o;
-  o.connect_qps = false;
-  Fixture f(o);
-  REQUIRE(f.a.port->mtu_bytes() == 1500);
+// With the fixture's QPs left in RESET: a's client, CQ and QP acknowledged, a's QP moved to
+// INIT (acknowledged 0 in turn), and the RTR modify toward b's QP returned for the test to
+// finish (its GID and path MTU) and submit.
+control::EngineCommand init_a_for_rtr(Fixture& f) {
   for (int i = 0; i < 100; ++i) f.a.engine->poll_once(engine::tsc_now_ns());
   ack_statuses(f.a);  // the client, CQ and QP
   control::EngineCommand c;
@@ -1680,6 +1646,17 @@ TEST_CASE("engine: a path MTU the port cannot carry is refused with EINVAL, as v
                 proto::kAttrDgid;
   c.attr.state = proto::QpState::kRtr;
   c.attr.dest_qpn = f.b.qpn;
+  c.attr.path_mtu = 3;  // 1024 B
+  return c;
+}
+
+TEST_CASE("engine: a path MTU the port cannot carry is refused with EINVAL, as verbs does",
+          "[engine]") {
+  Fixture::Options o;
+  o.connect_qps = false;
+  Fixture f(o);
+  REQUIRE(f.a.port->mtu_bytes() == 1500);
+  control::EngineCommand c = init_a_for_rtr(f);
   c.attr.dgid[10] = c.attr.dgid[11] = 0xFF;
   c.attr.dgid[12] = 198;
   c.attr.dgid[13] = 18;
@@ -1690,6 +1667,17 @@ TEST_CASE("engine: a path MTU the port cannot carry is refused with EINVAL, as v
   f.a.submit(c);
   for (int i = 0; i < 100; ++i) f.a.engine->poll_once(engine::tsc_now_ns());
   CHECK(ack_statuses(f.a) == std::vector<int32_t>{0, -EINVAL, 0});
+}
+
+TEST_CASE("engine: an IPv6 GID without port.address6 is refused with EINVAL", "[engine][ipv6]") {
+  Fixture::Options o;
+  o.connect_qps = false;
+  Fixture f(o);
+  control::EngineCommand c = init_a_for_rtr(f);
+  c.attr.dgid = host_addr6(0x22).bytes;
+  f.a.submit(c);
+  for (int i = 0; i < 100; ++i) f.a.engine->poll_once(engine::tsc_now_ns());
+  CHECK(ack_statuses(f.a) == std::vector<int32_t>{0, -EINVAL});
 }
 
 TEST_CASE("engine: a connect to a service nobody listens on is rejected with the reason",

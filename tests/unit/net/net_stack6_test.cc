@@ -508,8 +508,6 @@ TEST_CASE("IPv6 off: every IPv6 frame is dropped and counted", "[stack6][ipv6]")
   CHECK_FALSE(s.next_hop6(kPeerIp6));
   CHECK(s.resolve6(kPeerIp6, 0, 1).status == Resolve::kDropped);
   CHECK_FALSE(s.add_static_neighbour6(kPeerIp6, kPeerMac));
-  std::vector<uint8_t> out(128);
-  CHECK(s.write_udp6_headers(out, kPeerMac, kPeerIp6, 1, 4791, 0, 0, 10) == 0);
   s.announce();
   CHECK(take_all(s).size() == 1);  // the gratuitous ARP only
   CHECK(s.counters().no_route == 2);
@@ -652,39 +650,6 @@ TEST_CASE("announce() adds an unsolicited NA when IPv6 is on", "[stack6][ndp]") 
   CHECK(s.counters().tx_na == 1);
   // Looped back, our own NA is dropped (source is ours).
   CHECK(drop_of(s, na) == RxDrop::kIpv6BadSource);
-}
-
-TEST_CASE("write_udp6_headers builds a frame the classifier accepts", "[stack6][tx]") {
-  NetStackConfig c = config6();
-  c.vlan_id = 7;
-  c.ttl = 9;
-  NetStack tx(c);
-  NetStackConfig rc = config6();
-  rc.mac = kPeerMac;
-  rc.addr = kPeerIp;
-  rc.addr6 = kPeerIp6;
-  rc.vlan_id = 7;
-  NetStack rx(rc);
-  std::vector<uint8_t> f(200, 0);
-  const size_t hdr = tx.write_udp6_headers(f, kPeerMac, kPeerIp6, 50001, 4791, 0x02, 0xABCDE, 100);
-  REQUIRE(hdr == 18 + 48);
-  f.resize(hdr + 100);
-  CHECK(get32(f, 18) == (6u << 28 | 0x02u << 20 | 0xABCDEu));
-  CHECK(get16(f, 22) == 108);
-  CHECK(f[24] == 17);
-  CHECK(f[25] == 9);
-  CHECK(get16(f, 18 + 40 + 6) == 0);  // UDP checksum 0
-  std::vector<uint8_t> scratch(128);
-  const RxResult r = rx.on_rx_frame(f, 0, scratch);
-  REQUIRE(r.verdict == RxVerdict::kDeliverUdp);
-  CHECK(r.udp.src_ip6 == kOurIp6);
-  CHECK(r.udp.src_port == 50001);
-  CHECK(r.udp.tos == 0x02);
-  CHECK(r.udp.payload_len == 100);
-  std::vector<uint8_t> tiny(60);
-  CHECK(tx.write_udp6_headers(tiny, kPeerMac, kPeerIp6, 1, 2, 0, 0, 10) == 0);
-  CHECK(tx.write_udp6_headers(f, kPeerMac, kPeerIp6, 1, 2, 0, 0, 65536 - 8) == 0);
-  CHECK(tx.write_udp6_headers(f, kPeerMac, kPeerIp6, 1, 2, 0, 0, 65535 - 8) == hdr);
 }
 
 TEST_CASE("Bad IPv6 configuration is rejected with a reason", "[stack6]") {

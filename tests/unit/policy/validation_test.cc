@@ -290,6 +290,11 @@ TEST_CASE("port.address6 and port.gateway6 are checked") {
                "2001:db8::1/64"});
   CHECK(errors_of(dev + "  address6: 2001:db8::1/64\n  gateway6: 2001:db8::1\n") ==
         Errors{"t.yaml:5:13: port.gateway6: is the port's own address"});
+  // IPv6's header is 20 bytes longer: pmtu 1024 needs an MTU of 1108 (1088 over IPv4).
+  CHECK(errors_of(dev + "  mtu: 1100\ntransport:\n  pmtu: 1024\n").empty());
+  CHECK(errors_of(dev + "  address6: fe80::c0:1/64\n  mtu: 1100\ntransport:\n  pmtu: 1024\n") ==
+        Errors{"t.yaml:7:9: transport.pmtu: 1024 does not fit port.mtu 1100: a full packet needs "
+               "an IP MTU of 1108 (over IPv6, port.address6)"});
   const auto p = load(dev + "  address6: 2001:DB8:0:0:0:0:0:0001/64\n  gateway6: fe80::1\n");
   REQUIRE(p.policy);
   REQUIRE(p.policy->port.address6);
