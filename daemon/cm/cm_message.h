@@ -95,16 +95,40 @@ bool valid_pmtu(uint32_t bytes);
 // initiator depth (at least 1 each, so a READ is never stuck behind a zero).
 void cap_depths(QpParams& local, const QpParams& remote);
 
+// A connection manager peer's address in the form of a RoCE v2 GID: an IPv4
+// address as ::ffff:a.b.c.d (cm_addr_v4), or an IPv6 address.
+using CmAddr = std::array<uint8_t, 16>;
+constexpr CmAddr cm_addr_v4(uint32_t ip) {  // ip in host byte order
+  return {0,
+          0,
+          0,
+          0,
+          0,
+          0,
+          0,
+          0,
+          0,
+          0,
+          0xFF,
+          0xFF,
+          static_cast<uint8_t>(ip >> 24),
+          static_cast<uint8_t>(ip >> 16),
+          static_cast<uint8_t>(ip >> 8),
+          static_cast<uint8_t>(ip)};
+}
+// The IPv4 address (host byte order) of an IPv4-mapped CmAddr; false for IPv6.
+bool cm_addr_ipv4(const CmAddr& a, uint32_t& ip);
+
 // What only the IB CM dialect (ib_cm_mad.h) carries. Zero for native messages.
 struct IbCmFields {
   uint64_t tid = 0;      // MAD transaction id: a reply echoes the request's
   uint64_t ca_guid = 0;  // REQ/REP: the sender's local CA GUID
   // REQ: rdma_cm's header (its private data starts with it: the TCP or IB
-  // port space). The addresses are IPv4, host byte order.
+  // port space), IPv4 or IPv6.
   bool rdma_cm = false;
   uint16_t rdma_cm_src_port = 0;
-  uint32_t src_ip = 0;    // REQ: the requester's address (cma header, or its GID)
-  uint32_t dst_ip = 0;    // REQ: the address it asked for
+  CmAddr src_addr{};      // REQ: the requester's address (cma header, or its GID)
+  CmAddr dst_addr{};      // REQ: the address it asked for
   uint16_t rej_code = 0;  // REJ: the IB reason code as on the wire (Table 109)
   // MRA ("message received, wait"): which message (0 REQ, 1 REP, 2 other) and
   // how long the sender asks us to wait: 4.096 us * 2^mra_timeout.

@@ -7,8 +7,6 @@
 namespace conduit::cm {
 namespace {
 
-uint64_t peer_key(CmPeer p) { return uint64_t{p.ip} << 17 | uint64_t{p.ib} << 16 | p.port; }
-
 bool valid_params(const QpParams& q) {
   return q.qpn >= 2 && q.qpn <= 0xFFFFFF && q.psn <= 0xFFFFFF && valid_pmtu(q.pmtu_bytes) &&
          (q.caps & ~kKnownCaps) == 0 && q.timeout <= 31 && q.retry_cnt <= 7 && q.rnr_retry <= 7;
@@ -49,8 +47,9 @@ void ConnectionManager::emit_message(CmPeer to, const CmMessage& m, uint32_t pee
   a.peer = to;
   if (to.ib) {
     IbCmBuildContext ctx;
-    ctx.local_ip = cfg_.local_ip;
-    ctx.peer_ip = to.ip;
+    uint32_t ip4 = 0;
+    ctx.local_addr = cm_addr_ipv4(to.addr, ip4) ? cfg_.local_addr4 : cfg_.local_addr6;
+    ctx.peer_addr = to.addr;
     ctx.ca_guid = cfg_.ca_guid;
     ctx.peer_qpn = peer_qpn;
     a.len = static_cast<uint16_t>(build_ib_cm_mad(m, ctx, a.bytes.data()));
@@ -132,7 +131,7 @@ void ConnectionManager::fail(uint32_t id, Conn& c, RejectReason reason, bool rec
     a.reason = reason;
     emit(a);
   }
-  if (!c.active) by_remote_.erase({peer_key(c.peer), c.remote_conn});
+  if (!c.active) by_remote_.erase({c.peer, c.remote_conn});
   conns_.erase(id);
 }
 
@@ -201,7 +200,7 @@ int ConnectionManager::reject(uint64_t /*now_ns*/, uint64_t owner, uint32_t conn
   if (!is_wire_reject_reason(static_cast<uint16_t>(reason))) reason = RejectReason::kRefused;
   Conn& c = it->second;
   send(c, conn, CmType::kRej, reason);
-  by_remote_.erase({peer_key(c.peer), c.remote_conn});
+  by_remote_.erase({c.peer, c.remote_conn});
   conns_.erase(it);
   return 0;
 }
@@ -230,7 +229,7 @@ int ConnectionManager::disconnect(uint64_t now_ns, uint64_t owner, uint32_t conn
       // the peer's REP retries end in a timeout there.
       break;
   }
-  if (!c.active) by_remote_.erase({peer_key(c.peer), c.remote_conn});
+  if (!c.active) by_remote_.erase({c.peer, c.remote_conn});
   conns_.erase(it);
   return 0;
 }
@@ -282,7 +281,7 @@ void ConnectionManager::on_message(uint64_t now_ns, CmPeer from, const uint8_t* 
 }
 
 void ConnectionManager::on_req(uint64_t now_ns, CmPeer from, const CmMessage& m) {
-  auto dup = by_remote_.find({peer_key(from), m.src_conn});
+  auto dup = by_remote_.find({from, m.src_conn});
   if (dup != by_remote_.end()) {
     // A resent REQ: our REP was lost, or the owner has not answered yet.
     Conn& c = conns_.at(dup->second);
@@ -317,7 +316,7 @@ void ConnectionManager::on_req(uint64_t now_ns, CmPeer from, const CmMessage& m)
   // The owner gets as long as the requester keeps resending; then the request
   // expires, so REQs nobody answers (or a flood of them) do not pile up.
   c.deadline_ns = now_ns + uint64_t{cfg_.max_retries + 1} * cfg_.retry_timeout_ns;
-  by_remote_[{peer_key(from), m.src_conn}] = id;
+  by_remote_[{from, m.src_conn}] = id;
   CmAction a = event(CmAction::Kind::kRequest, id, c);
   a.private_len = m.private_len;
   a.private_data = m.private_data;
@@ -381,7 +380,7 @@ void ConnectionManager::on_for_conn(uint64_t now_ns, CmPeer from, const CmMessag
       if (c.state == State::kEstablished || c.state == State::kDreqSent ||
           c.state == State::kRepSent) {
         if (c.report) emit(event(CmAction::Kind::kDisconnected, id, c));
-        if (!c.active) by_remote_.erase({peer_key(c.peer), c.remote_conn});
+        if (!c.active) by_remote_.erase({c.peer, c.remote_conn});
         conns_.erase(it);
       } else {
         ++counters_.rx_unexpected;
@@ -390,7 +389,7 @@ void ConnectionManager::on_for_conn(uint64_t now_ns, CmPeer from, const CmMessag
     case CmType::kDrep:
       if (c.state == State::kDreqSent) {
         if (c.report) emit(event(CmAction::Kind::kDisconnected, id, c));
-        if (!c.active) by_remote_.erase({peer_key(c.peer), c.remote_conn});
+        if (!c.active) by_remote_.erase({c.peer, c.remote_conn});
         conns_.erase(it);
       } else {
         ++counters_.rx_unexpected;
@@ -435,7 +434,7 @@ void ConnectionManager::on_timer(uint64_t now_ns) {
       if (c.state == State::kDreqSent) {
         // The peer is gone; the connection is over either way.
         if (c.report) emit(event(CmAction::Kind::kDisconnected, id, c));
-        if (!c.active) by_remote_.erase({peer_key(c.peer), c.remote_conn});
+        if (!c.active) by_remote_.erase({c.peer, c.remote_conn});
         conns_.erase(it);
       } else {
         fail(id, c, RejectReason::kTimeout, false);

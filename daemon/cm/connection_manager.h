@@ -33,6 +33,7 @@
 // queue reuse their buffers once grown.
 #pragma once
 
+#include <compare>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -44,13 +45,14 @@
 
 namespace conduit::cm {
 
-// A peer: IPv4 address and UDP port (host byte order) of a daemon speaking
-// the native messages, or (ib) an IB CM peer's address: its GSI, QP 1, port 0.
+// A peer: address (IPv4-mapped or IPv6) and UDP port (host byte order) of a
+// daemon speaking the native messages, or (ib) an IB CM peer's address: its
+// GSI, QP 1, port 0.
 struct CmPeer {
-  uint32_t ip = 0;
+  CmAddr addr{};
   uint16_t port = 0;
   bool ib = false;
-  bool operator==(const CmPeer&) const = default;
+  auto operator<=>(const CmPeer&) const = default;
 };
 
 struct CmConfig {
@@ -61,8 +63,10 @@ struct CmConfig {
   uint32_t first_conn_id = 1;  // seed: a restarted daemon should not reuse ids
   // IB CM: the longest an MRA makes us wait before resending (rdma_cm asks for 68 s).
   uint64_t max_mra_wait_ns = 30'000'000'000;
-  // For IB CM messages: our address (GIDs, rdma_cm header) and CA GUID.
-  uint32_t local_ip = 0;
+  // For IB CM messages: our addresses (GIDs, rdma_cm header), the one of the
+  // peer's family is used, and CA GUID.
+  CmAddr local_addr4{};  // IPv4-mapped
+  CmAddr local_addr6{};  // all zero when the port has no IPv6 address
   uint64_t ca_guid = 0;
 };
 
@@ -193,9 +197,9 @@ class ConnectionManager {
 
   CmConfig cfg_;
   uint32_t next_id_;
-  std::map<uint32_t, Conn> conns_;                               // by local connection id
-  std::map<std::pair<uint64_t, uint32_t>, uint32_t> by_remote_;  // (peer, remote id) -> local id
-  std::map<uint64_t, uint64_t> listeners_;                       // service -> owner
+  std::map<uint32_t, Conn> conns_;                             // by local connection id
+  std::map<std::pair<CmPeer, uint32_t>, uint32_t> by_remote_;  // (peer, remote id) -> local id
+  std::map<uint64_t, uint64_t> listeners_;                     // service -> owner
   // Pending actions from actions_head_ on; the vector keeps its capacity when
   // drained, so steady-state timers and retries do not allocate.
   std::vector<CmAction> actions_;

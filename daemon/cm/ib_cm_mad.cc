@@ -60,10 +60,10 @@ void copy_private(const uint8_t* field, size_t field_bytes, CmMessage& out) {
   out.private_len = static_cast<uint8_t>(n);
 }
 
-// An IPv4-mapped GID's address, or 0 when it is not one.
-uint32_t gid_ipv4(const uint8_t* g) {
-  static constexpr uint8_t kPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
-  return std::memcmp(g, kPrefix, sizeof kPrefix) == 0 ? get32(g + 12) : 0;
+CmAddr addr_at(const uint8_t* p) {
+  CmAddr a;
+  std::memcpy(a.data(), p, a.size());
+  return a;
 }
 
 CmParseError parse_req(const uint8_t* b, CmMessage& out) {
@@ -90,16 +90,25 @@ CmParseError parse_req(const uint8_t* b, CmMessage& out) {
   if (transport != 0 || ext_transport != 0) return CmParseError::kUnsupported;
   (void)srq;  // the requester's own receive queue: nothing for us to do
   if (p.qpn < 2 || p.pmtu_bytes == 0) return CmParseError::kBadField;
-  out.ib.src_ip = gid_ipv4(b + 56);
-  out.ib.dst_ip = gid_ipv4(b + 72);
+  out.ib.src_addr = addr_at(b + 56);
+  out.ib.dst_addr = addr_at(b + 72);
   const uint8_t* priv = b + kReqPrivateAt;
   if (is_rdma_cm_service(sid)) {
-    // rdma_cm's header: version 0, IPv4, then the addresses it connects between.
-    if (priv[0] != kRdmaCmVersion || (priv[1] >> 4) != 4) return CmParseError::kUnsupported;
+    // rdma_cm's header: version 0, IPv4 or IPv6, then the addresses it connects
+    // between (IPv4 in the last 4 of 16 bytes).
+    const uint8_t ip_version = priv[1] >> 4;
+    if (priv[0] != kRdmaCmVersion || (ip_version != 4 && ip_version != 6)) {
+      return CmParseError::kUnsupported;
+    }
     out.ib.rdma_cm = true;
     out.ib.rdma_cm_src_port = get16(priv + 2);
-    out.ib.src_ip = get32(priv + 4 + 12);
-    out.ib.dst_ip = get32(priv + 20 + 12);
+    if (ip_version == 4) {
+      out.ib.src_addr = cm_addr_v4(get32(priv + 4 + 12));
+      out.ib.dst_addr = cm_addr_v4(get32(priv + 20 + 12));
+    } else {
+      out.ib.src_addr = addr_at(priv + 4);
+      out.ib.dst_addr = addr_at(priv + 20);
+    }
     out.service = sid & 0xFFFF;
     copy_private(priv + kRdmaCmHeaderBytes, kRdmaCmReqPrivateBytes, out);
   } else {
@@ -149,12 +158,6 @@ uint8_t ib_mtu_enum(uint32_t bytes) {
 
 uint16_t ib_mtu_bytes(uint8_t mtu_enum) {
   return mtu_enum >= 1 && mtu_enum <= 5 ? static_cast<uint16_t>(128u << mtu_enum) : 0;
-}
-
-void ipv4_mapped_gid(uint32_t ip, uint8_t out[16]) {
-  std::memset(out, 0, 16);
-  out[10] = out[11] = 0xFF;
-  put32(out + 12, ip);
 }
 
 RejectReason reject_reason_from_ib(uint16_t code) {
@@ -277,8 +280,8 @@ size_t build_ib_cm_mad(const CmMessage& m, const IbCmBuildContext& ctx, uint8_t*
       b[51] = static_cast<uint8_t>(kMaxCmRetries << 4);
       put16(b + 52, kPermissiveLid);
       put16(b + 54, kPermissiveLid);
-      ipv4_mapped_gid(ctx.local_ip, b + 56);
-      ipv4_mapped_gid(ctx.peer_ip, b + 72);
+      std::memcpy(b + 56, ctx.local_addr.data(), 16);
+      std::memcpy(b + 72, ctx.peer_addr.data(), 16);
       b[91] = kRate10Gbps;
       b[92] = ctx.traffic_class;
       b[93] = ctx.hop_limit;
@@ -286,11 +289,21 @@ size_t build_ib_cm_mad(const CmMessage& m, const IbCmBuildContext& ctx, uint8_t*
       uint8_t* priv = b + kReqPrivateAt;
       size_t room = kReqPrivateBytes;
       if (m.ib.rdma_cm) {
+        // rdma_cm's header: IPv4 when both ends are IPv4-mapped (the address in
+        // the last 4 bytes of each field, the rest zero), else IPv6.
+        uint32_t local4 = 0;
+        uint32_t peer4 = 0;
         priv[0] = kRdmaCmVersion;
-        priv[1] = 4 << 4;
         put16(priv + 2, m.ib.rdma_cm_src_port);
-        put32(priv + 4 + 12, ctx.local_ip);
-        put32(priv + 20 + 12, ctx.peer_ip);
+        if (cm_addr_ipv4(ctx.local_addr, local4) && cm_addr_ipv4(ctx.peer_addr, peer4)) {
+          priv[1] = 4 << 4;
+          put32(priv + 4 + 12, local4);
+          put32(priv + 20 + 12, peer4);
+        } else {
+          priv[1] = 6 << 4;
+          std::memcpy(priv + 4, ctx.local_addr.data(), 16);
+          std::memcpy(priv + 20, ctx.peer_addr.data(), 16);
+        }
         priv += kRdmaCmHeaderBytes;
         room -= kRdmaCmHeaderBytes;
       }

@@ -37,9 +37,9 @@
 // rdma_cm maps its TCP port space to service ids 0x0000000001060000 + port
 // (its IB port space to 0x00000000013F0000 + port) and starts a REQ's private
 // data with a 36-byte header: version 0, IP version << 4, the source port,
-// then source and destination address (IPv4 in the last 4 of 16 bytes). Such
-// a REQ is presented to listeners as service `port`, with the application's
-// private data after that header. The IB CM does not carry private-data
+// then source and destination address (IPv4 in the last 4 of 16 bytes, or
+// IPv6). Such a REQ is presented to listeners as service `port`, with the
+// application's private data after that header. The IB CM does not carry private-data
 // lengths: a parsed message reports the whole field, cut at kMaxPrivateBytes.
 //
 // Pure: standard library only.
@@ -88,8 +88,8 @@ CmParseError parse_ib_cm_mad(const uint8_t* data, size_t len, CmMessage& out);
 // What build_ib_cm_mad needs beyond the message: both ends' addresses (GIDs
 // and the rdma_cm header of a REQ), our CA GUID and, for a DREQ, the peer's QPN.
 struct IbCmBuildContext {
-  uint32_t local_ip = 0;  // host byte order
-  uint32_t peer_ip = 0;
+  CmAddr local_addr{};  // our address, IPv4-mapped or IPv6 (the GID the peer sees)
+  CmAddr peer_addr{};
   uint64_t ca_guid = 0;
   uint32_t peer_qpn = 0;  // DREQ
   uint8_t hop_limit = 64;
@@ -100,9 +100,6 @@ struct IbCmBuildContext {
 // m.service (which must then be <= 0xFFFF, else 0 is returned); without it the
 // service id is m.service itself.
 size_t build_ib_cm_mad(const CmMessage& m, const IbCmBuildContext& ctx, uint8_t* out);
-
-// The IPv4-mapped RoCE v2 GID (::ffff:a.b.c.d) of ip (host byte order).
-void ipv4_mapped_gid(uint32_t ip, uint8_t out[16]);
 
 // 256, 512, 1024, 2048, 4096 <-> the IB MTU enum 1..5; 0 when not one of them.
 uint8_t ib_mtu_enum(uint32_t bytes);

@@ -914,16 +914,6 @@ constexpr uint32_t kCmAckWaitMs = 2000;
 // Events a client has not fetched yet; beyond this the oldest are kept and new ones dropped.
 constexpr size_t kMaxCmEventsPerClient = 4096;
 
-std::array<uint8_t, 16> mapped_gid(uint32_t ip) {
-  std::array<uint8_t, 16> g{};
-  g[10] = g[11] = 0xFF;
-  g[12] = static_cast<uint8_t>(ip >> 24);
-  g[13] = static_cast<uint8_t>(ip >> 16);
-  g[14] = static_cast<uint8_t>(ip >> 8);
-  g[15] = static_cast<uint8_t>(ip);
-  return g;
-}
-
 uint8_t mtu_enum(uint32_t bytes) {
   uint8_t e = proto::kMinPathMtu;
   while (e < proto::kMaxPathMtu && proto::path_mtu_bytes(e) < bytes) ++e;
@@ -1051,7 +1041,7 @@ ControlService::Outcome ControlService::cm_request(Client& c, const proto::Reque
     if (int rc = check_qp(r->offer.qpn); rc < 0) return fail(t, seq, rc, what);
     cmd.op = EngineOp::kCmConnect;
     cmd.qpn = r->offer.qpn;
-    cmd.cm.peer_ip = r->peer_ip;
+    cmd.cm.peer = r->peer;
     cmd.cm.service = r->service;
     fill_args(cmd.cm, r->offer);
     what = "QP " + std::to_string(r->offer.qpn);
@@ -1160,8 +1150,10 @@ ControlService::Outcome ControlService::cm_poll_event(Client& c, uint32_t seq) {
   return ok(MsgType::kCmPollEvent, seq, rep);
 }
 
-bool ControlService::peer_allowed(uint32_t ip) const {
+bool ControlService::peer_allowed(const proto::CmAddr& peer) const {
   if (limits_.cm_allowed_peers.empty()) return true;
+  uint32_t ip = 0;
+  if (!proto::cm_addr_ipv4(peer, ip)) return false;  // the list names IPv4 networks only
   for (const ControlLimits::PeerNetwork& n : limits_.cm_allowed_peers) {
     if ((ip & n.mask) == n.network) return true;
   }
@@ -1175,13 +1167,13 @@ void ControlService::on_cm_event(const EngineEvent& e) {
     // The daemon answers for the listener when the policy or its queue says no; the
     // requester sees the reason at once instead of timing out.
     uint8_t reason = 0;
-    if (!peer_allowed(e.cm.peer_ip)) {
+    if (!peer_allowed(e.cm.peer)) {
       reason = proto::kCmPolicy;
       ++cm_policy_rejects_;
       spdlog::warn(
           "control: connection request {} from {} for service {} refused by policy "
           "(clients.allowed_peers)",
-          e.cm.conn, proto::ipv4_text(e.cm.peer_ip), e.cm.service);
+          e.cm.conn, proto::cm_addr_text(e.cm.peer), e.cm.service);
     } else if (c->cm_events.size() >= kMaxCmEventsPerClient) {
       reason = proto::kCmQuota;
       ++cm_quota_rejects_;
@@ -1205,7 +1197,7 @@ void ControlService::on_cm_event(const EngineEvent& e) {
   ev.kind = i.kind;
   ev.conn = i.conn;
   ev.qpn = i.qpn;
-  ev.peer_ip = i.peer_ip;
+  ev.peer = i.peer;
   ev.service = i.service;
   ev.remote_qpn = i.remote_qpn;
   ev.pmtu_bytes = i.pmtu_bytes;
@@ -1224,7 +1216,7 @@ void ControlService::on_cm_event(const EngineEvent& e) {
       a.attr.dest_qpn = i.remote_qpn;
       a.attr.rq_psn = i.rq_psn;
       a.attr.sq_psn = i.sq_psn;
-      a.attr.dgid = mapped_gid(i.peer_ip);
+      a.attr.dgid = i.peer;
       a.attr.mask |= proto::kAttrAccess | proto::kAttrPathMtu | proto::kAttrDestQpn |
                      proto::kAttrRqPsn | proto::kAttrSqPsn | proto::kAttrDgid;
     }

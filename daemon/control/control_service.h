@@ -231,7 +231,7 @@ class ControlService {
   Outcome cm_request(Client& c, const proto::RequestMessage& req);
   Outcome cm_poll_event(Client& c, uint32_t seq);
   void on_cm_event(const EngineEvent& e);
-  bool peer_allowed(uint32_t ip) const;  // clients.allowed_peers
+  bool peer_allowed(const proto::CmAddr& peer) const;  // clients.allowed_peers
   // Sends cmd and waits up to timeout_ms for its ack (the engine answers
   // within a loop iteration). The ack's status, or -ETIMEDOUT / -EOPNOTSUPP.
   int engine_call(EngineCommand cmd, uint32_t timeout_ms, EngineEvent* ack);

@@ -38,7 +38,7 @@
 //   kCmListen      client `client_id` listens on `cm.service` (connection
 //                  manager, daemon/cm); kCmUnlisten stops it.
 //   kCmConnect     connect QP `qpn` (RESET or INIT) to `cm.service` at the
-//                  conduitd `cm.peer_ip` with `cm`'s offer; the ack carries the
+//                  conduitd `cm.peer` with `cm`'s offer; the ack carries the
 //                  connection id in `cm.conn`; the outcome comes as a kCmEvent.
 //   kCmAccept      accept request `cm.conn` with QP `qpn` (RESET or INIT): the
 //                  QP goes to RTR at once, to RTS when the peer confirms.
@@ -143,7 +143,7 @@ struct CounterSnapshot {
 struct CmArgs {
   uint64_t service = 0;
   uint32_t conn = 0;
-  uint32_t peer_ip = 0;  // host byte order
+  proto::CmAddr peer{};  // kCmConnect: IPv4-mapped or IPv6
   uint32_t access = 0;   // proto::kAccess*
   uint32_t pmtu_bytes = 0;
   uint32_t flags = 0;   // proto::kCmFlag*
@@ -157,7 +157,7 @@ struct CmEventInfo {
   proto::CmEventKind kind = proto::CmEventKind::kNone;
   uint32_t conn = 0;
   uint32_t qpn = 0;
-  uint32_t peer_ip = 0;
+  proto::CmAddr peer{};  // IPv4-mapped or IPv6
   uint64_t service = 0;
   uint32_t remote_qpn = 0;
   uint32_t pmtu_bytes = 0;

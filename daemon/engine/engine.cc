@@ -244,7 +244,8 @@ Engine::Engine(const EngineConfig& config, dpdk::Port& port, control::EngineChan
         c.first_conn_id = static_cast<uint32_t>(rte_get_tsc_cycles() >> 8) | 1u;
         // For the IB CM: our address, and a CA GUID from the MAC (EUI-64, as
         // a RoCE NIC's node GUID is).
-        c.local_ip = config.net.addr.value;
+        c.local_addr4 = cm::cm_addr_v4(config.net.addr.value);
+        if (config.net.addr6) c.local_addr6 = config.net.addr6->bytes;
         const auto& m = config.net.mac.bytes;
         c.ca_guid = uint64_t{m[0] ^ 0x02u} << 56 | uint64_t{m[1]} << 48 | uint64_t{m[2]} << 40 |
                     uint64_t{0xFFFE} << 24 | uint64_t{m[3]} << 16 | uint64_t{m[4]} << 8 | m[5];
@@ -946,7 +947,6 @@ void Engine::fill_snapshot(control::CounterSnapshot& out) const {
   out.add("net.rx_icmp6_echo_requests", n.rx_icmp6_echo_requests);
   out.add("net.tx_icmp6_echo_replies", n.tx_icmp6_echo_replies);
   out.add("net.rx_udp6_delivered", n.rx_udp6_delivered);
-  out.add("engine.rx_ipv6_unsupported", c.rx_ipv6_unsupported);
   for (size_t i = 0; i < n.rx_drops.size(); ++i) {
     out.add(kNetDropNames[i].c_str(), n.rx_drops[i]);
   }
@@ -1071,10 +1071,6 @@ bool Engine::rx(uint64_t now_ns) {
     // Anything else sees the RoCE packets before it delivered, in order.
     deliver_rx_run(now_ns);
     if (r.verdict == net::RxVerdict::kDeliverUdp && r.udp.dst_port == config_.cm_udp_port) {
-      if (r.udp.ipv6) {
-        ++counters_.rx_ipv6_unsupported;  // the native connection manager is IPv4 only
-        continue;
-      }
       cm_rx(r.udp, frame, now_ns);
     } else if (r.verdict == net::RxVerdict::kReply) {
       if (rte_mbuf* out = port_.alloc_mbuf()) {
@@ -1120,10 +1116,6 @@ void Engine::rx_roce(const net::UdpDatagram& udp, std::span<const uint8_t> frame
   if (payload.size() >= wire::kBthBytes) {
     const uint32_t dest_qp = uint32_t{payload[5]} << 16 | uint32_t{payload[6]} << 8 | payload[7];
     if (dest_qp == wire::kGsiQpn && local_sender == nullptr) {
-      if (udp.ipv6) {  // the IB CM (QP1) is served over IPv4 only
-        ++counters_.rx_ipv6_unsupported;
-        return;
-      }
       gsi_rx(udp, frame, now_ns);  // a verbs peer's connection manager
       return;
     }

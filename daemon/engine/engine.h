@@ -166,8 +166,6 @@ struct EngineCounters {
   uint64_t rx_multi_segment = 0;  // dropped: we build and parse single-segment frames
   uint64_t rx_unknown_qp = 0;
   uint64_t rx_wrong_peer = 0;  // valid RoCE frame for a QP from an address not its peer
-  uint64_t rx_ipv6_unsupported =
-      0;  // IPv6 datagrams for the IB CM (QP1) or the native CM: IPv4 only
   std::array<uint64_t, wire::kDropReasonCount> rx_wire_drops{};
   uint64_t tx_bursts = 0;  // calls into the device's TX burst
   uint64_t tx_frames = 0;
@@ -255,7 +253,14 @@ class Engine {
   int cm_command(const control::EngineCommand& cmd, uint64_t now_ns, uint32_t* conn_out);
   void cm_rx(const net::UdpDatagram& udp, std::span<const uint8_t> frame, uint64_t now_ns);
   void gsi_rx(const net::UdpDatagram& udp, std::span<const uint8_t> frame, uint64_t now_ns);
-  rte_mbuf* cm_frame(const cm::CmAction& a, net::Ipv4Addr peer);
+  rte_mbuf* cm_frame(const cm::CmAction& a);
+  // The CM's address of a datagram's sender (IPv4-mapped or IPv6).
+  static cm::CmAddr cm_addr_of(const net::UdpDatagram& udp);
+  // A peer a client connects to: loopback made our own address; 0, or
+  // -ENETUNREACH when there is no route (or no address of its family).
+  int cm_route(cm::CmAddr& peer);
+  // set_peer or set_peer6, by the address's family.
+  int set_cm_peer(QpCtx& q, const cm::CmAddr& peer, uint64_t now_ns);
   // Runs the CM's timers when due and carries out its actions; true if any.
   bool cm_poll(uint64_t now_ns);
   void cm_send(const cm::CmAction& a, uint64_t now_ns);

@@ -34,6 +34,32 @@ uint32_t flags_from_caps(uint16_t caps, bool ib) {
 
 }  // namespace
 
+cm::CmAddr Engine::cm_addr_of(const net::UdpDatagram& udp) {
+  return udp.ipv6 ? udp.src_ip6.bytes : cm::cm_addr_v4(udp.src_ip.value);
+}
+
+int Engine::cm_route(cm::CmAddr& peer) {
+  uint32_t ip4 = 0;
+  if (cm::cm_addr_ipv4(peer, ip4)) {
+    net::Ipv4Addr ip{ip4};
+    if (ip.is_loopback()) ip = net_.config().addr;
+    peer = cm::cm_addr_v4(ip.value);
+    return ip == net_.config().addr || net_.next_hop(ip) ? 0 : -ENETUNREACH;
+  }
+  if (!net_.config().addr6) return -ENETUNREACH;  // no port.address6: no IPv6 at all
+  net::Ipv6Addr ip{peer};
+  if (ip.is_loopback()) ip = *net_.config().addr6;
+  peer = ip.bytes;
+  return ip == *net_.config().addr6 || net_.next_hop6(ip) ? 0 : -ENETUNREACH;
+}
+
+int Engine::set_cm_peer(QpCtx& q, const cm::CmAddr& peer, uint64_t now_ns) {
+  uint32_t ip4 = 0;
+  if (cm::cm_addr_ipv4(peer, ip4)) return set_peer(q, net::Ipv4Addr{ip4}, now_ns);
+  if (!net_.config().addr6) return -EINVAL;
+  return set_peer6(q, net::Ipv6Addr{peer}, now_ns);
+}
+
 cm::QpParams Engine::cm_local_params(const QpCtx& q, const control::CmArgs& args) {
   // xorshift64: start PSNs only need to differ between connections.
   psn_seed_ ^= psn_seed_ << 13;
@@ -86,12 +112,11 @@ int Engine::cm_command(const control::EngineCommand& cmd, uint64_t now_ns, uint3
       cm::QpParams local = cm_local_params(*q, a);
       q->cm_access = a.access;
       if (cmd.op == control::EngineOp::kCmConnect) {
-        net::Ipv4Addr peer{a.peer_ip};
-        if (peer.is_loopback()) peer = net_.config().addr;
-        if (peer != net_.config().addr && !net_.next_hop(peer)) return -ENETUNREACH;
+        cm::CmAddr peer = a.peer;
+        if (const int route = cm_route(peer); route < 0) return route;
         // rdma_cm's peers: the IB CM, on the peer's GSI; conduitd's: the native messages.
         const bool ib = (a.flags & proto::kCmFlagRdmaCm) != 0;
-        const cm::CmPeer to{peer.value, ib ? uint16_t{0} : config_.cm_udp_port, ib};
+        const cm::CmPeer to{peer, ib ? uint16_t{0} : config_.cm_udp_port, ib};
         const int64_t id =
             cm_.connect(now_ns, owner, to, a.service, local, a.private_data, a.private_len);
         if (id < 0) return static_cast<int>(id);
@@ -130,7 +155,7 @@ int Engine::cm_command(const control::EngineCommand& cmd, uint64_t now_ns, uint3
       const uint16_t pmtu = std::min(local.pmtu_bytes, remote.pmtu_bytes);
       const uint16_t caps = static_cast<uint16_t>(local.caps & remote.caps);
       rc = cm_move_qp(*q, local, remote, pmtu, caps, false, now_ns);
-      if (rc == 0) rc = set_peer(*q, net::Ipv4Addr{request.peer.ip}, now_ns);
+      if (rc == 0) rc = set_cm_peer(*q, request.peer.addr, now_ns);
       if (rc < 0) {
         cm_.disconnect(now_ns, owner, a.conn);
         cm_forget_conn(*q);
@@ -231,12 +256,12 @@ int Engine::cm_move_qp(QpCtx& q, const cm::QpParams& local, const cm::QpParams& 
 void Engine::cm_rx(const net::UdpDatagram& udp, std::span<const uint8_t> frame, uint64_t now_ns) {
   ++counters_.cm_rx_datagrams;
   const auto payload = frame.subspan(udp.payload_offset, udp.payload_len);
-  cm_.on_message(now_ns, cm::CmPeer{udp.src_ip.value, udp.src_port}, payload.data(),
-                 payload.size());
+  cm_.on_message(now_ns, cm::CmPeer{cm_addr_of(udp), udp.src_port}, payload.data(), payload.size());
 }
 
 void Engine::gsi_rx(const net::UdpDatagram& udp, std::span<const uint8_t> frame, uint64_t now_ns) {
-  const auto ip_udp = frame.subspan(udp.ip_offset, net::NetStack::kIpv4UdpHeaderBytes);
+  const auto ip_udp = frame.subspan(udp.ip_offset, udp.ipv6 ? net::NetStack::kIpv6UdpHeaderBytes
+                                                            : net::NetStack::kIpv4UdpHeaderBytes);
   const auto payload = frame.subspan(udp.payload_offset, udp.payload_len);
   std::span<const uint8_t> mad;
   uint32_t src_qp = 0;
@@ -245,7 +270,7 @@ void Engine::gsi_rx(const net::UdpDatagram& udp, std::span<const uint8_t> frame,
     return;
   }
   ++counters_.cm_gsi_rx;
-  cm_.on_message(now_ns, cm::CmPeer{udp.src_ip.value, 0, true}, mad.data(), mad.size());
+  cm_.on_message(now_ns, cm::CmPeer{cm_addr_of(udp), 0, true}, mad.data(), mad.size());
 }
 
 bool Engine::cm_poll(uint64_t now_ns) {
@@ -264,7 +289,7 @@ bool Engine::cm_poll(uint64_t now_ns) {
           control::CmEventInfo info;
           info.kind = proto::CmEventKind::kRequest;
           info.conn = a.conn;
-          info.peer_ip = a.peer.ip;
+          info.peer = a.peer.addr;
           info.service = a.service;
           info.remote_qpn = a.remote.qpn;
           info.pmtu_bytes = a.remote.pmtu_bytes;
@@ -291,7 +316,7 @@ bool Engine::cm_poll(uint64_t now_ns) {
 // The frame for one CM message, its destination MAC left for the neighbour
 // table: a UDP datagram to the peer daemon's CM port, or (IB CM) a GSI packet
 // to the peer's QP 1 on the RoCE port. nullptr when out of mbufs or room.
-rte_mbuf* Engine::cm_frame(const cm::CmAction& a, net::Ipv4Addr peer) {
+rte_mbuf* Engine::cm_frame(const cm::CmAction& a) {
   rte_mbuf* m = port_.alloc_mbuf();
   if (m == nullptr) {
     ++counters_.tx_no_mbuf;  // the CM resends
@@ -301,12 +326,15 @@ rte_mbuf* Engine::cm_frame(const cm::CmAction& a, net::Ipv4Addr peer) {
   const uint8_t tos = static_cast<uint8_t>(config_.classes[0].dscp << 2);
   const bool ib = a.peer.ib;
   const size_t body = ib ? wire::kGsiPacketBytes + 4 : a.len;
-  const size_t hdr =
-      ib ? net_.write_udp_headers(room, net::MacAddr{}, peer,
-                                  wire::udp_sport_for_qp(wire::kGsiQpn, wire::kGsiQpn),
-                                  config_.roce_udp_port, tos, body)
-         : net_.write_udp_headers(room, net::MacAddr{}, peer, config_.cm_udp_port, a.peer.port, tos,
-                                  body);
+  const uint16_t src_port =
+      ib ? wire::udp_sport_for_qp(wire::kGsiQpn, wire::kGsiQpn) : config_.cm_udp_port;
+  const uint16_t dst_port = ib ? config_.roce_udp_port : a.peer.port;
+  uint32_t ip4 = 0;
+  const bool v4 = cm::cm_addr_ipv4(a.peer.addr, ip4);
+  const size_t hdr = v4 ? net_.write_udp_headers(room, net::MacAddr{}, net::Ipv4Addr{ip4}, src_port,
+                                                 dst_port, tos, body)
+                        : net_.write_udp6_headers(room, net::MacAddr{}, net::Ipv6Addr{a.peer.addr},
+                                                  src_port, dst_port, tos, body);
   if (hdr == 0 || hdr + body > room.size() || (ib && a.len != wire::kGsiMadBytes)) {
     ++counters_.tx_build_errors;
     rte_pktmbuf_free(m);
@@ -318,6 +346,9 @@ rte_mbuf* Engine::cm_frame(const cm::CmAction& a, net::Ipv4Addr peer) {
     ++counters_.cm_gsi_tx;
   } else {
     std::memcpy(room.data() + hdr, a.bytes.data(), a.len);
+    // UDP over IPv6 must carry a checksum (RFC 8200); the RoCE datagrams above
+    // are covered by their ICRC instead, as rxe sends them.
+    if (!v4) net_.set_udp6_checksum(room.first(hdr + body));
     ++counters_.cm_tx_datagrams;
   }
   m->data_len = m->pkt_len = static_cast<uint32_t>(hdr + body);
@@ -325,22 +356,27 @@ rte_mbuf* Engine::cm_frame(const cm::CmAction& a, net::Ipv4Addr peer) {
 }
 
 void Engine::cm_send(const cm::CmAction& a, uint64_t now_ns) {
-  const net::Ipv4Addr peer{a.peer.ip};
-  if (peer == net_.config().addr) {
+  uint32_t ip4 = 0;
+  const bool v4 = cm::cm_addr_ipv4(a.peer.addr, ip4);
+  const bool self = v4 ? net::Ipv4Addr{ip4} == net_.config().addr
+                       : net_.config().addr6 && a.peer.addr == net_.config().addr6->bytes;
+  if (self) {
     // A client of this daemon on the other end: no port, no ARP.
     ++counters_.cm_local_datagrams;
-    const cm::CmPeer self{peer.value, a.peer.ib ? uint16_t{0} : config_.cm_udp_port, a.peer.ib};
-    cm_.on_message(now_ns, self, a.bytes.data(), a.len);
+    const cm::CmPeer from{a.peer.addr, a.peer.ib ? uint16_t{0} : config_.cm_udp_port, a.peer.ib};
+    cm_.on_message(now_ns, from, a.bytes.data(), a.len);
     return;
   }
-  const auto hop = net_.next_hop(peer);
-  if (!hop) {
+  const auto hop4 = v4 ? net_.next_hop(net::Ipv4Addr{ip4}) : std::nullopt;
+  const auto hop6 = v4 ? std::nullopt : net_.next_hop6(net::Ipv6Addr{a.peer.addr});
+  if (!hop4 && !hop6) {
     ++counters_.cm_tx_no_route;
     return;
   }
-  rte_mbuf* m = cm_frame(a, peer);
+  rte_mbuf* m = cm_frame(a);
   if (m == nullptr) return;
-  const auto r = net_.resolve(*hop, now_ns, reinterpret_cast<net::FrameHandle>(m));
+  const auto handle = reinterpret_cast<net::FrameHandle>(m);
+  const auto r = v4 ? net_.resolve(*hop4, now_ns, handle) : net_.resolve6(*hop6, now_ns, handle);
   switch (r.status) {
     case net::NeighbourTable::Resolve::kResolved:
       std::memcpy(rte_pktmbuf_mtod(m, uint8_t*), r.mac.bytes.data(), 6);
@@ -366,12 +402,12 @@ void Engine::cm_on_established(const cm::CmAction& a, uint64_t now_ns) {
   q->cm_wait_traffic = false;
   q->cm_remote = a.remote;
   int rc = cm_move_qp(*q, a.local, a.remote, a.pmtu_bytes, a.caps, true, now_ns);
-  if (rc == 0 && !q->peer_set) rc = set_peer(*q, net::Ipv4Addr{a.peer.ip}, now_ns);
+  if (rc == 0 && !q->peer_set) rc = set_cm_peer(*q, a.peer.addr, now_ns);
   q->addr.src_port = wire::udp_sport_for_qp(q->qpn, a.remote.qpn);
   control::CmEventInfo info;
   info.conn = a.conn;
   info.qpn = q->qpn;
-  info.peer_ip = a.peer.ip;
+  info.peer = a.peer.addr;
   info.service = a.service;
   if (rc < 0) {
     // The peer thinks it is connected: tell it otherwise.
@@ -399,7 +435,7 @@ void Engine::cm_on_ended(const cm::CmAction& a) {
   info.kind = a.kind == cm::CmAction::Kind::kRejected ? proto::CmEventKind::kRejected
                                                       : proto::CmEventKind::kDisconnected;
   info.conn = a.conn;
-  info.peer_ip = a.peer.ip;
+  info.peer = a.peer.addr;
   info.service = a.service;
   info.reason = static_cast<uint16_t>(a.reason);
   if (cm_requests_.erase(a.conn) > 0) return;  // a request nobody answered in time

@@ -943,4 +943,47 @@ size_t NetStack::build_ndp(std::span<uint8_t> out, uint8_t type, uint32_t flags,
   return len;
 }
 
+size_t NetStack::write_udp6_headers(std::span<uint8_t> out, MacAddr dst_mac, const Ipv6Addr& dst_ip,
+                                    uint16_t src_port, uint16_t dst_port, uint8_t traffic_class,
+                                    size_t payload_len) const {
+  const size_t l3 = l2_header_len();
+  const size_t header_len = l3 + kIpv6UdpHeaderBytes;
+  if (!ipv6_on() || out.size() < header_len || payload_len > 0xFFFF - sizeof(UdpHeader)) return 0;
+  write_l2_header(out, dst_mac, kEtherTypeIpv6);
+  const auto udp_len = static_cast<uint16_t>(sizeof(UdpHeader) + payload_len);
+  Ipv6Header ip{};
+  ip.vtc_flow = Ipv6Header::make_vtc_flow(traffic_class, 0);
+  ip.payload_len = Be16::from_host(udp_len);
+  ip.next_header = kIpProtoUdp;
+  ip.hop_limit = config_.ttl;
+  ip.src = config_.addr6->bytes;
+  ip.dst = dst_ip.bytes;
+  store_header(out, l3, ip);
+  UdpHeader udp;
+  udp.src_port = Be16::from_host(src_port);
+  udp.dst_port = Be16::from_host(dst_port);
+  udp.length = Be16::from_host(udp_len);
+  udp.checksum = Be16{};
+  store_header(out, l3 + sizeof ip, udp);
+  return header_len;
+}
+
+void NetStack::set_udp6_checksum(std::span<uint8_t> frame) const {
+  const size_t l3 = l2_header_len();
+  const size_t l4 = l3 + sizeof(Ipv6Header);
+  const auto ip = load_header<Ipv6Header>(frame, l3);
+  auto udp = load_header<UdpHeader>(frame, l4);
+  if (!ip || !udp) return;
+  const size_t udp_len = ip->payload_len.host();
+  if (udp_len < sizeof(UdpHeader) || frame.size() < l4 + udp_len) return;
+  udp->checksum = Be16{};
+  store_header(frame, l4, *udp);
+  const uint32_t pseudo = ipv6_pseudo_header_sum(Ipv6Addr{ip->src}, Ipv6Addr{ip->dst},
+                                                 static_cast<uint32_t>(udp_len), kIpProtoUdp);
+  uint16_t sum = checksum_finish(checksum_partial(frame.subspan(l4, udp_len), pseudo));
+  if (sum == 0) sum = 0xFFFF;  // RFC 768: a computed zero is sent as all ones
+  udp->checksum = Be16::from_host(sum);
+  store_header(frame, l4, *udp);
+}
+
 }  // namespace conduit::net

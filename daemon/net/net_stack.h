@@ -213,6 +213,18 @@ class NetStack {
                            uint16_t src_port, uint16_t dst_port, uint8_t tos,
                            size_t payload_len) const;
   static constexpr size_t kIpv4UdpHeaderBytes = 20 + 8;
+  // write_udp_headers() for IPv6: Ethernet(+VLAN) + IPv6 (our traffic
+  // class, flow label 0, hop limit = ttl, source addr6) + UDP (checksum 0:
+  // RFC 6935/6936, for RoCE datagrams, whose ICRC covers them; others get
+  // theirs from set_udp6_checksum once the payload is in). Returns the header
+  // length, or 0 when IPv6 is off, `out` is too small or the payload exceeds
+  // 65535 - 8 bytes.
+  size_t write_udp6_headers(std::span<uint8_t> out, MacAddr dst_mac, const Ipv6Addr& dst_ip,
+                            uint16_t src_port, uint16_t dst_port, uint8_t traffic_class,
+                            size_t payload_len) const;
+  // Fills in the UDP checksum of a datagram write_udp6_headers() began in
+  // `frame` (from the Ethernet header on), its payload written.
+  void set_udp6_checksum(std::span<uint8_t> frame) const;
   // The IPv6 and UDP headers of a RoCEv2 datagram (no extension headers).
   static constexpr size_t kIpv6UdpHeaderBytes = 40 + 8;
 

@@ -7,7 +7,8 @@
 
 namespace conduit::wire {
 namespace {
-constexpr size_t kIpUdp = 28;
+constexpr size_t kIpUdp = 28;   // IPv4 (no options) + UDP
+constexpr size_t kIp6Udp = 48;  // IPv6 (no extension headers) + UDP
 constexpr size_t kBth = 12;
 constexpr size_t kIcrc = 4;
 }  // namespace
@@ -30,14 +31,16 @@ const char* gsi_drop_name(GsiDrop d) {
 
 GsiDrop parse_gsi(std::span<const uint8_t> ip_udp, std::span<const uint8_t> payload,
                   std::span<const uint8_t>& mad, uint32_t& src_qp) {
-  if (ip_udp.size() < kIpUdp || payload.size() < kGsiPacketBytes + kIcrc) {
+  const bool v6 = !ip_udp.empty() && (ip_udp[0] >> 4) == 6;
+  const size_t ip_udp_bytes = v6 ? kIp6Udp : kIpUdp;
+  if (ip_udp.size() < ip_udp_bytes || payload.size() < kGsiPacketBytes + kIcrc) {
     return GsiDrop::kTooShort;
   }
   const size_t n = payload.size();
-  if (icrc_ipv4(ip_udp.first(kIpUdp), payload.first(n - kIcrc)) !=
-      icrc_load(payload.data() + n - kIcrc)) {
-    return GsiDrop::kIcrc;
-  }
+  const auto headers = ip_udp.first(ip_udp_bytes);
+  const auto packet = payload.first(n - kIcrc);
+  const uint32_t icrc = v6 ? icrc_ipv6(headers, packet) : icrc_ipv4(headers, packet);
+  if (icrc != icrc_load(payload.data() + n - kIcrc)) return GsiDrop::kIcrc;
   const uint8_t* b = payload.data();
   const size_t pad = (b[1] >> 4) & 0x3;
   if (b[0] != kOpUdSendOnly || (b[1] & 0x0F) != 0 || (get_be16(b + 2) & 0x7FFF) != 0x7FFF ||
@@ -62,8 +65,8 @@ void write_gsi_packet(uint8_t* out, uint32_t psn, const uint8_t* mad) {
 }
 
 void finish_gsi_icrc(uint8_t* ip) {
-  const size_t len = kIpUdp + kGsiPacketBytes;
-  icrc_store(icrc_ipv4(std::span<const uint8_t>(ip, len)), ip + len);
+  const size_t len = ((ip[0] >> 4) == 6 ? kIp6Udp : kIpUdp) + kGsiPacketBytes;
+  icrc_store(icrc_datagram(ip, len), ip + len);
 }
 
 }  // namespace conduit::wire

@@ -6,7 +6,7 @@
 //   BTH (12): opcode 0x64, SE 0, M 0, pad 0, version 0, P_Key 0xFFFF,
 //             DestQP 1, A 0, PSN
 //   DETH (8): Q_Key 0x80010000, reserved, source QP 1
-//   MAD (256), then the ICRC over the IPv4 datagram (icrc.h)
+//   MAD (256), then the ICRC over the IPv4 or IPv6 datagram (icrc.h)
 //
 // Pure: standard library only.
 #pragma once
@@ -34,8 +34,9 @@ enum class GsiDrop : uint8_t {
 };
 const char* gsi_drop_name(GsiDrop d);
 
-// ip_udp: the 28 bytes of IPv4 (no options) and UDP header the packet came
-// in; payload: the UDP payload. On kNone, mad is its 256-byte MAD and
+// ip_udp: the IPv4 (no options, 28 bytes with UDP) or IPv6 (no extension
+// headers, 48 bytes with UDP) and UDP header the packet came in, told apart by
+// the version nibble; payload: the UDP payload. On kNone, mad is its 256-byte MAD and
 // src_qp the DETH's source QP.
 GsiDrop parse_gsi(std::span<const uint8_t> ip_udp, std::span<const uint8_t> payload,
                   std::span<const uint8_t>& mad, uint32_t& src_qp);
@@ -43,8 +44,9 @@ GsiDrop parse_gsi(std::span<const uint8_t> ip_udp, std::span<const uint8_t> payl
 // Writes BTH + DETH + MAD (kGsiPacketBytes) to out, for the peer's QP 1.
 void write_gsi_packet(uint8_t* out, uint32_t psn, const uint8_t* mad);
 
-// Stores the ICRC after a GSI packet: ip points at the IPv4 header, followed
-// by the UDP header and kGsiPacketBytes; the 4 ICRC bytes go right after.
+// Stores the ICRC after a GSI packet: ip points at the IPv4 or IPv6 header
+// (its version nibble written), followed by the UDP header and
+// kGsiPacketBytes; the 4 ICRC bytes go right after.
 void finish_gsi_icrc(uint8_t* ip);
 
 }  // namespace conduit::wire

@@ -41,6 +41,15 @@ struct options {
   bool native;
 };
 
+/* A connection's peer as text: dotted quad, or IPv6. */
+static const char* peer_text(uint32_t ipv4, const uint8_t gid[16], char* buf, size_t len) {
+  if (ipv4 != 0) {
+    struct in_addr a = {htonl(ipv4)};
+    return inet_ntop(AF_INET, &a, buf, (socklen_t)len);
+  }
+  return inet_ntop(AF_INET6, gid, buf, (socklen_t)len);
+}
+
 static void usage(const char* argv0) {
   printf(
       "usage: %s [OPTIONS] [SERVER]\n"
@@ -187,15 +196,17 @@ int main(int argc, char** argv) {
     if ((rc = conduit_get_request(ctx, o.wait_s * 1000, &req)) < 0) {
       return die("conduit_get_request", rc);
     }
-    struct in_addr a = {htonl(req.peer_ipv4)};
-    printf("conduit-cm-echo: request from %s qpn %u%s\n", inet_ntoa(a), req.peer_qpn,
+    char text[INET6_ADDRSTRLEN];
+    printf("conduit-cm-echo: request from %s qpn %u%s\n",
+           peer_text(req.peer_ipv4, req.peer_gid, text, sizeof text), req.peer_qpn,
            (req.peer_flags & CONDUIT_CM_RDMA_CM) ? " (rdma_cm)" : "");
     if ((rc = conduit_accept(qp, &req, &cp, o.wait_s * 1000, &conn)) < 0) {
       return die("conduit_accept", rc);
     }
   }
-  struct in_addr pa = {htonl(conn.peer_ipv4)};
-  printf("conduit-cm-echo: connected to %s qpn %u, MTU %u%s\n", inet_ntoa(pa), conn.remote_qpn,
+  char peer[INET6_ADDRSTRLEN];
+  printf("conduit-cm-echo: connected to %s qpn %u, MTU %u%s\n",
+         peer_text(conn.peer_ipv4, conn.peer_gid, peer, sizeof peer), conn.remote_qpn,
          conn.mtu_bytes, (conn.flags & CONDUIT_CM_RDMA_CM) ? " (IB CM)" : "");
   fflush(stdout);
 

@@ -44,6 +44,15 @@ struct rping {
   bool verbose, validate;
 };
 
+/* A connection's peer as text: dotted quad, or IPv6. */
+static const char* peer_text(uint32_t ipv4, const uint8_t gid[16], char* buf, size_t len) {
+  if (ipv4 != 0) {
+    struct in_addr a = {htonl(ipv4)};
+    return inet_ntop(AF_INET, &a, buf, (socklen_t)len);
+  }
+  return inet_ntop(AF_INET6, gid, buf, (socklen_t)len);
+}
+
 static int fail(const char* what, int rc) {
   fprintf(stderr, "conduit-rping: %s: %s\n", what, conduit_strerror(rc));
   return 1;
@@ -318,8 +327,9 @@ int main(int argc, char** argv) {
   } else if ((rc = conduit_connect_service(r.qp, addr, port, &cp, kWaitS * 1000, &conn)) < 0) {
     return fail("conduit_connect_service", rc);
   }
-  struct in_addr pa = {htonl(conn.peer_ipv4)};
-  printf("conduit-rping: connected to %s qpn %u, MTU %u%s\n", inet_ntoa(pa), conn.remote_qpn,
+  char peer[INET6_ADDRSTRLEN];
+  printf("conduit-rping: connected to %s qpn %u, MTU %u%s\n",
+         peer_text(conn.peer_ipv4, conn.peer_gid, peer, sizeof peer), conn.remote_qpn,
          conn.mtu_bytes, (conn.flags & CONDUIT_CM_RDMA_CM) ? " (IB CM)" : "");
   fflush(stdout);
   if (role == 1) {

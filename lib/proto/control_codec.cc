@@ -1,11 +1,21 @@
 #include "proto/control_codec.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <type_traits>
 #include <utility>
 
 namespace conduit::proto {
+
+std::string cm_addr_text(const CmAddr& a) {
+  uint32_t ip = 0;
+  if (cm_addr_ipv4(a, ip)) return ipv4_text(ip);
+  char text[INET6_ADDRSTRLEN] = {};
+  return ::inet_ntop(AF_INET6, a.data(), text, sizeof text) != nullptr ? text : "?";
+}
+
 namespace {
 
 // ---- primitive writer/reader (little-endian, byte by byte: no struct casts) ----
@@ -286,12 +296,12 @@ bool get(Reader& r, CmListenRequest& m) { return r.u64(m.service); }
 void put(Writer& w, const CmUnlistenRequest& m) { w.u64(m.service); }
 bool get(Reader& r, CmUnlistenRequest& m) { return r.u64(m.service); }
 void put(Writer& w, const CmConnectRequest& m) {
-  w.u32(m.peer_ip);
+  w.bytes16(m.peer);
   w.u64(m.service);
   put(w, m.offer);
 }
 bool get(Reader& r, CmConnectRequest& m) {
-  return r.u32(m.peer_ip) && r.u64(m.service) && get(r, m.offer);
+  return r.bytes16(m.peer) && r.u64(m.service) && get(r, m.offer);
 }
 void put(Writer& w, const CmAcceptRequest& m) {
   w.u32(m.conn);
@@ -474,7 +484,7 @@ void put(Writer& w, const CmPollEventReply& m) {
   w.u8(static_cast<uint8_t>(e.kind));
   w.u32(e.conn);
   w.u32(e.qpn);
-  w.u32(e.peer_ip);
+  w.bytes16(e.peer);
   w.u64(e.service);
   w.u32(e.remote_qpn);
   w.u32(e.pmtu_bytes);
@@ -485,7 +495,7 @@ void put(Writer& w, const CmPollEventReply& m) {
 bool get(Reader& r, CmPollEventReply& m) {
   CmEvent& e = m.event;
   uint8_t kind;
-  if (!(r.u8(kind) && r.u32(e.conn) && r.u32(e.qpn) && r.u32(e.peer_ip) && r.u64(e.service) &&
+  if (!(r.u8(kind) && r.u32(e.conn) && r.u32(e.qpn) && r.bytes16(e.peer) && r.u64(e.service) &&
         r.u32(e.remote_qpn) && r.u32(e.pmtu_bytes) && r.u32(e.flags) && r.u16(e.reason) &&
         r.blob(e.private_data, kMaxCmPrivateBytes, "private data"))) {
     return false;

@@ -35,7 +35,8 @@ namespace conduit::proto {
 inline constexpr uint32_t kControlMagic = 0x54434443;  // bytes 'C','D','C','T'
 // 2: QpSummary carries cnps_rx and cnps_tx. 3: connection-manager requests
 // (kCmListen .. kCmPollEvent); the attach reply carries a third descriptor.
-inline constexpr uint16_t kControlVersion = 3;
+// 4: connection-manager peers are 16-byte addresses (IPv4-mapped or IPv6).
+inline constexpr uint16_t kControlVersion = 4;
 inline constexpr size_t kHeaderBytes = 16;
 // Largest datagram either side sends or accepts (SOCK_SEQPACKET keeps boundaries).
 inline constexpr size_t kMaxMessageBytes = 64 * 1024;
@@ -239,6 +240,38 @@ inline std::string ipv4_text(uint32_t ip) {
   return std::to_string(ip >> 24) + "." + std::to_string((ip >> 16) & 0xFF) + "." +
          std::to_string((ip >> 8) & 0xFF) + "." + std::to_string(ip & 0xFF);
 }
+// A connection-manager peer's address, in the form of a RoCE v2 GID: an IPv4
+// address as ::ffff:a.b.c.d, or an IPv6 address.
+using CmAddr = std::array<uint8_t, 16>;
+inline CmAddr cm_addr_v4(uint32_t ip) {
+  return {0,
+          0,
+          0,
+          0,
+          0,
+          0,
+          0,
+          0,
+          0,
+          0,
+          0xFF,
+          0xFF,
+          static_cast<uint8_t>(ip >> 24),
+          static_cast<uint8_t>(ip >> 16),
+          static_cast<uint8_t>(ip >> 8),
+          static_cast<uint8_t>(ip)};
+}
+// The IPv4 address (host byte order) of an IPv4-mapped address; false for IPv6.
+inline bool cm_addr_ipv4(const CmAddr& a, uint32_t& ip) {
+  for (int i = 0; i < 10; ++i) {
+    if (a[i] != 0) return false;
+  }
+  if (a[10] != 0xFF || a[11] != 0xFF) return false;
+  ip = uint32_t{a[12]} << 24 | uint32_t{a[13]} << 16 | uint32_t{a[14]} << 8 | a[15];
+  return true;
+}
+// Dotted quad for an IPv4-mapped address, RFC 5952 text for IPv6.
+std::string cm_addr_text(const CmAddr& a);
 inline constexpr uint32_t kCmFlagSelectiveRepeat = 1u << 0;  // offer selective repeat
 // Connect with the IB CM (an rdma_cm peer); on a request or connection: it came that way.
 inline constexpr uint32_t kCmFlagRdmaCm = 1u << 1;
@@ -262,7 +295,7 @@ struct CmUnlistenRequest {
   bool operator==(const CmUnlistenRequest&) const = default;
 };
 struct CmConnectRequest {
-  uint32_t peer_ip = 0;  // IPv4 of the peer's conduitd, host byte order
+  CmAddr peer{};  // the peer's conduitd (or verbs host): IPv4-mapped or IPv6
   uint64_t service = 0;
   CmQpOffer offer;
   bool operator==(const CmConnectRequest&) const = default;
@@ -421,7 +454,7 @@ struct CmDisconnectReply {
 enum class CmEventKind : uint8_t {
   kNone = 0,
   kRequest = 1,       // a peer connects to a service we listen on: accept or reject `conn`
-  kEstablished = 2,   // `qpn` is connected (RTS) to `remote_qpn` at `peer_ip`
+  kEstablished = 2,   // `qpn` is connected (RTS) to `remote_qpn` at `peer`
   kRejected = 3,      // the connection failed before it was up; `reason` says why
   kDisconnected = 4,  // an established connection ended (our disconnect, or the peer's)
 };
@@ -429,8 +462,8 @@ inline constexpr uint8_t kMaxCmEventKind = 4;
 struct CmEvent {
   CmEventKind kind = CmEventKind::kNone;
   uint32_t conn = 0;
-  uint32_t qpn = 0;      // our QP (kEstablished, kRejected, kDisconnected)
-  uint32_t peer_ip = 0;  // host byte order
+  uint32_t qpn = 0;  // our QP (kEstablished, kRejected, kDisconnected)
+  CmAddr peer{};     // IPv4-mapped or IPv6
   uint64_t service = 0;
   uint32_t remote_qpn = 0;            // kRequest, kEstablished
   uint32_t pmtu_bytes = 0;            // kRequest: the peer's offer; kEstablished: negotiated

@@ -980,6 +980,19 @@ int make_offer(const conduit_qp* qp, const conduit_cm_param* param, proto::CmQpO
   return 0;
 }
 
+// The public structs' peer fields: the GID form, and the IPv4 address (0 for IPv6).
+void set_peer_fields(const proto::CmAddr& peer, uint32_t& ipv4, uint8_t (&gid)[16]) {
+  std::memcpy(gid, peer.data(), sizeof gid);
+  ipv4 = 0;
+  (void)proto::cm_addr_ipv4(peer, ipv4);
+}
+
+proto::CmAddr peer_of(const conduit_cm_request& req) {
+  proto::CmAddr a;
+  std::memcpy(a.data(), req.peer_gid, a.size());
+  return a;
+}
+
 // The outcome of connection `conn` of qp: 0 when established, else the reason as -errno.
 int await_established(conduit_qp* qp, uint32_t conn, int timeout_ms, const std::string& who,
                       conduit_cm_conn* out) {
@@ -1012,7 +1025,7 @@ int await_established(conduit_qp* qp, uint32_t conn, int timeout_ms, const std::
   qp->cm_connected_once = true;
   if (out != nullptr) {
     *out = conduit_cm_conn{};
-    out->peer_ipv4 = ev.peer_ip;
+    set_peer_fields(ev.peer, out->peer_ipv4, out->peer_gid);
     out->remote_qpn = ev.remote_qpn;
     out->mtu_bytes = ev.pmtu_bytes;
     out->flags = cm_flags(ev.flags);
@@ -1022,19 +1035,39 @@ int await_established(conduit_qp* qp, uint32_t conn, int timeout_ms, const std::
   return 0;
 }
 
-bool parse_ipv4(const char* host, uint32_t& out) {
-  in_addr a{};
-  if (::inet_pton(AF_INET, host, &a) == 1) {
-    out = ntohl(a.s_addr);
+// A peer's host for the connection manager: a dotted quad, an IPv6 address
+// (a zone index such as "%eth0" is ignored: conduitd has one port), or a name
+// that resolves to IPv4 (preferred) or IPv6.
+bool parse_peer(const char* host, proto::CmAddr& out) {
+  in_addr a4{};
+  if (::inet_pton(AF_INET, host, &a4) == 1) {
+    out = proto::cm_addr_v4(ntohl(a4.s_addr));
     return true;
   }
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  addrinfo* res = nullptr;
-  if (::getaddrinfo(host, nullptr, &hints, &res) != 0 || res == nullptr) return false;
-  out = ntohl(reinterpret_cast<const sockaddr_in*>(res->ai_addr)->sin_addr.s_addr);
-  ::freeaddrinfo(res);
-  return true;
+  std::string text(host);
+  if (const size_t zone = text.find('%'); zone != std::string::npos) text.resize(zone);
+  in6_addr a6{};
+  if (::inet_pton(AF_INET6, text.c_str(), &a6) == 1) {
+    std::memcpy(out.data(), a6.s6_addr, out.size());
+    return true;
+  }
+  for (const int family : {AF_INET, AF_INET6}) {
+    addrinfo hints{};
+    hints.ai_family = family;
+    addrinfo* res = nullptr;
+    if (::getaddrinfo(host, nullptr, &hints, &res) != 0 || res == nullptr) continue;
+    if (family == AF_INET) {
+      out = proto::cm_addr_v4(
+          ntohl(reinterpret_cast<const sockaddr_in*>(res->ai_addr)->sin_addr.s_addr));
+    } else {
+      std::memcpy(out.data(),
+                  reinterpret_cast<const sockaddr_in6*>(res->ai_addr)->sin6_addr.s6_addr,
+                  out.size());
+    }
+    ::freeaddrinfo(res);
+    return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -1068,7 +1101,7 @@ int conduit_get_request(conduit_context* ctx, int timeout_ms, conduit_cm_request
   *out = conduit_cm_request{};
   out->id = ev.conn;
   out->service = ev.service;
-  out->peer_ipv4 = ev.peer_ip;
+  set_peer_fields(ev.peer, out->peer_ipv4, out->peer_gid);
   out->peer_qpn = ev.remote_qpn;
   out->peer_mtu_bytes = ev.pmtu_bytes;
   out->peer_flags = cm_flags(ev.flags);
@@ -1090,7 +1123,7 @@ int conduit_accept(conduit_qp* qp, const conduit_cm_request* req, const conduit_
     qp->cm_conn = req->id;
   }
   const int rc = await_established(qp, req->id, timeout_ms,
-                                   "connection from " + proto::ipv4_text(req->peer_ipv4) +
+                                   "connection from " + proto::cm_addr_text(peer_of(*req)) +
                                        " (service " + std::to_string(req->service) + ")",
                                    out);
   if (rc == 0 && out != nullptr && out->private_len == 0) {
@@ -1118,9 +1151,9 @@ int conduit_connect_service(conduit_qp* qp, const char* host, uint64_t service,
                             const conduit_cm_param* param, int timeout_ms, conduit_cm_conn* out) {
   if (!valid_ptr(qp, "qp") || !valid_ptr(host, "host")) return -EINVAL;
   proto::CmConnectRequest r;
-  if (!parse_ipv4(host, r.peer_ip)) {
+  if (!parse_peer(host, r.peer)) {
     return set_error(-EINVAL, std::string("'") + host +
-                                  "' is not an IPv4 address or a name "
+                                  "' is not an IPv4 or IPv6 address or a name "
                                   "that resolves to one");
   }
   r.service = service;
@@ -1135,7 +1168,7 @@ int conduit_connect_service(conduit_qp* qp, const char* host, uint64_t service,
   }
   return await_established(
       qp, conn, timeout_ms,
-      "connect to " + proto::ipv4_text(r.peer_ip) + " service " + std::to_string(service), out);
+      "connect to " + proto::cm_addr_text(r.peer) + " service " + std::to_string(service), out);
 }
 
 int conduit_disconnect(conduit_qp* qp) {

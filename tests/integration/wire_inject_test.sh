@@ -26,7 +26,9 @@
 #                 (conduit walks no extension headers)
 #   v6_truncated  an IPv6 header whose payload length runs past the frame
 #   v6_ndp_hops   a Neighbor Solicitation for b's address with hop limit 64 (RFC 4861: 255)
-#   v6_gsi        a valid UD SEND_ONLY to QP 1 over IPv6 (the IB CM is served over IPv4 only)
+#   v6_gsi        a valid rdma_cm REQ over IPv6 for a port nobody listens on (answered with
+#                 REJ, over IPv6)
+#   v6_gsi_icrc   the same with a wrong ICRC
 # Asserted: the transfer completes byte-exact ("check: OK"), and conduitctl stats --json on b
 # counts each kind (delta over the injection >= N in the counter for that kind). The window
 # kind is a lower bound only: transport.rx_out_of_sequence also counts the transfer's own
@@ -184,6 +186,8 @@ kinds = {
                              ICMPv6ND_NS(tgt=DAEMON6),
     "v6_gsi": lambda i: frame6(BTH(opcode=UD_SEND_ONLY, dqpn=1, psn=i), deth() + mad(i),
                                valid_icrc=True),
+    "v6_gsi_icrc": lambda i: frame6(BTH(opcode=UD_SEND_ONLY, dqpn=1, psn=i), deth() + mad(i),
+                                    valid_icrc=False),
 }
 for kind, make in kinds.items():
     frames = [make(i) for i in range(n)]
@@ -231,7 +235,6 @@ got = delta("cm.gsi_rx_dropped")
 print(f"{'ok  ' if got >= 3 * n else 'FAIL'} gsi framing  cm.gsi_rx_dropped: +{got} (sent {3 * n})")
 ok &= got >= 3 * n
 expect("gsi_method", ["cm.rx_malformed"])
-expect("gsi_req", ["cm.rejects_sent"])
 # IPv6: the ICRC and wrong-peer counters also hold the IPv4 kinds' n each.
 got = delta("engine.rx_drop.icrc")
 print(f"{'ok  ' if got >= 2 * n else 'FAIL'} icrc+v6_icrc engine.rx_drop.icrc: +{got} (sent {2 * n})")
@@ -242,7 +245,10 @@ ok &= got >= 2 * n
 expect("v6_ext_header", ["net.rx_drop.ipv6_ext_header"])
 expect("v6_truncated", ["net.rx_drop.ipv6_truncated"])
 expect("v6_ndp_hops", ["net.rx_drop.ndp_bad_hop_limit"])
-expect("v6_gsi", ["engine.rx_ipv6_unsupported"])
+got = delta("cm.rejects_sent")
+print(f"{'ok  ' if got >= 2 * n else 'FAIL'} gsi_req+v6_gsi cm.rejects_sent: +{got} (sent {2 * n})")
+ok &= got >= 2 * n
+expect("v6_gsi_icrc", ["cm.gsi_rx_dropped"])
 print("every non-zero drop counter that moved:",
       {k: delta(k) for k in sorted(after) if isinstance(after[k], int) and delta(k) and
        ("drop" in k or "unknown" in k or "wrong" in k or "out_of_seq" in k or "dupl" in k)})

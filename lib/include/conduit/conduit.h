@@ -387,7 +387,8 @@ struct conduit_cm_param {
 struct conduit_cm_request {
   uint32_t id; /* pass the request to conduit_accept or conduit_reject */
   uint64_t service;
-  uint32_t peer_ipv4; /* the requesting daemon's address, host byte order */
+  uint32_t peer_ipv4;   /* the requesting host's IPv4 address, host byte order; 0 over IPv6 */
+  uint8_t peer_gid[16]; /* its address as a RoCE v2 GID: ::ffff:a.b.c.d, or the IPv6 address */
   uint32_t peer_qpn;
   uint32_t peer_mtu_bytes; /* its offer */
   uint32_t peer_flags;     /* CONDUIT_CM_SELECTIVE_REPEAT if offered, CONDUIT_CM_RDMA_CM */
@@ -397,7 +398,8 @@ struct conduit_cm_request {
 
 /* What an established connection agreed on (optional output). */
 struct conduit_cm_conn {
-  uint32_t peer_ipv4; /* host byte order */
+  uint32_t peer_ipv4;   /* host byte order; 0 when the peer is IPv6 */
+  uint8_t peer_gid[16]; /* ::ffff:a.b.c.d, or the peer's IPv6 address */
   uint32_t remote_qpn;
   uint32_t mtu_bytes;
   uint32_t flags;       /* CONDUIT_CM_SELECTIVE_REPEAT when in use, CONDUIT_CM_RDMA_CM */
@@ -422,8 +424,9 @@ CONDUIT_API int conduit_accept(struct conduit_qp* qp, const struct conduit_cm_re
 /* Refuses req; the requester sees the reason (CONDUIT_CM_REJ_REFUSED, _QUOTA or _POLICY). */
 CONDUIT_API int conduit_reject(struct conduit_context* ctx, const struct conduit_cm_request* req,
                                int reason);
-/* Connects qp to `service` at the conduitd with IPv4 address `host` (dotted
- * quad, or a name that resolves to IPv4) and waits up to timeout_ms (-1: until
+/* Connects qp to `service` at the conduitd with address `host` (dotted quad,
+ * IPv6 address, or a name that resolves to IPv4 or else IPv6; IPv6 needs
+ * port.address6 in the daemon's policy) and waits up to timeout_ms (-1: until
  * the connection manager decides) for the outcome. out may be NULL. */
 CONDUIT_API int conduit_connect_service(struct conduit_qp* qp, const char* host, uint64_t service,
                                         const struct conduit_cm_param* param, int timeout_ms,

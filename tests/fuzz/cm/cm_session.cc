@@ -51,8 +51,8 @@ void check_ib_roundtrip(const uint8_t* data, size_t len) {
   CmMessage m;
   if (parse_ib_cm_mad(data, len, m) != CmParseError::kOk) return;
   IbCmBuildContext ctx;
-  ctx.local_ip = m.ib.src_ip;
-  ctx.peer_ip = m.ib.dst_ip;
+  ctx.local_addr = m.ib.src_addr;
+  ctx.peer_addr = m.ib.dst_addr;
   uint8_t buf[kMadBytes];
   check(build_ib_cm_mad(m, ctx, buf) == kMadBytes);
   CmMessage again;
@@ -66,9 +66,16 @@ void check_ib_roundtrip(const uint8_t* data, size_t len) {
   }
   if (m.type == CmType::kReq) {
     check(again.service == m.service && again.ib.rdma_cm == m.ib.rdma_cm &&
-          again.ib.src_ip == m.ib.src_ip && again.ib.dst_ip == m.ib.dst_ip);
+          again.ib.src_addr == m.ib.src_addr && again.ib.dst_addr == m.ib.dst_addr);
   }
   if (m.type == CmType::kRej) check(again.reason == m.reason);
+}
+
+// Peer k of eight: 198.18.0.k (0..3) or fe80::c0:k (4..7).
+CmAddr peer_addr(uint8_t k) {
+  k %= 8;
+  if (k < 4) return cm_addr_v4(0xC6120000u + k);
+  return {0xFE, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xC0, 0, k};
 }
 
 }  // namespace
@@ -77,6 +84,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   check_roundtrip(data, size);
   check_ib_roundtrip(data, size);
   CmConfig cfg;
+  cfg.local_addr4 = cm_addr_v4(0xC6120001u);
+  cfg.local_addr6 = peer_addr(5);
   cfg.max_connections = 16;
   cfg.max_retries = 3;
   cfg.retry_timeout_ns = 10'000'000;
@@ -93,7 +102,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const uint8_t op = byte() % 9;
     switch (op) {
       case 0: {
-        const CmPeer from{0xC6120000u + byte() % 4, 4792};
+        const CmPeer from{peer_addr(byte()), 4792};
         const size_t n = byte();
         const size_t take = n < size - i ? n : size - i;
         cm.on_message(now, from, data + i, take);
@@ -103,7 +112,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 1: {
         QpParams q;
         q.qpn = 100 + byte();
-        const int64_t id = cm.connect(now, 1, CmPeer{0xC6120001, 4792}, byte() % 3, q);
+        const CmPeer to{peer_addr(byte()), 4792};
+        const int64_t id = cm.connect(now, 1, to, byte() % 3, q);
         if (id > 0) conns.push_back(static_cast<uint32_t>(id));
         break;
       }
@@ -132,7 +142,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         cm.forget_owner(now, 2);
         break;
       case 7: {
-        const CmPeer from{0xC6120000u + byte() % 4, 0, true};
+        const CmPeer from{peer_addr(byte()), 0, true};
         uint8_t mad[kMadBytes] = {};
         const size_t take = kMadBytes < size - i ? kMadBytes : size - i;
         for (size_t k = 0; k < take; ++k) mad[k] = data[i + k];
@@ -146,7 +156,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         q.initiator_depth = q.responder_resources = 4;
         const uint8_t s = byte();
         const uint64_t service = s < 128 ? s % 3 : 0x1234567800000000ull | s;
-        const int64_t id = cm.connect(now, 1, CmPeer{0xC6120001, 0, true}, service, q);
+        const CmPeer to{peer_addr(byte()), 0, true};
+        const int64_t id = cm.connect(now, 1, to, service, q);
         if (id > 0) conns.push_back(static_cast<uint32_t>(id));
         break;
       }

@@ -14,8 +14,8 @@ using namespace conduit::cm;
 namespace {
 
 constexpr uint64_t kMs = 1'000'000;
-constexpr CmPeer kA{0xC6120001, 4792};  // 198.18.0.1
-constexpr CmPeer kB{0xC6120002, 4792};  // 198.18.0.2
+constexpr CmPeer kA{cm_addr_v4(0xC6120001), 4792};  // 198.18.0.1
+constexpr CmPeer kB{cm_addr_v4(0xC6120002), 4792};  // 198.18.0.2
 constexpr uint64_t kOwnerA = 11, kOwnerB = 22;
 
 QpParams params(uint32_t qpn, uint16_t pmtu = 4096, uint16_t caps = kCapSelectiveRepeat) {
@@ -388,7 +388,7 @@ TEST_CASE("messages from the wrong peer or for unknown connections are counted, 
   rej.dst_conn = static_cast<uint32_t>(id);
   rej.reason = RejectReason::kRefused;
   uint8_t buf[kMaxMessageBytes];
-  n.a.on_message(n.now, CmPeer{0xC6120009, 4792}, buf, build_cm_message(rej, buf));
+  n.a.on_message(n.now, CmPeer{cm_addr_v4(0xC6120009), 4792}, buf, build_cm_message(rej, buf));
   CHECK(n.a.counters().rx_unknown_conn == 1);
   rej.dst_conn = 9999;
   n.a.on_message(n.now, kB, buf, build_cm_message(rej, buf));

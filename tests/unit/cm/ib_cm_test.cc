@@ -2,6 +2,7 @@
 // kernel's ib_cm sent (captured from rdmacm-utils' rdma_client/rdma_server on
 // Soft-RoCE against conduitd, tests/interop/rdma_cm_test.sh), refusals of bad
 // MADs, the GSI framing (wire/gsi.h), and two ConnectionManagers speaking it.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cerrno>
 #include <cstring>
@@ -65,8 +66,8 @@ TEST_CASE("ib_cm: the kernel's REQ from rdma_connect()", "[cm][ib]") {
   CHECK(m.service == 7471);  // rdma_cm's TCP port space: the port
   CHECK(m.ib.rdma_cm);
   CHECK(m.ib.rdma_cm_src_port == 0x923d);
-  CHECK(m.ib.src_ip == 0xC612C802);  // 198.18.200.2
-  CHECK(m.ib.dst_ip == 0xC612C801);
+  CHECK(m.ib.src_addr == cm_addr_v4(0xC612C802));  // 198.18.200.2
+  CHECK(m.ib.dst_addr == cm_addr_v4(0xC612C801));
   CHECK(m.ib.ca_guid == 0x505400fffec64e4aull);
   CHECK(m.params.qpn == 0x11);
   CHECK(m.params.psn == 0x998787);
@@ -116,8 +117,8 @@ TEST_CASE("ib_cm: our REQ has the kernel's layout", "[cm][ib]") {
   // otherwise (flow label, remote CM response timeout's companions, vendor bits).
   const CmMessage k = parse_ok(mad_from_hex(kKernelReq));
   IbCmBuildContext ctx;
-  ctx.local_ip = k.ib.src_ip;
-  ctx.peer_ip = k.ib.dst_ip;
+  ctx.local_addr = k.ib.src_addr;
+  ctx.peer_addr = k.ib.dst_addr;
   ctx.ca_guid = k.ib.ca_guid;
   std::vector<uint8_t> ours(kMadBytes);
   REQUIRE(build_ib_cm_mad(k, ctx, ours.data()) == kMadBytes);
@@ -147,14 +148,61 @@ TEST_CASE("ib_cm: our REQ has the kernel's layout", "[cm][ib]") {
   CHECK(again.params.qpn == k.params.qpn);
   CHECK(again.params.psn == k.params.psn);
   CHECK(again.params.timeout == k.params.timeout);
-  CHECK(again.ib.src_ip == k.ib.src_ip);
-  CHECK(again.ib.dst_ip == k.ib.dst_ip);
+  CHECK(again.ib.src_addr == k.ib.src_addr);
+  CHECK(again.ib.dst_addr == k.ib.dst_addr);
+}
+
+TEST_CASE("ib_cm: an rdma_cm REQ between IPv6 addresses", "[cm][ib][ipv6]") {
+  const CmAddr ours = {0xFE, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xC0, 0, 0x11};
+  const CmAddr theirs = {0xFE, 0x80, 0, 0, 0, 0, 0, 0, 0x50, 0x54, 0, 0xFF, 0xFE, 0x12, 0x34, 0x56};
+  CmMessage m;
+  m.type = CmType::kReq;
+  m.src_conn = 0x1234;
+  m.service = 7174;
+  m.params.qpn = 0x11;
+  m.params.psn = 0x222;
+  m.params.pmtu_bytes = 1024;
+  m.ib.rdma_cm = true;
+  m.ib.rdma_cm_src_port = 0x8001;
+  m.private_len = 3;
+  m.private_data[0] = 'a';
+  IbCmBuildContext ctx;
+  ctx.local_addr = ours;
+  ctx.peer_addr = theirs;
+  std::vector<uint8_t> mad(kMadBytes);
+  REQUIRE(build_ib_cm_mad(m, ctx, mad.data()) == kMadBytes);
+  const uint8_t* body = mad.data() + kMadHeaderBytes;
+  // The primary path's GIDs are the addresses themselves (not IPv4-mapped) ...
+  CHECK(std::memcmp(body + 56, ours.data(), 16) == 0);
+  CHECK(std::memcmp(body + 72, theirs.data(), 16) == 0);
+  // ... and rdma_cm's header says IPv6 and carries all 16 bytes of each.
+  const uint8_t* priv = body + 140;
+  CHECK(priv[0] == 0);
+  CHECK(priv[1] == 0x60);
+  CHECK((priv[2] << 8 | priv[3]) == 0x8001);
+  CHECK(std::memcmp(priv + 4, ours.data(), 16) == 0);
+  CHECK(std::memcmp(priv + 20, theirs.data(), 16) == 0);
+  CHECK(priv[36] == 'a');
+  const CmMessage back = parse_ok(mad);
+  CHECK(back.ib.rdma_cm);
+  CHECK(back.service == 7174);
+  CHECK(back.ib.src_addr == ours);
+  CHECK(back.ib.dst_addr == theirs);
+  // IPv4 ends keep the IPv4 header: mapped GIDs, the address in the last 4 bytes.
+  ctx.local_addr = cm_addr_v4(0xC6120001);
+  ctx.peer_addr = cm_addr_v4(0xC6120002);
+  REQUIRE(build_ib_cm_mad(m, ctx, mad.data()) == kMadBytes);
+  CHECK(priv[1] == 0x40);
+  CHECK(std::memcmp(body + 56, ctx.local_addr.data(), 16) == 0);
+  CHECK(std::all_of(priv + 4, priv + 16, [](uint8_t b) { return b == 0; }));
+  CHECK((priv[16] == 198 && priv[17] == 18 && priv[18] == 0 && priv[19] == 1));
+  CHECK(parse_ok(mad).ib.dst_addr == cm_addr_v4(0xC6120002));
 }
 
 TEST_CASE("ib_cm: every message round-trips", "[cm][ib]") {
   IbCmBuildContext ctx;
-  ctx.local_ip = 0xC6120001;
-  ctx.peer_ip = 0xC6120002;
+  ctx.local_addr = cm_addr_v4(0xC6120001);
+  ctx.peer_addr = cm_addr_v4(0xC6120002);
   ctx.ca_guid = 0x1122334455667788ull;
   ctx.peer_qpn = 0x123456;
   for (CmType t :
@@ -255,7 +303,7 @@ TEST_CASE("ib_cm: bad MADs are refused with a reason", "[cm][ib]") {
   b[24 + 140] = 1;  // rdma_cm header version
   CHECK(parse(b) == CmParseError::kUnsupported);
   b = req;
-  b[24 + 141] = 0x60;  // IPv6: conduit is IPv4
+  b[24 + 141] = 0x50;  // IP version 5
   CHECK(parse(b) == CmParseError::kUnsupported);
   b = req;
   b[24 + 50] = 0x77;  // path MTU 7
@@ -309,19 +357,52 @@ TEST_CASE("gsi: UD SEND_ONLY to QP 1 round-trips with a valid ICRC", "[cm][ib][w
   CHECK(parse_gsi(ip_udp, payload.first(payload.size() - 1), got, src_qp) == GsiDrop::kTooShort);
 }
 
+TEST_CASE("gsi: over IPv6, the ICRC takes rxe's IPv6 masking", "[cm][ib][wire][ipv6]") {
+  using namespace conduit::wire;
+  constexpr size_t kHdr = 48;  // IPv6 (no extension headers) + UDP
+  std::vector<uint8_t> dgram(kHdr + kGsiPacketBytes + 4, 0);
+  dgram[0] = 0x60;
+  dgram[4] = static_cast<uint8_t>((8 + kGsiPacketBytes + 4) >> 8);
+  dgram[5] = static_cast<uint8_t>(8 + kGsiPacketBytes + 4);
+  dgram[6] = 17;
+  dgram[7] = 64;
+  for (size_t i = 8; i < 40; ++i) dgram[i] = static_cast<uint8_t>(0xA0 + i);  // addresses
+  dgram[42] = 0x12;  // UDP destination port 4791
+  dgram[43] = 0xB7;
+  const std::vector<uint8_t> mad = mad_from_hex(kKernelReq);
+  write_gsi_packet(dgram.data() + kHdr, 7, mad.data());
+  finish_gsi_icrc(dgram.data());
+  CHECK(icrc_load(dgram.data() + dgram.size() - 4) ==
+        icrc_ipv6(std::span<const uint8_t>(dgram.data(), dgram.size() - 4)));
+  auto parse = [](const std::vector<uint8_t>& d) {
+    std::span<const uint8_t> got;
+    uint32_t src_qp = 0;
+    return parse_gsi(std::span<const uint8_t>(d.data(), kHdr),
+                     std::span<const uint8_t>(d.data() + kHdr, d.size() - kHdr), got, src_qp);
+  };
+  CHECK(parse(dgram) == GsiDrop::kNone);
+  auto masked = dgram;
+  masked[7] = 3;     // hop limit: masked, as a router changes it
+  masked[1] |= 0xF;  // flow label: masked
+  CHECK(parse(masked) == GsiDrop::kNone);
+  auto broken = dgram;
+  broken[8] ^= 1;  // a source address bit: covered
+  CHECK(parse(broken) == GsiDrop::kIcrc);
+}
+
 namespace {
 
 // Two managers speaking the IB CM to each other (host A active, B passive).
 struct IbPair {
-  static constexpr CmPeer kA{0xC6120001, 0, true}, kB{0xC6120002, 0, true};
-  static CmConfig config(uint32_t ip, uint32_t first_id) {
+  static constexpr CmPeer kA{cm_addr_v4(0xC6120001), 0, true}, kB{cm_addr_v4(0xC6120002), 0, true};
+  static CmConfig config(const CmAddr& addr, uint32_t first_id) {
     CmConfig c;
-    c.local_ip = ip;
-    c.ca_guid = ip;
+    c.local_addr4 = addr;
+    c.ca_guid = addr[15];
     c.first_conn_id = first_id;
     return c;
   }
-  ConnectionManager a{config(kA.ip, 0x1000)}, b{config(kB.ip, 0x2000)};
+  ConnectionManager a{config(kA.addr, 0x1000)}, b{config(kB.addr, 0x2000)};
   uint64_t now = 1'000'000'000;
   std::vector<CmAction> events_a, events_b;
   int drop_next_rep = 0;

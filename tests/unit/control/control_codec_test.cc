@@ -36,28 +36,30 @@ CmQpOffer cm_offer() {
 
 std::vector<Request> all_requests() {
   ModifyQpRequest m{77, rtr_attr()};
-  return {AttachRequest{3, 1 << 20, "trainer-0"},
-          DetachRequest{},
-          CreateCqRequest{256, true},
-          DestroyCqRequest{4},
-          CreateQpRequest{1, 2, 128, 64, "bulk"},
-          DestroyQpRequest{77},
-          RegMrRequest{4096, 65536, kAccessLocalWrite | kAccessRemoteRead},
-          DeregMrRequest{0x1234},
-          m,
-          QueryQpRequest{77},
-          StatsRequest{},
-          StatusRequest{},
-          ListQpsRequest{5, 100},
-          PolicyShowRequest{1000},
-          PolicyReloadRequest{},
-          CmListenRequest{7},
-          CmUnlistenRequest{7},
-          CmConnectRequest{0xC6120002, 7, cm_offer()},
-          CmAcceptRequest{42, cm_offer()},
-          CmRejectRequest{42, kCmPolicy},
-          CmDisconnectRequest{42},
-          CmPollEventRequest{}};
+  return {
+      AttachRequest{3, 1 << 20, "trainer-0"},
+      DetachRequest{},
+      CreateCqRequest{256, true},
+      DestroyCqRequest{4},
+      CreateQpRequest{1, 2, 128, 64, "bulk"},
+      DestroyQpRequest{77},
+      RegMrRequest{4096, 65536, kAccessLocalWrite | kAccessRemoteRead},
+      DeregMrRequest{0x1234},
+      m,
+      QueryQpRequest{77},
+      StatsRequest{},
+      StatusRequest{},
+      ListQpsRequest{5, 100},
+      PolicyShowRequest{1000},
+      PolicyReloadRequest{},
+      CmListenRequest{7},
+      CmUnlistenRequest{7},
+      CmConnectRequest{cm_addr_v4(0xC6120002), 7, cm_offer()},
+      CmConnectRequest{{0xFE, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x12, 0x34}, 7, cm_offer()},
+      CmAcceptRequest{42, cm_offer()},
+      CmRejectRequest{42, kCmPolicy},
+      CmDisconnectRequest{42},
+      CmPollEventRequest{}};
 }
 
 CmEvent cm_event() {
@@ -65,7 +67,7 @@ CmEvent cm_event() {
   e.kind = CmEventKind::kEstablished;
   e.conn = 42;
   e.qpn = 17;
-  e.peer_ip = 0xC6120002;
+  e.peer = cm_addr_v4(0xC6120002);
   e.service = 7;
   e.remote_qpn = 0x00ABCD;
   e.pmtu_bytes = 4096;
@@ -254,10 +256,10 @@ TEST_CASE("field ranges are enforced", "[control][codec]") {
     CHECK(err.reason.find("private data") != std::string::npos);
     CmQpOffer o = cm_offer();
     o.flags = 4;  // bits 0 (selective repeat) and 1 (rdma_cm) are defined
-    rejects(CmConnectRequest{1, 7, o}, "connection flag");
+    rejects(CmConnectRequest{cm_addr_v4(1), 7, o}, "connection flag");
     o = cm_offer();
     o.path_mtu = 6;
-    rejects(CmConnectRequest{1, 7, o}, "path MTU");
+    rejects(CmConnectRequest{cm_addr_v4(1), 7, o}, "path MTU");
     rejects(CmRejectRequest{1, 0}, "reason");
     rejects(CmRejectRequest{1, kCmMaxReason + 1}, "reason");
   }

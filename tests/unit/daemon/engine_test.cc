@@ -1422,7 +1422,7 @@ struct CmEvents {
     listen.cm.service = service;
     f.b.submit(listen);
     auto conn = cm_cmd(control::EngineOp::kCmConnect, f.a.qpn, 1024, false, "");
-    conn.cm.peer_ip = f.addr_b.value;
+    conn.cm.peer = proto::cm_addr_v4(f.addr_b.value);
     conn.cm.service = service;
     f.a.submit(conn);
     if (!pump([&] { return find_cm(b, proto::CmEventKind::kRequest) != nullptr; })) return false;
@@ -1450,14 +1450,14 @@ TEST_CASE("engine: the connection manager connects two QPs over the wire, then S
   listen.cm.service = 5;
   f.b.submit(listen);
   auto conn = cm_cmd(control::EngineOp::kCmConnect, f.a.qpn, 4096, true, "req");
-  conn.cm.peer_ip = f.addr_b.value;
+  conn.cm.peer = proto::cm_addr_v4(f.addr_b.value);
   conn.cm.service = 5;
   f.a.submit(conn);
   const uint64_t connect_cookie = f.a.cookie;
   REQUIRE(ev.pump([&] { return find_cm(ev_b, proto::CmEventKind::kRequest) != nullptr; }));
   const control::CmEventInfo req = find_cm(ev_b, proto::CmEventKind::kRequest)->cm;
   CHECK(req.remote_qpn == f.a.qpn);
-  CHECK(req.peer_ip == f.addr_a.value);
+  CHECK(req.peer == proto::cm_addr_v4(f.addr_a.value));
   CHECK(req.service == 5);
   CHECK(req.pmtu_bytes == 4096);
   CHECK(req.flags == proto::kCmFlagSelectiveRepeat);
@@ -1511,6 +1511,85 @@ TEST_CASE("engine: the connection manager connects two QPs over the wire, then S
   f.a.submit(disc);
   REQUIRE(ev.pump([&] { return find_cm(ev_b, proto::CmEventKind::kDisconnected) != nullptr; }));
   CHECK(find_cm(ev_b, proto::CmEventKind::kDisconnected)->cm.qpn == f.b.qpn);
+}
+
+TEST_CASE("engine: over IPv6, the native CM and the IB CM connect two QPs, then SEND works",
+          "[engine][cm][ipv6]") {
+  struct RestoreV4 {
+    ~RestoreV4() { g_ipv6 = false; }
+  } restore;
+  g_ipv6 = true;
+  for (const bool ib : {false, true}) {
+    INFO((ib ? "IB CM (rdma_cm)" : "native CM"));
+    Fixture f(Fixture::Options{.connect_qps = false});
+    CmEvents ev{f};
+    control::EngineCommand listen;
+    listen.op = control::EngineOp::kCmListen;
+    listen.cm.service = 7;
+    f.b.submit(listen);
+    auto conn = cm_cmd(control::EngineOp::kCmConnect, f.a.qpn, 1024, false, "six");
+    conn.cm.peer = host_addr6(0x22).bytes;  // b's port.address6
+    conn.cm.service = 7;
+    if (ib) conn.cm.flags |= proto::kCmFlagRdmaCm;
+    f.a.submit(conn);
+    REQUIRE(ev.pump([&] { return find_cm(ev.b, proto::CmEventKind::kRequest) != nullptr; }));
+    const control::CmEventInfo req = find_cm(ev.b, proto::CmEventKind::kRequest)->cm;
+    CHECK(req.peer == host_addr6(0x11).bytes);  // a's address6, as b saw it
+    CHECK(req.remote_qpn == f.a.qpn);
+    CHECK(req.flags == (ib ? proto::kCmFlagRdmaCm : 0u));
+    CHECK(std::string(reinterpret_cast<const char*>(req.private_data)) == "six");
+    auto accept = cm_cmd(control::EngineOp::kCmAccept, f.b.qpn, 1024, false, "");
+    accept.cm.conn = req.conn;
+    f.b.submit(accept);
+    REQUIRE(ev.pump([&] {
+      return find_cm(ev.a, proto::CmEventKind::kEstablished) != nullptr &&
+             find_cm(ev.b, proto::CmEventKind::kEstablished) != nullptr;
+    }));
+    CHECK(find_cm(ev.a, proto::CmEventKind::kEstablished)->cm.peer == host_addr6(0x22).bytes);
+    CHECK(find_cm(ev.b, proto::CmEventKind::kEstablished)->cm.peer == host_addr6(0x11).bytes);
+
+    std::memcpy(f.a.arena(), "over IPv6", 10);
+    post_recv(f.b, 1, 0, 64);
+    post_send(f.a, 2, CONDUIT_SHM_WR_SEND, 0, 10);
+    const conduit_shm_cqe rx = wait_cqe(f, f.b);
+    CHECK(rx.status == CONDUIT_SHM_WC_SUCCESS);
+    CHECK(std::memcmp(f.b.arena(), "over IPv6", 10) == 0);
+    CHECK(wait_cqe(f, f.a).status == CONDUIT_SHM_WC_SUCCESS);
+
+    const engine::EngineCounters& ca = f.a.engine->counters();
+    const engine::EngineCounters& cb = f.b.engine->counters();
+    INFO(describe(f.a) << "; " << describe(f.b));
+    if (ib) {
+      CHECK(ca.cm_gsi_tx >= 2);  // REQ, RTU
+      CHECK(cb.cm_gsi_rx >= 2);
+      CHECK(cb.cm_gsi_rx_dropped == 0);  // the IPv6 ICRCs were right
+      CHECK(ca.cm_tx_datagrams == 0);
+    } else {
+      CHECK(ca.cm_tx_datagrams >= 2);
+      CHECK(cb.cm_rx_datagrams >= 2);
+      CHECK(ca.cm_gsi_tx == 0);
+    }
+    // Every message went over IPv6: the peers found each other by NDP, not ARP, and the
+    // native CM's UDP checksums were right (the stack checks non-zero ones).
+    const net::NetCounters& na = f.a.engine->net().counters();
+    const net::NetCounters& nb = f.b.engine->net().counters();
+    CHECK(na.tx_arp_requests + nb.tx_arp_requests == 0);
+    CHECK(na.tx_ns + nb.tx_ns > 0);
+    CHECK(nb.rx_udp6_delivered > 0);
+    CHECK(take_snapshot(f, f.b).counters.at("net.rx_drop.udp_bad_checksum") == 0);
+  }
+}
+
+TEST_CASE("engine: a connect to an IPv6 peer without port.address6 is refused", "[engine][cm]") {
+  Fixture f(Fixture::Options{.connect_qps = false});
+  CmEvents ev{f};
+  auto conn = cm_cmd(control::EngineOp::kCmConnect, f.a.qpn, 1024, false, "");
+  conn.cm.peer = host_addr6(0x22).bytes;
+  conn.cm.service = 7;
+  f.a.submit(conn);
+  const uint64_t cookie = f.a.cookie;
+  REQUIRE(ev.pump([&] { return find_ack(ev.a, cookie) != nullptr; }));
+  CHECK(find_ack(ev.a, cookie)->status == -ENETUNREACH);
 }
 
 TEST_CASE("engine: a QP that stops ACKs what it received ahead of its DREQ", "[engine][cm]") {
@@ -1587,7 +1666,7 @@ TEST_CASE("engine: QPs created after a reload connect with its transport default
   f.b.submit(listen);
   // Neither side names an MTU or asks for selective repeat.
   auto conn = cm_cmd(control::EngineOp::kCmConnect, f.a.qpn, 0, false, "req");
-  conn.cm.peer_ip = f.addr_b.value;
+  conn.cm.peer = proto::cm_addr_v4(f.addr_b.value);
   conn.cm.service = 6;
   f.a.submit(conn);
   REQUIRE(ev.pump([&] { return find_cm(ev_b, proto::CmEventKind::kRequest) != nullptr; }));
@@ -1685,7 +1764,7 @@ TEST_CASE("engine: a connect to a service nobody listens on is rejected with the
   Fixture f(Fixture::Options{.connect_qps = false});
   std::vector<control::EngineEvent> ev_a, ev_b;
   auto conn = cm_cmd(control::EngineOp::kCmConnect, f.a.qpn, 1024, false, "x");
-  conn.cm.peer_ip = f.addr_b.value;
+  conn.cm.peer = proto::cm_addr_v4(f.addr_b.value);
   conn.cm.service = 6;
   f.a.submit(conn);
   REQUIRE(run_until(f.a, f.b, [&] {

@@ -715,7 +715,7 @@ TEST_CASE("connection manager: requests, rejects with reasons, established", "[l
   ev.client_id = add.client_id;
   ev.cm.kind = proto::CmEventKind::kRequest;
   ev.cm.conn = 9;
-  ev.cm.peer_ip = 0xC6120002;
+  ev.cm.peer = proto::cm_addr_v4(0xC6120002);
   ev.cm.service = 5;
   ev.cm.remote_qpn = 0x1234;
   ev.cm.pmtu_bytes = 4096;
@@ -726,6 +726,7 @@ TEST_CASE("connection manager: requests, rejects with reasons, established", "[l
   CHECK(req.id == 9);
   CHECK(req.service == 5);
   CHECK(req.peer_ipv4 == 0xC6120002);
+  CHECK(std::memcmp(req.peer_gid, proto::cm_addr_v4(0xC6120002).data(), 16) == 0);
   CHECK(req.peer_qpn == 0x1234);
   CHECK(req.private_len == 3);
   CHECK(std::memcmp(req.private_data, "abc", 3) == 0);
@@ -762,7 +763,7 @@ TEST_CASE("connection manager: requests, rejects with reasons, established", "[l
   }
   REQUIRE(d.engine->wait_for(control::EngineOp::kCmConnect, add.client_id, 2s, &cmd));
   CHECK(cmd.qpn == qpn);
-  CHECK(cmd.cm.peer_ip == 0xC6120002);
+  CHECK(cmd.cm.peer == proto::cm_addr_v4(0xC6120002));
   CHECK(cmd.cm.service == 7);
   CHECK(cmd.cm.access == proto::kAccessAll);
   CHECK(cmd.cm.pmtu_bytes == 0);  // no MTU in the offer: the engine takes the policy's
@@ -774,7 +775,7 @@ TEST_CASE("connection manager: requests, rejects with reasons, established", "[l
   ev.cm.kind = proto::CmEventKind::kEstablished;
   ev.cm.conn = test::TestEngine::kCmConn;
   ev.cm.qpn = qpn;
-  ev.cm.peer_ip = 0xC6120002;
+  ev.cm.peer = proto::cm_addr_v4(0xC6120002);
   ev.cm.remote_qpn = 0x4321;
   ev.cm.pmtu_bytes = 2048;
   ev.cm.flags = proto::kCmFlagSelectiveRepeat;
@@ -797,6 +798,7 @@ TEST_CASE("connection manager: requests, rejects with reasons, established", "[l
   CHECK(a.rq_psn == 200);
   CHECK(a.path_mtu == CONDUIT_MTU_2048);
   CHECK(a.dgid[15] == 2);
+  CHECK(conn.peer_ipv4 == 0xC6120002);
   // Connected now: another connect is refused by the daemon before the engine.
   CHECK(conduit_connect_service(qp, "198.18.0.2", 7, nullptr, 100, nullptr) == -EISCONN);
   REQUIRE(conduit_disconnect(qp) == 0);
@@ -807,5 +809,40 @@ TEST_CASE("connection manager: requests, rejects with reasons, established", "[l
   CHECK(a.state == CONDUIT_QPS_ERR);
   CHECK(conduit_disconnect(qp) == -ENOTCONN);
   CHECK(conduit_connect_service(qp, "", 7, nullptr, 100, nullptr) == -EINVAL);
+
+  // IPv6: a request from an IPv6 peer has no IPv4 address, and a connect to an
+  // IPv6 address (a zone index is dropped) reaches the engine as that address.
+  const proto::CmAddr v6 = {0xFE, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xC0, 0, 0x12};
+  ev = {};
+  ev.kind = control::EngineEventKind::kCmEvent;
+  ev.client_id = add.client_id;
+  ev.cm.kind = proto::CmEventKind::kRequest;
+  ev.cm.conn = 10;
+  ev.cm.peer = v6;
+  ev.cm.service = 5;
+  ev.cm.remote_qpn = 0x1235;
+  ev.cm.pmtu_bytes = 1024;
+  d.engine->inject(ev);
+  REQUIRE(conduit_get_request(ctx, 2000, &req) == 0);
+  CHECK(req.id == 10);
+  CHECK(req.peer_ipv4 == 0);
+  CHECK(std::memcmp(req.peer_gid, v6.data(), 16) == 0);
+  conduit_qp* qp6 = nullptr;
+  REQUIRE(conduit_create_qp(ctx, &qa, &qp6) == 0);
+  ev = {};
+  ev.kind = control::EngineEventKind::kCmEvent;
+  ev.client_id = add.client_id;
+  ev.cm.kind = proto::CmEventKind::kRejected;
+  ev.cm.conn = test::TestEngine::kCmConn;
+  ev.cm.qpn = conduit_qp_num(qp6);
+  ev.cm.reason = proto::kCmNoListener;
+  d.engine->reply_to(control::EngineOp::kCmConnect, ev);
+  const int rc6 = conduit_connect_service(qp6, "fe80::c0:12%eth0", 7, nullptr, 2000, nullptr);
+  CHECK(rc6 == -ECONNREFUSED);
+  CHECK(std::string(conduit_strerror(rc6)).find("fe80::c0:12 service 7") != std::string::npos);
+  REQUIRE(d.engine->last(control::EngineOp::kCmConnect, add.client_id, &cmd));
+  CHECK(cmd.qpn == conduit_qp_num(qp6));
+  CHECK(cmd.cm.peer == v6);
+  CHECK(conduit_connect_service(qp6, "fe80::zz", 7, nullptr, 100, nullptr) == -EINVAL);
   conduit_close(ctx);
 }

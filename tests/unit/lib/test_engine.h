@@ -65,6 +65,17 @@ class TestEngine {
     }
   }
   // Waits up to timeout for a command with this op (and client, if non-zero).
+  // The most recent command `op` of client_id the engine received; false when none.
+  bool last(control::EngineOp op, uint32_t client_id, control::EngineCommand* out) {
+    std::lock_guard lock(mu_);
+    for (auto it = log_.rbegin(); it != log_.rend(); ++it) {
+      if (it->op == op && it->client_id == client_id) {
+        *out = *it;
+        return true;
+      }
+    }
+    return false;
+  }
   bool wait_for(control::EngineOp op, uint32_t client_id, std::chrono::milliseconds timeout,
                 control::EngineCommand* out = nullptr) {
     auto deadline = std::chrono::steady_clock::now() + timeout;
