@@ -162,6 +162,9 @@ ControlLimits control_limits(const Policy& p) {
   for (const auto& n : p.clients.allowed_peers) {
     l.cm_allowed_peers.push_back({n.network.value, conduit::policy::prefix_mask(n.length)});
   }
+  for (const auto& n : p.clients.allowed_peers6) {
+    l.cm_allowed_peers6.push_back({n.network.bytes, n.length});
+  }
   return l;
 }
 

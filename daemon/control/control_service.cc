@@ -1151,9 +1151,19 @@ ControlService::Outcome ControlService::cm_poll_event(Client& c, uint32_t seq) {
 }
 
 bool ControlService::peer_allowed(const proto::CmAddr& peer) const {
-  if (limits_.cm_allowed_peers.empty()) return true;
+  if (limits_.cm_allowed_peers.empty() && limits_.cm_allowed_peers6.empty()) return true;
   uint32_t ip = 0;
-  if (!proto::cm_addr_ipv4(peer, ip)) return false;  // the list names IPv4 networks only
+  if (!proto::cm_addr_ipv4(peer, ip)) {
+    for (const ControlLimits::PeerNetwork6& n : limits_.cm_allowed_peers6) {
+      bool match = true;
+      for (size_t i = 0; i < 16 && match; ++i) {
+        const int bits = std::clamp(int{n.length} - int(i) * 8, 0, 8);
+        match = (peer[i] & (0xFF00u >> bits)) == n.network[i];
+      }
+      if (match) return true;
+    }
+    return false;
+  }
   for (const ControlLimits::PeerNetwork& n : limits_.cm_allowed_peers) {
     if ((ip & n.mask) == n.network) return true;
   }

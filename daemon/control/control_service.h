@@ -50,6 +50,11 @@ struct ControlLimits {
     uint32_t mask = 0;
   };
   std::vector<PeerNetwork> cm_allowed_peers;
+  struct PeerNetwork6 {
+    std::array<uint8_t, 16> network{};  // host bits zero
+    uint8_t length = 128;
+  };
+  std::vector<PeerNetwork6> cm_allowed_peers6;  // both empty: any peer
 };
 
 struct PeerCred {

@@ -748,11 +748,15 @@ std::optional<std::vector<uint32_t>> read_ids(ErrorSink& s, const Field& f) {
   return ids;
 }
 
-// "a.b.c.d/len" (host bits zero) or "a.b.c.d" (= /32).
-std::optional<std::vector<Ipv4Prefix>> read_prefixes(ErrorSink& s, const Field& f) {
+// "a.b.c.d/len" (host bits zero) or "a.b.c.d" (= /32); "ipv6/len" or "ipv6" (= /128).
+struct Prefixes {
+  std::vector<Ipv4Prefix> v4;
+  std::vector<Ipv6Prefix> v6;
+};
+std::optional<Prefixes> read_prefixes(ErrorSink& s, const Field& f) {
   auto list = detail::read_list(s, f);
   if (!list) return std::nullopt;
-  std::vector<Ipv4Prefix> out;
+  Prefixes out;
   bool ok = true;
   for (const Field& e : *list) {
     auto text = detail::read_string(s, e);
@@ -760,13 +764,45 @@ std::optional<std::vector<Ipv4Prefix>> read_prefixes(ErrorSink& s, const Field& 
       ok = false;
       continue;
     }
+    const bool has_len = text->find('/') != std::string::npos;
+    if (text->find(':') != std::string::npos) {
+      std::optional<Ipv6Prefix> net;
+      if (auto p = parse_ipv6_prefix(*text)) net = Ipv6Prefix{p->first, p->second};
+      if (!net && !has_len) {
+        if (auto ip = parse_ipv6(*text)) net = Ipv6Prefix{*ip, 128};
+      }
+      if (!net) {
+        s.add(e.mark,
+              e.path + ": expected an IPv6 network (fd00::/8) or address, got " + quote(*text));
+        ok = false;
+        continue;
+      }
+      Ipv6Prefix masked{Ipv6Address{}, net->length};
+      for (size_t i = 0; i < 16; ++i) {
+        const int bits = std::clamp(int{net->length} - int(i) * 8, 0, 8);
+        masked.network.bytes[i] = static_cast<uint8_t>(net->network.bytes[i] & (0xFF00u >> bits));
+      }
+      if (!(masked == *net)) {
+        s.add(e.mark, e.path + ": " + *text + " has host bits set; did you mean " +
+                          format_ipv6(masked.network) + "/" + std::to_string(net->length) + "?");
+        ok = false;
+      } else if (std::find(out.v6.begin(), out.v6.end(), *net) != out.v6.end()) {
+        s.add(e.mark, e.path + ": " + *text + " is listed twice");
+        ok = false;
+      } else {
+        out.v6.push_back(*net);
+      }
+      continue;
+    }
     std::optional<Ipv4Prefix> net = parse_ipv4_prefix(*text);
-    if (!net && text->find('/') == std::string::npos) {
+    if (!net && !has_len) {
       if (auto ip = parse_ipv4(*text)) net = Ipv4Prefix{*ip, 32};  // a single host
     }
     if (!net) {
-      s.add(e.mark,
-            e.path + ": expected an IPv4 network (198.18.0.0/15) or address, got " + quote(*text));
+      s.add(e.mark, e.path +
+                        ": expected an IPv4 network (198.18.0.0/15), an IPv6 network "
+                        "(fd00::/8) or an address, got " +
+                        quote(*text));
       ok = false;
       continue;
     }
@@ -778,12 +814,12 @@ std::optional<std::vector<Ipv4Prefix>> read_prefixes(ErrorSink& s, const Field& 
       ok = false;
       continue;
     }
-    if (std::find(out.begin(), out.end(), p) != out.end()) {
+    if (std::find(out.v4.begin(), out.v4.end(), p) != out.v4.end()) {
       s.add(e.mark, e.path + ": " + *text + " is listed twice");
       ok = false;
       continue;
     }
-    out.push_back(p);
+    out.v4.push_back(p);
   }
   if (!ok) return std::nullopt;
   return out;
@@ -793,7 +829,12 @@ void parse_clients(ErrorSink& s, const Field& f, ClientsSection& c) {
   MapReader r(s, f);
   if (auto v = r.take("allowed_uids")) assign(c.allowed_uids, read_ids(s, *v));
   if (auto v = r.take("allowed_gids")) assign(c.allowed_gids, read_ids(s, *v));
-  if (auto v = r.take("allowed_peers")) assign(c.allowed_peers, read_prefixes(s, *v));
+  if (auto v = r.take("allowed_peers")) {
+    if (auto p = read_prefixes(s, *v)) {
+      c.allowed_peers = std::move(p->v4);
+      c.allowed_peers6 = std::move(p->v6);
+    }
+  }
   if (auto v = r.take("quotas")) {
     MapReader q(s, *v);
     ClientQuotas& quotas = c.quotas;

@@ -242,6 +242,13 @@ struct Ipv4Prefix {
   bool operator==(const Ipv4Prefix&) const = default;
 };
 
+// An IPv6 network: address with the host bits zero, and prefix length 1..128.
+struct Ipv6Prefix {
+  Ipv6Address network;
+  uint8_t length = 128;
+  bool operator==(const Ipv6Prefix&) const = default;
+};
+
 struct ClientsSection {
   // A peer may attach when its uid or one of its gids is listed. Both empty:
   // anyone who can open the control socket (its group and mode are the gate).
@@ -250,7 +257,8 @@ struct ClientsSection {
   // Hosts whose conduitd may connect to this host's listeners (connection
   // manager requests); others are rejected with "refused by policy". Empty: any.
   std::vector<Ipv4Prefix> allowed_peers;
-  ClientQuotas quotas;  // per client process
+  std::vector<Ipv6Prefix> allowed_peers6;  // the same list's IPv6 entries
+  ClientQuotas quotas;                     // per client process
   bool operator==(const ClientsSection&) const = default;
 };
 

@@ -205,6 +205,9 @@ std::string to_yaml(const Policy& p) {
   for (const Ipv4Prefix& n : cl.allowed_peers) {
     out << format_ipv4(n.network) + "/" + std::to_string(n.length);
   }
+  for (const Ipv6Prefix& n : cl.allowed_peers6) {
+    out << format_ipv6(n.network) + "/" + std::to_string(n.length);
+  }
   out << YAML::EndSeq;
   out << YAML::Key << "quotas" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "max_qps" << YAML::Value << cl.quotas.max_qps;

@@ -7,7 +7,8 @@
 #      (no hang), and new connections work after the restart;
 #   4. RoCEv2 over IPv6 (the daemons also own fe80::c0:11 and fe80::c0:12, port.address6):
 #      a's kernel pings b's conduitd over IPv6 (neighbour discovery, ICMPv6 echo), and SEND,
-#      WRITE and READ with IPv6 GIDs arrive byte-exact;
+#      WRITE and READ with IPv6 GIDs arrive byte-exact, also on QPs connected through the
+#      native connection manager and through the IB CM (rdma_cm's dialect) over IPv6;
 #   0. first, b runs with port.line_rate and a with the veth's nominal 10 Gbit/s (and warns about
 #      it), as the logs and conduitctl status show; the daemons share the interface with the kernel: a's kernel pings b's conduitd
 #      (ICMP echo answered by conduitd) and b's kernel (kernel to kernel over the same veth:
@@ -127,8 +128,30 @@ for t in send_bw write_bw read_bw; do
   perf_pair 120 "$t" -s 1,4097,1M -n 8 --check -W 20 || fail "$t over IPv6 failed"
   [[ $(grep -c 'check: OK' "$work/client.out") -eq 3 ]] || fail "$t over IPv6: not every size OK"
 done
+echo "== connection setup over IPv6: the native CM (conduit-perf --cm), then the IB CM"
+perf_pair 60 write_bw --cm 7 -s 1,65537 -n 8 --check -W 20 || fail "write_bw --cm over IPv6 failed"
+grep -q "connected through the CM (service 7, peer fe80::c0:12" "$work/client.out" ||
+  fail "the --cm client did not connect to fe80::c0:12"
+[[ $(grep -c 'check: OK' "$work/client.out") -eq 2 ]] || fail "write_bw --cm over IPv6: not every size OK"
+netns_exec b timeout 60 "$build/lib/examples/conduit-rping" -s -p 7175 -C 10 -S 4000 \
+  --socket "$work/b.sock" >"$work/rping-server.out" 2>&1 &
+rping_server=$!
+for _ in $(seq 200); do grep -q listening "$work/rping-server.out" 2>/dev/null && break; sleep 0.05; done
+netns_exec a timeout 60 "$build/lib/examples/conduit-rping" -c -a fe80::c0:12 -p 7175 -C 10 -S 4000 \
+  --socket "$work/a.sock" >"$work/rping-client.out" 2>&1 || {
+  cat "$work/rping-client.out"
+  fail "conduit-rping over IPv6 (IB CM) failed"
+}
+wait "$rping_server" || { cat "$work/rping-server.out"; fail "the conduit-rping server failed"; }
+grep -h "connected to" "$work/rping-client.out" "$work/rping-server.out"
+grep -q "connected to fe80::c0:12 .*(IB CM)" "$work/rping-client.out" ||
+  fail "conduit-rping did not connect to fe80::c0:12 through the IB CM"
 for h in a b; do
   stats=$(netns_exec "$h" "$ctl" --socket "$work/$h.sock" stats)
+  grep -E '^cm\.(gsi_rx|gsi_tx|gsi_rx_dropped|rx_datagrams|tx_datagrams|established) ' <<<"$stats" |
+    sed "s/^/$h: /"
+  gsi=$(awk '$1 == "cm.gsi_rx" {print $2}' <<<"$stats")
+  ((${gsi:-0} >= 2)) || fail "conduitd $h received ${gsi:-0} IB CM MADs"
   grep -E '^net\.(rx_ns|rx_na|tx_na|tx_ns|rx_udp6_delivered|tx_icmp6_echo_replies) ' <<<"$stats" |
     sed "s/^/$h: /"
   udp6=$(awk '$1 == "net.rx_udp6_delivered" {print $2}' <<<"$stats")

@@ -16,6 +16,10 @@
 #   rping-vmclient, rping-vmserver  rping (VM) against conduit-rping, each side once: 20 pings
 #                of 2000 bytes (SEND of the buffer's address, RDMA READ of it, SEND, RDMA WRITE
 #                back, SEND; 2 packets each way at PMTU 1024), validated by the client (-V)
+#   rping6-vmclient, rping6-vmserver  the same over IPv6: conduitd also owns fe80::c0:1
+#                (port.address6); the VM's rping connects to it, and conduit-rping to the VM's
+#                link-local address (the one its rping came from): the kernel's rdma_cm
+#                header says IPv6, the MADs and the data go in IPv6 frames
 #   perftest-R-TEST-vmROLE  perftest's -R (its exchange and its QPs on rdma_cm connections, no
 #                TCP) against conduit-perf --perftest -R, each of ib_send_bw, ib_write_bw,
 #                ib_read_bw (4096 B x 100 on 2 QPs) and ib_send_lat, ib_write_lat, ib_read_lat
@@ -48,6 +52,9 @@ loss_ppm=${RDMA_CM_LOSS_PPM:-10000}
 drop_flags=1 # DROP_SPARE_ACKS (read by interop_run)
 export drop_flags
 rounds=${RDMA_CM_ROUNDS:-2}
+conduit_ip6=fe80::c0:1
+export CONDUITD_ADDRESS6=$conduit_ip6/64
+vm_ip6= # the VM's link-local address, found by the first step that needs it
 perf=$build/tools/conduit-perf/conduit-perf
 perftest_tests=${RDMA_CM_PERFTEST_TESTS-send_bw write_bw read_bw send_lat write_lat read_lat}
 # A perftest -R step's size, count and QPs, for both sides.
@@ -66,6 +73,13 @@ interop_vm_step() { # NAME ROLE LOSS PORT [PINGS]
         "-S $rsize -V && exit 0; sleep 0.5; done; exit 1'"
       ;;
     *rping-vmserver) echo "$1 server rping -s -p $4 -S $rsize -V" ;;
+    # Over IPv6: a link-local address needs its interface; the server listens on IPv6's
+    # wildcard (rping's default is IPv4's).
+    rping6-vmclient)
+      echo "$1 server sh -c 'for i in \$(seq 120); do rping -c -a $conduit_ip6%eth0 -p $4 -C $n" \
+        "-S $rsize -V && exit 0; sleep 0.5; done; exit 1'"
+      ;;
+    rping6-vmserver) echo "$1 server rping -s -a :: -p $4 -S $rsize -V" ;;
     *vmclient-*)
       echo "$1 server sh -c 'for i in \$(seq 120); do rdma_client -s $conduit_ip -p $4 && exit 0;" \
         "sleep 0.5; done; exit 1'"
@@ -88,9 +102,32 @@ interop_vm_step() { # NAME ROLE LOSS PORT [PINGS]
       ;;
   esac
 }
+# The VM's link-local address: the one its rping came from in rping6-vmclient (its kernel's
+# address on eth0, which rxe's GID 0 is).
+find_vm_ip6() {
+  vm_ip6=$(sed -n 's/^conduit-rping: connected to \(fe80:[0-9a-f:]*\) .*/\1/p' \
+    "$work/rping6-vmclient.host" 2>/dev/null)
+  [[ -n $vm_ip6 ]] || { echo "the VM's IPv6 address is unknown (rping6-vmclient)"; return 1; }
+  echo "the VM's link-local address: $vm_ip6"
+}
 interop_host_step() { # NAME ROLE LOSS PORT [PINGS]
   local args=(-S "$work/c.sock" -p "$4" -W 60)
   case $1 in
+    rping6-vmclient)
+      netns_exec c timeout 90 "$rping" --socket "$work/c.sock" -s -p "$4" -S "$rsize" \
+        >"$work/$1.host" 2>&1
+      ;;
+    rping6-vmserver)
+      [[ -n $vm_ip6 ]] || find_vm_ip6 || return 1
+      local i
+      for i in $(seq 120); do
+        netns_exec c timeout 90 "$rping" --socket "$work/c.sock" -c -a "$vm_ip6" -p "$4" \
+          -S "$rsize" -C "${5:-$pings}" -V >"$work/$1.host" 2>&1 && return 0
+        grep -q "no listener" "$work/$1.host" || return 1
+        sleep 0.5
+      done
+      return 1
+      ;;
     *rping-vmclient)
       netns_exec c timeout 90 "$rping" --socket "$work/c.sock" -s -p "$4" -S "$rsize" \
         >"$work/$1.host" 2>&1
@@ -131,6 +168,7 @@ for ((r = 1; r <= rounds; ++r)); do
 done
 plan+=("vmrefused client 0 7499" "hostrefused server 0 7498")
 plan+=("rping-vmclient client 0 7174" "rping-vmserver server 0 7175")
+plan+=("rping6-vmclient client 0 7178" "rping6-vmserver server 0 7179")
 perftest_port=18600 perftest_conns=0
 for t in $perftest_tests; do
   for role in client server; do
@@ -168,6 +206,16 @@ grep -q "served $pings pings of $rsize bytes" "$work/rping-vmclient.host" ||
   fail "conduit-rping did not serve $pings pings"
 grep -q "$pings pings of $rsize bytes, every one validated" "$work/rping-vmserver.host" ||
   fail "conduit-rping did not validate $pings pings"
+grep -q "=== rping6-vmclient rc=0" "$work/vm.out" || fail "rping -c over IPv6 failed against conduit-rping"
+grep -q "=== rping6-vmserver rc=0" "$work/vm.out" || fail "rping -s over IPv6 failed against conduit-rping"
+grep -q "connected to fe80:.*(IB CM)" "$work/rping6-vmclient.host" ||
+  fail "conduit-rping was not connected to an IPv6 peer in rping6-vmclient"
+grep -q "connected to $vm_ip6 .*(IB CM)" "$work/rping6-vmserver.host" ||
+  fail "conduit-rping was not connected to $vm_ip6 in rping6-vmserver"
+grep -q "served $pings pings of $rsize bytes" "$work/rping6-vmclient.host" ||
+  fail "conduit-rping did not serve $pings pings over IPv6"
+grep -q "$pings pings of $rsize bytes, every one validated" "$work/rping6-vmserver.host" ||
+  fail "conduit-rping did not validate $pings pings over IPv6"
 for s in "${lossy[@]}"; do
   grep -q "=== $s rc=0" "$work/vm.out" || fail "the VM's side failed in $s"
 done
@@ -205,7 +253,7 @@ import json, sys
 s, rounds, lossy = json.load(open(sys.argv[1])), int(sys.argv[2]), int(sys.argv[3])
 perftest_conns = int(sys.argv[4])
 print({k: v for k, v in s.items() if k.startswith("cm.")})
-assert s["cm.established"] == 2 * rounds + 2 + lossy + perftest_conns, "cm.established"
+assert s["cm.established"] == 2 * rounds + 4 + lossy + perftest_conns, "cm.established"
 assert s["cm.gsi_rx"] > 0 and s["cm.gsi_tx"] > 0, "no GSI traffic"
 assert s["cm.gsi_rx_dropped"] == 0, "GSI packets dropped"
 assert s["cm.rx_malformed"] == 0, "malformed MADs"
@@ -216,7 +264,8 @@ echo "--- capture check (tshark, scapy)"
 # 4 SEND_ONLY, 6/8 WRITE_FIRST/LAST, 12 READ_REQUEST, 13/15 READ_RESP_FIRST/LAST, 17 ACK
 # (RC), 100 (0x64) UD SEND_ONLY: the GSI.
 /usr/bin/python3 "$src/tests/interop/check_capture.py" "$work/rc.pcap" "$conduit_ip" \
-  "$RXE_VM_IP" --need-opcodes 4,6,8,12,13,15,17,100 || fail "capture check failed"
+  "$RXE_VM_IP" --need-opcodes 4,6,8,12,13,15,17,100 --conduit-ip6 "$conduit_ip6" ||
+  fail "capture check failed"
 # tshark's own CM dissector: REQ, REP, RTU and REJ both ways (each side was active and passive
 # once and refused once), DREQ and DREP at least one way.
 cm=$(tshark -r "$work/rc.pcap" -Y infiniband.mad.attributeid -T fields \
@@ -230,5 +279,15 @@ for attr in 0x0010 0x0013 0x0014 0x0012; do
 done
 for attr in 0x0015 0x0016; do
   grep -q " $attr" <<<"$cm" || fail "tshark decoded no CM MAD $attr"
+done
+# Over IPv6 (the rping6 steps): REQ, REP and RTU both ways.
+cm6=$(tshark -r "$work/rc.pcap" -Y "ipv6 && infiniband.mad.attributeid" -T fields \
+  -e infiniband.mad.attributeid -e ipv6.src 2>/dev/null | sort | uniq -c)
+echo "CM MADs over IPv6 by attribute and sender (tshark):"
+echo "$cm6"
+for attr in 0x0010 0x0013 0x0014; do
+  for from in "$conduit_ip6" "$vm_ip6"; do
+    grep -Eq " $attr\s+$from\$" <<<"$cm6" || fail "tshark decoded no CM MAD $attr from $from over IPv6"
+  done
 done
 echo "PASS: ${#plan[@]} steps in one VM boot, total $((SECONDS - t0)) s"

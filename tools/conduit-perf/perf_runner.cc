@@ -491,9 +491,7 @@ void Session::connect_through_cm(const Gid& gid) {
       ep_.cm_connect(i, host, o_.cm_service, p_.mtu, o_.cm_selective_repeat, timeout_ms);
     }
   } else {
-    const std::string text = format_gid(gid);
-    const size_t colon = text.rfind(':');  // ::ffff:a.b.c.d -> a.b.c.d
-    host = colon == std::string::npos ? text : text.substr(colon + 1);
+    host = format_gid(gid);  // a dotted quad for an IPv4-mapped GID, else IPv6 text
     if (!ch_.send_line("cm addr=" + host, error)) fail(error);
     for (uint32_t i = 0; i < p_.qps; ++i) {
       ep_.cm_accept_one(p_.mtu, o_.cm_selective_repeat, timeout_ms);

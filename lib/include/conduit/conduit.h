@@ -328,8 +328,9 @@ CONDUIT_API int conduit_post_recv(struct conduit_qp* qp, struct conduit_recv_wr*
  * conduitd connects a QP to a QP behind another conduitd (or this one) by
  * service number, in the style of rdma_cm: the passive side listens on a
  * service and accepts or rejects each request; the active side names the peer
- * daemon's IPv4 address and the service. The daemons exchange REQ / REP / RTU
- * over UDP (policy port.cm_udp_port, 4792 by default), with retries: a peer
+ * daemon's IPv4 or IPv6 address (IPv6 needs port.address6) and the service.
+ * The daemons exchange REQ / REP / RTU over UDP (policy port.cm_udp_port, 4792
+ * by default; over IPv6 with a UDP checksum), with retries: a peer
  * that does not answer fails the connection after about 1.2 s (ETIMEDOUT).
  * QPN and start PSNs are exchanged, the path MTU is the smaller of the two
  * offers, selective repeat is used only when both offer it. The QP must be in

@@ -51,18 +51,26 @@ def ib(peer, m):
     return bytes([7, peer]) + m
 
 
+# The MAD of the kernel's IPv6 REQ (tests/unit/cm/ib_cm_test.cc, kKernelReq6Datagram).
+KERNEL_REQ6 = (
+    "010702030000000000000002b1db974900100000000000004997dbb1000000000000000001061c0a505400ff"
+    "fec635c600000000000000000000160100000001000000a0b576c0a7ffff37f0fffffffffe800000000000"
+    "00505400fffec635c6fe800000000000000000000000c000013857c000004000980000000000000000000000"
+    "0000000000000000000000000000000000000000000000000000000000000000000060a04efe800000000000"
+    "00505400fffec635c6fe800000000000000000000000c00001")
+
 SEEDS = {
     # A peer connects to service 1; we accept; the peer's RTU; then it disconnects.
     "passive_full": datagram(1, msg(REQ, 7, 0, params(1, 300, private=b"hi")))
     + bytes([2]) + datagram(1, msg(RTU, 7, 1)) + datagram(1, msg(DREQ, 7, 1))
     + bytes([5, 50]),
     # We connect; the peer answers REP; later a duplicate REP and a DREQ.
-    "active_full": bytes([1, 10, 1]) + datagram(1, msg(REP, 9, 1, params(1, 400)))
+    "active_full": bytes([1, 10, 1, 1]) + datagram(1, msg(REP, 9, 1, params(1, 400)))
     + datagram(1, msg(REP, 9, 1, params(1, 400))) + bytes([4, 0])
     + datagram(1, msg(DREP, 9, 1)),
     # A REQ for a service nobody listens on, a REJ, timers running out.
     "reject_timeout": datagram(2, msg(REQ, 5, 0, params(9, 301)))
-    + bytes([1, 0, 1]) + datagram(1, msg(REJ, 0, 1, struct.pack(">HH", 1, 0)))
+    + bytes([1, 0, 1, 1]) + datagram(1, msg(REJ, 0, 1, struct.pack(">HH", 1, 0)))
     + bytes([1, 1, 2, 5, 255, 5, 255]),
     # The owner goes away with a pending request and an established one.
     "forget_owner": datagram(1, msg(REQ, 3, 0, params(2, 302)))
@@ -73,10 +81,17 @@ SEEDS = {
     + ib(1, ib_ids(0x14, 0x38D4E3E, 1)) + ib(1, ib_ids(0x15, 0x38D4E3E, 1, b"\x00\x01\xf4"))
     + bytes([5, 50]),
     # We connect to an rdma_cm port; its REP (QPN 0x12, PSN 0x800ae4); a REJ for nothing.
-    "ib_active": bytes([8, 10, 1]) + ib(1, ib_ids(0x13, 0x8D4E3E, 1, bytes(4)
+    "ib_active": bytes([8, 10, 1, 1]) + ib(1, ib_ids(0x13, 0x8D4E3E, 1, bytes(4)
                                                    + b"\x00\x00\x12\x00" + bytes(4)
                                                    + b"\x80\x0a\xe4\x00\x10\x10\x78\xe0"))
     + ib(1, ib_ids(0x12, 0, 7, b"\x00\x00\x00\x08")) + bytes([4, 0, 5, 255]),
+    # The kernel's rdma_cm REQ over IPv6 (rping -c -a fe80::c0:1%eth0 on rxe) from peer 5
+    # (an IPv6 address in the fuzzer), we accept, its RTU and DREQ; then we connect to an
+    # IPv6 rdma_cm peer (6) and to an IPv6 conduitd (7).
+    "ib_passive_v6": ib(5, bytes.fromhex(KERNEL_REQ6) + bytes(256 - len(KERNEL_REQ6) // 2))
+    + bytes([2]) + ib(5, ib_ids(0x14, 0x4997DBB1, 1))
+    + ib(5, ib_ids(0x15, 0x4997DBB1, 1, b"\x00\x00\x16")) + bytes([8, 11, 1, 6, 1, 12, 7, 1])
+    + bytes([5, 50]),
 }
 
 os.makedirs("seeds/cm_session", exist_ok=True)

@@ -18,11 +18,18 @@ using namespace conduit::cm;
 
 namespace {
 
-std::vector<uint8_t> mad_from_hex(const std::string& hex) {
-  std::vector<uint8_t> out(kMadBytes, 0);
+std::vector<uint8_t> bytes_from_hex(const std::string& hex) {
+  std::vector<uint8_t> out(hex.size() / 2);
   for (size_t i = 0; i + 1 < hex.size(); i += 2) {
     out[i / 2] = static_cast<uint8_t>(std::stoi(hex.substr(i, 2), nullptr, 16));
   }
+  return out;
+}
+
+// A MAD from its leading bytes (the rest zero).
+std::vector<uint8_t> mad_from_hex(const std::string& hex) {
+  std::vector<uint8_t> out = bytes_from_hex(hex);
+  out.resize(kMadBytes, 0);
   return out;
 }
 
@@ -44,6 +51,19 @@ const std::string kKernelDrep = "01070203000000000000000345e76619001600000000000
 // The kernel's REJ for a REQ to a port nobody listens on: invalid service id (8).
 const std::string kKernelRej =
     "01070203000000000000000145e7661800120000000000000000000045e7661800000008";
+
+// A whole GSI datagram (IPv6 + UDP + BTH + DETH + MAD + ICRC) the kernel sent: rping -c -a
+// fe80::c0:1%eth0 on rxe in the interop VM (rdma_cm_test.sh, step rping6-vmclient): its
+// REQ to conduitd's address6, port 7178. rxe sends a zero UDP checksum.
+const std::string kKernelReq6Datagram =
+    "6000000001201140fe80000000000000505400fffec635c6fe800000000000000000000000c00001d87212b701"
+    "2000006400ffff000000018000000e8001000000000001010702030000000000000002b1db9749001000000000"
+    "00004997dbb1000000000000000001061c0a505400fffec635c600000000000000000000160100000001000000"
+    "a0b576c0a7ffff37f0fffffffffe80000000000000505400fffec635c6fe800000000000000000000000c00001"
+    "3857c0000040009800000000000000000000000000000000000000000000000000000000000000000000000000"
+    "000000000000000060a04efe80000000000000505400fffec635c6fe800000000000000000000000c000010000"
+    "000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000"
+    "000000000000000000325169d9";
 
 uint32_t be24_at(const std::vector<uint8_t>& b, size_t off) {
   return uint32_t{b[off]} << 16 | uint32_t{b[off + 1]} << 8 | b[off + 2];
@@ -150,6 +170,48 @@ TEST_CASE("ib_cm: our REQ has the kernel's layout", "[cm][ib]") {
   CHECK(again.params.timeout == k.params.timeout);
   CHECK(again.ib.src_addr == k.ib.src_addr);
   CHECK(again.ib.dst_addr == k.ib.dst_addr);
+}
+
+TEST_CASE("ib_cm: the kernel's REQ over IPv6: its ICRC, its rdma_cm header and GIDs",
+          "[cm][ib][ipv6]") {
+  const std::vector<uint8_t> d = bytes_from_hex(kKernelReq6Datagram);
+  REQUIRE(d.size() == 48 + 12 + 8 + kMadBytes + 4);
+  std::span<const uint8_t> mad;
+  uint32_t src_qp = 0;
+  REQUIRE(conduit::wire::parse_gsi(std::span<const uint8_t>(d.data(), 48),
+                                   std::span<const uint8_t>(d.data() + 48, d.size() - 48), mad,
+                                   src_qp) == conduit::wire::GsiDrop::kNone);
+  CHECK(src_qp == 1);
+  CmMessage m;
+  REQUIRE(parse_ib_cm_mad(mad.data(), mad.size(), m) == CmParseError::kOk);
+  CHECK(m.type == CmType::kReq);
+  CHECK(m.ib.rdma_cm);
+  CHECK(m.service == 7178);
+  const CmAddr vm = {0xFE, 0x80, 0, 0, 0, 0, 0, 0, 0x50, 0x54, 0, 0xFF, 0xFE, 0xC6, 0x35, 0xC6};
+  const CmAddr conduitd = {0xFE, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xC0, 0, 0x01};
+  CHECK(m.ib.src_addr == vm);
+  CHECK(m.ib.dst_addr == conduitd);
+  CHECK(m.params.qpn == 0x16);
+  CHECK(m.params.pmtu_bytes == 1024);
+  // The primary path's GIDs are the same addresses, as conduit writes them.
+  CHECK(std::memcmp(mad.data() + kMadHeaderBytes + 56, vm.data(), 16) == 0);
+  CHECK(std::memcmp(mad.data() + kMadHeaderBytes + 72, conduitd.data(), 16) == 0);
+  // Rebuilt by conduit from what it parsed, the rdma_cm header is byte for byte the kernel's.
+  IbCmBuildContext ctx;
+  ctx.local_addr = m.ib.src_addr;
+  ctx.peer_addr = m.ib.dst_addr;
+  std::vector<uint8_t> ours(kMadBytes);
+  REQUIRE(build_ib_cm_mad(m, ctx, ours.data()) == kMadBytes);
+  CHECK(std::memcmp(ours.data() + kMadHeaderBytes + 140, mad.data() + kMadHeaderBytes + 140,
+                    kRdmaCmHeaderBytes) == 0);
+  CHECK(std::memcmp(ours.data() + kMadHeaderBytes + 56, mad.data() + kMadHeaderBytes + 56, 32) ==
+        0);
+  // One flipped address bit and rxe's ICRC no longer matches.
+  std::vector<uint8_t> bad = d;
+  bad[8 + 15] ^= 1;
+  CHECK(conduit::wire::parse_gsi(std::span<const uint8_t>(bad.data(), 48),
+                                 std::span<const uint8_t>(bad.data() + 48, bad.size() - 48), mad,
+                                 src_qp) == conduit::wire::GsiDrop::kIcrc);
 }
 
 TEST_CASE("ib_cm: an rdma_cm REQ between IPv6 addresses", "[cm][ib][ipv6]") {

@@ -687,6 +687,63 @@ TEST_CASE("control plane without an engine still serves and says so", "[lib][con
   }
 }
 
+TEST_CASE("connection manager: clients.allowed_peers refuses IPv4 and IPv6 peers outside it",
+          "[lib][control][cm]") {
+  control::ControlLimits limits = Daemon::small_limits();
+  limits.cm_allowed_peers.push_back({0xC6120000, 0xFFFF0000});  // 198.18.0.0/16
+  limits.cm_allowed_peers6.push_back(
+      {{0xFD, 0, 0, 0x12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 32});  // fd00:12::/32
+  Daemon d(limits);
+  conduit_context* ctx = open_ctx(d.path);
+  control::EngineCommand add;
+  REQUIRE(d.engine->wait_for(control::EngineOp::kAddClient, 0, 2s, &add));
+  REQUIRE(conduit_listen(ctx, 5) == 0);
+  struct Case {
+    proto::CmAddr peer;
+    bool allowed;
+  };
+  const Case cases[] = {
+      {proto::cm_addr_v4(0xC6120102), true},                              // 198.18.1.2
+      {proto::cm_addr_v4(0xC6130102), false},                             // 198.19.1.2
+      {{0xFD, 0, 0, 0x12, 0xAB, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}, true},  // fd00:12:ab00::1
+      {{0xFD, 0, 0, 0x13, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}, false},    // fd00:13::1
+      {{0xFE, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}, false},    // fe80::1
+  };
+  uint32_t conn = 100;
+  for (const Case& c : cases) {
+    INFO("case " << (conn - 100));
+    control::EngineEvent ev;
+    ev.kind = control::EngineEventKind::kCmEvent;
+    ev.client_id = add.client_id;
+    ev.cm.kind = proto::CmEventKind::kRequest;
+    ev.cm.conn = ++conn;
+    ev.cm.peer = c.peer;
+    ev.cm.service = 5;
+    ev.cm.remote_qpn = 0x1234;
+    ev.cm.pmtu_bytes = 1024;
+    d.engine->inject(ev);
+    conduit_cm_request req{};
+    if (c.allowed) {
+      REQUIRE(conduit_get_request(ctx, 2000, &req) == 0);
+      CHECK(req.id == conn);
+      CHECK(std::memcmp(req.peer_gid, c.peer.data(), 16) == 0);
+    } else {
+      // The daemon answers for the listener, which never sees the request.
+      control::EngineCommand rej;
+      bool seen = false;
+      for (int i = 0; i < 500 && !seen; ++i) {
+        seen = d.engine->last(control::EngineOp::kCmReject, add.client_id, &rej) &&
+               rej.cm.conn == conn;
+        if (!seen) std::this_thread::sleep_for(2ms);
+      }
+      REQUIRE(seen);
+      CHECK(rej.cm.reason == proto::kCmPolicy);
+      CHECK(conduit_get_request(ctx, 50, &req) == -ETIMEDOUT);
+    }
+  }
+  conduit_close(ctx);
+}
+
 TEST_CASE("connection manager: requests, rejects with reasons, established", "[lib][control][cm]") {
   Daemon d;
   conduit_context* ctx = open_ctx(d.path);

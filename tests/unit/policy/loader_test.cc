@@ -139,7 +139,7 @@ TEST_CASE("every section is read into its typed field") {
       "clients:\n"
       "  allowed_uids: [0, 1000]\n"
       "  allowed_gids: 2000\n"
-      "  allowed_peers: [198.18.0.0/15, 10.1.9.9]\n"
+      "  allowed_peers: [198.18.0.0/15, 10.1.9.9, 'fd00:0:12::/48', 'fe80::c0:12']\n"
       "  quotas: {max_qps: 8, max_cqs: 9, max_mrs: 10, max_registered_memory: 1GiB,\n"
       "           max_region_size: 1GiB, max_send_wr: 4096, max_recv_wr: 16, max_cqe: 65536}\n");
   INFO(r.error_text());
@@ -197,6 +197,11 @@ TEST_CASE("every section is read into its typed field") {
   REQUIRE(p.clients.allowed_peers.size() == 2);
   CHECK(p.clients.allowed_peers[0] == Ipv4Prefix{Ipv4Address{0xC6120000}, 15});
   CHECK(p.clients.allowed_peers[1] == Ipv4Prefix{Ipv4Address{0x0A010909}, 32});
+  REQUIRE(p.clients.allowed_peers6.size() == 2);
+  CHECK(p.clients.allowed_peers6[0] ==
+        Ipv6Prefix{Ipv6Address{{0xFD, 0, 0, 0, 0, 0x12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}}, 48});
+  CHECK(p.clients.allowed_peers6[1] ==
+        Ipv6Prefix{Ipv6Address{{0xFE, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xC0, 0, 0x12}}, 128});
   CHECK(p.clients.quotas.max_qps == 8);
   CHECK(p.clients.quotas.max_region_bytes == 1ull << 30);
   CHECK(p.clients.quotas.max_send_wr == 4096);

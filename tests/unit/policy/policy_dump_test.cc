@@ -61,6 +61,10 @@ TEST_CASE("the dump round-trips every kind of value") {
   p.transport.bdp_cap_bytes = 100'000;
   p.transport.window_packets = 64;
   p.clients.allowed_uids = {0, 4294967294u};
+  p.clients.allowed_peers = {{Ipv4Address{0xC6120000}, 15}};
+  p.clients.allowed_peers6 = {
+      {Ipv6Address{{0xFD, 0, 0, 0, 0, 0x12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}}, 48},
+      {Ipv6Address{{0xFE, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xC0, 0, 0x12}}, 128}};
   p.clients.quotas.max_region_bytes = 4096;
   p.clients.quotas.max_send_wr = 2048;
   p.clients.quotas.max_recv_wr = 16;

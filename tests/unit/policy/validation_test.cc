@@ -416,10 +416,20 @@ TEST_CASE("daemon, transport and clients cross-checks") {
         Errors{"t.yaml:4:27: clients.allowed_peers[0]: 198.18.0.1/15 has host bits set; did you "
                "mean 198.18.0.0/15?",
                "t.yaml:4:54: clients.allowed_peers[2]: 10.0.0.0/8 is listed twice",
-               "t.yaml:4:66: clients.allowed_peers[3]: expected an IPv4 network (198.18.0.0/15) "
-               "or address, got '1.2.3/8'",
-               "t.yaml:4:75: clients.allowed_peers[4]: expected an IPv4 network (198.18.0.0/15) "
-               "or address, got '1.2.3.4/33'"});
+               "t.yaml:4:66: clients.allowed_peers[3]: expected an IPv4 network (198.18.0.0/15), "
+               "an IPv6 network (fd00::/8) or an address, got '1.2.3/8'",
+               "t.yaml:4:75: clients.allowed_peers[4]: expected an IPv4 network (198.18.0.0/15), "
+               "an IPv6 network (fd00::/8) or an address, got '1.2.3.4/33'"});
+  CHECK(errors_of(std::string(kPort) +
+                  "clients: {allowed_peers: ['fd00::1/8', 'fe80::/10', 'fe80::/10', "
+                  "'fe80::/129', 'fe80::g']}\n") ==
+        Errors{"t.yaml:4:27: clients.allowed_peers[0]: fd00::1/8 has host bits set; did you "
+               "mean fd00::/8?",
+               "t.yaml:4:53: clients.allowed_peers[2]: fe80::/10 is listed twice",
+               "t.yaml:4:66: clients.allowed_peers[3]: expected an IPv6 network (fd00::/8) or "
+               "address, got 'fe80::/129'",
+               "t.yaml:4:80: clients.allowed_peers[4]: expected an IPv6 network (fd00::/8) or "
+               "address, got 'fe80::g'"});
   CHECK(errors_of(std::string(kPort) + "version: 2\n") ==
         Errors{"t.yaml:4:10: version: 2 is out of range 1..1"});
 }
