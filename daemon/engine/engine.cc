@@ -696,9 +696,14 @@ int Engine::modify_qp(const control::EngineCommand& cmd, uint64_t now_ns) {
     if (rc < 0) return rc;
   }
   if (a.mask & proto::kAttrDestQpn) {
-    q->addr.src_port = wire::udp_sport_for_qp(q->qpn, a.dest_qpn);
+    set_flow_ids(*q, a.dest_qpn);
   }
   return 0;
+}
+
+void Engine::set_flow_ids(QpCtx& q, uint32_t remote_qpn) {
+  q.addr.src_port = wire::udp_sport_for_qp(q.qpn, remote_qpn);
+  q.addr.flow_label = wire::flow_label_for_qp(q.qpn, remote_qpn);
 }
 
 int Engine::set_peer(QpCtx& q, net::Ipv4Addr peer, uint64_t now_ns) {

@@ -259,6 +259,8 @@ class Engine {
   // A peer a client connects to: loopback made our own address; 0, or
   // -ENETUNREACH when there is no route (or no address of its family).
   int cm_route(cm::CmAddr& peer);
+  // The QP's UDP source port and IPv6 flow label, from both QPNs (as Linux's).
+  static void set_flow_ids(QpCtx& q, uint32_t remote_qpn);
   // set_peer or set_peer6, by the address's family.
   int set_cm_peer(QpCtx& q, const cm::CmAddr& peer, uint64_t now_ns);
   // Runs the CM's timers when due and carries out its actions; true if any.

@@ -161,7 +161,7 @@ int Engine::cm_command(const control::EngineCommand& cmd, uint64_t now_ns, uint3
         cm_forget_conn(*q);
         break;
       }
-      q->addr.src_port = wire::udp_sport_for_qp(q->qpn, request.remote.qpn);
+      set_flow_ids(*q, request.remote.qpn);
       q->cm_wait_traffic = true;
       break;
     }
@@ -403,7 +403,7 @@ void Engine::cm_on_established(const cm::CmAction& a, uint64_t now_ns) {
   q->cm_remote = a.remote;
   int rc = cm_move_qp(*q, a.local, a.remote, a.pmtu_bytes, a.caps, true, now_ns);
   if (rc == 0 && !q->peer_set) rc = set_cm_peer(*q, a.peer.addr, now_ns);
-  q->addr.src_port = wire::udp_sport_for_qp(q->qpn, a.remote.qpn);
+  set_flow_ids(*q, a.remote.qpn);
   control::CmEventInfo info;
   info.conn = a.conn;
   info.qpn = q->qpn;

@@ -67,8 +67,11 @@ EngineConfig engine_config_from_policy(const policy::Policy& p, net::MacAddr mac
   for (const auto& n : p.port.neighbours) {
     c.net.static_neighbours.push_back({net::Ipv4Addr{n.ip.value}, net::MacAddr{n.mac.bytes}});
   }
+  for (const auto& n : p.port.neighbours6) {
+    c.net.static_neighbours6.push_back({net::Ipv6Addr{n.ip.bytes}, net::MacAddr{n.mac.bytes}});
+  }
   // Static entries take table slots for good; learned ones keep the default's room.
-  c.net.neighbour.capacity += p.port.neighbours.size();
+  c.net.neighbour.capacity += std::max(p.port.neighbours.size(), p.port.neighbours6.size());
   c.roce_udp_port = p.port.roce_udp_port;
   c.cm_udp_port = p.port.cm_udp_port;
   // port.line_rate wins over the speed the port reports (a veth says 10 Gbit/s whatever it

@@ -214,11 +214,30 @@ void parse_daemon(ErrorSink& s, const Field& f, DaemonSection& d) {
 
 // ---- port -------------------------------------------------------------------
 
-void parse_neighbours(ErrorSink& s, const Field& f, const PortSection& port, bool have_address,
-                      std::vector<Neighbour>& out) {
+// A MAC a static neighbour may have: unicast, not all zero; nullopt (error added) otherwise.
+std::optional<MacAddress> read_neighbour_mac(ErrorSink& s, const Field& value) {
+  auto text = detail::read_string(s, value);
+  if (!text) return std::nullopt;
+  auto mac = parse_mac(*text);
+  if (!mac) {
+    s.add(value.mark,
+          value.path + ": " + quote(*text) + " is not a MAC address (aa:bb:cc:dd:ee:ff)");
+    return std::nullopt;
+  }
+  if ((mac->bytes[0] & 1) != 0 || *mac == MacAddress{}) {
+    s.add(value.mark, value.path + ": " + quote(*text) + " is not a unicast MAC address");
+    return std::nullopt;
+  }
+  return mac;
+}
+
+// port.neighbours: IPv4 keys (inside the port's subnet) and, with port.address6, IPv6 keys
+// (link-local or inside address6's prefix).
+void parse_neighbours(ErrorSink& s, const Field& f, PortSection& port, bool have_address,
+                      bool have_address6) {
   if (f.node.IsNull()) return;
   if (!f.node.IsMap()) {
-    s.add(f.mark, f.path + ": expected a mapping of IPv4 address to MAC address, got " +
+    s.add(f.mark, f.path + ": expected a mapping of IP address to MAC address, got " +
                       detail::describe(f.node));
     return;
   }
@@ -229,27 +248,53 @@ void parse_neighbours(ErrorSink& s, const Field& f, const PortSection& port, boo
   }
   for (auto it = f.node.begin(); it != f.node.end(); ++it) {
     Field key{it->first, it->first.Mark(), f.path};
-    auto ip = read_ipv4(s, key);
-    if (!ip) continue;
-    Field value{it->second, it->second.IsNull() ? key.mark : it->second.Mark(),
-                f.path + "." + format_ipv4(*ip)};
-    auto text = detail::read_string(s, value);
-    if (!text) continue;
-    auto mac = parse_mac(*text);
-    if (!mac) {
-      s.add(value.mark,
-            value.path + ": " + quote(*text) + " is not a MAC address (aa:bb:cc:dd:ee:ff)");
+    const auto key_text = detail::read_string(s, key);
+    if (!key_text) continue;
+    const auto value_field = [&](const std::string& name) {
+      return Field{it->second, it->second.IsNull() ? key.mark : it->second.Mark(),
+                   f.path + "." + name};
+    };
+    if (key_text->find(':') != std::string::npos) {
+      const auto ip = parse_ipv6(*key_text);
+      if (!ip || !is_unicast_host6(*ip)) {
+        s.add(key.mark, f.path + ": " + quote(*key_text) + " is not a unicast IPv6 address");
+        continue;
+      }
+      const auto mac = read_neighbour_mac(s, value_field(format_ipv6(*ip)));
+      if (!mac) continue;
+      if (!have_address6) {
+        s.add(key.mark, f.path + ": " + format_ipv6(*ip) +
+                            " is an IPv6 neighbour, which needs port.address6");
+        continue;
+      }
+      if (!is_link_local6(*ip) && !same_ipv6_prefix(*ip, *port.address6, port.prefix_len6)) {
+        s.add(key.mark, f.path + ": " + format_ipv6(*ip) + " is neither link-local nor inside " +
+                            format_ipv6(*port.address6) + "/" + std::to_string(port.prefix_len6));
+        continue;
+      }
+      auto& out = port.neighbours6;
+      if (std::find_if(out.begin(), out.end(), [&](const Neighbour6& n) { return n.ip == *ip; }) !=
+          out.end()) {
+        s.add(key.mark, f.path + ": " + format_ipv6(*ip) + " is listed twice");
+        continue;
+      }
+      out.push_back(Neighbour6{*ip, *mac});
       continue;
     }
-    if ((mac->bytes[0] & 1) != 0 || *mac == MacAddress{}) {
-      s.add(value.mark, value.path + ": " + quote(*text) + " is not a unicast MAC address");
+    auto ip = parse_ipv4(*key_text);
+    if (!ip) {
+      s.add(key.mark, key.path + ": " + quote(*key_text) +
+                          " is not an IPv4 address (a.b.c.d) or an IPv6 address");
       continue;
     }
+    const auto mac = read_neighbour_mac(s, value_field(format_ipv4(*ip)));
+    if (!mac) continue;
     if (have_address && ((ip->value ^ port.address.value) & prefix_mask(port.prefix_len)) != 0) {
       s.add(key.mark, f.path + ": " + format_ipv4(*ip) + " is outside the port's subnet " +
                           format_ipv4(port.address) + "/" + std::to_string(port.prefix_len));
       continue;
     }
+    auto& out = port.neighbours;
     auto dup =
         std::find_if(out.begin(), out.end(), [&](const Neighbour& n) { return n.ip == *ip; });
     if (dup != out.end()) {
@@ -374,7 +419,7 @@ void parse_port(ErrorSink& s, const Field& f, PortSection& p, Marks& marks) {
       }
     }
   }
-  if (auto v = r.take("neighbours")) parse_neighbours(s, *v, p, have_address, p.neighbours);
+  if (auto v = r.take("neighbours")) parse_neighbours(s, *v, p, have_address, have_address6);
   if (auto v = r.take("mtu")) {
     marks.port_mtu = v->mark;
     auto mtu = detail::read_uint(s, *v, 576, 9216);

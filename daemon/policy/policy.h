@@ -68,6 +68,11 @@ struct Neighbour {
   MacAddress mac;
   bool operator==(const Neighbour&) const = default;
 };
+struct Neighbour6 {
+  Ipv6Address ip;
+  MacAddress mac;
+  bool operator==(const Neighbour6&) const = default;
+};
 
 // The most static ARP entries port.neighbours takes (the engine's neighbour table
 // holds them on top of its room for learned entries).
@@ -85,8 +90,9 @@ struct PortSection {
   std::optional<Ipv6Address> address6;
   uint8_t prefix_len6 = 64;  // 1..128
   std::optional<Ipv6Address> gateway6;
-  std::vector<Neighbour> neighbours;  // static ARP entries, file order, unique ip, <= 16384
-  uint32_t mtu_bytes = 1500;          // IP MTU, 576..9216
+  std::vector<Neighbour> neighbours;    // static ARP entries, file order, unique ip, <= 16384
+  std::vector<Neighbour6> neighbours6;  // the same mapping's IPv6 entries (static NDP)
+  uint32_t mtu_bytes = 1500;            // IP MTU, 576..9216
   // The rate a QP's congestion control starts at and never exceeds (DCQCN's line rate,
   // `none`'s rate). Unset: the speed the port reports (10 Gbit/s when it reports none).
   std::optional<uint64_t> line_rate_bps;  // 1 Mbit/s..1 Tbit/s when set

@@ -135,10 +135,14 @@ std::string to_yaml(const Policy& p) {
   }
   if (port.gateway6) out << YAML::Key << "gateway6" << YAML::Value << format_ipv6(*port.gateway6);
   out << YAML::Key << "neighbours" << YAML::Value;
-  if (port.neighbours.empty()) out << YAML::Flow;  // "{}" on the key's line
+  if (port.neighbours.empty() && port.neighbours6.empty()) out << YAML::Flow;  // "{}"
   out << YAML::BeginMap;
   for (const auto& n : port.neighbours) {
     out << YAML::Key << format_ipv4(n.ip) << YAML::Value << YAML::DoubleQuoted << format_mac(n.mac);
+  }
+  for (const auto& n : port.neighbours6) {
+    out << YAML::Key << YAML::DoubleQuoted << format_ipv6(n.ip) << YAML::Value << YAML::DoubleQuoted
+        << format_mac(n.mac);
   }
   out << YAML::EndMap;
   out << YAML::Key << "mtu" << YAML::Value << port.mtu_bytes;

@@ -315,11 +315,15 @@ template <bool kHeaderChecked = false>
 
 }  // namespace
 
-uint16_t udp_sport_for_qp(uint32_t local_qpn, uint32_t remote_qpn) {
+uint32_t flow_label_for_qp(uint32_t local_qpn, uint32_t remote_qpn) {
   uint64_t v = uint64_t{local_qpn} * remote_qpn;
   v ^= v >> 20;
   v ^= v >> 40;
-  const uint32_t flow_label = static_cast<uint32_t>(v & 0xFFFFF);
+  return static_cast<uint32_t>(v & 0xFFFFF);
+}
+
+uint16_t udp_sport_for_qp(uint32_t local_qpn, uint32_t remote_qpn) {
+  const uint32_t flow_label = flow_label_for_qp(local_qpn, remote_qpn);
   const uint32_t low = (flow_label & 0x3FFF) ^ ((flow_label & 0xFC000) >> 14);
   return static_cast<uint16_t>(low | 0xC000);
 }

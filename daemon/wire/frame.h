@@ -73,14 +73,17 @@ struct FrameAddr {
   bool ipv6 = false;
   std::array<uint8_t, 16> src_ip6{};
   std::array<uint8_t, 16> dst_ip6{};
-  uint32_t flow_label = 0;  // IPv6 only, 20 bits (masked out of the ICRC)
+  uint32_t flow_label = 0;  // IPv6 only, 20 bits (masked out of the ICRC): flow_label_for_qp()
 
   bool operator==(const FrameAddr&) const = default;
 };
 
-// Linux's UDP source port for a RoCEv2 QP (rdma_calc_flow_label +
-// rdma_flow_label_to_udp_sport): constant per (local QPN, remote QPN) pair,
-// always in 0xC000..0xFFFF.
+// Linux's flow label for a RoCEv2 QP (rdma_calc_flow_label): 20 bits,
+// constant per (local QPN, remote QPN) pair. conduit sends it in the IPv6
+// header of a QP's frames (RFC 6437: a stable label per flow, for ECMP).
+uint32_t flow_label_for_qp(uint32_t local_qpn, uint32_t remote_qpn);
+// Linux's UDP source port for a RoCEv2 QP (rdma_flow_label_to_udp_sport of
+// that flow label): constant per pair, always in 0xC000..0xFFFF.
 uint16_t udp_sport_for_qp(uint32_t local_qpn, uint32_t remote_qpn);
 
 // A packet's payload as up to kMaxPayloadSegments non-owning byte ranges,

@@ -102,5 +102,28 @@ TEST_CASE("engine config: many static neighbours fit, and learned entries keep t
   CHECK(stack.neighbours().size() == 300);
 }
 
+TEST_CASE("engine config: IPv6 static neighbours reach the stack's NDP table", "[engine][policy]") {
+  const std::string text =
+      "version: 1\nport:\n  device: net_null0\n  address: 198.18.0.1/16\n"
+      "  address6: fe80::c0:1/64\n  neighbours:\n    198.18.0.2: \"02:00:00:00:00:02\"\n"
+      "    fe80::c0:2: \"02:00:00:00:01:02\"\n    fe80::c0:3: \"02:00:00:00:01:03\"\n";
+  policy::LoadResult r = policy::load_policy_string(text, "t.yaml");
+  INFO(r.error_text());
+  REQUIRE(r.ok());
+  const engine::EngineConfig c =
+      engine::engine_config_from_policy(*r.policy, net::MacAddr{{0x02, 0, 0, 0, 0, 1}}, 0);
+  REQUIRE(c.net.static_neighbours6.size() == 2);
+  CHECK(c.net.static_neighbours6[0].mac == net::MacAddr{{0x02, 0, 0, 0, 1, 2}});
+  net::NetStack stack(c.net);
+  CHECK(stack.neighbours().size() == 1);
+  CHECK(stack.neighbours6().size() == 2);
+  // A static entry resolves at once: no Neighbor Solicitation.
+  const auto r6 = stack.resolve6(
+      net::Ipv6Addr{{0xFE, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xC0, 0, 3}}, 1'000'000);
+  CHECK(r6.status == net::NeighbourTable6::Resolve::kResolved);
+  CHECK(r6.mac == net::MacAddr{{0x02, 0, 0, 0, 1, 3}});
+  CHECK(stack.counters().tx_ns == 0);
+}
+
 }  // namespace
 }  // namespace conduit

@@ -404,6 +404,26 @@ TEST_CASE("engine: SEND, WRITE with immediate and READ between two engines", "[e
         0);
 }
 
+namespace {
+// The IPv6 flow label of the first RoCE frame (to UDP 4791, untagged) waiting in `ring`, or
+// -1 when there is none; the ring keeps its frames.
+int64_t first_ipv6_roce_flow_label(rte_ring* ring) {
+  void* objs[1024];
+  const unsigned n = rte_ring_dequeue_burst(ring, objs, 1024, nullptr);
+  int64_t label = -1;
+  for (unsigned i = 0; i < n && label < 0; ++i) {
+    auto* m = static_cast<rte_mbuf*>(objs[i]);
+    const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
+    if (m->data_len >= 62 && f[12] == 0x86 && f[13] == 0xDD && f[20] == 17 &&
+        (f[56] << 8 | f[57]) == wire::kRoceUdpPort) {
+      label = (f[15] & 0x0F) << 16 | f[16] << 8 | f[17];
+    }
+  }
+  REQUIRE(rte_ring_enqueue_bulk(ring, objs, n, nullptr) == n);
+  return label;
+}
+}  // namespace
+
 TEST_CASE("engine: RoCEv2 over IPv6: neighbour discovery, then SEND, WRITE and READ byte-exact",
           "[engine][ipv6]") {
   struct RestoreV4 {
@@ -449,6 +469,14 @@ TEST_CASE("engine: RoCEv2 over IPv6: neighbour discovery, then SEND, WRITE and R
   CHECK(na.rx_udp6_delivered > 0);
   CHECK(f.a.engine->counters().rx_wrong_peer == 0);
   CHECK(f.b.engine->counters().rx_wrong_peer == 0);
+
+  // The QP's frames carry Linux's flow label for the QPN pair (RFC 6437: stable per flow).
+  post_send(f.a, 4, CONDUIT_SHM_WR_RDMA_WRITE, 0, 4096, 2 << 20);
+  int64_t label = -1;
+  REQUIRE(run_until(f.a, f.a, [&] { return (label = first_ipv6_roce_flow_label(f.ab)) >= 0; }));
+  CHECK(label == wire::flow_label_for_qp(f.a.qpn, f.b.qpn));
+  CHECK(label != 0);
+  CHECK(wait_cqe(f, f.a).status == CONDUIT_SHM_WC_SUCCESS);
 }
 
 TEST_CASE("engine: a non-default port.roce_udp_port carries data, ACKs and READ responses",

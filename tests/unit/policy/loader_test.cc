@@ -110,8 +110,11 @@ TEST_CASE("every section is read into its typed field") {
       "  eal_args: [--no-huge, -m, '512']\n"
       "  address: 10.1.2.3/16\n"
       "  gateway: 10.1.0.1\n"
+      "  address6: 2001:db8::3/64\n"
       "  neighbours:\n"
       "    10.1.9.9: 02-AA-bb-00-00-01\n"
+      "    fe80::c0:12: 02:00:00:00:00:12\n"
+      "    '2001:db8::9': 02:00:00:00:00:09\n"
       "  mtu: 9000\n"
       "  line_rate: 100gbit\n"
       "  roce_udp_port: 4791\n"
@@ -160,6 +163,12 @@ TEST_CASE("every section is read into its typed field") {
   REQUIRE(p.port.neighbours.size() == 1);
   CHECK(p.port.neighbours[0].ip == Ipv4Address{0x0A010909});
   CHECK(p.port.neighbours[0].mac == MacAddress{{0x02, 0xAA, 0xBB, 0, 0, 1}});
+  REQUIRE(p.port.neighbours6.size() == 2);
+  CHECK(p.port.neighbours6[0].ip ==
+        Ipv6Address{{0xFE, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xC0, 0, 0x12}});
+  CHECK(p.port.neighbours6[0].mac == MacAddress{{0x02, 0, 0, 0, 0, 0x12}});
+  CHECK(p.port.neighbours6[1].ip ==
+        Ipv6Address{{0x20, 0x01, 0x0D, 0xB8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9}});
   CHECK(p.port.mtu_bytes == 9000);
   CHECK(p.port.line_rate_bps == 100'000'000'000ull);
   CHECK(p.port.cm_udp_port == 5000);

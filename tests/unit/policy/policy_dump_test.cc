@@ -39,6 +39,10 @@ TEST_CASE("the dump round-trips every kind of value") {
   p.port.prefix_len6 = 48;
   p.port.gateway6 = Ipv6Address{{0xFE, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFE}};
   p.port.neighbours = {{Ipv4Address{0xC6120002}, MacAddress{{2, 0, 0, 0, 0, 2}}}};
+  p.port.neighbours6 = {{Ipv6Address{{0xFE, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2}},
+                         MacAddress{{2, 0, 0, 0, 0, 3}}},
+                        {Ipv6Address{{0x20, 0x01, 0x0D, 0xB8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9}},
+                         MacAddress{{2, 0, 0, 0, 0, 9}}}};
   TrafficClass fixed;
   fixed.name = "f";
   fixed.dscp = 10;

@@ -321,7 +321,20 @@ TEST_CASE("port addresses, neighbours and UDP ports are checked") {
                "(aa:bb:cc:dd:ee:ff)",
                "t.yaml:6:5: port.neighbours: 198.18.1.2 is outside the port's subnet "
                "198.18.0.1/24",
-               "t.yaml:7:5: port.neighbours: '198.18.00.3' is not an IPv4 address (a.b.c.d)"});
+               "t.yaml:7:5: port.neighbours: '198.18.00.3' is not an IPv4 address (a.b.c.d) or an "
+               "IPv6 address"});
+  // IPv6 neighbours (static NDP entries) need port.address6, and must be on-link.
+  CHECK(errors_of(dev +
+                  "  address: 198.18.0.1/24\n  neighbours:\n    fe80::2: 02:00:00:00:00:02\n") ==
+        Errors{"t.yaml:5:5: port.neighbours: fe80::2 is an IPv6 neighbour, which needs "
+               "port.address6"});
+  CHECK(errors_of(dev + "  address: 198.18.0.1/24\n  address6: 2001:db8::1/64\n  neighbours:\n"
+                        "    '2001:db9::2': 02:00:00:00:00:02\n    ff02::1: 02:00:00:00:00:02\n"
+                        "    fe80::2: 02:00:00:00:00:02\n    fe80::02: 02:00:00:00:00:03\n") ==
+        Errors{"t.yaml:6:5: port.neighbours: 2001:db9::2 is neither link-local nor inside "
+               "2001:db8::1/64",
+               "t.yaml:7:5: port.neighbours: 'ff02::1' is not a unicast IPv6 address",
+               "t.yaml:9:5: port.neighbours: fe80::2 is listed twice"});
   CHECK(errors_of(dev + "  address: 198.18.0.1/24\n  rx_descriptors: 8192\n") ==
         Errors{"t.yaml:4:19: port.mbufs: 8191 cannot fill the RX and TX rings (8192 + 1024 "
                "descriptors); raise mbufs or lower the ring sizes"});

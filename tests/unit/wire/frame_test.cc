@@ -580,6 +580,10 @@ TEST_CASE("frame: UDP source port follows Linux's flow-label formula") {
   CHECK(udp_sport_for_qp(0x11, 0xABC) == 0xF67E);
   CHECK(udp_sport_for_qp(0xFFFFFF, 0xFFFFFF) == 0xFF21);
   CHECK(udp_sport_for_qp(1234, 5678) == 0xE991);
+  // rdma_calc_flow_label() itself, the IPv6 flow label of a QP's frames.
+  CHECK(flow_label_for_qp(0x11, 0xABC) == 0xB67C);
+  CHECK(flow_label_for_qp(0xFFFFFF, 0xFFFFFF) == 0xFFF1E);
+  CHECK(flow_label_for_qp(1234, 5678) == 0xAE9BA);
   for (uint32_t q = 1; q < 5000; q += 7) {
     const uint16_t p = udp_sport_for_qp(q, q * 3 + 1);
     CHECK(p >= 0xC000);
