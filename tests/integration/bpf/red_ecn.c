@@ -3,11 +3,12 @@
 //
 // The kernel here has no red qdisc, so the queue a switch would mark on is modelled: a virtual
 // queue in bytes that every IPv4 packet leaving the interface joins and that drains at the
-// configured rate (the bottleneck's rate, as set with tbf) by elapsed time. An ECT packet
-// (ECN 01 or 10) is marked CE with the RED profile: never below kmin_bytes, always at or
+// configured rate (the bottleneck's rate, as set with tbf) by elapsed time; IPv6 packets
+// join it too. An ECT packet (ECN 01 or 10: the low two bits of IPv4's TOS or of IPv6's
+// traffic class) is marked CE with the RED profile: never below kmin_bytes, always at or
 // above kmax_bytes, and with probability pmax_ppm * (q - kmin) / (kmax - kmin) in between.
-// The IPv4 header checksum is fixed incrementally. Nothing is dropped here: the real queue
-// (tbf) drops; the virtual queue stops growing at limit_bytes as the real one would.
+// The IPv4 header checksum is fixed incrementally (IPv6 has none). Nothing is dropped here: the
+// real queue (tbf) drops; the virtual queue stops growing at limit_bytes as the real one would.
 //
 // Configuration: array map "red_cfg" (one struct red_cfg, key 0), written with
 // `bpftool map update id ID key 0 0 0 0 value ...` (scripts/lib/tcbpf.sh does it). Until a
@@ -17,6 +18,7 @@
 #include <linux/if_ether.h>
 #include <linux/in.h>
 #include <linux/ip.h>
+#include <linux/ipv6.h>
 #include <linux/pkt_cls.h>
 #include <stddef.h>
 
@@ -32,7 +34,7 @@ struct red_cfg {
 };
 
 struct red_stats {
-  __u64 packets;          // IPv4 packets seen
+  __u64 packets;          // IPv4 and IPv6 packets seen
   __u64 bytes;            // their bytes
   __u64 ect;              // of which ECT(0) or ECT(1)
   __u64 marked;           // ECT packets this program set to CE
@@ -106,9 +108,12 @@ int red_ecn(struct __sk_buff* skb) {
   void* data = (void*)(long)skb->data;
   void* data_end = (void*)(long)skb->data_end;
   struct ethhdr* eth = data;
-  if ((void*)(eth + 1) > data_end || eth->h_proto != bpf_htons(ETH_P_IP)) return TC_ACT_OK;
+  if ((void*)(eth + 1) > data_end) return TC_ACT_OK;
+  const int v6 = eth->h_proto == bpf_htons(ETH_P_IPV6);
+  if (!v6 && eth->h_proto != bpf_htons(ETH_P_IP)) return TC_ACT_OK;
   struct iphdr* ip = (void*)(eth + 1);
-  if ((void*)(ip + 1) > data_end) return TC_ACT_OK;
+  struct ipv6hdr* ip6 = (void*)(eth + 1);
+  if (v6 ? (void*)(ip6 + 1) > data_end : (void*)(ip + 1) > data_end) return TC_ACT_OK;
 
   __u64 depth = queue_enqueue(q, cfg, skb->len);
   __sync_fetch_and_add(&st->packets, 1);
@@ -116,7 +121,9 @@ int red_ecn(struct __sk_buff* skb) {
   st->queue_bytes = depth;
   if (depth > st->queue_max_bytes) st->queue_max_bytes = depth;  // racy max: a statistic
 
-  __u8 ecn = ip->tos & 3;
+  // IPv6: the traffic class is the low nibble of byte 0 and the high nibble of byte 1.
+  __u8 b1 = v6 ? ((__u8*)ip6)[1] : 0;
+  __u8 ecn = v6 ? (b1 >> 4) & 3 : ip->tos & 3;
   if (ecn == 3) {
     __sync_fetch_and_add(&st->ce_in, 1);
     return TC_ACT_OK;
@@ -128,6 +135,12 @@ int red_ecn(struct __sk_buff* skb) {
   __sync_fetch_and_add(&st->ect, 1);
   if (!red_should_mark(cfg, depth)) return TC_ACT_OK;
 
+  if (v6) {
+    b1 |= 0x30;
+    if (bpf_skb_store_bytes(skb, ETH_HLEN + 1, &b1, 1, 0) < 0) return TC_ACT_OK;
+    __sync_fetch_and_add(&st->marked, 1);
+    return TC_ACT_OK;
+  }
   // The checksum covers 16-bit words: the first one is (version, IHL) and TOS.
   __u16 old_word = *(__u16*)ip;
   __u8 tos = ip->tos | 3;

@@ -189,7 +189,13 @@ void connect(Host& h, const Host& peer, net::Ipv4Addr peer_addr) {
   c.attr.dgid[13] = static_cast<uint8_t>(peer_addr.value >> 16);
   c.attr.dgid[14] = static_cast<uint8_t>(peer_addr.value >> 8);
   c.attr.dgid[15] = static_cast<uint8_t>(peer_addr.value);
-  if (g_ipv6) c.attr.dgid = host_addr6(static_cast<uint8_t>(peer.qpn)).bytes;  // MAC low = QPN
+  if (g_ipv6) {
+    // The peer's address6 (its MAC's low byte is its QPN); a QP of this host: ::1, as a
+    // client names its own host.
+    c.attr.dgid = peer_addr == h.engine->net().config().addr
+                      ? net::Ipv6Addr{{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}}.bytes
+                      : host_addr6(static_cast<uint8_t>(peer.qpn)).bytes;
+  }
   h.submit(c);
   c.attr = {};
   c.attr.mask = proto::kAttrState | proto::kAttrSqPsn | proto::kAttrTimeout | proto::kAttrRetryCnt |
@@ -536,9 +542,17 @@ void make_loopback_pair(Host& h, const std::string& port_name) {
 
 TEST_CASE("engine: two QPs of one host talk through the loopback path", "[engine]") {
   need_eal();
-  // A single net_ring port; nothing may leave through it.
+  // A single net_ring port; nothing may leave through it. Over IPv4 and, with IPv6 GIDs
+  // (::1, this host's address6), over IPv6.
+  const bool v6 = GENERATE(false, true);
+  INFO((v6 ? "IPv6" : "IPv4"));
+  struct RestoreV4 {
+    ~RestoreV4() { g_ipv6 = false; }
+  } restore;
+  g_ipv6 = v6;
   Host h;
   make_loopback_pair(h, "net_ring_loop0");
+  g_ipv6 = false;
   auto rq1 = h.region.rq(1).producer(0);
   auto run = [&](auto pred) {
     const uint64_t deadline = engine::tsc_now_ns() + 5'000'000'000ull;
@@ -572,6 +586,8 @@ TEST_CASE("engine: two QPs of one host talk through the loopback path", "[engine
   CHECK(std::memcmp(h.arena(), h.arena() + (1 << 20), len) == 0);
   CHECK(h.engine->counters().loopback_frames > 0);
   CHECK(h.engine->counters().tx_frames == 0);
+  CHECK(h.engine->net().counters().tx_ns == 0);  // no neighbour discovery for ourselves
+  CHECK(h.engine->counters().rx_wrong_peer == 0);
 }
 
 TEST_CASE("engine: a QP removed because its client went away fails its local peer", "[engine]") {
