@@ -653,20 +653,7 @@ const char* qp_state_name(QpState s) {
 
 std::string gid_string(const std::array<uint8_t, 16>& g) {
   if (std::all_of(g.begin(), g.end(), [](uint8_t b) { return b == 0; })) return "-";
-  const bool v4 = std::all_of(g.begin(), g.begin() + 10, [](uint8_t b) { return b == 0; }) &&
-                  g[10] == 0xff && g[11] == 0xff;
-  std::string s;
-  if (v4) {
-    for (int i = 12; i < 16; ++i) s += (i == 12 ? "" : ".") + std::to_string(g[i]);
-    return s;
-  }
-  static constexpr char kHex[] = "0123456789abcdef";
-  for (int i = 0; i < 16; ++i) {
-    if (i > 0 && i % 2 == 0) s += ':';
-    s += kHex[g[i] >> 4];
-    s += kHex[g[i] & 0xf];
-  }
-  return s;
+  return cm_addr_text(g);
 }
 
 bool is_valid_name(const std::string& s, size_t max_bytes) {

@@ -96,8 +96,8 @@ enum class QpState : uint8_t {
   kError = 6,
 };
 const char* qp_state_name(QpState s);
-// A GID as conduitctl prints it: "198.18.0.2" for an IPv4-mapped GID, eight
-// groups of hex digits otherwise, "-" for all zeros (no peer yet).
+// A GID as conduitctl prints it: "198.18.0.2" for an IPv4-mapped GID, RFC 5952
+// IPv6 text otherwise ("fe80::c0:12"), "-" for all zeros (no peer yet).
 std::string gid_string(const std::array<uint8_t, 16>& gid);
 
 // Memory and QP access flags (same bit values as ibv_access_flags).

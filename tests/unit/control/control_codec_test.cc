@@ -397,3 +397,19 @@ TEST_CASE("connect to a missing socket says ENOENT", "[control][seqpacket]") {
   CHECK(connect_seqpacket("/nonexistent/conduit/test.sock", s) == -ENOENT);
   CHECK(connect_seqpacket(std::string(200, 'x'), s) == -ENAMETOOLONG);
 }
+
+TEST_CASE("peer addresses print as a dotted quad or RFC 5952 IPv6 text", "[control]") {
+  CHECK(cm_addr_text(cm_addr_v4(0xC6120002)) == "198.18.0.2");
+  CHECK(gid_string(cm_addr_v4(0xC6120002)) == "198.18.0.2");
+  const CmAddr v6 = {0xFE, 0x80, 0, 0, 0, 0, 0, 0, 0x50, 0x54, 0, 0xFF, 0xFE, 0xC6, 0x35, 0xC6};
+  CHECK(cm_addr_text(v6) == "fe80::5054:ff:fec6:35c6");
+  CHECK(gid_string(v6) == "fe80::5054:ff:fec6:35c6");
+  CHECK(gid_string(CmAddr{}) == "-");
+  uint32_t ip = 0;
+  CHECK(cm_addr_ipv4(cm_addr_v4(0x01020304), ip));
+  CHECK(ip == 0x01020304);
+  CHECK_FALSE(cm_addr_ipv4(v6, ip));
+  CmAddr almost = cm_addr_v4(0x01020304);
+  almost[9] = 1;  // not ::ffff:a.b.c.d
+  CHECK_FALSE(cm_addr_ipv4(almost, ip));
+}
