@@ -29,6 +29,10 @@
 #   DUMBBELL_LCORES the CPUs of s1's, s2's and d's engines (default "0 1 1" below 1 Gbit/s,
 #                   "0 0 1" from 1 Gbit/s up; "f" = float over CPUs 0-1)
 #   DUMBBELL_IDLE   the daemons' idle_mode (default adaptive)
+#   DUMBBELL_IPV6   1: RoCEv2 over IPv6 through the router (RFC 5180's 2001:2::/48: the
+#                   daemons own 2001:2:0:N::11/64 as port.address6 with port.gateway6 r's
+#                   2001:2:0:N::fe, found by neighbour discovery; r's kernel forwards IPv6);
+#                   the marker sets CE in the traffic class. conduit-perf's own TCP stays IPv4
 #
 # meson runs it twice: integration-dcqcn-dumbbell at the default 100 Mbit/s and
 # integration-dcqcn-dumbbell-1g at the issue's 1 Gbit/s (5 of 5 passed on a quiet machine,
@@ -85,6 +89,13 @@ pmtu=1024
 lcores="0 1 1"
 ((rate_bps < 1000000000)) || lcores="0 0 1"
 read -r lc_s1 lc_s2 lc_d <<<"${DUMBBELL_LCORES:-$lcores}"
+ipv6=${DUMBBELL_IPV6:-0}
+# addr_of HOST: the address conduit-perf names for HOST's daemon (its GID).
+addr_of() {
+  local n=${1#s}
+  [[ $1 == d ]] && n=3
+  if [[ $ipv6 == 1 ]]; then echo "2001:2:0:$n::11"; else echo "198.18.$n.11"; fi
+}
 export CONDUITD_IDLE_MODE=${DUMBBELL_IDLE:-adaptive}
 
 # The links' kernel drop counters and the tbf queue's counters.
@@ -132,6 +143,13 @@ for hi in s1:eth0 s2:eth0 d:eth0 r:tos1 r:tos2 r:tod; do
   netns_exec "${hi%%:*}" ip link set "${hi#*:}" mtu "$mtu"
 done
 tcbpf_attach r tod egress "$obj"
+if [[ $ipv6 == 1 ]]; then
+  for l in "tos1 1" "tos2 2" "tod 3"; do
+    read -r dev n <<<"$l"
+    netns_exec r ip -6 addr add "2001:2:0:$n::fe/64" dev "$dev" nodad || fail "IPv6 on r/$dev"
+  done
+  netns_exec r sysctl -qw net.ipv6.conf.all.forwarding=1 || fail "IPv6 forwarding on r"
+fi
 
 # marker RATE: the virtual queue drains at the bottleneck rate; Kmin 10 KB, Kmax 60 KB (well
 # inside tbf's queue, rate x 10 ms, which is also the virtual queue's limit), Pmax 20 %.
@@ -155,6 +173,12 @@ start_daemon() {
   conduitd_config "$cfg" "$work/$h.sock" "$(conduitd_vdev "$port_kind" eth0 "$mtu")" "$addr/24" \
     "$lcore" "cddb$$$h" "$mtu" "$pmtu"
   sed -i "/^  address:/a\\  gateway: $gw" "$cfg"
+  if [[ $ipv6 == 1 ]]; then
+    local n=${gw%.254}
+    n=${n##*.}
+    sed -i "/^  gateway:/a\\  gateway6: 2001:2:0:$n::fe" "$cfg"
+    sed -i "/^  gateway:/a\\  address6: 2001:2:0:$n::11/64" "$cfg"
+  fi
   if [[ $lcore == f ]]; then
     sed -i "s/\"-l\", \"f\"/\"--lcores\", \"0@(0,1)\"/; s/lcores: \[f\]/lcores: [0]/" "$cfg"
   fi
@@ -192,13 +216,13 @@ flows() {
   local dur=$1 i
   for i in 1 2; do
     netns_exec d timeout $((dur + 30)) "$perf" write_bw -p $((18514 + i)) -e \
-      --socket "$work/d.sock" -x 198.18.3.11 -W 30 >"$work/server$i.out" 2>"$work/server$i.err" &
+      --socket "$work/d.sock" -x "$(addr_of d)" -W 30 >"$work/server$i.out" 2>"$work/server$i.err" &
     eval "spid$i=\$!"
   done
   sleep 0.5
   for i in 1 2; do
     netns_exec "s$i" timeout $((dur + 30)) "$perf" write_bw 198.18.3.1 -p $((18514 + i)) -e \
-      -s 64K -m "$pmtu" -D "$dur" --check -W 30 --socket "$work/s$i.sock" -x "198.18.$i.11" \
+      -s 64K -m "$pmtu" -D "$dur" --check -W 30 --socket "$work/s$i.sock" -x "$(addr_of "s$i")" \
       >"$work/client$i.out" 2>"$work/client$i.err" &
     eval "cpid$i=\$!"
   done
@@ -233,7 +257,7 @@ sending() {
 # 1 s warm-up once both send, the window, and a tail so that neither ends inside the window.
 dur=$((secs + 8))
 echo "== two write_bw flows (s1 -> d, s2 -> d) through tbf $rate for ${dur}s, window ${secs}s"
-echo "   $port_kind ports, MTU $mtu, path MTU $pmtu;" \
+echo "   $port_kind ports, MTU $mtu, path MTU $pmtu, IPv$([[ $ipv6 == 1 ]] && echo 6 || echo 4);" \
   "engines on CPUs s1 $lc_s1, s2 $lc_s2, d $lc_d; idle_mode $CONDUITD_IDLE_MODE"
 m0=$(red_ecn_stats r tod)
 flows "$dur"
@@ -280,7 +304,7 @@ for h in s1 s2 d; do
   /usr/bin/python3 -c '
 import json, sys
 s = json.loads(sys.argv[2])
-keys = ["port.rx_packets", "port.rx_missed", "engine.rx_ce_marked", "engine.tx_cnps",
+keys = ["port.rx_packets", "net.rx_udp6_delivered", "port.rx_missed", "engine.rx_ce_marked", "engine.tx_cnps",
         "engine.rx_cnps", "transport.tx_retransmits", "transport.timeouts",
         "transport.naks_sent", "transport.naks_received", "transport.rx_duplicates",
         "transport.rx_out_of_sequence", "engine.stalls", "engine.stalled_us", "engine.stall_max_us", "engine.sleeps",
@@ -291,7 +315,7 @@ echo "$cpu_line"
 
 link_counters
 verdict=0
-/usr/bin/python3 - "$samples" "$db" "$rate_bps" "$m0" "$m1" "$stats_d" "$ceiling_bps" \
+/usr/bin/python3 - "$samples" "$db" "$rate_bps" "$m0" "$m1" "$stats_d" "$ceiling_bps" "$ipv6" \
   >"$work/verdict.txt" <<'PY' || verdict=$?
 import json, sys
 rows = []
@@ -360,6 +384,10 @@ for name, qs in (("s1", q1), ("s2", q2)):
     check(st["min_rate"] < ceiling / 2, f"{name} cut its rate (lowest {st['min_rate']/1e6:.1f} Mbit/s)")
     check(st["max_alpha"] > 0, f"{name} alpha rose above 0")
 check(jain >= 0.9, f"Jain index {jain:.4f} >= 0.9")
+if sys.argv[8] == "1":
+    # The flows went over IPv6 (every data frame is a datagram d's stack delivered as UDP6).
+    udp6 = stats_d.get("net.rx_udp6_delivered", 0)
+    check(udp6 > 1000, f"d received the flows over IPv6 ({udp6} IPv6 datagrams)")
 print(f"RESULT jain={jain:.4f} s1_mbps={x1/1e6:.1f} s2_mbps={x2/1e6:.1f} util={util:.3f} "
       f"marked={marked} queue_peak={m1['queue_max_bytes']} cnps={cnps_d}")
 sys.exit(0 if ok else 1)
