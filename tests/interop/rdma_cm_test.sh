@@ -113,29 +113,18 @@ find_vm_ip6() {
 interop_host_step() { # NAME ROLE LOSS PORT [PINGS]
   local args=(-S "$work/c.sock" -p "$4" -W 60)
   case $1 in
-    rping6-vmclient)
+    *rping-vmclient | rping6-vmclient)
       netns_exec c timeout 90 "$rping" --socket "$work/c.sock" -s -p "$4" -S "$rsize" \
         >"$work/$1.host" 2>&1
       ;;
-    rping6-vmserver)
-      [[ -n $vm_ip6 ]] || find_vm_ip6 || return 1
-      local i
+    *rping-vmserver | rping6-vmserver) # until the VM's rping listens, its kernel refuses: retry
+      local i peer=$RXE_VM_IP
+      if [[ $1 == rping6-* ]]; then
+        [[ -n $vm_ip6 ]] || find_vm_ip6 || return 1
+        peer=$vm_ip6
+      fi
       for i in $(seq 120); do
-        netns_exec c timeout 90 "$rping" --socket "$work/c.sock" -c -a "$vm_ip6" -p "$4" \
-          -S "$rsize" -C "${5:-$pings}" -V >"$work/$1.host" 2>&1 && return 0
-        grep -q "no listener" "$work/$1.host" || return 1
-        sleep 0.5
-      done
-      return 1
-      ;;
-    *rping-vmclient)
-      netns_exec c timeout 90 "$rping" --socket "$work/c.sock" -s -p "$4" -S "$rsize" \
-        >"$work/$1.host" 2>&1
-      ;;
-    *rping-vmserver) # until the VM's rping listens, its kernel refuses: retry for up to 60 s
-      local i
-      for i in $(seq 120); do
-        netns_exec c timeout 90 "$rping" --socket "$work/c.sock" -c -a "$RXE_VM_IP" -p "$4" \
+        netns_exec c timeout 90 "$rping" --socket "$work/c.sock" -c -a "$peer" -p "$4" \
           -S "$rsize" -C "${5:-$pings}" -V >"$work/$1.host" 2>&1 && return 0
         grep -q "no listener" "$work/$1.host" || return 1
         sleep 0.5
