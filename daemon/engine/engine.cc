@@ -948,6 +948,8 @@ void Engine::fill_snapshot(control::CounterSnapshot& out) const {
   out.add("net.rx_ns", n.rx_ns);
   out.add("net.rx_na", n.rx_na);
   out.add("net.tx_na", n.tx_na);
+  out.add("net.rx_ra", n.rx_ra);
+  out.add("net.tx_rs", n.tx_rs);
   out.add("net.tx_ns", n.tx_ns);
   out.add("net.rx_icmp6_echo_requests", n.rx_icmp6_echo_requests);
   out.add("net.tx_icmp6_echo_replies", n.tx_icmp6_echo_replies);

@@ -24,6 +24,12 @@ struct Ipv6Addr {
     a.bytes[15] = 0x01;
     return a;
   }
+  // ff02::2, the link-local all-routers group.
+  static constexpr Ipv6Addr all_routers() {
+    Ipv6Addr a = all_nodes();
+    a.bytes[15] = 0x02;
+    return a;
+  }
   // Eight 16-bit groups, host order: from_groups({0xfe80, 0, 0, 0, 0, 0, 0, 1}) is fe80::1.
   static constexpr Ipv6Addr from_groups(const std::array<uint16_t, 8>& groups) {
     Ipv6Addr a;

@@ -517,6 +517,7 @@ std::optional<Ipv6Addr> NetStack::next_hop6(const Ipv6Addr& dst) {
   }
   if (on_link6(dst)) return dst;
   if (config_.gateway6) return *config_.gateway6;
+  if (router6_) return *router6_;
   ++counters_.no_route;
   return std::nullopt;
 }
@@ -549,10 +550,18 @@ void NetStack::announce() {
     na.ip6 = *config_.addr6;
     na.mac = kAllNodesMac;
     events_.push_back(na);
+    if (!config_.gateway6) {
+      // Ask for a Router Advertisement rather than wait up to the router's interval.
+      PendingEvent rs;
+      rs.kind = PendingEvent::Kind::kSolicitRouter6;
+      rs.ipv6 = true;
+      events_.push_back(rs);
+    }
   }
 }
 
 void NetStack::poll_timers(uint64_t now_ns) {
+  if (router6_ && now_ns >= router6_expiry_ns_) router6_.reset();  // its lifetime ran out
   neighbours_.poll(now_ns, scratch4_);
   flush_events4();
   neighbours6_.poll(now_ns, scratch6_);
@@ -619,6 +628,11 @@ size_t NetStack::take_actions(std::span<NetAction> out) {
             static_cast<uint16_t>(build_ndp(a.bytes, kIcmp6NeighborAdvertisement, kNaFlagOverride,
                                             ev.mac, Ipv6Addr::all_nodes(), ev.ip6));
         ++counters_.tx_na;
+        break;
+      case PendingEvent::Kind::kSolicitRouter6:
+        a.kind = NetAction::Kind::kTransmit;
+        a.len = static_cast<uint16_t>(build_rs(a.bytes));
+        ++counters_.tx_rs;
         break;
       case PendingEvent::Kind::kTransmitQueued:
         a.kind = NetAction::Kind::kTransmitQueued;
@@ -779,6 +793,8 @@ RxResult NetStack::on_icmp6(std::span<const uint8_t> frame, const EthernetHeader
       return on_ns(frame, eth, ip, l3, now_ns, reply);
     case kIcmp6NeighborAdvertisement:
       return on_na(frame, ip, l3, now_ns);
+    case kIcmp6RouterAdvertisement:
+      return on_ra(frame, eth, ip, l3, now_ns);
     default:
       break;
   }
@@ -908,6 +924,75 @@ RxResult NetStack::on_na(std::span<const uint8_t> frame, const Ipv6Header& ip, s
   RxResult r;
   r.verdict = RxVerdict::kConsumed;
   return r;
+}
+
+RxResult NetStack::on_ra(std::span<const uint8_t> frame, const EthernetHeader& eth,
+                         const Ipv6Header& ip, size_t l3, uint64_t now_ns) {
+  // RFC 4861 section 6.1.2 (the checksum was checked by on_icmp6): from a
+  // router's link-local address, hop limit 255, code 0, options well formed.
+  if (ip.hop_limit != kNdpHopLimit) return drop(RxDrop::kNdpBadHopLimit);
+  const Ipv6Addr src{ip.src};
+  if (!src.is_link_local() || !is_unicast_mac(eth.src)) return drop(RxDrop::kNdpMalformed);
+  const size_t l4 = l3 + sizeof(Ipv6Header);
+  const auto ra = load_header<NdpRouterAdvertisement>(frame, l4);
+  if (!ra || ra->code != 0) return drop(RxDrop::kNdpMalformed);
+  bool has_slla = false;
+  std::optional<MacAddr> slla;
+  if (!walk_ndp_options(frame.subspan(l4 + sizeof(NdpRouterAdvertisement)), kNdpOptSourceLinkAddr,
+                        has_slla, slla)) {
+    return drop(RxDrop::kNdpMalformed);
+  }
+  ++counters_.rx_ra;
+  const uint16_t lifetime_s = ra->router_lifetime_s.host();
+  // Section 6.3.4: the router's link-layer address goes into the neighbour
+  // table (an entry is made for a default router), and a lifetime of 0
+  // withdraws it as a default router. Prefix and MTU options are not used:
+  // the on-link prefix and the MTU are the policy's.
+  if (slla) {
+    neighbours6_.learn(src, *slla, now_ns, /*create=*/lifetime_s > 0, scratch6_);
+    flush_events6();
+  }
+  if (lifetime_s > 0) {
+    router6_ = src;
+    router6_expiry_ns_ = now_ns + uint64_t{lifetime_s} * 1'000'000'000ull;
+  } else if (router6_ == src) {
+    router6_.reset();
+  }
+  RxResult r;
+  r.verdict = RxVerdict::kConsumed;
+  return r;
+}
+
+size_t NetStack::build_rs(std::span<uint8_t> out) const {
+  constexpr size_t kIcmpLen = sizeof(NdpRouterSolicitation) + sizeof(NdpLinkAddrOption);
+  const size_t l3 = l2_header_len();
+  const size_t l4 = l3 + sizeof(Ipv6Header);
+  const size_t len = std::max(l4 + kIcmpLen, kEthMinFrameBytes);
+  if (!ipv6_on() || out.size() < len) return 0;
+  std::fill(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(len), uint8_t{0});
+  const Ipv6Addr dst = Ipv6Addr::all_routers();
+  write_l2_header(out, dst.multicast_mac(), kEtherTypeIpv6);
+  Ipv6Header ip{};
+  ip.vtc_flow = Ipv6Header::make_vtc_flow(0, 0);
+  ip.payload_len = Be16::from_host(static_cast<uint16_t>(kIcmpLen));
+  ip.next_header = kIpProtoIcmp6;
+  ip.hop_limit = kNdpHopLimit;
+  ip.src = config_.addr6->bytes;
+  ip.dst = dst.bytes;
+  store_header(out, l3, ip);
+  NdpRouterSolicitation m{};
+  m.type = kIcmp6RouterSolicitation;
+  store_header(out, l4, m);
+  NdpLinkAddrOption opt{};
+  opt.type = kNdpOptSourceLinkAddr;
+  opt.len_units = 1;
+  opt.mac = config_.mac;
+  store_header(out, l4 + sizeof m, opt);
+  const uint32_t pseudo = ipv6_pseudo_header_sum(*config_.addr6, dst, kIcmpLen, kIpProtoIcmp6);
+  m.checksum =
+      Be16::from_host(checksum_finish(checksum_partial(out.subspan(l4, kIcmpLen), pseudo)));
+  store_header(out, l4, m);
+  return len;
 }
 
 size_t NetStack::build_ndp(std::span<uint8_t> out, uint8_t type, uint32_t flags, MacAddr eth_dst,

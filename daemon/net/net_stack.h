@@ -142,6 +142,8 @@ struct NetCounters {
   uint64_t rx_icmp6_echo_requests = 0;  // ICMPv6 echo requests to addr6
   uint64_t tx_icmp6_echo_replies = 0;
   uint64_t rx_udp6_delivered = 0;  // IPv6 share of rx_udp_delivered
+  uint64_t rx_ra = 0;              // Router Advertisements (valid; used only without gateway6)
+  uint64_t tx_rs = 0;              // Router Solicitations sent (announce(), without gateway6)
   std::array<uint64_t, kRxDropCount> rx_drops{};
 
   uint64_t drops(RxDrop reason) const { return rx_drops[static_cast<size_t>(reason)]; }
@@ -174,9 +176,10 @@ class NetStack {
                                         FrameHandle frame = kNoFrame);
 
   // IPv6 next hop: dst itself when on-link (inside addr6/prefix_len6, or
-  // any fe80::/10 address), else gateway6; nullopt (counted in no_route)
-  // when off-link without gateway6, when IPv6 is off, or dst is ours,
-  // ::, ::1, multicast or v4-mapped.
+  // any fe80::/10 address), else gateway6, else the default router learned
+  // from Router Advertisements; nullopt (counted in no_route) when off-link
+  // without either, when IPv6 is off, or dst is ours, ::, ::1, multicast or
+  // v4-mapped.
   std::optional<Ipv6Addr> next_hop6(const Ipv6Addr& dst);
 
   // resolve() for IPv6: same contract. Requests go out as Neighbor
@@ -189,7 +192,8 @@ class NetStack {
 
   // Queues a gratuitous ARP for our address and, when IPv6 is on, an
   // unsolicited Neighbor Advertisement (Override set) for addr6 to ff02::1
-  // (call once the port is up).
+  // and, without gateway6, a Router Solicitation to ff02::2 (call once the
+  // port is up).
   void announce();
 
   void poll_timers(uint64_t now_ns);
@@ -268,12 +272,22 @@ class NetStack {
   const NetCounters& counters() const { return counters_; }
   const NeighbourTable& neighbours() const { return neighbours_; }
   const NeighbourTable6& neighbours6() const { return neighbours6_; }
+  // The default router a Router Advertisement named (its link-local
+  // address), until its lifetime runs out (poll_timers) or it withdraws;
+  // nullopt without one. gateway6, when set, is used instead.
+  const std::optional<Ipv6Addr>& learned_router6() const { return router6_; }
 
  private:
   // One queue for both tables' events (and announce()), so take_actions()
   // hands them out in the order they arose.
   struct PendingEvent {
-    enum class Kind : uint8_t { kSendRequest, kTransmitQueued, kDropQueued, kAnnounce6 };
+    enum class Kind : uint8_t {
+      kSendRequest,
+      kTransmitQueued,
+      kDropQueued,
+      kAnnounce6,
+      kSolicitRouter6
+    };
     Kind kind = Kind::kSendRequest;
     bool ipv6 = false;
     Ipv4Addr ip{};
@@ -315,6 +329,9 @@ class NetStack {
                     size_t l3, std::span<uint8_t> reply);
   RxResult on_ns(std::span<const uint8_t> frame, const EthernetHeader& eth, const Ipv6Header& ip,
                  size_t l3, uint64_t now_ns, std::span<uint8_t> reply);
+  RxResult on_ra(std::span<const uint8_t> frame, const EthernetHeader& eth, const Ipv6Header& ip,
+                 size_t l3, uint64_t now_ns);
+  size_t build_rs(std::span<uint8_t> out) const;
   RxResult on_na(std::span<const uint8_t> frame, const Ipv6Header& ip, size_t l3, uint64_t now_ns);
   // Writes Ethernet(+VLAN) + IPv6 + an NS or NA with one link-layer address
   // option (ours); returns the frame length or 0 when `out` is too small.
@@ -338,7 +355,9 @@ class NetStack {
   std::vector<NeighbourEvent6> scratch6_;
   std::vector<PendingEvent> events_;
   size_t events_head_ = 0;
-  Ipv6Addr solicited_ip_{};  // ff02::1:ff + low 24 bits of addr6 (IPv6 on only)
+  Ipv6Addr solicited_ip_{};          // ff02::1:ff + low 24 bits of addr6 (IPv6 on only)
+  std::optional<Ipv6Addr> router6_;  // learned from Router Advertisements
+  uint64_t router6_expiry_ns_ = 0;
   MacAddr solicited_mac_{};  // its 33:33:ff.. group MAC
   NetCounters counters_;
 };

@@ -57,6 +57,11 @@ def frames6(vlan):
             tgt=PEER_IP6, R=0, S=0, O=1) / ICMPv6NDOptDstLLAddr(lladdr=PEER_MAC)
     yield "ra", eth(vlan, "33:33:00:00:00:01") / IPv6(
         src=GW_IP6, dst="ff02::1", hlim=255) / ICMPv6ND_RA()
+    yield "ra_slla", eth(vlan, "33:33:00:00:00:01") / IPv6(
+        src=GW_IP6, dst="ff02::1", hlim=255) / ICMPv6ND_RA(routerlifetime=600) / ICMPv6NDOptSrcLLAddr(
+            lladdr=PEER_MAC)
+    yield "ra_withdraw", eth(vlan, "33:33:00:00:00:01") / IPv6(
+        src=GW_IP6, dst="ff02::1", hlim=255) / ICMPv6ND_RA(routerlifetime=0)
     yield "ping6", eth(vlan) / to_us / ICMPv6EchoRequest(id=7, seq=1, data=bytes(range(56)))
     yield "udp6_roce", eth(vlan) / IPv6(src=PEER_IP6, dst=OUR_IP6, tc=3) / UDP(
         sport=49152, dport=4791, chksum=0) / Raw(bytes(40))

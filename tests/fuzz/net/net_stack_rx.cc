@@ -3,7 +3,8 @@
 // Also checks the optimised Internet checksum against a naive one.
 // Input: byte 0 selects a configuration (bits 0-1: VLAN or not, UDP checksum
 // check or not; bit 2: resolutions pending; bit 3: IPv6 off); the rest is
-// one frame. IPv6 is on (2001:db8:0:1::1/64, gateway fe80::fe) unless bit 3. Besides crashes/UB it
+// one frame. IPv6 is on (2001:db8:0:1::1/64, gateway fe80::fe, except in variant 3, which learns
+// its router from Router Advertisements) unless bit 3. Besides crashes/UB it
 // checks the classifier's contract: every frame gets exactly one verdict, drops are counted,
 // replies fit the scratch buffer, delivered offsets lie inside the frame, and pending actions stay
 // bounded.
@@ -21,7 +22,7 @@ using namespace conduit::net;
 
 namespace {
 
-NetStack make_stack(bool vlan, bool verify_udp, bool ipv6) {
+NetStack make_stack(bool vlan, bool verify_udp, bool ipv6, bool router_discovery = false) {
   NetStackConfig c;
   c.mac = MacAddr{{0x02, 0, 0, 0, 0, 0x01}};
   c.addr = Ipv4Addr::from_octets(198, 18, 0, 1);
@@ -34,7 +35,7 @@ NetStack make_stack(bool vlan, bool verify_udp, bool ipv6) {
   c.neighbour.max_pending_per_hop = 4;
   if (ipv6) {
     c.addr6 = Ipv6Addr::from_groups({0x2001, 0xdb8, 0, 1, 0, 0, 0, 1});
-    c.gateway6 = Ipv6Addr::from_groups({0xfe80, 0, 0, 0, 0, 0, 0, 0xfe});
+    if (!router_discovery) c.gateway6 = Ipv6Addr::from_groups({0xfe80, 0, 0, 0, 0, 0, 0, 0xfe});
   }
   return NetStack(c);
 }
@@ -56,7 +57,7 @@ uint16_t naive_checksum(std::span<const uint8_t> b) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   static NetStack stacks[8] = {make_stack(false, false, true),  make_stack(false, true, true),
-                               make_stack(true, false, true),   make_stack(true, true, true),
+                               make_stack(true, false, true),   make_stack(true, true, true, true),
                                make_stack(false, false, false), make_stack(false, true, false),
                                make_stack(true, false, false),  make_stack(true, true, false)};
   static uint64_t now_ns = 0;
@@ -99,6 +100,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // IPv6 off: an IPv6 frame is dropped, for an L2 reason (VLAN, MAC) or as kIpv6Off (the
     // first IPv6 reason; none after it applies).
     check(type != 0x86DD || (r.verdict == RxVerdict::kDrop && r.drop <= RxDrop::kIpv6Off));
+  }
+  // Off-link IPv6 goes to gateway6, else to the router an RA named (link-local), else nowhere.
+  if (s.config().addr6) {
+    const auto hop = s.next_hop6(Ipv6Addr::from_groups({0x2001, 0xdb8, 9, 0, 0, 0, 0, 9}));
+    const auto& router = s.learned_router6();
+    check(!router || router->is_link_local());
+    check(hop == (s.config().gateway6 ? s.config().gateway6 : router));
   }
   s.poll_timers(now_ns);
   NetAction actions[8];

@@ -1,8 +1,7 @@
 // Prints, one per line as "name hex", the IPv6 frames NetStack builds: the
 // NA answering an NS, a DAD answer, the NS of resolve6(), the unsolicited
-// NA of announce() and an ICMPv6 echo reply. ipv6_scapy_check.py parses them
-// with scapy (an independent implementation) and checks fields and
-// checksums.
+// NA and the Router Solicitation of announce() and an ICMPv6 echo reply. ipv6_scapy_check.py parses
+// them with scapy (an independent implementation) and checks fields and checksums.
 #include <cstdio>
 #include <vector>
 
@@ -54,7 +53,8 @@ int main() {
   const size_t n = s.take_actions(a);
   for (size_t i = 0; i < n; ++i) {
     if (a[i].kind != NetAction::Kind::kTransmit || !a[i].ipv6) continue;
-    print(a[i].bytes[12 + 40 + 2] == 135 ? "ns" : "na_unsolicited", a[i].bytes.data(), a[i].len);
+    const uint8_t type = a[i].bytes[12 + 40 + 2];
+    print(type == 135 ? "ns" : type == 133 ? "rs" : "na_unsolicited", a[i].bytes.data(), a[i].len);
   }
   return 0;
 }

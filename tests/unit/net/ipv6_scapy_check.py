@@ -8,7 +8,7 @@ import sys
 
 try:
     from scapy.layers.inet6 import (IPv6, ICMPv6EchoReply, ICMPv6ND_NA, ICMPv6ND_NS,
-                                    ICMPv6NDOptDstLLAddr, ICMPv6NDOptSrcLLAddr)
+                                    ICMPv6ND_RS, ICMPv6NDOptDstLLAddr, ICMPv6NDOptSrcLLAddr)
     from scapy.layers.l2 import Ether
 except ImportError:
     print("scapy not installed: skipped")
@@ -47,7 +47,7 @@ def main():
     for line in out.splitlines():
         name, _, hexbytes = line.partition(" ")
         frames[name] = Ether(bytes.fromhex(hexbytes))
-    for name in ("na", "na_dad", "na_unsolicited", "ns", "echo_reply"):
+    for name in ("na", "na_dad", "na_unsolicited", "ns", "rs", "echo_reply"):
         if name not in frames:
             failures.append(f"{name}: not produced ({out!r})")
 
@@ -84,6 +84,19 @@ def main():
                 failures.append("ns: no source link-layer address option")
             else:
                 expect("ns", "SLLA", p[ICMPv6NDOptSrcLLAddr].lladdr, OUR_MAC)
+
+    p = frames.get("rs")
+    if p is not None:
+        check_ip("rs", p, "ff02::2", 255)
+        expect("rs", "Ethernet dst", p[Ether].dst, "33:33:00:00:00:02")
+        if ICMPv6ND_RS not in p:
+            failures.append("rs: scapy does not see a Router Solicitation")
+        else:
+            expect("rs", "checksum", p[ICMPv6ND_RS].cksum, recomputed_checksum(p, ICMPv6ND_RS))
+            if ICMPv6NDOptSrcLLAddr not in p:
+                failures.append("rs: no source link-layer address option")
+            else:
+                expect("rs", "SLLA", p[ICMPv6NDOptSrcLLAddr].lladdr, OUR_MAC)
 
     p = frames.get("echo_reply")
     if p is not None:

@@ -369,7 +369,11 @@ TEST_CASE("ICMPv6 echo request gets an exact reply", "[stack6][icmp6]") {
   ra.dst = Ipv6Addr::all_nodes();
   ra.eth_dst = kAllNodesMac;
   ra.hop_limit = 255;
+  // A Router Advertisement (lifetime 0) is taken (router discovery), a Redirect is not.
   CHECK(drop_of(s, ipv6_frame(58, icmp6(134, 0, std::vector<uint8_t>(12, 0), kGwIp6, ra.dst),
+                              ra)) == RxDrop::kNone);
+  CHECK(s.counters().rx_ra == 1);
+  CHECK(drop_of(s, ipv6_frame(58, icmp6(137, 0, std::vector<uint8_t>(36, 0), kGwIp6, ra.dst),
                               ra)) == RxDrop::kIcmp6Unhandled);
   Ip6Opts group;
   group.dst = Ipv6Addr::all_nodes();
@@ -650,6 +654,116 @@ TEST_CASE("announce() adds an unsolicited NA when IPv6 is on", "[stack6][ndp]") 
   CHECK(s.counters().tx_na == 1);
   // Looped back, our own NA is dropped (source is ours).
   CHECK(drop_of(s, na) == RxDrop::kIpv6BadSource);
+}
+
+namespace {
+// A Router Advertisement from `router` (link-local) to all nodes: hop limit 255 unless
+// overridden, router lifetime `lifetime_s`, then `options`.
+std::vector<uint8_t> ra_frame(const Ipv6Addr& router, uint16_t lifetime_s,
+                              const std::vector<uint8_t>& options, uint8_t hop_limit = 255,
+                              uint8_t code = 0) {
+  Ip6Opts o;
+  o.src = router;
+  o.dst = Ipv6Addr::all_nodes();
+  o.eth_dst = kAllNodesMac;
+  o.eth_src = kGwMac;
+  o.hop_limit = hop_limit;
+  std::vector<uint8_t> body = {64, 0};  // cur hop limit, flags
+  put16(body, lifetime_s);
+  put32(body, 0);  // reachable time
+  put32(body, 0);  // retrans timer
+  body.insert(body.end(), options.begin(), options.end());
+  return ipv6_frame(58, icmp6(134, code, body, router, Ipv6Addr::all_nodes()), o);
+}
+}  // namespace
+
+TEST_CASE("Router discovery: an RS at start, the RA's router is the default next hop",
+          "[stack6][ndp][route]") {
+  NetStackConfig c = config6();
+  c.gateway6.reset();
+  NetStack s(c);
+  CHECK_FALSE(s.next_hop6(kRemoteIp6));  // off-link, no router yet
+
+  // announce(): ARP, NA, then a Router Solicitation to ff02::2 with our MAC.
+  s.announce();
+  const auto actions = take_all(s);
+  REQUIRE(actions.size() == 3);
+  const auto rs = bytes_of(actions[2]);
+  REQUIRE(rs.size() == 14 + 40 + 16);
+  CHECK(get_mac(rs, 0) == MacAddr{{0x33, 0x33, 0, 0, 0, 2}});
+  CHECK(get16(rs, 12) == 0x86DD);
+  CHECK(get32(rs, 14) == 0x60000000u);
+  CHECK(get16(rs, 18) == 16);  // payload length
+  CHECK(rs[20] == 58);
+  CHECK(rs[21] == 255);
+  CHECK(get_ip6(rs, 22) == kOurIp6);
+  CHECK(get_ip6(rs, 38) == *Ipv6Addr::parse("ff02::2"));
+  CHECK(rs[54] == 133);
+  CHECK(rs[55] == 0);
+  CHECK(get32(rs, 58) == 0);  // reserved
+  CHECK(rs[62] == 1);         // source link-layer address option
+  CHECK(rs[63] == 1);
+  CHECK(get_mac(rs, 64) == kOurMac);
+  CHECK(ref_checksum(rs.data() + 54, 16,
+                     ref_pseudo6(kOurIp6, *Ipv6Addr::parse("ff02::2"), 16, 58)) == 0);
+  CHECK(s.counters().tx_rs == 1);
+
+  // The router's RA (lifetime 1800 s, SLLA): it is the next hop for off-link peers, and its
+  // MAC is known (no NS).
+  const Rx rx = receive(s, ra_frame(kGwIp6, 1800, lla_option(1, kGwMac)), 5 * kSec);
+  CHECK(rx.result.verdict == RxVerdict::kConsumed);
+  CHECK(s.counters().rx_ra == 1);
+  REQUIRE(s.learned_router6());
+  CHECK(*s.learned_router6() == kGwIp6);
+  CHECK(s.next_hop6(kRemoteIp6) == kGwIp6);
+  CHECK(s.next_hop6(kPeerIp6) == kPeerIp6);  // on-link peers stay direct
+  const auto r = s.resolve6(kGwIp6, 5 * kSec, 7);
+  CHECK(r.status == Resolve::kResolved);
+  CHECK(r.mac == kGwMac);
+  CHECK(s.counters().tx_ns == 0);
+
+  // Its lifetime runs out: off-link is unreachable again.
+  s.poll_timers(5 * kSec + 1799 * kSec);
+  CHECK(s.learned_router6());
+  s.poll_timers(5 * kSec + 1800 * kSec);
+  CHECK_FALSE(s.learned_router6());
+  CHECK_FALSE(s.next_hop6(kRemoteIp6));
+
+  // Learned again, then withdrawn with lifetime 0 (a router going away).
+  receive(s, ra_frame(kGwIp6, 600, {}), 2000 * kSec);
+  CHECK(s.next_hop6(kRemoteIp6) == kGwIp6);
+  receive(s, ra_frame(kPeerLl6, 0, {}), 2001 * kSec);  // another router's 0: not ours
+  CHECK(s.next_hop6(kRemoteIp6) == kGwIp6);
+  receive(s, ra_frame(kGwIp6, 0, {}), 2002 * kSec);
+  CHECK_FALSE(s.learned_router6());
+  CHECK(s.counters().rx_ra == 4);
+}
+
+TEST_CASE("Router discovery: gateway6 wins, no RS; bad RAs are dropped by reason",
+          "[stack6][ndp][route]") {
+  NetStack s(config6());  // gateway6 fe80::fe
+  s.announce();
+  CHECK(take_all(s).size() == 2);  // ARP and NA, no RS
+  CHECK(s.counters().tx_rs == 0);
+  receive(s, ra_frame(kPeerLl6, 1800, {}));
+  CHECK(s.counters().rx_ra == 1);
+  CHECK(s.next_hop6(kRemoteIp6) == kGwIp6);  // the policy's router, not the advertised one
+
+  NetStackConfig c = config6();
+  c.gateway6.reset();
+  NetStack d(c);
+  CHECK(drop_of(d, ra_frame(kGwIp6, 1800, {}, 64)) == RxDrop::kNdpBadHopLimit);
+  CHECK(drop_of(d, ra_frame(kGwIp6, 1800, {}, 255, 1)) == RxDrop::kNdpMalformed);
+  // Not from a link-local address (RFC 4861 section 6.1.2).
+  CHECK(drop_of(d, ra_frame(kPeerIp6, 1800, {})) == RxDrop::kNdpMalformed);
+  // An option of length 0.
+  CHECK(drop_of(d, ra_frame(kGwIp6, 1800, {1, 0, 0, 0, 0, 0, 0, 0})) == RxDrop::kNdpMalformed);
+  // Truncated: 12 bytes of RA body.
+  auto shortra = ra_frame(kGwIp6, 1800, {});
+  shortra.resize(shortra.size() - 4);
+  CHECK(drop_of(d, shortra) != RxDrop::kNone);
+  CHECK(d.counters().rx_ra == 0);
+  CHECK_FALSE(d.learned_router6());
 }
 
 TEST_CASE("Bad IPv6 configuration is rejected with a reason", "[stack6]") {
