@@ -30,9 +30,11 @@
 #                   "0 0 1" from 1 Gbit/s up; "f" = float over CPUs 0-1)
 #   DUMBBELL_IDLE   the daemons' idle_mode (default adaptive)
 #   DUMBBELL_IPV6   1: RoCEv2 over IPv6 through the router (RFC 5180's 2001:2::/48: the
-#                   daemons own 2001:2:0:N::11/64 as port.address6 with port.gateway6 r's
-#                   2001:2:0:N::fe, found by neighbour discovery; r's kernel forwards IPv6);
-#                   the marker sets CE in the traffic class. conduit-perf's own TCP stays IPv4
+#                   daemons own 2001:2:0:N::11/64 as port.address6; r's kernel forwards IPv6).
+#                   s1 names its router in port.gateway6 (r's 2001:2:0:1::fe); s2 and d have
+#                   none and learn r's link-local address from a Router Advertisement that r
+#                   sends (scapy) once they run; neighbour discovery both ways. The marker sets
+#                   CE in the traffic class. conduit-perf's own TCP stays IPv4
 #
 # meson runs it twice: integration-dcqcn-dumbbell at the default 100 Mbit/s and
 # integration-dcqcn-dumbbell-1g at the issue's 1 Gbit/s (5 of 5 passed on a quiet machine,
@@ -176,7 +178,7 @@ start_daemon() {
   if [[ $ipv6 == 1 ]]; then
     local n=${gw%.254}
     n=${n##*.}
-    sed -i "/^  gateway:/a\\  gateway6: 2001:2:0:$n::fe" "$cfg"
+    [[ $h == s1 ]] && sed -i "/^  gateway:/a\\  gateway6: 2001:2:0:$n::fe" "$cfg"
     sed -i "/^  gateway:/a\\  address6: 2001:2:0:$n::11/64" "$cfg"
   fi
   if [[ $lcore == f ]]; then
@@ -208,6 +210,41 @@ YAML
 start_daemon s1 198.18.1.11 198.18.1.254 "$lc_s1" || fail "conduitd s1 did not start"
 start_daemon s2 198.18.2.11 198.18.2.254 "$lc_s2" || fail "conduitd s2 did not start"
 start_daemon d 198.18.3.11 198.18.3.254 "$lc_d" || fail "conduitd d did not start"
+
+# router_advertisement DEV: r advertises itself as the default router on DEV (lifetime 1800 s,
+# from its link-local address, with its MAC), as radvd would.
+router_advertisement() {
+  local dev=$1 ll
+  for _ in $(seq 50); do  # its link-local address must have left DAD to answer NS for it
+    ll=$(netns_exec r ip -6 -o addr show dev "$dev" scope link | grep -v tentative |
+      awk '{print $4}' | cut -d/ -f1)
+    [[ -n $ll ]] && break
+    sleep 0.2
+  done
+  [[ -n $ll ]] || return 1
+  netns_exec r /usr/bin/python3 - "$dev" "$ll" <<'PY'
+import sys
+from scapy.all import Ether, get_if_hwaddr, sendp
+from scapy.layers.inet6 import IPv6, ICMPv6ND_RA, ICMPv6NDOptSrcLLAddr
+dev, ll = sys.argv[1], sys.argv[2]
+mac = get_if_hwaddr(dev)
+sendp(Ether(dst="33:33:00:00:00:01", src=mac) / IPv6(src=ll, dst="ff02::1", hlim=255) /
+      ICMPv6ND_RA(routerlifetime=1800) / ICMPv6NDOptSrcLLAddr(lladdr=mac), iface=dev, verbose=False)
+PY
+}
+if [[ $ipv6 == 1 ]]; then
+  router_advertisement tos2 || fail "r's Router Advertisement on tos2"
+  router_advertisement tod || fail "r's Router Advertisement on tod"
+  for h in s2 d; do
+    for _ in $(seq 20); do
+      ra=$(netns_exec "$h" "$ctl" --socket "$work/$h.sock" stats | awk '$1 == "net.rx_ra" {print $2}')
+      ((${ra:-0} >= 1)) && break
+      sleep 0.1
+    done
+    echo "$h: net.rx_ra ${ra:-0} (its router from r's advertisement)"
+    ((${ra:-0} >= 1)) || fail "conduitd $h took no Router Advertisement"
+  done
+fi
 
 ctl_in() { local h=$1; shift; netns_exec "$h" "$ctl" --socket "$work/$h.sock" "$@"; }
 
