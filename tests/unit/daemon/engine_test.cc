@@ -1557,6 +1557,40 @@ TEST_CASE("engine: the connection manager connects two QPs over the wire, then S
   CHECK(find_cm(ev_b, proto::CmEventKind::kDisconnected)->cm.qpn == f.b.qpn);
 }
 
+namespace {
+// The UDP checksum of every IPv6 datagram to UDP `port` waiting in `ring` (untagged frames),
+// recomputed: 0 when it verifies, else the stored value's mismatch; -1 for a zero checksum.
+// The ring keeps its frames.
+std::vector<int> ipv6_udp_checksums(rte_ring* ring, uint16_t port) {
+  void* objs[1024];
+  const unsigned n = rte_ring_dequeue_burst(ring, objs, 1024, nullptr);
+  std::vector<int> out;
+  for (unsigned i = 0; i < n; ++i) {
+    auto* m = static_cast<rte_mbuf*>(objs[i]);
+    const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
+    if (m->data_len < 62 || f[12] != 0x86 || f[13] != 0xDD || f[20] != 17 ||
+        (f[56] << 8 | f[57]) != port) {
+      continue;
+    }
+    const size_t udp_len = size_t(f[18] << 8 | f[19]);
+    if (f[60] == 0 && f[61] == 0) {
+      out.push_back(-1);
+      continue;
+    }
+    // RFC 8200 section 8.1: the pseudo-header (addresses, length, next header) and the datagram.
+    uint64_t sum = udp_len + 17;
+    for (size_t k = 22; k < 54; k += 2) sum += uint32_t(f[k] << 8 | f[k + 1]);
+    for (size_t k = 0; k < udp_len; k += 2) {
+      sum += uint32_t(f[54 + k] << 8 | (k + 1 < udp_len ? f[54 + k + 1] : 0));
+    }
+    while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
+    out.push_back(static_cast<int>(~sum & 0xFFFF));
+  }
+  REQUIRE(rte_ring_enqueue_bulk(ring, objs, n, nullptr) == n);
+  return out;
+}
+}  // namespace
+
 TEST_CASE("engine: over IPv6, the native CM and the IB CM connect two QPs, then SEND works",
           "[engine][cm][ipv6]") {
   struct RestoreV4 {
@@ -1585,6 +1619,16 @@ TEST_CASE("engine: over IPv6, the native CM and the IB CM connect two QPs, then 
     auto accept = cm_cmd(control::EngineOp::kCmAccept, f.b.qpn, 1024, false, "");
     accept.cm.conn = req.conn;
     f.b.submit(accept);
+    if (!ib) {
+      // b's REP leaves with a valid UDP checksum (RFC 8200: mandatory over IPv6; the GSI's
+      // datagrams have the ICRC instead, as rxe's).
+      std::vector<int> sums;
+      REQUIRE(run_until(f.b, f.b, [&] {
+        sums = ipv6_udp_checksums(f.ba, 4792);
+        return !sums.empty();
+      }));
+      CHECK(sums == std::vector<int>(sums.size(), 0));
+    }
     REQUIRE(ev.pump([&] {
       return find_cm(ev.a, proto::CmEventKind::kEstablished) != nullptr &&
              find_cm(ev.b, proto::CmEventKind::kEstablished) != nullptr;
