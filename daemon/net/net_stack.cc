@@ -964,67 +964,53 @@ RxResult NetStack::on_ra(std::span<const uint8_t> frame, const EthernetHeader& e
 }
 
 size_t NetStack::build_rs(std::span<uint8_t> out) const {
-  constexpr size_t kIcmpLen = sizeof(NdpRouterSolicitation) + sizeof(NdpLinkAddrOption);
-  const size_t l3 = l2_header_len();
-  const size_t l4 = l3 + sizeof(Ipv6Header);
-  const size_t len = std::max(l4 + kIcmpLen, kEthMinFrameBytes);
-  if (!ipv6_on() || out.size() < len) return 0;
-  std::fill(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(len), uint8_t{0});
-  const Ipv6Addr dst = Ipv6Addr::all_routers();
-  write_l2_header(out, dst.multicast_mac(), kEtherTypeIpv6);
-  Ipv6Header ip{};
-  ip.vtc_flow = Ipv6Header::make_vtc_flow(0, 0);
-  ip.payload_len = Be16::from_host(static_cast<uint16_t>(kIcmpLen));
-  ip.next_header = kIpProtoIcmp6;
-  ip.hop_limit = kNdpHopLimit;
-  ip.src = config_.addr6->bytes;
-  ip.dst = dst.bytes;
-  store_header(out, l3, ip);
+  if (!ipv6_on()) return 0;
   NdpRouterSolicitation m{};
   m.type = kIcmp6RouterSolicitation;
-  store_header(out, l4, m);
-  NdpLinkAddrOption opt{};
-  opt.type = kNdpOptSourceLinkAddr;
-  opt.len_units = 1;
-  opt.mac = config_.mac;
-  store_header(out, l4 + sizeof m, opt);
-  const uint32_t pseudo = ipv6_pseudo_header_sum(*config_.addr6, dst, kIcmpLen, kIpProtoIcmp6);
-  m.checksum =
-      Be16::from_host(checksum_finish(checksum_partial(out.subspan(l4, kIcmpLen), pseudo)));
-  store_header(out, l4, m);
-  return len;
+  const Ipv6Addr dst = Ipv6Addr::all_routers();
+  return build_ndp_frame(out, dst.multicast_mac(), dst, std::as_bytes(std::span(&m, 1)),
+                         kNdpOptSourceLinkAddr);
 }
 
 size_t NetStack::build_ndp(std::span<uint8_t> out, uint8_t type, uint32_t flags, MacAddr eth_dst,
                            const Ipv6Addr& ip_dst, const Ipv6Addr& target) const {
-  constexpr size_t kIcmpLen = sizeof(NdpNeighborMessage) + sizeof(NdpLinkAddrOption);
+  NdpNeighborMessage m{};
+  m.type = type;
+  m.flags_reserved = Be32::from_host(flags);
+  m.target = target.bytes;
+  return build_ndp_frame(
+      out, eth_dst, ip_dst, std::as_bytes(std::span(&m, 1)),
+      type == kIcmp6NeighborSolicitation ? kNdpOptSourceLinkAddr : kNdpOptTargetLinkAddr);
+}
+
+size_t NetStack::build_ndp_frame(std::span<uint8_t> out, MacAddr eth_dst, const Ipv6Addr& ip_dst,
+                                 std::span<const std::byte> message, uint8_t lla_type) const {
+  const size_t icmp_len = message.size() + sizeof(NdpLinkAddrOption);
   const size_t l3 = l2_header_len();
   const size_t l4 = l3 + sizeof(Ipv6Header);
-  const size_t len = l4 + kIcmpLen;  // > kEthMinFrameBytes: no padding
+  const size_t len = std::max(l4 + icmp_len, kEthMinFrameBytes);
   if (out.size() < len) return 0;
+  std::fill(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(len), uint8_t{0});
   write_l2_header(out, eth_dst, kEtherTypeIpv6);
   Ipv6Header ip{};
   ip.vtc_flow = Ipv6Header::make_vtc_flow(0, 0);
-  ip.payload_len = Be16::from_host(static_cast<uint16_t>(kIcmpLen));
+  ip.payload_len = Be16::from_host(static_cast<uint16_t>(icmp_len));
   ip.next_header = kIpProtoIcmp6;
   ip.hop_limit = kNdpHopLimit;
   ip.src = config_.addr6->bytes;
   ip.dst = ip_dst.bytes;
   store_header(out, l3, ip);
-  NdpNeighborMessage m{};
-  m.type = type;
-  m.flags_reserved = Be32::from_host(flags);
-  m.target = target.bytes;
-  store_header(out, l4, m);
+  std::memcpy(out.data() + l4, message.data(), message.size());  // its checksum field is 0
   NdpLinkAddrOption opt{};
-  opt.type = type == kIcmp6NeighborSolicitation ? kNdpOptSourceLinkAddr : kNdpOptTargetLinkAddr;
+  opt.type = lla_type;
   opt.len_units = 1;
   opt.mac = config_.mac;
-  store_header(out, l4 + sizeof m, opt);
-  const uint32_t pseudo = ipv6_pseudo_header_sum(*config_.addr6, ip_dst, kIcmpLen, kIpProtoIcmp6);
-  m.checksum =
-      Be16::from_host(checksum_finish(checksum_partial(out.subspan(l4, kIcmpLen), pseudo)));
-  store_header(out, l4, m);
+  store_header(out, l4 + message.size(), opt);
+  const uint32_t pseudo = ipv6_pseudo_header_sum(*config_.addr6, ip_dst,
+                                                 static_cast<uint32_t>(icmp_len), kIpProtoIcmp6);
+  const Be16 sum =
+      Be16::from_host(checksum_finish(checksum_partial(out.subspan(l4, icmp_len), pseudo)));
+  store_header(out, l4 + 2, sum);  // every ICMPv6 message has it at byte 2
   return len;
 }
 

@@ -332,6 +332,11 @@ class NetStack {
   RxResult on_ra(std::span<const uint8_t> frame, const EthernetHeader& eth, const Ipv6Header& ip,
                  size_t l3, uint64_t now_ns);
   size_t build_rs(std::span<uint8_t> out) const;
+  // An NDP frame (RS, NS, NA) to ip_dst: IPv6 header (hop limit 255), `message` (its
+  // checksum field 0), our MAC in a link-layer address option of lla_type, the ICMPv6
+  // checksum. The frame's length, or 0 when `out` is too small.
+  size_t build_ndp_frame(std::span<uint8_t> out, MacAddr eth_dst, const Ipv6Addr& ip_dst,
+                         std::span<const std::byte> message, uint8_t lla_type) const;
   RxResult on_na(std::span<const uint8_t> frame, const Ipv6Header& ip, size_t l3, uint64_t now_ns);
   // Writes Ethernet(+VLAN) + IPv6 + an NS or NA with one link-layer address
   // option (ours); returns the frame length or 0 when `out` is too small.
