@@ -127,10 +127,34 @@ if [ -n "$WATCH" ]; then
     sleep 1
   done >/dev/console 2>&1) &
 fi
+# A step still running after STALL seconds (longer than any step takes when it works, shorter
+# than the host side's own patience) reports to the console what the peer is doing: the perftest
+# process's state and kernel stack, rxe's non-zero counters and its QPs. The host prints these
+# lines when its side of a step fails.
+STALL=${STALL:-30}
+stall_report() {
+  sleep "$STALL"
+  {
+    echo "stall: $1 still running after $STALL s"
+    for d in /proc/[0-9]*; do
+      c=$(cat "$d/comm" 2>/dev/null)
+      case $c in ib_*|rdma_*|rping|ibv_*) ;; *) continue ;; esac
+      echo "stall: $c pid ${d#/proc/} state $(cut -d' ' -f3 "$d/stat") wchan $(cat "$d/wchan" 2>/dev/null)"
+      for t in "$d"/task/*; do sed "s/^/stall:   ${t##*/} /" "$t/stack" 2>/dev/null; done
+    done
+    for f in /sys/class/infiniband/rxe0/ports/1/hw_counters/*; do
+      v=$(cat "$f"); [ "$v" = 0 ] || echo "stall: rxe0 ${f##*/} $v"
+    done
+    rdma res show qp 2>&1 | sed 's/^/stall: /'
+    sed 's/^/stall: out: /' /tmp/out
+  } >/dev/console 2>&1
+}
 step() {
   name=$1 role=$2
   shift 2
   echo "=== $name begin"
+  stall_report "$name" &
+  stall_pid=$!
   if [ "$role" = server ]; then
     timeout 120 "$@" >/tmp/out 2>&1; rc=$?
   else
@@ -144,6 +168,7 @@ step() {
       break
     done
   fi
+  kill "$stall_pid" 2>/dev/null
   cat /tmp/out
   echo "=== $name rc=$rc"
   [ -z "$WATCH" ] || { cat /tmp/out; echo "=== $name rc=$rc"; } >/dev/console
@@ -250,6 +275,10 @@ interop_run() {
   echo "--- VM output"
   cat "$work/vm.out"
   if [[ ${#host_failures[@]} -gt 0 ]]; then
+    if grep -q '^stall: ' "$work/vm.console" 2>/dev/null; then
+      echo "--- the VM's report of its stalled step (vm.sh's stall_report)"
+      grep -a '^stall: ' "$work/vm.console" | tail -n 80
+    fi
     interop_capture_tail
     fail "conduit side failed: ${host_failures[*]}"
   fi
