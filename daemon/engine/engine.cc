@@ -1161,8 +1161,13 @@ void Engine::rx_roce(const net::UdpDatagram& udp, std::span<const uint8_t> frame
 }
 
 bool Engine::rx_roce_fast(std::span<const uint8_t> frame, uint64_t now_ns) {
-  // The DestQP where an untagged (tagged) IPv4 frame without options has it.
-  const size_t qpn_at = net_.l2_header_len() + net::NetStack::kIpv4UdpHeaderBytes + 5;
+  // The DestQP where an untagged (tagged) IPv4 frame without options, or
+  // IPv6 frame without extension headers, has it.
+  const size_t l3 = net_.l2_header_len();
+  if (frame.size() < l3) return false;
+  const bool ipv6 = frame[l3 - 2] == 0x86 && frame[l3 - 1] == 0xDD;
+  const size_t qpn_at =
+      l3 + 5 + (ipv6 ? net::NetStack::kIpv6UdpHeaderBytes : net::NetStack::kIpv4UdpHeaderBytes);
   if (frame.size() < qpn_at + 3) return false;
   const uint8_t* d = frame.data() + qpn_at;
   QpCtx* q = find_qp(uint32_t{d[0]} << 16 | uint32_t{d[1]} << 8 | d[2]);

@@ -425,34 +425,46 @@ RxResult NetStack::deliver_udp(std::span<const uint8_t> frame, const EthernetHea
 
 wire::RxExpect NetStack::make_roce_expect(std::span<const uint8_t> frame, const UdpDatagram& udp,
                                           const wire::ParseOptions& opt) const {
-  if (udp.ipv6) return wire::RxExpect{};  // no IPv6 fast path: on_rx_frame() for every frame
   const size_t l3 = l2_header_len();
+  const size_t ip_udp = udp.ipv6 ? kIpv6UdpHeaderBytes : kIpv4UdpHeaderBytes;
   const size_t udp_end = size_t{udp.payload_offset} + udp.payload_len;
   // What on_rx_frame() found, checked again: the caller's udp may be stale.
-  if (udp.ip_offset != l3 || udp.payload_offset != l3 + kIpv4UdpHeaderBytes ||
-      udp.payload_len < wire::kBthBytes || frame.size() < udp_end || !opt.verify_ip_checksum ||
-      udp.dst_port != opt.udp_dst_port || !port_open(udp.dst_port) || udp.dst_ip != config_.addr ||
-      !is_peer_address(udp.src_ip)) {
+  if (udp.ip_offset != l3 || udp.payload_offset != l3 + ip_udp ||
+      udp.payload_len < wire::kBthBytes || frame.size() < udp_end ||
+      udp.dst_port != opt.udp_dst_port || !port_open(udp.dst_port)) {
     return wire::RxExpect{};
   }
   const uint8_t* ip = frame.data() + l3;
-  // The expected image has DF set (every RoCEv2 sender sets it); a sender
-  // without it would never match.
-  if (wire::get_be16(ip + 6) != kIpv4FlagDf) return wire::RxExpect{};
   wire::FrameAddr sender;
   sender.has_vlan = config_.vlan_id.has_value();
   sender.vlan_tci = config_.vlan_id.value_or(0);
-  sender.src_ip = udp.src_ip.value;
-  sender.dst_ip = udp.dst_ip.value;
   sender.src_port = udp.src_port;
   sender.dst_port = udp.dst_port;
-  sender.ip_id = wire::get_be16(ip + 4);
-  sender.ttl = ip[8];
+  if (udp.ipv6) {
+    if (!ipv6_on() || udp.dst_ip6 != *config_.addr6 || !is_peer_address6(udp.src_ip6) ||
+        (ip[0] >> 4) != 6 || ip[6] != kIpProtoUdp) {
+      return wire::RxExpect{};
+    }
+    sender.ipv6 = true;
+    sender.src_ip6 = udp.src_ip6.bytes;
+    sender.dst_ip6 = udp.dst_ip6.bytes;
+  } else {
+    if (!opt.verify_ip_checksum || udp.dst_ip != config_.addr || !is_peer_address(udp.src_ip)) {
+      return wire::RxExpect{};
+    }
+    // The expected image has DF set (every RoCEv2 sender sets it); a sender
+    // without it would never match.
+    if (wire::get_be16(ip + 6) != kIpv4FlagDf) return wire::RxExpect{};
+    sender.src_ip = udp.src_ip.value;
+    sender.dst_ip = udp.dst_ip.value;
+    sender.ip_id = wire::get_be16(ip + 4);
+    sender.ttl = ip[8];
+  }
   const uint8_t* bth = frame.data() + udp.payload_offset;
   wire::RxExpect e = wire::make_rx_expect(sender, wire::get_be32(bth + 4) & 0xFFFFFF, opt,
                                           wire::get_be16(bth + 2));
   // A non-zero UDP checksum is verified by on_rx_frame(): such frames miss.
-  const size_t udp_csum = l3 + wire::kIpv4HeaderBytes + 6;
+  const size_t udp_csum = l3 + ip_udp - 2;
   bool ok = wire::rx_expect_require_byte(e, udp_csum, 0xFF, 0) &&
             wire::rx_expect_require_byte(e, udp_csum + 1, 0xFF, 0);
   if (config_.vlan_id) {  // the VID, not the priority bits (on_rx_frame ignores those)
@@ -476,12 +488,27 @@ bool NetStack::on_rx_expected(std::span<const uint8_t> frame, const wire::RxExpe
   const size_t l3 = exp.l2_bytes;
   const uint8_t* ip = frame.data() + l3;
   std::memcpy(udp.src_mac.bytes.data(), frame.data() + 6, sizeof(MacAddr));
+  udp.ip_offset = static_cast<uint16_t>(l3);
+  if (exp.ipv6) {
+    ++counters_.rx_udp6_delivered;
+    const uint8_t* l4 = ip + sizeof(Ipv6Header);
+    udp.ipv6 = true;
+    udp.src_ip = Ipv4Addr{};
+    udp.dst_ip = Ipv4Addr{};
+    std::memcpy(udp.src_ip6.bytes.data(), ip + 8, 16);
+    std::memcpy(udp.dst_ip6.bytes.data(), ip + 24, 16);
+    udp.src_port = wire::get_be16(l4);
+    udp.dst_port = wire::get_be16(l4 + 2);
+    udp.tos = static_cast<uint8_t>(wire::get_be16(ip) >> 4);  // the traffic class
+    udp.payload_offset = static_cast<uint16_t>(l3 + kIpv6UdpHeaderBytes);
+    udp.payload_len = static_cast<uint16_t>(wire::get_be16(l4 + 4) - sizeof(UdpHeader));
+    return true;
+  }
   udp.src_ip = Ipv4Addr{wire::get_be32(ip + 12)};
   udp.dst_ip = Ipv4Addr{wire::get_be32(ip + 16)};
   udp.src_port = wire::get_be16(ip + 20);
   udp.dst_port = wire::get_be16(ip + 22);
   udp.tos = ip[1];
-  udp.ip_offset = static_cast<uint16_t>(l3);
   udp.payload_offset = static_cast<uint16_t>(l3 + kIpv4UdpHeaderBytes);
   udp.payload_len = static_cast<uint16_t>(wire::get_be16(ip + 24) - sizeof(UdpHeader));
   return true;

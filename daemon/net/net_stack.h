@@ -243,17 +243,20 @@ class NetStack {
   // MAC). The source MAC is not compared: on_rx_frame() ignores it too.
   // Not usable (every frame then takes on_rx_frame) when `frame` is not
   // one on_rx_frame() delivers to an open port opt.udp_dst_port from a peer
-  // address, its IPv4 flags are not exactly DF, or opt does not verify the
-  // IPv4 checksum. Depends only on `frame`, `opt` and this stack's fixed
-  // config (MAC, address, VLAN, ports): remake it when opt changes.
-  // IPv6 datagrams (udp.ipv6) are never usable: there is no IPv6 fast path.
+  // address, or, for IPv4, its flags are not exactly DF or opt does not
+  // verify the header checksum. Depends only on `frame`, `opt` and this
+  // stack's fixed config (MAC, addresses, VLAN, ports): remake it when opt
+  // changes. IPv6 datagrams get one as IPv4 ones do: RoCEv2 senders leave
+  // the UDP checksum 0 over IPv6 too (conduit and rxe do; RFC 6935), and a
+  // peer that fills it in keeps the full path, which verifies it.
   wire::RxExpect make_roce_expect(std::span<const uint8_t> frame, const UdpDatagram& udp,
                                   const wire::ParseOptions& opt) const;
 
   // on_rx_frame() and wire::parse_roce(.., exp.opt, ..) in one step, for
   // frames that match `exp` (from make_roce_expect): true when it matched.
   // The frame is then one on_rx_frame() delivers, and it is counted as
-  // on_rx_frame() counts it (rx_frames, rx_udp_delivered); `udp` is what
+  // on_rx_frame() counts it (rx_frames, rx_udp_delivered and for IPv6
+  // rx_udp6_delivered); `udp` is what
   // on_rx_frame() returns for it, `why` parse_roce's verdict and `view`
   // (meaningful when kNone) its view. False: nothing counted, the outputs
   // untouched; the caller passes the frame to on_rx_frame(). Never

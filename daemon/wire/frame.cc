@@ -642,66 +642,95 @@ void decode_roce_header(const RoceView& view, RoceHeader& out) {
   decode_roce_header(view.bth, *view.info, out);
 }
 
+namespace {
+// Copies the masked image bytes into exp's words (at exp.word_at).
+void set_expect_words(RxExpect& e, const uint8_t* img, const uint8_t* msk) {
+  for (size_t w = 0; w < e.word_at.size(); ++w) {
+    for (size_t k = 0; k < 16; ++k) {
+      e.mask[w][k] = msk[e.word_at[w] + k];
+      e.expect[w][k] = img[e.word_at[w] + k] & msk[e.word_at[w] + k];
+    }
+  }
+}
+
+// The bytes of the BTH (at `bth` in the image) an expectation compares: TVer,
+// the P_Key when opt checks it, and the destination QP.
+void expect_bth(uint8_t* bth, uint8_t* bth_msk, uint32_t dest_qpn, const ParseOptions& opt,
+                uint16_t pkey) {
+  bth_msk[1] = 0x0F;  // TVer (image: 0)
+  if (opt.check_pkey) {
+    put_be16(bth + 2, pkey);
+    bth_msk[2] = bth_msk[3] = 0xFF;
+  }
+  put_be32(bth + 4, dest_qpn & 0xFFFFFF);
+  bth_msk[5] = bth_msk[6] = bth_msk[7] = 0xFF;
+}
+}  // namespace
+
 RxExpect make_rx_expect(const FrameAddr& sender, uint32_t dest_qpn, const ParseOptions& opt,
                         uint16_t pkey) {
   RxExpect e;
   e.opt = opt;
-  if (sender.ipv6) return e;  // not usable: IPv6 frames take the full parser
   const size_t l2 = eth_bytes(sender.has_vlan);
   e.l2_bytes = static_cast<uint8_t>(l2);
+  e.ipv6 = sender.ipv6;
   // The sender's frame image (lengths, checksum, opcode, PSN left 0: masked
   // out) and which of its bytes must be equal.
-  std::array<uint8_t, 64> img{};
-  std::array<uint8_t, 64> msk{};
+  std::array<uint8_t, 80> img{};
+  std::array<uint8_t, 80> msk{};
   uint8_t* ip = write_l2_ip_udp(img.data(), sender, 0);
-  const size_t i = l2;                                 // offset of the IPv4 header
-  msk[12] = msk[13] = 0xFF;                            // Ethernet type or the VLAN TPID
-  if (sender.has_vlan) msk[16] = msk[17] = 0xFF;       // the type after the tag (not the TCI)
+  const size_t i = l2;                            // offset of the IP header
+  msk[12] = msk[13] = 0xFF;                       // Ethernet type or the VLAN TPID
+  if (sender.has_vlan) msk[16] = msk[17] = 0xFF;  // the type after the tag (not the TCI)
+  // A matching frame passes every check the image covers.
+  e.usable = sender.dst_port == opt.udp_dst_port && (!opt.check_pkey || pkey_match(pkey, opt.pkey));
+  if (sender.ipv6) {
+    msk[i] = 0xF0;                   // version
+    msk[i + kIp6NextHeader] = 0xFF;  // next header: UDP, no extensions
+    for (size_t k = kIp6Src; k < kIpv6HeaderBytes; ++k) msk[i + k] = 0xFF;  // addresses
+    msk[i + 42] = msk[i + 43] = 0xFF;                                       // UDP destination port
+    expect_bth(ip + kIp6UdpBytes, msk.data() + i + kIp6UdpBytes, dest_qpn, opt, pkey);
+    e.word_at = {12, 28, 44, static_cast<uint8_t>(l2 + 42)};
+    set_expect_words(e, img.data(), msk.data());
+    return e;
+  }
   msk[i] = 0xFF;                                       // version, IHL
   for (size_t k = 4; k < 10; ++k) msk[i + k] = 0xFF;   // ID, flags/fragment, TTL, protocol
   for (size_t k = 12; k < 20; ++k) msk[i + k] = 0xFF;  // addresses
   msk[i + 22] = msk[i + 23] = 0xFF;                    // UDP destination port
-  uint8_t* bth = ip + kIpUdpBytes;
-  msk[i + 29] = 0x0F;  // TVer (img: 0)
-  if (opt.check_pkey) {
-    put_be16(bth + 2, pkey);
-    msk[i + 30] = msk[i + 31] = 0xFF;
-  }
-  put_be32(bth + 4, dest_qpn & 0xFFFFFF);
-  msk[i + 33] = msk[i + 34] = msk[i + 35] = 0xFF;
-  const size_t word_at[3] = {12, 28, l2 + kIpUdpBytes + kBthBytes - 16};
-  for (size_t w = 0; w < 3; ++w) {
-    for (size_t k = 0; k < 16; ++k) {
-      e.mask[w][k] = msk[word_at[w] + k];
-      e.expect[w][k] = img[word_at[w] + k] & msk[word_at[w] + k];
-    }
-  }
+  expect_bth(ip + kIpUdpBytes, msk.data() + i + kIpUdpBytes, dest_qpn, opt, pkey);
+  // Three words: the fourth (not compared) repeats the first.
+  e.word_at = {12, 28, static_cast<uint8_t>(l2 + kIpUdpBytes + kBthBytes - 16), 12};
+  set_expect_words(e, img.data(), msk.data());
   e.ip_fixed_sum = uint64_t{load_native32(ip + kIpId)} + load_native16(ip + kIpTtl) +
                    load_native32(ip + kIpSrc) + load_native32(ip + kIpDst);
-  // A matching frame passes every check the image covers.
-  e.usable = sender.dst_port == opt.udp_dst_port && (!opt.check_pkey || pkey_match(pkey, opt.pkey));
   return e;
 }
 
 namespace {
+// Whether the frame's bytes at exp.word_at[0 .. kWords) equal expect under
+// mask. IPv4 compares three words at offsets known here (the third ends at
+// the end of the BTH), IPv6 four at the offsets the expectation holds.
+template <size_t kWords>
 [[gnu::always_inline]] inline bool header_matches(const uint8_t* f, const RxExpect& e) {
-  const uint8_t* w2 = f + e.l2_bytes + kIpUdpBytes + kBthBytes - 16;
+  static_assert(kWords == 3 || kWords == 4);
+  const uint8_t* at[4] = {
+      f + 12, f + 28,
+      kWords == 3 ? f + e.l2_bytes + kIpUdpBytes + kBthBytes - 16 : f + e.word_at[2],
+      f + e.word_at[3]};
 #if defined(__SSE2__)
-  const auto load = [](const uint8_t* p) {
-    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const auto diff = [&](size_t w) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(at[w]));
+    const __m128i x = _mm_load_si128(reinterpret_cast<const __m128i*>(e.expect[w].data()));
+    const __m128i m = _mm_load_si128(reinterpret_cast<const __m128i*>(e.mask[w].data()));
+    return _mm_and_si128(_mm_xor_si128(v, x), m);
   };
-  const auto word = [](const std::array<uint8_t, 16>& a) {
-    return _mm_load_si128(reinterpret_cast<const __m128i*>(a.data()));
-  };
-  const __m128i d0 = _mm_and_si128(_mm_xor_si128(load(f + 12), word(e.expect[0])), word(e.mask[0]));
-  const __m128i d1 = _mm_and_si128(_mm_xor_si128(load(f + 28), word(e.expect[1])), word(e.mask[1]));
-  const __m128i d2 = _mm_and_si128(_mm_xor_si128(load(w2), word(e.expect[2])), word(e.mask[2]));
-  const __m128i d = _mm_or_si128(_mm_or_si128(d0, d1), d2);
+  __m128i d = _mm_or_si128(_mm_or_si128(diff(0), diff(1)), diff(2));
+  if constexpr (kWords == 4) d = _mm_or_si128(d, diff(3));
   return _mm_movemask_epi8(_mm_cmpeq_epi8(d, _mm_setzero_si128())) == 0xFFFF;
 #else
-  const uint8_t* at[3] = {f + 12, f + 28, w2};
   uint64_t d = 0;
-  for (size_t w = 0; w < 3; ++w) {
+  for (size_t w = 0; w < kWords; ++w) {
     for (size_t h = 0; h < 16; h += 8) {
       uint64_t v, x, m;
       std::memcpy(&v, at[w] + h, 8);
@@ -723,13 +752,38 @@ namespace {
 }
 }  // namespace
 
+namespace {
+// parse_frame_if_matched for IPv6 expectations, out of line: the IPv4 path
+// stays as it was.
+[[gnu::noinline]] std::optional<DropReason> parse_ipv6_if_matched(std::span<const uint8_t> frame,
+                                                                  const RxExpect& exp,
+                                                                  RoceView& out) {
+  // Every byte compared lies before the ICRC of the shortest frame.
+  if (frame.size() < exp.l2_bytes + kIp6UdpBytes + kBthBytes + kIcrcBytes ||
+      !header_matches<4>(frame.data(), exp)) {
+    return std::nullopt;
+  }
+  const uint8_t* ip = frame.data() + exp.l2_bytes;
+  const size_t payload_len = get_be16(ip + kIp6PayloadLen);
+  if (payload_len < kUdpHeaderBytes + kBthBytes + kIcrcBytes ||
+      payload_len > frame.size() - exp.l2_bytes - kIpv6HeaderBytes ||
+      get_be16(ip + kIpv6HeaderBytes + kUdpLen) != payload_len) {
+    return std::nullopt;
+  }
+  return parse_roce_impl<true>(
+      ip, std::span<const uint8_t>(ip + kIp6UdpBytes, payload_len - kUdpHeaderBytes), exp.opt, out,
+      true);
+}
+}  // namespace
+
 std::optional<DropReason> parse_frame_if_matched(std::span<const uint8_t> frame,
                                                  const RxExpect& exp, RoceView& out) {
+  if (!exp.usable) return std::nullopt;
+  if (exp.ipv6) return parse_ipv6_if_matched(frame, exp, out);
   const uint8_t* f = frame.data();
   const size_t l2 = exp.l2_bytes;
   // Every byte compared lies before the ICRC of the shortest frame.
-  if (!exp.usable || frame.size() < l2 + kIpUdpBytes + kBthBytes + kIcrcBytes ||
-      !header_matches(f, exp)) {
+  if (frame.size() < l2 + kIpUdpBytes + kBthBytes + kIcrcBytes || !header_matches<3>(f, exp)) {
     return std::nullopt;
   }
   const uint8_t* ip = f + l2;
@@ -750,13 +804,13 @@ DropReason parse_frame(std::span<const uint8_t> frame, const RxExpect& exp, Roce
 }
 
 bool rx_expect_require_byte(RxExpect& exp, size_t offset, uint8_t mask, uint8_t value) {
-  const size_t word_at[3] = {12, 28, size_t{exp.l2_bytes} + kIpUdpBytes + kBthBytes - 16};
   bool covered = false;
-  for (size_t w = 0; w < 3; ++w) {
-    if (offset < word_at[w] || offset >= word_at[w] + 16) continue;
+  for (size_t w = 0; w < exp.word_at.size(); ++w) {
+    const size_t at = exp.word_at[w];
+    if (offset < at || offset >= at + 16) continue;
     covered = true;
-    uint8_t& m = exp.mask[w][offset - word_at[w]];
-    uint8_t& x = exp.expect[w][offset - word_at[w]];
+    uint8_t& m = exp.mask[w][offset - at];
+    uint8_t& x = exp.expect[w][offset - at];
     // Bits required before with other values: no frame can match any more.
     if (((x ^ value) & m & mask) != 0) exp.usable = false;
     m = static_cast<uint8_t>(m | mask);

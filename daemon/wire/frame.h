@@ -395,32 +395,38 @@ DropReason parse_roce(std::span<const uint8_t> ip_udp_headers, std::span<const u
 
 // The expected header of the frames one connected peer sends to one QP, for
 // parse_frame(frame, RxExpect, view): every field the parser checks that never
-// changes on such a connection (Ethernet type and VLAN tag, IPv4 version/IHL,
-// ID, flags and fragment offset, TTL, protocol, addresses, UDP destination
-// port, BTH TVer, P_Key, destination QP) is compared as three masked 16-byte
-// words, and the IPv4 header checksum is finished from the precomputed sum of
-// the fixed words. A frame that differs anywhere takes the full parser, so the
-// result (drop reason, view) is always exactly parse_frame(frame, opt, view)
-// for the options it was made with. Make it once per connection.
+// changes on such a connection is compared as four masked 16-byte words.
+// IPv4: the Ethernet type and VLAN tag, version/IHL, ID, flags and fragment
+// offset, TTL, protocol, addresses, UDP destination port, BTH TVer, P_Key
+// and destination QP; the header checksum is finished from the precomputed
+// sum of the fixed words. IPv6: the Ethernet type and VLAN tag, version,
+// next header, addresses, UDP destination port, TVer, P_Key and destination
+// QP (traffic class, flow label and hop limit are not checked by the parser,
+// so they may change). A frame that differs anywhere takes the full parser,
+// so the result (drop reason, view) is always exactly parse_frame(frame, opt,
+// view) for the options it was made with. Make it once per connection.
 struct RxExpect {
-  // Frame bytes [12, 12 + 3 * 16) as three words: word 0 at 12, word 1 at
-  // 28, word 2 ending at l2_bytes + 40 (the end of the BTH); expect[i] is
-  // what (frame & mask[i]) must be.
-  alignas(16) std::array<std::array<uint8_t, 16>, 3> expect{};
-  alignas(16) std::array<std::array<uint8_t, 16>, 3> mask{};
+  // Frame bytes [word_at[i], word_at[i] + 16) as up to four words;
+  // expect[i] is what (frame & mask[i]) must be. IPv4: three words, at 12,
+  // 28 and ending at the end of the BTH (l2_bytes + 40); the fourth is not
+  // compared. IPv6: four, at 12, 28, 44 and l2_bytes + 42 (UDP destination
+  // port .. BTH DestQP), all before the end of the shortest frame's BTH.
+  alignas(16) std::array<std::array<uint8_t, 16>, 4> expect{};
+  alignas(16) std::array<std::array<uint8_t, 16>, 4> mask{};
+  std::array<uint8_t, 4> word_at{12, 28, 44, 12};
   uint8_t l2_bytes = kEthHeaderBytes;
+  bool ipv6 = false;    // the frames are IPv6 (else IPv4)
   bool usable = false;  // false: every frame takes the full parser
-  // Native-order one's-complement sum (unfolded) of the IPv4 header words
-  // 4..9 (ID, flags/fragment, TTL/protocol, addresses): with the first four
-  // bytes and the checksum added, a valid header folds to 0xFFFF.
+  // IPv4: the native-order one's-complement sum (unfolded) of the header
+  // words 4..9 (ID, flags/fragment, TTL/protocol, addresses): with the first
+  // four bytes and the checksum added, a valid header folds to 0xFFFF.
   uint64_t ip_fixed_sum = 0;
   ParseOptions opt;
 };
 
 // The expectation for frames built with `sender` (the peer's FrameAddr: its
-// MACs, addresses, ID and TTL as they arrive) to the QP `dest_qpn`, with the
-// peer's P_Key `pkey`, parsed with `opt`. IPv6 senders get an unusable one:
-// their frames always take the full parser.
+// MACs, addresses, and for IPv4 its ID and TTL, as they arrive) to the QP
+// `dest_qpn`, with the peer's P_Key `pkey`, parsed with `opt`.
 RxExpect make_rx_expect(const FrameAddr& sender, uint32_t dest_qpn, const ParseOptions& opt,
                         uint16_t pkey = kDefaultPkey);
 
@@ -429,8 +435,9 @@ DropReason parse_frame(std::span<const uint8_t> frame, const RxExpect& exp, Roce
 
 // parse_frame(frame, exp, out) without its fallback, for callers whose full
 // path checks more than parse_frame does (the engine: net::NetStack, then
-// parse_roce). True when the frame matched exp (header words, IPv4 total and
-// UDP lengths, IPv4 checksum when exp.opt verifies it): `why` is then
+// parse_roce). True when the frame matched exp (header words; IPv4 total and
+// UDP lengths and the IPv4 checksum when exp.opt verifies it, or IPv6
+// payload and UDP lengths): `why` is then
 // parse_frame(frame, exp.opt, out)'s verdict, decided by the same code that
 // parse_frame(frame, exp, out) runs for a match (out meaningful when kNone).
 // False when it did not match: out and why are untouched, and only the full

@@ -639,10 +639,11 @@ TEST_CASE("frame: parse_frame with an RxExpect equals the full parser on every f
     if (opcode_info(static_cast<uint8_t>(op)).has(kOpValid)) valid_ops.push_back(op);
   }
   constexpr uint32_t kQpn = 0xABC;
-  size_t accepted = 0, dropped = 0, matched = 0;
+  size_t accepted = 0, dropped = 0, matched = 0, matched6 = 0;
   for (int round = 0; round < 40000; ++round) {
     const bool vlan = (rng() & 3) == 0;
-    const FrameAddr sender = test_addr(vlan);
+    const bool v6 = (rng() & 1) != 0;
+    const FrameAddr sender = test_addr(vlan, v6);
     ParseOptions opt;
     opt.pmtu_bytes = std::vector<uint32_t>{0, 256, 1024, 4096}[rng() & 3];
     opt.check_pkey = (rng() & 7) != 0;
@@ -658,6 +659,9 @@ TEST_CASE("frame: parse_frame with an RxExpect equals the full parser on every f
     if ((rng() & 7) == 0) a.ecn = kEcnCe;
     if ((rng() & 15) == 0) a.ip_id = 7;
     if ((rng() & 15) == 0) a.src_ip ^= 1;
+    if ((rng() & 15) == 0) a.src_ip6[15] ^= 1;
+    if ((rng() & 15) == 0) a.dst_ip6[0] ^= 0x80;
+    if ((rng() & 7) == 0) a.flow_label ^= 0x55;
     const uint8_t op = valid_ops[rng() % valid_ops.size()];
     RoceHeader h = random_header(op, rng);
     h.bth.pkey = (rng() & 7) == 0 ? static_cast<uint16_t>(rng()) : exp_pkey;
@@ -671,6 +675,7 @@ TEST_CASE("frame: parse_frame with an RxExpect equals the full parser on every f
     for (auto& b : payload) b = static_cast<uint8_t>(rng());
     Bytes f = build(a, h, payload);
     const size_t l2 = vlan ? 18 : 14;
+    const size_t ip_udp = v6 ? 48 : 28;
     switch (rng() % 8) {
       case 0:  // as built
         break;
@@ -680,9 +685,9 @@ TEST_CASE("frame: parse_frame with an RxExpect equals the full parser on every f
         break;
       }
       case 2: {  // a bit flipped in the headers, IPv4 checksum made right again
-        const size_t i = rng() % (l2 + 40);
+        const size_t i = rng() % (l2 + ip_udp + 12);
         f[i] ^= static_cast<uint8_t>(1u << (rng() & 7));
-        if (i >= l2 && i < l2 + 20 && f.size() >= l2 + 20) fix_ip_checksum(f, l2);
+        if (!v6 && i >= l2 && i < l2 + 20 && f.size() >= l2 + 20) fix_ip_checksum(f, l2);
         break;
       }
       case 3:  // truncated
@@ -691,8 +696,14 @@ TEST_CASE("frame: parse_frame with an RxExpect equals the full parser on every f
       case 4:  // Ethernet padding after the IPv4 datagram
         f.resize(f.size() + rng() % 20, 0);
         break;
-      case 5: {  // lengths changed consistently (IPv4 total and UDP)
+      case 5: {  // lengths changed consistently (IPv4 total or IPv6 payload, and UDP)
         const int delta = static_cast<int>(rng() % 9) - 4;
+        if (v6) {
+          const uint32_t len = (uint32_t{f[l2 + 4]} << 8 | f[l2 + 5]) + delta;
+          f[l2 + 4] = f[l2 + 44] = static_cast<uint8_t>(len >> 8);
+          f[l2 + 5] = f[l2 + 45] = static_cast<uint8_t>(len);
+          break;
+        }
         const uint32_t total = (uint32_t{f[l2 + 2]} << 8 | f[l2 + 3]) + delta;
         f[l2 + 2] = static_cast<uint8_t>(total >> 8);
         f[l2 + 3] = static_cast<uint8_t>(total);
@@ -702,10 +713,11 @@ TEST_CASE("frame: parse_frame with an RxExpect equals the full parser on every f
         break;
       }
       case 6:  // BTH TVer, pad count or opcode byte
-        f[l2 + 28 + (rng() & 1)] ^= static_cast<uint8_t>(rng());
+        f[l2 + ip_udp + (rng() & 1)] ^= static_cast<uint8_t>(rng());
         break;
       default:  // a frame from another sender's template (not the expected one)
-        f = build(test_addr(!vlan), h, payload);
+        f = build(test_addr((rng() & 1) != 0 ? !vlan : vlan, (rng() & 1) != 0 ? !v6 : v6), h,
+                  payload);
         break;
     }
     RoceView full, fast, matched_view;
@@ -717,6 +729,7 @@ TEST_CASE("frame: parse_frame with an RxExpect equals the full parser on every f
     DropReason r_matched = DropReason::kCount;
     if (parse_frame_matched(f, exp, matched_view, r_matched)) {
       ++matched;
+      matched6 += v6 ? 1 : 0;
       REQUIRE(r_matched == r_full);
       if (r_full == DropReason::kNone) {
         CHECK(matched_view.bth == full.bth);
@@ -739,6 +752,7 @@ TEST_CASE("frame: parse_frame with an RxExpect equals the full parser on every f
   CHECK(accepted > 10000);
   CHECK(dropped > 10000);
   CHECK(matched > 10000);
+  CHECK(matched6 > 5000);
 }
 
 TEST_CASE("frame: rx_expect_require_byte narrows the frames that match, nothing else") {
@@ -779,6 +793,50 @@ TEST_CASE("frame: rx_expect_require_byte narrows the frames that match, nothing 
   CHECK(rx_expect_require_byte(contradiction, 12, 0xFF, 0x08));  // TPID is 0x81
   CHECK_FALSE(contradiction.usable);
   CHECK_FALSE(parse_frame_matched(good, contradiction, v, why));
+}
+
+TEST_CASE("frame: an IPv6 RxExpect compares its four words, and require_byte reaches them") {
+  for (const bool vlan : {false, true}) {
+    INFO("vlan " << vlan);
+    const FrameAddr sender = test_addr(vlan, true);
+    const size_t l2 = vlan ? 18 : 14;
+    RoceHeader h;
+    h.bth.opcode = static_cast<uint8_t>(Opcode::kAcknowledge);
+    h.bth.dest_qp = 0xABC;
+    const Bytes good = build(sender, h, {});
+    REQUIRE(good.size() == l2 + 48 + 12 + 4 + 4);  // the shortest RoCE frame over IPv6
+    RxExpect exp = make_rx_expect(sender, 0xABC, ParseOptions{});
+    REQUIRE(exp.usable);
+    RoceView v;
+    DropReason why = DropReason::kCount;
+    REQUIRE(parse_frame_matched(good, exp, v, why));
+    CHECK(why == DropReason::kNone);
+    // The UDP checksum (l2 + 46, 47) and the last DestQP byte (l2 + 55) lie
+    // in the words; the ICRC does not.
+    CHECK(rx_expect_require_byte(exp, l2 + 46, 0xFF, 0));
+    CHECK(rx_expect_require_byte(exp, l2 + 47, 0xFF, 0));
+    CHECK(rx_expect_require_byte(exp, l2 + 55, 0xFF, 0xBC));
+    CHECK_FALSE(rx_expect_require_byte(exp, l2 + 60, 0xFF, 0));
+    CHECK(exp.usable);
+    CHECK(parse_frame_matched(good, exp, v, why));
+    Bytes csum = good;
+    csum[l2 + 47] = 1;
+    CHECK_FALSE(parse_frame_matched(csum, exp, v, why));
+    // Every byte the words compare, changed alone, makes the frame miss (or,
+    // where the parser does not look, still match and parse alike).
+    for (size_t i = 12; i < l2 + 60; ++i) {
+      Bytes f = good;
+      f[i] ^= 0x01;
+      RoceView full;
+      const DropReason r = parse_frame(f, ParseOptions{}, full);
+      CHECK(parse_frame(f, exp, v) == r);
+    }
+    // A too-short frame never reads past its end (ASan) and never matches.
+    for (size_t n = 0; n < good.size(); ++n) {
+      const Bytes cut(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(n));
+      CHECK_FALSE(parse_frame_if_matched(cut, exp, v).has_value());
+    }
+  }
 }
 
 TEST_CASE("byte_order: copy_payload copies exactly n bytes for every n") {
@@ -902,12 +960,14 @@ TEST_CASE("frame: IPv6 drop reasons") {
   CHECK(parse_roce(std::span<const uint8_t>(good.data() + 14, 28),
                    std::span<const uint8_t>(good.data() + 62, good.size() - 62), ParseOptions{},
                    pr) == DropReason::kIcrc);
-  // No expectation fast path for IPv6: every frame takes the full parser.
+  // The expectation fast path: the same frame matches and parses.
   const RxExpect exp = make_rx_expect(kat_addr6(), 0x11, ParseOptions{});
-  CHECK_FALSE(exp.usable);
+  CHECK(exp.usable);
+  CHECK(exp.ipv6);
   RoceView v;
   CHECK(parse_frame(good, exp, v) == DropReason::kNone);
-  CHECK_FALSE(parse_frame_if_matched(good, exp, v).has_value());
+  CHECK(parse_frame_if_matched(good, exp, v) == std::optional(DropReason::kNone));
+  CHECK(v.payload.size() == 16);
 }
 
 TEST_CASE("frame: the fused IPv6 writers equal build_frame, with and without a VLAN tag") {
