@@ -105,6 +105,8 @@ interop_write_vm_script() {
     echo "COUNTERS=${INTEROP_COUNTERS:-}"
     echo "WATCH=${INTEROP_WATCH:-}"
     cat <<'SH'
+# scripts/rxe-vm boots with virtio_net.napi_tx=0 (why: there); show that it took.
+echo "virtio_net napi_tx=$(cat /sys/module/virtio_net/parameters/napi_tx 2>/dev/null)"
 # IPv6 steps use rxe's link-local GID (rxe has it from boot, made from the MAC), and the VM's
 # kernel routes and resolves for it only once eth0 holds that address and DAD is done: wait
 # (up to 15 s) for a link-local address that is not tentative.
