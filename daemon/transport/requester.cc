@@ -49,6 +49,7 @@ struct SendFrameConsts {
   // checksum is summed with its total length as stored, with one fold).
   uint32_t ip_sum;
   bool ip_sum_be;
+  bool ipv6;    // the template's headers are IPv6 (write_send_only6)
   uint32_t w1;  // BTH word 1 (dest QP) in wire byte order
 };
 
@@ -60,7 +61,7 @@ struct SendFrameConsts {
     sum = (sum & 0xFFFF) + (sum >> 16);
     sum = wire::to_be(static_cast<uint16_t>(sum));
   }
-  return {tmpl, tmpl.l2_bytes, sum, run, wire::to_be(dest_qpn & wire::kPsnMask)};
+  return {tmpl, tmpl.l2_bytes, sum, run, tmpl.ipv6, wire::to_be(dest_qpn & wire::kPsnMask)};
 }
 
 // What build_request() + build_frame() of a one-packet SEND (SEND only, with
@@ -89,16 +90,49 @@ struct SendOnly {
   return f;
 }
 
+// The SEND only's BTH (PSN with AckReq), ImmDt, payload and zero pad at `p`.
+[[gnu::always_inline]] inline void write_send_body(uint8_t* p, const SendFrameConsts& k,
+                                                   const SendOnly& s, uint32_t psn) {
+  std::memcpy(p, &s.w0, 4);
+  std::memcpy(p + 4, &k.w1, 4);
+  wire::put_be32(p + 8, 0x80000000u | psn);
+  uint32_t hdr_bytes = wire::kBthBytes;
+  if (s.has_imm) {
+    wire::put_be32(p + wire::kBthBytes, s.imm);
+    hdr_bytes += wire::kImmBytes;
+  }
+  wire::copy_payload(p + hdr_bytes, s.src, s.len);
+  std::memset(p + hdr_bytes + s.len, 0, 4);  // pad (the ICRC overwrites the rest)
+}
+
+// write_send_only() for an IPv6 template, out of line (the IPv4 path stays
+// as it was): begin_frame()'s IPv6 headers and lengths, the body, the ICRC.
+// (k and s by value: their copies are made in the caller's IPv6 arm only,
+// so the IPv4 arm keeps its own in registers.)
+template <bool kIcrc>
+[[gnu::noinline]] wire::BuildResult write_send_only6(std::span<uint8_t> out, SendFrameConsts k,
+                                                     SendOnly s, uint32_t psn) {
+  wire::BuildStatus st;
+  uint8_t* p = wire::begin_frame_ipv6(out, k.tmpl, s.roce, st);
+  if (p == nullptr) return {st, 0};
+  write_send_body(p, k, s, psn);
+  const size_t frame_len = wire::frame_bytes_for(k.tmpl, s.roce);
+  if constexpr (kIcrc) wire::finish_frame_icrc_words(k.tmpl, out.data(), frame_len);
+  return {wire::BuildStatus::kOk, frame_len};
+}
+
 // build_frame() of that SEND only, with begin_frame() and
 // finish_frame_icrc_words() on the constants in hand: template headers,
 // lengths, IPv4 checksum, BTH (PSN with AckReq), ImmDt, payload, pad, ICRC.
 // The IPv4 length cannot exceed 65535: the payload is at most a PMTU (4096).
-// On a build error nothing meaningful is in `out`.
+// On a build error nothing meaningful is in `out`. kIpv6 (the caller's
+// k.ipv6, decided outside its loops): write_send_only6.
 // kIcrc false: everything but the ICRC (send_run adds the ICRCs of its run after all are written).
-template <bool kIcrc = true>
+template <bool kIcrc = true, bool kIpv6 = false>
 [[gnu::always_inline]] inline wire::BuildResult write_send_only(std::span<uint8_t> out,
                                                                 const SendFrameConsts& k,
                                                                 const SendOnly& s, uint32_t psn) {
+  if constexpr (kIpv6) return write_send_only6<kIcrc>(out, k, s, psn);
   constexpr uint32_t kIpUdp = wire::kIpv4HeaderBytes + wire::kUdpHeaderBytes;
   const uint32_t ip_total = kIpUdp + s.roce + wire::kIcrcBytes;
   const size_t frame_len = k.l2 + ip_total;
@@ -125,17 +159,7 @@ template <bool kIcrc = true>
   }
   wire::put_be16(ip + wire::kIpv4HeaderBytes + 4,
                  static_cast<uint16_t>(ip_total - wire::kIpv4HeaderBytes));
-  uint8_t* p = ip + kIpUdp;
-  std::memcpy(p, &s.w0, 4);
-  std::memcpy(p + 4, &k.w1, 4);
-  wire::put_be32(p + 8, 0x80000000u | psn);
-  uint32_t hdr_bytes = wire::kBthBytes;
-  if (s.has_imm) {
-    wire::put_be32(p + wire::kBthBytes, s.imm);
-    hdr_bytes += wire::kImmBytes;
-  }
-  wire::copy_payload(p + hdr_bytes, s.src, s.len);
-  std::memset(p + hdr_bytes + s.len, 0, 4);  // pad (the ICRC overwrites the rest)
+  write_send_body(ip + kIpUdp, k, s, psn);
   // 28 + 12 (+ 4) + payload + pad bytes: whole words, at least 40.
   if constexpr (kIcrc) {
     wire::icrc_store(wire::icrc_ipv4_datagram_words(ip, ip_total - wire::kIcrcBytes),
@@ -447,9 +471,7 @@ void Qp::rewind_to(uint32_t psn) {
         wire::finish_frame_icrc_words(tmpl, out.data(), len);  // a 44-byte datagram
         return {wire::BuildStatus::kOk, len};
       }
-    } else if (state_ == QpState::kRts && !sr_ && rnr_deadline_ns_ == kNoDeadline && !tmpl.ipv6) {
-      // (The SEND only writer below knows IPv4 headers only: IPv6 QPs take
-      // the general path.)
+    } else if (state_ == QpState::kRts && !sr_ && rnr_deadline_ns_ == kNoDeadline) {
       // requester_poll() without SR: nothing to resend out of order, so the
       // next packet is requester_next()'s. In RTS, for a SEND, only its queue
       // and window checks can refuse it; anything else (a READ at its depth
@@ -472,7 +494,8 @@ void Qp::rewind_to(uint32_t psn) {
         request_sent(now_ns, *w, psn);  // ack_req is set already
         ++counters_.tx_packets;
         // As poll_tx() + a failed build: the packet counts as sent.
-        return write_send_only(out, k, f, psn);
+        return k.ipv6 ? write_send_only<true, true>(out, k, f, psn)
+                      : write_send_only(out, k, f, psn);
       }
     }
   }
@@ -485,7 +508,7 @@ size_t Qp::poll_tx_frames(uint64_t now_ns, const wire::FrameTemplate& tmpl,
   size_t i = 0;
   while (i < n) {
     // A run only for two packets or more: its set-up does not pay for one.
-    if (resp_head_ == resp_tail_ && state_ == QpState::kRts && !sr_ && !tmpl.ipv6 &&
+    if (resp_head_ == resp_tail_ && state_ == QpState::kRts && !sr_ &&
         rnr_deadline_ns_ == kNoDeadline && n - i >= 2 && sq_tail_ - cur_wqe_ >= 2) {
       i += send_run(now_ns, tmpl, bufs.subspan(i), results + i);
       if (i == n) break;
@@ -518,28 +541,40 @@ size_t Qp::send_run(uint64_t now_ns, const wire::FrameTemplate& tmpl,
   const uint32_t mask = sq_mask_;
   const SendFrameConsts k = send_frame_consts(tmpl, attr_.dest_qpn, true);
   size_t i = 0;
-  // One pass per stretch of the send queue that does not wrap.
-  for (;;) {
-    const auto at = static_cast<uint32_t>(i);
-    const size_t end = i + std::min<size_t>(n - i, ring_run(cur + at, mask));
-    const SendWqe* w = sq + ((cur + at) & mask);
-    for (; i < end; ++i, ++w) {
-      const WrOpcode op = w->wr.opcode;
-      if (w->npkts != 1 || w->wr.num_sge > 1 ||
-          (op != WrOpcode::kSend && op != WrOpcode::kSendImm)) {
-        break;
+  // One pass per stretch of the send queue that does not wrap; the family
+  // chosen once, outside the loops (IPv6's writer is a call).
+  const auto write_run = [&]<bool kIpv6>() {
+    for (;;) {
+      const auto at = static_cast<uint32_t>(i);
+      const size_t end = i + std::min<size_t>(n - i, ring_run(cur + at, mask));
+      const SendWqe* w = sq + ((cur + at) & mask);
+      for (; i < end; ++i, ++w) {
+        const WrOpcode op = w->wr.opcode;
+        if (w->npkts != 1 || w->wr.num_sge > 1 ||
+            (op != WrOpcode::kSend && op != WrOpcode::kSendImm)) {
+          break;
+        }
+        const SendOnly f = send_only(w->wr, w->seg[0].data(), w->len_bytes);
+        // As poll_tx_frame(): a packet whose build fails counts as sent.
+        results[i] = write_send_only<false, kIpv6>(bufs[i], k, f,
+                                                   wire::psn_add(psn0, static_cast<uint32_t>(i)));
       }
-      const SendOnly f = send_only(w->wr, w->seg[0].data(), w->len_bytes);
-      // As poll_tx_frame(): a packet whose build fails counts as sent.
-      results[i] =
-          write_send_only<false>(bufs[i], k, f, wire::psn_add(psn0, static_cast<uint32_t>(i)));
+      if (i != end || i == n) break;
     }
-    if (i != end || i == n) break;
+  };
+  if (k.ipv6) [[unlikely]] {
+    write_run.template operator()<true>();
+  } else {
+    write_run.template operator()<false>();
   }
   // The ICRCs in a pass of their own: no call inside the loop above, whose
   // values then stay in registers. Each frame is a datagram of whole words.
   for (size_t j = 0; j < i; ++j) {
     if (!results[j].ok()) continue;
+    if (k.ipv6) [[unlikely]] {
+      wire::finish_frame_icrc_words(tmpl, bufs[j].data(), results[j].len_bytes);
+      continue;
+    }
     uint8_t* const ip = bufs[j].data() + k.l2;
     const size_t len = results[j].len_bytes - k.l2 - wire::kIcrcBytes;
     wire::icrc_store(wire::icrc_ipv4_datagram_words(ip, len), ip + len);

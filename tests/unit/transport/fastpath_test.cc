@@ -139,7 +139,7 @@ struct Lockstep {
     wire::FrameAddr a, b;
     a.src_ip = b.dst_ip = 0xC6120001;
     b.src_ip = a.dst_ip = 0xC6120002;
-    if (ipv6) {  // fe80::1 and 2001:db8::2: the IPv6 frames take the general writers
+    if (ipv6) {  // fe80::1 and 2001:db8::2: IPv6 templates in the fused writers
       a.ipv6 = b.ipv6 = true;
       a.src_ip6 = b.dst_ip6 = {0xFE, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
       b.src_ip6 = a.dst_ip6 = {0x20, 0x01, 0x0D, 0xB8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
