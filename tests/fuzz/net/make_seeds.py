@@ -7,7 +7,10 @@ Ethernet frame built with scapy, so the seeds come from an independent
 implementation.
 """
 import os
+import struct
+import zlib
 from scapy.all import ARP, Dot1Q, Ether, ICMP, IP, UDP, Raw
+from scapy.contrib.roce import BTH
 from scapy.layers.inet6 import (IPv6, ICMPv6EchoRequest, ICMPv6ND_NA, ICMPv6ND_NS, ICMPv6ND_RA,
                                 ICMPv6NDOptDstLLAddr, ICMPv6NDOptSrcLLAddr, IPv6ExtHdrFragment,
                                 IPv6ExtHdrHopByHop)
@@ -23,6 +26,19 @@ def eth(vlan, dst=OUR_MAC):
     return e / Dot1Q(vlan=100) if vlan else e
 
 
+def with_icrc6(frame, l2):
+    """An Ethernet/IPv6/UDP/BTH frame with its last 4 bytes replaced by the RoCEv2 ICRC (rxe's
+    IPv6 masking, zlib's CRC-32 stored least-significant byte first): scapy's BTH computes it
+    for IPv4 only."""
+    dgram = bytearray(frame[l2:-4])
+    dgram[0] |= 0x0F                    # traffic class (high nibble)
+    dgram[1:4] = b"\xff\xff\xff"        # traffic class (low nibble), flow label
+    dgram[7] = 0xFF                     # hop limit
+    dgram[46:48] = b"\xff\xff"          # UDP checksum
+    dgram[52] = 0xFF                    # BTH: FECN, BECN, reserved
+    return frame[:-4] + struct.pack("<I", zlib.crc32(b"\xff" * 8 + bytes(dgram)) & 0xFFFFFFFF)
+
+
 def frames(vlan):
     yield "arp_request", eth(vlan, "ff:ff:ff:ff:ff:ff") / ARP(
         op=1, hwsrc=PEER_MAC, psrc=PEER_IP, pdst=OUR_IP)
@@ -34,6 +50,13 @@ def frames(vlan):
     yield "ping", eth(vlan) / ip / ICMP(type=8, id=7, seq=1) / Raw(bytes(range(56)))
     yield "udp_roce", eth(vlan) / IP(src=PEER_IP, dst=OUR_IP, tos=3, flags="DF") / UDP(
         sport=49152, dport=4791, chksum=0) / Raw(bytes(40))
+    # Valid RoCEv2 SEND onlys (ICRC by scapy): they train the receive fast path.
+    yield "roce_send", eth(vlan) / IP(src=PEER_IP, dst=OUR_IP, tos=2, flags="DF", id=0) / UDP(
+        sport=49152, dport=4791, chksum=0) / BTH(opcode=4, dqpn=0x11, psn=5, ackreq=1) / Raw(
+            bytes(range(64)))
+    yield "roce_ack", eth(vlan) / IP(src=PEER_IP, dst=OUR_IP, flags="DF", id=0) / UDP(
+        sport=49152, dport=4791, chksum=0) / BTH(opcode=17, dqpn=0x11, psn=5) / Raw(
+            bytes([0, 0, 0, 9]))
     yield "udp_cm_csum", eth(vlan) / ip / UDP(sport=18515, dport=18515) / Raw(b"conduit-cm")
     yield "udp_closed", eth(vlan) / ip / UDP(sport=1, dport=9) / Raw(b"x")
     yield "fragment", eth(vlan) / IP(src=PEER_IP, dst=OUR_IP, flags="MF") / UDP(
@@ -65,6 +88,10 @@ def frames6(vlan):
     yield "ping6", eth(vlan) / to_us / ICMPv6EchoRequest(id=7, seq=1, data=bytes(range(56)))
     yield "udp6_roce", eth(vlan) / IPv6(src=PEER_IP6, dst=OUR_IP6, tc=3) / UDP(
         sport=49152, dport=4791, chksum=0) / Raw(bytes(40))
+    send6 = eth(vlan) / IPv6(src=PEER_IP6, dst=OUR_IP6, tc=2, fl=0x12345) / UDP(
+        sport=49152, dport=4791, chksum=0) / BTH(opcode=4, dqpn=0x11, psn=5, ackreq=1,
+                                                 icrc=0) / Raw(bytes(range(64)))
+    yield "roce6_send", Raw(with_icrc6(bytes(send6), 18 if vlan else 14))
     yield "udp6_cm_csum", eth(vlan) / to_us / UDP(sport=18515, dport=18515) / Raw(b"conduit-cm")
     yield "hop_by_hop", eth(vlan) / to_us / IPv6ExtHdrHopByHop() / UDP(dport=4791) / Raw(bytes(16))
     yield "fragment6", eth(vlan) / to_us / IPv6ExtHdrFragment(m=1) / UDP(dport=4791) / Raw(

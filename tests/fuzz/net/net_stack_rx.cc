@@ -7,7 +7,10 @@
 // its router from Router Advertisements) unless bit 3. Besides crashes/UB it
 // checks the classifier's contract: every frame gets exactly one verdict, drops are counted,
 // replies fit the scratch buffer, delivered offsets lie inside the frame, and pending actions stay
-// bounded.
+// bounded. A RoCE datagram it delivers (either family) also trains the engine's receive fast path
+// (make_roce_expect): the frame matches its own expectation, and that frame with one bit flipped
+// (which bit: the last input byte) gets from on_rx_expected exactly what on_rx_frame and
+// wire::parse_roce give it, or misses.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -17,6 +20,7 @@
 
 #include "net/checksum.h"
 #include "net/net_stack.h"
+#include "wire/frame.h"
 
 using namespace conduit::net;
 
@@ -42,6 +46,75 @@ NetStack make_stack(bool vlan, bool verify_udp, bool ipv6, bool router_discovery
 
 void check(bool ok) {
   if (!ok) std::abort();
+}
+
+// The engine's full path for one frame: on_rx_frame, then parse_roce of a
+// RoCE datagram. True when it was delivered to the RoCE port.
+bool full_path(NetStack& s, std::span<const uint8_t> f, uint64_t now_ns,
+               const conduit::wire::ParseOptions& opt, RxResult& r, conduit::wire::DropReason& why,
+               conduit::wire::RoceView& view) {
+  std::vector<uint8_t> reply(std::max(f.size(), NetStack::kMinReplyBytes));
+  r = s.on_rx_frame(f, now_ns, reply);
+  if (r.verdict != RxVerdict::kDeliverUdp || r.udp.dst_port != opt.udp_dst_port) return false;
+  const size_t hdrs = r.udp.ipv6 ? 48 : 28;
+  why = conduit::wire::parse_roce(f.subspan(r.udp.ip_offset, hdrs),
+                                  f.subspan(r.udp.payload_offset, r.udp.payload_len), opt, view);
+  return true;
+}
+
+bool same_datagram(const UdpDatagram& a, const UdpDatagram& b) {
+  return a.src_mac == b.src_mac && a.src_ip == b.src_ip && a.dst_ip == b.dst_ip &&
+         a.src_port == b.src_port && a.dst_port == b.dst_port && a.tos == b.tos &&
+         a.ip_offset == b.ip_offset && a.payload_offset == b.payload_offset &&
+         a.payload_len == b.payload_len && a.ipv6 == b.ipv6 && a.src_ip6 == b.src_ip6 &&
+         a.dst_ip6 == b.dst_ip6;
+}
+
+// The receive fast path against the full path, for a frame the full path
+// delivered to the RoCE port and parse_roce accepted.
+void check_fast_path(NetStack& s, std::span<const uint8_t> frame, const RxResult& r,
+                     uint64_t now_ns, uint8_t flip) {
+  namespace wire = conduit::wire;
+  wire::ParseOptions opt;
+  opt.udp_dst_port = 4791;
+  opt.pmtu_bytes = 1024;
+  wire::RoceView view;
+  const size_t hdrs = r.udp.ipv6 ? 48 : 28;
+  if (r.udp.dst_port != 4791 ||
+      wire::parse_roce(frame.subspan(r.udp.ip_offset, hdrs),
+                       frame.subspan(r.udp.payload_offset, r.udp.payload_len), opt,
+                       view) != wire::DropReason::kNone) {
+    return;
+  }
+  const wire::RxExpect exp = s.make_roce_expect(frame, r.udp, opt);
+  if (!exp.usable) return;
+  check(exp.ipv6 == r.udp.ipv6);
+  const size_t csum_at = r.udp.payload_offset - 2;
+  const bool zero_csum = frame[csum_at] == 0 && frame[csum_at + 1] == 0;
+  UdpDatagram udp;
+  wire::DropReason why = wire::DropReason::kCount;
+  // The frame it was learned from matches it (unless it carries a UDP
+  // checksum: matching frames may not, they skip its check).
+  if (zero_csum) {
+    check(s.on_rx_expected(frame, exp, udp, view, why));
+    check(why == wire::DropReason::kNone && same_datagram(udp, r.udp));
+  }
+  // One bit flipped anywhere: a match decides as the full path does.
+  std::vector<uint8_t> mut(frame.begin(), frame.end());
+  mut[(size_t{flip} * 131) % mut.size()] ^= static_cast<uint8_t>(1u << (flip & 7));
+  wire::RoceView fast_view;
+  UdpDatagram fast_udp;
+  wire::DropReason fast_why = wire::DropReason::kCount;
+  if (!s.on_rx_expected(mut, exp, fast_udp, fast_view, fast_why)) return;
+  RxResult want;
+  wire::DropReason want_why = wire::DropReason::kCount;
+  wire::RoceView want_view;
+  check(full_path(s, mut, now_ns, opt, want, want_why, want_view));
+  check(same_datagram(fast_udp, want.udp) && fast_why == want_why);
+  if (want_why == wire::DropReason::kNone) {
+    check(fast_view.bth == want_view.bth && fast_view.payload.data() == want_view.payload.data() &&
+          fast_view.payload.size() == want_view.payload.size());
+  }
 }
 
 // Byte-at-a-time RFC 1071 sum: the optimised checksum must agree with it.
@@ -119,5 +192,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   check(s.pending_actions() == 0);
   check(s.neighbours().size() <= 16);
   check(s.neighbours6().size() <= 16);
+  if (r.verdict == RxVerdict::kDeliverUdp) check_fast_path(s, frame, r, now_ns, data[size - 1]);
   return 0;
 }
