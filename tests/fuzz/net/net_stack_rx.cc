@@ -93,9 +93,13 @@ void check_fast_path(NetStack& s, std::span<const uint8_t> frame, const RxResult
   const bool zero_csum = frame[csum_at] == 0 && frame[csum_at + 1] == 0;
   UdpDatagram udp;
   wire::DropReason why = wire::DropReason::kCount;
-  // The frame it was learned from matches it (unless it carries a UDP
-  // checksum: matching frames may not, they skip its check).
-  if (zero_csum) {
+  // The frame it was learned from matches it, unless it carries a UDP
+  // checksum (matching frames may not: they skip its check) or was sent to
+  // a multicast MAC the stack accepts (all-nodes, solicited-node): the fast
+  // path takes only frames to our own MAC.
+  const bool to_our_mac =
+      std::equal(s.config().mac.bytes.begin(), s.config().mac.bytes.end(), frame.begin());
+  if (zero_csum && to_our_mac) {
     check(s.on_rx_expected(frame, exp, udp, view, why));
     check(why == wire::DropReason::kNone && same_datagram(udp, r.udp));
   }
