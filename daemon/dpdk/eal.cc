@@ -3,6 +3,8 @@
 #include <rte_eal.h>
 #include <rte_errno.h>
 
+#include <unistd.h>
+
 #include <atomic>
 #include <cstring>
 
@@ -54,6 +56,14 @@ Eal::Eal(const std::vector<std::string>& args) : args_(args) {
   }
 }
 
-Eal::~Eal() { rte_eal_cleanup(); }
+Eal::~Eal() {
+  // EAL makes a runtime directory per --file-prefix (/run/dpdk/PREFIX) and leaves it behind
+  // after rte_eal_cleanup, so a host whose daemons start under fresh prefixes would gather
+  // empty directories. Remove ours when it is empty; a file left in it (another process of
+  // the same prefix, a telemetry socket still bound) keeps it, and that is not an error.
+  const std::string runtime_dir = rte_eal_get_runtime_dir();
+  rte_eal_cleanup();
+  if (!runtime_dir.empty()) ::rmdir(runtime_dir.c_str());
+}
 
 }  // namespace conduit::dpdk

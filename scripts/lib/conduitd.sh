@@ -21,6 +21,7 @@
 
 CONDUIT_BUILD=${CONDUIT_BUILD:-build}
 declare -gA CONDUITD_PIDS=()
+declare -gA CONDUITD_PREFIXES=()
 
 conduitd_vdev() {
   local mtu=${3:-1500}
@@ -83,9 +84,22 @@ YAML
 
 conduitd_pid() { echo "${CONDUITD_PIDS[$1]:-}"; }
 
+# dpdk_runtime_dir_remove PREFIX: DPDK's EAL keeps a runtime directory per --file-prefix (under
+# /run/dpdk as root, else $XDG_RUNTIME_DIR/dpdk or /tmp/dpdk). conduitd removes its own when it
+# exits cleanly; this removes what a daemon killed on purpose or by a failure left behind.
+dpdk_runtime_dir_remove() {
+  local prefix=$1 parent
+  [[ -n $prefix && $prefix != */* ]] || return 0
+  for parent in /run/dpdk "${XDG_RUNTIME_DIR:-/nonexistent}/dpdk" /tmp/dpdk; do
+    [[ -d $parent/$prefix ]] && rm -rf "${parent:?}/$prefix"
+  done
+  return 0
+}
+
 conduitd_start() {
   local host=$1 config=$2 log=$3 sock
   sock=$(awk '$1 == "control_socket:" {print $2; exit}' "$config")
+  CONDUITD_PREFIXES[$host]=$(grep -o -- '--file-prefix=[^]",]*' "$config" | head -n 1 | cut -d= -f2)
   rm -f "$sock"
   # Not through netns_exec: a backgrounded function is a subshell, and its PID is not the
   # daemon's. ip netns exec execs the command, so $! is conduitd itself.
@@ -142,6 +156,7 @@ conduitd_stop() {
   fi
   wait "$pid" 2>/dev/null || rc=$?
   CONDUITD_PIDS[$host]=
+  dpdk_runtime_dir_remove "${CONDUITD_PREFIXES[$host]:-}"
   if ((rc != 0 && !killed)); then
     if ((rc > 128)); then
       echo "conduitd in host $host died of signal $((rc - 128)) ($(kill -l $((rc - 128)))) while stopping" >&2

@@ -10,13 +10,14 @@ need_obj "$obj"
 py=/usr/bin/python3
 
 netns_init
+out=$(mktemp /tmp/losstest.XXXXXX)
+trap 'rm -f "$out"; netns_cleanup' EXIT
 netns_pair
 tcbpf_attach b eth0 ingress "$obj"
 
 # blast PORT COUNT: a→b UDP datagrams, paced in small bursts; prints how many b received.
 blast() {
-  local port=$1 count=$2 out
-  out=$(mktemp)
+  local port=$1 count=$2
   timeout 60 ip netns exec "$(netns_name b)" "$py" -c '
 import socket, sys
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -39,7 +40,7 @@ for i in range(int(sys.argv[2])):
     s.sendto(b"x" * 256, ("198.18.0.2", int(sys.argv[1])))
     if i % 200 == 199: time.sleep(0.002)' "$port" "$count" || fail "sender failed"
   wait "$rpid" || fail "receiver failed"
-  cat "$out"; rm -f "$out"
+  cat "$out"
 }
 
 share_ppm=100000   # 10 %

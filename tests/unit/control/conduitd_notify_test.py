@@ -57,8 +57,7 @@ def ctl(sock, *args):
     return r
 
 
-def main():
-    work = tempfile.mkdtemp(prefix="conduitd-notify-")
+def main(work):
     sock = os.path.join(work, "conduitd.sock")
     cfg = os.path.join(work, "conduitd.yaml")
     with open(cfg, "w") as f:
@@ -168,4 +167,6 @@ def main():
     print("conduitd notify protocol: OK")
 
 
-main()
+# the work folder (config, log, sockets) goes when the test ends, pass or fail
+with tempfile.TemporaryDirectory(prefix="conduitd-notify-") as tmp:
+    main(tmp)

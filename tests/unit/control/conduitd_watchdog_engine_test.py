@@ -89,8 +89,7 @@ def engine_tid(pid, timeout_s=10.0):
     fail("no thread named conduit-engine")
 
 
-def main():
-    work = tempfile.mkdtemp(prefix="conduitd-wdeng-")
+def main(work):
     sock = os.path.join(work, "conduitd.sock")
     cfg = os.path.join(work, "conduitd.yaml")
     with open(cfg, "w") as f:
@@ -154,4 +153,6 @@ def main():
     print("conduitd watchdog follows the engine loop: OK")
 
 
-main()
+# the work folder (config, log, sockets) goes when the test ends, pass or fail
+with tempfile.TemporaryDirectory(prefix="conduitd-wdeng-") as tmp:
+    main(tmp)

@@ -19,11 +19,21 @@ pid=
 addr=198.18.9.1
 port=$((20000 + RANDOM % 20000))
 sock=$dir/conduitd.sock
+eal_tags=()
 
 daemon_test_cleanup() {
   jobs -p | xargs -r kill -9 2>/dev/null || true
   if [[ -n $pid ]]; then kill -9 "$pid" 2>/dev/null || true; fi
   rm -rf "$dir"
+  # DPDK's runtime directories of the daemons started here (--file-prefix=TAG$$), which a
+  # daemon killed on purpose leaves behind.
+  local tag parent
+  for tag in "${eal_tags[@]}"; do
+    for parent in /run/dpdk "${XDG_RUNTIME_DIR:-/nonexistent}/dpdk" /tmp/dpdk; do
+      [[ -d $parent/$tag$$ ]] && rm -rf "${parent:?}/$tag$$"
+    done
+  done
+  return 0
 }
 trap daemon_test_cleanup EXIT
 
@@ -47,6 +57,7 @@ clients_may_leak() { export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_
 
 daemon_start() {
   local tag=$1 name=${2:-c}
+  eal_tags+=("$tag")
   cat >"$dir/$name.yaml" <<YAML
 daemon:
   control_socket: $sock

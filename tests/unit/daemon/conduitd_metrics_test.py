@@ -109,8 +109,7 @@ def families(text):
     return fams
 
 
-def main():
-    work = tempfile.mkdtemp(prefix="conduit-metrics-")
+def main(work):
     mport = free_port()
     d, sock, log = start_daemon(work, mport, 0)
     for _ in range(100):
@@ -300,9 +299,13 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
+    # the work folder (configs, logs, sockets) goes when the test ends, pass or fail,
+    # after the daemons it started are gone
+    with tempfile.TemporaryDirectory(prefix="conduit-metrics-") as tmp:
+        try:
+            main(tmp)
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()

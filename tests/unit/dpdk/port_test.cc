@@ -5,6 +5,7 @@
 // 77 (skip) and says why.
 #include <net/if.h>
 #include <poll.h>
+#include <rte_eal.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 #include <sched.h>
@@ -43,7 +44,10 @@ void need_eal() {
         "--log-level=lib.eal:error",
         "--log-level=pmd.*:error"};
     try {
-      return new Eal(args);
+      auto* e = new Eal(args);  // never destroyed: EAL lives until the process exits
+      // so that EAL's runtime directory (/run/dpdk/PREFIX) does not outlive the test either
+      std::atexit([] { ::rmdir(rte_eal_get_runtime_dir()); });
+      return e;
     } catch (const DpdkError& e) {
       std::fprintf(stderr, "skip: DPDK EAL cannot start here: %s\n", e.what());
       std::exit(77);
