@@ -188,11 +188,4 @@ size_t build_cm_message(const CmMessage& m, uint8_t* out) {
   return len;
 }
 
-bool cm_addr_ipv4(const CmAddr& a, uint32_t& ip) {
-  static constexpr uint8_t kPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
-  if (std::memcmp(a.data(), kPrefix, sizeof kPrefix) != 0) return false;
-  ip = bytes::get32(a.data() + 12);
-  return true;
-}
-
 }  // namespace conduit::cm

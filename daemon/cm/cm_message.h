@@ -38,6 +38,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "proto/cm_addr.h"
+
 namespace conduit::cm {
 
 inline constexpr uint32_t kCmMagic = 0x4344434d;
@@ -95,29 +97,11 @@ bool valid_pmtu(uint32_t bytes);
 // initiator depth (at least 1 each, so a READ is never stuck behind a zero).
 void cap_depths(QpParams& local, const QpParams& remote);
 
-// A connection manager peer's address in the form of a RoCE v2 GID: an IPv4
-// address as ::ffff:a.b.c.d (cm_addr_v4), or an IPv6 address.
-using CmAddr = std::array<uint8_t, 16>;
-constexpr CmAddr cm_addr_v4(uint32_t ip) {  // ip in host byte order
-  return {0,
-          0,
-          0,
-          0,
-          0,
-          0,
-          0,
-          0,
-          0,
-          0,
-          0xFF,
-          0xFF,
-          static_cast<uint8_t>(ip >> 24),
-          static_cast<uint8_t>(ip >> 16),
-          static_cast<uint8_t>(ip >> 8),
-          static_cast<uint8_t>(ip)};
-}
-// The IPv4 address (host byte order) of an IPv4-mapped CmAddr; false for IPv6.
-bool cm_addr_ipv4(const CmAddr& a, uint32_t& ip);
+// A connection manager peer's address in the form of a RoCE v2 GID (proto/cm_addr.h): the
+// same type the control protocol hands to clients.
+using proto::cm_addr_ipv4;
+using proto::cm_addr_v4;
+using proto::CmAddr;
 
 // What only the IB CM dialect (ib_cm_mad.h) carries. Zero for native messages.
 struct IbCmFields {

@@ -30,6 +30,8 @@
 #include <variant>
 #include <vector>
 
+#include "proto/cm_addr.h"
+
 namespace conduit::proto {
 
 inline constexpr uint32_t kControlMagic = 0x54434443;  // bytes 'C','D','C','T'
@@ -239,36 +241,6 @@ inline constexpr size_t kMaxCmPrivateBytes = 64;
 inline std::string ipv4_text(uint32_t ip) {
   return std::to_string(ip >> 24) + "." + std::to_string((ip >> 16) & 0xFF) + "." +
          std::to_string((ip >> 8) & 0xFF) + "." + std::to_string(ip & 0xFF);
-}
-// A connection-manager peer's address, in the form of a RoCE v2 GID: an IPv4
-// address as ::ffff:a.b.c.d, or an IPv6 address.
-using CmAddr = std::array<uint8_t, 16>;
-inline CmAddr cm_addr_v4(uint32_t ip) {
-  return {0,
-          0,
-          0,
-          0,
-          0,
-          0,
-          0,
-          0,
-          0,
-          0,
-          0xFF,
-          0xFF,
-          static_cast<uint8_t>(ip >> 24),
-          static_cast<uint8_t>(ip >> 16),
-          static_cast<uint8_t>(ip >> 8),
-          static_cast<uint8_t>(ip)};
-}
-// The IPv4 address (host byte order) of an IPv4-mapped address; false for IPv6.
-inline bool cm_addr_ipv4(const CmAddr& a, uint32_t& ip) {
-  for (int i = 0; i < 10; ++i) {
-    if (a[i] != 0) return false;
-  }
-  if (a[10] != 0xFF || a[11] != 0xFF) return false;
-  ip = uint32_t{a[12]} << 24 | uint32_t{a[13]} << 16 | uint32_t{a[14]} << 8 | a[15];
-  return true;
 }
 // Dotted quad for an IPv4-mapped address, RFC 5952 text for IPv6.
 std::string cm_addr_text(const CmAddr& a);
