@@ -97,8 +97,10 @@ bool icrc_ipv4_with(IcrcIsa isa, std::span<const uint8_t> datagram, uint32_t& ic
 // the UDP checksum and BTH byte 4 as for IPv4. `first` followed by `second`
 // is the datagram from the IPv6 header up to (not including) the ICRC; at
 // least 60 bytes in all (IPv6 + UDP + BTH), else 0. No extension headers:
-// the UDP header must follow the IPv6 header. Table/PCLMULQDQ CRC through
-// crc32_update(): not the IPv4 stream's single pass.
+// the UDP header must follow the IPv6 header. With PCLMULQDQ and the headers
+// in `first`, header and payload go through one fold stream, the variant
+// fields masked in registers (no copy); otherwise a masked copy of the
+// headers and crc32_update().
 inline constexpr size_t kIpv6IcrcMaskedHeaderBytes = 40 + 8 + 12;  // IPv6 + UDP + BTH
 uint32_t icrc_ipv6(std::span<const uint8_t> first, std::span<const uint8_t> second = {});
 
