@@ -617,10 +617,13 @@ int Engine::modify_qp(const control::EngineCommand& cmd, uint64_t now_ns) {
     // not leave the port (or not arrive), and the QP would fail later with retries exceeded.
     // The same rule the policy loader applies to transport.pmtu against port.mtu (IPv6's
     // header is 20 bytes longer).
+    // A link MTU from a Router Advertisement's MTU option bounds IPv6 frames too.
     const uint32_t overhead = v6_peer ? policy::kRoceOverheadBytes6 : policy::kRoceOverheadBytes;
-    if (port_.mtu_bytes() != 0 && ta.pmtu_bytes + overhead > port_.mtu_bytes()) {
-      return -EINVAL;
+    uint32_t mtu = port_.mtu_bytes();
+    if (v6_peer && net_.link_mtu6() != 0 && (mtu == 0 || net_.link_mtu6() < mtu)) {
+      mtu = net_.link_mtu6();
     }
+    if (mtu != 0 && ta.pmtu_bytes + overhead > mtu) return -EINVAL;
     mask |= transport::kAttrPathMtu;
   }
   if (a.mask & proto::kAttrDestQpn) {
@@ -949,6 +952,9 @@ void Engine::fill_snapshot(control::CounterSnapshot& out) const {
   out.add("net.rx_na", n.rx_na);
   out.add("net.tx_na", n.tx_na);
   out.add("net.rx_ra", n.rx_ra);
+  out.add("net.ra_prefixes", n.ra_prefixes);
+  out.add("net.ra_options_ignored", n.ra_options_ignored);
+  out.add("net.link_mtu6", net_.link_mtu6());
   out.add("net.tx_rs", n.tx_rs);
   out.add("net.tx_ns", n.tx_ns);
   out.add("net.rx_icmp6_echo_requests", n.rx_icmp6_echo_requests);

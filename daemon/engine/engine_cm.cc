@@ -11,6 +11,7 @@
 
 #include "engine/engine.h"
 #include "engine/engine_contexts.h"
+#include "policy/policy.h"
 #include "wire/gsi.h"
 
 namespace conduit::engine {
@@ -87,6 +88,21 @@ cm::QpParams Engine::cm_local_params(const QpCtx& q, const control::CmArgs& args
   return p;
 }
 
+uint16_t Engine::cm_fit_pmtu(uint16_t pmtu, const cm::CmAddr& peer) const {
+  // As rdma_cm takes the path MTU from the port's active MTU: offer the largest path MTU
+  // whose frames leave this port (a client may ask for 4096 on a 1500-byte link), and over
+  // IPv6 fit a link MTU a Router Advertisement lowered too, so that neither side sends
+  // frames the link drops.
+  uint32_t v4;
+  const bool v6 = !cm::cm_addr_ipv4(peer, v4);
+  uint32_t mtu = port_.mtu_bytes();
+  if (v6 && net_.link_mtu6() != 0 && (mtu == 0 || net_.link_mtu6() < mtu)) mtu = net_.link_mtu6();
+  if (mtu == 0) return pmtu;
+  const uint32_t overhead = v6 ? policy::kRoceOverheadBytes6 : policy::kRoceOverheadBytes;
+  while (pmtu > 256 && pmtu + overhead > mtu) pmtu /= 2;
+  return pmtu;
+}
+
 int Engine::cm_command(const control::EngineCommand& cmd, uint64_t now_ns, uint32_t* conn_out) {
   const control::CmArgs& a = cmd.cm;
   const uint64_t owner = cmd.client_id;
@@ -114,6 +130,7 @@ int Engine::cm_command(const control::EngineCommand& cmd, uint64_t now_ns, uint3
       if (cmd.op == control::EngineOp::kCmConnect) {
         cm::CmAddr peer = a.peer;
         if (const int route = cm_route(peer); route < 0) return route;
+        local.pmtu_bytes = cm_fit_pmtu(local.pmtu_bytes, peer);
         // rdma_cm's peers: the IB CM, on the peer's GSI; conduitd's: the native messages.
         const bool ib = (a.flags & proto::kCmFlagRdmaCm) != 0;
         const cm::CmPeer to{peer, ib ? uint16_t{0} : config_.cm_udp_port, ib};
@@ -137,6 +154,7 @@ int Engine::cm_command(const control::EngineCommand& cmd, uint64_t now_ns, uint3
       auto req = cm_requests_.find(a.conn);
       if (req == cm_requests_.end() || req->second.owner != owner) return -ENOENT;
       const cm::CmAction request = req->second;
+      local.pmtu_bytes = cm_fit_pmtu(local.pmtu_bytes, request.peer.addr);
       if (request.peer.ib) {
         // A verbs peer: its READ depths bound ours, and it runs go-back-N.
         cm::cap_depths(local, request.remote);

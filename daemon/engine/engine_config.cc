@@ -62,6 +62,7 @@ EngineConfig engine_config_from_policy(const policy::Policy& p, net::MacAddr mac
     c.net.addr6 = net::Ipv6Addr{p.port.address6->bytes};
     c.net.prefix_len6 = p.port.prefix_len6;
     if (p.port.gateway6) c.net.gateway6 = net::Ipv6Addr{p.port.gateway6->bytes};
+    c.net.link_mtu = p.port.mtu_bytes;  // a Router Advertisement may lower it, not raise it
   }
   c.net.udp_ports = {p.port.roce_udp_port, p.port.cm_udp_port};
   for (const auto& n : p.port.neighbours) {

@@ -22,6 +22,10 @@ inline constexpr uint8_t kIcmp6Redirect = 137;  // last NDP type
 
 inline constexpr uint8_t kNdpOptSourceLinkAddr = 1;
 inline constexpr uint8_t kNdpOptTargetLinkAddr = 2;
+inline constexpr uint8_t kNdpOptPrefixInfo = 3;     // RFC 4861 section 4.6.2 (32 bytes)
+inline constexpr uint8_t kNdpOptMtu = 5;            // RFC 4861 section 4.6.4 (8 bytes)
+inline constexpr uint8_t kPrefixFlagOnLink = 0x80;  // the Prefix Information option's L flag
+inline constexpr uint32_t kIpv6MinMtu = 1280;       // RFC 8200 section 5
 
 // Neighbor Advertisement flags, in the top byte of flags_reserved.
 inline constexpr uint32_t kNaFlagRouter = 0x80000000u;

@@ -61,6 +61,10 @@ bool walk_ndp_options(std::span<const uint8_t> opts, uint8_t want, bool& found,
 
 bool is_unicast_mac(MacAddr mac) { return !mac.is_zero() && !mac.is_multicast(); }
 
+uint32_t be32_at(const uint8_t* p) {
+  return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | p[3];
+}
+
 }  // namespace
 
 uint64_t NetCounters::total_drops() const {
@@ -148,7 +152,13 @@ NetStack::NetStack(const NetStackConfig& config)
 
 bool NetStack::on_link6(const Ipv6Addr& ip) const {
   // Link-local addresses are on the link by definition (RFC 4291 2.5.6).
-  return ip.is_link_local() || ipv6_prefix_match(ip, *config_.addr6, config_.prefix_len6);
+  if (ip.is_link_local() || ipv6_prefix_match(ip, *config_.addr6, config_.prefix_len6)) {
+    return true;
+  }
+  for (size_t i = 0; i < prefixes6_count_; ++i) {
+    if (ipv6_prefix_match(ip, prefixes6_[i].prefix, prefixes6_[i].len)) return true;
+  }
+  return false;
 }
 
 bool NetStack::is_peer_address6(const Ipv6Addr& ip) const {
@@ -589,6 +599,9 @@ void NetStack::announce() {
 
 void NetStack::poll_timers(uint64_t now_ns) {
   if (router6_ && now_ns >= router6_expiry_ns_) router6_.reset();  // its lifetime ran out
+  for (size_t i = prefixes6_count_; i-- > 0;) {
+    if (now_ns >= prefixes6_[i].expiry_ns) forget_prefix6(i);
+  }
   neighbours_.poll(now_ns, scratch4_);
   flush_events4();
   neighbours6_.poll(now_ns, scratch6_);
@@ -973,8 +986,9 @@ RxResult NetStack::on_ra(std::span<const uint8_t> frame, const EthernetHeader& e
   const uint16_t lifetime_s = ra->router_lifetime_s.host();
   // Section 6.3.4: the router's link-layer address goes into the neighbour
   // table (an entry is made for a default router), and a lifetime of 0
-  // withdraws it as a default router. Prefix and MTU options are not used:
-  // the on-link prefix and the MTU are the policy's.
+  // withdraws it as a default router. Its on-link prefixes add to the
+  // policy's, and its MTU option may lower the link MTU.
+  learn_ra_options(frame.subspan(l4 + sizeof(NdpRouterAdvertisement)), now_ns);
   if (slla) {
     neighbours6_.learn(src, *slla, now_ns, /*create=*/lifetime_s > 0, scratch6_);
     flush_events6();
@@ -989,6 +1003,64 @@ RxResult NetStack::on_ra(std::span<const uint8_t> frame, const EthernetHeader& e
   r.verdict = RxVerdict::kConsumed;
   return r;
 }
+
+void NetStack::learn_ra_options(std::span<const uint8_t> opts, uint64_t now_ns) {
+  for (size_t at = 0; at + 2 <= opts.size() && opts[at + 1] != 0;) {
+    const size_t len = size_t{opts[at + 1]} * 8;
+    if (len > opts.size() - at) break;  // (walk_ndp_options has refused such RAs)
+    const uint8_t* o = opts.data() + at;
+    at += len;
+    if (o[0] == kNdpOptMtu) {
+      // Section 6.3.4: taken when it is at least the IPv6 minimum and at most the link's.
+      const uint32_t mtu = len == 8 ? be32_at(o + 4) : 0;
+      if (mtu < kIpv6MinMtu || (config_.link_mtu != 0 && mtu > config_.link_mtu)) {
+        ++counters_.ra_options_ignored;
+      } else {
+        ra_mtu6_ = mtu;
+      }
+      continue;
+    }
+    if (o[0] != kNdpOptPrefixInfo) continue;
+    // Section 6.3.4: with the on-link flag, the prefix is on-link for its valid lifetime;
+    // link-local prefixes, wrong lengths and prefix lengths over 128 are ignored.
+    if (len != 32 || o[2] > 128) {
+      ++counters_.ra_options_ignored;
+      continue;
+    }
+    if ((o[3] & kPrefixFlagOnLink) == 0) continue;  // says nothing about on-link
+    const uint8_t plen = o[2];
+    Ipv6Addr prefix;
+    std::memcpy(prefix.bytes.data(), o + 16, 16);
+    if (prefix.is_link_local() || prefix.is_multicast()) {  // (as Linux does)
+      ++counters_.ra_options_ignored;
+      continue;
+    }
+    const uint32_t valid_s = be32_at(o + 4);
+    const uint64_t expiry =
+        valid_s == 0xFFFFFFFFu ? UINT64_MAX : now_ns + uint64_t{valid_s} * 1'000'000'000ull;
+    size_t i = 0;
+    while (i < prefixes6_count_ &&
+           !(prefixes6_[i].len == plen && ipv6_prefix_match(prefixes6_[i].prefix, prefix, plen))) {
+      ++i;
+    }
+    if (i < prefixes6_count_) {
+      if (valid_s == 0) {
+        forget_prefix6(i);  // timed out at once
+      } else {
+        prefixes6_[i].expiry_ns = expiry;
+      }
+    } else if (valid_s != 0) {
+      if (prefixes6_count_ == prefixes6_.size()) {
+        ++counters_.ra_options_ignored;
+        continue;
+      }
+      prefixes6_[prefixes6_count_++] = {prefix, plen, expiry};
+      ++counters_.ra_prefixes;
+    }
+  }
+}
+
+void NetStack::forget_prefix6(size_t i) { prefixes6_[i] = prefixes6_[--prefixes6_count_]; }
 
 size_t NetStack::build_rs(std::span<uint8_t> out) const {
   if (!ipv6_on()) return 0;

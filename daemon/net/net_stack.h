@@ -68,6 +68,9 @@ struct NetStackConfig {
   uint8_t prefix_len6 = 64;       // on-link prefix of addr6 (1..128); fe80::/10 is always on-link
   std::optional<Ipv6Addr> gateway6;  // off-link destinations go here (on-link, often fe80::..)
   std::vector<StaticNeighbour6> static_neighbours6;
+  // The port's MTU (IP bytes), the most a Router Advertisement's MTU option may set
+  // (link_mtu6()); 0: unknown, any advertised MTU from 1280 up is taken.
+  uint32_t link_mtu = 0;
 };
 
 // A UDP datagram for one of our ports, as offsets into the received frame
@@ -142,8 +145,10 @@ struct NetCounters {
   uint64_t rx_icmp6_echo_requests = 0;  // ICMPv6 echo requests to addr6
   uint64_t tx_icmp6_echo_replies = 0;
   uint64_t rx_udp6_delivered = 0;  // IPv6 share of rx_udp_delivered
-  uint64_t rx_ra = 0;              // Router Advertisements (valid; used only without gateway6)
-  uint64_t tx_rs = 0;              // Router Solicitations sent (announce(), without gateway6)
+  uint64_t rx_ra = 0;  // Router Advertisements (valid; their router used only without gateway6)
+  uint64_t ra_prefixes = 0;         // on-link prefixes learned from RAs (created, not refreshed)
+  uint64_t ra_options_ignored = 0;  // Prefix Information / MTU options not taken (RFC 4861 6.3.4)
+  uint64_t tx_rs = 0;               // Router Solicitations sent (announce(), without gateway6)
   std::array<uint64_t, kRxDropCount> rx_drops{};
 
   uint64_t drops(RxDrop reason) const { return rx_drops[static_cast<size_t>(reason)]; }
@@ -279,6 +284,21 @@ class NetStack {
   // address), until its lifetime runs out (poll_timers) or it withdraws;
   // nullopt without one. gateway6, when set, is used instead.
   const std::optional<Ipv6Addr>& learned_router6() const { return router6_; }
+  // On-link prefixes from Router Advertisements (Prefix Information options with the L flag,
+  // RFC 4861 section 6.3.4), each until its valid lifetime runs out (poll_timers) or an RA
+  // gives it lifetime 0. Destinations inside one are on-link, as inside addr6/prefix_len6.
+  struct LearnedPrefix6 {
+    Ipv6Addr prefix{};
+    uint8_t len = 0;
+    uint64_t expiry_ns = 0;  // UINT64_MAX: an infinite lifetime
+  };
+  static constexpr size_t kMaxLearnedPrefixes6 = 8;  // more are ignored (counted)
+  std::span<const LearnedPrefix6> learned_prefixes6() const {
+    return {prefixes6_.data(), prefixes6_count_};
+  }
+  // The link MTU an RA's MTU option set (1280..config.link_mtu); 0 until one does. IPv6
+  // frames and path MTUs must fit it.
+  uint32_t link_mtu6() const { return ra_mtu6_; }
 
  private:
   // One queue for both tables' events (and announce()), so take_actions()
@@ -366,6 +386,13 @@ class NetStack {
   Ipv6Addr solicited_ip_{};          // ff02::1:ff + low 24 bits of addr6 (IPv6 on only)
   std::optional<Ipv6Addr> router6_;  // learned from Router Advertisements
   uint64_t router6_expiry_ns_ = 0;
+  std::array<LearnedPrefix6, kMaxLearnedPrefixes6> prefixes6_{};
+  size_t prefixes6_count_ = 0;
+  uint32_t ra_mtu6_ = 0;
+  // The Prefix Information and MTU options of a valid RA (whose options walk_ndp_options
+  // checked).
+  void learn_ra_options(std::span<const uint8_t> opts, uint64_t now_ns);
+  void forget_prefix6(size_t i);
   MacAddr solicited_mac_{};  // its 33:33:ff.. group MAC
   NetCounters counters_;
 };

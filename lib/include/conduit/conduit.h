@@ -378,7 +378,8 @@ enum conduit_cm_reject_reason {
  * are the daemon's transport defaults. */
 struct conduit_cm_param {
   uint32_t access;          /* conduit_access_flags the peer may use on this QP */
-  uint32_t mtu;             /* enum conduit_mtu; 0: the daemon's transport.pmtu */
+  uint32_t mtu;             /* enum conduit_mtu; 0: the daemon's transport.pmtu. The daemon
+                               offers at most what its port's MTU carries (as rdma_cm) */
   uint32_t flags;           /* CONDUIT_CM_SELECTIVE_REPEAT, CONDUIT_CM_RDMA_CM */
   const void* private_data; /* handed to the peer's application; may be NULL */
   size_t private_len;       /* 0..CONDUIT_CM_MAX_PRIVATE */

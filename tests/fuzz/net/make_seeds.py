@@ -12,7 +12,8 @@ import zlib
 from scapy.all import ARP, Dot1Q, Ether, ICMP, IP, UDP, Raw
 from scapy.contrib.roce import BTH
 from scapy.layers.inet6 import (IPv6, ICMPv6EchoRequest, ICMPv6ND_NA, ICMPv6ND_NS, ICMPv6ND_RA,
-                                ICMPv6NDOptDstLLAddr, ICMPv6NDOptSrcLLAddr, IPv6ExtHdrFragment,
+                                ICMPv6NDOptDstLLAddr, ICMPv6NDOptMTU, ICMPv6NDOptPrefixInfo,
+                                ICMPv6NDOptSrcLLAddr, IPv6ExtHdrFragment,
                                 IPv6ExtHdrHopByHop)
 
 OUR_MAC, PEER_MAC = "02:00:00:00:00:01", "02:00:00:00:00:02"
@@ -83,6 +84,10 @@ def frames6(vlan):
     yield "ra_slla", eth(vlan, "33:33:00:00:00:01") / IPv6(
         src=GW_IP6, dst="ff02::1", hlim=255) / ICMPv6ND_RA(routerlifetime=600) / ICMPv6NDOptSrcLLAddr(
             lladdr=PEER_MAC)
+    yield "ra_prefix_mtu", eth(vlan, "33:33:00:00:00:01") / IPv6(
+        src=GW_IP6, dst="ff02::1", hlim=255) / ICMPv6ND_RA(routerlifetime=600) / ICMPv6NDOptPrefixInfo(
+            prefix="2001:db8:9::", prefixlen=48, L=1, A=1, validlifetime=600,
+            preferredlifetime=300) / ICMPv6NDOptMTU(mtu=1400) / ICMPv6NDOptSrcLLAddr(lladdr=PEER_MAC)
     yield "ra_withdraw", eth(vlan, "33:33:00:00:00:01") / IPv6(
         src=GW_IP6, dst="ff02::1", hlim=255) / ICMPv6ND_RA(routerlifetime=0)
     yield "ping6", eth(vlan) / to_us / ICMPv6EchoRequest(id=7, seq=1, data=bytes(range(56)))

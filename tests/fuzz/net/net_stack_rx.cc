@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "net/checksum.h"
+#include "net/icmp6.h"
 #include "net/net_stack.h"
 #include "wire/frame.h"
 
@@ -178,12 +179,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // first IPv6 reason; none after it applies).
     check(type != 0x86DD || (r.verdict == RxVerdict::kDrop && r.drop <= RxDrop::kIpv6Off));
   }
-  // Off-link IPv6 goes to gateway6, else to the router an RA named (link-local), else nowhere.
+  // Off-link IPv6 goes to gateway6, else to the router an RA named (link-local), else nowhere;
+  // inside a prefix an RA made on-link it goes direct. Learned prefixes stay bounded and are
+  // neither link-local nor multicast; an RA's MTU is at least IPv6's minimum.
   if (s.config().addr6) {
-    const auto hop = s.next_hop6(Ipv6Addr::from_groups({0x2001, 0xdb8, 9, 0, 0, 0, 0, 9}));
+    const Ipv6Addr remote = Ipv6Addr::from_groups({0x2001, 0xdb8, 9, 0, 0, 0, 0, 9});
+    const auto hop = s.next_hop6(remote);
     const auto& router = s.learned_router6();
     check(!router || router->is_link_local());
-    check(hop == (s.config().gateway6 ? s.config().gateway6 : router));
+    bool on_link = false;
+    check(s.learned_prefixes6().size() <= NetStack::kMaxLearnedPrefixes6);
+    for (const auto& p : s.learned_prefixes6()) {
+      check(p.len <= 128 && !p.prefix.is_link_local() && !p.prefix.is_multicast());
+      on_link = on_link || ipv6_prefix_match(remote, p.prefix, p.len);
+    }
+    check(hop == (on_link ? remote : s.config().gateway6 ? s.config().gateway6 : router));
+    check(s.link_mtu6() == 0 || s.link_mtu6() >= kIpv6MinMtu);
   }
   s.poll_timers(now_ns);
   NetAction actions[8];

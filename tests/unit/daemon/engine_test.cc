@@ -1518,7 +1518,9 @@ TEST_CASE("engine: the connection manager connects two QPs over the wire, then S
   CHECK(req.remote_qpn == f.a.qpn);
   CHECK(req.peer == proto::cm_addr_v4(f.addr_a.value));
   CHECK(req.service == 5);
-  CHECK(req.pmtu_bytes == 4096);
+  // a asked for 4096 on a 1500-byte port: it offers the largest path MTU that leaves the
+  // port (1024 + 64 bytes of headers), as rdma_cm takes the port's active MTU.
+  CHECK(req.pmtu_bytes == 1024);
   CHECK(req.flags == proto::kCmFlagSelectiveRepeat);
   CHECK(std::string(reinterpret_cast<const char*>(req.private_data)) == "req");
   const control::EngineEvent* ack = find_ack(ev_a, connect_cookie);
@@ -1741,12 +1743,12 @@ TEST_CASE("engine: QPs created after a reload connect with its transport default
               f.a, f.b, [] { return false; }, 50) == false);  // apply commands
   expect_acks_ok(f.a);
   expect_acks_ok(f.b);
-  // Both daemons reload: path MTU 2048 and selective repeat for every connection. The QPs
+  // Both daemons reload: path MTU 512 and selective repeat for every connection. The QPs
   // made before keep theirs; new ones (same slot, new QPNs) get the new defaults.
   for (Host* h : {&f.a, &f.b}) {
     engine::PolicyUpdate u;
     u.classes.push_back(class_spec("default", 26, wire::kEcnEct0, cc::ControllerKind::kNone));
-    u.qp_defaults.reset_attr.pmtu_bytes = 2048;
+    u.qp_defaults.reset_attr.pmtu_bytes = 512;  // (below the old default, 1024)
     u.offer_selective_repeat = true;
     REQUIRE(set_policy(f, *h, &u) == 0);
     control::EngineCommand c;
@@ -1774,7 +1776,7 @@ TEST_CASE("engine: QPs created after a reload connect with its transport default
   f.a.submit(conn);
   REQUIRE(ev.pump([&] { return find_cm(ev_b, proto::CmEventKind::kRequest) != nullptr; }));
   const control::CmEventInfo req = find_cm(ev_b, proto::CmEventKind::kRequest)->cm;
-  CHECK(req.pmtu_bytes == 2048);
+  CHECK(req.pmtu_bytes == 512);
   CHECK(req.flags == proto::kCmFlagSelectiveRepeat);
   auto accept = cm_cmd(control::EngineOp::kCmAccept, f.b.qpn, 0, false, "rep");
   accept.cm.conn = req.conn;
@@ -1785,9 +1787,9 @@ TEST_CASE("engine: QPs created after a reload connect with its transport default
   }));
   const control::CmEventInfo ea = find_cm(ev_a, proto::CmEventKind::kEstablished)->cm;
   CHECK(ea.qpn == f.a.qpn);
-  CHECK(ea.pmtu_bytes == 2048);
+  CHECK(ea.pmtu_bytes == 512);
   CHECK(ea.flags == proto::kCmFlagSelectiveRepeat);
-  CHECK(find_cm(ev_b, proto::CmEventKind::kEstablished)->cm.pmtu_bytes == 2048);
+  CHECK(find_cm(ev_b, proto::CmEventKind::kEstablished)->cm.pmtu_bytes == 512);
   // And a SEND crosses it.
   std::memcpy(f.a.arena(), "new defaults", 13);
   post_recv(f.b, 1, 0, 64);

@@ -806,3 +806,115 @@ TEST_CASE("Bad IPv6 configuration is rejected with a reason", "[stack6]") {
       },
       "gateway6");
 }
+
+namespace {
+// RFC 4861 section 4.6.2: Prefix Information (32 bytes).
+std::vector<uint8_t> prefix_option(const Ipv6Addr& prefix, uint8_t len, uint8_t flags,
+                                   uint32_t valid_s, uint8_t units = 4) {
+  std::vector<uint8_t> o = {3, units, len, flags};
+  put32(o, valid_s);
+  put32(o, valid_s);  // preferred lifetime
+  put32(o, 0);        // reserved
+  o.insert(o.end(), prefix.bytes.begin(), prefix.bytes.end());
+  o.resize(size_t{units} * 8, 0);
+  return o;
+}
+// RFC 4861 section 4.6.4: MTU (8 bytes).
+std::vector<uint8_t> mtu_option(uint32_t mtu, uint8_t units = 1) {
+  std::vector<uint8_t> o = {5, units, 0, 0};
+  put32(o, mtu);
+  o.resize(size_t{units} * 8, 0);
+  return o;
+}
+std::vector<uint8_t> joined(std::initializer_list<std::vector<uint8_t>> parts) {
+  std::vector<uint8_t> all;
+  for (const auto& p : parts) all.insert(all.end(), p.begin(), p.end());
+  return all;
+}
+constexpr Ipv6Addr kAdvertised = Ipv6Addr::from_groups({0x2001, 0xdb8, 0x5, 0, 0, 0, 0, 0});
+constexpr Ipv6Addr kInAdvertised = Ipv6Addr::from_groups({0x2001, 0xdb8, 0x5, 0, 0, 0, 0, 7});
+}  // namespace
+
+TEST_CASE("Router discovery: on-link prefixes from RAs, for their valid lifetime",
+          "[stack6][ndp][route]") {
+  NetStackConfig c = config6();
+  c.gateway6.reset();
+  NetStack s(c);
+  receive(s, ra_frame(kGwIp6, 1800, {}), kSec);
+  CHECK(s.next_hop6(kInAdvertised) == kGwIp6);  // off-link: through the router
+
+  // L set, valid 600 s: its addresses are on-link (resolved by NS, not sent to the router).
+  const auto pio = prefix_option(kAdvertised, 64, 0x80 | 0x40, 600);
+  CHECK(receive(s, ra_frame(kGwIp6, 1800, pio), 2 * kSec).result.verdict == RxVerdict::kConsumed);
+  REQUIRE(s.learned_prefixes6().size() == 1);
+  CHECK(s.learned_prefixes6()[0].len == 64);
+  CHECK(s.counters().ra_prefixes == 1);
+  CHECK(s.next_hop6(kInAdvertised) == kInAdvertised);
+  CHECK(s.next_hop6(kRemoteIp6) == kGwIp6);  // other prefixes stay off-link
+  CHECK(s.resolve6(kInAdvertised, 2 * kSec, 5).status == Resolve::kQueued);
+
+  // Refreshed at 500 s for another 600 s: still on-link at 1000 s, gone at 1100 s.
+  receive(s, ra_frame(kGwIp6, 1800, pio), 500 * kSec);
+  CHECK(s.counters().ra_prefixes == 1);  // the same prefix, refreshed
+  s.poll_timers(1000 * kSec);
+  CHECK(s.next_hop6(kInAdvertised) == kInAdvertised);
+  s.poll_timers(1100 * kSec);
+  CHECK(s.learned_prefixes6().empty());
+  CHECK(s.next_hop6(kInAdvertised) == kGwIp6);
+
+  // Valid lifetime 0 removes it at once; an infinite one (0xffffffff) never runs out.
+  receive(s, ra_frame(kGwIp6, 1800, pio), 1200 * kSec);
+  CHECK(s.next_hop6(kInAdvertised) == kInAdvertised);
+  receive(s, ra_frame(kGwIp6, 1800, prefix_option(kAdvertised, 64, 0x80, 0)), 1201 * kSec);
+  CHECK(s.learned_prefixes6().empty());
+  receive(s, ra_frame(kGwIp6, 1800, prefix_option(kAdvertised, 64, 0x80, 0xFFFFFFFFu)),
+          1202 * kSec);
+  s.poll_timers(UINT64_MAX - 1);
+  CHECK(s.next_hop6(kInAdvertised) == kInAdvertised);
+}
+
+TEST_CASE("Router discovery: prefixes and MTUs an RA may not set are ignored and counted",
+          "[stack6][ndp][route]") {
+  NetStackConfig c = config6();
+  c.gateway6.reset();
+  c.link_mtu = 1500;
+  NetStack s(c);
+  const Ipv6Addr ll = Ipv6Addr::from_groups({0xfe80, 0, 0, 0, 0, 0, 0, 0});
+  const Ipv6Addr mc = Ipv6Addr::from_groups({0xff05, 0, 0, 0, 0, 0, 0, 0});
+  // Without L; link-local; multicast; a prefix length over 128; a 24-byte option. The RA itself
+  // is valid (its router is learned); only the options are not taken.
+  const auto ra =
+      ra_frame(kGwIp6, 1800,
+               joined({prefix_option(kAdvertised, 64, 0x40, 600), prefix_option(ll, 64, 0x80, 600),
+                       prefix_option(mc, 16, 0x80, 600), prefix_option(kAdvertised, 129, 0x80, 600),
+                       prefix_option(kAdvertised, 64, 0x80, 600, 3)}));
+  CHECK(receive(s, ra, kSec).result.verdict == RxVerdict::kConsumed);
+  CHECK(s.learned_router6());
+  CHECK(s.learned_prefixes6().empty());
+  CHECK(s.counters().ra_options_ignored == 4);  // (without L: not an on-link statement)
+  CHECK(s.next_hop6(kInAdvertised) == kGwIp6);
+
+  // At most kMaxLearnedPrefixes6: one more is ignored, and counted.
+  std::vector<uint8_t> many;
+  for (uint16_t i = 0; i <= NetStack::kMaxLearnedPrefixes6; ++i) {
+    const auto p =
+        prefix_option(Ipv6Addr::from_groups({0x2001, 0xdb8, 0x100, i, 0, 0, 0, 0}), 64, 0x80, 600);
+    many.insert(many.end(), p.begin(), p.end());
+  }
+  receive(s, ra_frame(kGwIp6, 1800, many), 2 * kSec);
+  CHECK(s.learned_prefixes6().size() == NetStack::kMaxLearnedPrefixes6);
+  CHECK(s.counters().ra_prefixes == NetStack::kMaxLearnedPrefixes6);
+  CHECK(s.counters().ra_options_ignored == 5);
+
+  // MTU: taken from 1280 up to the port's MTU; below, above, or a wrong length: ignored.
+  CHECK(s.link_mtu6() == 0);
+  receive(s, ra_frame(kGwIp6, 1800, mtu_option(1400)), 3 * kSec);
+  CHECK(s.link_mtu6() == 1400);
+  receive(s, ra_frame(kGwIp6, 1800, mtu_option(1279)), 4 * kSec);
+  receive(s, ra_frame(kGwIp6, 1800, mtu_option(9000)), 5 * kSec);
+  receive(s, ra_frame(kGwIp6, 1800, mtu_option(1300, 2)), 6 * kSec);
+  CHECK(s.link_mtu6() == 1400);
+  CHECK(s.counters().ra_options_ignored == 8);
+  receive(s, ra_frame(kGwIp6, 1800, mtu_option(1500)), 7 * kSec);
+  CHECK(s.link_mtu6() == 1500);
+}
