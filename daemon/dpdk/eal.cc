@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "dpdk/dpdk_error.h"
 
@@ -15,6 +17,17 @@ namespace {
 
 // rte_eal_init may run once per process; remember that it was tried.
 std::atomic<bool> g_eal_used{false};
+
+// EAL makes a runtime directory per --file-prefix (/run/dpdk/PREFIX) and leaves it behind
+// when the process ends, so a host whose daemons start under fresh prefixes would gather
+// empty directories. Ours is removed when it is empty: at ~Eal, and again at exit, after
+// the telemetry socket is gone (DPDK unlinks it in an exit handler registered during
+// rte_eal_init, which runs before this one, registered earlier). A file another process of
+// the same prefix keeps in it keeps the directory, and that is not an error.
+std::string g_runtime_dir;
+void remove_runtime_dir() {
+  if (!g_runtime_dir.empty()) ::rmdir(g_runtime_dir.c_str());
+}
 
 std::string joined(const std::vector<std::string>& args) {
   std::string s;
@@ -43,6 +56,7 @@ Eal::Eal(const std::vector<std::string>& args) : args_(args) {
   for (auto& s : storage) argv.push_back(s.data());
   argv.push_back(nullptr);
   const int argc = static_cast<int>(storage.size());
+  std::atexit(remove_runtime_dir);
   if (rte_eal_init(argc, argv.data()) < 0) {
     const int err = rte_errno;
     std::string hint;
@@ -54,16 +68,12 @@ Eal::Eal(const std::vector<std::string>& args) : args_(args) {
     throw DpdkError(dpdk_reason(
         "DPDK EAL initialisation failed with arguments [" + joined(args) + "]" + hint, err));
   }
+  g_runtime_dir = rte_eal_get_runtime_dir();
 }
 
 Eal::~Eal() {
-  // EAL makes a runtime directory per --file-prefix (/run/dpdk/PREFIX) and leaves it behind
-  // after rte_eal_cleanup, so a host whose daemons start under fresh prefixes would gather
-  // empty directories. Remove ours when it is empty; a file left in it (another process of
-  // the same prefix, a telemetry socket still bound) keeps it, and that is not an error.
-  const std::string runtime_dir = rte_eal_get_runtime_dir();
   rte_eal_cleanup();
-  if (!runtime_dir.empty()) ::rmdir(runtime_dir.c_str());
+  remove_runtime_dir();
 }
 
 }  // namespace conduit::dpdk

@@ -31,6 +31,9 @@
 #ifdef CONDUIT_BENCH_DPDK
 #include <rte_eal.h>
 #include <rte_net_crc.h>
+#include <unistd.h>
+
+#include <string>
 #endif
 
 using namespace conduit::wire;
@@ -243,8 +246,9 @@ int main(int argc, char** argv) {
   // EAL caps SIMD at 256 bits by default, which keeps rte_net_crc off its
   // AVX-512 handlers; allow them so DPDK runs its best code.
   char a9[] = "--force-max-simd-bitwidth=512";
-  char* eal_argv[] = {prog, a1, a2, a3, a4, a5, a6, a7, a8, a9, nullptr};
-  g_eal_ok = rte_eal_init(10, eal_argv) >= 0;
+  char a10[] = "--no-telemetry";
+  char* eal_argv[] = {prog, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, nullptr};
+  g_eal_ok = rte_eal_init(11, eal_argv) >= 0;
   if (!g_eal_ok) std::fprintf(stderr, "wire_bench: rte_eal_init failed; DPDK vector CRC skipped\n");
 #endif
   benchmark::Initialize(&argc, argv);
@@ -252,7 +256,12 @@ int main(int argc, char** argv) {
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
 #ifdef CONDUIT_BENCH_DPDK
-  if (g_eal_ok) rte_eal_cleanup();
+  if (g_eal_ok) {
+    // EAL leaves its (empty) runtime directory, /run/dpdk/rte, behind: remove it.
+    const std::string runtime_dir = rte_eal_get_runtime_dir();
+    rte_eal_cleanup();
+    ::rmdir(runtime_dir.c_str());
+  }
 #endif
   return 0;
 }

@@ -7,7 +7,6 @@
 #include "engine/engine.h"
 
 #include <poll.h>
-#include <rte_eal.h>
 #include <rte_eth_ring.h>
 #include <rte_ring.h>
 #include <unistd.h>
@@ -51,10 +50,7 @@ void need_eal() {
         "--log-level=lib.eal:error",
         "--log-level=pmd.*:error"};
     try {
-      auto* e = new dpdk::Eal(args);  // never destroyed: EAL lives until the process exits
-      // so that EAL's runtime directory (/run/dpdk/PREFIX) does not outlive the test either
-      std::atexit([] { ::rmdir(rte_eal_get_runtime_dir()); });
-      return e;
+      return new dpdk::Eal(args);  // never destroyed; Eal removes its runtime directory at exit
     } catch (const dpdk::DpdkError& e) {
       std::printf("skip: DPDK EAL cannot start here: %s\n", e.what());
       std::exit(77);

@@ -5,7 +5,6 @@
 // 77 (skip) and says why.
 #include <net/if.h>
 #include <poll.h>
-#include <rte_eal.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 #include <sched.h>
@@ -44,10 +43,7 @@ void need_eal() {
         "--log-level=lib.eal:error",
         "--log-level=pmd.*:error"};
     try {
-      auto* e = new Eal(args);  // never destroyed: EAL lives until the process exits
-      // so that EAL's runtime directory (/run/dpdk/PREFIX) does not outlive the test either
-      std::atexit([] { ::rmdir(rte_eal_get_runtime_dir()); });
-      return e;
+      return new Eal(args);  // never destroyed; Eal removes its runtime directory at exit
     } catch (const DpdkError& e) {
       std::fprintf(stderr, "skip: DPDK EAL cannot start here: %s\n", e.what());
       std::exit(77);
