@@ -89,6 +89,9 @@ uint16_t g_roce_udp_port = wire::kRoceUdpPort;
 // With it, make_engine gives each host port.address6 fe80::c0:MAC_LOW/64 (RoCEv2 over IPv6);
 // a test that sets it puts it back.
 bool g_ipv6 = false;
+// Port MTU for make_engine (0: the device's, 1500 for ring ports); a test that sets it puts it
+// back.
+uint16_t g_port_mtu = 0;
 net::Ipv6Addr host_addr6(uint8_t mac_low) {
   return net::Ipv6Addr{{0xFE, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xC0, 0, mac_low}};
 }
@@ -103,6 +106,7 @@ void make_engine(Host& h, const std::string& port_name, net::Ipv4Addr addr, uint
   pc.tx_ring_size = 512;
   pc.mbuf_count = 4095;
   pc.mbuf_cache = 64;
+  pc.mtu_bytes = g_port_mtu;
   h.port = std::make_unique<dpdk::Port>(pc);
   REQUIRE(control::EngineChannel::create(64, &h.channel) == 0);
 
@@ -111,7 +115,10 @@ void make_engine(Host& h, const std::string& port_name, net::Ipv4Addr addr, uint
   ec.net.mac = net::MacAddr{{0x02, 0, 0, 0, 0, mac_low}};
   ec.net.addr = addr;
   ec.net.prefix_len = 24;
-  if (g_ipv6) ec.net.addr6 = host_addr6(mac_low);
+  if (g_ipv6) {
+    ec.net.addr6 = host_addr6(mac_low);
+    ec.net.link_mtu = h.port->mtu_bytes();
+  }
   ec.roce_udp_port = g_roce_udp_port;
   ec.net.udp_ports = {g_roce_udp_port, ec.cm_udp_port};
   ec.idle_mode = idle_mode;
@@ -1847,6 +1854,101 @@ TEST_CASE("engine: a path MTU the port cannot carry is refused with EINVAL, as v
   f.a.submit(c);
   for (int i = 0; i < 100; ++i) f.a.engine->poll_once(engine::tsc_now_ns());
   CHECK(ack_statuses(f.a) == std::vector<int32_t>{0, -EINVAL, 0});
+}
+
+namespace {
+void enqueue_frame(Host& from, rte_ring* ring, const std::vector<uint8_t>& bytes);  // below
+
+// A Router Advertisement from fe80::fe to ff02::1 (router lifetime 0: no default router) with
+// one MTU option.
+std::vector<uint8_t> ra_with_mtu(uint32_t mtu) {
+  const net::Ipv6Addr src{{0xFE, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFE}};
+  const net::Ipv6Addr dst{{0xFF, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}};
+  std::vector<uint8_t> icmp = {134,
+                               0,
+                               0,
+                               0,
+                               64,
+                               0,
+                               0,
+                               0,
+                               0,
+                               0,
+                               0,
+                               0,
+                               0,
+                               0,
+                               0,
+                               0,
+                               5,
+                               1,
+                               0,
+                               0,
+                               static_cast<uint8_t>(mtu >> 24),
+                               static_cast<uint8_t>(mtu >> 16),
+                               static_cast<uint8_t>(mtu >> 8),
+                               static_cast<uint8_t>(mtu)};
+  const uint16_t sum = net::checksum_finish(net::checksum_partial(
+      icmp, net::ipv6_pseudo_header_sum(src, dst, static_cast<uint32_t>(icmp.size()), 58)));
+  icmp[2] = static_cast<uint8_t>(sum >> 8);
+  icmp[3] = static_cast<uint8_t>(sum);
+  std::vector<uint8_t> f = {
+      0x33, 0x33, 0,    0,    0,    1, 0x02, 0, 0, 0,
+      0,    0xFE, 0x86, 0xDD, 0x60, 0, 0,    0, 0, static_cast<uint8_t>(icmp.size()),
+      58,   255};
+  f.insert(f.end(), src.bytes.begin(), src.bytes.end());
+  f.insert(f.end(), dst.bytes.begin(), dst.bytes.end());
+  f.insert(f.end(), icmp.begin(), icmp.end());
+  return f;
+}
+}  // namespace
+
+TEST_CASE("engine: a link MTU from a Router Advertisement bounds IPv6 path MTUs and CM offers",
+          "[engine][ipv6][cm]") {
+  struct Restore {
+    ~Restore() {
+      g_ipv6 = false;
+      g_port_mtu = 0;
+    }
+  } restore;
+  g_ipv6 = true;
+  g_port_mtu = 2200;  // carries a 2048-byte path MTU over IPv6 (2048 + 84)
+  Fixture::Options o;
+  o.connect_qps = false;
+  Fixture f(o);
+  REQUIRE(f.a.port->mtu_bytes() == 2200);
+  // Without an RA, 2048 would fit the port.
+  control::EngineCommand c = init_a_for_rtr(f);
+  c.attr.dgid = host_addr6(0x22).bytes;
+  c.attr.path_mtu = 4;  // 2048 B
+  // The router says the link carries 1280: a's IPv6 frames must fit it from now on.
+  enqueue_frame(f.b, f.ba, ra_with_mtu(1280));
+  REQUIRE(run_until(f.a, f.b, [&] { return f.a.engine->net().link_mtu6() == 1280; }));
+  CHECK(take_snapshot(f, f.a).counters.at("net.link_mtu6") == 1280);
+  f.a.submit(c);
+  c.attr.path_mtu = 3;  // 1024 B: 1108 bytes fit 1280
+  f.a.submit(c);
+  for (int i = 0; i < 100; ++i) f.a.engine->poll_once(engine::tsc_now_ns());
+  CHECK(ack_statuses(f.a) == std::vector<int32_t>{-EINVAL, 0});  // (INIT's was taken above)
+  // A CM connect from a that asks for 4096 offers 1024 (what 1280 carries); b, whose link MTU
+  // is the port's 2200, would have offered 2048.
+  CmEvents ev{f};
+  control::EngineCommand listen;
+  listen.op = control::EngineOp::kCmListen;
+  listen.cm.service = 9;
+  f.b.submit(listen);
+  control::EngineCommand add;
+  add.op = control::EngineOp::kAddQp;
+  add.qpn = f.a.qpn + 0x100;
+  add.qp_slot = 1;
+  f.a.submit(add);
+  auto conn = cm_cmd(control::EngineOp::kCmConnect, add.qpn, 4096, false, "");
+  conn.cm.peer = host_addr6(0x22).bytes;
+  conn.cm.service = 9;
+  f.a.submit(conn);
+  REQUIRE(ev.pump([&] { return find_cm(ev.b, proto::CmEventKind::kRequest) != nullptr; }));
+  CHECK(find_cm(ev.b, proto::CmEventKind::kRequest)->cm.pmtu_bytes == 1024);
+  CHECK(f.b.engine->net().link_mtu6() == 0);
 }
 
 TEST_CASE("engine: an IPv6 GID without port.address6 is refused with EINVAL", "[engine][ipv6]") {
