@@ -617,13 +617,7 @@ int Engine::modify_qp(const control::EngineCommand& cmd, uint64_t now_ns) {
     // not leave the port (or not arrive), and the QP would fail later with retries exceeded.
     // The same rule the policy loader applies to transport.pmtu against port.mtu (IPv6's
     // header is 20 bytes longer).
-    // A link MTU from a Router Advertisement's MTU option bounds IPv6 frames too.
-    const uint32_t overhead = v6_peer ? policy::kRoceOverheadBytes6 : policy::kRoceOverheadBytes;
-    uint32_t mtu = port_.mtu_bytes();
-    if (v6_peer && net_.link_mtu6() != 0 && (mtu == 0 || net_.link_mtu6() < mtu)) {
-      mtu = net_.link_mtu6();
-    }
-    if (mtu != 0 && ta.pmtu_bytes + overhead > mtu) return -EINVAL;
+    if (!pmtu_fits(ta.pmtu_bytes, v6_peer)) return -EINVAL;
     mask |= transport::kAttrPathMtu;
   }
   if (a.mask & proto::kAttrDestQpn) {

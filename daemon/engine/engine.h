@@ -272,8 +272,10 @@ class Engine {
   // Moves q along RESET -> INIT -> RTR (-> RTS) with the negotiated values.
   int cm_move_qp(QpCtx& q, const cm::QpParams& local, const cm::QpParams& remote,
                  uint16_t pmtu_bytes, uint16_t caps, bool to_rts, uint64_t now_ns);
-  // The path MTU to offer a CM peer at `peer`: pmtu, halved while its frames would not fit
-  // the port's MTU (or, over IPv6, a link MTU a Router Advertisement set).
+  // Whether frames of this path MTU leave the port: its MTU, and over IPv6 a link MTU a
+  // Router Advertisement set (the check verbs makes against the port's active MTU).
+  bool pmtu_fits(uint32_t pmtu_bytes, bool ipv6) const;
+  // The path MTU to offer a CM peer at `peer`: pmtu, halved while it does not fit.
   uint16_t cm_fit_pmtu(uint16_t pmtu, const cm::CmAddr& peer) const;
   cm::QpParams cm_local_params(const QpCtx& q, const control::CmArgs& args);
   void cm_forget_conn(QpCtx& q);

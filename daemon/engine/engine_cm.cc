@@ -88,18 +88,24 @@ cm::QpParams Engine::cm_local_params(const QpCtx& q, const control::CmArgs& args
   return p;
 }
 
+bool Engine::pmtu_fits(uint32_t pmtu_bytes, bool ipv6) const {
+  // The port's MTU, and over IPv6 a link MTU a Router Advertisement's MTU option lowered;
+  // the headers as the policy loader counts them (IPv6's are 20 bytes longer).
+  uint32_t mtu = port_.mtu_bytes();
+  if (ipv6 && net_.link_mtu6() != 0 && (mtu == 0 || net_.link_mtu6() < mtu)) {
+    mtu = net_.link_mtu6();
+  }
+  const uint32_t overhead = ipv6 ? policy::kRoceOverheadBytes6 : policy::kRoceOverheadBytes;
+  return mtu == 0 || pmtu_bytes + overhead <= mtu;
+}
+
 uint16_t Engine::cm_fit_pmtu(uint16_t pmtu, const cm::CmAddr& peer) const {
   // As rdma_cm takes the path MTU from the port's active MTU: offer the largest path MTU
-  // whose frames leave this port (a client may ask for 4096 on a 1500-byte link), and over
-  // IPv6 fit a link MTU a Router Advertisement lowered too, so that neither side sends
-  // frames the link drops.
+  // whose frames leave this port (a client may ask for 4096 on a 1500-byte link), so that
+  // neither side sends frames the link drops.
   uint32_t v4;
   const bool v6 = !cm::cm_addr_ipv4(peer, v4);
-  uint32_t mtu = port_.mtu_bytes();
-  if (v6 && net_.link_mtu6() != 0 && (mtu == 0 || net_.link_mtu6() < mtu)) mtu = net_.link_mtu6();
-  if (mtu == 0) return pmtu;
-  const uint32_t overhead = v6 ? policy::kRoceOverheadBytes6 : policy::kRoceOverheadBytes;
-  while (pmtu > 256 && pmtu + overhead > mtu) pmtu /= 2;
+  while (pmtu > 256 && !pmtu_fits(pmtu, v6)) pmtu /= 2;
   return pmtu;
 }
 

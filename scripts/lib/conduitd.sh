@@ -20,6 +20,8 @@
 # bounded; netns_cleanup (the EXIT trap) kills whatever is left in the namespaces.
 
 CONDUIT_BUILD=${CONDUIT_BUILD:-build}
+# shellcheck source-path=SCRIPTDIR source=dpdk_runtime.sh
+. "$(dirname "${BASH_SOURCE[0]}")/dpdk_runtime.sh"
 declare -gA CONDUITD_PIDS=()
 declare -gA CONDUITD_PREFIXES=()
 
@@ -83,18 +85,6 @@ YAML
 }
 
 conduitd_pid() { echo "${CONDUITD_PIDS[$1]:-}"; }
-
-# dpdk_runtime_dir_remove PREFIX: DPDK's EAL keeps a runtime directory per --file-prefix (under
-# /run/dpdk as root, else $XDG_RUNTIME_DIR/dpdk or /tmp/dpdk). conduitd removes its own when it
-# exits cleanly; this removes what a daemon killed on purpose or by a failure left behind.
-dpdk_runtime_dir_remove() {
-  local prefix=$1 parent
-  [[ -n $prefix && $prefix != */* ]] || return 0
-  for parent in /run/dpdk "${XDG_RUNTIME_DIR:-/nonexistent}/dpdk" /tmp/dpdk; do
-    [[ -d $parent/$prefix ]] && rm -rf "${parent:?}/$prefix"
-  done
-  return 0
-}
 
 conduitd_start() {
   local host=$1 config=$2 log=$3 sock

@@ -14,6 +14,8 @@
 # Set before sourcing: conduitd (the binary). fail_tail_lines (default 20) sets how much of
 # each file fail prints.
 set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=../../../scripts/lib/dpdk_runtime.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../../../scripts/lib/dpdk_runtime.sh"
 dir=$(mktemp -d)
 pid=
 addr=198.18.9.1
@@ -27,12 +29,8 @@ daemon_test_cleanup() {
   rm -rf "$dir"
   # DPDK's runtime directories of the daemons started here (--file-prefix=TAG$$), which a
   # daemon killed on purpose leaves behind.
-  local tag parent
-  for tag in "${eal_tags[@]}"; do
-    for parent in /run/dpdk "${XDG_RUNTIME_DIR:-/nonexistent}/dpdk" /tmp/dpdk; do
-      [[ -d $parent/$tag$$ ]] && rm -rf "${parent:?}/$tag$$"
-    done
-  done
+  local tag
+  for tag in "${eal_tags[@]}"; do dpdk_runtime_dir_remove "$tag$$"; done
   return 0
 }
 trap daemon_test_cleanup EXIT
