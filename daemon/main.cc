@@ -10,6 +10,7 @@
 // The engine (daemon/engine) runs on its own thread: DPDK EAL and the port
 // named in the policy are brought up before the control socket opens, so a
 // port problem stops the daemon with a clear message before clients come.
+#include <net/if.h>
 #include <pthread.h>
 #include <rte_errno.h>
 #include <rte_lcore.h>
@@ -28,6 +29,7 @@
 #include <thread>
 
 #include "control/control_server.h"
+#include "control/kernel_frame_tap.h"
 #include "dpdk/dpdk_error.h"
 #include "dpdk/eal.h"
 #include "dpdk/port.h"
@@ -354,6 +356,7 @@ int run(const std::string& config_path) {
   std::unique_ptr<conduit::engine::Engine> engine;
   cpu_set_t engine_cpus;  // the main lcore's, as rte_eal_init pinned this thread
   bool have_engine_cpus = true;
+  int ra_tap_fd = -1;  // af_xdp with address6: the kernel's Router Advertisements, for the engine
   try {
     const Policy& p = *state.running;
     // rte_eal_init pins the calling thread to the main lcore, and every thread started
@@ -446,6 +449,25 @@ int run(const std::string& config_path) {
             "the kernel keeps the rest of the interface's traffic",
             port->name(), port->xdp_program(), addresses,
             p.port.address6 ? "; IPv6 and its Neighbor Solicitations" : "");
+        if (p.port.address6 && !port->kernel_interface().empty()) {
+          // The program leaves Router Advertisements to the kernel; conduitd reads copies.
+          std::string why = "no such interface";
+          const unsigned ifindex = if_nametoindex(port->kernel_interface().c_str());
+          ra_tap_fd = ifindex == 0 ? -ENODEV
+                                   : conduit::control::open_router_advert_tap(
+                                         static_cast<int>(ifindex), why);
+          if (ra_tap_fd >= 0) {
+            spdlog::info(
+                "port {}: conduitd reads the Router Advertisements the kernel receives on {} "
+                "(a packet socket): routers, on-link prefixes and the link MTU",
+                port->name(), port->kernel_interface());
+          } else {
+            spdlog::warn(
+                "port {}: cannot read the Router Advertisements the kernel receives on {} "
+                "({}): IPv6 peers off-link need port.gateway6",
+                port->name(), port->kernel_interface(), why);
+          }
+        }
       } else {
         spdlog::warn(
             "port {}: DPDK's default XDP program takes every frame of the queue: the "
@@ -508,6 +530,7 @@ int run(const std::string& config_path) {
     engine_thread.join();
     return 1;
   }
+  if (ra_tap_fd >= 0) server.watch_kernel_frames(ra_tap_fd);
 
   conduit::telemetry::SdNotifier notifier;
   notifier.notify("READY=1\n" + status_line(server));

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/address_v4.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
@@ -19,6 +20,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <span>
 
 #include "control/metrics_server.h"
 #include "metrics/prometheus_text.h"
@@ -101,6 +103,7 @@ struct ControlServer::Impl {
         engine(engine),
         listener(io),
         engine_wake(io),
+        kernel_tap(io),
         timer(io) {
     if (int rc = SigbusGuard::install(); rc < 0) {
       spdlog::warn(
@@ -158,6 +161,7 @@ struct ControlServer::Impl {
   EngineChannel* engine;
   asio::posix::stream_descriptor listener;
   asio::posix::stream_descriptor engine_wake;
+  asio::posix::stream_descriptor kernel_tap;  // watch_kernel_frames(); owned
   asio::steady_timer timer;
   std::map<Session*, std::shared_ptr<Session>> sessions;
   std::vector<uint8_t> rx;
@@ -326,6 +330,21 @@ struct ControlServer::Impl {
     });
   }
 
+  void kernel_tap_loop() {
+    kernel_tap.async_wait(asio::posix::stream_descriptor::wait_read, [this](auto ec) {
+      if (ec || stopping) return;
+      // One byte more than a frame may have: a longer one arrives cut and is dropped.
+      std::array<uint8_t, ControlService::kMaxKernelFrameBytes + 1> buf;
+      for (int i = 0; i < 64; ++i) {  // then let the other work of this thread run
+        const ssize_t n = ::recv(kernel_tap.native_handle(), buf.data(), buf.size(), MSG_TRUNC);
+        if (n < 0) break;  // EAGAIN: read them all (the socket does not block)
+        service.kernel_frame(std::span<const uint8_t>(
+            buf.data(), std::min<size_t>(static_cast<size_t>(n), buf.size())));
+      }
+      kernel_tap_loop();
+    });
+  }
+
   void drop_faulted_clients() {
     for (uint32_t id : service.take_faulted_clients()) {
       std::shared_ptr<Session> victim;
@@ -357,6 +376,7 @@ struct ControlServer::Impl {
     boost::system::error_code ignored;
     listener.close(ignored);
     engine_wake.cancel(ignored);
+    kernel_tap.close(ignored);
     timer.cancel();
     if (metrics) metrics->stop();
     auto all = sessions;
@@ -518,6 +538,24 @@ int ControlServer::set_engine_policy(std::shared_ptr<engine::PolicyUpdate> polic
 }
 
 void ControlServer::post(std::function<void()> fn) { asio::post(impl_->io, std::move(fn)); }
+
+void ControlServer::watch_kernel_frames(int fd) {
+  Impl& im = *impl_;
+  asio::post(im.io, [&im, fd] {
+    if (im.stopping) {
+      ::close(fd);
+      return;
+    }
+    boost::system::error_code ec;
+    im.kernel_tap.assign(fd, ec);
+    if (ec) {
+      spdlog::warn("control: cannot watch descriptor {}: {}", fd, ec.message());
+      ::close(fd);
+      return;
+    }
+    im.kernel_tap_loop();
+  });
+}
 
 void ControlServer::stop() {
   if (!thread_.joinable()) return;

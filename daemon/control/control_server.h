@@ -69,6 +69,10 @@ class ControlServer {
                         std::string& why, std::function<void()> late_applied = {});
   // Runs fn on the control thread.
   void post(std::function<void()> fn);
+  // Reads the frames of `fd` (a packet socket: open_router_advert_tap) on the control
+  // thread and hands each to the engine's network stack (ControlService::kernel_frame).
+  // Takes the descriptor; closed at stop(). Call after start().
+  void watch_kernel_frames(int fd);
 
   uint32_t clients() const { return clients_.load(std::memory_order_relaxed); }
   uint32_t qps() const { return qps_.load(std::memory_order_relaxed); }

@@ -730,6 +730,11 @@ void ControlService::process_engine_events() {
           continue;
         }
       }
+      if (e.kind == EngineEventKind::kAck && e.cookie == kernel_frame_cookie_ &&
+          kernel_frame_cookie_ != 0) {
+        kernel_frame_cookie_ = 0;  // the buffer is free again
+        continue;
+      }
       if (e.kind == EngineEventKind::kAck && e.cookie == awaited_cookie_ && awaited_cookie_ != 0) {
         awaited_ack_ = e;
         awaited_done_ = true;
@@ -863,6 +868,8 @@ std::vector<proto::Counter> ControlService::counters() const {
       {"control.engine_snapshots", snapshots_},
       {"control.engine_snapshot_timeouts", snapshot_timeouts_},
       {"control.engine_call_timeouts", engine_call_timeouts_},
+      {"control.kernel_frames", kernel_frames_},
+      {"control.kernel_frames_dropped", kernel_frames_dropped_},
       {"control.cm_events", cm_events_},
       {"control.cm_events_dropped", cm_events_dropped_},
       {"control.cm_policy_rejects", cm_policy_rejects_},
@@ -965,6 +972,22 @@ int ControlService::set_engine_policy(std::shared_ptr<engine::PolicyUpdate> poli
   }
   forget_gone_classes(class_names);
   return 0;
+}
+
+void ControlService::kernel_frame(std::span<const uint8_t> frame) {
+  if (engine_ == nullptr) return;
+  process_engine_events();  // frees the buffer if the last one was taken
+  if (kernel_frame_cookie_ != 0 || frame.empty() || frame.size() > kernel_frame_.size()) {
+    ++kernel_frames_dropped_;
+    return;
+  }
+  std::memcpy(kernel_frame_.data(), frame.data(), frame.size());
+  EngineCommand cmd;
+  cmd.op = EngineOp::kKernelFrame;
+  cmd.frame = kernel_frame_.data();
+  cmd.frame_len = static_cast<uint32_t>(frame.size());
+  kernel_frame_cookie_ = to_engine(cmd);
+  ++kernel_frames_;
 }
 
 void ControlService::forget_gone_classes(const std::vector<std::string>& names) {

@@ -10,12 +10,14 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -143,6 +145,14 @@ class ControlService {
   int set_engine_policy(std::shared_ptr<engine::PolicyUpdate> policy,
                         const std::vector<std::string>& class_names, uint32_t timeout_ms,
                         std::string& why, std::function<void()> late_applied = {});
+
+  // A frame the kernel received on the port's interface, for the engine's network stack
+  // (EngineOp::kKernelFrame: an af_xdp port's Router Advertisements, KernelFrameTap). Copied
+  // here and kept until the engine's ack; one is in flight at a time, and a frame that comes
+  // meanwhile, or is longer than a frame can be, is dropped (control.kernel_frames_dropped):
+  // routers repeat their advertisements.
+  void kernel_frame(std::span<const uint8_t> frame);
+  static constexpr size_t kMaxKernelFrameBytes = 9216 + 18;  // the largest MTU, Ethernet, a tag
 
   // Resources whose release waits for an engine ack (0 when idle or no engine).
   size_t pending_releases() const { return pending_.size(); }
@@ -274,6 +284,9 @@ class ControlService {
   uint64_t policy_cookie_ = 0;
   std::vector<std::string> policy_class_names_;  // of policy_inflight_
   std::function<void()> policy_late_applied_;
+  // kKernelFrame: the frame the engine may still read, until its cookie's ack.
+  std::array<uint8_t, kMaxKernelFrameBytes> kernel_frame_{};
+  uint64_t kernel_frame_cookie_ = 0;
   // The engine took a policy whose classes are `names`: QPs whose class is gone are in the
   // default class now.
   void forget_gone_classes(const std::vector<std::string>& names);
@@ -306,6 +319,8 @@ class ControlService {
   uint64_t cm_policy_rejects_ = 0;  // requests from peers outside cm_allowed_peers
   uint64_t cm_quota_rejects_ = 0;   // requests for a client whose event queue was full
   uint64_t engine_call_timeouts_ = 0;
+  uint64_t kernel_frames_ = 0;          // handed to the engine
+  uint64_t kernel_frames_dropped_ = 0;  // one was still in flight, or too long
 };
 
 }  // namespace conduit::control

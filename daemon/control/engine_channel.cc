@@ -96,6 +96,8 @@ const char* engine_op_name(EngineOp op) {
       return "cm_disconnect";
     case EngineOp::kSetPolicy:
       return "set_policy";
+    case EngineOp::kKernelFrame:
+      return "kernel_frame";
   }
   return "unknown";
 }

@@ -62,6 +62,15 @@
 //                  reads it only after the ack; as for kSnapshot, the command
 //                  ring's release/acquire publishes its writes to the engine
 //                  and the event ring's the engine's writes back to it.
+//   kKernelFrame   a frame the kernel received on the port's interface, given
+//                  to the engine's network stack as if the port had received it
+//                  (af_xdp: the Router Advertisements the XDP program leaves to
+//                  the kernel, seen through a packet tap, daemon/control/
+//                  kernel_frame_tap.h). Neighbour discovery and router state
+//                  only: a RoCE or connection-manager datagram in it is ignored
+//                  (counted in engine.kernel_frames_ignored). `frame` holds
+//                  `frame_len` bytes; the control thread owns them and keeps
+//                  them until the ack.
 //
 // Events (engine -> control).
 //   kAck           command `cookie` done; `status` 0 or negative errno.
@@ -116,6 +125,7 @@ enum class EngineOp : uint16_t {
   kCmReject,
   kCmDisconnect,
   kSetPolicy,
+  kKernelFrame,
 };
 const char* engine_op_name(EngineOp op);
 
@@ -200,6 +210,9 @@ struct EngineCommand {
   CounterSnapshot* snapshot = nullptr;
   // kSetPolicy
   engine::PolicyUpdate* policy = nullptr;
+  // kKernelFrame
+  const uint8_t* frame = nullptr;
+  uint32_t frame_len = 0;
   // kCm*
   CmArgs cm;
 };

@@ -395,6 +395,13 @@ void Engine::handle_command(const control::EngineCommand& cmd, uint64_t now_ns) 
     case control::EngineOp::kSetPolicy:
       status = set_policy(cmd.policy, now_ns);
       break;
+    case control::EngineOp::kKernelFrame:
+      if (cmd.frame == nullptr || cmd.frame_len == 0) {
+        status = -EINVAL;
+      } else {
+        rx_kernel_frame(std::span<const uint8_t>(cmd.frame, cmd.frame_len), now_ns);
+      }
+      break;
     case control::EngineOp::kCmListen:
     case control::EngineOp::kCmUnlisten:
     case control::EngineOp::kCmConnect:
@@ -964,6 +971,8 @@ void Engine::fill_snapshot(control::CounterSnapshot& out) const {
   transport::QpCounters t = retired_qp_counters_;
   for (const QpCtx* q : qp_list_) add_qp_counters(t, q->qp->counters());
   out.add("engine.rx_wrong_peer", c.rx_wrong_peer);
+  out.add("engine.kernel_frames", c.kernel_frames);
+  out.add("engine.kernel_frames_ignored", c.kernel_frames_ignored);
   out.add("transport.tx_packets", t.tx_packets);
   out.add("transport.tx_retransmits", t.tx_retransmits);
   out.add("transport.rx_packets", t.rx_packets);
@@ -1080,19 +1089,35 @@ bool Engine::rx(uint64_t now_ns) {
     if (r.verdict == net::RxVerdict::kDeliverUdp && r.udp.dst_port == config_.cm_udp_port) {
       cm_rx(r.udp, frame, now_ns);
     } else if (r.verdict == net::RxVerdict::kReply) {
-      if (rte_mbuf* out = port_.alloc_mbuf()) {
-        std::memcpy(rte_pktmbuf_mtod(out, uint8_t*), reply.data(), r.reply_len);
-        out->data_len = out->pkt_len = static_cast<uint32_t>(r.reply_len);
-        transmit_now(out);
-      } else {
-        ++counters_.tx_no_mbuf;
-      }
+      transmit_reply(std::span<const uint8_t>(reply.data(), r.reply_len));
     }
   }
   deliver_rx_run(now_ns);
   // The views of the delivered packets pointed into these.
   for (uint16_t i = 0; i < n; ++i) rte_pktmbuf_free(bufs[i]);
   return n > 0;
+}
+
+void Engine::transmit_reply(std::span<const uint8_t> reply) {
+  if (rte_mbuf* out = port_.alloc_mbuf()) {
+    std::memcpy(rte_pktmbuf_mtod(out, uint8_t*), reply.data(), reply.size());
+    out->data_len = out->pkt_len = static_cast<uint32_t>(reply.size());
+    transmit_now(out);
+  } else {
+    ++counters_.tx_no_mbuf;
+  }
+}
+
+void Engine::rx_kernel_frame(std::span<const uint8_t> frame, uint64_t now_ns) {
+  ++counters_.kernel_frames;
+  std::array<uint8_t, 2048> reply;
+  const net::RxResult r = net_.on_rx_frame(frame, now_ns, reply);
+  if (r.verdict == net::RxVerdict::kReply) {
+    transmit_reply(std::span<const uint8_t>(reply.data(), r.reply_len));
+  } else if (r.verdict == net::RxVerdict::kDeliverUdp) {
+    // RoCE and the connection managers take their frames from the port only.
+    ++counters_.kernel_frames_ignored;
+  }
 }
 
 // The packets for one QP collected by rx_roce(), in one Qp::on_packets call.

@@ -166,6 +166,11 @@ struct EngineCounters {
   uint64_t rx_multi_segment = 0;  // dropped: we build and parse single-segment frames
   uint64_t rx_unknown_qp = 0;
   uint64_t rx_wrong_peer = 0;  // valid RoCE frame for a QP from an address not its peer
+  // Frames the kernel received on the port's interface, handed over by the control thread
+  // (kKernelFrame: an af_xdp port's Router Advertisements), and of them those that were not
+  // for the network stack alone (a RoCE or connection-manager datagram: not taken this way).
+  uint64_t kernel_frames = 0;
+  uint64_t kernel_frames_ignored = 0;
   std::array<uint64_t, wire::kDropReasonCount> rx_wire_drops{};
   uint64_t tx_bursts = 0;  // calls into the device's TX burst
   uint64_t tx_frames = 0;
@@ -289,6 +294,10 @@ class Engine {
   void defer_timers_after_stall(uint64_t now_ns);
   bool run_timers(uint64_t now_ns);
   bool rx(uint64_t now_ns);
+  // A kKernelFrame: the network stack's part of rx() for one frame.
+  void rx_kernel_frame(std::span<const uint8_t> frame, uint64_t now_ns);
+  // An ARP, NDP or ICMP answer the network stack wrote into `reply`, sent at once.
+  void transmit_reply(std::span<const uint8_t> reply);
   // local_sender: the QP of this host that built the frame (loopback), else null.
   void rx_roce(const net::UdpDatagram& udp, std::span<const uint8_t> frame, uint64_t now_ns,
                const QpCtx* local_sender = nullptr);

@@ -9,6 +9,10 @@
 #      a's kernel pings b's conduitd over IPv6 (neighbour discovery, ICMPv6 echo), and SEND,
 #      WRITE and READ with IPv6 GIDs arrive byte-exact, also on QPs connected through the
 #      native connection manager and through the IB CM (rdma_cm's dialect) over IPv6;
+#   5. a Router Advertisement from b's side of the link (a router at fe80::c0:fe with an on-link
+#      prefix and an MTU option) reaches conduitd a and a's kernel alike: over af_packet both
+#      receive the frame, over af_xdp the XDP program leaves it to the kernel and conduitd reads
+#      a copy through its packet socket (engine.kernel_frames);
 #   0. first, b runs with port.line_rate and a with the veth's nominal 10 Gbit/s (and warns about
 #      it), as the logs and conduitctl status show; the daemons share the interface with the kernel: a's kernel pings b's conduitd
 #      (ICMP echo answered by conduitd) and b's kernel (kernel to kernel over the same veth:
@@ -157,4 +161,42 @@ for h in a b; do
   udp6=$(awk '$1 == "net.rx_udp6_delivered" {print $2}' <<<"$stats")
   ((${udp6:-0} > 100)) || fail "conduitd $h delivered ${udp6:-0} IPv6 datagrams"
 done
+
+echo "== a Router Advertisement on the link reaches conduitd a and a's kernel"
+# RFC 5180's benchmarking prefix, on-link (L) but not for address configuration (A off), and a
+# link MTU below the veth's 1500 that the kernel and conduitd both take.
+netns_exec b /usr/bin/python3 - <<'PY' || fail "scapy could not send the Router Advertisement"
+from scapy.all import Ether, get_if_hwaddr, sendp
+from scapy.layers.inet6 import (IPv6, ICMPv6ND_RA, ICMPv6NDOptMTU, ICMPv6NDOptPrefixInfo,
+                                ICMPv6NDOptSrcLLAddr)
+mac = get_if_hwaddr("eth0")
+sendp(Ether(dst="33:33:00:00:00:01", src=mac) / IPv6(src="fe80::c0:fe", dst="ff02::1", hlim=255) /
+      ICMPv6ND_RA(routerlifetime=1800) / ICMPv6NDOptSrcLLAddr(lladdr=mac) /
+      ICMPv6NDOptMTU(mtu=1400) /
+      ICMPv6NDOptPrefixInfo(prefix="2001:2:0:77::", prefixlen=64, L=1, A=0,
+                            validlifetime=3600, preferredlifetime=1800),
+      iface="eth0", verbose=False)
+PY
+for _ in $(seq 50); do
+  stats=$(netns_exec a "$ctl" --socket "$work/a.sock" stats)
+  [[ $(awk '$1 == "net.rx_ra" {v = $2} END {print v + 0}' <<<"$stats") -ge 1 ]] && break
+  sleep 0.1
+done
+grep -E '^(net\.(rx_ra|ra_prefixes|link_mtu6|ra_options_ignored)|engine\.kernel_frames(_ignored)?|control\.kernel_frames(_dropped)?) ' <<<"$stats" | sed "s/^/a: /"
+counter() { awk -v k="$1" '$1 == k {v = $2} END {print v + 0}' <<<"$stats"; }
+(($(counter net.rx_ra) >= 1)) || fail "conduitd a took no Router Advertisement"
+(($(counter net.ra_prefixes) >= 1)) || fail "conduitd a did not take the advertised on-link prefix"
+[[ $(counter net.link_mtu6) == 1400 ]] || fail "conduitd a did not take the advertised MTU 1400"
+if [[ $kind == af_xdp ]]; then
+  (($(counter engine.kernel_frames) >= 1)) ||
+    fail "conduitd a read no Router Advertisement through its packet socket"
+  grep -q "reads the Router Advertisements the kernel receives on eth0" "$work/conduitd-a.log" ||
+    fail "conduitd a did not say it reads the kernel's Router Advertisements"
+fi
+for _ in $(seq 30); do  # the kernel of a: its default route names the router
+  netns_exec a ip -6 route show default | grep -q "via fe80::c0:fe" && break
+  sleep 0.1
+done
+netns_exec a ip -6 route show default | grep "via fe80::c0:fe" ||
+  fail "a's kernel did not take the Router Advertisement (it must keep its own)"
 echo "PASS"
