@@ -337,6 +337,9 @@ int run(const std::string& config_path) {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // Writes to a client's descriptors must not kill the daemon: a pipe or socket whose
+  // reader is gone gives EPIPE, not SIGPIPE (every thread inherits this).
+  signal(SIGPIPE, SIG_IGN);
 
   conduit::control::ServiceHooks hooks;
   hooks.version = CONDUIT_VERSION;

@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "proto/control_codec.h"
+#include "shm/doorbell.h"
 
 namespace conduit::control {
 namespace {
@@ -299,6 +300,11 @@ ControlService::Outcome ControlService::create_cq(Client& c, const proto::Create
                 "CQ of " + std::to_string(r.entries) + " entries is deeper than this client's " +
                     std::to_string(depth) +
                     "-entry CQ rings (policy: clients.quotas.max_cqe, as it was at attach)");
+  }
+  if (r.has_eventfd && !shm::EventFd::is_eventfd(fds_in[0].get())) {
+    // The engine writes to it: a pipe or socket whose reader is gone would raise SIGPIPE,
+    // a full one block the engine.
+    return fail(t, seq, -EINVAL, "the descriptor sent with the CQ is not an eventfd");
   }
   const uint32_t slot = first_free(c.cq_slot_busy);
   if (slot == UINT32_MAX) {
@@ -868,6 +874,7 @@ std::vector<proto::Counter> ControlService::counters() const {
       {"control.engine_snapshots", snapshots_},
       {"control.engine_snapshot_timeouts", snapshot_timeouts_},
       {"control.engine_call_timeouts", engine_call_timeouts_},
+      {"control.wakeup_fds_tampered", wakeup_fds_tampered_},
       {"control.kernel_frames", kernel_frames_},
       {"control.kernel_frames_dropped", kernel_frames_dropped_},
       {"control.cm_events", cm_events_},
@@ -1255,9 +1262,12 @@ void ControlService::on_cm_event(const EngineEvent& e) {
     }
   }
   c->cm_events.push_back(std::move(ev));
-  if (c->cm_eventfd.valid()) {
-    const uint64_t one = 1;
-    (void)!::write(c->cm_eventfd.get(), &one, sizeof(one));
+  if (c->cm_eventfd.valid() && shm::EventFd::kick_shared(c->cm_eventfd.get()) == -EPERM) {
+    // The client cleared O_NONBLOCK on the descriptor it shares with us: a write could
+    // block this thread. It polls conduitd for events from now on (conduit_get_request).
+    spdlog::warn("control: client {} made its CM eventfd blocking: not kicked any more", c->id);
+    c->cm_eventfd.reset();
+    ++wakeup_fds_tampered_;
   }
 }
 

@@ -319,6 +319,7 @@ class ControlService {
   uint64_t cm_policy_rejects_ = 0;  // requests from peers outside cm_allowed_peers
   uint64_t cm_quota_rejects_ = 0;   // requests for a client whose event queue was full
   uint64_t engine_call_timeouts_ = 0;
+  uint64_t wakeup_fds_tampered_ = 0;    // a client's CM eventfd made blocking: no longer kicked
   uint64_t kernel_frames_ = 0;          // handed to the engine
   uint64_t kernel_frames_dropped_ = 0;  // one was still in flight, or too long
 };

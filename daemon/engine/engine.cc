@@ -971,6 +971,7 @@ void Engine::fill_snapshot(control::CounterSnapshot& out) const {
   transport::QpCounters t = retired_qp_counters_;
   for (const QpCtx* q : qp_list_) add_qp_counters(t, q->qp->counters());
   out.add("engine.rx_wrong_peer", c.rx_wrong_peer);
+  out.add("engine.wakeup_fds_tampered", c.wakeup_fds_tampered);
   out.add("engine.kernel_frames", c.kernel_frames);
   out.add("engine.kernel_frames_ignored", c.kernel_frames_ignored);
   out.add("transport.tx_packets", t.tx_packets);
@@ -1852,9 +1853,12 @@ void Engine::kick_cqs() {
     CqCtx& cq = c->cqs[slot];
     if (!cq.kick_pending) continue;  // removed, or listed twice
     cq.kick_pending = false;
-    if (cq.event_fd >= 0 && cq.wakeup != nullptr && shm::producer_should_kick(cq.wakeup)) {
-      const uint64_t one = 1;
-      (void)!::write(cq.event_fd, &one, sizeof(one));
+    if (cq.event_fd >= 0 && cq.wakeup != nullptr && shm::producer_should_kick(cq.wakeup) &&
+        shm::EventFd::kick_shared(cq.event_fd) == -EPERM) {
+      // The client made its descriptor blocking: a write could stall this thread. Its
+      // waits on this CQ time out from now on; everyone else's traffic goes on.
+      cq.event_fd = -1;
+      ++counters_.wakeup_fds_tampered;
     }
   }
   kicks_.clear();
@@ -1942,8 +1946,9 @@ bool Engine::sleep_until_work(uint64_t now_ns) {
           continue;
         }
         if (!(fds[i].revents & POLLIN)) continue;
-        uint64_t v;
-        (void)!::read(fds[i].fd, &v, sizeof(v));
+        // A client's doorbell is shared with it, O_NONBLOCK included: it could have
+        // drained the counter since ppoll, or cleared the flag. This read never blocks.
+        (void)shm::EventFd::drain_shared(fds[i].fd);
       }
     }
   }

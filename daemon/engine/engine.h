@@ -169,6 +169,9 @@ struct EngineCounters {
   // Frames the kernel received on the port's interface, handed over by the control thread
   // (kKernelFrame: an af_xdp port's Router Advertisements), and of them those that were not
   // for the network stack alone (a RoCE or connection-manager datagram: not taken this way).
+  // CQ eventfds a client made blocking (O_NONBLOCK cleared on the description it shares
+  // with the daemon): no longer kicked.
+  uint64_t wakeup_fds_tampered = 0;
   uint64_t kernel_frames = 0;
   uint64_t kernel_frames_ignored = 0;
   std::array<uint64_t, wire::kDropReasonCount> rx_wire_drops{};

@@ -83,6 +83,24 @@ class EventFd {
   // then drains it. 1 woken, 0 timed out, -errno (EINTR is retried).
   int wait(int timeout_ms) const;
 
+  // For an eventfd another process holds too (the daemon's side of a client's
+  // wakeup descriptors). O_NONBLOCK lives in the open file description that
+  // both share, so the other process can clear it, and the eventfd's own
+  // read and write calls would then block (on an empty counter, or one it
+  // filled to its maximum). These never block on a counter:
+  // Adds 1 to fd's counter. 0 (also when the counter is at its maximum: the
+  // reader is woken already), -EPERM when fd is not an eventfd or the shared
+  // flags lost O_NONBLOCK (the caller stops using fd: its holder tampered
+  // with it), or -errno. The check and the write are two calls: a holder
+  // that sets O_NONBLOCK back and forth between them while its counter sits
+  // at the maximum can still stall the write.
+  static int kick_shared(int fd);
+  // Reads and resets fd's counter (preadv2 with RWF_NOWAIT, which an eventfd
+  // honours whatever its flags say); the count, 0 if none or on error.
+  static uint64_t drain_shared(int fd);
+  // Whether fd is an eventfd (what a client must hand over as one).
+  static bool is_eventfd(int fd);
+
  private:
   int fd_ = -1;
 };

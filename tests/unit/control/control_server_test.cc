@@ -144,6 +144,19 @@ TEST_CASE("requests before attach, unknown ids and MRs outside the arena are ref
   CHECK(c.request(proto::CreateQpRequest{cq_id, cq_id + 1, 4, 4, ""}).status == -ENOENT);
   CHECK(c.request(proto::CreateQpRequest{cq_id, cq_id, 17, 4, ""}).status == -EINVAL);
   CHECK(c.request(proto::CreateQpRequest{cq_id, cq_id, 16, 16, ""}).status == 0);
+
+  // A CQ's wakeup descriptor must be an eventfd: the engine writes to it, and a pipe whose
+  // reader is gone (SIGPIPE) or a full one (a blocking write) must not reach the engine.
+  int pipe_fds[2];
+  REQUIRE(::pipe(pipe_fds) == 0);
+  r = c.request(proto::CreateCqRequest{4, true}, {pipe_fds[1]});
+  CHECK(r.status == -EINVAL);
+  CHECK(r.reason.find("not an eventfd") != std::string::npos);
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
+  shm::EventFd efd;
+  REQUIRE(shm::EventFd::create(&efd) == 0);
+  CHECK(c.request(proto::CreateCqRequest{4, true}, {efd.fd()}).status == 0);
 }
 
 TEST_CASE("malformed datagrams get an error reply; garbage closes the connection",

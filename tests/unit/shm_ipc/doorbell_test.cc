@@ -1,5 +1,8 @@
 // Doorbells: needs-wakeup flag + eventfd; a consumer blocked on a CQ is woken
 // by the producer, and times out when nothing comes.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -38,6 +41,33 @@ TEST_CASE("eventfd: kick, wait, drain", "[doorbell]") {
   CHECK(efd.drain() == 0u);
   REQUIRE(efd.kick() == 0);
   CHECK(efd.drain() == 1u);
+}
+
+TEST_CASE("a shared eventfd whose holder made it blocking is never written or read blocking",
+          "[doorbell]") {
+  EventFd e;
+  REQUIRE(EventFd::create(&e) == 0);
+  CHECK(EventFd::is_eventfd(e.fd()));
+  // The holder's copy shares the open file description, O_NONBLOCK included.
+  const int theirs = ::dup(e.fd());
+  REQUIRE(theirs >= 0);
+  CHECK(EventFd::kick_shared(e.fd()) == 0);
+  CHECK(EventFd::drain_shared(e.fd()) == 1);
+  // It fills the counter to its maximum and clears O_NONBLOCK: a plain write would block.
+  const uint64_t most = UINT64_MAX - 1;
+  REQUIRE(::write(theirs, &most, sizeof(most)) == sizeof(most));
+  REQUIRE(::fcntl(theirs, F_SETFL, ::fcntl(theirs, F_GETFL) & ~O_NONBLOCK) == 0);
+  CHECK(EventFd::kick_shared(e.fd()) == -EPERM);  // refused, not blocked
+  CHECK(EventFd::drain_shared(e.fd()) == most);
+  // An empty counter without O_NONBLOCK: a plain read would block.
+  CHECK(EventFd::drain_shared(e.fd()) == 0);
+  ::close(theirs);
+
+  int p[2];
+  REQUIRE(::pipe(p) == 0);
+  CHECK_FALSE(EventFd::is_eventfd(p[1]));
+  ::close(p[0]);
+  ::close(p[1]);
 }
 
 TEST_CASE("producer kicks only when the consumer armed the flag, once per arming", "[doorbell]") {
