@@ -190,6 +190,15 @@ ControlService::Outcome ControlService::attach(Client& c, const proto::AttachReq
                                                uint32_t seq) {
   const MsgType t = MsgType::kAttach;
   if (c.attached) return fail(t, seq, -EALREADY, "already attached on this connection");
+  for (const auto& [cookie, p] : pending_) {
+    (void)cookie;
+    // Its slots come free with these acks: a new attachment must not hand them out before
+    // (two QPs on one ring), nor see them freed under it.
+    if (p.client_id == c.id) {
+      return fail(t, seq, -EBUSY,
+                  "the engine is still releasing this connection's previous attachment; retry");
+    }
+  }
   if (r.shm_abi_version != CONDUIT_SHM_ABI_VERSION) {
     return fail(t, seq, -EPROTONOSUPPORT,
                 "ABI mismatch: libconduit uses shared-memory ABI " +

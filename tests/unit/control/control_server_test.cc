@@ -10,6 +10,7 @@
 #include <cerrno>
 
 #include "control/control_server.h"
+#include "control/engine_channel.h"
 #include "control/qp_state_machine.h"
 #include "proto/control_codec.h"
 #include "proto/seqpacket.h"
@@ -359,4 +360,66 @@ TEST_CASE("daemon.socket_group takes a group number as well as a name", "[contro
   std::string err;
   CHECK(bad.start(err) == -ENOENT);
   CHECK(err.find("socket group 'no-such-group-xyz' does not exist") != std::string::npos);
+}
+
+TEST_CASE("a connection re-attaches only after the engine released its previous attachment",
+          "[control][service]") {
+  // Detach hands the QP and CQ slots back through engine acks. Before the refusal, an
+  // attach in between reset the slot table and the late acks then freed the new
+  // attachment's slots: two QPs were handed the same rings.
+  spdlog::set_level(spdlog::level::off);
+  std::unique_ptr<EngineChannel> ch;
+  REQUIRE(EngineChannel::create(256, &ch) == 0);
+  ControlLimits l;
+  l.max_qps = 4;
+  l.max_cqs = 4;
+  l.default_region_bytes = 1 << 20;
+  l.huge_pages = shm::HugePages::kNever;
+  ControlService svc(l, {}, ch.get());
+  const uint32_t id = svc.open_client({});
+  std::vector<proto::UniqueFd> no_fds;
+  auto req = [&](proto::Request body) {
+    proto::RequestMessage m;
+    m.seq = 1;
+    m.body = std::move(body);
+    return svc.handle(id, m, no_fds).reply;
+  };
+  auto ack_all = [&] {
+    EngineCommand cmds[16];
+    uint32_t n;
+    while ((n = ch->poll_commands(cmds, 16)) > 0) {
+      for (uint32_t i = 0; i < n; ++i) {
+        EngineEvent e;
+        e.kind = EngineEventKind::kAck;
+        e.cookie = cmds[i].cookie;
+        e.qpn = cmds[i].qpn;
+        REQUIRE(ch->post_event(e));
+      }
+    }
+    svc.process_engine_events();
+  };
+  proto::AttachRequest attach;
+  attach.shm_abi_version = CONDUIT_SHM_ABI_VERSION;
+  auto qp = [&] {
+    auto cq = req(proto::CreateCqRequest{16, false});
+    REQUIRE(cq.status == 0);
+    const uint32_t cq_id = std::get<proto::CreateCqReply>(cq.body).cq_id;
+    auto r = req(proto::CreateQpRequest{cq_id, cq_id, 4, 4, ""});
+    REQUIRE(r.status == 0);
+    return std::get<proto::CreateQpReply>(r.body).qp_slot;
+  };
+  REQUIRE(req(attach).status == 0);
+  CHECK(qp() == 0);
+  REQUIRE(req(proto::DetachRequest{}).status == 0);
+  REQUIRE(svc.pending_releases() > 0);  // the engine has not acked the releases
+  auto again = req(attach);
+  CHECK(again.status == -EBUSY);
+  CHECK(again.reason.find("still releasing") != std::string::npos);
+  ack_all();
+  CHECK(svc.pending_releases() == 0);
+  REQUIRE(req(attach).status == 0);
+  ack_all();
+  const uint32_t first = qp();
+  const uint32_t second = qp();
+  CHECK(first != second);  // each QP its own rings
 }
