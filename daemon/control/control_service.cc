@@ -460,12 +460,12 @@ void ControlService::release_qp(Client& c, Qp& qp, bool owner_gone) {
 }
 
 uint32_t ControlService::allocate_key_index() {
-  // 24-bit index; the low byte of a key is random so a stale key is unlikely
-  // to name a new MR (the verbs "key" byte plays the same role).
-  for (uint32_t tries = 0; tries < (1u << 24); ++tries) {
+  // An index below proto::kClientKeyIndexEnd (keys above are the engine's own); the low
+  // byte of a key is random so a stale key is unlikely to name a new MR (the verbs "key"
+  // byte plays the same role).
+  for (uint32_t tries = 0; tries < proto::kClientKeyIndexEnd; ++tries) {
     uint32_t k = next_key_index_;
-    next_key_index_ = (next_key_index_ + 1) & 0xFFFFFF;
-    if (next_key_index_ == 0) next_key_index_ = 1;
+    if (++next_key_index_ == proto::kClientKeyIndexEnd) next_key_index_ = 1;
     if (!key_owner_.contains(k)) return k;
   }
   return 0;

@@ -38,9 +38,10 @@ constexpr uint64_t kStallNs = 1'000'000;
 constexpr uint64_t kMinPacedSleepNs = 20'000;
 constexpr unsigned long kEngineTimerSlackNs = 2'000;
 constexpr uint32_t kInlineSlotBytes = CONDUIT_SHM_MAX_INLINE;
-// Local keys of the engine's inline-data buffers: never handed to clients and
-// never reachable through an rkey (ClientMemory::add_local_buffer).
-constexpr uint32_t kInlineLkeyBase = 0xFF000000u;
+// Local keys of the engine's inline-data buffers: never handed to clients (the control
+// thread keeps theirs below) and never reachable through an rkey
+// (ClientMemory::add_local_buffer).
+constexpr uint32_t kInlineLkeyBase = proto::kEngineKeyBase;
 // The transport takes at most kMaxSge SGEs; inline data fits one inline slot.
 constexpr shm::WrLimits kWrLimits{transport::kMaxSge, transport::kMaxSge, kInlineSlotBytes};
 

@@ -56,6 +56,11 @@ inline constexpr uint32_t kMaxCounters = 512;
 // Queue and CQ depths a client may ask for (power of two is rounded up by the daemon).
 inline constexpr uint32_t kMaxQueueEntries = 1u << 16;
 inline constexpr uint32_t kMax24Bit = 0xFFFFFF;  // QPN and PSN are 24-bit on the wire
+// Memory keys. conduitd gives a client's MR the lkey and rkey (index << 8) | a random byte,
+// with an index below kClientKeyIndexEnd; keys from kEngineKeyBase up are the engine's own
+// (its inline-data buffers, kEngineKeyBase | QPN), never a client's.
+inline constexpr uint32_t kEngineKeyBase = 0xFF000000u;
+inline constexpr uint32_t kClientKeyIndexEnd = kEngineKeyBase >> 8;
 
 enum class MsgType : uint16_t {
   kAttach = 1,
