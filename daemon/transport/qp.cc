@@ -233,6 +233,8 @@ Status Qp::modify(const QpAttr& a, uint32_t mask) {
   if (to == QpState::kErr) {
     if (state_ == QpState::kReset) return Status::kInvalidTransition;
     if (state_ != QpState::kErr) enter_error();
+    // The owner stops the QP: answers still queued from before a responder error go no further.
+    stop_responses();
     return Status::kOk;
   }
   const Transition* t = nullptr;
@@ -624,10 +626,13 @@ void Qp::enter_error() {
   cur_wqe_ = sq_head_;
   reads_started_ = 0;
   ack_deadline_ns_ = rnr_deadline_ns_ = kNoDeadline;
-  // Queued ACK/NAK items stay: a fatal NAK must still reach the requester.
-  // READ responses stop (responder_poll skips items of inactive resources).
-  for (auto& r : reads_) r.active = false;
+  // Queued items stay, READ responses and atomic ACKs too: a responder's fatal NAK for PSN p
+  // says everything before p completed, so their answers go first (as in rxe and hardware).
   in_msg_ = InMessage::kNone;
+}
+
+void Qp::stop_responses() {
+  for (auto& r : reads_) r.active = false;  // responder_poll skips items of inactive ones
 }
 
 RxResult Qp::on_packet(uint64_t now_ns, const wire::RoceHeader& hdr,

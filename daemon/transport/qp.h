@@ -345,7 +345,10 @@ class Qp {
   bool mr_cache_current() const { return mr_cache_valid_ && mrs_.epoch() == mr_cache_epoch_; }
   MrStatus resolve_local_slow(const Sge& s, uint32_t access, std::span<uint8_t>& out);
   void reset_all();
+  // ERR: both queues flushed. READ responses and atomic ACKs already queued are still
+  // sent (a responder error's NAK follows them) until stop_responses().
   void enter_error();
+  void stop_responses();
   size_t poll_cq_runs(Completion* out, size_t n);
   Status post_send_general(const SendWr& wr);
   void keep_wr(SendWqe& w, const SendWr& wr);
