@@ -607,7 +607,8 @@ size_t Qp::post_recv_chain(std::span<const RecvWr> wrs, Status& status) {
 void Qp::enter_error() {
   state_ = QpState::kErr;
   attr_.state = QpState::kErr;
-  while (sq_head_ != sq_tail_) {
+  // At most a queue's depth each, whatever the indices say: a flush never runs 2^32 times.
+  for (uint32_t n = std::min(sq_tail_ - sq_head_, sq_mask_ + 1); n > 0; --n) {
     const SendWqe& w = sq_at(sq_head_);
     Completion c;
     c.wr_id = w.wr.wr_id;
@@ -615,7 +616,8 @@ void Qp::enter_error() {
     push_completion(c);
     ++sq_head_;
   }
-  while (rq_head_ != rq_tail_) {
+  sq_head_ = sq_tail_;
+  for (uint32_t n = std::min(rq_tail_ - rq_head_, rq_mask_ + 1); n > 0; --n) {
     Completion c;
     c.wr_id = rq_[rq_head_ & rq_mask_].wr_id;
     c.status = WcStatus::kWrFlushError;
@@ -623,6 +625,7 @@ void Qp::enter_error() {
     push_completion(c);
     ++rq_head_;
   }
+  rq_head_ = rq_tail_;
   cur_wqe_ = sq_head_;
   reads_started_ = 0;
   ack_deadline_ns_ = rnr_deadline_ns_ = kNoDeadline;
