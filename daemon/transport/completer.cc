@@ -202,6 +202,7 @@ void Qp::fail(WcStatus status) {
   error_ = {QpError::Side::kRequester, status, {}, una_psn_};
   if (sq_head_ != sq_tail_) complete_head(status);
   enter_error();
+  stop_responses();  // the peer is gone or in ERR itself: nobody takes the answers
 }
 
 RxResult Qp::completer_rx(uint64_t now_ns, const wire::RoceHeader& hdr,

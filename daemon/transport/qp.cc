@@ -233,6 +233,8 @@ Status Qp::modify(const QpAttr& a, uint32_t mask) {
   if (to == QpState::kErr) {
     if (state_ == QpState::kReset) return Status::kInvalidTransition;
     if (state_ != QpState::kErr) enter_error();
+    // The owner stops the QP: answers still queued from before a responder error go no further.
+    stop_responses();
     return Status::kOk;
   }
   const Transition* t = nullptr;
@@ -605,7 +607,8 @@ size_t Qp::post_recv_chain(std::span<const RecvWr> wrs, Status& status) {
 void Qp::enter_error() {
   state_ = QpState::kErr;
   attr_.state = QpState::kErr;
-  while (sq_head_ != sq_tail_) {
+  // At most a queue's depth each, whatever the indices say: a flush never runs 2^32 times.
+  for (uint32_t n = std::min(sq_tail_ - sq_head_, sq_mask_ + 1); n > 0; --n) {
     const SendWqe& w = sq_at(sq_head_);
     Completion c;
     c.wr_id = w.wr.wr_id;
@@ -613,7 +616,8 @@ void Qp::enter_error() {
     push_completion(c);
     ++sq_head_;
   }
-  while (rq_head_ != rq_tail_) {
+  sq_head_ = sq_tail_;
+  for (uint32_t n = std::min(rq_tail_ - rq_head_, rq_mask_ + 1); n > 0; --n) {
     Completion c;
     c.wr_id = rq_[rq_head_ & rq_mask_].wr_id;
     c.status = WcStatus::kWrFlushError;
@@ -621,13 +625,17 @@ void Qp::enter_error() {
     push_completion(c);
     ++rq_head_;
   }
+  rq_head_ = rq_tail_;
   cur_wqe_ = sq_head_;
   reads_started_ = 0;
   ack_deadline_ns_ = rnr_deadline_ns_ = kNoDeadline;
-  // Queued ACK/NAK items stay: a fatal NAK must still reach the requester.
-  // READ responses stop (responder_poll skips items of inactive resources).
-  for (auto& r : reads_) r.active = false;
+  // Queued items stay, READ responses and atomic ACKs too: a responder's fatal NAK for PSN p
+  // says everything before p completed, so their answers go first (as in rxe and hardware).
   in_msg_ = InMessage::kNone;
+}
+
+void Qp::stop_responses() {
+  for (auto& r : reads_) r.active = false;  // responder_poll skips items of inactive ones
 }
 
 RxResult Qp::on_packet(uint64_t now_ns, const wire::RoceHeader& hdr,

@@ -274,11 +274,12 @@ class Qp {
   struct SrSlot {
     bool received = false;
     bool last = false;
-    bool consume_recv = false;
+    bool consume_recv = false;  // a packet of a message that takes a receive WQE
     bool write_imm = false;
     bool has_imm = false;
     uint32_t imm = 0;
     uint32_t len_bytes = 0;
+    uint32_t recv_seq = 0;  // consume_recv: the receive WQE it names
   };
   struct RecvWqe {
     uint64_t wr_id = 0;
@@ -345,7 +346,10 @@ class Qp {
   bool mr_cache_current() const { return mr_cache_valid_ && mrs_.epoch() == mr_cache_epoch_; }
   MrStatus resolve_local_slow(const Sge& s, uint32_t access, std::span<uint8_t>& out);
   void reset_all();
+  // ERR: both queues flushed. READ responses and atomic ACKs already queued are still
+  // sent (a responder error's NAK follows them) until stop_responses().
   void enter_error();
+  void stop_responses();
   size_t poll_cq_runs(Completion* out, size_t n);
   Status post_send_general(const SendWr& wr);
   void keep_wr(SendWqe& w, const SendWr& wr);
@@ -451,7 +455,9 @@ class Qp {
   // Records the request in `r`, queues its answer and moves ePSN past it.
   RxResult start_response(ReadResource& r, uint32_t psn, uint32_t npkts);
   RxResult responder_sr(const wire::RoceHeader& hdr, std::span<const uint8_t> payload);
-  void sr_advance();
+  // Moves ePSN over the slots received in order, completing receives. False when the slot
+  // at ePSN names a receive WQE that is not the next one posted (the caller NAKs it).
+  bool sr_advance();
   void queue_ack(wire::Aeth aeth, uint32_t psn);
   // `count` queue_ack() calls of which this is the last (the earlier ones
   // coalesce into it, or are dropped as it is).

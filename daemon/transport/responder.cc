@@ -241,7 +241,7 @@ RxResult Qp::start_response(ReadResource& r, uint32_t psn, uint32_t npkts) {
     // Requests that arrived ahead of this READ or atomic are now in order: ACK
     // them (after its responses, which the FIFO keeps first).
     const uint32_t end = epsn_;
-    sr_advance();
+    if (!sr_advance()) return responder_fatal(NakCode::kInvalidRequest, epsn_);
     if (epsn_ != end) queue_ack(Aeth::ack(msn_), wire::psn_add(epsn_, wire::kPsnMask));
   }
   return RxResult::kAccepted;
@@ -291,10 +291,14 @@ RxResult Qp::responder_atomic(const wire::RoceHeader& hdr) {
   return start_response(*r, psn, 1);
 }
 
-void Qp::sr_advance() {
+bool Qp::sr_advance() {
   for (;;) {
     SrSlot& s = sr_slots_[epsn_ & (kSrWindow - 1)];
-    if (!s.received) return;
+    if (!s.received) return true;
+    // A packet was placed by the receive sequence number it carries; in order, its message
+    // must be the next receive, one that is posted. Else the peer would complete receives
+    // twice, or more than were posted (rq_head_ passing rq_tail_).
+    if (s.consume_recv && (s.recv_seq != recv_seq_done_ || rq_head_ == rq_tail_)) return false;
     if (s.last) {
       msn_ = wire::psn_next(msn_);
       if (s.consume_recv) {
@@ -385,14 +389,15 @@ RxResult Qp::responder_sr(const wire::RoceHeader& hdr, std::span<const uint8_t> 
   }
   slot.received = true;
   slot.last = last;
-  slot.consume_recv = consume_recv && last;
+  slot.consume_recv = consume_recv;
   slot.write_imm = (flags & wire::kOpWrite) && imm;
   slot.has_imm = imm && last;
   slot.imm = hdr.imm;
   slot.len_bytes = p.msg_len_bytes;
+  slot.recv_seq = p.recv_seq;
   if (d == 0) {
     const uint32_t before = epsn_;
-    sr_advance();
+    if (!sr_advance()) return responder_fatal(NakCode::kInvalidRequest, epsn_);
     // Filling a hole moves ePSN by more than one: tell the requester at once.
     if (hdr.bth.ack_req || wire::psn_diff(epsn_, before) > 1) {
       queue_ack(Aeth::ack(msn_), wire::psn_add(epsn_, wire::kPsnMask));

@@ -2,6 +2,7 @@
 // with the remote word's old value, run exactly once at the responder when
 // requests or ACKs are lost (go-back-N and selective repeat), count against
 // max_rd_atomic with READs, and errors come back as the verbs statuses.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <random>
 
@@ -151,6 +152,38 @@ TEST_CASE("atomics: malformed posts are refused; remote errors complete with the
     REQUIRE(c.size() == 1);
     CHECK(c[0].status == WcStatus::kRemoteAccessError);
     CHECK(load_u64(s.b.mem() + 0x100) == 0);
+  }
+}
+
+TEST_CASE("atomics: a peer's fatal error still answers the atomic and READ before it") {
+  for (bool sr : {false, true}) {
+    INFO("selective repeat " << sr);
+    QpPair p(attr(sr));
+    store_u64(p.b.mem() + 0x100, 5);
+    for (uint32_t i = 0; i < 2048; ++i) p.b.mem()[0x1000 + i] = static_cast<uint8_t>(i * 3);
+    REQUIRE(p.a.qp.post_send(make_atomic(WrOpcode::kFetchAdd, 1, 0x2000, 0x100, 10)) ==
+            Status::kOk);
+    REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kRead, 2, 0x4000, 2048, 0x1000)) == Status::kOk);
+    SendWr w = make_wr(WrOpcode::kWrite, 3, 0, 16, 0);
+    w.rkey = 0xdead;  // the responder NAKs it and goes to ERR
+    REQUIRE(p.a.qp.post_send(w) == Status::kOk);
+    run(p);
+    // The NAK says the WRs before the WRITE completed: the atomic ran (its result comes
+    // back) and the READ's data arrived, as rxe and hardware answer them.
+    auto c = p.a.drain_cq();
+    REQUIRE(c.size() == 3);
+    CHECK(c[0].wr_id == 1);
+    CHECK(c[0].status == WcStatus::kSuccess);
+    CHECK(load_u64(p.a.mem() + 0x2000) == 5);
+    CHECK(load_u64(p.b.mem() + 0x100) == 15);
+    CHECK(c[1].wr_id == 2);
+    CHECK(c[1].status == WcStatus::kSuccess);
+    CHECK(std::equal(p.a.mem() + 0x4000, p.a.mem() + 0x4000 + 2048, p.b.mem() + 0x1000));
+    CHECK(c[2].wr_id == 3);
+    CHECK(c[2].status == WcStatus::kRemoteAccessError);
+    CHECK(p.a.qp.counters().timeouts == 0);
+    CHECK(p.b.qp.state() == QpState::kErr);
+    CHECK(p.a.qp.state() == QpState::kErr);
   }
 }
 

@@ -407,9 +407,70 @@ TEST_CASE("responder: more READs than the responder depth is an invalid request"
   CHECK(r.rx(Opcode::kReadRequest, 100, {}, true, reth(0, 16)) == RxResult::kAccepted);
   CHECK(r.rx(Opcode::kReadRequest, 101, {}, true, reth(0, 16)) == RxResult::kAccepted);
   CHECK(r.rx(Opcode::kReadRequest, 102, {}, true, reth(0, 16)) == RxResult::kDropped);
+  // The two READs taken before it are still answered, ahead of the NAK: it tells the
+  // requester that everything before PSN 102 completed.
   auto t = r.tx();
-  REQUIRE(t.size() == 1);
-  CHECK(t[0].hdr.aeth.syndrome == 0x61);
+  REQUIRE(t.size() == 3);
+  CHECK(t[0].hdr.bth.opcode == op(Opcode::kReadResponseOnly));
+  CHECK(t[0].hdr.bth.psn == 100);
+  CHECK(t[1].hdr.bth.opcode == op(Opcode::kReadResponseOnly));
+  CHECK(t[1].hdr.bth.psn == 101);
+  CHECK(t[2].hdr.bth.opcode == op(Opcode::kAcknowledge));
+  CHECK(t[2].hdr.bth.psn == 102);
+  CHECK(t[2].hdr.aeth.syndrome == 0x61);
+}
+
+TEST_CASE("responder: a fatal error still answers the READs and atomics taken before it") {
+  Responder r;
+  for (uint32_t i = 0; i < 3072; ++i) r.e.mem()[i] = static_cast<uint8_t>(i * 7);
+  store_u64(r.e.mem() + 0x2000, 5);
+  CHECK(r.rx(Opcode::kReadRequest, 100, {}, true, reth(0, 3072)) == RxResult::kAccepted);
+  CHECK(rx_atomic(r, Opcode::kFetchAdd, 103, 0x2000, 10) == RxResult::kAccepted);
+
+  SECTION("answers in PSN order, then the NAK; nothing taken after it") {
+    // A WRITE with a bad rkey: remote access error, the QP goes to ERR.
+    CHECK(r.rx(Opcode::kWriteOnly, 104, bytes(4), true, reth(0x3000, 4, 0xdead)) ==
+          RxResult::kDropped);
+    CHECK(r.e.qp.state() == QpState::kErr);
+    CHECK(r.rx(Opcode::kReadRequest, 104, {}, true, reth(0, 16)) == RxResult::kDropped);
+    CHECK(rx_atomic(r, Opcode::kFetchAdd, 100, 0x2000, 10) == RxResult::kDropped);
+    auto t = r.tx();
+    REQUIRE(t.size() == 5);
+    for (uint32_t i = 0; i < 3; ++i) {
+      INFO(i);
+      CHECK(t[i].hdr.bth.psn == 100 + i);
+      CHECK(t[i].payload == std::vector<uint8_t>(r.e.mem() + i * 1024, r.e.mem() + (i + 1) * 1024));
+    }
+    CHECK(t[0].hdr.bth.opcode == op(Opcode::kReadResponseFirst));
+    CHECK(t[2].hdr.bth.opcode == op(Opcode::kReadResponseLast));
+    CHECK(t[3].hdr.bth.opcode == op(Opcode::kAtomicAcknowledge));
+    CHECK(t[3].hdr.bth.psn == 103);
+    CHECK(t[3].hdr.atomic_ack_orig == 5);
+    CHECK(t[4].hdr.bth.opcode == op(Opcode::kAcknowledge));
+    CHECK(t[4].hdr.bth.psn == 104);
+    CHECK(t[4].hdr.aeth.syndrome == 0x62);
+    CHECK(t[4].hdr.aeth.msn == 2);
+    CHECK(load_u64(r.e.mem() + 0x2000) == 15);  // executed once
+    CHECK(r.tx().empty());
+  }
+  SECTION("the owner's modify to ERR stops them; the NAK still goes") {
+    CHECK(r.rx(Opcode::kWriteOnly, 104, bytes(4), true, reth(0x3000, 4, 0xdead)) ==
+          RxResult::kDropped);
+    QpAttr err;
+    err.state = QpState::kErr;
+    REQUIRE(r.e.qp.modify(err, kAttrState) == Status::kOk);
+    auto t = r.tx();
+    REQUIRE(t.size() == 1);
+    CHECK(t[0].hdr.aeth.syndrome == 0x62);
+  }
+  SECTION("RESET drops everything") {
+    CHECK(r.rx(Opcode::kWriteOnly, 104, bytes(4), true, reth(0x3000, 4, 0xdead)) ==
+          RxResult::kDropped);
+    QpAttr reset;
+    reset.state = QpState::kReset;
+    REQUIRE(r.e.qp.modify(reset, kAttrState) == Status::kOk);
+    CHECK(r.tx().empty());
+  }
 }
 
 TEST_CASE("responder: packets in the wrong state or for another QP are dropped") {

@@ -430,3 +430,65 @@ TEST_CASE("selective repeat: an ACK past an unfinished READ completes its WRs wi
   CHECK(p.a.qp.counters().timeouts == 0);
   CHECK(p.a.qp.counters().tx_retransmits == 1);
 }
+
+TEST_CASE("selective repeat: a SEND that is not the next receive in sequence is invalid") {
+  // A hostile or broken peer names receive WQEs freely in the placement header: the
+  // responder must not complete more receives than were posted, or another one than named.
+  Endpoint b(QpPair::make_cfg(0x22));
+  bring_up(b.qp, sr_attr(), 0x11, 5000, 100);
+  auto send = [&b](uint32_t psn, uint32_t recv_seq) {
+    conduit::wire::RoceHeader h;
+    h.bth.opcode = op(Opcode::kSendOnly);
+    h.bth.dest_qp = 0x22;
+    h.bth.psn = psn;
+    h.bth.ack_req = true;
+    SrPlacement p;
+    p.msg_len_bytes = 8;
+    p.msg_first_psn = psn;
+    p.recv_seq = recv_seq;
+    std::vector<uint8_t> payload(SrPlacement::kBytes + 8, static_cast<uint8_t>(psn));
+    p.encode(payload.data());
+    return b.qp.on_packet(0, h, payload);
+  };
+  auto last_tx = [&b] {
+    Packet last;
+    TxPacket t;
+    while (b.qp.poll_tx(0, t)) last = copy_packet(t);
+    return last;
+  };
+
+  SECTION("one receive posted, six SENDs all naming it") {
+    REQUIRE(b.qp.post_recv(make_recv(7, 0, 64)) == Status::kOk);
+    for (uint32_t psn = 101; psn <= 105; ++psn) CHECK(send(psn, 0) == RxResult::kAccepted);
+    // PSN 100 fills the hole: it completes the receive; 101 names it again.
+    send(100, 0);
+    auto c = b.drain_cq();
+    REQUIRE(c.size() == 1);
+    CHECK(c[0].wr_id == 7);
+    CHECK(c[0].status == WcStatus::kSuccess);
+    CHECK(b.qp.state() == QpState::kErr);
+    CHECK(b.qp.expected_psn() == 101);
+    const Packet nak = last_tx();
+    CHECK(nak.hdr.bth.opcode == op(Opcode::kAcknowledge));
+    CHECK(nak.hdr.bth.psn == 101);
+    CHECK(nak.hdr.aeth.syndrome == 0x61);
+    // The receive queue is sane: a post in ERR completes at once with a flush error.
+    REQUIRE(b.qp.post_recv(make_recv(8, 0, 64)) == Status::kOk);
+    c = b.drain_cq();
+    REQUIRE(c.size() == 1);
+    CHECK(c[0].wr_id == 8);
+    CHECK(c[0].status == WcStatus::kWrFlushError);
+  }
+  SECTION("two receives posted, the first SEND names the second") {
+    REQUIRE(b.qp.post_recv(make_recv(7, 0, 64)) == Status::kOk);
+    REQUIRE(b.qp.post_recv(make_recv(8, 64, 64)) == Status::kOk);
+    send(100, 1);
+    CHECK(b.qp.state() == QpState::kErr);
+    CHECK(last_tx().hdr.aeth.syndrome == 0x61);
+    // Neither completes as if it held the SEND: both are flushed.
+    auto c = b.drain_cq();
+    REQUIRE(c.size() == 2);
+    CHECK(c[0].status == WcStatus::kWrFlushError);
+    CHECK(c[1].status == WcStatus::kWrFlushError);
+  }
+}
