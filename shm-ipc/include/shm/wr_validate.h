@@ -4,8 +4,11 @@
 // shared memory), so nothing can change between check and use. Each function
 // returns CONDUIT_SHM_WR_OK or the first specific error (conduit_shm_wr_error,
 // entries.h); the engine then posts an error completion with
-// wc_status_for(error) and vendor_err = error, and moves the QP to error as
-// verbs does. Memory is resolved to region offsets: the engine only ever
+// wc_status_for(error) and vendor_err = error at once, and the QP stays usable.
+// libconduit refuses malformed WRs at post time, so only a WR whose memory was
+// deregistered meanwhile, or one a client wrote into the ring itself, gets
+// here. Unlike verbs, which moves the QP to error, its completion may come
+// before those of WRs posted earlier. Memory is resolved to region offsets: the engine only ever
 // touches [region_offset, region_offset + length) of the client's own region,
 // which validation has proven lies inside the arena.
 //
