@@ -1,4 +1,6 @@
 #include <catch2/catch.hpp>
+#include <cstring>
+#include <utility>
 
 #include "qp_pair.h"
 #include "wire/psn.h"
@@ -494,4 +496,118 @@ TEST_CASE("responder: packets in the wrong state or for another QP are dropped")
   h.bth.opcode = op(Opcode::kSendOnly);
   CHECK(init.qp.on_packet(0, h, {}) == RxResult::kDropped);
   CHECK(init.qp.counters().drop_state == 1);
+}
+
+// Deregistering a region revokes the peer's access at once, also to requests taken before:
+// nothing the responder saved (a READ's memory, a WRITE's target) outlives the rkey.
+TEST_CASE("responder: a duplicate READ of a deregistered region is NAKed, not replayed") {
+  Responder r;
+  std::memcpy(r.e.mem(), "public-data-0000", 16);
+  REQUIRE(r.rx(Opcode::kReadRequest, 100, {}, true, reth(0, 16)) == RxResult::kAccepted);
+  auto t = r.tx();
+  REQUIRE(t.size() == 1);
+  CHECK(t[0].payload == std::vector<uint8_t>(r.e.mem(), r.e.mem() + 16));
+
+  SECTION("another region registered meanwhile: the rkey still names it, the replay goes out") {
+    r.e.mrs.add(kBase + kMrBytes, 4096, kAllAccess);
+    std::memcpy(r.e.mem(), "new-data-0000000", 16);
+    CHECK(r.rx(Opcode::kReadRequest, 100, {}, true, reth(0, 16)) == RxResult::kDuplicate);
+    t = r.tx();
+    REQUIRE(t.size() == 1);
+    CHECK(t[0].hdr.bth.opcode == op(Opcode::kReadResponseOnly));
+    CHECK(t[0].payload == std::vector<uint8_t>(r.e.mem(), r.e.mem() + 16));
+    CHECK(r.e.qp.state() == QpState::kRts);
+  }
+  SECTION("its region deregistered and the memory reused: Remote Access Error") {
+    r.e.mrs.remove(0);
+    std::memcpy(r.e.mem(), "SECRET-after-drg", 16);
+    for (int i = 0; i < 3; ++i) {
+      CHECK(r.rx(Opcode::kReadRequest, 100, {}, true, reth(0, 16)) != RxResult::kAccepted);
+      t = r.tx();
+      for (const Packet& p : t) CHECK(p.hdr.bth.opcode == op(Opcode::kAcknowledge));
+      if (i == 0) {
+        REQUIRE(t.size() == 1);
+        CHECK(t[0].hdr.bth.psn == 100);
+        CHECK(t[0].hdr.aeth.type() == AethType::kNak);
+        CHECK(t[0].hdr.aeth.value() == static_cast<uint8_t>(NakCode::kRemoteAccessError));
+      }
+    }
+    CHECK(r.e.qp.state() == QpState::kErr);
+    CHECK(r.e.qp.error().nak == NakCode::kRemoteAccessError);
+  }
+}
+
+TEST_CASE("responder: a READ being answered stops with a NAK when its region is deregistered") {
+  Responder r;
+  REQUIRE(r.e.qp.post_recv(make_recv(1, 0x8000, 64)) == Status::kOk);
+  REQUIRE(r.rx(Opcode::kReadRequest, 100, {}, true, reth(0, 4096)) == RxResult::kAccepted);
+  REQUIRE(r.rx(Opcode::kSendOnly, 104, bytes(8)) == RxResult::kAccepted);  // ACK queued after
+  TxPacket first;
+  REQUIRE(r.e.qp.poll_tx(r.now_ns, first));
+  CHECK(first.hdr.bth.opcode == op(Opcode::kReadResponseFirst));
+  r.e.mrs.remove(0);
+  auto t = r.tx();
+  // One NAK at the first response not sent; the SEND's ACK would acknowledge past the READ.
+  REQUIRE(t.size() == 1);
+  CHECK(t[0].hdr.bth.opcode == op(Opcode::kAcknowledge));
+  CHECK(t[0].hdr.bth.psn == 101);
+  CHECK(t[0].hdr.aeth.type() == AethType::kNak);
+  CHECK(t[0].hdr.aeth.value() == static_cast<uint8_t>(NakCode::kRemoteAccessError));
+  CHECK(r.e.qp.state() == QpState::kErr);
+  // Nor is it replayed later.
+  CHECK(r.rx(Opcode::kReadRequest, 100, {}, true, reth(0, 4096)) == RxResult::kDropped);
+  CHECK(r.tx().empty());
+}
+
+TEST_CASE("responder: a WRITE's later packets do not reach a region deregistered meanwhile") {
+  Responder r;
+  REQUIRE(r.rx(Opcode::kWriteFirst, 100, bytes(1024, 0x11), false, reth(0, 3072)) ==
+          RxResult::kAccepted);
+  SECTION("another region registered meanwhile: the WRITE goes on") {
+    r.e.mrs.add(kBase + kMrBytes, 4096, kAllAccess);
+    CHECK(r.rx(Opcode::kWriteMiddle, 101, bytes(1024, 0x22), false) == RxResult::kAccepted);
+    CHECK(r.rx(Opcode::kWriteLast, 102, bytes(1024, 0x33)) == RxResult::kAccepted);
+    CHECK(r.e.mem()[1024] == 0x22);
+    CHECK(r.e.mem()[3071] == 0x33);
+    auto t = r.tx();
+    REQUIRE(t.size() == 1);
+    CHECK(t[0].hdr.aeth.type() == AethType::kAck);
+  }
+  SECTION("its region deregistered: Remote Access Error, nothing written") {
+    r.e.mrs.remove(0);
+    CHECK(r.rx(Opcode::kWriteMiddle, 101, bytes(1024, 0x22), false) == RxResult::kDropped);
+    CHECK(r.e.mem()[1024] == 0);
+    auto t = r.tx();
+    REQUIRE(t.size() == 1);
+    CHECK(t[0].hdr.bth.psn == 101);
+    CHECK(t[0].hdr.aeth.type() == AethType::kNak);
+    CHECK(t[0].hdr.aeth.value() == static_cast<uint8_t>(NakCode::kRemoteAccessError));
+    CHECK(r.e.qp.state() == QpState::kErr);
+    CHECK(r.rx(Opcode::kWriteLast, 102, bytes(1024, 0x33)) == RxResult::kDropped);
+    CHECK(r.e.mem()[2048] == 0);
+  }
+}
+
+TEST_CASE("responder: the requester of a READ whose region went away gets Remote Access Error") {
+  QpPair p;
+  SECTION("the response lost, the READ resent after deregistration") {
+    bool drop = true;
+    p.filter = [&](bool from_a, Packet&) { return from_a || !std::exchange(drop, false); };
+    REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kRead, 1, 0, 16, 0x1000)) == Status::kOk);
+    p.pump();
+    p.b.mrs.remove(0);
+    REQUIRE(p.advance_to_deadline());  // A's ACK timeout: the READ again
+    p.pump();
+  }
+  SECTION("deregistered between two of its responses") {
+    REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kRead, 1, 0, 4096, 0x1000)) == Status::kOk);
+    p.pump(2);  // the request and the first response
+    p.b.mrs.remove(0);
+    p.pump();
+  }
+  auto c = p.a.drain_cq();
+  REQUIRE(c.size() == 1);
+  CHECK(c[0].wr_id == 1);
+  CHECK(c[0].status == WcStatus::kRemoteAccessError);
+  CHECK(p.b.qp.state() == QpState::kErr);
 }
