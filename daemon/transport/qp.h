@@ -95,8 +95,12 @@ struct QpCounters {
   uint64_t rx_out_of_sequence = 0;
   uint64_t drop_wrong_qp = 0;
   uint64_t drop_state = 0;  // arrived in RESET/INIT/ERR or a role not active
-  uint64_t drop_bad_opcode = 0;           // unknown opcode, CNP, or out of message order
-  uint64_t drop_bad_length = 0;           // payload length impossible for the opcode/PMTU
+  // Unknown opcode or CNP; a request with an RC opcode we do not implement, in sequence, is
+  // also NAKed (Invalid Request).
+  uint64_t drop_bad_opcode = 0;
+  // Payload length impossible for the opcode/PMTU; a request in sequence is also NAKed
+  // (Invalid Request).
+  uint64_t drop_bad_length = 0;
   uint64_t drop_stale_response = 0;       // ACK/NAK/READ response for nothing outstanding
   uint64_t drop_response_queue_full = 0;  // duplicate READ/ACK with no room to answer
   uint64_t naks_sent = 0;

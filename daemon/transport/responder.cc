@@ -43,8 +43,9 @@ void scatter(const std::array<std::span<uint8_t>, kMaxSge>& seg, uint32_t num_sg
 bool Qp::payload_length_ok(uint32_t flags, size_t len) const {
   if (!(flags & wire::kOpPayload)) return len == 0;
   if (!(flags & wire::kOpLast)) return len == attr_.pmtu_bytes;  // first, middle: full
-  if (!(flags & wire::kOpFirst)) return len >= 1;                // last of several
-  return true;                                                   // only: 0..PMTU
+  if (len > attr_.pmtu_bytes) return false;
+  if (!(flags & wire::kOpFirst)) return len >= 1;  // last of several
+  return true;                                     // only: 0..PMTU
 }
 
 RxResult Qp::responder_rx(const wire::RoceHeader& hdr, std::span<const uint8_t> payload) {
@@ -62,6 +63,10 @@ RxResult Qp::responder_rx(const wire::RoceHeader& hdr, std::span<const uint8_t> 
     return RxResult::kOutOfSequence;
   }
   const uint32_t flags = hdr.info().flags;
+  if (!(flags & wire::kOpValid)) {  // an RC opcode we do not implement (FLUSH, ...)
+    ++counters_.drop_bad_opcode;
+    return responder_fatal(NakCode::kInvalidRequest, psn);
+  }
   if (flags & wire::kOpIeth) return responder_fatal(NakCode::kInvalidRequest, psn);  // no SEND_INV
   if (flags & wire::kOpAtomic) {
     // Only between messages, and without payload.
@@ -83,7 +88,8 @@ RxResult Qp::responder_rx(const wire::RoceHeader& hdr, std::span<const uint8_t> 
       if (first || !(flags & wire::kOpWrite)) return responder_fatal(NakCode::kInvalidRequest, psn);
       break;
   }
-  if (!payload_length_ok(flags, payload.size())) {
+  if (!payload_length_ok(flags, payload.size())) {  // e.g. the peer's PMTU is not ours
+    ++counters_.drop_bad_length;
     return responder_fatal(NakCode::kInvalidRequest, psn);
   }
   if (flags & wire::kOpSend) {
@@ -362,10 +368,14 @@ RxResult Qp::responder_sr(const wire::RoceHeader& hdr, std::span<const uint8_t> 
     return RxResult::kOutOfSequence;
   }
   const uint32_t flags = hdr.info().flags;
-  if (flags & (wire::kOpAtomic | wire::kOpIeth | wire::kOpRead)) {
+  if ((flags & (wire::kOpAtomic | wire::kOpIeth | wire::kOpRead)) || !(flags & wire::kOpValid)) {
     if (d != 0) {  // taken in order only; the requester resends it as a hole
       ++counters_.rx_out_of_sequence;
       return RxResult::kOutOfSequence;
+    }
+    if (!(flags & wire::kOpValid)) {  // an RC opcode we do not implement
+      ++counters_.drop_bad_opcode;
+      return responder_fatal(NakCode::kInvalidRequest, psn);
     }
     if (flags & wire::kOpIeth) return responder_fatal(NakCode::kInvalidRequest, psn);
     if (!payload.empty()) return responder_fatal(NakCode::kInvalidRequest, psn);

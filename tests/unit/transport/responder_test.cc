@@ -223,11 +223,93 @@ TEST_CASE("responder: opcode sequence and payload length are checked") {
     CHECK(r.rx(Opcode::kReadRequest, 100, bytes(4), true, reth(0, 4)) == RxResult::kDropped);
     CHECK(r.tx()[0].hdr.aeth.syndrome == 0x61);
   }
-  SECTION("payload above the PMTU is dropped before the state machine") {
+  SECTION("payload above the PMTU (a peer with a larger PMTU)") {
     Responder r;
+    REQUIRE(r.e.qp.post_recv(make_recv(1, 0, 4096)) == Status::kOk);
     CHECK(r.rx(Opcode::kSendOnly, 100, bytes(1025)) == RxResult::kDropped);
-    CHECK(r.tx().empty());
+    auto t = r.tx();
+    REQUIRE(t.size() == 1);
+    CHECK(t[0].hdr.bth.psn == 100);
+    CHECK(t[0].hdr.aeth.syndrome == 0x61);
     CHECK(r.e.qp.counters().drop_bad_length == 1);
+  }
+}
+
+// PSN rules come first (IBTA 9.7.5.1, rxe's check_psn before check_length): only a request
+// at the expected PSN is judged by its length.
+TEST_CASE("responder: a length violation out of sequence or duplicated is not NAKed for it") {
+  Responder r;
+  REQUIRE(r.e.qp.post_recv(make_recv(1, 0, 4096)) == Status::kOk);
+  REQUIRE(r.rx(Opcode::kSendOnly, 100, bytes(8)) == RxResult::kAccepted);
+  r.tx();
+  CHECK(r.rx(Opcode::kSendOnly, 100, bytes(2048)) == RxResult::kDuplicate);
+  auto t = r.tx();
+  REQUIRE(t.size() == 1);
+  CHECK(t[0].hdr.aeth.type() == AethType::kAck);
+  CHECK(r.rx(Opcode::kWriteOnly, 105, bytes(2048), true, reth(0x10000, 2048)) ==
+        RxResult::kOutOfSequence);
+  t = r.tx();
+  REQUIRE(t.size() == 1);
+  CHECK(t[0].hdr.aeth.syndrome == 0x60);  // sequence error, for ePSN 101
+  CHECK(t[0].hdr.bth.psn == 101);
+  CHECK(r.e.qp.state() == QpState::kRts);
+  // In sequence, a WRITE above the PMTU is invalid, and nothing of it is written.
+  CHECK(r.rx(Opcode::kWriteOnly, 101, bytes(2048), true, reth(0x10000, 2048)) ==
+        RxResult::kDropped);
+  t = r.tx();
+  REQUIRE(t.size() == 1);
+  CHECK(t[0].hdr.bth.psn == 101);
+  CHECK(t[0].hdr.aeth.syndrome == 0x61);
+  CHECK(r.e.mem()[0x10000] == 0);
+  CHECK(r.e.qp.state() == QpState::kErr);
+}
+
+// Opcodes newer peers send (rxe: FLUSH 0x1C, ATOMIC_WRITE 0x1D) and reserved ones: IBTA
+// 9.7.5.1.5 answers them with NAK Invalid Request, so the requester fails at once.
+TEST_CASE("responder: an RC opcode we do not implement is NAKed Invalid Request in sequence") {
+  Responder r;
+  RoceHeader h;
+  h.bth.dest_qp = 0x22;
+  h.bth.ack_req = true;
+  SECTION("ahead of the expected PSN: a sequence NAK, as any request") {
+    h.bth.opcode = 0x1C;
+    h.bth.psn = 101;
+    CHECK(r.e.qp.on_packet(r.now_ns, h, bytes(28)) == RxResult::kOutOfSequence);
+    auto t = r.tx();
+    REQUIRE(t.size() == 1);
+    CHECK(t[0].hdr.aeth.syndrome == 0x60);
+    CHECK(r.e.qp.state() == QpState::kRts);
+  }
+  SECTION("at the expected PSN, decoded") {
+    h.bth.opcode = 0x1D;
+    h.bth.psn = 100;
+    CHECK(r.e.qp.on_packet(r.now_ns, h, bytes(24)) == RxResult::kDropped);
+    auto t = r.tx();
+    REQUIRE(t.size() == 1);
+    CHECK(t[0].hdr.bth.psn == 100);
+    CHECK(t[0].hdr.aeth.syndrome == 0x61);
+    CHECK(r.e.qp.state() == QpState::kErr);
+    CHECK(r.e.qp.counters().drop_bad_opcode == 1);
+  }
+  SECTION("at the expected PSN, as a view (what the engine passes on)") {
+    uint8_t pkt[conduit::wire::kBthBytes + 28] = {0x1C, 0,    0xFF, 0xFF, 0, 0,
+                                                  0,    0x22, 0x80, 0,    0, 100};
+    conduit::wire::RoceView v;
+    v.bth = pkt;
+    v.info = &conduit::wire::opcode_info(pkt[0]);
+    v.payload = std::span<const uint8_t>(pkt + conduit::wire::kBthBytes, 28);
+    CHECK(r.e.qp.on_packet(r.now_ns, v) == RxResult::kDropped);
+    auto t = r.tx();
+    REQUIRE(t.size() == 1);
+    CHECK(t[0].hdr.bth.psn == 100);
+    CHECK(t[0].hdr.aeth.syndrome == 0x61);
+    CHECK(r.e.qp.state() == QpState::kErr);
+  }
+  SECTION("another transport's opcode is still dropped unseen") {
+    h.bth.opcode = 0x24;  // UC SEND_ONLY
+    h.bth.psn = 100;
+    CHECK(r.e.qp.on_packet(r.now_ns, h, {}) == RxResult::kDropped);
+    CHECK(r.tx().empty());
     CHECK(r.e.qp.state() == QpState::kRts);
   }
 }
