@@ -1145,7 +1145,7 @@ void Engine::rx_roce(const net::UdpDatagram& udp, std::span<const uint8_t> frame
   const auto ip_udp = frame.subspan(udp.ip_offset, udp.ipv6 ? net::NetStack::kIpv6UdpHeaderBytes
                                                             : net::NetStack::kIpv4UdpHeaderBytes);
   const auto payload = frame.subspan(udp.payload_offset, udp.payload_len);
-  // The QP decides the PMTU the parser enforces: peek at the BTH's DestQP.
+  // The QP's frames only: peek at the BTH's DestQP.
   QpCtx* q = nullptr;
   if (payload.size() >= wire::kBthBytes) {
     const uint32_t dest_qp = uint32_t{payload[5]} << 16 | uint32_t{payload[6]} << 8 | payload[7];
@@ -1159,12 +1159,13 @@ void Engine::rx_roce(const net::UdpDatagram& udp, std::span<const uint8_t> frame
     ++counters_.rx_unknown_qp;
     return;
   }
-  const wire::ParseOptions opt = rx_parse_options(*q);
+  const wire::ParseOptions opt = rx_parse_options();
   wire::RoceView pf;
   const wire::DropReason why = wire::parse_roce(ip_udp, payload, opt, pf);
   if (why != wire::DropReason::kNone) {
     ++counters_.rx_wire_drops[static_cast<size_t>(why)];
-    return;
+    // Counted, and still the QP's to answer: a NAK Invalid Request at its expected PSN.
+    if (why != wire::DropReason::kOpcodeUnsupported) return;
   }
   // Only the connected peer may speak to a QP. Between QPs of this host the
   // address says nothing (all share it), but the engine knows the sender: a
@@ -1198,12 +1199,7 @@ bool Engine::rx_roce_fast(std::span<const uint8_t> frame, uint64_t now_ns) {
   if (frame.size() < qpn_at + 3) return false;
   const uint8_t* d = frame.data() + qpn_at;
   QpCtx* q = find_qp(uint32_t{d[0]} << 16 | uint32_t{d[1]} << 8 | d[2]);
-  // The expectation holds the PMTU it parses with; a modify resets it, and
-  // this guard keeps a PMTU changed any other way from using a stale one.
-  if (q == nullptr || !q->rx_expect.usable ||
-      q->rx_expect.opt.pmtu_bytes != q->qp->attr().pmtu_bytes) {
-    return false;
-  }
+  if (q == nullptr || !q->rx_expect.usable) return false;
   net::UdpDatagram udp;
   wire::RoceView pf;
   wire::DropReason why = wire::DropReason::kNone;
@@ -1216,7 +1212,7 @@ bool Engine::rx_roce_fast(std::span<const uint8_t> frame, uint64_t now_ns) {
   ++counters_.rx_roce_fast;
   if (why != wire::DropReason::kNone) {
     ++counters_.rx_wire_drops[static_cast<size_t>(why)];
-    return true;
+    if (why != wire::DropReason::kOpcodeUnsupported) return true;  // else the QP NAKs it
   }
   if (!q->peer_set || !from_peer(*q, udp)) {
     ++q->rx_wrong_peer;
@@ -1253,10 +1249,13 @@ void Engine::rx_roce_accepted(QpCtx& q, const wire::RoceView& pf, uint8_t tos, u
   }
 }
 
-wire::ParseOptions Engine::rx_parse_options(const QpCtx& q) const {
+wire::ParseOptions Engine::rx_parse_options() const {
   wire::ParseOptions opt;
   opt.udp_dst_port = config_.roce_udp_port;
-  opt.pmtu_bytes = q.qp->attr().pmtu_bytes;
+  // No PMTU checks here: the QP makes them, so that a request that breaks them (a peer with
+  // another PMTU) is answered with NAK Invalid Request instead of being lost until the peer
+  // gives up retrying. The payload is bounded by the frame either way.
+  opt.pmtu_bytes = 0;
   return opt;
 }
 

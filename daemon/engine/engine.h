@@ -310,8 +310,9 @@ class Engine {
   bool rx_roce_fast(std::span<const uint8_t> frame, uint64_t now_ns);
   // rx_roce()'s work for a packet it accepted (both paths).
   void rx_roce_accepted(QpCtx& q, const wire::RoceView& pf, uint8_t tos, uint64_t now_ns);
-  // What rx_roce() parses a packet for q with.
-  wire::ParseOptions rx_parse_options(const QpCtx& q) const;
+  // What rx_roce() parses RoCE packets with (the same for every QP: the QP checks lengths
+  // against its PMTU).
+  wire::ParseOptions rx_parse_options() const;
   // Forgets q's expectation (the next accepted frame learns it again): its PMTU, peer or
   // connection changed.
   static void reset_rx_expect(QpCtx& q);

@@ -5,15 +5,20 @@ namespace conduit::transport {
 HeapMemoryRegions::Region& HeapMemoryRegions::add(uint64_t base, uint32_t len_bytes,
                                                   uint32_t access) {
   const auto index = static_cast<uint32_t>(regions_.size());
-  regions_.push_back(
-      Region{0x100 + index, 0x8000 + index, base, access, std::vector<uint8_t>(len_bytes, 0)});
+  regions_.push_back(Region{0x100 + index, 0x8000 + index, base, access,
+                            std::vector<uint8_t>(len_bytes, 0), false});
   bump_epoch();
   return regions_.back();
 }
 
+void HeapMemoryRegions::remove(size_t index) {
+  regions_[index].removed = true;
+  bump_epoch();
+}
+
 MrStatus HeapMemoryRegions::check(Region* r, uint64_t addr, uint32_t len_bytes, uint32_t access,
                                   std::span<uint8_t>& out) {
-  if (r == nullptr) return MrStatus::kBadKey;
+  if (r == nullptr || r->removed) return MrStatus::kBadKey;
   // Overflow-safe: compare offsets, never addr + len.
   if (addr < r->base) return MrStatus::kOutOfBounds;
   const uint64_t off = addr - r->base;
@@ -34,6 +39,7 @@ MrStatus HeapMemoryRegions::lookup_local(uint32_t lkey, uint64_t addr, uint32_t 
 bool HeapMemoryRegions::local_view(uint32_t lkey, MrView& view) {
   if (lkey < 0x100 || lkey - 0x100 >= regions_.size()) return false;
   Region& r = regions_[lkey - 0x100];
+  if (r.removed) return false;
   view = MrView{r.base, std::span<uint8_t>(r.bytes), r.access};
   return true;
 }

@@ -18,11 +18,15 @@ class HeapMemoryRegions final : public MemoryRegions {
     uint64_t base;
     uint32_t access;
     std::vector<uint8_t> bytes;
+    bool removed = false;  // deregistered: its keys no longer resolve
   };
 
   // Registers a zero-filled region of len_bytes at iova `base`. Keys are
   // assigned here: lkey = 0x100 + index, rkey = 0x8000 + index.
   Region& add(uint64_t base, uint32_t len_bytes, uint32_t access);
+  // Deregisters region `index` (ClientMemory::remove_mr's counterpart): its keys stop
+  // resolving; its bytes stay readable through region() so tests can see them.
+  void remove(size_t index);
   // For reading and writing a region's bytes. Changing its key, base,
   // access or size after registration is not supported (cached views).
   Region& region(size_t index) { return regions_[index]; }

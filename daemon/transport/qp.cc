@@ -646,15 +646,16 @@ RxResult Qp::on_packet(uint64_t now_ns, const wire::RoceHeader& hdr,
     ++counters_.drop_wrong_qp;
     return RxResult::kDropped;
   }
-  if (!(info.flags & wire::kOpValid) || (info.flags & wire::kOpCnp)) {
+  // An RC opcode we do not implement is a request (the responses are all known): the
+  // responder NAKs it as an invalid request at its expected PSN.
+  const bool unsupported = !(info.flags & wire::kOpValid) && wire::is_rc_opcode(hdr.bth.opcode);
+  if ((!(info.flags & wire::kOpValid) && !unsupported) || (info.flags & wire::kOpCnp)) {
     ++counters_.drop_bad_opcode;
     return RxResult::kDropped;
   }
-  if (payload.size() > attr_.pmtu_bytes) {
-    ++counters_.drop_bad_length;
-    return RxResult::kDropped;
-  }
-  if (info.flags & wire::kOpRequest) {
+  if ((info.flags & wire::kOpRequest) || unsupported) {
+    // The responder checks a request's length against the PMTU after its PSN (a violation
+    // in sequence is NAKed; a duplicate's or an early one's is not looked at).
     if (state_ != QpState::kRtr && state_ != QpState::kRts && state_ != QpState::kSqd) {
       ++counters_.drop_state;
       return RxResult::kDropped;
@@ -663,6 +664,10 @@ RxResult Qp::on_packet(uint64_t now_ns, const wire::RoceHeader& hdr,
   }
   if (state_ != QpState::kRts && state_ != QpState::kSqd) {
     ++counters_.drop_state;
+    return RxResult::kDropped;
+  }
+  if (payload.size() > attr_.pmtu_bytes) {  // a response: nothing to answer, dropped
+    ++counters_.drop_bad_length;
     return RxResult::kDropped;
   }
   return completer_rx(now_ns, hdr, payload);

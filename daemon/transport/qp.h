@@ -94,9 +94,13 @@ struct QpCounters {
   uint64_t rx_duplicates = 0;
   uint64_t rx_out_of_sequence = 0;
   uint64_t drop_wrong_qp = 0;
-  uint64_t drop_state = 0;                // arrived in RESET/INIT/ERR or a role not active
-  uint64_t drop_bad_opcode = 0;           // unknown opcode, CNP, or out of message order
-  uint64_t drop_bad_length = 0;           // payload length impossible for the opcode/PMTU
+  uint64_t drop_state = 0;  // arrived in RESET/INIT/ERR or a role not active
+  // Unknown opcode or CNP; a request with an RC opcode we do not implement, in sequence, is
+  // also NAKed (Invalid Request).
+  uint64_t drop_bad_opcode = 0;
+  // Payload length impossible for the opcode/PMTU; a request in sequence is also NAKed
+  // (Invalid Request).
+  uint64_t drop_bad_length = 0;
   uint64_t drop_stale_response = 0;       // ACK/NAK/READ response for nothing outstanding
   uint64_t drop_response_queue_full = 0;  // duplicate READ/ACK with no room to answer
   uint64_t naks_sent = 0;
@@ -292,6 +296,11 @@ class Qp {
     uint32_t first_psn = 0;
     uint32_t npkts = 0;
     std::span<const uint8_t> mem;
+    // What mem was resolved from, and mrs_.epoch() then: a (re)play after a region changed
+    // resolves the rkey again, so a deregistered region is never read for the peer.
+    uint64_t va = 0;
+    uint32_t rkey = 0;
+    uint64_t mem_epoch = 0;
     uint32_t start_psn = 0;  // where the current (re)play began: its FIRST packet
     uint32_t next_psn = 0;   // next response packet to emit
     uint32_t msn = 0;        // MSN after this READ, carried in its AETHs
@@ -466,6 +475,9 @@ class Qp {
   // progress, a state that takes requests): returns how many it delivered.
   size_t recv_run(std::span<const wire::RoceView> pkts, RxResult* results);
   bool queue_read(uint8_t index);
+  // A READ resource's memory after a region changed (epoch): resolved again from its rkey.
+  // False when the rkey no longer grants it (the region was deregistered).
+  bool read_memory_current(ReadResource& r);
   bool responder_poll(TxPacket& out);
   void build_read_response(ReadResource& r, TxPacket& out);
   bool payload_length_ok(uint32_t flags, size_t len) const;
@@ -595,6 +607,12 @@ class Qp {
   uint32_t recv_offset_ = 0;      // bytes placed into the head RQ WQE
   std::span<uint8_t> write_mem_;  // the current WRITE's target (after checks)
   uint32_t write_offset_ = 0;
+  // The current WRITE's RETH and mrs_.epoch() when write_mem_ was resolved: a later packet
+  // of the WRITE resolves the rkey again when any region changed (one compare per packet
+  // otherwise), so it never writes into a region deregistered meanwhile.
+  uint64_t write_va_ = 0;
+  uint32_t write_rkey_ = 0;
+  uint64_t write_epoch_ = 0;
   std::vector<ReadResource> reads_;  // max_dest_rd_atomic entries
   uint32_t read_next_ = 0;           // next slot to (re)use, round robin
   // Ring of kRespFifoSlots: 2 items per READ slot (16) + 2, rounded up to a

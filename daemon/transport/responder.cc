@@ -43,8 +43,9 @@ void scatter(const std::array<std::span<uint8_t>, kMaxSge>& seg, uint32_t num_sg
 bool Qp::payload_length_ok(uint32_t flags, size_t len) const {
   if (!(flags & wire::kOpPayload)) return len == 0;
   if (!(flags & wire::kOpLast)) return len == attr_.pmtu_bytes;  // first, middle: full
-  if (!(flags & wire::kOpFirst)) return len >= 1;                // last of several
-  return true;                                                   // only: 0..PMTU
+  if (len > attr_.pmtu_bytes) return false;
+  if (!(flags & wire::kOpFirst)) return len >= 1;  // last of several
+  return true;                                     // only: 0..PMTU
 }
 
 RxResult Qp::responder_rx(const wire::RoceHeader& hdr, std::span<const uint8_t> payload) {
@@ -62,6 +63,10 @@ RxResult Qp::responder_rx(const wire::RoceHeader& hdr, std::span<const uint8_t> 
     return RxResult::kOutOfSequence;
   }
   const uint32_t flags = hdr.info().flags;
+  if (!(flags & wire::kOpValid)) {  // an RC opcode we do not implement (FLUSH, ...)
+    ++counters_.drop_bad_opcode;
+    return responder_fatal(NakCode::kInvalidRequest, psn);
+  }
   if (flags & wire::kOpIeth) return responder_fatal(NakCode::kInvalidRequest, psn);  // no SEND_INV
   if (flags & wire::kOpAtomic) {
     // Only between messages, and without payload.
@@ -83,7 +88,8 @@ RxResult Qp::responder_rx(const wire::RoceHeader& hdr, std::span<const uint8_t> 
       if (first || !(flags & wire::kOpWrite)) return responder_fatal(NakCode::kInvalidRequest, psn);
       break;
   }
-  if (!payload_length_ok(flags, payload.size())) {
+  if (!payload_length_ok(flags, payload.size())) {  // e.g. the peer's PMTU is not ours
+    ++counters_.drop_bad_length;
     return responder_fatal(NakCode::kInvalidRequest, psn);
   }
   if (flags & wire::kOpSend) {
@@ -158,6 +164,19 @@ RxResult Qp::responder_write(const wire::RoceHeader& hdr, std::span<const uint8_
       return responder_fatal(NakCode::kRemoteAccessError, psn);
     }
     write_offset_ = 0;
+    write_va_ = hdr.reth.va;
+    write_rkey_ = hdr.reth.rkey;
+    write_epoch_ = mrs_.epoch();
+  } else if (write_epoch_ != mrs_.epoch() && !write_mem_.empty()) {
+    // A region changed since the FIRST packet: the rkey may have been deregistered.
+    std::span<uint8_t> mem;
+    if (mrs_.lookup_remote(write_rkey_, write_va_, static_cast<uint32_t>(write_mem_.size()),
+                           kAccessRemoteWrite, mem) != MrStatus::kOk) {
+      write_mem_ = {};
+      return responder_fatal(NakCode::kRemoteAccessError, psn);
+    }
+    write_mem_ = mem;
+    write_epoch_ = mrs_.epoch();
   }
   if (payload.size() > write_mem_.size() - write_offset_ ||
       (last && write_offset_ + payload.size() != write_mem_.size())) {
@@ -206,7 +225,28 @@ RxResult Qp::responder_read(const wire::RoceHeader& hdr) {
   if (r == nullptr) return responder_fatal(NakCode::kInvalidRequest, psn);
   r->atomic = false;
   r->mem = mem;
+  r->va = hdr.reth.va;
+  r->rkey = hdr.reth.rkey;
+  r->mem_epoch = mrs_.epoch();
   return start_response(*r, psn, npkts);
+}
+
+bool Qp::read_memory_current(ReadResource& r) {
+  if (!r.valid) return false;       // its rkey failed before
+  if (r.atomic || r.mem.empty()) {  // no memory to read (zero length: no key was checked)
+    r.mem_epoch = mrs_.epoch();
+    return true;
+  }
+  std::span<uint8_t> mem;
+  if (mrs_.lookup_remote(r.rkey, r.va, static_cast<uint32_t>(r.mem.size()), kAccessRemoteRead,
+                         mem) != MrStatus::kOk) {
+    r.mem = {};
+    r.valid = false;  // never replayed again
+    return false;
+  }
+  r.mem = mem;
+  r.mem_epoch = mrs_.epoch();
+  return true;
 }
 
 Qp::ReadResource* Qp::free_resource() {
@@ -288,6 +328,7 @@ RxResult Qp::responder_atomic(const wire::RoceHeader& hdr) {
   r->atomic = true;
   r->atomic_orig = orig;
   r->mem = {};
+  r->mem_epoch = mrs_.epoch();
   return start_response(*r, psn, 1);
 }
 
@@ -327,10 +368,14 @@ RxResult Qp::responder_sr(const wire::RoceHeader& hdr, std::span<const uint8_t> 
     return RxResult::kOutOfSequence;
   }
   const uint32_t flags = hdr.info().flags;
-  if (flags & (wire::kOpAtomic | wire::kOpIeth | wire::kOpRead)) {
+  if ((flags & (wire::kOpAtomic | wire::kOpIeth | wire::kOpRead)) || !(flags & wire::kOpValid)) {
     if (d != 0) {  // taken in order only; the requester resends it as a hole
       ++counters_.rx_out_of_sequence;
       return RxResult::kOutOfSequence;
+    }
+    if (!(flags & wire::kOpValid)) {  // an RC opcode we do not implement
+      ++counters_.drop_bad_opcode;
+      return responder_fatal(NakCode::kInvalidRequest, psn);
     }
     if (flags & wire::kOpIeth) return responder_fatal(NakCode::kInvalidRequest, psn);
     if (!payload.empty()) return responder_fatal(NakCode::kInvalidRequest, psn);
@@ -422,6 +467,12 @@ RxResult Qp::responder_duplicate(const wire::RoceHeader& hdr) {
       if (!r.valid || r.atomic != atomic ||
           !wire::psn_in_range(psn, r.first_psn, wire::psn_add(r.first_psn, r.npkts)))
         continue;
+      // A READ is answered only from memory its rkey still names: after the region was
+      // deregistered the peer gets what a new READ with that rkey gets. (An atomic's replay
+      // sends its saved result and touches no memory.)
+      if (r.mem_epoch != mrs_.epoch() && !read_memory_current(r)) {
+        return responder_fatal(NakCode::kRemoteAccessError, psn);
+      }
       const uint32_t gen = r.gen;
       const bool active = r.active, replay = r.replay;
       const uint32_t start = r.start_psn, next = r.next_psn;
@@ -572,6 +623,16 @@ bool Qp::responder_poll(TxPacket& out) {
     ReadResource& r = reads_[item.read_index];
     if (item.read_gen != r.gen || !r.active) {
       ++resp_head_;  // superseded by a replay, or the QP went to ERR
+      continue;
+    }
+    if (r.mem_epoch != mrs_.epoch() && !read_memory_current(r)) {
+      // The region was deregistered while this READ was being answered: a NAK takes the
+      // place of its remaining responses. Nothing queued after it is sent (an ACK or a
+      // response for a later PSN would acknowledge the unfinished READ).
+      const uint32_t psn = r.next_psn;
+      resp_head_ = resp_tail_;
+      stop_responses();
+      responder_fatal(NakCode::kRemoteAccessError, psn);
       continue;
     }
     build_read_response(r, out);

@@ -173,6 +173,7 @@ constexpr std::array<const char*, kDropReasonCount> kDropReasonNames = {
     "udp_port",
     "bth_version",
     "opcode",
+    "opcode_unsupported",
     "pkey",
     "pad_count",
     "length",
@@ -228,9 +229,16 @@ template <bool kHeaderChecked = false>
   }
   if (!kHeaderChecked && (b[1] & 0x0F) != 0) return DropReason::kBthVersion;
   const OpcodeInfo& info = opcode_info(b[0]);
-  if (!info.has(kOpValid)) return DropReason::kOpcode;
+  if (!info.has(kOpValid) && !is_rc_opcode(b[0])) return DropReason::kOpcode;
   if (!kHeaderChecked && opt.check_pkey && !pkey_match(get_be16(b + 2), opt.pkey)) {
     return DropReason::kPkey;
+  }
+  if (!info.has(kOpValid)) {
+    // Its extension headers are unknown: all after the BTH is handed on as it is.
+    out.bth = b;
+    out.info = &info;
+    out.payload = std::span<const uint8_t>(b + kBthBytes, n - kBthBytes - kIcrcBytes);
+    return DropReason::kOpcodeUnsupported;
   }
   if (n < info.header_bytes + kIcrcBytes) return DropReason::kTruncated;
   const size_t after_headers = n - info.header_bytes - kIcrcBytes;
@@ -588,10 +596,10 @@ DropReason parse_roce(std::span<const uint8_t> ip_udp_headers, std::span<const u
                       const ParseOptions& opt, ParsedFrame& out) {
   RoceView v;
   const DropReason r = parse_roce(ip_udp_headers, udp_payload, opt, v);
-  if (r != DropReason::kNone) return r;
+  if (r != DropReason::kNone && r != DropReason::kOpcodeUnsupported) return r;
   decode_roce_header(v.bth, *v.info, out.hdr);
   out.payload = v.payload;
-  return DropReason::kNone;
+  return r;
 }
 
 DropReason parse_frame(std::span<const uint8_t> frame, const ParseOptions& opt, RoceView& out) {
@@ -603,7 +611,7 @@ DropReason parse_frame(std::span<const uint8_t> frame, const ParseOptions& opt, 
   RoceView v;
   const uint8_t* ip = nullptr;
   const DropReason r = parse_frame_impl(frame, opt, v, ip);
-  if (r != DropReason::kNone) return r;
+  if (r != DropReason::kNone && r != DropReason::kOpcodeUnsupported) return r;
   decode_roce_header(v.bth, *v.info, out.hdr);
   out.payload = v.payload;
   const uint8_t* f = frame.data();
@@ -624,7 +632,7 @@ DropReason parse_frame(std::span<const uint8_t> frame, const ParseOptions& opt, 
     const uint32_t ports = get_be32(ip + kIpv6HeaderBytes + kUdpSport);
     a.src_port = static_cast<uint16_t>(ports >> 16);
     a.dst_port = static_cast<uint16_t>(ports);
-    return DropReason::kNone;
+    return r;
   }
   a.src_ip = get_be32(ip + kIpSrc);
   a.dst_ip = get_be32(ip + kIpDst);
@@ -635,7 +643,7 @@ DropReason parse_frame(std::span<const uint8_t> frame, const ParseOptions& opt, 
   a.ecn = ip[kIpTos] & 3;
   a.ttl = ip[kIpTtl];
   a.ip_id = get_be16(ip + kIpId);
-  return DropReason::kNone;
+  return r;
 }
 
 void decode_roce_header(const RoceView& view, RoceHeader& out) {

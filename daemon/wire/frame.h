@@ -295,26 +295,27 @@ BuildResult build_cnp(std::span<uint8_t> out, const FrameAddr& addr, uint32_t de
 // dense from 0 to kCount - 1 so callers can index counter arrays with them.
 enum class DropReason : uint8_t {
   kNone = 0,
-  kTruncated,       // shorter than the headers it announces
-  kEtherType,       // neither IPv4 nor IPv6 (after at most one 802.1Q tag)
-  kIpVersion,       // IPv4 version field != 4 (IPv6: != 6)
-  kIpOptions,       // IHL != 5
-  kIpTotalLength,   // total (IPv6: 40 + payload) length < headers, or longer than the frame
-  kIpChecksum,      // header checksum wrong
-  kIpFragment,      // MF set or fragment offset != 0
-  kIpProtocol,      // not UDP (IPv6: next header not UDP, extension headers included)
-  kUdpLength,       // UDP length != IP total length - 20 (IPv6: != payload length)
-  kUdpPort,         // destination port != ParseOptions::udp_dst_port
-  kBthVersion,      // BTH TVer != 0
-  kOpcode,          // not an RC opcode or CNP
-  kPkey,            // P_Key does not match ParseOptions::pkey
-  kPadCount,        // pad count larger than the bytes after the headers
-  kLength,          // length not what the opcode requires (headers-only
-                    // opcodes with payload or pad, CNP body size, payload +
-                    // pad not a multiple of 4)
-  kPayloadTooLong,  // payload > PMTU
-  kPayloadNotPmtu,  // first/middle packet whose payload is not exactly PMTU
-  kIcrc,            // ICRC mismatch
+  kTruncated,          // shorter than the headers it announces
+  kEtherType,          // neither IPv4 nor IPv6 (after at most one 802.1Q tag)
+  kIpVersion,          // IPv4 version field != 4 (IPv6: != 6)
+  kIpOptions,          // IHL != 5
+  kIpTotalLength,      // total (IPv6: 40 + payload) length < headers, or longer than the frame
+  kIpChecksum,         // header checksum wrong
+  kIpFragment,         // MF set or fragment offset != 0
+  kIpProtocol,         // not UDP (IPv6: next header not UDP, extension headers included)
+  kUdpLength,          // UDP length != IP total length - 20 (IPv6: != payload length)
+  kUdpPort,            // destination port != ParseOptions::udp_dst_port
+  kBthVersion,         // BTH TVer != 0
+  kOpcode,             // not an RC opcode or CNP
+  kOpcodeUnsupported,  // an RC opcode we do not implement (see below: the view is set)
+  kPkey,               // P_Key does not match ParseOptions::pkey
+  kPadCount,           // pad count larger than the bytes after the headers
+  kLength,             // length not what the opcode requires (headers-only
+                       // opcodes with payload or pad, CNP body size, payload +
+                       // pad not a multiple of 4)
+  kPayloadTooLong,     // payload > PMTU
+  kPayloadNotPmtu,     // first/middle packet whose payload is not exactly PMTU
+  kIcrc,               // ICRC mismatch
   kCount,
 };
 
@@ -374,7 +375,12 @@ void decode_roce_header(const RoceView& view, RoceHeader& out);
 
 // Validates a whole Ethernet frame (without FCS; trailing bytes after the IP
 // total length, such as Ethernet minimum-size padding, are ignored) and
-// decodes it into `out`. `out` is only meaningful when kNone is returned.
+// decodes it into `out`. `out` is only meaningful when kNone is returned, or
+// kOpcodeUnsupported: an RC opcode (0x00-0x1F) this stack does not implement (reserved, or
+// newer: FLUSH, ATOMIC_WRITE) in an otherwise valid packet (ICRC, TVer, P_Key). Then the BTH,
+// the address and the bytes after the BTH (as payload) are set, with the opcode's invalid
+// OpcodeInfo, so that a responder can answer it at its expected PSN with NAK Invalid Request
+// (IBTA 9.7.5.1.5), as rxe does. The same holds for the view and parse_roce variants below.
 DropReason parse_frame(std::span<const uint8_t> frame, const ParseOptions& opt, ParsedFrame& out);
 
 // For callers that already demultiplexed Ethernet/IP/UDP: validates and

@@ -97,6 +97,9 @@ extern const std::array<OpcodeInfo, 256> kOpcodeTable;
 // The table entry for any byte value; entries of unknown opcodes have flags 0.
 // Inline: every received and sent packet looks its opcode up.
 inline const OpcodeInfo& opcode_info(uint8_t opcode) { return detail::kOpcodeTable[opcode]; }
+
+// The RC transport's opcode range (BTH opcode bits 7-5 zero), implemented or not.
+constexpr bool is_rc_opcode(uint8_t opcode) { return (opcode & 0xE0) == 0; }
 inline const OpcodeInfo& opcode_info(Opcode op) { return opcode_info(static_cast<uint8_t>(op)); }
 
 }  // namespace conduit::wire

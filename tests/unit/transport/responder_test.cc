@@ -1,4 +1,6 @@
 #include <catch2/catch.hpp>
+#include <cstring>
+#include <utility>
 
 #include "qp_pair.h"
 #include "wire/psn.h"
@@ -221,11 +223,93 @@ TEST_CASE("responder: opcode sequence and payload length are checked") {
     CHECK(r.rx(Opcode::kReadRequest, 100, bytes(4), true, reth(0, 4)) == RxResult::kDropped);
     CHECK(r.tx()[0].hdr.aeth.syndrome == 0x61);
   }
-  SECTION("payload above the PMTU is dropped before the state machine") {
+  SECTION("payload above the PMTU (a peer with a larger PMTU)") {
     Responder r;
+    REQUIRE(r.e.qp.post_recv(make_recv(1, 0, 4096)) == Status::kOk);
     CHECK(r.rx(Opcode::kSendOnly, 100, bytes(1025)) == RxResult::kDropped);
-    CHECK(r.tx().empty());
+    auto t = r.tx();
+    REQUIRE(t.size() == 1);
+    CHECK(t[0].hdr.bth.psn == 100);
+    CHECK(t[0].hdr.aeth.syndrome == 0x61);
     CHECK(r.e.qp.counters().drop_bad_length == 1);
+  }
+}
+
+// PSN rules come first (IBTA 9.7.5.1, rxe's check_psn before check_length): only a request
+// at the expected PSN is judged by its length.
+TEST_CASE("responder: a length violation out of sequence or duplicated is not NAKed for it") {
+  Responder r;
+  REQUIRE(r.e.qp.post_recv(make_recv(1, 0, 4096)) == Status::kOk);
+  REQUIRE(r.rx(Opcode::kSendOnly, 100, bytes(8)) == RxResult::kAccepted);
+  r.tx();
+  CHECK(r.rx(Opcode::kSendOnly, 100, bytes(2048)) == RxResult::kDuplicate);
+  auto t = r.tx();
+  REQUIRE(t.size() == 1);
+  CHECK(t[0].hdr.aeth.type() == AethType::kAck);
+  CHECK(r.rx(Opcode::kWriteOnly, 105, bytes(2048), true, reth(0x10000, 2048)) ==
+        RxResult::kOutOfSequence);
+  t = r.tx();
+  REQUIRE(t.size() == 1);
+  CHECK(t[0].hdr.aeth.syndrome == 0x60);  // sequence error, for ePSN 101
+  CHECK(t[0].hdr.bth.psn == 101);
+  CHECK(r.e.qp.state() == QpState::kRts);
+  // In sequence, a WRITE above the PMTU is invalid, and nothing of it is written.
+  CHECK(r.rx(Opcode::kWriteOnly, 101, bytes(2048), true, reth(0x10000, 2048)) ==
+        RxResult::kDropped);
+  t = r.tx();
+  REQUIRE(t.size() == 1);
+  CHECK(t[0].hdr.bth.psn == 101);
+  CHECK(t[0].hdr.aeth.syndrome == 0x61);
+  CHECK(r.e.mem()[0x10000] == 0);
+  CHECK(r.e.qp.state() == QpState::kErr);
+}
+
+// Opcodes newer peers send (rxe: FLUSH 0x1C, ATOMIC_WRITE 0x1D) and reserved ones: IBTA
+// 9.7.5.1.5 answers them with NAK Invalid Request, so the requester fails at once.
+TEST_CASE("responder: an RC opcode we do not implement is NAKed Invalid Request in sequence") {
+  Responder r;
+  RoceHeader h;
+  h.bth.dest_qp = 0x22;
+  h.bth.ack_req = true;
+  SECTION("ahead of the expected PSN: a sequence NAK, as any request") {
+    h.bth.opcode = 0x1C;
+    h.bth.psn = 101;
+    CHECK(r.e.qp.on_packet(r.now_ns, h, bytes(28)) == RxResult::kOutOfSequence);
+    auto t = r.tx();
+    REQUIRE(t.size() == 1);
+    CHECK(t[0].hdr.aeth.syndrome == 0x60);
+    CHECK(r.e.qp.state() == QpState::kRts);
+  }
+  SECTION("at the expected PSN, decoded") {
+    h.bth.opcode = 0x1D;
+    h.bth.psn = 100;
+    CHECK(r.e.qp.on_packet(r.now_ns, h, bytes(24)) == RxResult::kDropped);
+    auto t = r.tx();
+    REQUIRE(t.size() == 1);
+    CHECK(t[0].hdr.bth.psn == 100);
+    CHECK(t[0].hdr.aeth.syndrome == 0x61);
+    CHECK(r.e.qp.state() == QpState::kErr);
+    CHECK(r.e.qp.counters().drop_bad_opcode == 1);
+  }
+  SECTION("at the expected PSN, as a view (what the engine passes on)") {
+    uint8_t pkt[conduit::wire::kBthBytes + 28] = {0x1C, 0,    0xFF, 0xFF, 0, 0,
+                                                  0,    0x22, 0x80, 0,    0, 100};
+    conduit::wire::RoceView v;
+    v.bth = pkt;
+    v.info = &conduit::wire::opcode_info(pkt[0]);
+    v.payload = std::span<const uint8_t>(pkt + conduit::wire::kBthBytes, 28);
+    CHECK(r.e.qp.on_packet(r.now_ns, v) == RxResult::kDropped);
+    auto t = r.tx();
+    REQUIRE(t.size() == 1);
+    CHECK(t[0].hdr.bth.psn == 100);
+    CHECK(t[0].hdr.aeth.syndrome == 0x61);
+    CHECK(r.e.qp.state() == QpState::kErr);
+  }
+  SECTION("another transport's opcode is still dropped unseen") {
+    h.bth.opcode = 0x24;  // UC SEND_ONLY
+    h.bth.psn = 100;
+    CHECK(r.e.qp.on_packet(r.now_ns, h, {}) == RxResult::kDropped);
+    CHECK(r.tx().empty());
     CHECK(r.e.qp.state() == QpState::kRts);
   }
 }
@@ -494,4 +578,118 @@ TEST_CASE("responder: packets in the wrong state or for another QP are dropped")
   h.bth.opcode = op(Opcode::kSendOnly);
   CHECK(init.qp.on_packet(0, h, {}) == RxResult::kDropped);
   CHECK(init.qp.counters().drop_state == 1);
+}
+
+// Deregistering a region revokes the peer's access at once, also to requests taken before:
+// nothing the responder saved (a READ's memory, a WRITE's target) outlives the rkey.
+TEST_CASE("responder: a duplicate READ of a deregistered region is NAKed, not replayed") {
+  Responder r;
+  std::memcpy(r.e.mem(), "public-data-0000", 16);
+  REQUIRE(r.rx(Opcode::kReadRequest, 100, {}, true, reth(0, 16)) == RxResult::kAccepted);
+  auto t = r.tx();
+  REQUIRE(t.size() == 1);
+  CHECK(t[0].payload == std::vector<uint8_t>(r.e.mem(), r.e.mem() + 16));
+
+  SECTION("another region registered meanwhile: the rkey still names it, the replay goes out") {
+    r.e.mrs.add(kBase + kMrBytes, 4096, kAllAccess);
+    std::memcpy(r.e.mem(), "new-data-0000000", 16);
+    CHECK(r.rx(Opcode::kReadRequest, 100, {}, true, reth(0, 16)) == RxResult::kDuplicate);
+    t = r.tx();
+    REQUIRE(t.size() == 1);
+    CHECK(t[0].hdr.bth.opcode == op(Opcode::kReadResponseOnly));
+    CHECK(t[0].payload == std::vector<uint8_t>(r.e.mem(), r.e.mem() + 16));
+    CHECK(r.e.qp.state() == QpState::kRts);
+  }
+  SECTION("its region deregistered and the memory reused: Remote Access Error") {
+    r.e.mrs.remove(0);
+    std::memcpy(r.e.mem(), "SECRET-after-drg", 16);
+    for (int i = 0; i < 3; ++i) {
+      CHECK(r.rx(Opcode::kReadRequest, 100, {}, true, reth(0, 16)) != RxResult::kAccepted);
+      t = r.tx();
+      for (const Packet& p : t) CHECK(p.hdr.bth.opcode == op(Opcode::kAcknowledge));
+      if (i == 0) {
+        REQUIRE(t.size() == 1);
+        CHECK(t[0].hdr.bth.psn == 100);
+        CHECK(t[0].hdr.aeth.type() == AethType::kNak);
+        CHECK(t[0].hdr.aeth.value() == static_cast<uint8_t>(NakCode::kRemoteAccessError));
+      }
+    }
+    CHECK(r.e.qp.state() == QpState::kErr);
+    CHECK(r.e.qp.error().nak == NakCode::kRemoteAccessError);
+  }
+}
+
+TEST_CASE("responder: a READ being answered stops with a NAK when its region is deregistered") {
+  Responder r;
+  REQUIRE(r.e.qp.post_recv(make_recv(1, 0x8000, 64)) == Status::kOk);
+  REQUIRE(r.rx(Opcode::kReadRequest, 100, {}, true, reth(0, 4096)) == RxResult::kAccepted);
+  REQUIRE(r.rx(Opcode::kSendOnly, 104, bytes(8)) == RxResult::kAccepted);  // ACK queued after
+  TxPacket first;
+  REQUIRE(r.e.qp.poll_tx(r.now_ns, first));
+  CHECK(first.hdr.bth.opcode == op(Opcode::kReadResponseFirst));
+  r.e.mrs.remove(0);
+  auto t = r.tx();
+  // One NAK at the first response not sent; the SEND's ACK would acknowledge past the READ.
+  REQUIRE(t.size() == 1);
+  CHECK(t[0].hdr.bth.opcode == op(Opcode::kAcknowledge));
+  CHECK(t[0].hdr.bth.psn == 101);
+  CHECK(t[0].hdr.aeth.type() == AethType::kNak);
+  CHECK(t[0].hdr.aeth.value() == static_cast<uint8_t>(NakCode::kRemoteAccessError));
+  CHECK(r.e.qp.state() == QpState::kErr);
+  // Nor is it replayed later.
+  CHECK(r.rx(Opcode::kReadRequest, 100, {}, true, reth(0, 4096)) == RxResult::kDropped);
+  CHECK(r.tx().empty());
+}
+
+TEST_CASE("responder: a WRITE's later packets do not reach a region deregistered meanwhile") {
+  Responder r;
+  REQUIRE(r.rx(Opcode::kWriteFirst, 100, bytes(1024, 0x11), false, reth(0, 3072)) ==
+          RxResult::kAccepted);
+  SECTION("another region registered meanwhile: the WRITE goes on") {
+    r.e.mrs.add(kBase + kMrBytes, 4096, kAllAccess);
+    CHECK(r.rx(Opcode::kWriteMiddle, 101, bytes(1024, 0x22), false) == RxResult::kAccepted);
+    CHECK(r.rx(Opcode::kWriteLast, 102, bytes(1024, 0x33)) == RxResult::kAccepted);
+    CHECK(r.e.mem()[1024] == 0x22);
+    CHECK(r.e.mem()[3071] == 0x33);
+    auto t = r.tx();
+    REQUIRE(t.size() == 1);
+    CHECK(t[0].hdr.aeth.type() == AethType::kAck);
+  }
+  SECTION("its region deregistered: Remote Access Error, nothing written") {
+    r.e.mrs.remove(0);
+    CHECK(r.rx(Opcode::kWriteMiddle, 101, bytes(1024, 0x22), false) == RxResult::kDropped);
+    CHECK(r.e.mem()[1024] == 0);
+    auto t = r.tx();
+    REQUIRE(t.size() == 1);
+    CHECK(t[0].hdr.bth.psn == 101);
+    CHECK(t[0].hdr.aeth.type() == AethType::kNak);
+    CHECK(t[0].hdr.aeth.value() == static_cast<uint8_t>(NakCode::kRemoteAccessError));
+    CHECK(r.e.qp.state() == QpState::kErr);
+    CHECK(r.rx(Opcode::kWriteLast, 102, bytes(1024, 0x33)) == RxResult::kDropped);
+    CHECK(r.e.mem()[2048] == 0);
+  }
+}
+
+TEST_CASE("responder: the requester of a READ whose region went away gets Remote Access Error") {
+  QpPair p;
+  SECTION("the response lost, the READ resent after deregistration") {
+    bool drop = true;
+    p.filter = [&](bool from_a, Packet&) { return from_a || !std::exchange(drop, false); };
+    REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kRead, 1, 0, 16, 0x1000)) == Status::kOk);
+    p.pump();
+    p.b.mrs.remove(0);
+    REQUIRE(p.advance_to_deadline());  // A's ACK timeout: the READ again
+    p.pump();
+  }
+  SECTION("deregistered between two of its responses") {
+    REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kRead, 1, 0, 4096, 0x1000)) == Status::kOk);
+    p.pump(2);  // the request and the first response
+    p.b.mrs.remove(0);
+    p.pump();
+  }
+  auto c = p.a.drain_cq();
+  REQUIRE(c.size() == 1);
+  CHECK(c[0].wr_id == 1);
+  CHECK(c[0].status == WcStatus::kRemoteAccessError);
+  CHECK(p.b.qp.state() == QpState::kErr);
 }

@@ -467,6 +467,8 @@ TEST_CASE("frame: every drop reason") {
   expect(rewrap(f), DropReason::kOpcode);
   f[42] = 0x64;  // UD SEND_ONLY
   expect(rewrap(f), DropReason::kOpcode);
+  f[42] = 0x1C;  // RC FLUSH: not implemented, for the QP to NAK
+  expect(rewrap(f), DropReason::kOpcodeUnsupported);
 
   ParseOptions pk;
   pk.pkey = 0x8001;
@@ -516,6 +518,42 @@ TEST_CASE("frame: every drop reason") {
   expect(f, DropReason::kNone, no_icrc);
 
   CHECK(seen.size() == kDropReasonCount);
+}
+
+// IBTA 9.7.5.1.5, as rxe: an unsupported or reserved opcode in sequence is answered with NAK
+// Invalid Request, so the parser hands such a packet on instead of dropping it unseen.
+TEST_CASE("frame: an RC opcode we do not implement is handed on with its BTH") {
+  for (const uint8_t opcode : {0x15, 0x18, 0x1C, 0x1D, 0x1F}) {
+    INFO("opcode " << int(opcode));
+    Bytes roce = bth(opcode, 0, 28);  // FLUSH / ATOMIC_WRITE carry extension headers
+    roce[5] = 0x12;                   // DestQP 0x120011
+    roce[10] = 0x34;                  // PSN 0x3401
+    const Bytes f = wrap(roce);
+    RoceView v;
+    REQUIRE(parse_frame(f, ParseOptions{}, v) == DropReason::kOpcodeUnsupported);
+    REQUIRE(v.bth == f.data() + 42);
+    CHECK(v.opcode() == opcode);
+    CHECK(v.dest_qp() == 0x120011);
+    CHECK(v.psn() == 0x3401);
+    CHECK_FALSE(v.info->has(kOpValid));
+    CHECK(v.payload.data() == f.data() + 42 + kBthBytes);
+    CHECK(v.payload.size() == 28);
+    ParsedFrame pf;
+    REQUIRE(parse_frame(f, ParseOptions{}, pf) == DropReason::kOpcodeUnsupported);
+    CHECK(pf.hdr.bth.opcode == opcode);
+    CHECK(pf.hdr.bth.psn == 0x3401);
+    CHECK(pf.addr.src_ip == test_addr(false).src_ip);
+    // The checks before and after the opcode's still apply.
+    Bytes bad = f;
+    bad[60] ^= 1;
+    CHECK(parse(bad) == DropReason::kIcrc);
+    ParseOptions pk;
+    pk.pkey = 0x8001;
+    CHECK(parse(f, pk) == DropReason::kPkey);
+  }
+  // Other transports' opcodes are no RC QP's business.
+  CHECK(parse(wrap(bth(0x24, 0, 0))) == DropReason::kOpcode);  // UC SEND_ONLY
+  CHECK(parse(wrap(bth(0xA0, 0, 0))) == DropReason::kOpcode);  // reserved transport
 }
 
 TEST_CASE("frame: drop reason names are distinct and stable") {
