@@ -463,6 +463,10 @@ class Qp {
   ReadResource* free_resource();
   // Records the request in `r`, queues its answer and moves ePSN past it.
   RxResult start_response(ReadResource& r, uint32_t psn, uint32_t npkts);
+  // A new READ or atomic at ePSN when no answer fits the response FIFO: not taken (the
+  // requester resends it), counted in drop_response_queue_full.
+  bool response_queue_full() const { return resp_tail_ - resp_head_ == kRespFifoSlots; }
+  RxResult drop_for_response_queue();
   RxResult responder_sr(const wire::RoceHeader& hdr, std::span<const uint8_t> payload);
   // Moves ePSN over the slots received in order, completing receives. False when the slot
   // at ePSN names a receive WQE that is not the next one posted (the caller NAKs it).

@@ -223,6 +223,7 @@ RxResult Qp::responder_read(const wire::RoceHeader& hdr) {
   }
   ReadResource* r = free_resource();
   if (r == nullptr) return responder_fatal(NakCode::kInvalidRequest, psn);
+  if (response_queue_full()) return drop_for_response_queue();
   r->atomic = false;
   r->mem = mem;
   r->va = hdr.reth.va;
@@ -255,6 +256,14 @@ Qp::ReadResource* Qp::free_resource() {
   // responder depth; a replay of an old READ may be abandoned.
   if (r.active && !r.replay) return nullptr;
   return &r;
+}
+
+RxResult Qp::drop_for_response_queue() {
+  // Answers queued for duplicates (READ replays, re-ACKs) fill it while the transmit side
+  // is held back: the requester's own parts of the protocol are fine, so its resend after
+  // the ACK timeout is taken, rather than failing the connection.
+  ++counters_.drop_response_queue_full;
+  return RxResult::kDropped;
 }
 
 RxResult Qp::start_response(ReadResource& r, uint32_t psn, uint32_t npkts) {
@@ -304,6 +313,8 @@ RxResult Qp::responder_atomic(const wire::RoceHeader& hdr) {
   }
   ReadResource* r = free_resource();
   if (r == nullptr) return responder_fatal(NakCode::kInvalidRequest, psn);
+  // Before the word changes: an atomic that could not be answered would have run unseen.
+  if (response_queue_full()) return drop_for_response_queue();
   // Atomic with respect to this engine and to the client's own atomics on the
   // word (the region is shared memory; both ends of it are 8-byte aligned when
   // the address is, as regions start on page boundaries).

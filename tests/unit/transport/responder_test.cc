@@ -393,6 +393,32 @@ TEST_CASE("responder: compare-and-swap and fetch-and-add run once and answer the
   CHECK(r.e.qp.state() == QpState::kRts);
 }
 
+TEST_CASE(
+    "responder: a new atomic that finds no room for its answer is not run, and is taken "
+    "when resent") {
+  Responder r;
+  store_u64(r.e.mem() + 64, 10);
+  store_u64(r.e.mem() + 128, 20);
+  REQUIRE(rx_atomic(r, Opcode::kFetchAdd, 100, 64, 1) == RxResult::kAccepted);
+  // The requester resends it while nothing is transmitted: each replay queues an answer,
+  // until the response queue is full.
+  while (r.e.qp.counters().drop_response_queue_full == 0) {
+    REQUIRE(rx_atomic(r, Opcode::kFetchAdd, 100, 64, 1) != RxResult::kAccepted);
+  }
+  CHECK(rx_atomic(r, Opcode::kFetchAdd, 101, 128, 5) == RxResult::kDropped);
+  CHECK(load_u64(r.e.mem() + 128) == 20);  // not run: its answer could not have been sent
+  CHECK(r.e.qp.state() == QpState::kRts);
+  CHECK(r.e.qp.expected_psn() == 101);
+  (void)r.tx();
+  // Resent after the ACK timeout, it runs once.
+  CHECK(rx_atomic(r, Opcode::kFetchAdd, 101, 128, 5) == RxResult::kAccepted);
+  CHECK(load_u64(r.e.mem() + 128) == 25);
+  auto t = r.tx();
+  REQUIRE(t.size() == 1);
+  CHECK(t[0].hdr.atomic_ack_orig == 20);
+  CHECK(load_u64(r.e.mem() + 64) == 11);
+}
+
 TEST_CASE("responder: atomic access, alignment and framing errors are NAKed") {
   SECTION("QP without remote atomic access") {
     QpAttr a = default_attr();
