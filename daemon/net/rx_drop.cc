@@ -84,6 +84,8 @@ const char* rx_drop_name(RxDrop reason) {
       return "ndp_malformed";
     case RxDrop::kNdpNotForUs:
       return "ndp_not_for_us";
+    case RxDrop::kL2BadSource:
+      return "l2_bad_source";
     case RxDrop::kCount:
       break;
   }

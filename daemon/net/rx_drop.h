@@ -48,6 +48,8 @@ enum class RxDrop : uint8_t {
   kNdpBadHopLimit,  // NS/NA with hop limit != 255: not from this link (RFC 4861 7.1)
   kNdpMalformed,    // NS/NA failing RFC 4861 7.1.1/7.1.2 validation (code, length, options, ..)
   kNdpNotForUs,     // NS whose target is not addr6
+  // Appended: an L2 reason, checked right after the VLAN tag.
+  kL2BadSource,  // Ethernet source MAC is a group (multicast/broadcast) or zero address
   kCount,
 };
 

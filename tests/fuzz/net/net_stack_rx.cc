@@ -175,9 +175,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (r.verdict != RxVerdict::kDrop) check(after.total_drops() == before.total_drops());
   if (!s.config().addr6) {
     const uint16_t type = frame.size() >= 14 ? uint16_t(frame[12] << 8 | frame[13]) : 0;
-    // IPv6 off: an IPv6 frame is dropped, for an L2 reason (VLAN, MAC) or as kIpv6Off (the
-    // first IPv6 reason; none after it applies).
-    check(type != 0x86DD || (r.verdict == RxVerdict::kDrop && r.drop <= RxDrop::kIpv6Off));
+    // IPv6 off: an IPv6 frame is dropped, for an L2 reason (VLAN, MAC, a group source MAC:
+    // appended after the IPv6 reasons) or as kIpv6Off (the first IPv6 reason; none after it
+    // applies).
+    check(type != 0x86DD || (r.verdict == RxVerdict::kDrop &&
+                             (r.drop <= RxDrop::kIpv6Off || r.drop == RxDrop::kL2BadSource)));
   }
   // Off-link IPv6 goes to gateway6, else to the router an RA named (link-local), else nowhere;
   // inside a prefix an RA made on-link it goes direct. Learned prefixes stay bounded and are

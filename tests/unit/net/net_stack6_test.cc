@@ -184,10 +184,11 @@ TEST_CASE("Invalid NS and NA are dropped by reason", "[stack6][ndp]") {
         RxVerdict::kConsumed);
   // NS for another address.
   CHECK(drop_of(s, ns_frame(kPeerIp6, slla, o)) == RxDrop::kNdpNotForUs);
-  // Multicast sender MAC on a unicast-source NS: nowhere to answer.
+  // Multicast sender MAC on a unicast-source NS: nowhere to answer (the
+  // L2 check drops every frame from a group MAC first).
   Ip6Opts mc = o;
   mc.eth_src = MacAddr{{0x01, 0, 0x5e, 0, 0, 1}};
-  CHECK(drop_of(s, ns_frame(kOurIp6, slla, mc)) == RxDrop::kNdpMalformed);
+  CHECK(drop_of(s, ns_frame(kOurIp6, slla, mc)) == RxDrop::kL2BadSource);
 
   CHECK(s.counters().rx_ns == 0);
   CHECK(s.counters().tx_na == 0);
@@ -388,6 +389,30 @@ TEST_CASE("ICMPv6 echo request gets an exact reply", "[stack6][icmp6]") {
   c.answer_ping = false;
   NetStack quiet(c);
   CHECK(drop_of(quiet, req) == RxDrop::kIcmpDisabled);
+}
+
+TEST_CASE("ICMPv6 echo and NS from a group or zero source MAC get no reply", "[stack6][l2]") {
+  // A reply to 33:33:.. or ff:ff:.. would reach every host on the link.
+  NetStack s(config6());
+  const MacAddr bad_sources[] = {MacAddr{{0x33, 0x33, 0, 0, 0, 1}}, MacAddr::broadcast(),
+                                 MacAddr{}};
+  for (const MacAddr& src : bad_sources) {
+    Ip6Opts o;
+    o.eth_src = src;
+    CHECK(drop_of(s, ipv6_frame(58, icmp6(128, 0, {0, 1, 0, 1, 9, 9}, o.src, o.dst), o)) ==
+          RxDrop::kL2BadSource);
+    Ip6Opts ns;
+    ns.src = kPeerLl6;
+    ns.dst = Ipv6Addr::solicited_node(kOurIp6);
+    ns.eth_dst = kOurSolicitedMac;
+    ns.hop_limit = 255;
+    ns.eth_src = src;
+    CHECK(drop_of(s, ns_frame(kOurIp6, lla_option(1, kPeerMac), ns)) == RxDrop::kL2BadSource);
+  }
+  CHECK(s.counters().drops(RxDrop::kL2BadSource) == 6);
+  CHECK(s.counters().tx_icmp6_echo_replies == 0);
+  CHECK(s.counters().tx_na == 0);
+  CHECK(s.neighbours6().size() == 0);
 }
 
 TEST_CASE("UDP over IPv6 is delivered with offsets", "[stack6][udp]") {

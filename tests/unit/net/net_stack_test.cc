@@ -165,10 +165,13 @@ TEST_CASE("Malformed ARP is dropped by reason", "[stack][arp]") {
   f = arp_request_for_us();
   f[21] = 3;  // RARP request
   CHECK(drop_of(s, f) == RxDrop::kArpBadOp);
-  CHECK(drop_of(s, arp_frame(1, MacAddr::broadcast(), MacAddr::broadcast(), kPeerIp, MacAddr{},
-                             kOurIp)) == RxDrop::kArpBadSender);
-  CHECK(drop_of(s, arp_frame(1, MacAddr::broadcast(), MacAddr{}, kPeerIp, MacAddr{}, kOurIp)) ==
-        RxDrop::kArpBadSender);
+  // A bad ARP sender MAC from a unicast Ethernet source (a group or zero
+  // Ethernet source is dropped before ARP is looked at).
+  for (const MacAddr& bad : {MacAddr::broadcast(), MacAddr{}}) {
+    f = arp_frame(1, MacAddr::broadcast(), bad, kPeerIp, MacAddr{}, kOurIp);
+    std::copy(kPeerMac.bytes.begin(), kPeerMac.bytes.end(), f.begin() + 6);
+    CHECK(drop_of(s, f) == RxDrop::kArpBadSender);
+  }
   CHECK(drop_of(s, arp_frame(1, MacAddr::broadcast(), kPeerMac, kOurIp, MacAddr{}, kOurIp)) ==
         RxDrop::kArpBadSender);  // someone claims our address
   CHECK(drop_of(s, arp_frame(2, kOurMac, kPeerMac, Ipv4Addr{0xFFFFFFFF}, kOurMac, kOurIp)) ==
@@ -372,6 +375,35 @@ TEST_CASE("L2 filtering: MAC, ethertype, VLAN", "[stack][l2]") {
   CHECK(drop_of(s, f) == RxDrop::kL2Truncated);
   CHECK(s.counters().rx_frames == 9);
   CHECK(s.counters().total_drops() == 9);
+}
+
+TEST_CASE("Frames from a group or zero source MAC are dropped before any reply", "[stack][l2]") {
+  // No station sends from a group address: answering one would flood the
+  // link (a spoofed ping from ff:ff:.. draws a reply to every host).
+  NetStack s(base_config());
+  const MacAddr bad_sources[] = {MacAddr::broadcast(), MacAddr{{0x01, 0x00, 0x5e, 0, 0, 1}},
+                                 MacAddr{{0x33, 0x33, 0, 0, 0, 1}}, MacAddr{}};
+  uint64_t n = 0;
+  for (const MacAddr& src : bad_sources) {
+    auto ping = ipv4_frame(1, icmp_echo(8, 1, 1, {1, 2, 3, 4}));
+    std::copy(src.bytes.begin(), src.bytes.end(), ping.begin() + 6);
+    CHECK(drop_of(s, ping) == RxDrop::kL2BadSource);
+    // ARP carries its own sender MAC; the Ethernet source is checked first.
+    auto arp = arp_request_for_us();
+    std::copy(src.bytes.begin(), src.bytes.end(), arp.begin() + 6);
+    CHECK(drop_of(s, arp) == RxDrop::kL2BadSource);
+    auto udp = udp_frame(4791, {1});
+    std::copy(src.bytes.begin(), src.bytes.end(), udp.begin() + 6);
+    CHECK(drop_of(s, udp) == RxDrop::kL2BadSource);
+    n += 3;
+  }
+  CHECK(s.counters().drops(RxDrop::kL2BadSource) == n);
+  CHECK(s.counters().tx_icmp_echo_replies == 0);
+  CHECK(s.counters().tx_arp_replies == 0);
+  CHECK(s.neighbours().size() == 0);
+  CHECK(std::string(rx_drop_name(RxDrop::kL2BadSource)) == "l2_bad_source");
+  // A unicast source still gets its reply.
+  CHECK(receive(s, ipv4_frame(1, icmp_echo(8, 1, 1, {}))).result.verdict == RxVerdict::kReply);
 }
 
 TEST_CASE("A VLAN stack accepts only its VID and tags what it sends", "[stack][l2]") {
