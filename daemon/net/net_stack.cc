@@ -230,7 +230,10 @@ RxResult NetStack::on_rx_frame(std::span<const uint8_t> frame, uint64_t now_ns,
   if (ether_type == kEtherTypeVlan) {
     const auto tag = load_header<VlanTag>(frame, l3);
     if (!tag) return drop(RxDrop::kL2Truncated);
-    if (!config_.vlan_id || tag->vid() != *config_.vlan_id) return drop(RxDrop::kVlanMismatch);
+    // VID 0 is a priority tag (802.1Q 9.6: PFC without VLANs): the frame is
+    // untagged, so it is ours only on an untagged port.
+    const bool ours = tag->vid() == 0 ? !config_.vlan_id : tag->vid() == config_.vlan_id;
+    if (!ours) return drop(RxDrop::kVlanMismatch);
     ether_type = tag->ether_type.host();
     l3 += sizeof(VlanTag);
     if (ether_type == kEtherTypeVlan || ether_type == kEtherTypeQinQ) {

@@ -9,7 +9,7 @@ namespace conduit::net {
 enum class RxDrop : uint8_t {
   kNone = 0,
   kL2Truncated,       // shorter than the Ethernet (+ VLAN) header
-  kVlanMismatch,      // tagged when we are untagged, untagged or other VID when we are tagged
+  kVlanMismatch,      // a VID when we are untagged; untagged, VID 0 or another VID when tagged
   kStackedVlan,       // QinQ / double tag
   kNotOurMac,         // unicast to another station (promiscuous vdevs see these)
   kUnknownEtherType,  // neither IPv4, IPv6 nor ARP

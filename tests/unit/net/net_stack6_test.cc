@@ -575,6 +575,14 @@ TEST_CASE("A VLAN stack takes tagged IPv6 and tags its NDP", "[stack6][l2]") {
   CHECK(u.result.udp.payload_offset == 66);
 }
 
+TEST_CASE("Priority-tagged (VID 0) NS is answered on an untagged port", "[stack6][l2]") {
+  NetStack s(config6());
+  const Rx rx = receive(s, ns_for_us(uint16_t{3 << 13}));
+  REQUIRE(rx.result.verdict == RxVerdict::kReply);
+  CHECK(get16(rx.reply, 12) == 0x86DD);  // untagged, as this port sends
+  CHECK(s.counters().tx_na == 1);
+}
+
 TEST_CASE("MAC filter for 33:33 groups", "[stack6][l2]") {
   NetStack s(config6());
   // Our solicited-node group MAC and all-nodes are ours.

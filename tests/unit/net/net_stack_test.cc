@@ -406,6 +406,30 @@ TEST_CASE("Frames from a group or zero source MAC are dropped before any reply",
   CHECK(receive(s, ipv4_frame(1, icmp_echo(8, 1, 1, {}))).result.verdict == RxVerdict::kReply);
 }
 
+TEST_CASE("Priority-tagged frames (VID 0) are untagged frames with a priority", "[stack][l2]") {
+  // 802.1Q 9.6: VID 0 carries only the PCP (PFC without VLANs).
+  NetStack s(base_config());
+  const Rx arp = receive(s, arp_request_for_us(uint16_t{3 << 13}));
+  REQUIRE(arp.result.verdict == RxVerdict::kReply);
+  CHECK(get16(arp.reply, 12) == 0x0806);  // the reply goes untagged, as on this port
+  const Rx ping = receive(
+      s, ipv4_frame(1, icmp_echo(8, 9, 9, {}), kPeerIp, kOurIp, 0, 0x4000, uint16_t{0xE000}));
+  REQUIRE(ping.result.verdict == RxVerdict::kReply);
+  CHECK(get16(ping.reply, 12) == 0x0800);
+  CHECK(ref_checksum(ping.reply.data() + 14, 20) == 0);
+  const Rx udp = receive(
+      s, ipv4_frame(17, udp_segment(1, 4791, {5}, true), kPeerIp, kOurIp, 0, 0x4000, uint16_t{0}));
+  REQUIRE(udp.result.verdict == RxVerdict::kDeliverUdp);
+  CHECK(udp.result.udp.ip_offset == 18);
+  CHECK(udp.result.udp.payload_offset == 46);
+  CHECK(s.counters().total_drops() == 0);
+  // A VLAN port drops them, as it drops untagged frames.
+  NetStackConfig c = base_config();
+  c.vlan_id = 100;
+  NetStack v(c);
+  CHECK(drop_of(v, arp_request_for_us(uint16_t{3 << 13})) == RxDrop::kVlanMismatch);
+}
+
 TEST_CASE("A VLAN stack accepts only its VID and tags what it sends", "[stack][l2]") {
   NetStackConfig c = base_config();
   c.vlan_id = 100;
