@@ -64,7 +64,7 @@ int32_t NeighbourTableT<Addr>::lookup(const Addr& ip) const {
 
 template <class Addr>
 int32_t NeighbourTableT<Addr>::insert(const Addr& ip) {
-  if (free_.empty()) return -1;
+  if (free_.empty() && !evict_lru()) return -1;
   const int32_t idx = free_.back();
   free_.pop_back();
   entries_[idx] = Entry{};
@@ -76,6 +76,28 @@ int32_t NeighbourTableT<Addr>::insert(const Addr& ip) {
   index_[s] = idx;
   ++size_;
   return idx;
+}
+
+template <class Addr>
+bool NeighbourTableT<Addr>::evict_lru() {
+  // A linear scan: only when full, and bounded by the capacity.
+  int32_t victim = -1;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const Entry& e = entries_[i];
+    // Evictable entries are reachable with nothing queued; checked anyway,
+    // since evicting one with frames behind it would lose them.
+    if (!e.in_use || !e.evictable || e.state != NeighbourState::kReachable ||
+        e.pending_count != 0) {
+      continue;
+    }
+    if (victim < 0 || e.last_used_ns < entries_[victim].last_used_ns) {
+      victim = static_cast<int32_t>(i);
+    }
+  }
+  if (victim < 0) return false;
+  erase(victim);
+  ++counters_.evicted;
+  return true;
 }
 
 template <class Addr>
@@ -135,6 +157,9 @@ NeighbourResolveResult NeighbourTableT<Addr>::resolve(const Addr& ip, uint64_t n
   if (idx >= 0) {
     Entry& e = entries_[idx];
     if (e.state == NeighbourState::kStatic) return {Resolve::kResolved, e.mac};
+    // Our own traffic uses it now: a request flood may no longer evict it.
+    e.evictable = false;
+    e.last_used_ns = now_ns;
     if (e.state == NeighbourState::kReachable) {
       // In the last refresh window, confirm the neighbour with a unicast
       // request (at most one per retry interval) while still using it.
@@ -169,6 +194,7 @@ NeighbourResolveResult NeighbourTableT<Addr>::resolve(const Addr& ip, uint64_t n
   }
   Entry& e = entries_[idx];
   e.state = NeighbourState::kIncomplete;
+  e.last_used_ns = now_ns;
   e.requests_sent = 1;
   e.deadline_ns = now_ns + config_.retry_interval_ns;
   arm(e.deadline_ns);
@@ -198,6 +224,7 @@ void NeighbourTableT<Addr>::learn(const Addr& ip, MacAddr mac, uint64_t now_ns, 
       ++counters_.table_full_drops;
       return;
     }
+    entries_[idx].evictable = true;  // only the peer asked for it
   }
   Entry& e = entries_[idx];
   if (e.state == NeighbourState::kStatic) {
@@ -209,6 +236,7 @@ void NeighbourTableT<Addr>::learn(const Addr& ip, MacAddr mac, uint64_t now_ns, 
   e.state = NeighbourState::kReachable;
   e.requests_sent = 0;
   e.refresh_sent = false;
+  e.last_used_ns = now_ns;
   e.deadline_ns = now_ns + config_.reachable_ns;
   arm(e.deadline_ns);
   if (was_incomplete) {
@@ -226,6 +254,7 @@ bool NeighbourTableT<Addr>::add_static(const Addr& ip, MacAddr mac, std::vector<
   Entry& e = entries_[idx];
   e.mac = mac;
   e.state = NeighbourState::kStatic;
+  e.evictable = false;
   e.deadline_ns = 0;
   release_pending(e, idx, events);
   return true;
@@ -275,7 +304,7 @@ std::optional<NeighbourInfoT<Addr>> NeighbourTableT<Addr>::find(const Addr& ip) 
   const int32_t idx = lookup(ip);
   if (idx < 0) return std::nullopt;
   const Entry& e = entries_[idx];
-  return Info{e.ip, e.mac, e.state, e.requests_sent, e.pending_count, e.deadline_ns};
+  return Info{e.ip, e.mac, e.state, e.requests_sent, e.pending_count, e.deadline_ns, e.evictable};
 }
 
 template class NeighbourTableT<Ipv4Addr>;

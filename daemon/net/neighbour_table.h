@@ -17,6 +17,13 @@
 // reachable entry that is used in its last refresh window sends a unicast
 // request so a live neighbour is confirmed before it ages out.
 //
+// Eviction: an entry created only because a peer asked us (learn with
+// create: an ARP request, an NS) is evictable until resolve() uses it; when
+// the table is full, a new entry replaces the least recently used evictable
+// one (RFC 4861 7.2.3 creates such entries STALE for the same reason: a
+// flood of requests must not lock out the next hops we need). Entries we
+// resolve ourselves and static ones are never evicted.
+//
 // Not thread-safe: one engine thread owns it. All storage is allocated in the
 // constructor; resolve/learn/poll do not allocate (the event vector aside,
 // which the caller drains).
@@ -74,7 +81,8 @@ struct NeighbourInfoT {
   NeighbourState state;
   uint32_t requests_sent;
   size_t frames_queued;
-  uint64_t deadline_ns;  // incomplete: next request; reachable: expiry; static: 0
+  uint64_t deadline_ns;    // incomplete: next request; reachable: expiry; static: 0
+  bool evictable = false;  // learned from a peer's request, not used by resolve() yet
 };
 using NeighbourInfo = NeighbourInfoT<Ipv4Addr>;
 using NeighbourInfo6 = NeighbourInfoT<Ipv6Addr>;
@@ -87,7 +95,8 @@ struct NeighbourCounters {
   uint64_t frames_released = 0;
   uint64_t queue_overflow_drops = 0;  // a frame arrived for a full per-hop queue
   uint64_t failed_drops = 0;          // queued frames dropped when resolution failed
-  uint64_t table_full_drops = 0;      // no free entry for a new next hop
+  uint64_t table_full_drops = 0;      // no free or evictable entry for a new one
+  uint64_t evicted = 0;               // evictable entries replaced by new ones
   uint64_t aged_out = 0;
   uint64_t refreshes_sent = 0;
   uint64_t static_conflicts = 0;  // ARP/NDP claimed a static neighbour's IP with another MAC
@@ -124,7 +133,8 @@ class NeighbourTableT {
   // An ARP packet (or NS/NA) said ip is at mac. Updates an existing dynamic
   // entry (releasing its queue when it was incomplete); creates one only
   // when `create` (a request addressed to us: RFC 826's merge rule, RFC 4861
-  // section 7.2.3). Static entries never change.
+  // section 7.2.3); such an entry is evictable (see above). Static entries
+  // never change.
   void learn(const Addr& ip, MacAddr mac, uint64_t now_ns, bool create, std::vector<Event>& events);
 
   // A static entry; replaces a dynamic one (releasing its queue). False when
@@ -154,11 +164,14 @@ class NeighbourTableT {
     uint64_t last_refresh_ns = 0;
     bool refresh_sent = false;
     uint32_t pending_count = 0;
+    bool evictable = false;     // created by learn(), not yet used by resolve()
+    uint64_t last_used_ns = 0;  // resolve() or learn(): the LRU order for eviction
   };
   static constexpr int32_t kEmptySlot = -1;
 
   int32_t lookup(const Addr& ip) const;
-  int32_t insert(const Addr& ip);  // -1 when full
+  int32_t insert(const Addr& ip);  // -1 when full and nothing is evictable
+  bool evict_lru();                // frees the least recently used evictable entry
   void erase(int32_t idx);
   size_t home_slot(const Addr& ip) const;
   void arm(uint64_t deadline_ns);

@@ -919,8 +919,9 @@ RxResult NetStack::on_ns(std::span<const uint8_t> frame, const EthernetHeader& e
   if (!dad && !is_unicast_mac(eth.src)) return drop(RxDrop::kNdpMalformed);
   if (target != *config_.addr6) return drop(RxDrop::kNdpNotForUs);
   ++counters_.rx_ns;
-  // Learn the sender (RFC 4861 section 7.2.3; kept reachable like an ARP
-  // requester, not STALE). Only on-link senders: others are never next hops.
+  // Learn the sender (RFC 4861 section 7.2.3): kept reachable like an ARP
+  // requester, but evictable, as STALE would be, so an NS flood cannot fill
+  // the table. Only on-link senders: others are never next hops.
   if (!dad && slla && on_link6(src)) {
     neighbours6_.learn(src, *slla, now_ns, /*create=*/true, scratch6_);
     flush_events6();

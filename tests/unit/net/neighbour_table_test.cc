@@ -206,6 +206,53 @@ TEST_CASE("A full table refuses new next hops and counts them", "[neigh]") {
   for (uint8_t i : {1, 3, 4, 5}) CHECK(t.find(Ipv4Addr::from_octets(198, 18, 1, i)));
 }
 
+TEST_CASE("Entries only a peer's request created are evicted, least recently used first",
+          "[neigh]") {
+  NeighbourTable t(small_config());
+  std::vector<NeighbourEvent> ev;
+  const auto ip = [](uint8_t i) { return Ipv4Addr::from_octets(198, 18, 1, i); };
+  for (uint8_t i = 1; i <= 3; ++i) t.learn(ip(i), kPeerMac, i * kSec, true, ev);
+  CHECK(t.find(ip(1))->evictable);
+  CHECK(t.resolve(ip(10), 4 * kSec, 10, ev).status == Resolve::kQueued);  // the last free slot
+  CHECK_FALSE(t.find(ip(10))->evictable);
+  // Full: a next hop of ours replaces the oldest peer-created entry.
+  CHECK(t.resolve(ip(11), 5 * kSec, 11, ev).status == Resolve::kQueued);
+  CHECK_FALSE(t.find(ip(1)));
+  CHECK(t.counters().evicted == 1);
+  t.learn(ip(2), kPeerMac, 6 * kSec, true, ev);  // asked again: now more recent than .3
+  CHECK(t.resolve(ip(12), 7 * kSec, 12, ev).status == Resolve::kQueued);
+  CHECK_FALSE(t.find(ip(3)));
+  CHECK(t.find(ip(2)));
+  // Used by resolve(): ours now, never evicted.
+  CHECK(t.resolve(ip(2), 8 * kSec, kNoFrame, ev).status == Resolve::kResolved);
+  CHECK_FALSE(t.find(ip(2))->evictable);
+  CHECK(t.resolve(ip(13), 9 * kSec, 13, ev).status == Resolve::kDropped);
+  t.learn(ip(14), kPeerMac, 9 * kSec, true, ev);
+  CHECK(t.counters().table_full_drops == 2);
+  CHECK(t.counters().evicted == 2);
+  CHECK(t.size() == 4);
+  // Incomplete entries keep their queued frames.
+  for (uint8_t i : {2, 10, 11, 12}) CHECK(t.find(ip(i)));
+  CHECK(t.find(ip(10))->frames_queued == 1);
+}
+
+TEST_CASE("A request flood cannot evict static entries or ones we resolved", "[neigh]") {
+  NeighbourTable t(small_config());
+  std::vector<NeighbourEvent> ev;
+  const auto ip = [](uint8_t i) { return Ipv4Addr::from_octets(198, 18, 1, i); };
+  REQUIRE(t.add_static(ip(1), kGwMac, ev));
+  CHECK(t.resolve(ip(2), 0, 2, ev).status == Resolve::kQueued);
+  t.learn(ip(2), kPeerMac, kSec, false, ev);  // resolved: reachable, ours
+  for (uint8_t i = 100; i < 200; ++i) t.learn(ip(i), kPeerMac, i * kSec, true, ev);
+  CHECK(t.find(ip(1))->state == NeighbourState::kStatic);
+  CHECK(t.find(ip(2))->state == NeighbourState::kReachable);
+  CHECK(t.size() == 4);
+  CHECK(t.find(ip(199)));  // the flood churns through the two evictable slots
+  CHECK(t.find(ip(198)));
+  CHECK(t.counters().evicted == 98);
+  CHECK(t.counters().table_full_drops == 0);
+}
+
 TEST_CASE("Hash table survives churn: every handle comes back exactly once", "[neigh]") {
   NeighbourConfig c = small_config();
   c.capacity = 64;

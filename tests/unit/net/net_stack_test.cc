@@ -147,6 +147,24 @@ TEST_CASE("Unsolicited or foreign ARP does not create entries", "[stack][arp]") 
   CHECK(s.neighbours().size() == 0);
 }
 
+TEST_CASE("An ARP request flood on a /16 cannot lock out a new next hop", "[stack][arp]") {
+  NetStackConfig c = base_config();
+  c.prefix_len = 16;
+  c.neighbour.capacity = 256;
+  NetStack s(c);
+  for (int i = 0; i < 300; ++i) {
+    const MacAddr m{{0x02, 0xaa, 0, 0, static_cast<uint8_t>(i >> 8), static_cast<uint8_t>(i)}};
+    const Ipv4Addr ip = Ipv4Addr::from_octets(198, 18, static_cast<uint8_t>(5 + i / 250),
+                                              static_cast<uint8_t>(i % 250 + 1));
+    REQUIRE(receive(s, arp_frame(1, MacAddr::broadcast(), m, ip, MacAddr{}, kOurIp), kSec)
+                .result.verdict == RxVerdict::kReply);
+  }
+  take_all(s);
+  CHECK(s.neighbours().size() == 256);
+  CHECK(s.resolve(kPeerIp, 2 * kSec, 77).status == NeighbourTable::Resolve::kQueued);
+  CHECK(s.neighbours().counters().table_full_drops == 0);
+}
+
 TEST_CASE("Malformed ARP is dropped by reason", "[stack][arp]") {
   NetStack s(base_config());
   auto f = arp_request_for_us();
