@@ -114,6 +114,13 @@ struct IbCmFields {
   CmAddr src_addr{};      // REQ: the requester's address (cma header, or its GID)
   CmAddr dst_addr{};      // REQ: the address it asked for
   uint16_t rej_code = 0;  // REJ: the IB reason code as on the wire (Table 109)
+  // REJ: which message it rejects (0 REQ, 1 REP, 2 other): Linux finds a REJ of its REQ
+  // without our id, any other with it, so one sent after our REP must not say REQ.
+  uint8_t rej_message = 0;
+  // REQ: how long the requester waits for our answer before it resends its REQ
+  // (4.096 us * 2^n) and how often it resends: how long a pending request must live.
+  uint8_t req_response_timeout = 0;
+  uint8_t req_max_retries = 0;
   // MRA ("message received, wait"): which message (0 REQ, 1 REP, 2 other) and
   // how long the sender asks us to wait: 4.096 us * 2^mra_timeout.
   uint8_t mra_message = 0;

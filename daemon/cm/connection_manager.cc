@@ -63,20 +63,28 @@ void ConnectionManager::emit_message(CmPeer to, const CmMessage& m, uint32_t pee
 }
 
 void ConnectionManager::send_reply(CmPeer to, uint32_t src, uint32_t dst, CmType type,
-                                   RejectReason reason, uint64_t tid, uint32_t peer_qpn) {
+                                   RejectReason reason, uint64_t tid, uint32_t peer_qpn,
+                                   uint8_t rej_message, uint16_t ib_rej_code) {
   CmMessage m;
   m.type = type;
   m.src_conn = src;
   m.dst_conn = dst;
   m.reason = reason;
   m.ib.tid = tid;
+  m.ib.rej_message = rej_message;
+  m.ib.rej_code = ib_rej_code;
   emit_message(to, m, peer_qpn);
 }
 
-void ConnectionManager::send(const Conn& c, uint32_t local_id, CmType type, RejectReason reason) {
+void ConnectionManager::send(const Conn& c, uint32_t local_id, CmType type, RejectReason reason,
+                             uint16_t ib_rej_code) {
   const uint64_t tid = type == CmType::kDreq ? c.dreq_tid : c.tid;
   if (type != CmType::kReq && type != CmType::kRep) {
-    send_reply(c.peer, local_id, c.remote_conn, type, reason, tid, c.remote.qpn);
+    // A REJ rejects the peer's REQ until our REP is out, then "other" (as Linux's
+    // cm_format_rej; we never reject a REP): Linux finds a REQ's REJ without our id.
+    const uint8_t rej_message = c.state == State::kRequestPending ? kIbMsgReq : kIbMsgOther;
+    send_reply(c.peer, local_id, c.remote_conn, type, reason, tid, c.remote.qpn, rej_message,
+               ib_rej_code);
     return;
   }
   CmMessage m;
@@ -119,6 +127,7 @@ void ConnectionManager::establish(uint32_t id, Conn& c) {
   CmAction a = event(CmAction::Kind::kEstablished, id, c);
   a.private_len = c.remote_private_len;
   a.private_data = c.remote_private_data;
+  // Over the IB CM both are the REQ's by now (on_for_conn, accept).
   a.pmtu_bytes = std::min(c.local.pmtu_bytes, c.remote.pmtu_bytes);
   a.caps = static_cast<uint16_t>(c.local.caps & c.remote.caps);
   emit(a);
@@ -131,8 +140,21 @@ void ConnectionManager::fail(uint32_t id, Conn& c, RejectReason reason, bool rec
     a.reason = reason;
     emit(a);
   }
+  erase(conns_.find(id));
+}
+
+void ConnectionManager::erase(std::map<uint32_t, Conn>::iterator it) {
+  const Conn& c = it->second;
+  end_pending(c);
   if (!c.active) by_remote_.erase({c.peer, c.remote_conn});
-  conns_.erase(id);
+  conns_.erase(it);
+}
+
+void ConnectionManager::end_pending(const Conn& c) {
+  if (c.state != State::kRequestPending) return;
+  auto it = pending_by_addr_.find(c.peer.addr);
+  if (it != pending_by_addr_.end() && --it->second == 0) pending_by_addr_.erase(it);
+  --pending_total_;
 }
 
 int64_t ConnectionManager::connect(uint64_t now_ns, uint64_t owner, CmPeer peer, uint64_t service,
@@ -168,13 +190,22 @@ int ConnectionManager::accept(uint64_t now_ns, uint64_t owner, uint32_t conn, co
       it->second.state != State::kRequestPending) {
     return -ENOENT;
   }
+  Conn& c = it->second;
+  if (c.peer.ib && local.pmtu_bytes < c.remote.pmtu_bytes) {
+    // The IB REP cannot name a smaller PMTU: the requester would run its REQ's and every
+    // message longer than ours would fail. Refuse it as the IB CM says (invalid MTU).
+    send(c, conn, CmType::kRej, RejectReason::kPolicy, kIbRejInvalidMtu);
+    erase(it);
+    return -EMSGSIZE;
+  }
   if (!valid_params(local) || private_len > kMaxPrivateBytes ||
       (private_len > 0 && private_data == nullptr)) {
     return -EINVAL;
   }
-  Conn& c = it->second;
+  end_pending(c);
   c.local = local;
   if (c.peer.ib) {
+    c.local.pmtu_bytes = c.remote.pmtu_bytes;
     // The IB CM's PSNs name the traffic towards the message's sender (as the
     // Linux ib_cm reads them): the REQ's is where we start sending, and the
     // REP tells the requester where to start (local.psn, which we expect).
@@ -198,10 +229,8 @@ int ConnectionManager::reject(uint64_t /*now_ns*/, uint64_t owner, uint32_t conn
     return -ENOENT;
   }
   if (!is_wire_reject_reason(static_cast<uint16_t>(reason))) reason = RejectReason::kRefused;
-  Conn& c = it->second;
-  send(c, conn, CmType::kRej, reason);
-  by_remote_.erase({c.peer, c.remote_conn});
-  conns_.erase(it);
+  send(it->second, conn, CmType::kRej, reason);
+  erase(it);
   return 0;
 }
 
@@ -229,8 +258,7 @@ int ConnectionManager::disconnect(uint64_t now_ns, uint64_t owner, uint32_t conn
       // the peer's REP retries end in a timeout there.
       break;
   }
-  if (!c.active) by_remote_.erase({c.peer, c.remote_conn});
-  conns_.erase(it);
+  erase(it);
   return 0;
 }
 
@@ -301,6 +329,15 @@ void ConnectionManager::on_req(uint64_t now_ns, CmPeer from, const CmMessage& m)
     send_reply(from, 0, m.src_conn, CmType::kRej, RejectReason::kQuota, m.ib.tid);
     return;
   }
+  auto pending = pending_by_addr_.find(from.addr);
+  const uint32_t from_pending = pending == pending_by_addr_.end() ? 0 : pending->second;
+  if (from_pending >= cfg_.max_pending_per_addr || pending_total_ >= cfg_.max_pending_requests) {
+    // Requests nobody has answered yet cost a connection each: a sender that keeps
+    // sending REQs must not take the table from everybody else.
+    ++counters_.requests_over_cap;
+    send_reply(from, 0, m.src_conn, CmType::kRej, RejectReason::kQuota, m.ib.tid);
+    return;
+  }
   const uint32_t id = allocate_id();
   Conn& c = conns_[id];
   c.state = State::kRequestPending;
@@ -314,9 +351,19 @@ void ConnectionManager::on_req(uint64_t now_ns, CmPeer from, const CmMessage& m)
   c.remote_private_len = m.private_len;
   c.remote_private_data = m.private_data;
   // The owner gets as long as the requester keeps resending; then the request
-  // expires, so REQs nobody answers (or a flood of them) do not pile up.
-  c.deadline_ns = now_ns + uint64_t{cfg_.max_retries + 1} * cfg_.retry_timeout_ns;
+  // expires, so REQs nobody answers (or a flood of them) do not pile up. An IB
+  // requester says how long: its response timeout times its retries + 1 (rdma_cm:
+  // 4.3 s x 16); expiring sooner would make its next resend a new request.
+  uint64_t wait_ns = uint64_t{cfg_.max_retries + 1} * cfg_.retry_timeout_ns;
+  if (from.ib) {
+    const uint64_t resend_ns = uint64_t{4096} << m.ib.req_response_timeout;  // 4.096 us * 2^n
+    wait_ns = std::max(
+        wait_ns, std::min(resend_ns * (m.ib.req_max_retries + 1u), cfg_.max_ib_request_wait_ns));
+  }
+  c.deadline_ns = now_ns + wait_ns;
   by_remote_[{from, m.src_conn}] = id;
+  ++pending_by_addr_[from.addr];
+  ++pending_total_;
   CmAction a = event(CmAction::Kind::kRequest, id, c);
   a.private_len = m.private_len;
   a.private_data = m.private_data;
@@ -325,6 +372,12 @@ void ConnectionManager::on_req(uint64_t now_ns, CmPeer from, const CmMessage& m)
 
 void ConnectionManager::on_for_conn(uint64_t now_ns, CmPeer from, const CmMessage& m) {
   auto it = conns_.find(m.dst_conn);
+  if (m.type == CmType::kRej && m.dst_conn == 0) {
+    // Linux's REJ(timeout) for a REQ it gave up on (parse_ib_cm_mad lets no other
+    // through): it never saw our id, its own names the request.
+    auto r = by_remote_.find({from, m.src_conn});
+    it = r == by_remote_.end() ? conns_.end() : conns_.find(r->second);
+  }
   if (it == conns_.end() || !(it->second.peer == from) ||
       (it->second.remote_conn != 0 && it->second.remote_conn != m.src_conn)) {
     if (m.type == CmType::kDreq) {
@@ -368,7 +421,8 @@ void ConnectionManager::on_for_conn(uint64_t now_ns, CmPeer from, const CmMessag
       }
       return;
     case CmType::kRej:
-      if (c.state == State::kReqSent || c.state == State::kRepSent) {
+      if (c.state == State::kReqSent || c.state == State::kRepSent ||
+          c.state == State::kRequestPending) {
         fail(id, c, m.reason, true);
       } else {
         ++counters_.rx_unexpected;
@@ -380,8 +434,7 @@ void ConnectionManager::on_for_conn(uint64_t now_ns, CmPeer from, const CmMessag
       if (c.state == State::kEstablished || c.state == State::kDreqSent ||
           c.state == State::kRepSent) {
         if (c.report) emit(event(CmAction::Kind::kDisconnected, id, c));
-        if (!c.active) by_remote_.erase({c.peer, c.remote_conn});
-        conns_.erase(it);
+        erase(it);
       } else {
         ++counters_.rx_unexpected;
       }
@@ -389,18 +442,20 @@ void ConnectionManager::on_for_conn(uint64_t now_ns, CmPeer from, const CmMessag
     case CmType::kDrep:
       if (c.state == State::kDreqSent) {
         if (c.report) emit(event(CmAction::Kind::kDisconnected, id, c));
-        if (!c.active) by_remote_.erase({c.peer, c.remote_conn});
-        conns_.erase(it);
+        erase(it);
       } else {
         ++counters_.rx_unexpected;
       }
       return;
     case CmType::kMra:
       // The peer got our REQ (REP) and asks for time, as rdma_cm does while
-      // its application decides: wait what it asks (capped), then resend.
-      if ((c.state == State::kReqSent && m.ib.mra_message == 0) ||
-          (c.state == State::kRepSent && m.ib.mra_message == 1)) {
+      // its application decides: wait what it asks (capped), then resend. Once: as
+      // Linux (MRA_REQ_RCVD / MRA_REP_RCVD), a repeated MRA (the peer answers each
+      // resend with one) is ignored, or a peer that never decides holds us forever.
+      if (!c.mra_seen && ((c.state == State::kReqSent && m.ib.mra_message == kIbMsgReq) ||
+                          (c.state == State::kRepSent && m.ib.mra_message == kIbMsgRep))) {
         ++counters_.mra_received;
+        c.mra_seen = true;
         c.retries = 0;
         const uint64_t wait =
             std::min<uint64_t>(uint64_t{4096} << m.ib.mra_timeout, cfg_.max_mra_wait_ns);
@@ -426,6 +481,8 @@ void ConnectionManager::on_timer(uint64_t now_ns) {
     Conn& c = it->second;
     if (c.state == State::kRequestPending) {
       ++counters_.timeouts;
+      // As Linux, tell an IB requester (a native one gives up by now on its own).
+      if (c.peer.ib) send(c, id, CmType::kRej, RejectReason::kTimeout);
       fail(id, c, RejectReason::kTimeout, false);
       continue;
     }
@@ -434,8 +491,7 @@ void ConnectionManager::on_timer(uint64_t now_ns) {
       if (c.state == State::kDreqSent) {
         // The peer is gone; the connection is over either way.
         if (c.report) emit(event(CmAction::Kind::kDisconnected, id, c));
-        if (!c.active) by_remote_.erase({c.peer, c.remote_conn});
-        conns_.erase(it);
+        erase(it);
       } else {
         fail(id, c, RejectReason::kTimeout, false);
       }

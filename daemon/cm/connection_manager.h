@@ -15,7 +15,8 @@
 // max_retries times; then the connection fails with RejectReason::kTimeout.
 // Duplicates are answered again (a REP for a repeated REQ, an RTU for a
 // repeated REP, a DREP for any DREQ) and never create a second connection.
-// PMTU is the smaller of the two offers, capabilities the common ones.
+// PMTU is the smaller of the two offers (over the IB CM the REQ's: the REP
+// cannot name another), capabilities the common ones.
 //
 // Two dialects, by peer: conduit's native messages over UDP between daemons
 // (cm_message.h), and the IB CM's MADs (ib_cm_mad.h) for verbs peers (the
@@ -63,6 +64,13 @@ struct CmConfig {
   uint32_t first_conn_id = 1;  // seed: a restarted daemon should not reuse ids
   // IB CM: the longest an MRA makes us wait before resending (rdma_cm asks for 68 s).
   uint64_t max_mra_wait_ns = 30'000'000'000;
+  // IB CM: a request the owner has not answered lives as long as the requester resends
+  // its REQ (its REQ says how long), at most this long.
+  uint64_t max_ib_request_wait_ns = 120'000'000'000;
+  // Requests handed out and not yet answered, per source address (any port) and in all;
+  // a REQ beyond either gets REJ(quota): one sender cannot fill the connection table.
+  uint32_t max_pending_per_addr = 64;
+  uint32_t max_pending_requests = 2048;
   // For IB CM messages: our addresses (GIDs, rdma_cm header), the one of the
   // peer's family is used, and CA GUID.
   CmAddr local_addr4{};  // IPv4-mapped
@@ -109,6 +117,7 @@ struct CmCounters {
   uint64_t established = 0;
   uint64_t rejected_sent = 0;
   uint64_t rejected_received = 0;
+  uint64_t requests_over_cap = 0;  // REQs refused by max_pending_per_addr / _requests
 };
 
 class ConnectionManager {
@@ -126,7 +135,9 @@ class ConnectionManager {
                   const QpParams& local, const uint8_t* private_data = nullptr,
                   size_t private_len = 0);
   // Answers a kRequest. 0, -ENOENT (no such pending request of that owner:
-  // it timed out or the peer gave up), -EINVAL (bad params).
+  // it timed out or the peer gave up), -EINVAL (bad params). An IB CM request
+  // runs the REQ's PMTU (local.pmtu_bytes is the most we can carry, 0: none):
+  // when that is below it, -EMSGSIZE and the request is refused with REJ(invalid MTU).
   int accept(uint64_t now_ns, uint64_t owner, uint32_t conn, const QpParams& local,
              const uint8_t* private_data = nullptr, size_t private_len = 0);
   int reject(uint64_t now_ns, uint64_t owner, uint32_t conn, RejectReason reason);
@@ -178,20 +189,27 @@ class ConnectionManager {
     std::array<uint8_t, kMaxPrivateBytes> remote_private_data{};
     uint64_t deadline_ns = UINT64_MAX;
     uint32_t retries = 0;
+    bool mra_seen = false;  // IB CM: the peer's one MRA (for our REQ or REP) honoured
     uint64_t tid = 0;       // IB CM: the REQ's transaction id (REP, REJ and RTU echo it)
     uint64_t dreq_tid = 0;  // IB CM: our DREQ's
   };
 
   uint32_t allocate_id();
-  void send(const Conn& c, uint32_t local_id, CmType type, RejectReason reason = {});
+  void send(const Conn& c, uint32_t local_id, CmType type, RejectReason reason = {},
+            uint16_t ib_rej_code = 0);
   void send_reply(CmPeer to, uint32_t src, uint32_t dst, CmType type, RejectReason reason = {},
-                  uint64_t tid = 0, uint32_t peer_qpn = 0);
+                  uint64_t tid = 0, uint32_t peer_qpn = 0, uint8_t rej_message = kIbMsgReq,
+                  uint16_t ib_rej_code = 0);
   void emit_message(CmPeer to, const CmMessage& m, uint32_t peer_qpn);
   uint64_t new_tid(uint32_t id) { return uint64_t{++tid_seq_} << 32 | id; }
   void emit(const CmAction& a) { actions_.push_back(a); }
   CmAction event(CmAction::Kind kind, uint32_t id, const Conn& c) const;
   void establish(uint32_t id, Conn& c);
   void fail(uint32_t id, Conn& c, RejectReason reason, bool received);
+  // Removes a connection and what indexes it (by_remote_, the pending counts).
+  void erase(std::map<uint32_t, Conn>::iterator it);
+  // A request leaves kRequestPending (answered or gone): its pending counts drop.
+  void end_pending(const Conn& c);
   void on_req(uint64_t now_ns, CmPeer from, const CmMessage& m);
   void on_for_conn(uint64_t now_ns, CmPeer from, const CmMessage& m);
 
@@ -200,6 +218,8 @@ class ConnectionManager {
   std::map<uint32_t, Conn> conns_;                             // by local connection id
   std::map<std::pair<CmPeer, uint32_t>, uint32_t> by_remote_;  // (peer, remote id) -> local id
   std::map<uint64_t, uint64_t> listeners_;                     // service -> owner
+  std::map<CmAddr, uint32_t> pending_by_addr_;  // kRequestPending conns per peer address
+  uint32_t pending_total_ = 0;
   // Pending actions from actions_head_ on; the vector keeps its capacity when
   // drained, so steady-state timers and retries do not allocate.
   std::vector<CmAction> actions_;

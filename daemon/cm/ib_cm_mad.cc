@@ -36,6 +36,8 @@ enum AttrId : uint16_t {
 constexpr size_t kReqPrivateAt = 140;
 constexpr size_t kReqPrivateBytes = 92;
 constexpr size_t kRepPrivateAt = 36;
+constexpr size_t kRejAriAt = 12;
+constexpr uint8_t kRejAriGuidBytes = 8;
 constexpr size_t kRejPrivateAt = 84;
 constexpr uint8_t kRdmaCmVersion = 0x00;
 constexpr uint16_t kPermissiveLid = 0xFFFF;
@@ -77,11 +79,13 @@ CmParseError parse_req(const uint8_t* b, CmMessage& out) {
   p.qpn = get24(b + 32);
   p.responder_resources = b[35];
   p.initiator_depth = b[39];
+  out.ib.req_response_timeout = b[43] >> 3;
   const uint8_t transport = (b[43] >> 1) & 0x3;
   p.psn = get24(b + 44);
   p.retry_cnt = b[47] & 0x7;
   p.pmtu_bytes = ib_mtu_bytes(b[50] >> 4);
   p.rnr_retry = b[50] & 0x7;
+  out.ib.req_max_retries = b[51] >> 4;
   const bool srq = (b[51] >> 3) & 1;
   const uint8_t ext_transport = b[51] & 0x7;
   p.timeout = b[95] >> 3;
@@ -227,10 +231,16 @@ CmParseError parse_ib_cm_mad(const uint8_t* data, size_t len, CmMessage& out) {
       out.type = CmType::kRej;
       out.src_conn = get32(b + 0);
       out.dst_conn = get32(b + 4);
+      out.ib.rej_message = b[8] >> 6;
       out.ib.rej_code = get16(b + 10);
       out.reason = reject_reason_from_ib(out.ib.rej_code);
-      // The local id may be 0 (a REQ refused before an id was made), the remote not.
-      return out.dst_conn == 0 ? CmParseError::kBadConnId : CmParseError::kOk;
+      // The local id may be 0 (a REQ refused before an id was made). The remote one only
+      // in the Linux requester's REJ(timeout) for a REQ it gave up on before any REP: its
+      // own id names the request then.
+      if (out.dst_conn == 0 && (out.ib.rej_code != kIbRejTimeout || out.src_conn == 0)) {
+        return CmParseError::kBadConnId;
+      }
+      return CmParseError::kOk;
     case kAttrMra:
       out.type = CmType::kMra;
       out.src_conn = get32(b + 0);
@@ -322,13 +332,21 @@ size_t build_ib_cm_mad(const CmMessage& m, const IbCmBuildContext& ctx, uint8_t*
       put64(b + 28, ctx.ca_guid);
       std::memcpy(b + kRepPrivateAt, m.private_data.data(), m.private_len);
       break;
-    case CmType::kRej:
+    case CmType::kRej: {
       put16(out + 16, kAttrRej);
       put32(b + 4, m.dst_conn);
-      b[8] = 0;  // conduit rejects REQs only (message rejected: REQ)
-      put16(b + 10, m.ib.rej_code != 0 ? m.ib.rej_code : ib_rej_code_for(m.reason));
+      b[8] = static_cast<uint8_t>((m.ib.rej_message & 0x3) << 6);
+      const uint16_t code = m.ib.rej_code != 0 ? m.ib.rej_code : ib_rej_code_for(m.reason);
+      put16(b + 10, code);
+      if (code == kIbRejTimeout) {
+        // As Linux's: the ARI of a REJ(timeout) is the sender's CA GUID, by which (with
+        // the sender's comm id) Linux looks the connection up.
+        b[9] = kRejAriGuidBytes << 1;
+        put64(b + kRejAriAt, ctx.ca_guid);
+      }
       (void)kRejPrivateAt;
       break;
+    }
     case CmType::kRtu:
       put16(out + 16, kAttrRtu);
       put32(b + 4, m.dst_conn);

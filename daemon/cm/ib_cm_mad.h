@@ -76,6 +76,13 @@ enum IbRejCode : uint16_t {
   kIbRejInsufficientRespResources = 27,
   kIbRejConsumerDefined = 28,
 };
+// The message a REJ rejects or an MRA acknowledges (REJ's "message rejected",
+// MRA's "message MRAed").
+enum IbCmMsg : uint8_t {
+  kIbMsgReq = 0,
+  kIbMsgRep = 1,
+  kIbMsgOther = 2,
+};
 RejectReason reject_reason_from_ib(uint16_t code);
 uint16_t ib_rej_code_for(RejectReason r);
 

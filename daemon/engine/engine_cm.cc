@@ -162,11 +162,17 @@ int Engine::cm_command(const control::EngineCommand& cmd, uint64_t now_ns, uint3
       const cm::CmAction request = req->second;
       local.pmtu_bytes = cm_fit_pmtu(local.pmtu_bytes, request.peer.addr);
       if (request.peer.ib) {
-        // A verbs peer: its READ depths bound ours, and it runs go-back-N.
+        // A verbs peer: its READ depths bound ours, and it runs go-back-N. And it runs its
+        // REQ's PMTU whatever we answer (the REP has no MTU): ours is that one when the port
+        // carries it, else accept() refuses the request with REJ(invalid MTU).
         cm::cap_depths(local, request.remote);
         local.caps = 0;
+        uint32_t ip4 = 0;
+        const bool v6 = !cm::cm_addr_ipv4(request.peer.addr, ip4);
+        local.pmtu_bytes = pmtu_fits(request.remote.pmtu_bytes, v6) ? request.remote.pmtu_bytes : 0;
       }
       rc = cm_.accept(now_ns, owner, a.conn, local, a.private_data, a.private_len);
+      if (rc == -EMSGSIZE) cm_requests_.erase(req);  // refused: the request is gone
       if (rc < 0) break;
       cm_requests_.erase(req);
       cm::QpParams remote = request.remote;
@@ -175,7 +181,8 @@ int Engine::cm_command(const control::EngineCommand& cmd, uint64_t now_ns, uint3
       q->cm_local = local;
       q->cm_remote = remote;
       cm_conn_qpn_[a.conn] = q->qpn;
-      // RTR before the REP leaves: the peer may send as soon as it has it.
+      // RTR before the REP leaves: the peer may send as soon as it has it. Over the IB CM
+      // both PMTUs are the REQ's (accept()).
       const uint16_t pmtu = std::min(local.pmtu_bytes, remote.pmtu_bytes);
       const uint16_t caps = static_cast<uint16_t>(local.caps & remote.caps);
       rc = cm_move_qp(*q, local, remote, pmtu, caps, false, now_ns);

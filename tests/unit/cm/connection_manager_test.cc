@@ -475,3 +475,57 @@ TEST_CASE("kEstablished carries the peer's private data: the REP's on A, the REQ
   CHECK(eb->private_data[2] == 'q');
   CHECK(ea->caps == kCapSelectiveRepeat);  // both offered it
 }
+
+TEST_CASE("pending requests are capped per source address and in total") {
+  // A sender that never completes its REQs must not fill the connection table: at most 64
+  // unanswered requests per address, 2048 in all; the rest get REJ(quota).
+  ConnectionManager b{CmConfig{}};
+  REQUIRE(b.listen(42, kOwnerB) == 0);
+  CmMessage req;
+  req.type = CmType::kReq;
+  req.service = 42;
+  req.params = params(100);
+  uint8_t buf[kMaxMessageBytes];
+  std::vector<CmAction> acts(256);
+  auto flood = [&](CmPeer from, uint32_t first, uint32_t count, size_t& requests,
+                   size_t& quota_rejects, uint32_t& some_conn) {
+    requests = quota_rejects = 0;
+    for (uint32_t i = 0; i < count; ++i) {
+      req.src_conn = first + i;
+      b.on_message(0, from, buf, build_cm_message(req, buf));
+      for (size_t k = 0, n = b.poll_actions(acts.data(), acts.size()); k < n; ++k) {
+        if (acts[k].kind == CmAction::Kind::kRequest) {
+          ++requests;
+          some_conn = acts[k].conn;
+        }
+        CmMessage m;
+        if (acts[k].kind == CmAction::Kind::kSend &&
+            parse_cm_message(acts[k].bytes.data(), acts[k].len, m) == CmParseError::kOk &&
+            m.type == CmType::kRej && m.reason == RejectReason::kQuota) {
+          ++quota_rejects;
+        }
+      }
+    }
+  };
+  size_t requests = 0, rejects = 0;
+  uint32_t conn = 0;
+  flood(kA, 1, 100, requests, rejects, conn);
+  CHECK(requests == 64);
+  CHECK(rejects == 36);
+  CHECK(b.counters().requests_over_cap == 36);
+  // Answering one makes room for one more from that address.
+  REQUIRE(b.accept(0, kOwnerB, conn, params(200)) == 0);
+  flood(kA, 1000, 2, requests, rejects, conn);
+  CHECK(requests == 1);
+  CHECK(rejects == 1);
+  // Another port of the same address shares its quota; other addresses have their own.
+  flood(CmPeer{kA.addr, 9999}, 2000, 1, requests, rejects, conn);
+  CHECK(requests == 0);
+  size_t total = 64;
+  for (uint32_t host = 3; host < 40; ++host) {
+    flood(CmPeer{cm_addr_v4(0xC6120000 + host), 4792}, 1, 64, requests, rejects, conn);
+    total += requests;
+  }
+  CHECK(total == 2048);
+  CHECK(b.connection_count() == 2048 + 1);  // and the accepted one
+}

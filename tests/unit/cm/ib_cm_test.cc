@@ -640,3 +640,245 @@ TEST_CASE("ib_cm: an MRA makes the requester wait as asked, then resend", "[cm][
   n.a.on_message(n.now, IbPair::kB, buf.data(), buf.size());
   CHECK(n.a.counters().rx_unexpected == 1);
 }
+
+namespace {
+
+std::vector<CmAction> drain(ConnectionManager& m) {
+  std::vector<CmAction> out;
+  CmAction a[8];
+  for (size_t n; (n = m.poll_actions(a, 8)) > 0;) out.insert(out.end(), a, a + n);
+  return out;
+}
+
+// The MADs among actions whose attribute is attr (0x12: REJ).
+std::vector<std::vector<uint8_t>> mads(const std::vector<CmAction>& acts, uint8_t attr) {
+  std::vector<std::vector<uint8_t>> out;
+  for (const auto& a : acts) {
+    if (a.kind == CmAction::Kind::kSend && a.bytes[17] == attr) {
+      out.emplace_back(a.bytes.begin(), a.bytes.begin() + a.len);
+    }
+  }
+  return out;
+}
+
+size_t count_kind(const std::vector<CmAction>& acts, CmAction::Kind k) {
+  return static_cast<size_t>(
+      std::count_if(acts.begin(), acts.end(), [k](const CmAction& a) { return a.kind == k; }));
+}
+
+constexpr uint8_t kAttrRej = 0x12;
+// REJ body fields (from the MAD's start): message rejected (2 bits), reason.
+uint8_t rej_message(const std::vector<uint8_t>& mad) { return mad[24 + 8] >> 6; }
+uint16_t rej_code(const std::vector<uint8_t>& mad) {
+  return static_cast<uint16_t>(mad[24 + 10] << 8 | mad[24 + 11]);
+}
+
+}  // namespace
+
+TEST_CASE("ib_cm: the passive side runs the REQ's path MTU, or refuses it with REJ(invalid MTU)",
+          "[cm][ib]") {
+  // The IB REP carries no MTU: the requester runs the one it asked for, so the passive side
+  // must run that one too (a smaller one would fail every message between the two).
+  IbPair n;
+  REQUIRE(n.b.listen(7471, 22) == 0);
+  QpParams a_local = ib_params(0x10, 1, 1, 1);
+  a_local.pmtu_bytes = 1024;
+  REQUIRE(n.a.connect(n.now, 11, IbPair::kB, 7471, a_local) > 0);
+  n.run();
+  const CmAction* req = n.last(n.events_b, CmAction::Kind::kRequest);
+  REQUIRE(req != nullptr);
+  CHECK(req->remote.pmtu_bytes == 1024);
+  // B could carry 4096: it still runs 1024.
+  REQUIRE(n.b.accept(n.now, 22, req->conn, ib_params(0x20, 2, 1, 1)) == 0);
+  n.run();
+  const CmAction* ea = n.last(n.events_a, CmAction::Kind::kEstablished);
+  const CmAction* eb = n.last(n.events_b, CmAction::Kind::kEstablished);
+  REQUIRE(ea != nullptr);
+  REQUIRE(eb != nullptr);
+  CHECK(ea->pmtu_bytes == 1024);
+  CHECK(eb->pmtu_bytes == 1024);
+
+  // A asks for 4096; B's port carries 1024 at most: B refuses with REJ(invalid MTU) rather
+  // than run a smaller PMTU than A.
+  REQUIRE(n.a.connect(n.now, 11, IbPair::kB, 7471, ib_params(0x11, 1, 1, 1)) > 0);
+  n.run();
+  req = n.last(n.events_b, CmAction::Kind::kRequest);
+  REQUIRE(req != nullptr);
+  CHECK(req->remote.pmtu_bytes == 4096);
+  QpParams small = ib_params(0x21, 2, 1, 1);
+  small.pmtu_bytes = 1024;
+  CHECK(n.b.accept(n.now, 22, req->conn, small) == -EMSGSIZE);
+  const std::vector<CmAction> out = drain(n.b);
+  const auto rejs = mads(out, kAttrRej);
+  REQUIRE(rejs.size() == 1);
+  CHECK(rej_code(rejs[0]) == kIbRejInvalidMtu);
+  CHECK(rej_message(rejs[0]) == 0);  // a REQ
+  CHECK(mads(out, 0x13).empty());    // no REP
+  n.a.on_message(n.now, IbPair::kB, rejs[0].data(), rejs[0].size());
+  n.run();
+  const CmAction* rej = n.last(n.events_a, CmAction::Kind::kRejected);
+  REQUIRE(rej != nullptr);
+  CHECK(rej->reason == RejectReason::kPolicy);
+  CHECK(n.b.connection_count() == 1);  // the first connection only
+  CHECK(n.b.accept(n.now, 22, req->conn, small) == -ENOENT);
+}
+
+TEST_CASE("ib_cm: a REJ names the message it rejects: the REQ, or (after our REP) other",
+          "[cm][ib]") {
+  // Linux looks a REJ of a REQ up without the sender's id: one sent after our REP must say
+  // "other" (2), or Linux drops it and stays connected.
+  IbPair n;
+  REQUIRE(n.b.listen(7471, 22) == 0);
+  REQUIRE(n.a.connect(n.now, 11, IbPair::kB, 7471, ib_params(0x10, 1, 1, 1)) > 0);
+  n.run();
+  const CmAction* req = n.last(n.events_b, CmAction::Kind::kRequest);
+  REQUIRE(req != nullptr);
+  REQUIRE(n.b.reject(n.now, 22, req->conn, RejectReason::kRefused) == 0);
+  auto rejs = mads(drain(n.b), kAttrRej);
+  REQUIRE(rejs.size() == 1);
+  CHECK(rej_message(rejs[0]) == 0);
+  CHECK(rej_code(rejs[0]) == kIbRejConsumerDefined);
+
+  REQUIRE(n.a.connect(n.now, 11, IbPair::kB, 7471, ib_params(0x11, 1, 1, 1)) > 0);
+  n.run();
+  req = n.last(n.events_b, CmAction::Kind::kRequest);
+  REQUIRE(req != nullptr);
+  REQUIRE(n.b.accept(n.now, 22, req->conn, ib_params(0x21, 2, 1, 1)) == 0);
+  CHECK(mads(drain(n.b), 0x13).size() == 1);  // the REP, lost on the way
+  REQUIRE(n.b.disconnect(n.now, 22, req->conn) == 0);
+  rejs = mads(drain(n.b), kAttrRej);
+  REQUIRE(rejs.size() == 1);
+  CHECK(rej_message(rejs[0]) == 2);
+  // The parser reads the field back.
+  CmMessage m = parse_ok(rejs[0]);
+  CHECK(m.type == CmType::kRej);
+}
+
+TEST_CASE("ib_cm: a pending request outlives the requester's REQ resends, then REJ(timeout)",
+          "[cm][ib]") {
+  // rdma_cm's REQ: remote CM response timeout 20 (4.3 s), 15 CM retries: it resends for
+  // 16 x 4.3 s = 68.7 s. Each resend is the same request, not a new one.
+  IbPair n;
+  REQUIRE(n.b.listen(7471, 22) == 0);
+  const std::vector<uint8_t> req_mad = mad_from_hex(kKernelReq);
+  n.b.on_message(n.now, IbPair::kA, req_mad.data(), req_mad.size());
+  std::vector<CmAction> out = drain(n.b);
+  REQUIRE(count_kind(out, CmAction::Kind::kRequest) == 1);
+  const uint32_t conn = out[0].conn;
+  const uint64_t t0 = n.now;
+  const uint64_t wait = n.b.next_deadline_ns() - t0;
+  CHECK(wait >= 16 * 4'294'967'296ull);
+  CHECK(wait <= 120'000'000'000ull);
+  for (int i = 1; i <= 15; ++i) {
+    n.now = t0 + uint64_t(i) * 4'294'967'296ull;
+    n.b.on_timer(n.now);
+    n.b.on_message(n.now, IbPair::kA, req_mad.data(), req_mad.size());
+    out = drain(n.b);
+    INFO("resend " << i);
+    CHECK(count_kind(out, CmAction::Kind::kRequest) == 0);
+    CHECK(count_kind(out, CmAction::Kind::kRejected) == 0);
+    CHECK(mads(out, kAttrRej).empty());
+  }
+  CHECK(n.b.connection_count() == 1);
+  // Nobody answers: the request expires, and the requester is told why.
+  n.now = n.b.next_deadline_ns();
+  n.b.on_timer(n.now);
+  out = drain(n.b);
+  const auto rejs = mads(out, kAttrRej);
+  REQUIRE(rejs.size() == 1);
+  CHECK(rej_code(rejs[0]) == kIbRejTimeout);
+  CHECK(rej_message(rejs[0]) == 0);
+  CHECK(count_kind(out, CmAction::Kind::kRejected) == 1);
+  CHECK(n.b.connection_count() == 0);
+  CHECK(n.b.accept(n.now, 22, conn, ib_params(0x20, 2, 1, 1)) == -ENOENT);
+
+  // A requester asking for the longest wait (2^31 x 4 us, 15 retries) is bounded.
+  std::vector<uint8_t> slow = req_mad;
+  slow[24 + 43] = static_cast<uint8_t>(31 << 3 | (slow[24 + 43] & 0x7));
+  slow[24 + 3] ^= 1;  // another comm id
+  n.b.on_message(n.now, IbPair::kA, slow.data(), slow.size());
+  REQUIRE(count_kind(drain(n.b), CmAction::Kind::kRequest) == 1);
+  CHECK(n.b.next_deadline_ns() - n.now <= 120'000'000'000ull);
+
+  // An accepted, established connection: a late resend of its REQ is no new request either.
+  slow[24 + 3] ^= 2;
+  n.b.on_message(n.now, IbPair::kA, slow.data(), slow.size());
+  out = drain(n.b);
+  REQUIRE(count_kind(out, CmAction::Kind::kRequest) == 1);
+  const CmAction r = *std::find_if(
+      out.begin(), out.end(), [](const CmAction& a) { return a.kind == CmAction::Kind::kRequest; });
+  REQUIRE(n.b.accept(n.now, 22, r.conn, ib_params(0x20, 2, 1, 1)) == 0);
+  n.b.on_qp_traffic(r.conn);
+  drain(n.b);
+  n.b.on_message(n.now, IbPair::kA, slow.data(), slow.size());
+  CHECK(count_kind(drain(n.b), CmAction::Kind::kRequest) == 0);
+}
+
+TEST_CASE("ib_cm: one MRA per message is honoured; repeated MRAs do not wait forever", "[cm][ib]") {
+  IbPair n;
+  REQUIRE(n.b.listen(7471, 22) == 0);
+  const int64_t conn = n.a.connect(n.now, 11, IbPair::kB, 7471, ib_params(0x10, 5, 1, 1));
+  REQUIRE(conn > 0);
+  n.run();
+  const CmAction* req = n.last(n.events_b, CmAction::Kind::kRequest);
+  REQUIRE(req != nullptr);
+  CmMessage mra;
+  mra.type = CmType::kMra;
+  mra.src_conn = req->conn;
+  mra.dst_conn = static_cast<uint32_t>(conn);
+  mra.ib.mra_message = 0;
+  mra.ib.mra_timeout = 24;
+  std::vector<uint8_t> buf(kMadBytes);
+  REQUIRE(build_ib_cm_mad(mra, IbCmBuildContext{}, buf.data()) == kMadBytes);
+  // B never answers but says "wait" to every REQ (re)sent: A honours the first only, then
+  // resends within its budget and gives up.
+  bool failed = false;
+  for (int i = 0; i < 40 && !failed; ++i) {
+    n.a.on_message(n.now, IbPair::kB, buf.data(), buf.size());
+    n.now = n.a.next_deadline_ns();
+    n.a.on_timer(n.now);
+    for (const auto& a : drain(n.a)) failed |= a.kind == CmAction::Kind::kRejected;
+  }
+  CHECK(failed);
+  CHECK(n.a.counters().mra_received == 1);
+  CHECK(n.a.connection_count() == 0);
+}
+
+TEST_CASE("ib_cm: Linux's REJ(timeout) without our id ends the request it names", "[cm][ib]") {
+  // A Linux requester that gives up sends REJ(timeout) with remote comm id 0 (it never saw
+  // ours): it is matched by the peer and the peer's own id.
+  for (const bool accepted : {false, true}) {
+    INFO((accepted ? "after our REP" : "request pending"));
+    IbPair n;
+    REQUIRE(n.b.listen(7471, 22) == 0);
+    const std::vector<uint8_t> req_mad = mad_from_hex(kKernelReq);
+    n.b.on_message(n.now, IbPair::kA, req_mad.data(), req_mad.size());
+    std::vector<CmAction> out = drain(n.b);
+    REQUIRE(count_kind(out, CmAction::Kind::kRequest) == 1);
+    const uint32_t conn = out[0].conn;
+    if (accepted) {
+      QpParams local = ib_params(0x20, 2, 1, 1);
+      local.pmtu_bytes = 1024;
+      REQUIRE(n.b.accept(n.now, 22, conn, local) == 0);
+      drain(n.b);
+    }
+    std::vector<uint8_t> rej(kMadBytes, 0);
+    std::copy(req_mad.begin(), req_mad.begin() + 24, rej.begin());  // header, tid
+    rej[17] = kAttrRej;
+    std::copy(req_mad.begin() + 24, req_mad.begin() + 28, rej.begin() + 24);  // its comm id
+    rej[24 + 11] = kIbRejTimeout;
+    rej[24 + 9] = 8 << 1;  // ARI: its CA GUID
+    std::copy(req_mad.begin() + 24 + 16, req_mad.begin() + 24 + 24, rej.begin() + 24 + 12);
+    CmMessage m;
+    CHECK(parse_ib_cm_mad(rej.data(), rej.size(), m) == CmParseError::kOk);
+    n.b.on_message(n.now, IbPair::kA, rej.data(), rej.size());
+    CHECK(n.b.counters().rx_malformed == 0);
+    out = drain(n.b);
+    REQUIRE(count_kind(out, CmAction::Kind::kRejected) == 1);
+    CHECK(out[0].reason == RejectReason::kTimeout);
+    CHECK(n.b.connection_count() == 0);
+    // Any other REJ without our id is still malformed.
+    rej[24 + 11] = kIbRejConsumerDefined;
+    CHECK(parse_ib_cm_mad(rej.data(), rej.size(), m) == CmParseError::kBadConnId);
+  }
+}

@@ -1577,6 +1577,43 @@ TEST_CASE("engine: the connection manager connects two QPs over the wire, then S
   CHECK(find_cm(ev_b, proto::CmEventKind::kDisconnected)->cm.qpn == f.b.qpn);
 }
 
+TEST_CASE("engine: an IB CM request runs the REQ's path MTU, whatever the acceptor asked for",
+          "[engine][cm]") {
+  // The IB REP carries no MTU: the requester runs its REQ's (1024 here), so the passive side
+  // must too. Had b taken its 512, every message over 512 bytes would fail between them.
+  Fixture f(Fixture::Options{.connect_qps = false});
+  CmEvents ev{f};
+  control::EngineCommand listen;
+  listen.op = control::EngineOp::kCmListen;
+  listen.cm.service = 9;
+  f.b.submit(listen);
+  auto conn = cm_cmd(control::EngineOp::kCmConnect, f.a.qpn, 1024, false, "");
+  conn.cm.peer = proto::cm_addr_v4(f.addr_b.value);
+  conn.cm.service = 9;
+  conn.cm.flags |= proto::kCmFlagRdmaCm;
+  f.a.submit(conn);
+  REQUIRE(ev.pump([&] { return find_cm(ev.b, proto::CmEventKind::kRequest) != nullptr; }));
+  const control::CmEventInfo req = find_cm(ev.b, proto::CmEventKind::kRequest)->cm;
+  CHECK(req.pmtu_bytes == 1024);
+  auto accept = cm_cmd(control::EngineOp::kCmAccept, f.b.qpn, 512, false, "");
+  accept.cm.conn = req.conn;
+  f.b.submit(accept);
+  REQUIRE(ev.pump([&] {
+    return find_cm(ev.a, proto::CmEventKind::kEstablished) != nullptr &&
+           find_cm(ev.b, proto::CmEventKind::kEstablished) != nullptr;
+  }));
+  CHECK(find_cm(ev.a, proto::CmEventKind::kEstablished)->cm.pmtu_bytes == 1024);
+  CHECK(find_cm(ev.b, proto::CmEventKind::kEstablished)->cm.pmtu_bytes == 1024);
+  // A one-packet SEND of 1000 bytes: b's QP takes it.
+  std::memset(f.a.arena(), 0x5A, 1000);
+  post_recv(f.b, 1, 0, 2048);
+  post_send(f.a, 2, CONDUIT_SHM_WR_SEND, 0, 1000);
+  const conduit_shm_cqe rx = wait_cqe(f, f.b);
+  CHECK(rx.status == CONDUIT_SHM_WC_SUCCESS);
+  CHECK(rx.byte_len == 1000);
+  CHECK(wait_cqe(f, f.a).status == CONDUIT_SHM_WC_SUCCESS);
+}
+
 namespace {
 // The UDP checksum of every IPv6 datagram to UDP `port` waiting in `ring` (untagged frames),
 // recomputed: 0 when it verifies, else the stored value's mismatch; -1 for a zero checksum.
