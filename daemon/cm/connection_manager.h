@@ -68,8 +68,10 @@ struct CmConfig {
   // its REQ (its REQ says how long), at most this long.
   uint64_t max_ib_request_wait_ns = 120'000'000'000;
   // Requests handed out and not yet answered, per source address (any port) and in all;
-  // a REQ beyond either gets REJ(quota): one sender cannot fill the connection table.
-  uint32_t max_pending_per_addr = 64;
+  // a REQ beyond either gets REJ(quota): one sender cannot fill the connection table. A
+  // host that connects many QPs at once (an rdma_cm job opening one per peer process)
+  // stays far below the first.
+  uint32_t max_pending_per_addr = 256;
   uint32_t max_pending_requests = 2048;
   // For IB CM messages: our addresses (GIDs, rdma_cm header), the one of the
   // peer's family is used, and CA GUID.

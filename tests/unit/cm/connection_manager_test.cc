@@ -478,8 +478,12 @@ TEST_CASE("kEstablished carries the peer's private data: the REP's on A, the REQ
 
 TEST_CASE("pending requests are capped per source address and in total") {
   // A sender that never completes its REQs must not fill the connection table: at most 64
-  // unanswered requests per address, 2048 in all; the rest get REJ(quota).
-  ConnectionManager b{CmConfig{}};
+  // unanswered requests per address here (256 by default), 2048 in all; the rest get
+  // REJ(quota).
+  CmConfig cfg;
+  cfg.max_pending_per_addr = 64;
+  REQUIRE(cfg.max_pending_requests == 2048);
+  ConnectionManager b{cfg};
   REQUIRE(b.listen(42, kOwnerB) == 0);
   CmMessage req;
   req.type = CmType::kReq;
