@@ -242,9 +242,10 @@ RxResult NetStack::on_rx_frame(std::span<const uint8_t> frame, uint64_t now_ns,
   } else if (config_.vlan_id) {
     return drop(RxDrop::kVlanMismatch);
   }
-  // No station sends from a group or zero MAC (IEEE 802). Replies go to the
-  // source MAC, so answering one would flood the link; learning it is no better.
-  if (!is_unicast_mac(eth->src)) return drop(RxDrop::kL2BadSource);
+  // No station sends from a group MAC (IEEE 802). Replies go to the source MAC,
+  // so answering one would flood the link; learning it is no better. (A zero
+  // source is odd but unicast: test tools send it, and Linux takes it.)
+  if (eth->src.is_multicast()) return drop(RxDrop::kL2BadSource);
   if (ether_type == kEtherTypeIpv6) {
     if (!ipv6_on()) return drop(RxDrop::kIpv6Off);
     // Unicast to us, or one of the two groups we belong to: all-nodes and
@@ -494,14 +495,14 @@ wire::RxExpect NetStack::make_roce_expect(std::span<const uint8_t> frame, const 
 bool NetStack::on_rx_expected(std::span<const uint8_t> frame, const wire::RxExpect& exp,
                               UdpDatagram& udp, wire::RoceView& view, wire::DropReason& why) {
   // Our MAC first: cheaper than the match, which includes the ICRC. The
-  // source MAC is not in the expectation: on_rx_frame's unicast check is repeated.
+  // source MAC is not in the expectation: on_rx_frame's group check is repeated.
   if (frame.size() < sizeof(EthernetHeader) ||
       std::memcmp(frame.data(), config_.mac.bytes.data(), sizeof(MacAddr)) != 0) {
     return false;
   }
   MacAddr src_mac;
   std::memcpy(src_mac.bytes.data(), frame.data() + 6, sizeof(MacAddr));
-  if (!is_unicast_mac(src_mac) || !wire::parse_frame_matched(frame, exp, view, why)) return false;
+  if (src_mac.is_multicast() || !wire::parse_frame_matched(frame, exp, view, why)) return false;
   ++counters_.rx_frames;
   ++counters_.rx_udp_delivered;
   const size_t l3 = exp.l2_bytes;

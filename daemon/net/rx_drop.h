@@ -49,7 +49,7 @@ enum class RxDrop : uint8_t {
   kNdpMalformed,    // NS/NA failing RFC 4861 7.1.1/7.1.2 validation (code, length, options, ..)
   kNdpNotForUs,     // NS whose target is not addr6
   // Appended: an L2 reason, checked right after the VLAN tag.
-  kL2BadSource,  // Ethernet source MAC is a group (multicast/broadcast) or zero address
+  kL2BadSource,  // Ethernet source MAC is a group (multicast or broadcast) address
   kCount,
 };
 
