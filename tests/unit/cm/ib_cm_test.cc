@@ -515,6 +515,19 @@ QpParams ib_params(uint32_t qpn, uint32_t psn, uint8_t initiator, uint8_t respon
   return q;
 }
 
+// B's MRA of A's REQ ("wait 2^timeout x 4 us"), as B's rdma_cm sends it.
+std::vector<uint8_t> mra_of_req(uint32_t b_conn, uint32_t a_conn, uint8_t timeout) {
+  CmMessage mra;
+  mra.type = CmType::kMra;
+  mra.src_conn = b_conn;
+  mra.dst_conn = a_conn;
+  mra.ib.mra_message = 0;
+  mra.ib.mra_timeout = timeout;
+  std::vector<uint8_t> buf(kMadBytes);
+  REQUIRE(build_ib_cm_mad(mra, IbCmBuildContext{}, buf.data()) == kMadBytes);
+  return buf;
+}
+
 }  // namespace
 
 TEST_CASE("ib_cm: two managers connect, agree on PSNs and depths, disconnect", "[cm][ib]") {
@@ -612,14 +625,7 @@ TEST_CASE("ib_cm: an MRA makes the requester wait as asked, then resend", "[cm][
   const CmAction* req = n.last(n.events_b, CmAction::Kind::kRequest);
   REQUIRE(req != nullptr);
   // B's application takes its time; B says so (as rdma_cm does): an MRA of the REQ, 2^24 x 4 us.
-  CmMessage mra;
-  mra.type = CmType::kMra;
-  mra.src_conn = req->conn;
-  mra.dst_conn = static_cast<uint32_t>(conn);
-  mra.ib.mra_message = 0;
-  mra.ib.mra_timeout = 24;
-  std::vector<uint8_t> buf(kMadBytes);
-  REQUIRE(build_ib_cm_mad(mra, IbCmBuildContext{}, buf.data()) == kMadBytes);
+  const std::vector<uint8_t> buf = mra_of_req(req->conn, static_cast<uint32_t>(conn), 24);
   CmMessage back = parse_ok(buf);
   CHECK(back.type == CmType::kMra);
   CHECK(back.ib.mra_timeout == 24);
@@ -822,14 +828,7 @@ TEST_CASE("ib_cm: one MRA per message is honoured; repeated MRAs do not wait for
   n.run();
   const CmAction* req = n.last(n.events_b, CmAction::Kind::kRequest);
   REQUIRE(req != nullptr);
-  CmMessage mra;
-  mra.type = CmType::kMra;
-  mra.src_conn = req->conn;
-  mra.dst_conn = static_cast<uint32_t>(conn);
-  mra.ib.mra_message = 0;
-  mra.ib.mra_timeout = 24;
-  std::vector<uint8_t> buf(kMadBytes);
-  REQUIRE(build_ib_cm_mad(mra, IbCmBuildContext{}, buf.data()) == kMadBytes);
+  const std::vector<uint8_t> buf = mra_of_req(req->conn, static_cast<uint32_t>(conn), 24);
   // B never answers but says "wait" to every REQ (re)sent: A honours the first only, then
   // resends within its budget and gives up.
   bool failed = false;
