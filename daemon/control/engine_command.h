@@ -70,7 +70,10 @@
 //                  only: a RoCE or connection-manager datagram in it is ignored
 //                  (counted in engine.kernel_frames_ignored). `frame` holds
 //                  `frame_len` bytes; the control thread owns them and keeps
-//                  them until the ack.
+//                  them until the ack (as for kSetPolicy, the command ring's
+//                  release/acquire publishes them to the engine, and the event
+//                  ring's orders the engine's last read before the control
+//                  thread reuses the buffer).
 //
 // Events (engine -> control).
 //   kAck           command `cookie` done; `status` 0 or negative errno.

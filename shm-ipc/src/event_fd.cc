@@ -91,6 +91,11 @@ uint64_t EventFd::drain_shared(int fd) {
     const ssize_t n = ::preadv2(fd, &iov, 1, -1, RWF_NOWAIT);
     if (n == static_cast<ssize_t>(sizeof(count))) return count;
     if (n < 0 && errno == EINTR) continue;
+    // Kernels before 5.12 read eventfds without RWF_NOWAIT support: drain as before there
+    // (a client could then block this read), rather than never draining, which would leave
+    // the descriptor readable and the caller's sleep ending at once, for ever.
+    if (n < 0 && errno == EOPNOTSUPP)
+      return ::read(fd, &count, sizeof(count)) == sizeof(count) ? count : 0;
     return 0;  // EAGAIN: nothing pending
   }
 }

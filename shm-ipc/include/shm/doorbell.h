@@ -96,7 +96,8 @@ class EventFd {
   // at the maximum can still stall the write.
   static int kick_shared(int fd);
   // Reads and resets fd's counter (preadv2 with RWF_NOWAIT, which an eventfd
-  // honours whatever its flags say); the count, 0 if none or on error.
+  // honours whatever its flags say, from Linux 5.12; a plain read before);
+  // the count, 0 if none or on error.
   static uint64_t drain_shared(int fd);
   // Whether fd is an eventfd (what a client must hand over as one).
   static bool is_eventfd(int fd);
