@@ -242,6 +242,7 @@ struct ControlServer::Impl {
   bool on_datagram(const std::shared_ptr<Session>& s, ssize_t n) {
     proto::ReplyMessage reply;
     std::vector<int> fds;
+    std::vector<proto::UniqueFd> handed_over;  // closed once the reply is sent
     proto::Header h;
     const bool have_header = n > 0 && proto::peek_header(rx, h);
     const auto type =
@@ -269,6 +270,8 @@ struct ControlServer::Impl {
       auto out = service.handle(s->client_id, req, rx_fds);
       reply = std::move(out.reply);
       fds = std::move(out.fds);
+      handed_over = std::move(out.handed_over);
+      for (const auto& fd : handed_over) fds.push_back(fd.get());
       if (reply.status < 0) {
         spdlog::info("control: client {} {}: {}", s->client_id, proto::msg_type_name(req.type()),
                      reply.reason);

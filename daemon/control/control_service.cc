@@ -45,7 +45,8 @@ ControlService::Outcome ok(MsgType type, uint32_t seq, proto::ReplyBody body) {
 }
 
 ControlService::Outcome fail(MsgType type, uint32_t seq, int code, std::string reason) {
-  return ControlService::Outcome{proto::make_error_reply(type, seq, code, std::move(reason)), {}};
+  return ControlService::Outcome{
+      proto::make_error_reply(type, seq, code, std::move(reason)), {}, {}};
 }
 
 std::string bytes_str(uint64_t b) {
@@ -124,8 +125,7 @@ ControlService::Outcome ControlService::handle(uint32_t client_id, const proto::
   Outcome out;
   if (cp == nullptr) {
     out = fail(type, seq, -ENOTCONN, "unknown client");
-  } else if (!fds_in.empty() && !(type == MsgType::kCreateCq &&
-                                  std::get<proto::CreateCqRequest>(req.body).has_eventfd)) {
+  } else if (!fds_in.empty()) {
     out = fail(type, seq, -EINVAL, "unexpected file descriptor with this request");
   } else {
     Client& c = *cp;
@@ -144,7 +144,7 @@ ControlService::Outcome ControlService::handle(uint32_t client_id, const proto::
               remove_client(c);  // keeps the connection; the client may attach again
               out = ok(type, seq, proto::DetachReply{});
             } else if constexpr (std::is_same_v<T, proto::CreateCqRequest>) {
-              out = create_cq(c, r, seq, fds_in);
+              out = create_cq(c, r, seq);
             } else if constexpr (std::is_same_v<T, proto::DestroyCqRequest>) {
               out = destroy_cq(c, r, seq);
             } else if constexpr (std::is_same_v<T, proto::CreateQpRequest>) {
@@ -236,28 +236,20 @@ ControlService::Outcome ControlService::attach(Client& c, const proto::AttachReq
     ++unguarded_regions_;
     spdlog::warn("control: client {}'s region is not SIGBUS-guarded (guard table full)", c.id);
   }
-  shm::EventFd doorbell;
-  if (int rc = shm::EventFd::create(&doorbell); rc < 0) {
-    return fail(t, seq, rc, std::string("cannot create doorbell eventfd: ") + std::strerror(-rc));
+  // The client gets the doorbell's writing end and the CM events' reading end; conduitd
+  // keeps the others.
+  shm::WakeFd doorbell_ours, doorbell_theirs, cm_ours, cm_theirs;
+  if (int rc = shm::WakeFd::create(shm::WakeFd::Kind::kSocket, &doorbell_theirs, &doorbell_ours);
+      rc < 0) {
+    return fail(t, seq, rc,
+                std::string("cannot create the doorbell socket: ") + std::strerror(-rc));
+  }
+  if (int rc = shm::WakeFd::create(shm::WakeFd::Kind::kPipe, &cm_ours, &cm_theirs); rc < 0) {
+    return fail(t, seq, rc, std::string("cannot create the CM event pipe: ") + std::strerror(-rc));
   }
   c.region = std::move(region);
-  c.doorbell.reset(::dup(doorbell.fd()));  // EventFd closes its own copy
-  if (!c.doorbell.valid()) {
-    c.region.reset();
-    return fail(t, seq, -errno, "cannot duplicate doorbell eventfd");
-  }
-  shm::EventFd cm_events;
-  if (int rc = shm::EventFd::create(&cm_events); rc < 0) {
-    c.region.reset();
-    c.doorbell.reset();
-    return fail(t, seq, rc, std::string("cannot create CM eventfd: ") + std::strerror(-rc));
-  }
-  c.cm_eventfd.reset(::dup(cm_events.fd()));
-  if (!c.cm_eventfd.valid()) {
-    c.region.reset();
-    c.doorbell.reset();
-    return fail(t, seq, -errno, "cannot duplicate the CM eventfd");
-  }
+  c.doorbell.reset(doorbell_ours.release());
+  c.cm_wake.reset(cm_ours.release());
   c.cm_events.clear();
   c.name = r.client_name;
   c.attached = true;
@@ -285,19 +277,15 @@ ControlService::Outcome ControlService::attach(Client& c, const proto::AttachReq
   rep.max_mr_bytes = limits_.max_mr_bytes;
   c.limits = limits_;
   Outcome o = ok(t, seq, rep);
-  o.fds = {c.region->fd(), c.doorbell.get(), c.cm_eventfd.get()};
+  o.fds = {c.region->fd()};
+  o.handed_over.emplace_back(doorbell_theirs.release());
+  o.handed_over.emplace_back(cm_theirs.release());
   return o;
 }
 
 ControlService::Outcome ControlService::create_cq(Client& c, const proto::CreateCqRequest& r,
-                                                  uint32_t seq,
-                                                  std::vector<proto::UniqueFd>& fds_in) {
+                                                  uint32_t seq) {
   const MsgType t = MsgType::kCreateCq;
-  if (r.has_eventfd != (fds_in.size() == 1)) {
-    return fail(t, seq, -EINVAL,
-                r.has_eventfd ? "has_eventfd is set but no single descriptor came with it"
-                              : "descriptor sent without has_eventfd");
-  }
   if (c.cqs.size() >= c.limits.max_cqs) {
     return fail(t, seq, -EDQUOT,
                 "quota exceeded: " + std::to_string(c.limits.max_cqs) +
@@ -310,10 +298,12 @@ ControlService::Outcome ControlService::create_cq(Client& c, const proto::Create
                     std::to_string(depth) +
                     "-entry CQ rings (policy: clients.quotas.max_cqe, as it was at attach)");
   }
-  if (r.has_eventfd && !shm::EventFd::is_eventfd(fds_in[0].get())) {
-    // The engine writes to it: a pipe or socket whose reader is gone would raise SIGPIPE,
-    // a full one block the engine.
-    return fail(t, seq, -EINVAL, "the descriptor sent with the CQ is not an eventfd");
+  shm::WakeFd wake_ours, wake_theirs;
+  if (r.wants_wakeup) {
+    if (int rc = shm::WakeFd::create(shm::WakeFd::Kind::kPipe, &wake_ours, &wake_theirs); rc < 0) {
+      return fail(t, seq, rc,
+                  std::string("cannot create the CQ's wakeup pipe: ") + std::strerror(-rc));
+    }
   }
   const uint32_t slot = first_free(c.cq_slot_busy);
   if (slot == UINT32_MAX) {
@@ -323,7 +313,7 @@ ControlService::Outcome ControlService::create_cq(Client& c, const proto::Create
   c.region->reset_cq_ring(slot, 0);
   Cq& cq = c.cqs[slot];
   cq.slot = slot;
-  if (r.has_eventfd) cq.event_fd = std::move(fds_in[0]);
+  cq.event_fd.reset(wake_ours.release());  // -1 without a wakeup
 
   EngineCommand cmd;
   cmd.op = EngineOp::kAddCq;
@@ -331,7 +321,9 @@ ControlService::Outcome ControlService::create_cq(Client& c, const proto::Create
   cmd.cq_slot = slot;
   cmd.event_fd = cq.event_fd.get();
   to_engine(cmd);
-  return ok(t, seq, proto::CreateCqReply{slot, depth});
+  Outcome o = ok(t, seq, proto::CreateCqReply{slot, depth});
+  if (wake_theirs.valid()) o.handed_over.emplace_back(wake_theirs.release());
+  return o;
 }
 
 ControlService::Outcome ControlService::destroy_cq(Client& c, const proto::DestroyCqRequest& r,
@@ -680,7 +672,7 @@ void ControlService::remove_client(Client& c) {
   c.mr_bytes = 0;
   c.attached = false;
   c.cm_events.clear();
-  c.cm_eventfd.reset();  // the engine forgets its listeners and connections (kRemoveClient)
+  c.cm_wake.reset();  // the engine forgets its listeners and connections (kRemoveClient)
 
   EngineCommand cmd;
   cmd.op = EngineOp::kRemoveClient;
@@ -883,7 +875,6 @@ std::vector<proto::Counter> ControlService::counters() const {
       {"control.engine_snapshots", snapshots_},
       {"control.engine_snapshot_timeouts", snapshot_timeouts_},
       {"control.engine_call_timeouts", engine_call_timeouts_},
-      {"control.wakeup_fds_tampered", wakeup_fds_tampered_},
       {"control.kernel_frames", kernel_frames_},
       {"control.kernel_frames_dropped", kernel_frames_dropped_},
       {"control.cm_events", cm_events_},
@@ -1271,12 +1262,10 @@ void ControlService::on_cm_event(const EngineEvent& e) {
     }
   }
   c->cm_events.push_back(std::move(ev));
-  if (c->cm_eventfd.valid() && shm::EventFd::kick_shared(c->cm_eventfd.get()) == -EPERM) {
-    // The client cleared O_NONBLOCK on the descriptor it shares with us: a write could
-    // block this thread. It polls conduitd for events from now on (conduit_get_request).
-    spdlog::warn("control: client {} made its CM eventfd blocking: not kicked any more", c->id);
-    c->cm_eventfd.reset();
-    ++wakeup_fds_tampered_;
+  if (c->cm_wake.valid() && shm::WakeFd::kick_pipe(c->cm_wake.get()) == -EPIPE) {
+    // The client closed its end; it can still poll conduitd for events.
+    spdlog::info("control: client {} closed its CM event pipe: not kicked any more", c->id);
+    c->cm_wake.reset();
   }
 }
 

@@ -4,7 +4,7 @@
 //
 // Thread role: one thread only (the control thread); not thread-safe.
 // Ownership: the service owns every client's shm::Region. A region (and a CQ's
-// eventfd, a QP/CQ slot) is released only when the engine has acknowledged the
+// wakeup socket, a QP/CQ slot) is released only when the engine has acknowledged the
 // command that stops it using it; with no engine attached, at once.
 #pragma once
 
@@ -107,9 +107,11 @@ class ControlService {
   struct Outcome {
     proto::ReplyMessage reply;
     std::vector<int> fds;  // descriptors to send with the reply; borrowed from the service
+    // Sent after `fds`, then closed: the client's ends of wakeup sockets.
+    std::vector<proto::UniqueFd> handed_over;
   };
   // Handles one decoded request. `fds_in` holds the descriptors that came with
-  // it; the service takes the ones it needs (a CQ's eventfd).
+  // it: no request takes any, so a non-empty one is refused.
   Outcome handle(uint32_t client_id, const proto::RequestMessage& req,
                  std::vector<proto::UniqueFd>& fds_in);
 
@@ -177,7 +179,7 @@ class ControlService {
  private:
   struct Cq {
     uint32_t slot = 0;
-    proto::UniqueFd event_fd;
+    proto::UniqueFd event_fd;  // our (writing) end of its wakeup pipe, or none
   };
   struct Qp {
     uint32_t qpn = 0;
@@ -203,14 +205,14 @@ class ControlService {
     ControlLimits limits;  // as they were at attach
     RegionPtr region;      // heap: the engine holds its layout pointer
     bool region_faulted = false;
-    proto::UniqueFd doorbell;    // engine's wakeup eventfd for this client
+    proto::UniqueFd doorbell;    // the engine's (reading) end of the client's doorbell socket
     std::map<uint32_t, Cq> cqs;  // by CQ id (= slot)
     std::map<uint32_t, Qp> qps;  // by QPN
     std::map<uint32_t, Mr> mrs;  // by lkey
     uint64_t mr_bytes = 0;
     std::vector<bool> qp_slot_busy;  // includes slots awaiting an engine ack
     std::vector<bool> cq_slot_busy;
-    proto::UniqueFd cm_eventfd;            // kicked when cm_events gains one (sent at attach)
+    proto::UniqueFd cm_wake;               // our (writing) end, kicked when cm_events gains one
     std::deque<proto::CmEvent> cm_events;  // for kCmPollEvent, oldest first
   };
   // Something to release when the engine acks `cookie`.
@@ -219,7 +221,7 @@ class ControlService {
     enum Kind { kQpSlot, kCqSlot, kRegion } kind = kQpSlot;
     uint32_t slot = 0;
     uint32_t qpn = 0;
-    proto::UniqueFd fd;  // CQ eventfd kept open until the engine forgets it
+    proto::UniqueFd fd;  // CQ wakeup pipe kept open until the engine forgets it
     RegionPtr region;    // for kRegion
     proto::UniqueFd doorbell;
     uint64_t since_ns = 0;  // kRegion: when the client was released (for the log)
@@ -229,8 +231,7 @@ class ControlService {
   // A QP the engine failed (retries exhausted, a fatal NAK): one warning with the why.
   void log_qp_error(const Client& c, const EngineEvent& e);
   Outcome attach(Client& c, const proto::AttachRequest& r, uint32_t seq);
-  Outcome create_cq(Client& c, const proto::CreateCqRequest& r, uint32_t seq,
-                    std::vector<proto::UniqueFd>& fds_in);
+  Outcome create_cq(Client& c, const proto::CreateCqRequest& r, uint32_t seq);
   Outcome destroy_cq(Client& c, const proto::DestroyCqRequest& r, uint32_t seq);
   Outcome create_qp(Client& c, const proto::CreateQpRequest& r, uint32_t seq);
   Outcome destroy_qp(Client& c, const proto::DestroyQpRequest& r, uint32_t seq);
@@ -319,7 +320,6 @@ class ControlService {
   uint64_t cm_policy_rejects_ = 0;  // requests from peers outside cm_allowed_peers
   uint64_t cm_quota_rejects_ = 0;   // requests for a client whose event queue was full
   uint64_t engine_call_timeouts_ = 0;
-  uint64_t wakeup_fds_tampered_ = 0;    // a client's CM eventfd made blocking: no longer kicked
   uint64_t kernel_frames_ = 0;          // handed to the engine
   uint64_t kernel_frames_dropped_ = 0;  // one was still in flight, or too long
 };

@@ -8,7 +8,7 @@
 // Commands (control -> engine). `cookie` is echoed in the kAck event.
 //   kAddClient     a client attached: `region` (daemon mapping, valid until the
 //                  kRemoveClient ack), `layout` (daemon's private copy; same
-//                  lifetime), `doorbell_fd`: the eventfd the client kicks after
+//                  lifetime), `doorbell_fd`: the socket the client kicks after
 //                  posting while the region's engine line is armed; the engine
 //                  sleeps on it (epoll) when idle.
 //   kRemoveClient  the client detached or hung up: move each of its QPs to
@@ -17,7 +17,7 @@
 //                  requests, forget its CQs/MRs, and stop touching `region`.
 //                  The control thread unmaps the region only after the ack.
 //   kAddCq         CQ slot `cq_slot` of `client_id` is live; `event_fd` (or -1)
-//                  is the client's eventfd to kick after publishing CQEs when
+//                  is the CQ's wakeup pipe to kick after publishing CQEs when
 //                  the CQ's wakeup line is armed (shm/doorbell.h).
 //   kRemoveCq      stop producing into the CQ; ack before the slot is reused.
 //   kAddQp         QP `qpn` in slot `qp_slot`, RESET state, completions to

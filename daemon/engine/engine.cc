@@ -283,7 +283,7 @@ void Engine::run() {
       idle_since_ns_ = 0;
     } else if (client_progress_) {
       // A client of this engine may be waiting for this core: one it woke (its CQ's
-      // eventfd), or one that polls and yields (conduit-perf -Y) for a completion or for
+      // wakeup pipe), or one that polls and yields (conduit-perf -Y) for a completion or for
       // a WRITE's data. The scheduler does not always preempt a spinning thread for a
       // task it woke, and never for one that yielded: either waits out the engine's time
       // slice (ms). Yield once, at the first loop with nothing to do, not right after
@@ -973,7 +973,7 @@ void Engine::fill_snapshot(control::CounterSnapshot& out) const {
   transport::QpCounters t = retired_qp_counters_;
   for (const QpCtx* q : qp_list_) add_qp_counters(t, q->qp->counters());
   out.add("engine.rx_wrong_peer", c.rx_wrong_peer);
-  out.add("engine.wakeup_fds_tampered", c.wakeup_fds_tampered);
+  out.add("engine.wakeup_fds_closed", c.wakeup_fds_closed);
   out.add("engine.kernel_frames", c.kernel_frames);
   out.add("engine.kernel_frames_ignored", c.kernel_frames_ignored);
   out.add("transport.tx_packets", t.tx_packets);
@@ -1855,11 +1855,9 @@ void Engine::kick_cqs() {
     if (!cq.kick_pending) continue;  // removed, or listed twice
     cq.kick_pending = false;
     if (cq.event_fd >= 0 && cq.wakeup != nullptr && shm::producer_should_kick(cq.wakeup) &&
-        shm::EventFd::kick_shared(cq.event_fd) == -EPERM) {
-      // The client made its descriptor blocking: a write could stall this thread. Its
-      // waits on this CQ time out from now on; everyone else's traffic goes on.
-      cq.event_fd = -1;
-      ++counters_.wakeup_fds_tampered;
+        shm::WakeFd::kick_pipe(cq.event_fd) == -EPIPE) {
+      cq.event_fd = -1;  // the client closed its end: nobody waits on it
+      ++counters_.wakeup_fds_closed;
     }
   }
   kicks_.clear();
@@ -1917,10 +1915,13 @@ bool Engine::sleep_until_work(uint64_t now_ns) {
     // vector built here allocated on every one of those sleeps.
     std::vector<pollfd>& fds = poll_fds_;
     fds.clear();
+    poll_clients_.clear();
     fds.push_back({channel_.engine_wake_fd(), POLLIN, 0});
     for (auto& [id, c] : clients_) {
       (void)id;
-      if (c->doorbell_fd >= 0) fds.push_back({c->doorbell_fd, POLLIN, 0});
+      if (c->doorbell_fd < 0) continue;
+      fds.push_back({c->doorbell_fd, POLLIN, 0});
+      poll_clients_.push_back(c.get());
     }
     const size_t first_port_fd = fds.size();
     for (int fd : port_fds) fds.push_back({fd, POLLIN, 0});
@@ -1946,10 +1947,18 @@ bool Engine::sleep_until_work(uint64_t now_ns) {
           port_wake_unanswered_ = true;  // until an RX burst returns a frame
           continue;
         }
-        if (!(fds[i].revents & POLLIN)) continue;
-        // A client's doorbell is shared with it, O_NONBLOCK included: it could have
-        // drained the counter since ppoll, or cleared the flag. This read never blocks.
-        (void)shm::EventFd::drain_shared(fds[i].fd);
+        if (i == 0) {
+          shm::EventFd::drain_fd(fds[i].fd);  // the control thread's, ours alone
+          continue;
+        }
+        // A client's doorbell: a read that never blocks, whatever the client did to the
+        // descriptor. Closed by the client (end of file): it would stay readable and end
+        // every sleep at once, so it is not polled any more (its posts are still taken
+        // whenever the engine runs).
+        if (shm::WakeFd::drain(fds[i].fd) == -EPIPE) {
+          poll_clients_[i - 1]->doorbell_fd = -1;
+          ++counters_.wakeup_fds_closed;
+        }
       }
     }
   }

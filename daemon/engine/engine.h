@@ -166,12 +166,12 @@ struct EngineCounters {
   uint64_t rx_multi_segment = 0;  // dropped: we build and parse single-segment frames
   uint64_t rx_unknown_qp = 0;
   uint64_t rx_wrong_peer = 0;  // valid RoCE frame for a QP from an address not its peer
+  // Wakeup channels (a CQ's, a doorbell) whose client end was closed: no longer kicked
+  // or polled (a doorbell would stay readable, and end every sleep at once).
+  uint64_t wakeup_fds_closed = 0;
   // Frames the kernel received on the port's interface, handed over by the control thread
   // (kKernelFrame: an af_xdp port's Router Advertisements), and of them those that were not
   // for the network stack alone (a RoCE or connection-manager datagram: not taken this way).
-  // CQ eventfds a client made blocking (O_NONBLOCK cleared on the description it shares
-  // with the daemon): no longer kicked.
-  uint64_t wakeup_fds_tampered = 0;
   uint64_t kernel_frames = 0;
   uint64_t kernel_frames_ignored = 0;
   std::array<uint64_t, wire::kDropReasonCount> rx_wire_drops{};
@@ -393,6 +393,7 @@ class Engine {
   // of 1 ms doubling to 1 s.
   PacedSleepGate paced_gate_;
   std::vector<pollfd> poll_fds_;       // sleep_until_work's ppoll set, reused
+  std::vector<Client*> poll_clients_;  // whose doorbell is poll_fds_[1 + i]
   uint64_t idle_since_ns_ = 0;         // start of the current idle spin; 0: not idle
   bool port_wake_unanswered_ = false;  // the port's socket woke us, no frame seen since
   EngineCounters counters_;

@@ -202,14 +202,14 @@ void put(Writer&, const DetachRequest&) {}
 bool get(Reader&, DetachRequest&) { return true; }
 void put(Writer& w, const CreateCqRequest& m) {
   w.u32(m.entries);
-  w.u8(m.has_eventfd ? 1 : 0);
+  w.u8(m.wants_wakeup ? 1 : 0);
 }
 bool get(Reader& r, CreateCqRequest& m) {
-  uint8_t fd_flag;
-  if (!(r.u32(m.entries) && r.u8(fd_flag))) return false;
+  uint8_t wake_flag;
+  if (!(r.u32(m.entries) && r.u8(wake_flag))) return false;
   if (!range(r, m.entries, 1, kMaxQueueEntries, "CQ entries")) return false;
-  if (!range(r, fd_flag, 0, 1, "has_eventfd")) return false;
-  m.has_eventfd = fd_flag == 1;
+  if (!range(r, wake_flag, 0, 1, "wants_wakeup")) return false;
+  m.wants_wakeup = wake_flag == 1;
   return true;
 }
 void put(Writer& w, const DestroyCqRequest& m) { w.u32(m.cq_id); }

@@ -15,10 +15,14 @@
 // A reply body starts with an i32 status: 0, then the reply's fields; or a
 // negative errno, then a reason string a person can act on.
 //
-// File descriptors travel as SCM_RIGHTS ancillary data: the attach reply carries
-// the region memfd, the engine's doorbell eventfd and the connection-manager
-// event eventfd (kicked when a CmEvent is pending); a create-CQ request may
-// carry the client's eventfd for CQ wake-ups (flag `has_eventfd`).
+// File descriptors travel as SCM_RIGHTS ancillary data, always from conduitd
+// to the client: the attach reply carries the region memfd, the writing end
+// of the engine's doorbell (a socket) and the reading end of the
+// connection-manager event pipe (kicked when a CmEvent is pending); a
+// create-CQ reply carries the reading end of the CQ's wakeup pipe when the
+// request asked for one (flag `wants_wakeup`). Wakeup channels are
+// shm::WakeFd pairs conduitd creates: the client never hands it a descriptor
+// to write to or read from, so nothing it does to one can make conduitd block.
 //
 // Units: sizes in bytes, offsets relative to the start of the client's region.
 // Thread role: these are plain values; encoding/decoding holds no state.
@@ -38,7 +42,9 @@ inline constexpr uint32_t kControlMagic = 0x54434443;  // bytes 'C','D','C','T'
 // 2: QpSummary carries cnps_rx and cnps_tx. 3: connection-manager requests
 // (kCmListen .. kCmPollEvent); the attach reply carries a third descriptor.
 // 4: connection-manager peers are 16-byte addresses (IPv4-mapped or IPv6).
-inline constexpr uint16_t kControlVersion = 4;
+// 5: wakeup channels are pipes and sockets conduitd creates; the create-CQ
+// reply, not the request, carries the CQ's.
+inline constexpr uint16_t kControlVersion = 5;
 inline constexpr size_t kHeaderBytes = 16;
 // Largest datagram either side sends or accepts (SOCK_SEQPACKET keeps boundaries).
 inline constexpr size_t kMaxMessageBytes = 64 * 1024;
@@ -167,8 +173,8 @@ struct DetachRequest {
   bool operator==(const DetachRequest&) const = default;
 };
 struct CreateCqRequest {
-  uint32_t entries = 0;      // 1..kMaxQueueEntries
-  bool has_eventfd = false;  // an eventfd rides along as SCM_RIGHTS
+  uint32_t entries = 0;       // 1..kMaxQueueEntries
+  bool wants_wakeup = false;  // the reply carries the CQ's wakeup pipe (SCM_RIGHTS)
   bool operator==(const CreateCqRequest&) const = default;
 };
 struct DestroyCqRequest {

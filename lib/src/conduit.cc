@@ -127,7 +127,7 @@ struct conduit_context {
   std::string socket_path;
   proto::AttachReply info;
   shm::Region region;
-  shm::EventFd doorbell;
+  shm::WakeFd doorbell;  // writing end of a socket: kicks the engine
   ArenaAllocator arena;
   std::shared_mutex mr_mu;  // post paths read mrs; alloc/free write it
   std::map<uint32_t, MrImpl*> mrs;
@@ -137,9 +137,9 @@ struct conduit_context {
   // thread may set it; polls and posts read it (relaxed: a late reader only
   // takes one more pass to see it).
   std::atomic<bool> daemon_gone{false};
-  // Connection manager: the daemon kicks cm_eventfd when events wait; those
+  // Connection manager: the daemon kicks cm_wake when events wait; those
   // fetched but not yet claimed by a waiter sit in cm_events (under cm_mu).
-  shm::EventFd cm_eventfd;
+  shm::WakeFd cm_wake;  // reading end of a pipe
   std::mutex cm_mu;
   std::deque<proto::CmEvent> cm_events;
 };
@@ -147,7 +147,7 @@ struct conduit_context {
 struct conduit_cq {
   conduit_context* ctx;
   uint32_t id;
-  shm::EventFd efd;
+  shm::WakeFd efd;  // reading end of the CQ's wakeup pipe
   shm::SpscConsumer<conduit_shm_cqe> ring;
   conduit_shm_wakeup* wake;
   uint32_t empty_polls = 0;  // poller thread only
@@ -284,8 +284,8 @@ int conduit_open(const conduit_context_attr* attr, conduit_context** out) {
             reply, {}, &fds);
   if (rc < 0) return rc;
   if (fds.size() != 3) {
-    return set_error(-EPROTO,
-                     "conduitd's attach reply did not carry the region, doorbell and CM eventfd");
+    return set_error(
+        -EPROTO, "conduitd's attach reply did not carry the region, doorbell and CM event pipe");
   }
   ctx->info = std::get<proto::AttachReply>(reply.body);
   rc = shm::Region::attach(fds[0].release(), &ctx->region);
@@ -296,8 +296,8 @@ int conduit_open(const conduit_context_attr* attr, conduit_context** out) {
                                        : std::string("cannot map the region from conduitd: ") +
                                              std::strerror(-rc));
   }
-  ctx->doorbell = shm::EventFd(fds[1].release());
-  ctx->cm_eventfd = shm::EventFd(fds[2].release());
+  ctx->doorbell = shm::WakeFd(fds[1].release(), shm::WakeFd::Kind::kSocket);
+  ctx->cm_wake = shm::WakeFd(fds[2].release(), shm::WakeFd::Kind::kPipe);
   ctx->arena.init(ctx->region.layout().arena_offset, ctx->region.arena_size());
   *out = ctx.release();
   return 0;
@@ -398,14 +398,16 @@ int conduit_create_cq(conduit_context* ctx, uint32_t entries, conduit_cq** out) 
   if (entries == 0) entries = 1;
   auto cq = std::make_unique<conduit_cq>();
   cq->ctx = ctx;
-  if (int rc = shm::EventFd::create(&cq->efd); rc < 0) {
-    return set_error(rc, std::string("eventfd: ") + std::strerror(-rc));
-  }
   std::lock_guard lock(ctx->control_mu);
   proto::ReplyMessage reply;
-  int rc = call(ctx, proto::CreateCqRequest{entries, true}, reply, {cq->efd.fd()});
+  std::vector<UniqueFd> fds;
+  int rc = call(ctx, proto::CreateCqRequest{entries, true}, reply, {}, &fds);
   if (rc < 0) return rc;
   const auto& r = std::get<proto::CreateCqReply>(reply.body);
+  if (fds.size() != 1) {
+    return set_error(-EPROTO, "conduitd's create-CQ reply did not carry the CQ's wakeup pipe");
+  }
+  cq->efd = shm::WakeFd(fds[0].release(), shm::WakeFd::Kind::kPipe);
   if (r.cq_id >= ctx->region.layout().max_cqs) {
     return set_error(-EPROTO, "conduitd returned a CQ outside the region");
   }
@@ -927,7 +929,7 @@ int wait_cm_event(conduit_context* ctx, int timeout_ms, Match match, proto::CmEv
         }
         if (fetched || !kicked) break;
         // Drain before fetching: an event posted after the fetch kicks it again.
-        ctx->cm_eventfd.drain();
+        ctx->cm_wake.drain();
         std::lock_guard lock(ctx->control_mu);
         if (int rc = fetch_cm_events(ctx); rc < 0) return rc;
         fetched = true;
@@ -940,7 +942,7 @@ int wait_cm_event(conduit_context* ctx, int timeout_ms, Match match, proto::CmEv
       if (left.count() <= 0) return -ETIMEDOUT;
       wait_ms = std::min<int>(wait_ms, static_cast<int>(left.count()));
     }
-    pollfd p[2] = {{ctx->cm_eventfd.fd(), POLLIN, 0}, {ctx->sock.get(), POLLRDHUP, 0}};
+    pollfd p[2] = {{ctx->cm_wake.fd(), POLLIN, 0}, {ctx->sock.get(), POLLRDHUP, 0}};
     const int n = ::poll(p, 2, wait_ms);
     if (n > 0 && (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0) {
       ctx->daemon_gone.store(true, std::memory_order_relaxed);

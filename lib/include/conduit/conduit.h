@@ -4,8 +4,9 @@
  * region of shared memory for it. Memory for RDMA is allocated from that
  * region (conduit_alloc_mr), queue pairs and completion queues live in it, and
  * posting a work request is a copy into a ring plus, only when the daemon is
- * asleep, one eventfd write. Connect a QP to a peer either through conduitd's
- * connection manager (conduit_listen / conduit_connect_service: the daemons
+ * asleep, a one-byte send on a wakeup socket. Connect a QP to a peer either
+ * through conduitd's connection manager (conduit_listen /
+ * conduit_connect_service: the daemons
  * negotiate QPN, PSN, path MTU and capabilities over UDP), or manually with the
  * peer's QPN, PSN and GID (the out-of-band exchange ibv_rc_pingpong and
  * perftest do; the only way to reach a verbs peer).

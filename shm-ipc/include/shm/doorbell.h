@@ -1,4 +1,4 @@
-// Doorbells: an eventfd plus a needs-wakeup flag in shared memory
+// Doorbells: a wakeup descriptor plus a needs-wakeup flag in shared memory
 // (conduit_shm_wakeup, layout.h), so a busy producer never makes a syscall
 // and an idle consumer can sleep.
 //
@@ -8,8 +8,8 @@
 //   -------------------------                 -----------------------
 //   flag = 1                      (W1)        publish prod (release)      (P1)
 //   fence(seq_cst)                (F1)        fence(seq_cst)              (F2)
-//   if ring not empty: flag = 0, run          if flag != 0: flag = 0, kick eventfd
-//   else poll(eventfd, timeout); flag = 0
+//   if ring not empty: flag = 0, run          if flag != 0: flag = 0, kick descriptor
+//   else poll(descriptor, timeout); flag = 0
 //
 // Without (F1) and (F2) each side's load may be satisfied before its own
 // earlier store is visible to the other (store buffering, allowed even on
@@ -18,15 +18,18 @@
 // other's store, so either the consumer finds the entry or the producer kicks.
 // The producer clears the flag with an exchange so one arming yields at most
 // one kick; a hostile client that keeps re-arming a CQ flag costs the engine at
-// most one eventfd write per completion for that client's own CQ.
+// most one write per completion for that client's own CQ.
+//
+// Between conduitd and a client the descriptor is a WakeFd (below): never
+// one whose open file description both processes share.
 //
 // Who sleeps where:
 //   engine  consumes every client's SQ/RQ; arms the region's engine line and
-//           sleeps on the clients' doorbell eventfds (epoll). Clients call
+//           sleeps on the clients' doorbells (ppoll). Clients call
 //           producer_should_kick(engine line) after posting.
-//   client  consumes its CQ; arms the CQ's line and waits on the CQ's eventfd
-//           with wait_for_entries(). The engine calls producer_should_kick()
-//           on that line after publishing CQEs.
+//   client  consumes its CQ; arms the CQ's line and waits on the CQ's wakeup
+//           pipe with wait_for_entries(). The engine calls
+//           producer_should_kick() on that line after publishing CQEs.
 #pragma once
 
 #include <atomic>
@@ -51,7 +54,7 @@ inline void consumer_disarm_wakeup(conduit_shm_wakeup* w) {
 }
 
 // Producer side, after the enqueue that published prod: (F2), then the flag
-// check. True means "write to the consumer's eventfd now".
+// check. True means "kick the consumer's descriptor now".
 inline bool producer_should_kick(conduit_shm_wakeup* w) {
   std::atomic_thread_fence(std::memory_order_seq_cst);  // (F2) pairs with (F1)
   std::atomic_ref<uint32_t> flag(w->needs_wakeup);
@@ -59,60 +62,103 @@ inline bool producer_should_kick(conduit_shm_wakeup* w) {
   return flag.exchange(0, std::memory_order_relaxed) != 0;
 }
 
-// An owned eventfd (non-blocking, close-on-exec). Move-only.
-class EventFd {
+// A descriptor closed with its owner. Move-only.
+class OwnedFd {
+ public:
+  OwnedFd() = default;
+  explicit OwnedFd(int fd) : fd_(fd) {}  // adopts fd
+  ~OwnedFd();
+  OwnedFd(OwnedFd&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  OwnedFd& operator=(OwnedFd&& other) noexcept;
+  OwnedFd(const OwnedFd&) = delete;
+  OwnedFd& operator=(const OwnedFd&) = delete;
+
+  int fd() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+
+ protected:
+  int fd_ = -1;
+};
+
+// An owned eventfd (non-blocking, close-on-exec), for wakeups within one
+// process (conduitd's engine and control threads). Move-only.
+class EventFd : public OwnedFd {
  public:
   EventFd() = default;
-  explicit EventFd(int fd) : fd_(fd) {}  // adopts fd
-  ~EventFd();
-  EventFd(EventFd&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
-  EventFd& operator=(EventFd&& other) noexcept;
-  EventFd(const EventFd&) = delete;
-  EventFd& operator=(const EventFd&) = delete;
+  explicit EventFd(int fd) : OwnedFd(fd) {}  // adopts fd
 
   // 0 or -errno.
   static int create(EventFd* out);
 
-  int fd() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
   // Adds 1 to the counter. 0 or -errno (a saturated counter counts as success).
   int kick() const;
   // Reads and resets the counter without blocking; returns the count (0 if none).
-  uint64_t drain() const;
+  uint64_t drain() const { return drain_fd(fd_); }
+  // The same for an eventfd owned elsewhere (never one another process holds).
+  static uint64_t drain_fd(int fd);
   // Waits until the counter is non-zero or timeout_ms passes (-1: forever),
   // then drains it. 1 woken, 0 timed out, -errno (EINTR is retried).
   int wait(int timeout_ms) const;
+};
 
-  // For an eventfd another process holds too (the daemon's side of a client's
-  // wakeup descriptors). O_NONBLOCK lives in the open file description that
-  // both share, so the other process can clear it, and the eventfd's own
-  // read and write calls would then block (on an empty counter, or one it
-  // filled to its maximum). These never block on a counter:
-  // Adds 1 to fd's counter. 0 (also when the counter is at its maximum: the
-  // reader is woken already), -EPERM when fd is not an eventfd or the shared
-  // flags lost O_NONBLOCK (the caller stops using fd: its holder tampered
-  // with it), or -errno. The check and the write are two calls: a holder
-  // that sets O_NONBLOCK back and forth between them while its counter sits
-  // at the maximum can still stall the write.
-  static int kick_shared(int fd);
-  // Reads and resets fd's counter (preadv2 with RWF_NOWAIT, which an eventfd
-  // honours whatever its flags say, from Linux 5.12; a plain read before);
-  // the count, 0 if none or on error.
-  static uint64_t drain_shared(int fd);
-  // Whether fd is an eventfd (what a client must hand over as one).
-  static bool is_eventfd(int fd);
+// One end of a one-way wakeup channel between conduitd and a client, which
+// conduitd creates, keeping one end and handing the other over. The two ends
+// are two open file descriptions, so what the client does to its end (clear
+// O_NONBLOCK, fill it, close it) cannot make conduitd's calls block. (A shared
+// eventfd would not do: its O_NONBLOCK lives in the one description both
+// processes hold, and a client that cleared it could stall conduitd's write
+// on a counter it filled to the maximum, or its read on an empty one.)
+//   conduitd -> client (a CQ's wakeup, the CM events): a pipe, the cheaper
+//     of the two (a same-core wake-up costs about 0.3 us more than an eventfd's,
+//     a socket's 1.7 us; BENCHMARKS.md). Its writer must ignore SIGPIPE
+//     (conduitd does): a write whose reader has gone raises it.
+//   client -> conduitd (the engine's doorbell): a Unix stream socketpair,
+//     whose writer sends with MSG_NOSIGNAL: a client whose conduitd has gone
+//     gets -EPIPE, not a SIGPIPE that would end the application.
+// Move-only.
+class WakeFd : public OwnedFd {
+ public:
+  enum class Kind : uint8_t { kPipe, kSocket };
+  WakeFd() = default;
+  WakeFd(int fd, Kind kind) : OwnedFd(fd), kind_(kind) {}  // adopts fd
+
+  // Both ends of a new channel (non-blocking, close-on-exec): `writer` kicks,
+  // `reader` drains and polls. 0 or -errno.
+  static int create(Kind kind, WakeFd* writer, WakeFd* reader);
+
+  int kick() const { return kind_ == Kind::kSocket ? kick_socket(fd_) : kick_pipe(fd_); }
+  int64_t drain() const { return drain(fd_); }
+  // Waits until a kick is pending or timeout_ms passes (-1: forever), then
+  // drains. 1 woken, 0 timed out, -EPIPE when the writer is gone, -errno.
+  int wait(int timeout_ms) const;
+
+  // For descriptors owned elsewhere (the engine's copies). A kick writes one
+  // byte: 0, also when the channel is full (the reader has bytes pending, so
+  // it is woken already); -EPIPE when the reader is gone; -errno.
+  static int kick_pipe(int fd);
+  static int kick_socket(int fd);
+  // Reads what is pending, at most 4 KiB per call: the bytes read (kicks), 0
+  // if none, -EPIPE when the writer is gone and nothing is pending (the
+  // descriptor then stays readable for ever: stop polling it), -errno.
+  static int64_t drain(int fd);
 
  private:
-  int fd_ = -1;
+  Kind kind_ = Kind::kPipe;
 };
 
 // Blocks until `ring` has entries, or timeout_ms passes (-1: forever), using
 // the protocol above. Returns the number of entries available (> 0), 0 on
 // timeout, -EPIPE if the ring's producer index is impossible, or -errno from
-// the eventfd. Spins first for spin_polls re-checks (cheap when busy).
-template <class T>
-int wait_for_entries(SpscConsumer<T>& ring, conduit_shm_wakeup* w, const EventFd& efd,
-                     int timeout_ms, uint32_t spin_polls = 64) {
+// the descriptor. Spins first for spin_polls re-checks (cheap when busy).
+// Wake is EventFd or WakeFd.
+template <class T, class Wake>
+int wait_for_entries(SpscConsumer<T>& ring, conduit_shm_wakeup* w, const Wake& efd, int timeout_ms,
+                     uint32_t spin_polls = 64) {
   for (uint32_t i = 0; i < spin_polls; ++i) {
     if (const uint32_t n = ring.available(); n > 0) return static_cast<int>(n);
     if (ring.broken()) return -EPIPE;

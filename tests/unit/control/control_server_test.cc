@@ -1,5 +1,6 @@
 // The control server and service, driven with raw protocol messages (what a
 // buggy or hostile client could send), plus the QP state rules and peer checks.
+#include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -99,6 +100,10 @@ TEST_CASE("attach hands over the region and doorbell; ABI mismatch is explained"
   REQUIRE(shm::Region::attach(c.rx_fds[0].release(), &region) == 0);
   CHECK(region.size() == a.region_bytes);
   CHECK(region.layout().max_qps == 2);
+  // The doorbell's writing end, the CM events' reading end.
+  CHECK(shm::WakeFd::kick_socket(c.rx_fds[1].get()) == 0);
+  CHECK(shm::WakeFd::drain(c.rx_fds[2].get()) == 0);
+  CHECK(::write(c.rx_fds[2].get(), "x", 1) < 0);  // a pipe's reading end
 
   r = c.request(attach_req());
   CHECK(r.status == -EALREADY);
@@ -135,29 +140,27 @@ TEST_CASE("requests before attach, unknown ids and MRs outside the arena are ref
   CHECK(r.status == -EDQUOT);
   CHECK(r.reason.find("clients.quotas.max_registered_memory") != std::string::npos);
 
-  // CQ with has_eventfd but no descriptor; and a descriptor without the flag.
-  CHECK(c.request(proto::CreateCqRequest{4, true}).status == -EINVAL);
-  CHECK(c.request(proto::CreateCqRequest{4, false}, {STDIN_FILENO}).status == -EINVAL);
+  // No request takes a descriptor from the client.
+  r = c.request(proto::CreateCqRequest{4, true}, {STDIN_FILENO});
+  CHECK(r.status == -EINVAL);
+  CHECK(r.reason.find("unexpected file descriptor") != std::string::npos);
   CHECK(c.request(proto::CreateCqRequest{64, false}).status == -EINVAL);  // deeper than 32
   auto cq = c.request(proto::CreateCqRequest{4, false});
   REQUIRE(cq.status == 0);
+  CHECK(c.rx_fds.empty());  // no wakeup asked for, none sent
   const uint32_t cq_id = std::get<proto::CreateCqReply>(cq.body).cq_id;
   CHECK(c.request(proto::CreateQpRequest{cq_id, cq_id + 1, 4, 4, ""}).status == -ENOENT);
   CHECK(c.request(proto::CreateQpRequest{cq_id, cq_id, 17, 4, ""}).status == -EINVAL);
   CHECK(c.request(proto::CreateQpRequest{cq_id, cq_id, 16, 16, ""}).status == 0);
 
-  // A CQ's wakeup descriptor must be an eventfd: the engine writes to it, and a pipe whose
-  // reader is gone (SIGPIPE) or a full one (a blocking write) must not reach the engine.
-  int pipe_fds[2];
-  REQUIRE(::pipe(pipe_fds) == 0);
-  r = c.request(proto::CreateCqRequest{4, true}, {pipe_fds[1]});
-  CHECK(r.status == -EINVAL);
-  CHECK(r.reason.find("not an eventfd") != std::string::npos);
-  ::close(pipe_fds[0]);
-  ::close(pipe_fds[1]);
-  shm::EventFd efd;
-  REQUIRE(shm::EventFd::create(&efd) == 0);
-  CHECK(c.request(proto::CreateCqRequest{4, true}, {efd.fd()}).status == 0);
+  // A CQ asked with a wakeup gets the reading end of a pipe conduitd made.
+  r = c.request(proto::CreateCqRequest{4, true});
+  REQUIRE(r.status == 0);
+  REQUIRE(c.rx_fds.size() == 1);
+  struct stat fifo {};
+  REQUIRE(::fstat(c.rx_fds[0].get(), &fifo) == 0);
+  CHECK(S_ISFIFO(fifo.st_mode));
+  CHECK((::fcntl(c.rx_fds[0].get(), F_GETFL) & O_ACCMODE) == O_RDONLY);
 }
 
 TEST_CASE("malformed datagrams get an error reply; garbage closes the connection",

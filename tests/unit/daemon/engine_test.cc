@@ -1189,7 +1189,7 @@ TEST_CASE("engine: frames the pacer holds back let the engine sleep until they m
 
 TEST_CASE("engine: after it completes work for a client the engine yields its core once",
           "[engine][idle]") {
-  // A client sharing the engine's core either sleeps on its CQ's eventfd or polls and
+  // A client sharing the engine's core either sleeps on its CQ's wakeup pipe or polls and
   // yields (conduit-perf -Y); a spinning engine that is not preempted keeps it waiting for
   // the rest of its time slice (send_lat p99.9 2 ms over memif; BENCHMARKS.md, fifteenth
   // and sixteenth demo runs). So the engine gives the core up once, at its next idle loop,
@@ -1202,12 +1202,12 @@ TEST_CASE("engine: after it completes work for a client the engine yields its co
               f.a, f.b, [] { return false; }, 50) == false);  // commands, ARP
   expect_acks_ok(f.a);
   expect_acks_ok(f.b);
-  shm::EventFd efd;
-  REQUIRE(shm::EventFd::create(&efd) == 0);
+  shm::WakeFd ours, efd;
+  REQUIRE(shm::WakeFd::create(shm::WakeFd::Kind::kPipe, &ours, &efd) == 0);
   control::EngineCommand c;
-  c.op = control::EngineOp::kAddCq;  // the CQ again, now with an eventfd to kick
+  c.op = control::EngineOp::kAddCq;  // the CQ again, now with a wakeup pipe to kick
   c.cq_slot = 0;
-  c.event_fd = efd.fd();
+  c.event_fd = ours.fd();
   f.a.submit(c);
   REQUIRE(run_until(
               f.a, f.b, [] { return false; }, 5) == false);
@@ -1225,7 +1225,7 @@ TEST_CASE("engine: after it completes work for a client the engine yields its co
     yields_b = f.b.engine->counters().wakeup_yields;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     conduit_shm_cqe cqe{};
-    // A WRITE, its CQ armed: the completion kicks the eventfd; b has data in its memory.
+    // A WRITE, its CQ armed: the completion kicks the wakeup pipe; b has data in its memory.
     shm::consumer_arm_wakeup(f.a.region.cq_wakeup(0));
     post_send(f.a, 1, CONDUIT_SHM_WR_RDMA_WRITE, 0, 4096, 1 << 20);
     pollfd p{efd.fd(), POLLIN, 0};

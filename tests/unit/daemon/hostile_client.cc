@@ -12,7 +12,10 @@
 //      peer's NAK) and touch nothing else;
 //   2. QPs connected to the QPNs of other clients (--victim-qpn), posting SENDs
 //      and WRITEs with guessed rkeys at them: the engine must not deliver them;
-//   3. doorbell spam: every eventfd it holds, written as fast as it can;
+//   3. doorbell spam: every wakeup descriptor it holds (the engine's doorbell,
+//      the CQs' and the CM events' pipes) made blocking (O_NONBLOCK cleared on
+//      its end), the doorbell filled until it refuses, then all written to as
+//      fast as it can;
 //   4. random bytes over every ring slot, wakeup line and the region header;
 //   5. impossible ring indices: the engine must cut it off and conduitd close
 //      its connection (libconduit then reports ECONNRESET).
@@ -27,6 +30,9 @@
 // phase 5 did within 2 s; 1 otherwise.
 #include <conduit/conduit.h>
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -79,16 +85,23 @@ bool find_region(Mapping& out) {
   return false;
 }
 
-// Every eventfd this process holds (the engine's doorbell, the CQ's).
-std::vector<int> eventfds() {
+// Every wakeup descriptor this process holds: its pipes (the CQs', the CM events') and
+// stream sockets (the engine's doorbell; the control connection is a SOCK_SEQPACKET one).
+std::vector<int> wakeup_fds() {
   std::vector<int> fds;
   DIR* d = ::opendir("/proc/self/fd");
   if (d == nullptr) return fds;
+  const int dir_fd = ::dirfd(d);
   while (dirent* e = ::readdir(d)) {
-    char target[256] = {};
-    const std::string path = std::string("/proc/self/fd/") + e->d_name;
-    const ssize_t n = ::readlink(path.c_str(), target, sizeof(target) - 1);
-    if (n > 0 && std::strstr(target, "eventfd") != nullptr) fds.push_back(std::atoi(e->d_name));
+    const int fd = std::atoi(e->d_name);
+    if (e->d_name[0] == '.' || fd == dir_fd) continue;
+    int type = 0;
+    socklen_t len = sizeof(type);
+    struct stat st {};
+    if ((::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_STREAM) ||
+        (::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode))) {
+      fds.push_back(fd);
+    }
   }
   ::closedir(d);
   return fds;
@@ -238,13 +251,18 @@ int main(int argc, char** argv) {
     sqs.push_back(ring_at(m, layout, layout.sq_ring(slot), sizeof(conduit_shm_send_wr)));
     rqs.push_back(ring_at(m, layout, layout.rq_ring(slot), sizeof(conduit_shm_recv_wr)));
   }
-  const std::vector<int> doorbells = eventfds();
+  const std::vector<int> doorbells = wakeup_fds();
   auto kick = [&] {
-    const uint64_t one = 1;
-    for (int fd : doorbells) (void)!::write(fd, &one, sizeof(one));
+    const char one = 1;
+    // The pipes' reading ends refuse writes; written anyway, as a hostile client would.
+    for (int fd : doorbells) {
+      if (::send(fd, &one, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno == ENOTSOCK) {
+        (void)!::write(fd, &one, 1);
+      }
+    }
   };
-  std::printf("set up: region %" PRIu64 " bytes at %p, %zu QPs, %zu eventfds, arena [%" PRIu64
-              ", +%" PRIu64 ")\n",
+  std::printf("set up: region %" PRIu64
+              " bytes at %p, %zu QPs, %zu wakeup descriptors, arena [%" PRIu64 ", +%" PRIu64 ")\n",
               m.size, static_cast<void*>(m.base), qps.size(), doorbells.size(), layout.arena_offset,
               layout.arena_size);
   std::fflush(stdout);
@@ -456,13 +474,26 @@ int main(int argc, char** argv) {
   }
 
   // ---- 3: doorbell spam -------------------------------------------------
+  // Blocking on our side, the doorbell full to the brim: conduitd's ends are its own
+  // open file descriptions, so it must not notice.
+  uint64_t filled = 0;
+  for (int fd : doorbells) {
+    const char junk[4096] = {};
+    for (ssize_t n; (n = ::send(fd, junk, sizeof(junk), MSG_DONTWAIT | MSG_NOSIGNAL)) > 0;) {
+      filled += static_cast<uint64_t>(n);
+    }
+    (void)::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  }
+  std::printf("phase 3: %" PRIu64 " more bytes in the doorbell, every wakeup descriptor blocking\n",
+              filled);
   uint64_t kicks = 0;
   const auto t3 = Clock::now();
   while (Clock::now() - t3 < std::chrono::milliseconds(a.phase_ms / 2)) {
     kick();
     ++kicks;
   }
-  std::printf("phase 3: %" PRIu64 " doorbell rounds on %zu eventfds\n", kicks, doorbells.size());
+  std::printf("phase 3: %" PRIu64 " doorbell rounds on %zu wakeup descriptors\n", kicks,
+              doorbells.size());
 
   // ---- 4: random bytes over slots, wakeup lines and the header -----------
   const auto t4 = Clock::now();

@@ -373,7 +373,7 @@ TEST_CASE("one region larger than max_region_size is refused; the area may be la
 }
 
 // The engine's side of a client's CQ (in the daemon's own mapping of the region):
-// publish a completion, and kick the client's eventfd when it sleeps.
+// publish a completion, and kick the CQ's wakeup pipe when the client sleeps.
 struct EngineCqSide {
   EngineCqSide(const control::EngineCommand& add_client, const control::EngineCommand& add_cq)
       : event_fd(add_cq.event_fd) {
@@ -387,7 +387,7 @@ struct EngineCqSide {
   }
   bool publish(const conduit_shm_cqe& e) {
     if (!ring->try_enqueue(e)) return false;
-    if (shm::producer_should_kick(line)) shm::EventFd(::dup(event_fd)).kick();
+    if (shm::producer_should_kick(line)) shm::WakeFd::kick_pipe(event_fd);
     return true;
   }
   int event_fd;
@@ -444,9 +444,8 @@ TEST_CASE("post and poll through the rings with the engine's side played by the 
   CHECK(got.u.sg_list[1].offset == 4096);
   CHECK(got.imm_data == 0xC0FFEE);
   CHECK(got.rkey == 0x4242);
-  // The doorbell eventfd was kicked (the line was armed) and the line cleared.
-  shm::EventFd doorbell(::dup(add_client.doorbell_fd));
-  CHECK(doorbell.drain() >= 1);
+  // The doorbell was kicked (the line was armed) and the line cleared.
+  CHECK(shm::WakeFd::drain(add_client.doorbell_fd) >= 1);
   CHECK(engine_line->needs_wakeup == 0);
 
   // An SGE outside its MR never reaches the ring.

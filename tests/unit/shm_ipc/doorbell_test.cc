@@ -1,6 +1,7 @@
-// Doorbells: needs-wakeup flag + eventfd; a consumer blocked on a CQ is woken
-// by the producer, and times out when nothing comes.
+// Doorbells: needs-wakeup flag + eventfd or wake fd; a consumer blocked on
+// a CQ is woken by the producer, and times out when nothing comes.
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -43,31 +44,73 @@ TEST_CASE("eventfd: kick, wait, drain", "[doorbell]") {
   CHECK(efd.drain() == 1u);
 }
 
-TEST_CASE("a shared eventfd whose holder made it blocking is never written or read blocking",
-          "[doorbell]") {
-  EventFd e;
-  REQUIRE(EventFd::create(&e) == 0);
-  CHECK(EventFd::is_eventfd(e.fd()));
-  // The holder's copy shares the open file description, O_NONBLOCK included.
-  const int theirs = ::dup(e.fd());
-  REQUIRE(theirs >= 0);
-  CHECK(EventFd::kick_shared(e.fd()) == 0);
-  CHECK(EventFd::drain_shared(e.fd()) == 1);
-  // It fills the counter to its maximum and clears O_NONBLOCK: a plain write would block.
-  const uint64_t most = UINT64_MAX - 1;
-  REQUIRE(::write(theirs, &most, sizeof(most)) == sizeof(most));
-  REQUIRE(::fcntl(theirs, F_SETFL, ::fcntl(theirs, F_GETFL) & ~O_NONBLOCK) == 0);
-  CHECK(EventFd::kick_shared(e.fd()) == -EPERM);  // refused, not blocked
-  CHECK(EventFd::drain_shared(e.fd()) == most);
-  // An empty counter without O_NONBLOCK: a plain read would block.
-  CHECK(EventFd::drain_shared(e.fd()) == 0);
-  ::close(theirs);
+TEST_CASE("wake fds, pipe and socket: kick, wait, drain; one way only", "[doorbell]") {
+  for (const auto kind : {WakeFd::Kind::kPipe, WakeFd::Kind::kSocket}) {
+    CAPTURE(kind == WakeFd::Kind::kPipe ? "pipe" : "socket");
+    WakeFd w, r;
+    REQUIRE(WakeFd::create(kind, &w, &r) == 0);
+    CHECK(r.drain() == 0);
+    CHECK(r.wait(0) == 0);
+    CHECK(w.kick() == 0);
+    CHECK(w.kick() == 0);
+    CHECK(r.wait(0) == 1);  // drains both kicks
+    CHECK(r.drain() == 0);
+    REQUIRE(w.kick() == 0);
+    CHECK(r.drain() == 1);
+    // The reader cannot kick the writer: nothing piles up where nobody reads.
+    CHECK(WakeFd::kick_socket(r.fd()) < 0);
+    CHECK(WakeFd::drain(w.fd()) <= 0);
+  }
+}
 
-  int p[2];
-  REQUIRE(::pipe(p) == 0);
-  CHECK_FALSE(EventFd::is_eventfd(p[1]));
-  ::close(p[0]);
-  ::close(p[1]);
+TEST_CASE("a wake fd's owner never blocks, whatever the other end's holder does", "[doorbell]") {
+  // SIGPIPE is what conduitd ignores (its pipe writes); a client sends with MSG_NOSIGNAL.
+  struct sigaction ign {
+  }, old{};
+  ign.sa_handler = SIG_IGN;
+  REQUIRE(::sigaction(SIGPIPE, &ign, &old) == 0);
+  for (const auto kind : {WakeFd::Kind::kPipe, WakeFd::Kind::kSocket}) {
+    CAPTURE(kind == WakeFd::Kind::kPipe ? "pipe" : "socket");
+    WakeFd w, r;
+    REQUIRE(WakeFd::create(kind, &w, &r) == 0);
+    // The holder of one end makes it blocking: the other end's flags are its own.
+    REQUIRE(::fcntl(r.fd(), F_SETFL, ::fcntl(r.fd(), F_GETFL) & ~O_NONBLOCK) == 0);
+    CHECK((::fcntl(w.fd(), F_GETFL) & O_NONBLOCK) != 0);
+    uint64_t kicks = 0;
+    const auto t0 = Clock::now();
+    // Full: a blocking write would wait. Every kick still returns, with success.
+    for (; kicks < 200'000 && Clock::now() - t0 < std::chrono::seconds(5); ++kicks) {
+      REQUIRE(w.kick() == 0);
+    }
+    CHECK(kicks == 200'000);
+    // Its holder drains its end (made non-blocking again: that is its own business).
+    REQUIRE(::fcntl(r.fd(), F_SETFL, ::fcntl(r.fd(), F_GETFL) | O_NONBLOCK) == 0);
+    int64_t drained = 0;
+    for (int64_t n; (n = r.drain()) > 0;) drained += n;
+    CHECK(drained > 0);
+    CHECK(drained < 200'000);  // the channel filled: the rest were refused, quietly
+    // The writer made blocking, the reader drains an empty channel: returns at once.
+    WakeFd w2, r2;
+    REQUIRE(WakeFd::create(kind, &w2, &r2) == 0);
+    REQUIRE(::fcntl(w2.fd(), F_SETFL, ::fcntl(w2.fd(), F_GETFL) & ~O_NONBLOCK) == 0);
+    CHECK(r2.drain() == 0);
+    // The reader gone: -EPIPE from a kick.
+    r = WakeFd();
+    CHECK(w.kick() == -EPIPE);
+    // The writer gone: end of file once what was sent is read.
+    REQUIRE(w2.kick() == 0);
+    w2 = WakeFd();
+    CHECK(r2.drain() == 1);
+    CHECK(r2.drain() == -EPIPE);
+    CHECK(r2.wait(1000) == -EPIPE);
+  }
+  REQUIRE(::sigaction(SIGPIPE, &old, nullptr) == 0);
+  // A client's socket kick after conduitd is gone: -EPIPE even with SIGPIPE's default action
+  // (which would end this process).
+  WakeFd w, r;
+  REQUIRE(WakeFd::create(WakeFd::Kind::kSocket, &w, &r) == 0);
+  r = WakeFd();
+  CHECK(w.kick() == -EPIPE);
 }
 
 TEST_CASE("producer kicks only when the consumer armed the flag, once per arming", "[doorbell]") {
@@ -113,8 +156,8 @@ TEST_CASE("wait_for_entries times out when nothing arrives", "[doorbell]") {
 TEST_CASE("a sleeping consumer is woken by the producer's kick", "[doorbell]") {
   Region r;
   REQUIRE(Region::create(one_cq(), &r) == 0);
-  EventFd efd;
-  REQUIRE(EventFd::create(&efd) == 0);
+  WakeFd kicker, efd;  // as between conduitd's engine and a client
+  REQUIRE(WakeFd::create(WakeFd::Kind::kPipe, &kicker, &efd) == 0);
   auto c = r.cq(0).consumer(0);
   conduit_shm_wakeup* w = r.cq_wakeup(0);
   constexpr int kRounds = 200;
@@ -129,7 +172,7 @@ TEST_CASE("a sleeping consumer is woken by the producer's kick", "[doorbell]") {
       e.wr_id = static_cast<uint64_t>(i);
       while (!p.try_enqueue(e)) std::this_thread::yield();
       if (producer_should_kick(w)) {
-        if (efd.kick() != 0) kick_failed = true;  // Catch2 asserts are main-thread only
+        if (kicker.kick() != 0) kick_failed = true;  // Catch2 asserts are main-thread only
         kicks.fetch_add(1);
       }
     }
