@@ -267,11 +267,13 @@ RxResult Qp::completer_rx(uint64_t now_ns, const wire::RoceHeader& hdr,
         ++counters_.rx_duplicates;
         return RxResult::kDuplicate;
       }
-      // Everything before the NAKed PSN was received.
+      // Everything before the NAKed PSN was received and executed: a sequence NAK's PSN is
+      // the responder's ePSN, and a fatal NAK is only sent for the request at ePSN (under SR
+      // too: one that fails out of order is dropped, and NAKed when resent in order). The
+      // SEND/WRITEs before it complete; a READ or atomic before it still missing its answer
+      // is asked for again (as rxe), not completed by a NAK that is not about it.
       bool blocked = false;
-      const bool sack =
-          sr_ && aeth.value() == static_cast<uint8_t>(wire::NakCode::kPsnSequenceError);
-      if (wire::psn_gt(psn, una_psn_) && (!sr_ || sack)) {
+      if (wire::psn_gt(psn, una_psn_)) {
         blocked = advance_una(now_ns, wire::psn_add(psn, wire::kPsnMask));
       }
       if (sr_ && aeth.value() == static_cast<uint8_t>(wire::NakCode::kPsnSequenceError)) {

@@ -29,7 +29,9 @@
 //    (sequence error) whose BTH PSN is ePSN (the cumulative ACK) and whose
 //    AETH MSN field carries the PSN of the packet that arrived (the SACK).
 //    Completions are still delivered in PSN order, as ePSN passes them.
-//    READ requests are only accepted in order.
+//    READ requests are only accepted in order, and so is a request that fails a
+//    check: ahead of ePSN it is dropped, not NAKed (a fatal NAK for PSN p says every
+//    request before p was executed), and NAKed when it is resent in order.
 //  - The requester keeps a SACK bitmap; on the first SACK it enters
 //    recovery and resends only the holes below the highest SACKed PSN
 //    before any new data, until the cumulative ACK passes the PSN that was

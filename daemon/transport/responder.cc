@@ -392,46 +392,56 @@ RxResult Qp::responder_sr(const wire::RoceHeader& hdr, std::span<const uint8_t> 
     if (!payload.empty()) return responder_fatal(NakCode::kInvalidRequest, psn);
     return (flags & wire::kOpAtomic) ? responder_atomic(hdr) : responder_read(hdr);
   }
+  // A packet ahead of ePSN that fails a check is not NAKed: a fatal NAK for PSN p tells the
+  // requester that every request before p was executed, which is not known yet. It is
+  // dropped, as a READ ahead of ePSN is, and NAKed when the requester resends it in order.
+  auto sr_fatal = [&](NakCode code) {
+    if (d != 0) {
+      ++counters_.rx_out_of_sequence;
+      return RxResult::kOutOfSequence;
+    }
+    return responder_fatal(code, psn);
+  };
   SrSlot& slot = sr_slots_[psn & (kSrWindow - 1)];
   if (slot.received) {
     ++counters_.rx_duplicates;
     return RxResult::kDuplicate;
   }
-  if (payload.size() < SrPlacement::kBytes) return responder_fatal(NakCode::kInvalidRequest, psn);
+  if (payload.size() < SrPlacement::kBytes) return sr_fatal(NakCode::kInvalidRequest);
   const SrPlacement p = SrPlacement::decode(payload.data());
   const auto data = payload.subspan(SrPlacement::kBytes);
   const int32_t k = wire::psn_diff(psn, p.msg_first_psn);
   const uint64_t offset = static_cast<uint64_t>(k) * seg_bytes_;
-  if (k < 0 || offset > p.msg_len_bytes) return responder_fatal(NakCode::kInvalidRequest, psn);
+  if (k < 0 || offset > p.msg_len_bytes) return sr_fatal(NakCode::kInvalidRequest);
   const uint32_t remaining = p.msg_len_bytes - static_cast<uint32_t>(offset);
   const bool last = remaining <= seg_bytes_;
   if (data.size() != (last ? remaining : seg_bytes_) || last != bool(flags & wire::kOpLast) ||
       (k == 0) != bool(flags & wire::kOpFirst)) {
-    return responder_fatal(NakCode::kInvalidRequest, psn);
+    return sr_fatal(NakCode::kInvalidRequest);
   }
   const bool imm = flags & wire::kOpImm;
   const bool consume_recv = (flags & wire::kOpSend) || imm;
   RecvWqe* r = nullptr;
   if (consume_recv) {
     const uint32_t idx = p.recv_seq - recv_seq_done_;
-    if (idx >= kSrWindow) return responder_fatal(NakCode::kInvalidRequest, psn);
+    if (idx >= kSrWindow) return sr_fatal(NakCode::kInvalidRequest);
     if (idx >= rq_tail_ - rq_head_) return responder_rnr(psn);
     r = &rq_[(rq_head_ + idx) & rq_mask_];
   }
   if (flags & wire::kOpWrite) {
     if (!(attr_.access_flags & kAccessRemoteWrite)) {
-      return responder_fatal(NakCode::kRemoteAccessError, psn);
+      return sr_fatal(NakCode::kRemoteAccessError);
     }
     std::span<uint8_t> mem;
     if (!data.empty() &&
         mrs_.lookup_remote(p.rkey, p.va + offset, static_cast<uint32_t>(data.size()),
                            kAccessRemoteWrite, mem) != MrStatus::kOk) {
-      return responder_fatal(NakCode::kRemoteAccessError, psn);
+      return sr_fatal(NakCode::kRemoteAccessError);
     }
     if (!data.empty()) std::memcpy(mem.data(), data.data(), data.size());
   } else {
     if (p.msg_len_bytes > r->len_bytes) {
-      if (r == &rq_[rq_head_ & rq_mask_]) {
+      if (d == 0 && r == &rq_[rq_head_ & rq_mask_]) {
         Completion c;
         c.wr_id = r->wr_id;
         c.status = WcStatus::kLocalLengthError;
@@ -439,7 +449,7 @@ RxResult Qp::responder_sr(const wire::RoceHeader& hdr, std::span<const uint8_t> 
         push_completion(c);
         ++rq_head_;
       }
-      return responder_fatal(NakCode::kInvalidRequest, psn);
+      return sr_fatal(NakCode::kInvalidRequest);
     }
     scatter(r->seg, r->num_sge, static_cast<uint32_t>(offset), data);
   }

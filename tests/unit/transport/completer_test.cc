@@ -309,3 +309,67 @@ TEST_CASE("completer: stale and impossible responses are ignored") {
   CHECK(p.a.qp.state() == QpState::kRts);
   CHECK(p.a.drain_cq().size() == 1);
 }
+
+TEST_CASE("completer: a fatal NAK first completes the SEND/WRITEs before its PSN, both modes") {
+  for (bool sr : {false, true}) {
+    INFO("selective repeat " << sr);
+    QpAttr attr = default_attr();
+    attr.selective_repeat = sr;
+    QpPair p(attr);
+    // Every ACK is lost: only the NAK tells A that B executed the WRs before it.
+    p.filter = [](bool from_a, Packet& pkt) {
+      return from_a || pkt.hdr.aeth.type() != AethType::kAck;
+    };
+    REQUIRE(p.b.qp.post_recv(make_recv(1, 0, 64)) == Status::kOk);
+    REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kSend, 1, 0, 16)) == Status::kOk);
+    REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kWrite, 2, 0, 3000, 0x4000)) == Status::kOk);
+    SendWr bad = make_wr(WrOpcode::kWrite, 3, 0, 16);
+    bad.rkey = 0x8123;
+    REQUIRE(p.a.qp.post_send(bad) == Status::kOk);
+    REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kSend, 4, 0, 16)) == Status::kOk);
+    p.pump();
+    auto ca = p.a.drain_cq();
+    REQUIRE(ca.size() == 4);
+    CHECK(ca[0].wr_id == 1);
+    CHECK(ca[0].status == WcStatus::kSuccess);
+    CHECK(ca[1].wr_id == 2);
+    CHECK(ca[1].status == WcStatus::kSuccess);
+    CHECK(ca[2].wr_id == 3);
+    CHECK(ca[2].status == WcStatus::kRemoteAccessError);
+    CHECK(ca[3].wr_id == 4);
+    CHECK(ca[3].status == WcStatus::kWrFlushError);
+    CHECK(p.a.qp.state() == QpState::kErr);
+    CHECK(p.a.qp.error().status == WcStatus::kRemoteAccessError);
+    CHECK(p.a.qp.counters().timeouts == 0);
+  }
+}
+
+TEST_CASE("completer: a fatal NAK past a READ missing its responses retries the READ, as rxe") {
+  for (bool sr : {false, true}) {
+    INFO("selective repeat " << sr);
+    QpAttr attr = default_attr();
+    attr.selective_repeat = sr;
+    QpPair p(attr);
+    // The READ's only response is lost; the NAK behind it arrives.
+    p.filter = [](bool from_a, Packet& pkt) {
+      return from_a || pkt.hdr.bth.opcode != op(Opcode::kReadResponseOnly);
+    };
+    REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kWrite, 1, 0, 16, 0x100)) == Status::kOk);
+    REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kRead, 2, 0x4000, 16, 0x1000)) == Status::kOk);
+    SendWr bad = make_wr(WrOpcode::kWrite, 3, 0, 16);
+    bad.rkey = 0x8123;
+    REQUIRE(p.a.qp.post_send(bad) == Status::kOk);
+    run(p);
+    // The WRITE before the READ completes; the READ's data never came, so it is neither a
+    // success nor the NAK's error: it is asked for again, and fails when B (in ERR) never
+    // answers. The NAKed WRITE is flushed behind it.
+    auto ca = p.a.drain_cq();
+    REQUIRE(ca.size() == 3);
+    CHECK(ca[0].wr_id == 1);
+    CHECK(ca[0].status == WcStatus::kSuccess);
+    CHECK(ca[1].wr_id == 2);
+    CHECK(ca[1].status == WcStatus::kRetryExceeded);
+    CHECK(ca[2].wr_id == 3);
+    CHECK(ca[2].status == WcStatus::kWrFlushError);
+  }
+}

@@ -492,3 +492,25 @@ TEST_CASE("selective repeat: a SEND that is not the next receive in sequence is 
     CHECK(c[1].status == WcStatus::kWrFlushError);
   }
 }
+
+TEST_CASE("selective repeat: a request failing its checks out of order is NAKed only in order") {
+  QpPair p(sr_attr());
+  p.filter = drop_once({100});  // the first WRITE is lost once: the bad one arrives ahead
+  fill(p.a.mem(), 16, 7);
+  REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kWrite, 1, 0, 16, 0x9000)) == Status::kOk);
+  SendWr bad = make_wr(WrOpcode::kWrite, 2, 0, 16);
+  bad.rkey = 0x8123;
+  REQUIRE(p.a.qp.post_send(bad) == Status::kOk);
+  run(p);
+  // B executed the first WRITE before it NAKed the second: A's success for it is true.
+  CHECK(std::equal(p.a.mem(), p.a.mem() + 16, p.b.mem() + 0x9000));
+  auto ca = p.a.drain_cq();
+  REQUIRE(ca.size() == 2);
+  CHECK(ca[0].wr_id == 1);
+  CHECK(ca[0].status == WcStatus::kSuccess);
+  CHECK(ca[1].wr_id == 2);
+  CHECK(ca[1].status == WcStatus::kRemoteAccessError);
+  CHECK(p.b.qp.state() == QpState::kErr);
+  CHECK(p.b.qp.error().psn == 101);
+  CHECK(p.b.qp.counters().naks_sent == 1);
+}
