@@ -635,6 +635,10 @@ void Qp::enter_error() {
 }
 
 void Qp::stop_responses() {
+  // What is queued behind the first READ response or atomic ACK dropped here goes no further
+  // either: an ACK or NAK for a later PSN would tell the requester that the READ or atomic
+  // was answered (as responder_poll() does when a READ's region goes away).
+  resp_tail_ = first_unsent_answer();
   for (auto& r : reads_) r.active = false;  // responder_poll skips items of inactive ones
 }
 

@@ -264,7 +264,10 @@ class Qp {
   // An ACK for everything the responder has taken (ePSN - 1, the current MSN), to send
   // at once: what a QP that stops (disconnect, destroy) sends ahead of the DREQ, so that
   // its peer's requester completes what arrived here instead of waiting behind the
-  // disconnect for ACKs still queued, or losing them with the QP.
+  // disconnect for ACKs still queued, or losing them with the QP. It stops before the
+  // first READ or atomic whose answer is still queued here (the stop drops it): an ACK
+  // past it would say it was answered. (Answers given out by poll_tx() and not yet on the
+  // wire are the caller's to send first.)
   void final_ack(TxPacket& out) const;
 
  private:
@@ -358,9 +361,13 @@ class Qp {
   MrStatus resolve_local_slow(const Sge& s, uint32_t access, std::span<uint8_t>& out);
   void reset_all();
   // ERR: both queues flushed. READ responses and atomic ACKs already queued are still
-  // sent (a responder error's NAK follows them) until stop_responses().
+  // sent (a responder error's NAK follows them) until stop_responses(), which drops them
+  // and everything queued after them.
   void enter_error();
   void stop_responses();
+  // The free-running index of the first response item that is a READ response or atomic
+  // ACK still to be sent; resp_tail_ when there is none.
+  uint32_t first_unsent_answer() const;
   size_t poll_cq_runs(Completion* out, size_t n);
   Status post_send_general(const SendWr& wr);
   void keep_wr(SendWqe& w, const SendWr& wr);

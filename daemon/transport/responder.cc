@@ -614,6 +614,17 @@ void Qp::build_read_response(ReadResource& r, TxPacket& out) {
   }
 }
 
+uint32_t Qp::first_unsent_answer() const {
+  constexpr uint32_t mask = kRespFifoSlots - 1;
+  for (uint32_t i = resp_head_; i != resp_tail_; ++i) {
+    const Response& item = resp_fifo_[i & mask];
+    if (item.kind != RespItem::kRead) continue;
+    const ReadResource& r = reads_[item.read_index];
+    if (r.active && item.read_gen == r.gen) return i;
+  }
+  return resp_tail_;
+}
+
 void Qp::final_ack(TxPacket& out) const {
   wire::RoceHeader& h = out.hdr;
   h.bth = wire::Bth{};
@@ -621,6 +632,15 @@ void Qp::final_ack(TxPacket& out) const {
   h.bth.dest_qp = attr_.dest_qpn;
   h.bth.psn = wire::psn_add(epsn_, wire::kPsnMask);  // ePSN - 1
   h.aeth = Aeth::ack(msn_);
+  const uint32_t i = first_unsent_answer();
+  if (i != resp_tail_) {
+    // A READ or atomic whose answer has not all been given out: the ACK stops before it
+    // (PSN and MSN before it), as the queue would have sent it. It goes ahead of the
+    // answers, which a stopping QP drops (stop_responses).
+    const ReadResource& r = reads_[resp_fifo_[i & (kRespFifoSlots - 1)].read_index];
+    h.bth.psn = wire::psn_add(r.first_psn, wire::kPsnMask);
+    h.aeth = Aeth::ack(wire::psn_add(r.msn, wire::kPsnMask));
+  }
   out.payload_parts = 0;
   out.payload_bytes = 0;
 }

@@ -563,15 +563,27 @@ TEST_CASE("responder: a fatal error still answers the READs and atomics taken be
     CHECK(load_u64(r.e.mem() + 0x2000) == 15);  // executed once
     CHECK(r.tx().empty());
   }
-  SECTION("the owner's modify to ERR stops them; the NAK still goes") {
+  SECTION("the owner's modify to ERR stops them, and the NAK behind them") {
     CHECK(r.rx(Opcode::kWriteOnly, 104, bytes(4), true, reth(0x3000, 4, 0xdead)) ==
           RxResult::kDropped);
     QpAttr err;
     err.state = QpState::kErr;
     REQUIRE(r.e.qp.modify(err, kAttrState) == Status::kOk);
-    auto t = r.tx();
-    REQUIRE(t.size() == 1);
-    CHECK(t[0].hdr.aeth.syndrome == 0x62);
+    // The NAK for 104 would say the READ and the atomic were answered.
+    CHECK(r.tx().empty());
+  }
+  SECTION("the owner's modify to ERR after the answers went: the NAK still goes") {
+    CHECK(r.rx(Opcode::kWriteOnly, 104, bytes(4), true, reth(0x3000, 4, 0xdead)) ==
+          RxResult::kDropped);
+    TxPacket t;
+    for (int i = 0; i < 4; ++i) REQUIRE(r.e.qp.poll_tx(r.now_ns, t));
+    CHECK(t.hdr.bth.opcode == op(Opcode::kAtomicAcknowledge));
+    QpAttr err;
+    err.state = QpState::kErr;
+    REQUIRE(r.e.qp.modify(err, kAttrState) == Status::kOk);
+    auto rest = r.tx();
+    REQUIRE(rest.size() == 1);
+    CHECK(rest[0].hdr.aeth.syndrome == 0x62);
   }
   SECTION("RESET drops everything") {
     CHECK(r.rx(Opcode::kWriteOnly, 104, bytes(4), true, reth(0x3000, 4, 0xdead)) ==
@@ -718,4 +730,57 @@ TEST_CASE("responder: the requester of a READ whose region went away gets Remote
   CHECK(c[0].wr_id == 1);
   CHECK(c[0].status == WcStatus::kRemoteAccessError);
   CHECK(p.b.qp.state() == QpState::kErr);
+}
+
+TEST_CASE("responder: a stopping QP never ACKs past READ or atomic answers it did not send") {
+  Responder r;
+  REQUIRE(r.e.qp.post_recv(make_recv(1, 0x8000, 64)) == Status::kOk);
+  REQUIRE(r.rx(Opcode::kSendOnly, 100, bytes(8)) == RxResult::kAccepted);  // ACK 100, MSN 1
+  REQUIRE(r.rx(Opcode::kReadRequest, 101, {}, true, reth(0, 4096)) == RxResult::kAccepted);
+  REQUIRE(r.e.qp.post_recv(make_recv(2, 0x9000, 64)) == Status::kOk);
+  REQUIRE(r.rx(Opcode::kSendOnly, 105, bytes(8)) == RxResult::kAccepted);  // ACK queued after
+  TxPacket t;
+  REQUIRE(r.e.qp.poll_tx(r.now_ns, t));  // the SEND's ACK
+  CHECK(t.hdr.bth.psn == 100);
+  REQUIRE(r.e.qp.poll_tx(r.now_ns, t));  // the READ's first response
+  CHECK(t.hdr.bth.opcode == op(Opcode::kReadResponseFirst));
+
+  SECTION("the final ACK covers only what precedes the unfinished READ") {
+    TxPacket fin;
+    r.e.qp.final_ack(fin);
+    CHECK(fin.hdr.bth.opcode == op(Opcode::kAcknowledge));
+    CHECK(fin.hdr.aeth.type() == AethType::kAck);
+    CHECK(fin.hdr.bth.psn == 100);
+    CHECK(fin.hdr.aeth.msn == 1);
+  }
+  SECTION("stopped: the queued ACK behind the dropped READ responses is not sent") {
+    QpAttr err;
+    err.state = QpState::kErr;
+    REQUIRE(r.e.qp.modify(err, kAttrState) == Status::kOk);
+    CHECK(r.tx().empty());
+    CHECK_FALSE(r.e.qp.responses_queued());
+  }
+  SECTION("once the READ is answered the final ACK covers everything taken") {
+    auto rest = r.tx();
+    REQUIRE(rest.size() == 4);
+    CHECK(rest[3].hdr.bth.psn == 105);
+    TxPacket fin;
+    r.e.qp.final_ack(fin);
+    CHECK(fin.hdr.bth.psn == 105);
+    CHECK(fin.hdr.aeth.msn == 3);
+  }
+}
+
+TEST_CASE("responder: a stopping QP's final ACK stops before a queued atomic answer") {
+  Responder r;
+  RoceHeader h;
+  h.bth.opcode = op(Opcode::kFetchAdd);
+  h.bth.dest_qp = 0x22;
+  h.bth.psn = 100;
+  h.atomic = conduit::wire::AtomicEth{kBase + 0x100, 0x8000, 1, 0};
+  REQUIRE(r.e.qp.on_packet(r.now_ns, h, {}) == RxResult::kAccepted);
+  TxPacket fin;
+  r.e.qp.final_ack(fin);
+  CHECK(fin.hdr.bth.psn == 99);
+  CHECK(fin.hdr.aeth.msn == 0);
 }
