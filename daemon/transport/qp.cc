@@ -268,7 +268,10 @@ Status Qp::modify(const QpAttr& a, uint32_t mask) {
        ~(kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic)) != 0)
     return Status::kInvalidAttr;
 
-  if (attrs & kAttrAccessFlags) attr_.access_flags = a.access_flags;
+  if ((attrs & kAttrAccessFlags) && attr_.access_flags != a.access_flags) {
+    attr_.access_flags = a.access_flags;
+    ++access_gen_;  // requests in flight check the new flags (remote_epoch())
+  }
   if (attrs & kAttrPathMtu) {
     attr_.pmtu_bytes = a.pmtu_bytes;
     pmtu_shift_ = static_cast<uint32_t>(std::countr_zero(a.pmtu_bytes));

@@ -301,8 +301,9 @@ class Qp {
     uint32_t first_psn = 0;
     uint32_t npkts = 0;
     std::span<const uint8_t> mem;
-    // What mem was resolved from, and mrs_.epoch() then: a (re)play after a region changed
-    // resolves the rkey again, so a deregistered region is never read for the peer.
+    // What mem was resolved from, and remote_epoch() then: a (re)play after a region or the
+    // QP's access flags changed resolves the rkey and checks remote read again, so a
+    // deregistered region is never read for the peer, nor one remote read was taken from.
     uint64_t va = 0;
     uint32_t rkey = 0;
     uint64_t mem_epoch = 0;
@@ -356,6 +357,10 @@ class Qp {
     off = s.addr - base;  // overflow-safe: offsets, never addr + len
     return off <= size && s.len_bytes <= size - off;
   }
+  // What the responder's remote-key checks depend on: the regions (mrs_.epoch()) and the
+  // QP's access flags (access_gen_). Both only grow, so the sum changes when either does: a
+  // WRITE in progress or a READ (re)play checks again on one integer compare per packet.
+  uint64_t remote_epoch() const { return mrs_.epoch() + access_gen_; }
   // The cached region view is current (resolve_cached() may use it).
   bool mr_cache_current() const { return mr_cache_valid_ && mrs_.epoch() == mr_cache_epoch_; }
   MrStatus resolve_local_slow(const Sge& s, uint32_t access, std::span<uint8_t>& out);
@@ -534,6 +539,8 @@ class Qp {
   uint64_t mr_cache_epoch_ = 0;
   MrView mr_cache_;
   QpAttr attr_;
+  // Bumped by a modify that changes attr_.access_flags; never reset (see remote_epoch()).
+  uint64_t access_gen_ = 0;
   QpState state_ = QpState::kReset;
   uint32_t pmtu_shift_ = 10;
   bool sr_ = false;
@@ -620,9 +627,10 @@ class Qp {
   uint32_t recv_offset_ = 0;      // bytes placed into the head RQ WQE
   std::span<uint8_t> write_mem_;  // the current WRITE's target (after checks)
   uint32_t write_offset_ = 0;
-  // The current WRITE's RETH and mrs_.epoch() when write_mem_ was resolved: a later packet
-  // of the WRITE resolves the rkey again when any region changed (one compare per packet
-  // otherwise), so it never writes into a region deregistered meanwhile.
+  // The current WRITE's RETH and remote_epoch() when write_mem_ was resolved: a later packet
+  // of the WRITE checks remote write and resolves the rkey again when any region or the
+  // access flags changed (one compare per packet otherwise), so it never writes into a
+  // region deregistered meanwhile, nor after remote write was taken away.
   uint64_t write_va_ = 0;
   uint32_t write_rkey_ = 0;
   uint64_t write_epoch_ = 0;

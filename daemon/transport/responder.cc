@@ -166,17 +166,19 @@ RxResult Qp::responder_write(const wire::RoceHeader& hdr, std::span<const uint8_
     write_offset_ = 0;
     write_va_ = hdr.reth.va;
     write_rkey_ = hdr.reth.rkey;
-    write_epoch_ = mrs_.epoch();
-  } else if (write_epoch_ != mrs_.epoch() && !write_mem_.empty()) {
-    // A region changed since the FIRST packet: the rkey may have been deregistered.
+    write_epoch_ = remote_epoch();
+  } else if (write_epoch_ != remote_epoch() && !write_mem_.empty()) {
+    // A region or the QP's access flags changed since the FIRST packet: the rkey may have
+    // been deregistered, or remote write taken away.
     std::span<uint8_t> mem;
-    if (mrs_.lookup_remote(write_rkey_, write_va_, static_cast<uint32_t>(write_mem_.size()),
+    if (!(attr_.access_flags & kAccessRemoteWrite) ||
+        mrs_.lookup_remote(write_rkey_, write_va_, static_cast<uint32_t>(write_mem_.size()),
                            kAccessRemoteWrite, mem) != MrStatus::kOk) {
       write_mem_ = {};
       return responder_fatal(NakCode::kRemoteAccessError, psn);
     }
     write_mem_ = mem;
-    write_epoch_ = mrs_.epoch();
+    write_epoch_ = remote_epoch();
   }
   if (payload.size() > write_mem_.size() - write_offset_ ||
       (last && write_offset_ + payload.size() != write_mem_.size())) {
@@ -228,25 +230,32 @@ RxResult Qp::responder_read(const wire::RoceHeader& hdr) {
   r->mem = mem;
   r->va = hdr.reth.va;
   r->rkey = hdr.reth.rkey;
-  r->mem_epoch = mrs_.epoch();
+  r->mem_epoch = remote_epoch();
   return start_response(*r, psn, npkts);
 }
 
 bool Qp::read_memory_current(ReadResource& r) {
-  if (!r.valid) return false;       // its rkey failed before
+  if (!r.valid) return false;  // its rkey failed before
+  // An atomic's (re)play sends its saved result and touches no memory: it was executed with
+  // the access it had then.
+  if (!r.atomic && !(attr_.access_flags & kAccessRemoteRead)) {
+    r.mem = {};
+    r.valid = false;  // never replayed again
+    return false;
+  }
   if (r.atomic || r.mem.empty()) {  // no memory to read (zero length: no key was checked)
-    r.mem_epoch = mrs_.epoch();
+    r.mem_epoch = remote_epoch();
     return true;
   }
   std::span<uint8_t> mem;
   if (mrs_.lookup_remote(r.rkey, r.va, static_cast<uint32_t>(r.mem.size()), kAccessRemoteRead,
                          mem) != MrStatus::kOk) {
     r.mem = {};
-    r.valid = false;  // never replayed again
+    r.valid = false;
     return false;
   }
   r.mem = mem;
-  r.mem_epoch = mrs_.epoch();
+  r.mem_epoch = remote_epoch();
   return true;
 }
 
@@ -339,7 +348,7 @@ RxResult Qp::responder_atomic(const wire::RoceHeader& hdr) {
   r->atomic = true;
   r->atomic_orig = orig;
   r->mem = {};
-  r->mem_epoch = mrs_.epoch();
+  r->mem_epoch = remote_epoch();
   return start_response(*r, psn, 1);
 }
 
@@ -491,7 +500,7 @@ RxResult Qp::responder_duplicate(const wire::RoceHeader& hdr) {
       // A READ is answered only from memory its rkey still names: after the region was
       // deregistered the peer gets what a new READ with that rkey gets. (An atomic's replay
       // sends its saved result and touches no memory.)
-      if (r.mem_epoch != mrs_.epoch() && !read_memory_current(r)) {
+      if (r.mem_epoch != remote_epoch() && !read_memory_current(r)) {
         return responder_fatal(NakCode::kRemoteAccessError, psn);
       }
       const uint32_t gen = r.gen;
@@ -666,10 +675,10 @@ bool Qp::responder_poll(TxPacket& out) {
       ++resp_head_;  // superseded by a replay, or the QP went to ERR
       continue;
     }
-    if (r.mem_epoch != mrs_.epoch() && !read_memory_current(r)) {
-      // The region was deregistered while this READ was being answered: a NAK takes the
-      // place of its remaining responses. Nothing queued after it is sent (an ACK or a
-      // response for a later PSN would acknowledge the unfinished READ).
+    if (r.mem_epoch != remote_epoch() && !read_memory_current(r)) {
+      // The region was deregistered (or remote read taken away) while this READ was being answered:
+      // a NAK takes the place of its remaining responses. Nothing queued after it is sent (an ACK
+      // or a response for a later PSN would acknowledge the unfinished READ).
       const uint32_t psn = r.next_psn;
       resp_head_ = resp_tail_;
       stop_responses();

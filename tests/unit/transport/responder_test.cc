@@ -784,3 +784,72 @@ TEST_CASE("responder: a stopping QP's final ACK stops before a queued atomic ans
   CHECK(fin.hdr.bth.psn == 99);
   CHECK(fin.hdr.aeth.msn == 0);
 }
+
+namespace {
+void set_access(Qp& qp, uint32_t access) {
+  QpAttr a;
+  a.access_flags = access;
+  REQUIRE(qp.modify(a, kAttrAccessFlags) == Status::kOk);
+}
+}  // namespace
+
+TEST_CASE("responder: a WRITE's later packets are checked against the QP's access flags") {
+  Responder r;
+  REQUIRE(r.rx(Opcode::kWriteFirst, 100, bytes(1024, 0x11), false, reth(0, 3072)) ==
+          RxResult::kAccepted);
+  SECTION("the flags changed, remote write still granted: the WRITE goes on") {
+    set_access(r.e.qp, kAccessLocalWrite | kAccessRemoteWrite);
+    CHECK(r.rx(Opcode::kWriteMiddle, 101, bytes(1024, 0x22), false) == RxResult::kAccepted);
+    CHECK(r.rx(Opcode::kWriteLast, 102, bytes(1024, 0x33)) == RxResult::kAccepted);
+    CHECK(r.e.mem()[3071] == 0x33);
+    CHECK(r.e.qp.state() == QpState::kRts);
+  }
+  SECTION("remote write taken away: Remote Access Error, nothing more written") {
+    set_access(r.e.qp, kAccessLocalWrite | kAccessRemoteRead);
+    CHECK(r.rx(Opcode::kWriteMiddle, 101, bytes(1024, 0x22), false) == RxResult::kDropped);
+    CHECK(r.e.mem()[1024] == 0);
+    auto t = r.tx();
+    REQUIRE(t.size() == 1);
+    CHECK(t[0].hdr.bth.psn == 101);
+    CHECK(t[0].hdr.aeth.type() == AethType::kNak);
+    CHECK(t[0].hdr.aeth.value() == static_cast<uint8_t>(NakCode::kRemoteAccessError));
+    CHECK(r.e.qp.state() == QpState::kErr);
+  }
+}
+
+TEST_CASE("responder: READs are checked against the QP's access flags when replayed or answered") {
+  Responder r;
+  std::memcpy(r.e.mem(), "public-data-0000", 16);
+  SECTION("a duplicate READ after remote read was taken away: NAKed, not replayed") {
+    REQUIRE(r.rx(Opcode::kReadRequest, 100, {}, true, reth(0, 16)) == RxResult::kAccepted);
+    REQUIRE(r.tx().size() == 1);
+    set_access(r.e.qp, kAccessLocalWrite | kAccessRemoteWrite);
+    CHECK(r.rx(Opcode::kReadRequest, 100, {}, true, reth(0, 16)) != RxResult::kAccepted);
+    auto t = r.tx();
+    REQUIRE(t.size() == 1);
+    CHECK(t[0].hdr.bth.opcode == op(Opcode::kAcknowledge));
+    CHECK(t[0].hdr.aeth.type() == AethType::kNak);
+    CHECK(t[0].hdr.aeth.value() == static_cast<uint8_t>(NakCode::kRemoteAccessError));
+    CHECK(r.e.qp.state() == QpState::kErr);
+  }
+  SECTION("a duplicate READ after an unrelated change of the flags is replayed") {
+    REQUIRE(r.rx(Opcode::kReadRequest, 100, {}, true, reth(0, 16)) == RxResult::kAccepted);
+    REQUIRE(r.tx().size() == 1);
+    set_access(r.e.qp, kAccessLocalWrite | kAccessRemoteRead);
+    CHECK(r.rx(Opcode::kReadRequest, 100, {}, true, reth(0, 16)) == RxResult::kDuplicate);
+    auto t = r.tx();
+    REQUIRE(t.size() == 1);
+    CHECK(t[0].hdr.bth.opcode == op(Opcode::kReadResponseOnly));
+  }
+  SECTION("a READ being answered stops with a NAK") {
+    REQUIRE(r.rx(Opcode::kReadRequest, 100, {}, true, reth(0, 4096)) == RxResult::kAccepted);
+    TxPacket first;
+    REQUIRE(r.e.qp.poll_tx(r.now_ns, first));
+    set_access(r.e.qp, 0);
+    auto t = r.tx();
+    REQUIRE(t.size() == 1);
+    CHECK(t[0].hdr.bth.psn == 101);
+    CHECK(t[0].hdr.aeth.type() == AethType::kNak);
+    CHECK(t[0].hdr.aeth.value() == static_cast<uint8_t>(NakCode::kRemoteAccessError));
+  }
+}
