@@ -461,6 +461,8 @@ Status Qp::post_recv(const RecvWr& wr) {
       r.wr_id = wr.wr_id;
       r.num_sge = 1;
       r.len_bytes = wr.sge[0].len_bytes;
+      r.epoch = mr_cache_epoch_;  // resolve_cached(): the current epoch
+      r.sge[0] = wr.sge[0];
       ++rq_tail_;
       return Status::kOk;
     }
@@ -480,9 +482,11 @@ Status Qp::post_recv(const RecvWr& wr) {
     const Sge& s = wr.sge[i];
     if (s.len_bytes > kMaxPayloadPerWr - len) return Status::kInvalidWr;
     if (resolve_local(s, kAccessLocalWrite, r.seg[i]) != MrStatus::kOk) return Status::kInvalidSge;
+    r.sge[i] = s;
     len += s.len_bytes;
   }
   r.len_bytes = len;
+  r.epoch = mrs_.epoch();
   if (state_ == QpState::kErr) {
     Completion c;
     c.wr_id = wr.wr_id;
@@ -573,6 +577,7 @@ size_t Qp::post_recv_chain(std::span<const RecvWr> wrs, Status& status) {
       const uint64_t size = mr_cache_.bytes.size();
       uint8_t* const bytes = mr_cache_.bytes.data();
       const uint32_t lkey = mr_cache_lkey_;
+      const uint64_t epoch = mr_cache_epoch_;  // mr_cache_current()
       RecvWqe* const rq = rq_.data();
       const uint32_t mask = rq_mask_;
       uint32_t tail = rq_tail_;
@@ -591,6 +596,8 @@ size_t Qp::post_recv_chain(std::span<const RecvWr> wrs, Status& status) {
         r->wr_id = wr.wr_id;
         r->num_sge = 1;
         r->len_bytes = s.len_bytes;
+        r->epoch = epoch;
+        r->sge[0] = s;
         ++tail;
       }
       rq_tail_ = tail;

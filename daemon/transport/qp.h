@@ -162,7 +162,10 @@ class Qp {
   // error). SGEs are resolved now: a bad one refuses the post. The WR is
   // copied; the memory its SGEs name must stay registered until it completes.
   Status post_send(const SendWr& wr);
-  // Post a receive WR (INIT, RTR, RTS, SQD; flushed in ERR).
+  // Post a receive WR (INIT, RTR, RTS, SQD; flushed in ERR). SGEs are resolved now, and
+  // again when a SEND lands after a region changed: a receive whose region was
+  // deregistered meanwhile completes with a local protection error (the SEND is NAKed
+  // Remote Operational Error) instead of being written.
   Status post_recv(const RecvWr& wr);
   // A chain of WRs, as ibv_post_send / ibv_post_recv take one: exactly
   // post_send() / post_recv() of each in order until one is refused. Returns
@@ -295,6 +298,11 @@ class Qp {
     std::array<std::span<uint8_t>, kMaxSge> seg{};
     uint8_t num_sge = 0;
     uint32_t len_bytes = 0;
+    // mrs_.epoch() when seg was resolved, and the SGEs it was resolved from: a SEND that
+    // lands after a region changed resolves them again (one compare per packet otherwise),
+    // so it never writes into a region deregistered meanwhile.
+    uint64_t epoch = 0;
+    std::array<Sge, kMaxSge> sge{};
   };
   // A READ the responder has accepted: kept for replay after it is answered.
   struct ReadResource {
@@ -493,6 +501,12 @@ class Qp {
   // progress, a state that takes requests): returns how many it delivered.
   size_t recv_run(std::span<const wire::RoceView> pkts, RxResult* results);
   bool queue_read(uint8_t index);
+  // A receive WQE's memory after a region changed (epoch): its SGEs resolved again. False
+  // when one no longer resolves for local write (its region was deregistered).
+  bool recv_memory_current(RecvWqe& r);
+  // A SEND found the head receive WQE's memory gone: it completes with a local protection
+  // error and the SEND is NAKed Remote Operational Error (as rxe's malformed-WQE case).
+  RxResult responder_recv_protection(uint32_t psn);
   // A READ resource's memory after a region changed (epoch): resolved again from its rkey.
   // False when the rkey no longer grants it (the region was deregistered).
   bool read_memory_current(ReadResource& r);

@@ -115,6 +115,7 @@ RxResult Qp::responder_rx(const wire::RoceHeader& hdr, std::span<const uint8_t> 
     recv_offset_ = 0;
   }
   RecvWqe& r = rq_[rq_head_ & rq_mask_];
+  if (r.epoch != mrs_.epoch() && !recv_memory_current(r)) return responder_recv_protection(psn);
   if (payload.size() > r.len_bytes - recv_offset_) {
     Completion c;
     c.wr_id = r.wr_id;
@@ -232,6 +233,28 @@ RxResult Qp::responder_read(const wire::RoceHeader& hdr) {
   r->rkey = hdr.reth.rkey;
   r->mem_epoch = remote_epoch();
   return start_response(*r, psn, npkts);
+}
+
+bool Qp::recv_memory_current(RecvWqe& r) {
+  for (uint32_t i = 0; i < r.num_sge; ++i) {
+    const Sge& s = r.sge[i];
+    if (mrs_.lookup_local(s.lkey, s.addr, s.len_bytes, kAccessLocalWrite, r.seg[i]) !=
+        MrStatus::kOk) {
+      return false;
+    }
+  }
+  r.epoch = mrs_.epoch();
+  return true;
+}
+
+RxResult Qp::responder_recv_protection(uint32_t psn) {
+  Completion c;
+  c.wr_id = rq_[rq_head_ & rq_mask_].wr_id;
+  c.status = WcStatus::kLocalProtectionError;
+  c.opcode = WcOpcode::kRecv;
+  push_completion(c);
+  ++rq_head_;
+  return responder_fatal(NakCode::kRemoteOperationalError, psn);
 }
 
 bool Qp::read_memory_current(ReadResource& r) {
@@ -449,6 +472,10 @@ RxResult Qp::responder_sr(const wire::RoceHeader& hdr, std::span<const uint8_t> 
     }
     if (!data.empty()) std::memcpy(mem.data(), data.data(), data.size());
   } else {
+    if (r->epoch != mrs_.epoch() && !recv_memory_current(*r)) {
+      if (d == 0 && r == &rq_[rq_head_ & rq_mask_]) return responder_recv_protection(psn);
+      return sr_fatal(NakCode::kRemoteOperationalError);
+    }
     if (p.msg_len_bytes > r->len_bytes) {
       if (d == 0 && r == &rq_[rq_head_ & rq_mask_]) {
         Completion c;
@@ -732,7 +759,7 @@ void Qp::on_packets_burst(uint64_t now_ns, std::span<const wire::RoceView> pkts,
 // keeps only its index (the payload stores may alias any member), and the
 // members are stored back once. A packet that would take any other way
 // (another QP or opcode, out of sequence, over the PMTU, no receive posted,
-// a receive too small) ends the run.
+// a receive too small, or one resolved before a region changed) ends the run.
 size_t Qp::recv_run(std::span<const wire::RoceView> pkts, RxResult* results) {
   const uint32_t rq_head = rq_head_;
   // No receive posted for the packet after the last WQE: it takes the RNR way.
@@ -745,6 +772,7 @@ size_t Qp::recv_run(std::span<const wire::RoceView> pkts, RxResult* results) {
   const uint32_t cq_mask = cq_mask_;
   const uint32_t cq_tail = cq_tail_;
   const uint32_t epsn = epsn_;
+  const uint64_t mr_epoch = mrs_.epoch();
   uint32_t acks = 0;
   uint32_t last_ack = 0;  // index of the last packet that asked for an ACK
   size_t i = 0;
@@ -765,7 +793,7 @@ size_t Qp::recv_run(std::span<const wire::RoceView> pkts, RxResult* results) {
           (opcode != static_cast<uint8_t>(Opcode::kSendOnly) &&
            opcode != static_cast<uint8_t>(Opcode::kSendOnlyImm)) ||
           (w2 & wire::kPsnMask) != wire::psn_add(epsn, k) || payload.size() > pmtu ||
-          payload.size() > r->len_bytes) {
+          payload.size() > r->len_bytes || r->epoch != mr_epoch) {
         break;
       }
       const bool imm = opcode == static_cast<uint8_t>(Opcode::kSendOnlyImm);

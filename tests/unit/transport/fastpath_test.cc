@@ -910,4 +910,40 @@ TEST_CASE("fused datapath: a SEND only and its ACK take the direct path, byte-id
 }
 
 }  // namespace
+TEST_CASE("burst and chain calls: an RX burst does not write a deregistered receive") {
+  QpPair f;
+  wire::ParseOptions popt;
+  popt.pmtu_bytes = 1024;
+  const wire::FrameTemplate t = wire::make_frame_template(wire::FrameAddr{});
+  const std::vector<RecvWr> recvs = {make_recv(1, 0x8000, 64), make_recv(2, 0x9000, 64)};
+  Status st;
+  REQUIRE(f.b.qp.post_recv(recvs, st) == 2);
+  for (uint64_t i = 0; i < 2; ++i) {
+    REQUIRE(f.a.qp.post_send(make_wr(WrOpcode::kSend, i, 64 * i, 64)) == Status::kOk);
+  }
+  std::memset(f.a.mem(), 0x77, 128);
+  std::vector<std::vector<uint8_t>> frames;
+  for (int i = 0; i < 2; ++i) {
+    std::vector<uint8_t> fb(2048);
+    const wire::BuildResult br = f.a.qp.poll_tx_frame(f.now_ns, t, fb);
+    REQUIRE(br.ok());
+    fb.resize(br.len_bytes);
+    frames.push_back(fb);
+  }
+  f.b.mrs.remove(0);
+  std::vector<wire::RoceView> views(2);
+  for (size_t i = 0; i < 2; ++i) {
+    REQUIRE(wire::parse_frame(frames[i], popt, views[i]) == wire::DropReason::kNone);
+  }
+  std::vector<RxResult> res(2);
+  f.b.qp.on_packets(f.now_ns, views, res.data());
+  CHECK(res[0] == RxResult::kDropped);
+  CHECK(f.b.mem()[0x8000] == 0);
+  CHECK(f.b.mem()[0x9000] == 0);
+  auto c = f.b.drain_cq();
+  REQUIRE(c.size() == 2);
+  CHECK(c[0].status == WcStatus::kLocalProtectionError);
+  CHECK(c[1].status == WcStatus::kWrFlushError);
+}
+
 }  // namespace conduit::transport::test

@@ -853,3 +853,65 @@ TEST_CASE("responder: READs are checked against the QP's access flags when repla
     CHECK(t[0].hdr.aeth.value() == static_cast<uint8_t>(NakCode::kRemoteAccessError));
   }
 }
+
+TEST_CASE("responder: a posted receive whose region was deregistered is not written") {
+  Responder r;
+  REQUIRE(r.e.qp.post_recv(make_recv(1, 0x8000, 4096)) == Status::kOk);
+  SECTION("another region registered meanwhile: the SEND lands") {
+    r.e.mrs.add(kBase + kMrBytes, 4096, kAllAccess);
+    CHECK(r.rx(Opcode::kSendOnly, 100, bytes(8, 0x5a)) == RxResult::kAccepted);
+    CHECK(r.e.mem()[0x8000] == 0x5a);
+    auto c = r.e.drain_cq();
+    REQUIRE(c.size() == 1);
+    CHECK(c[0].status == WcStatus::kSuccess);
+  }
+  SECTION("its region deregistered before the SEND: local protection error, NAK") {
+    r.e.mrs.remove(0);
+    CHECK(r.rx(Opcode::kSendOnly, 100, bytes(8, 0x5a)) == RxResult::kDropped);
+    CHECK(r.e.mem()[0x8000] == 0);
+    auto c = r.e.drain_cq();
+    REQUIRE(c.size() >= 1);
+    CHECK(c[0].wr_id == 1);
+    CHECK(c[0].opcode == WcOpcode::kRecv);
+    CHECK(c[0].status == WcStatus::kLocalProtectionError);
+    auto t = r.tx();
+    REQUIRE(t.size() == 1);
+    CHECK(t[0].hdr.bth.psn == 100);
+    CHECK(t[0].hdr.aeth.type() == AethType::kNak);
+    CHECK(t[0].hdr.aeth.value() == static_cast<uint8_t>(NakCode::kRemoteOperationalError));
+    CHECK(r.e.qp.state() == QpState::kErr);
+  }
+  SECTION("its region deregistered in the middle of the SEND: the rest is not written") {
+    CHECK(r.rx(Opcode::kSendFirst, 100, bytes(1024, 0x11), false) == RxResult::kAccepted);
+    r.e.mrs.remove(0);
+    CHECK(r.rx(Opcode::kSendLast, 101, bytes(8, 0x22)) == RxResult::kDropped);
+    CHECK(r.e.mem()[0x8000 + 1024] == 0);
+    auto c = r.e.drain_cq();
+    REQUIRE(c.size() >= 1);
+    CHECK(c[0].status == WcStatus::kLocalProtectionError);
+    auto t = r.tx();
+    REQUIRE(t.size() == 1);
+    CHECK(t[0].hdr.bth.psn == 101);
+    CHECK(t[0].hdr.aeth.value() == static_cast<uint8_t>(NakCode::kRemoteOperationalError));
+  }
+}
+
+TEST_CASE(
+    "responder: a SEND into a deregistered receive: the requester gets Remote Operational Error") {
+  for (bool sr : {false, true}) {
+    INFO("selective repeat " << sr);
+    QpAttr attr = default_attr();
+    attr.selective_repeat = sr;
+    QpPair p(attr);
+    REQUIRE(p.b.qp.post_recv(make_recv(1, 0x8000, 64)) == Status::kOk);
+    p.b.mrs.remove(0);
+    REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kSend, 7, 0, 16)) == Status::kOk);
+    p.pump();
+    auto ca = p.a.drain_cq();
+    REQUIRE(ca.size() == 1);
+    CHECK(ca[0].status == WcStatus::kRemoteOperationError);
+    auto cb = p.b.drain_cq();
+    REQUIRE(cb.size() == 1);
+    CHECK(cb[0].status == WcStatus::kLocalProtectionError);
+  }
+}
