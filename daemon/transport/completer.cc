@@ -350,7 +350,12 @@ RxResult Qp::completer_read_response(uint64_t now_ns, const wire::RoceHeader& hd
     ++counters_.drop_bad_length;
     return RxResult::kDropped;
   }
-  // Scatter into the local SGEs (checked for local write at post time).
+  // Scatter into the local SGEs (checked for local write at post time, and again if a region
+  // changed since: a deregistered one fails the WR, as rxe's do_read with LOC_PROT_ERR).
+  if (w.epoch != mrs_.epoch() && !send_memory_current(w)) [[unlikely]] {
+    fail(WcStatus::kLocalProtectionError);
+    return RxResult::kAccepted;
+  }
   uint32_t skip = off;
   size_t done = 0;
   for (uint32_t i = 0; i < w.wr.num_sge && done < n; ++i) {
@@ -399,7 +404,12 @@ RxResult Qp::completer_atomic_ack(uint64_t now_ns, const wire::RoceHeader& hdr) 
     on_progress(now_ns);
   }
   // The value the remote address held before the operation, in host order, into
-  // the 8-byte local SGE (checked for local write at post time).
+  // the 8-byte local SGE (checked for local write at post time, and again if a region
+  // changed since, as for a READ response).
+  if (w.epoch != mrs_.epoch() && !send_memory_current(w)) [[unlikely]] {
+    fail(WcStatus::kLocalProtectionError);
+    return RxResult::kAccepted;
+  }
   const uint64_t orig = hdr.atomic_ack_orig;
   std::memcpy(w.seg[0].data(), &orig, sizeof(orig));
   set_una(wire::psn_next(psn));

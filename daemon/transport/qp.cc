@@ -317,6 +317,18 @@ MrStatus Qp::resolve_local_slow(const Sge& s, uint32_t access, std::span<uint8_t
   return st;
 }
 
+bool Qp::send_memory_current(SendWqe& w) {
+  const uint32_t access = expects_response(w.wr.opcode) ? kAccessLocalWrite : 0u;
+  for (uint32_t i = 0; i < w.wr.num_sge; ++i) {
+    const Sge& s = w.wr.sge[i];
+    if (mrs_.lookup_local(s.lkey, s.addr, s.len_bytes, access, w.seg[i]) != MrStatus::kOk) {
+      return false;
+    }
+  }
+  w.epoch = mrs_.epoch();
+  return true;
+}
+
 uint32_t Qp::npkts_for(uint32_t len_bytes, bool read) const {
   if (len_bytes == 0) return 1;
   if (read || !sr_) return ((len_bytes - 1) >> pmtu_shift_) + 1;
@@ -378,10 +390,12 @@ size_t Qp::poll_cq(std::span<Completion> out) {
   return n;
 }
 
-// The WR up to its SGE list, and the SGE count: the SGEs themselves are kept
-// resolved, in w.seg (w.wr.sge is not used after the post).
+// The WR up to its first SGE, and the SGE count: the SGEs are kept resolved in
+// w.seg, and in w.wr.sge only to be resolved again after a region changed (the
+// general post copies the others).
 [[gnu::always_inline]] inline void Qp::keep_wr(SendWqe& w, const SendWr& wr) {
-  std::memcpy(static_cast<void*>(&w.wr), &wr, offsetof(SendWr, sge));  // trivially copyable
+  // Trivially copyable.
+  std::memcpy(static_cast<void*>(&w.wr), &wr, offsetof(SendWr, sge) + sizeof(Sge));
   w.wr.num_sge = wr.num_sge;
 }
 
@@ -389,6 +403,7 @@ size_t Qp::poll_cq(std::span<Completion> out) {
 // receive WQE it will consume at the responder (SR).
 [[gnu::always_inline]] inline void Qp::enqueue_send(SendWqe& w) {
   const WrOpcode op = w.wr.opcode;
+  w.epoch = mrs_.epoch();  // its SGEs were resolved just now
   w.first_psn = next_post_psn_;
   w.npkts = npkts_for(w.len_bytes, expects_response(op));  // READ: per response
   if (op == WrOpcode::kSend || op == WrOpcode::kSendImm || op == WrOpcode::kWriteImm) {
@@ -437,6 +452,7 @@ Status Qp::post_send(const SendWr& wr) {
     const Sge& s = wr.sge[i];
     if (s.len_bytes > kMaxPayloadPerWr - len) return Status::kInvalidWr;
     if (resolve_local(s, access, w.seg[i]) != MrStatus::kOk) return Status::kInvalidSge;
+    w.wr.sge[i] = s;
     len += s.len_bytes;
   }
   w.len_bytes = len;
@@ -515,6 +531,7 @@ size_t Qp::post_send_chain(std::span<const SendWr> wrs, Status& status) {
       const uint64_t size = mr_cache_.bytes.size();
       uint8_t* const bytes = mr_cache_.bytes.data();
       const uint32_t lkey = mr_cache_lkey_;
+      const uint64_t epoch = mr_cache_epoch_;  // mr_cache_current()
       // The opcodes this run takes (bit per WrOpcode): all five, but a READ only
       // into a writable region, and under SR only READs (npkts_for() differs).
       const uint32_t ops =
@@ -540,6 +557,7 @@ size_t Qp::post_send_chain(std::span<const SendWr> wrs, Status& status) {
         }
         w->seg[0] = std::span<uint8_t>(bytes + off, len);
         keep_wr(*w, wr);
+        w->epoch = epoch;
         w->len_bytes = len;
         w->first_psn = psn;
         // npkts_for() without SR: 1 for an empty WR.

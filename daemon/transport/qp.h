@@ -161,6 +161,11 @@ class Qp {
   // Post a send WR (RTS or SQD; in ERR it completes at once with a flush
   // error). SGEs are resolved now: a bad one refuses the post. The WR is
   // copied; the memory its SGEs name must stay registered until it completes.
+  // They are resolved again before that memory is used after a region changed:
+  // a WR whose region was deregistered meanwhile sends nothing more from it
+  // (SEND/WRITE) or writes nothing into it (READ response, atomic result); it
+  // completes with a local protection error once the WRs before it have, and
+  // the QP goes to ERR.
   Status post_send(const SendWr& wr);
   // Post a receive WR (INIT, RTR, RTS, SQD; flushed in ERR). SGEs are resolved now, and
   // again when a SEND lands after a region changed: a receive whose region was
@@ -275,8 +280,12 @@ class Qp {
 
  private:
   struct SendWqe {
-    SendWr wr;
+    SendWr wr;  // with its SGEs, which seg was resolved from
     std::array<std::span<uint8_t>, kMaxSge> seg{};
+    // mrs_.epoch() when seg was resolved: building a SEND/WRITE packet or taking a READ
+    // response or atomic result after a region changed resolves wr.sge again (one compare
+    // per packet otherwise), so it never reads or writes a region deregistered meanwhile.
+    uint64_t epoch = 0;
     uint32_t len_bytes = 0;
     uint32_t first_psn = 0;
     uint32_t npkts = 0;     // PSNs the WR occupies (READ: one per response packet)
@@ -372,6 +381,10 @@ class Qp {
   // The cached region view is current (resolve_cached() may use it).
   bool mr_cache_current() const { return mr_cache_valid_ && mrs_.epoch() == mr_cache_epoch_; }
   MrStatus resolve_local_slow(const Sge& s, uint32_t access, std::span<uint8_t>& out);
+  // A send WQE's memory after a region changed (epoch): its SGEs resolved again with the
+  // access the post checked (local write for a READ's or atomic's destination). False when
+  // one no longer resolves (its region was deregistered).
+  bool send_memory_current(SendWqe& w);
   void reset_all();
   // ERR: both queues flushed. READ responses and atomic ACKs already queued are still
   // sent (a responder error's NAK follows them) until stop_responses(), which drops them
@@ -456,7 +469,13 @@ class Qp {
     rtt_sent_ns_ = now_ns;
   }
   void rtt_on_ack(uint64_t now_ns);
-  void build_request(SendWqe& w, uint32_t psn, TxPacket& out);
+  // False (nothing built) when a SEND/WRITE's memory is gone: see request_memory_gone().
+  bool build_request(SendWqe& w, uint32_t psn, TxPacket& out);
+  // A request packet of w could not be built, its region deregistered: at the head of the
+  // send queue w completes with a local protection error and the QP goes to ERR (as rxe's
+  // requester, whose completer fails the QP with the WQE's LOC_PROT_ERR). Behind the head
+  // nothing is sent from w or after it; it is tried again (and fails) once it is the head.
+  void request_memory_gone(const SendWqe& w);
   // The WQE requester_poll() sends from next (go-back-N and SR new data),
   // after the window, SR, SQD and READ-depth checks; nullptr when none.
   SendWqe* requester_next();

@@ -170,7 +170,7 @@ template <bool kIcrc = true, bool kIpv6 = false>
 
 }  // namespace
 
-void Qp::build_request(SendWqe& w, uint32_t psn, TxPacket& out) {
+bool Qp::build_request(SendWqe& w, uint32_t psn, TxPacket& out) {
   wire::RoceHeader& h = out.hdr;
   // Only the BTH and the extension headers of the chosen opcode are encoded
   // (the other RoceHeader members are ignored on build): set just those.
@@ -189,7 +189,7 @@ void Qp::build_request(SendWqe& w, uint32_t psn, TxPacket& out) {
     h.atomic = wire::AtomicEth{w.wr.remote_addr, w.wr.rkey, cas ? w.wr.swap : w.wr.compare_add,
                                cas ? w.wr.compare_add : 0};
     pkts_since_ack_req_ = 0;
-    return;
+    return true;
   }
   if (w.wr.opcode == WrOpcode::kRead) {
     const uint32_t offset = k << pmtu_shift_;
@@ -198,7 +198,12 @@ void Qp::build_request(SendWqe& w, uint32_t psn, TxPacket& out) {
     h.bth.ack_req = true;
     h.reth = wire::Reth{w.wr.remote_addr + offset, w.wr.rkey, w.len_bytes - offset};
     pkts_since_ack_req_ = 0;
-    return;
+    return true;
+  }
+  // A SEND/WRITE's data: its SGEs resolved again if a region changed since (its region may
+  // have been deregistered).
+  if (w.epoch != mrs_.epoch() && !send_memory_current(w)) [[unlikely]] {
+    return false;
   }
   const uint32_t offset = k * seg_bytes_;
   const uint32_t remaining = w.len_bytes - offset;
@@ -250,6 +255,11 @@ void Qp::build_request(SendWqe& w, uint32_t psn, TxPacket& out) {
     out.payload_bytes = SrPlacement::kBytes;
   }
   gather(w.seg, w.wr.num_sge, offset, n, out);
+  return true;
+}
+
+void Qp::request_memory_gone(const SendWqe& w) {
+  if (&w == &sq_at(sq_head_)) fail(WcStatus::kLocalProtectionError);
 }
 
 uint64_t Qp::sr_base_rto_ns() const {
@@ -293,7 +303,7 @@ bool Qp::sr_retransmit_poll(TxPacket& out) {
     read_retry_pending_ = false;
     SendWqe* w = wqe_for_psn(read_retry_psn_);
     if (w != nullptr && expects_response(w->wr.opcode) && wire::psn_ge(read_retry_psn_, una_psn_)) {
-      build_request(*w, read_retry_psn_, out);
+      (void)build_request(*w, read_retry_psn_, out);  // a request: no local memory read
       after_send(read_retry_psn_);
       read_retry_mark_psn_ = snd_max_psn_;
       read_retry_marked_ = true;
@@ -321,7 +331,11 @@ bool Qp::sr_retransmit_poll(TxPacket& out) {
     } else {
       hole_cursor_ = wire::psn_next(psn);
     }
-    build_request(*w, psn, out);
+    if (!build_request(*w, psn, out)) [[unlikely]] {
+      request_memory_gone(*w);
+      if (state_ == QpState::kErr) return false;
+      continue;  // behind the head: tried again on the next pass
+    }
     after_send(psn);
     resend_mark_psn_ = snd_max_psn_;
     resend_marked_ = true;
@@ -343,7 +357,10 @@ bool Qp::requester_poll(uint64_t now_ns, TxPacket& out) {
   SendWqe* w = requester_next();
   if (w == nullptr) return false;
   const uint32_t psn = cur_psn_;
-  build_request(*w, psn, out);
+  if (!build_request(*w, psn, out)) [[unlikely]] {
+    request_memory_gone(*w);
+    return false;
+  }
   if (request_sent(now_ns, *w, psn)) {
     out.hdr.bth.ack_req = true;
     pkts_since_ack_req_ = 0;
@@ -475,7 +492,8 @@ void Qp::rewind_to(uint32_t psn) {
       // requester_poll() without SR: nothing to resend out of order, so the
       // next packet is requester_next()'s. In RTS, for a SEND, only its queue
       // and window checks can refuse it; anything else (a READ at its depth
-      // limit included) takes the general path, which asks requester_next().
+      // limit, or a SEND resolved before a region changed, included) takes the
+      // general path, which asks requester_next() and resolves it again.
       if (cur_wqe_ == sq_tail_) return {};
       if (static_cast<uint32_t>(wire::psn_diff(cur_psn_, una_psn_)) >= config_.window_packets) {
         return {};
@@ -483,7 +501,7 @@ void Qp::rewind_to(uint32_t psn) {
       SendWqe* w = &sq_at(cur_wqe_);
       const WrOpcode op = w->wr.opcode;
       if (w->npkts == 1 && w->wr.num_sge <= 1 &&
-          (op == WrOpcode::kSend || op == WrOpcode::kSendImm)) {
+          (op == WrOpcode::kSend || op == WrOpcode::kSendImm) && w->epoch == mrs_.epoch()) {
         // build_request() of a SEND only: the last packet, so it asks for an ACK.
         const uint32_t psn = cur_psn_;
         const SendOnly f = send_only(w->wr, w->seg[0].data(), w->len_bytes);
@@ -540,6 +558,7 @@ size_t Qp::send_run(uint64_t now_ns, const wire::FrameTemplate& tmpl,
   const SendWqe* const sq = sq_.data();
   const uint32_t mask = sq_mask_;
   const SendFrameConsts k = send_frame_consts(tmpl, attr_.dest_qpn, true);
+  const uint64_t epoch = mrs_.epoch();  // a WQE resolved in another one takes the general path
   size_t i = 0;
   // One pass per stretch of the send queue that does not wrap; the family
   // chosen once, outside the loops (IPv6's writer is a call).
@@ -551,7 +570,7 @@ size_t Qp::send_run(uint64_t now_ns, const wire::FrameTemplate& tmpl,
       for (; i < end; ++i, ++w) {
         const WrOpcode op = w->wr.opcode;
         if (w->npkts != 1 || w->wr.num_sge > 1 ||
-            (op != WrOpcode::kSend && op != WrOpcode::kSendImm)) {
+            (op != WrOpcode::kSend && op != WrOpcode::kSendImm) || w->epoch != epoch) {
           break;
         }
         const SendOnly f = send_only(w->wr, w->seg[0].data(), w->len_bytes);

@@ -946,4 +946,38 @@ TEST_CASE("burst and chain calls: an RX burst does not write a deregistered rece
   CHECK(c[1].status == WcStatus::kWrFlushError);
 }
 
+TEST_CASE("burst and chain calls: a TX burst does not read a deregistered region") {
+  QpPair f;
+  const wire::FrameTemplate t = wire::make_frame_template(wire::FrameAddr{});
+  std::vector<SendWr> wrs;
+  for (uint64_t i = 0; i < 3; ++i) wrs.push_back(make_wr(WrOpcode::kSend, i, 64 * i, 64));
+  Status st;
+  REQUIRE(f.a.qp.post_send(wrs, st) == 3);  // the chain post
+  std::vector<std::vector<uint8_t>> bufs(4, std::vector<uint8_t>(2048));
+  std::vector<std::span<uint8_t>> rooms(bufs.begin(), bufs.end());
+  std::vector<wire::BuildResult> res(4);
+  SECTION("another region registered meanwhile: sent") {
+    f.a.mrs.add(kBase + kMrBytes, 4096, kAllAccess);
+    CHECK(f.a.qp.poll_tx_frames(f.now_ns, t, rooms, res.data()) == 3);
+    CHECK(f.a.drain_cq().empty());
+  }
+  SECTION("the region deregistered: nothing sent, local protection error") {
+    f.a.mrs.remove(0);
+    SECTION("burst") { CHECK(f.a.qp.poll_tx_frames(f.now_ns, t, rooms, res.data()) == 0); }
+    SECTION("one frame") {
+      const wire::BuildResult br = f.a.qp.poll_tx_frame(f.now_ns, t, bufs[0]);
+      CHECK(br.ok());
+      CHECK(br.len_bytes == 0);
+    }
+    CHECK(f.a.qp.counters().tx_packets == 0);
+    auto ca = f.a.drain_cq();
+    REQUIRE(ca.size() == 3);
+    CHECK(ca[0].wr_id == 0);
+    CHECK(ca[0].status == WcStatus::kLocalProtectionError);
+    CHECK(ca[1].status == WcStatus::kWrFlushError);
+    CHECK(ca[2].status == WcStatus::kWrFlushError);
+    CHECK(f.a.qp.state() == QpState::kErr);
+  }
+}
+
 }  // namespace conduit::transport::test

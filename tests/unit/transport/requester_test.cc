@@ -287,3 +287,139 @@ TEST_CASE("requester: PSNs wrap at 2^24") {
   CHECK(p.a.drain_cq().size() == 2);
   CHECK(p.a.qp.una_psn() == 0xFFFFFE + 10 - (1 << 24));
 }
+
+TEST_CASE("requester: a READ response or atomic result for a deregistered region is not written") {
+  for (bool atomic : {false, true}) {
+    INFO("atomic " << atomic);
+    QpPair p;
+    fill(p.b.mem() + 0x4000, 64, 9);
+    // B's answer is held back until A's region has changed.
+    std::vector<Packet> held;
+    p.filter = [&held](bool from_a, Packet& pkt) {
+      if (from_a) return true;
+      held.push_back(pkt);
+      return false;
+    };
+    const SendWr wr = atomic ? make_atomic(WrOpcode::kFetchAdd, 1, 0x1000, 0x4000, 5)
+                             : make_wr(WrOpcode::kRead, 1, 0x1000, 64, 0x4000);
+    REQUIRE(p.a.qp.post_send(wr) == Status::kOk);
+    p.pump();
+    REQUIRE(held.size() == 1);
+    const uint32_t n = atomic ? kAtomicBytes : 64;
+    SECTION("another region registered meanwhile: written") {
+      p.a.mrs.add(kBase + kMrBytes, 4096, kAllAccess);
+      CHECK(p.a.qp.on_packet(p.now_ns, held[0].hdr, held[0].payload) == RxResult::kAccepted);
+      if (atomic) {
+        CHECK(load_u64(p.a.mem() + 0x1000) == held[0].hdr.atomic_ack_orig);
+      } else {
+        CHECK(std::memcmp(p.a.mem() + 0x1000, p.b.mem() + 0x4000, n) == 0);
+      }
+      auto ca = p.a.drain_cq();
+      REQUIRE(ca.size() == 1);
+      CHECK(ca[0].status == WcStatus::kSuccess);
+      CHECK(p.a.qp.state() == QpState::kRts);
+    }
+    SECTION("its region deregistered: local protection error, ERR") {
+      REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kRead, 2, 0x2000, 64, 0x4000)) == Status::kOk);
+      p.a.mrs.remove(0);
+      CHECK(p.a.qp.on_packet(p.now_ns, held[0].hdr, held[0].payload) == RxResult::kAccepted);
+      for (uint32_t i = 0; i < n; ++i) REQUIRE(p.a.mem()[0x1000 + i] == 0);
+      auto ca = p.a.drain_cq();
+      REQUIRE(ca.size() == 2);
+      CHECK(ca[0].wr_id == 1);
+      CHECK(ca[0].status == WcStatus::kLocalProtectionError);
+      CHECK(ca[0].opcode == (atomic ? WcOpcode::kFetchAdd : WcOpcode::kRead));
+      CHECK(ca[1].wr_id == 2);
+      CHECK(ca[1].status == WcStatus::kWrFlushError);
+      CHECK(p.a.qp.state() == QpState::kErr);
+      CHECK(p.a.qp.error().status == WcStatus::kLocalProtectionError);
+    }
+  }
+}
+
+TEST_CASE("requester: SEND/WRITE packets are not read from a deregistered region") {
+  for (bool sr : {false, true}) {
+    INFO("selective repeat " << sr);
+    QpAttr attr = default_attr();
+    attr.selective_repeat = sr;
+    QpPair p(attr);
+    fill(p.a.mem(), 3000, 5);
+    SECTION("a WRITE's later packets") {
+      REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kWrite, 1, 0, 3000, 0x4000)) == Status::kOk);
+      TxPacket tx;
+      REQUIRE(p.a.qp.poll_tx(p.now_ns, tx));
+      const Packet first = copy_packet(tx);
+      p.b.qp.on_packet(p.now_ns, first.hdr, first.payload);
+      p.a.mrs.remove(0);
+      p.pump();
+      for (const auto& pkt : p.a_to_b) CHECK(pkt.payload.empty());
+      CHECK(p.b.mem()[0x4000 + 2999] == 0);
+      auto ca = p.a.drain_cq();
+      REQUIRE(ca.size() == 1);
+      CHECK(ca[0].status == WcStatus::kLocalProtectionError);
+      CHECK(ca[0].opcode == WcOpcode::kWrite);
+      CHECK(p.a.qp.state() == QpState::kErr);
+      CHECK(p.a.qp.error().status == WcStatus::kLocalProtectionError);
+    }
+    SECTION("a SEND's retransmission") {
+      REQUIRE(p.b.qp.post_recv(make_recv(9, 0x8000, 64)) == Status::kOk);
+      REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kSend, 1, 0, 16)) == Status::kOk);
+      p.filter = [](bool from_a, Packet&) { return !from_a; };  // lost
+      p.pump();
+      REQUIRE(p.a_to_b.size() == 1);
+      p.filter = nullptr;
+      p.a.mrs.remove(0);
+      for (int i = 0; i < 20 && p.a.qp.state() == QpState::kRts; ++i) {
+        REQUIRE(p.advance_to_deadline());
+        p.pump();
+      }
+      CHECK(p.a_to_b.size() == 1);
+      CHECK(p.a.qp.counters().tx_retransmits == 0);
+      CHECK(p.b.drain_cq().empty());
+      auto ca = p.a.drain_cq();
+      REQUIRE(ca.size() == 1);
+      CHECK(ca[0].status == WcStatus::kLocalProtectionError);
+      CHECK(p.a.qp.state() == QpState::kErr);
+    }
+    SECTION("a WR behind others waits for them, then fails; nothing after it is sent") {
+      const auto& r1 = p.a.mrs.add(kBase + kMrBytes, 4096, kAllAccess);  // lkey 0x101
+      REQUIRE(r1.lkey == 0x101);
+      REQUIRE(p.b.qp.post_recv(make_recv(9, 0x8000, 64)) == Status::kOk);
+      REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kWrite, 1, 0, 16, 0x4000)) == Status::kOk);
+      SendWr send = make_wr(WrOpcode::kSend, 2, 0, 16);
+      send.sge[0] = Sge{kBase + kMrBytes, 16, 0x101};
+      REQUIRE(p.a.qp.post_send(send) == Status::kOk);
+      REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kWrite, 3, 0, 16, 0x5000)) == Status::kOk);
+      std::vector<Packet> held;
+      p.filter = [&held](bool from_a, Packet& pkt) {
+        if (from_a) return true;
+        held.push_back(pkt);
+        return false;
+      };
+      TxPacket tx;
+      REQUIRE(p.a.qp.poll_tx(p.now_ns, tx));  // the WRITE
+      const Packet w1 = copy_packet(tx);
+      p.b.qp.on_packet(p.now_ns, w1.hdr, w1.payload);
+      p.a.mrs.remove(1);
+      p.pump();
+      // The SEND is not built, nor anything after it; the WRITE is not complete yet.
+      CHECK(p.a_to_b.empty());
+      CHECK(p.a.drain_cq().empty());
+      CHECK(p.a.qp.state() == QpState::kRts);
+      REQUIRE(held.size() == 1);  // B's ACK for the WRITE
+      p.a.qp.on_packet(p.now_ns, held[0].hdr, held[0].payload);
+      p.pump();
+      auto ca = p.a.drain_cq();
+      REQUIRE(ca.size() == 3);
+      CHECK(ca[0].wr_id == 1);
+      CHECK(ca[0].status == WcStatus::kSuccess);
+      CHECK(ca[1].wr_id == 2);
+      CHECK(ca[1].status == WcStatus::kLocalProtectionError);
+      CHECK(ca[2].wr_id == 3);
+      CHECK(ca[2].status == WcStatus::kWrFlushError);
+      CHECK(p.a.qp.state() == QpState::kErr);
+      CHECK(p.b.drain_cq().empty());
+      CHECK(p.b.mem()[0x5000] == 0);
+    }
+  }
+}
