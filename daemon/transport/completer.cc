@@ -271,7 +271,9 @@ RxResult Qp::completer_rx(uint64_t now_ns, const wire::RoceHeader& hdr,
       // the responder's ePSN, and a fatal NAK is only sent for the request at ePSN (under SR
       // too: one that fails out of order is dropped, and NAKed when resent in order). The
       // SEND/WRITEs before it complete; a READ or atomic before it still missing its answer
-      // is asked for again (as rxe), not completed by a NAK that is not about it.
+      // is asked for again (as rxe), not completed by a NAK that is not about it. A fatal
+      // NAK is then kept until that answer comes (apply_ack_held_by_response()): the peer
+      // is in ERR and does not NAK again.
       bool blocked = false;
       if (wire::psn_gt(psn, una_psn_)) {
         blocked = advance_una(now_ns, wire::psn_add(psn, wire::kPsnMask));
@@ -282,8 +284,12 @@ RxResult Qp::completer_rx(uint64_t now_ns, const wire::RoceHeader& hdr,
           sequence_retry(now_ns);
         }
         sr_sack(now_ns, psn, aeth.msn);
-      } else if (aeth.value() == static_cast<uint8_t>(wire::NakCode::kPsnSequenceError) ||
-                 blocked) {
+      } else if (aeth.value() == static_cast<uint8_t>(wire::NakCode::kPsnSequenceError)) {
+        sequence_retry(now_ns);
+      } else if (blocked) {
+        held_nak_ = true;
+        held_nak_psn_ = psn;
+        held_nak_code_ = aeth.value();
         sequence_retry(now_ns);
       } else {
         fail(nak_status(aeth.value()));
@@ -377,14 +383,28 @@ RxResult Qp::completer_read_response(uint64_t now_ns, const wire::RoceHeader& hd
 }
 
 void Qp::apply_ack_held_by_response(uint64_t now_ns) {
-  if (!acked_past_read_) return;
-  // The READ or atomic was what held back an acknowledgement already received.
-  acked_past_read_ = false;
-  if (wire::psn_ge(acked_past_read_psn_, una_psn_) &&
-      wire::psn_lt(acked_past_read_psn_, snd_max_psn_) &&
-      advance_una(now_ns, acked_past_read_psn_)) {
-    sequence_retry(now_ns);
+  if (acked_past_read_) {
+    // The READ or atomic was what held back an acknowledgement already received.
+    acked_past_read_ = false;
+    if (wire::psn_ge(acked_past_read_psn_, una_psn_) &&
+        wire::psn_lt(acked_past_read_psn_, snd_max_psn_) &&
+        advance_una(now_ns, acked_past_read_psn_)) {
+      sequence_retry(now_ns);
+      return;  // another READ or atomic holds it (and a NAK behind it) back
+    }
   }
+  if (!held_nak_) return;
+  if (wire::psn_lt(held_nak_psn_, una_psn_)) {  // its WR completed otherwise: not about it
+    held_nak_ = false;
+    return;
+  }
+  // Every request before the NAKed PSN was executed (as for a NAK not held back).
+  if (advance_una(now_ns, wire::psn_add(held_nak_psn_, wire::kPsnMask))) {
+    sequence_retry(now_ns);  // another READ or atomic before it is still missing its answer
+    return;
+  }
+  held_nak_ = false;
+  fail(nak_status(held_nak_code_));
 }
 
 RxResult Qp::completer_atomic_ack(uint64_t now_ns, const wire::RoceHeader& hdr) {

@@ -542,7 +542,7 @@ class Qp {
   // is dealt with (duplicate, bad AETH, an earlier answer missing, nothing
   // outstanding); nullopt when the send queue's head should take it.
   std::optional<RxResult> response_prologue(uint64_t now_ns, const wire::RoceHeader& hdr);
-  // After a READ's last response or an atomic ACK: an ACK that arrived past it.
+  // After a READ's last response or an atomic ACK: an ACK or a fatal NAK that arrived past it.
   void apply_ack_held_by_response(uint64_t now_ns);
   RxResult completer_read_response(uint64_t now_ns, const wire::RoceHeader& hdr,
                                    std::span<const uint8_t> payload);
@@ -619,6 +619,12 @@ class Qp {
   // when that READ completes.
   uint32_t acked_past_read_psn_ = 0;
   bool acked_past_read_ = false;
+  // Both modes: a fatal NAK for held_nak_psn_ that arrived while a READ or atomic before it
+  // still missed its answer. The peer is in ERR and will not NAK again: once the READs and
+  // atomics before that PSN complete, the WR it names completes with the NAK's error.
+  uint32_t held_nak_psn_ = 0;
+  uint8_t held_nak_code_ = 0;
+  bool held_nak_ = false;
 
   // Completer.
   uint32_t una_psn_ = 0;  // oldest unacknowledged request PSN

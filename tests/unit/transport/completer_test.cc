@@ -373,3 +373,63 @@ TEST_CASE("completer: a fatal NAK past a READ missing its responses retries the 
     CHECK(ca[2].status == WcStatus::kWrFlushError);
   }
 }
+
+TEST_CASE("completer: a fatal NAK behind a READ missing its response is kept until the READ ends") {
+  for (int mode = 0; mode < 4; ++mode) {
+    const bool sr = mode & 1;
+    const bool atomic = mode & 2;  // an atomic whose result is late too, between the two
+    INFO("selective repeat " << sr << ", atomic " << atomic);
+    QpAttr attr = default_attr();
+    attr.selective_repeat = sr;
+    QpPair p(attr);
+    fill(p.b.mem() + 0x1000, 16, 3);
+    // The READ's response is late: held back until the NAK behind it has arrived.
+    std::vector<Packet> late;
+    p.filter = [&late](bool from_a, Packet& pkt) {
+      if (from_a || (pkt.hdr.bth.opcode != op(Opcode::kReadResponseOnly) &&
+                     pkt.hdr.bth.opcode != op(Opcode::kAtomicAcknowledge))) {
+        return true;
+      }
+      late.push_back(pkt);
+      return false;
+    };
+    REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kRead, 1, 0x4000, 16, 0x1000)) == Status::kOk);
+    if (atomic) {
+      REQUIRE(p.a.qp.post_send(make_atomic(WrOpcode::kFetchAdd, 9, 0x5000, 0x3000, 1)) ==
+              Status::kOk);
+    }
+    SendWr bad = make_wr(WrOpcode::kWrite, 2, 0, 16);
+    bad.rkey = 0x8123;
+    REQUIRE(p.a.qp.post_send(bad) == Status::kOk);
+    REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kWrite, 3, 0, 16, 0x2000)) == Status::kOk);
+    p.pump();
+    REQUIRE(p.b.qp.state() == QpState::kErr);  // B NAKed the WRITE: it answers nothing more
+    CHECK(p.a.qp.counters().naks_received == 1);
+    CHECK(p.a.drain_cq().empty());
+    REQUIRE(late.size() == (atomic ? 2u : 1u));
+    CHECK(p.a.qp.on_packet(p.now_ns, late[0].hdr, late[0].payload) == RxResult::kAccepted);
+    p.pump();
+    if (atomic) {  // the NAK waits for the atomic's result too
+      CHECK(p.a.qp.state() == QpState::kRts);
+      CHECK(p.a.qp.on_packet(p.now_ns, late[1].hdr, late[1].payload) == RxResult::kAccepted);
+    }
+    run(p);
+    auto ca = p.a.drain_cq();
+    REQUIRE(ca.size() == (atomic ? 4u : 3u));
+    size_t k = 0;
+    CHECK(ca[k].wr_id == 1);
+    CHECK(ca[k++].status == WcStatus::kSuccess);
+    CHECK(std::memcmp(p.a.mem() + 0x4000, p.b.mem() + 0x1000, 16) == 0);
+    if (atomic) {
+      CHECK(ca[k].wr_id == 9);
+      CHECK(ca[k++].status == WcStatus::kSuccess);
+    }
+    CHECK(ca[k].wr_id == 2);
+    CHECK(ca[k++].status == WcStatus::kRemoteAccessError);
+    CHECK(ca[k].wr_id == 3);
+    CHECK(ca[k].status == WcStatus::kWrFlushError);
+    CHECK(p.a.qp.state() == QpState::kErr);
+    CHECK(p.a.qp.error().status == WcStatus::kRemoteAccessError);
+    CHECK(p.a.qp.counters().timeouts == 0);
+  }
+}
