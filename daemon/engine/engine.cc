@@ -1739,10 +1739,14 @@ bool Engine::send_ack_unpaced(QpCtx& q, rte_mbuf* m) {
 // hold the completions of. They would go after the DREQ, or die with the QP, and
 // the peer's requester would see the disconnect before its last SEND completes, or
 // retry into a QP that is gone. A hardware responder ACKs before it completes; here
-// one ACK for everything taken goes at once, ahead of the DREQ (the queued ones
-// follow as duplicates, or are freed with the QP).
+// one ACK for everything taken goes at once, ahead of the DREQ. The QP's frames
+// already in the pacer go first, unpaced: among them READ responses and atomic ACKs
+// the final ACK covers (the transport gave them out), which must not arrive after it
+// (the peer would take them as lost and ask again) nor be freed with the QP. If the
+// device refuses one of those, no final ACK: it would claim an answer that never left.
 void Engine::send_final_ack(QpCtx& q, uint64_t now_ns) {
-  if (!q.peer_resolved || (!q.qp->responses_queued() && q.queued_frames == 0)) return;
+  const bool owed = q.qp->responses_queued() || q.queued_frames > 0;
+  if (!send_queued_now(q, now_ns) || !q.peer_resolved || !owed) return;
   rte_mbuf* m = port_.alloc_mbuf();
   if (m == nullptr) {
     ++counters_.tx_no_mbuf;  // the peer retries; the queued ACKs may still make it
@@ -1770,14 +1774,45 @@ void Engine::send_final_ack(QpCtx& q, uint64_t now_ns) {
   }
 }
 
-void Engine::transmit_now(rte_mbuf* m) {
+bool Engine::send_queued_now(QpCtx& q, uint64_t now_ns) {
+  bool answers_sent = true;
+  sched::PacketRef refs[32];
+  size_t n;
+  while ((n = pacer_.take_queued(q.flow, refs, std::size(refs))) > 0) {
+    // As tx() does with a departure.
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t tag = refs[i].tag;
+      rte_mbuf* m = pending_frames_[tag];
+      pending_frames_[tag] = nullptr;
+      free_tags_.push_back(tag);
+      if (m == nullptr) continue;
+      const bool answer = pending_answer_[tag] != 0;
+      if (answer) {
+        pending_answer_[tag] = 0;
+        --q.queued_answers;
+      }
+      if (--q.queued_frames == 0) --qps_with_queued_frames_;
+      q.tx_bytes += m->pkt_len;
+      pacer_.set_rate(q.flow, q.rc->on_bytes_sent(now_ns, m->pkt_len), now_ns);
+      if (q.peer_local) {
+        loopback(m, q, now_ns);
+      } else if (!transmit_now(m) && answer) {
+        answers_sent = false;
+      }
+    }
+  }
+  return answers_sent;
+}
+
+bool Engine::transmit_now(rte_mbuf* m) {
   if (tx_batch_len_ == tx_batch_.size()) flush_tx();
   if (tx_batch_len_ == tx_batch_.size()) {
-    ++counters_.tx_ring_full_drops;  // a control frame: its sender repeats it if it matters
+    ++counters_.tx_ring_full_drops;  // its sender repeats it if it matters
     rte_pktmbuf_free(m);
-    return;
+    return false;
   }
   tx_batch_[tx_batch_len_++] = m;
+  return true;
 }
 
 void Engine::flush_tx() {

@@ -100,6 +100,19 @@ uint32_t TxScheduler::remove_flow(FlowId id) {
   return dropped;
 }
 
+size_t TxScheduler::take_queued(FlowId id, PacketRef* out, size_t max) {
+  if (id >= flows_.size() || flows_[id].state == State::kFree) return 0;
+  Flow& f = flows_[id];
+  size_t n = 0;
+  while (n < max && !f.queue.empty()) out[n++] = f.queue.pop();
+  if (f.queue.empty()) {
+    if (f.state == State::kWaiting) wheel_.remove(id);
+    if (f.state == State::kReady) unlink_ready(id);
+    f.state = State::kIdle;
+  }
+  return n;
+}
+
 FineTime TxScheduler::lag_floor(uint64_t now_ns) const {
   return FineTime::from_ns(now_ns > config_.max_lag_ns ? now_ns - config_.max_lag_ns : 0);
 }

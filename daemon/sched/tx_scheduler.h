@@ -71,6 +71,10 @@ class TxScheduler {
   FlowId add_flow(ClassId cls, uint64_t rate_bps);
   // Forgets the flow and its queued packets; returns how many were queued.
   uint32_t remove_flow(FlowId flow);
+  // Takes up to max of the flow's queued packets, oldest first, as if they left now, without
+  // pacing (a flow that stops sends what it queued before its last word); returns how many.
+  // The flow stays; it is idle once its queue is empty.
+  size_t take_queued(FlowId flow, PacketRef* out, size_t max);
   // A policy reload. set_class gives class `cls` a new configuration (false,
   // and nothing changed, for an unknown class or a weight of 0); its flows and
   // their queues stay, the DWRR round starts over. move_flow puts a flow, with

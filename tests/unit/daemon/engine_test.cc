@@ -11,6 +11,7 @@
 #include <rte_ring.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -1774,6 +1775,83 @@ TEST_CASE("engine: a QP that stops ACKs what it received ahead of its DREQ", "[e
   CHECK(cqe.wr_id == 3);
   CHECK(cqe.status == CONDUIT_SHM_WC_SUCCESS);
   CHECK(f.b.engine->counters().tx_final_acks == 1);
+}
+
+namespace {
+// The RoCE opcodes (BTH byte 0) of the IPv4 frames to UDP 4791 waiting in `ring`, in order;
+// the ring keeps its frames.
+std::vector<uint8_t> roce_opcodes(rte_ring* ring) {
+  void* objs[1024];
+  const unsigned n = rte_ring_dequeue_burst(ring, objs, 1024, nullptr);
+  std::vector<uint8_t> out;
+  for (unsigned i = 0; i < n; ++i) {
+    auto* m = static_cast<rte_mbuf*>(objs[i]);
+    const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
+    if (m->data_len >= 58 && f[12] == 0x08 && f[23] == 17 &&
+        (f[36] << 8 | f[37]) == wire::kRoceUdpPort) {
+      out.push_back(f[42]);
+    }
+  }
+  REQUIRE(rte_ring_enqueue_bulk(ring, objs, n, nullptr) == n);
+  return out;
+}
+}  // namespace
+
+TEST_CASE("engine: a QP that stops sends the READ responses in its pacer before its final ACK",
+          "[engine][cm]") {
+  // The class is capped at 5 Mbit/s: b's pacer holds the 16 responses of a's 16 KiB READ
+  // (a 1 KiB frame leaves every ~1.7 ms) when b's client, which has the RECV completion of
+  // a's SEND posted after the READ, stops the QP. b's final ACK covers the READ (it was
+  // answered: the transport gave all its responses out), so it must not leave ahead of
+  // them: a would take it as the responses lost and ask again, and after a destroy the
+  // responses were freed with the QP. With them sent first, a has both completions,
+  // successful and the data in place, by the time it hears of the disconnect.
+  const auto op = GENERATE(control::EngineOp::kCmDisconnect, control::EngineOp::kRemoveQp);
+  Fixture f(Fixture::Options{.connect_qps = false, .class_max_rate_bps = 5'000'000});
+  CmEvents ev{f};
+  REQUIRE(ev.establish(7));
+
+  constexpr uint32_t kReadBytes = 16 << 10;
+  fill_random(f.b.arena() + (1 << 20), kReadBytes, 11);
+  post_recv(f.b, 1, 0, 64);
+  post_send(f.a, 3, CONDUIT_SHM_WR_RDMA_READ, 1 << 20, kReadBytes, 1 << 20);
+  std::memcpy(f.a.arena(), "after the READ", 15);
+  post_send(f.a, 4, CONDUIT_SHM_WR_SEND, 0, 15);
+  const conduit_shm_cqe recv = wait_cqe(f, f.b);
+  REQUIRE(recv.wr_id == 1);
+  CHECK(recv.status == CONDUIT_SHM_WC_SUCCESS);
+  conduit_shm_cqe cqe{};
+  REQUIRE_FALSE(f.a.cq.try_dequeue(&cqe));  // the READ's responses are still coming
+
+  control::EngineCommand stop;
+  stop.op = op;
+  stop.qpn = f.b.qpn;
+  stop.qp_slot = 0;
+  f.b.submit(stop);
+  // b alone, long enough for its pacer to have sent everything: on the wire, no READ
+  // response after the first ACK (the final one, or the queued ACK of the SEND behind them).
+  REQUIRE(run_until(
+              f.b, f.b, [] { return false; }, 60) == false);
+  CHECK(f.b.engine->counters().tx_final_acks == 1);
+  const std::vector<uint8_t> ops = roce_opcodes(f.ba);
+  const auto is_response = [](uint8_t o) {
+    return o >= static_cast<uint8_t>(wire::Opcode::kReadResponseFirst) &&
+           o <= static_cast<uint8_t>(wire::Opcode::kReadResponseOnly);
+  };
+  const auto first_ack =
+      std::find(ops.begin(), ops.end(), static_cast<uint8_t>(wire::Opcode::kAcknowledge));
+  REQUIRE(first_ack != ops.end());
+  CHECK(std::count_if(ops.begin(), first_ack, is_response) > 0);
+  CHECK(std::none_of(first_ack, ops.end(), is_response));
+
+  REQUIRE(ev.pump([&] { return find_cm(ev.a, proto::CmEventKind::kDisconnected) != nullptr; }));
+  REQUIRE(f.a.cq.try_dequeue(&cqe));
+  CHECK(cqe.wr_id == 3);
+  CHECK(cqe.status == CONDUIT_SHM_WC_SUCCESS);
+  CHECK(std::memcmp(f.a.arena() + (1 << 20), f.b.arena() + (1 << 20), kReadBytes) == 0);
+  REQUIRE(f.a.cq.try_dequeue(&cqe));
+  CHECK(cqe.wr_id == 4);
+  CHECK(cqe.status == CONDUIT_SHM_WC_SUCCESS);
 }
 
 TEST_CASE("engine: QPs created after a reload connect with its transport defaults",

@@ -102,6 +102,35 @@ TEST_CASE("an idle scheduler asks for no wake-up; queues are bounded") {
   CHECK(s.add_flow(99, 1) == kInvalidId);
 }
 
+TEST_CASE("take_queued gives a paced flow's packets at once, in order; the flow stays") {
+  TxScheduler s;
+  const ClassId c = s.add_class({});
+  const FlowId slow = s.add_flow(c, 1'000'000);  // a 1000-byte packet every 8 ms
+  const FlowId other = s.add_flow(c, 1'000'000);
+  for (uint32_t tag = 0; tag < 5; ++tag) CHECK(s.enqueue(slow, {1000, tag}, 0));
+  CHECK(s.enqueue(other, {1000, 9}, 0));
+  Departure d;
+  REQUIRE(s.dequeue(0, &d));
+  REQUIRE(s.dequeue(0, &d));  // both heads left; slow waits 8 ms for its next
+  CHECK(s.next_wakeup_ns(0) > 0);
+  PacketRef out[8];
+  REQUIRE(s.take_queued(slow, out, 2) == 2);
+  CHECK(out[0].tag == 1);
+  CHECK(out[1].tag == 2);
+  REQUIRE(s.take_queued(slow, out, 8) == 2);
+  CHECK(out[0].tag == 3);
+  CHECK(out[1].tag == 4);
+  CHECK(s.take_queued(slow, out, 8) == 0);
+  CHECK(s.queued_packets(slow) == 0);
+  CHECK(s.next_wakeup_ns(0) == kNever);  // no longer on the wheel
+  CHECK(s.take_queued(kInvalidId, out, 8) == 0);
+  // Still a flow: it queues and sends again.
+  CHECK(s.enqueue(slow, {1000, 7}, 20 * kMs));
+  REQUIRE(s.dequeue(20 * kMs, &d));
+  CHECK(d.flow == slow);
+  CHECK(d.packet.tag == 7);
+}
+
 namespace {
 
 // A link of link_bps pulling from the scheduler for duration_ns; returns bytes
