@@ -246,6 +246,12 @@ void NeighbourTableT<Addr>::learn(const Addr& ip, MacAddr mac, uint64_t now_ns, 
 }
 
 template <class Addr>
+void NeighbourTableT<Addr>::keep(const Addr& ip) {
+  const int32_t idx = lookup(ip);
+  if (idx >= 0) entries_[idx].evictable = false;
+}
+
+template <class Addr>
 bool NeighbourTableT<Addr>::add_static(const Addr& ip, MacAddr mac, std::vector<Event>& events) {
   if (!is_unicast_ip(ip) || !is_unicast_mac(mac)) return false;
   int32_t idx = lookup(ip);

@@ -22,7 +22,9 @@
 // the table is full, a new entry replaces the least recently used evictable
 // one (RFC 4861 7.2.3 creates such entries STALE for the same reason: a
 // flood of requests must not lock out the next hops we need). Entries we
-// resolve ourselves and static ones are never evicted.
+// resolve ourselves, ones the caller keep()s (its router or gateway, learned
+// from the router's own packets before any use) and static ones are never
+// evicted.
 //
 // Not thread-safe: one engine thread owns it. All storage is allocated in the
 // constructor; resolve/learn/poll do not allocate (the event vector aside,
@@ -82,7 +84,7 @@ struct NeighbourInfoT {
   uint32_t requests_sent;
   size_t frames_queued;
   uint64_t deadline_ns;    // incomplete: next request; reachable: expiry; static: 0
-  bool evictable = false;  // learned from a peer's request, not used by resolve() yet
+  bool evictable = false;  // learned from a peer's request, not used by resolve() nor kept
 };
 using NeighbourInfo = NeighbourInfoT<Ipv4Addr>;
 using NeighbourInfo6 = NeighbourInfoT<Ipv6Addr>;
@@ -137,6 +139,10 @@ class NeighbourTableT {
   // never change.
   void learn(const Addr& ip, MacAddr mac, uint64_t now_ns, bool create, std::vector<Event>& events);
 
+  // ip is a next hop of ours (a default router, the gateway): its entry, if
+  // any, is no longer evictable, as if resolve() had used it.
+  void keep(const Addr& ip);
+
   // A static entry; replaces a dynamic one (releasing its queue). False when
   // the table is full or the address/MAC is not a unicast one.
   bool add_static(const Addr& ip, MacAddr mac, std::vector<Event>& events);
@@ -164,7 +170,7 @@ class NeighbourTableT {
     uint64_t last_refresh_ns = 0;
     bool refresh_sent = false;
     uint32_t pending_count = 0;
-    bool evictable = false;     // created by learn(), not yet used by resolve()
+    bool evictable = false;     // created by learn(), not yet used by resolve() nor kept
     uint64_t last_used_ns = 0;  // resolve() or learn(): the LRU order for eviction
   };
   static constexpr int32_t kEmptySlot = -1;

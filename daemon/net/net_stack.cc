@@ -295,6 +295,8 @@ RxResult NetStack::on_arp(std::span<const uint8_t> frame, size_t l3, uint64_t no
   if (!probe && on_link(sender_ip)) {
     neighbours_.learn(sender_ip, arp->sender_mac, now_ns, /*create=*/op == kArpOpRequest,
                       scratch4_);
+    // The gateway's request made its entry: ours all the same, a flood may not evict it.
+    if (config_.gateway == sender_ip) neighbours_.keep(sender_ip);
     flush_events4();
   }
   if (op == kArpOpReply) {
@@ -925,6 +927,7 @@ RxResult NetStack::on_ns(std::span<const uint8_t> frame, const EthernetHeader& e
   // the table. Only on-link senders: others are never next hops.
   if (!dad && slla && on_link6(src)) {
     neighbours6_.learn(src, *slla, now_ns, /*create=*/true, scratch6_);
+    if (config_.gateway6 == src || router6_ == src) neighbours6_.keep(src);  // (as in on_arp)
     flush_events6();
   }
   // A DAD probe for our address is answered to all nodes, unsolicited
@@ -1004,6 +1007,9 @@ RxResult NetStack::on_ra(std::span<const uint8_t> frame, const EthernetHeader& e
     neighbours6_.learn(src, *slla, now_ns, /*create=*/lifetime_s > 0, scratch6_);
     flush_events6();
   }
+  // A default router is our next hop, not an entry a peer made: no NS flood may evict it
+  // before off-link traffic first uses it.
+  if (lifetime_s > 0) neighbours6_.keep(src);
   if (lifetime_s > 0) {
     router6_ = src;
     router6_expiry_ns_ = now_ns + uint64_t{lifetime_s} * 1'000'000'000ull;

@@ -253,6 +253,23 @@ TEST_CASE("A request flood cannot evict static entries or ones we resolved", "[n
   CHECK(t.counters().table_full_drops == 0);
 }
 
+TEST_CASE("An entry the caller keeps (its router) is never evicted", "[neigh]") {
+  NeighbourTable t(small_config());
+  std::vector<NeighbourEvent> ev;
+  const auto ip = [](uint8_t i) { return Ipv4Addr::from_octets(198, 18, 1, i); };
+  t.learn(ip(1), kGwMac, 0, true, ev);  // the router's own packet made it: evictable
+  CHECK(t.find(ip(1))->evictable);
+  t.keep(ip(1));
+  t.keep(ip(2));  // no entry: nothing made
+  CHECK_FALSE(t.find(ip(1))->evictable);
+  CHECK_FALSE(t.find(ip(2)));
+  for (uint8_t i = 100; i < 200; ++i) t.learn(ip(i), kPeerMac, i * kSec, true, ev);
+  CHECK(t.find(ip(1))->state == NeighbourState::kReachable);
+  CHECK(t.find(ip(1))->mac == kGwMac);
+  CHECK(t.counters().evicted == 97);  // the flood churns through the other three slots
+  CHECK(t.counters().table_full_drops == 0);
+}
+
 TEST_CASE("Hash table survives churn: every handle comes back exactly once", "[neigh]") {
   NeighbourConfig c = small_config();
   c.capacity = 64;

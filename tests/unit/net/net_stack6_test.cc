@@ -800,6 +800,57 @@ TEST_CASE("Router discovery: an RS at start, the RA's router is the default next
   CHECK(s.counters().rx_ra == 4);
 }
 
+TEST_CASE("Router discovery: an NS flood cannot evict the RA's router, nor gateway6",
+          "[stack6][ndp][route]") {
+  // The router's entry is made by a peer's packet (its RA; gateway6's own NS), not by a
+  // resolve6() of ours: before its first use it must still outlast a flood of NS from more
+  // on-link sources than the table holds, or off-link traffic waits for it to be found again.
+  for (const bool configured : {false, true}) {
+    INFO((configured ? "gateway6, which sent us an NS" : "the router of an RA"));
+    NetStackConfig c = config6();
+    c.neighbour.capacity = 256;
+    if (!configured) c.gateway6.reset();
+    NetStack s(c);
+    if (configured) {
+      Ip6Opts o;
+      o.src = kGwIp6;
+      o.dst = Ipv6Addr::solicited_node(kOurIp6);
+      o.eth_dst = kOurSolicitedMac;
+      o.eth_src = kGwMac;
+      REQUIRE(receive(s, ns_frame(kOurIp6, lla_option(1, kGwMac), o), 0).result.verdict ==
+              RxVerdict::kReply);
+    } else {
+      REQUIRE(receive(s, ra_frame(kGwIp6, 1800, lla_option(1, kGwMac)), 0).result.verdict ==
+              RxVerdict::kConsumed);
+    }
+    REQUIRE(s.neighbours6().find(kGwIp6));
+    for (int i = 0; i < 300; ++i) {
+      Ip6Opts o;
+      o.src = Ipv6Addr::from_groups({0xfe80, 0, 0, 0, 0, 0, 0x1000, static_cast<uint16_t>(i + 1)});
+      o.dst = Ipv6Addr::solicited_node(kOurIp6);
+      o.eth_dst = kOurSolicitedMac;
+      const MacAddr m{{0x02, 0xaa, 0, 0, static_cast<uint8_t>(i >> 8), static_cast<uint8_t>(i)}};
+      o.eth_src = m;
+      REQUIRE(receive(s, ns_frame(kOurIp6, lla_option(1, m), o), kSec).result.verdict ==
+              RxVerdict::kReply);
+    }
+    take_all(s);
+    CHECK(s.neighbours6().size() == 256);
+    CHECK(s.neighbours6().counters().evicted > 0);  // the flood churned the others
+    const auto info = s.neighbours6().find(kGwIp6);
+    REQUIRE(info);
+    CHECK(info->state == NeighbourState::kReachable);
+    CHECK_FALSE(info->evictable);
+    // Off-link traffic goes to the router at once, no NS.
+    const auto hop = s.next_hop6(kRemoteIp6);
+    REQUIRE(hop);
+    CHECK(*hop == kGwIp6);
+    const auto r = s.resolve6(*hop, 2 * kSec, 7);
+    CHECK(r.status == Resolve::kResolved);
+    CHECK(r.mac == kGwMac);
+  }
+}
+
 TEST_CASE("Router discovery: gateway6 wins, no RS; bad RAs are dropped by reason",
           "[stack6][ndp][route]") {
   NetStack s(config6());  // gateway6 fe80::fe

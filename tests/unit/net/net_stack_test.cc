@@ -165,6 +165,34 @@ TEST_CASE("An ARP request flood on a /16 cannot lock out a new next hop", "[stac
   CHECK(s.neighbours().counters().table_full_drops == 0);
 }
 
+TEST_CASE("An ARP request flood cannot evict the gateway, though a request of its made its entry",
+          "[stack][arp]") {
+  NetStackConfig c = base_config();
+  c.prefix_len = 16;
+  c.neighbour.capacity = 256;
+  NetStack s(c);
+  REQUIRE(receive(s, arp_frame(1, MacAddr::broadcast(), kGwMac, kGwIp, MacAddr{}, kOurIp), 0)
+              .result.verdict == RxVerdict::kReply);
+  for (int i = 0; i < 300; ++i) {
+    const MacAddr m{{0x02, 0xaa, 0, 0, static_cast<uint8_t>(i >> 8), static_cast<uint8_t>(i)}};
+    const Ipv4Addr ip = Ipv4Addr::from_octets(198, 18, static_cast<uint8_t>(5 + i / 250),
+                                              static_cast<uint8_t>(i % 250 + 1));
+    REQUIRE(receive(s, arp_frame(1, MacAddr::broadcast(), m, ip, MacAddr{}, kOurIp), kSec)
+                .result.verdict == RxVerdict::kReply);
+  }
+  take_all(s);
+  CHECK(s.neighbours().counters().evicted > 0);
+  REQUIRE(s.neighbours().find(kGwIp));
+  CHECK_FALSE(s.neighbours().find(kGwIp)->evictable);
+  // Off-link traffic goes to the gateway at once, no ARP.
+  const auto hop = s.next_hop(kRemoteIp);
+  REQUIRE(hop);
+  CHECK(*hop == kGwIp);
+  const auto r = s.resolve(*hop, 2 * kSec, 7);
+  CHECK(r.status == NeighbourTable::Resolve::kResolved);
+  CHECK(r.mac == kGwMac);
+}
+
 TEST_CASE("Malformed ARP is dropped by reason", "[stack][arp]") {
   NetStack s(base_config());
   auto f = arp_request_for_us();
