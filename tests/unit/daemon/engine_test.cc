@@ -260,6 +260,7 @@ struct Fixture {
     bool connect_qps = true;
     engine::IdleMode idle_mode = engine::IdleMode::kSpin;
     uint64_t class_max_rate_bps = 0;  // the default class's max rate (0: none)
+    uint16_t port_mtu_a = 0;          // a's port MTU, if not 0 (else g_port_mtu, as b's)
   };
   explicit Fixture(cc::ControllerKind cc_kind = cc::ControllerKind::kNone)
       : Fixture(Options{cc_kind}) {}
@@ -280,7 +281,10 @@ struct Fixture {
     // Port A receives from ba and sends into ab; port B the other way round.
     REQUIRE(rte_eth_from_rings(("eng_a" + s).c_str(), &ba, 1, &ab, 1, SOCKET_ID_ANY) >= 0);
     REQUIRE(rte_eth_from_rings(("eng_b" + s).c_str(), &ab, 1, &ba, 1, SOCKET_ID_ANY) >= 0);
+    const uint16_t port_mtu = g_port_mtu;
+    if (o.port_mtu_a != 0) g_port_mtu = o.port_mtu_a;
     make_host(a, "net_ring_eng_a" + s, addr_a, 0x11, cc_kind, o.idle_mode, o.class_max_rate_bps);
+    g_port_mtu = port_mtu;
     make_host(b, "net_ring_eng_b" + s, addr_b, 0x22, cc_kind, o.idle_mode, o.class_max_rate_bps);
     if (!connect_qps) return;
     connect(a, b, addr_b);
@@ -1612,6 +1616,114 @@ TEST_CASE("engine: an IB CM request runs the REQ's path MTU, whatever the accept
   const conduit_shm_cqe rx = wait_cqe(f, f.b);
   CHECK(rx.status == CONDUIT_SHM_WC_SUCCESS);
   CHECK(rx.byte_len == 1000);
+  CHECK(wait_cqe(f, f.a).status == CONDUIT_SHM_WC_SUCCESS);
+}
+
+namespace {
+// The IB CM REJs (MAD attribute 0x0012 on the GSI, QP 1) in the IPv4 frames waiting in
+// `ring`, in order, as (reason, message rejected); the ring keeps its frames.
+std::vector<std::pair<uint16_t, uint8_t>> ib_cm_rejs(rte_ring* ring) {
+  void* objs[1024];
+  const unsigned n = rte_ring_dequeue_burst(ring, objs, 1024, nullptr);
+  std::vector<std::pair<uint16_t, uint8_t>> out;
+  for (unsigned i = 0; i < n; ++i) {
+    auto* m = static_cast<rte_mbuf*>(objs[i]);
+    const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
+    // Ethernet, IPv4 (20 bytes), UDP to 4791, BTH (UD SEND_ONLY to QP 1), DETH, the MAD.
+    constexpr size_t kBth = 42;
+    constexpr size_t kMad = kBth + 12 + 8;
+    constexpr size_t kRej = kMad + 24;
+    if (m->data_len < kRej + 12 || f[12] != 0x08 || f[14] != 0x45 || f[23] != 17 ||
+        (f[36] << 8 | f[37]) != wire::kRoceUdpPort || f[kBth] != 0x64 ||
+        (f[kBth + 5] << 16 | f[kBth + 6] << 8 | f[kBth + 7]) != 1 || f[kMad + 1] != 0x07 ||
+        (f[kMad + 16] << 8 | f[kMad + 17]) != 0x0012) {
+      continue;
+    }
+    out.emplace_back(static_cast<uint16_t>(f[kRej + 10] << 8 | f[kRej + 11]),
+                     static_cast<uint8_t>(f[kRej + 8] >> 6));
+  }
+  REQUIRE(rte_ring_enqueue_bulk(ring, objs, n, nullptr) == n);
+  return out;
+}
+}  // namespace
+
+TEST_CASE("engine: an IB CM REQ whose path MTU the port cannot carry gets REJ(invalid MTU)",
+          "[engine][cm]") {
+  // a's port carries a 2048-byte path MTU, b's (1500) only 1024. a's rdma_cm-style REQ asks
+  // for 2048; b cannot run a smaller one (the REP has no MTU): its accept is refused and a REJ
+  // with reason 26 (invalid MTU) for the REQ goes out. Nothing stays: no connection on either
+  // side, and b's QP takes the next request.
+  Fixture f(Fixture::Options{.connect_qps = false, .port_mtu_a = 2200});
+  REQUIRE(f.a.port->mtu_bytes() == 2200);
+  REQUIRE(f.b.port->mtu_bytes() == 1500);
+  CmEvents ev{f};
+  control::EngineCommand listen;
+  listen.op = control::EngineOp::kCmListen;
+  listen.cm.service = 9;
+  f.b.submit(listen);
+  auto conn = cm_cmd(control::EngineOp::kCmConnect, f.a.qpn, 2048, false, "");
+  conn.cm.peer = proto::cm_addr_v4(f.addr_b.value);
+  conn.cm.service = 9;
+  conn.cm.flags |= proto::kCmFlagRdmaCm;
+  f.a.submit(conn);
+  REQUIRE(ev.pump([&] { return find_cm(ev.b, proto::CmEventKind::kRequest) != nullptr; }));
+  const control::CmEventInfo req = find_cm(ev.b, proto::CmEventKind::kRequest)->cm;
+  CHECK(req.pmtu_bytes == 2048);
+  auto accept = cm_cmd(control::EngineOp::kCmAccept, f.b.qpn, 1024, false, "");
+  accept.cm.conn = req.conn;
+  f.b.submit(accept);
+  const uint64_t accept_cookie = f.b.cookie;
+  // b alone: its answer waits on the wire.
+  REQUIRE(run_until(
+              f.b, f.b, [] { return false; }, 20) == false);
+  take_events(f.b, ev.b);
+  REQUIRE(find_ack(ev.b, accept_cookie) != nullptr);
+  CHECK(find_ack(ev.b, accept_cookie)->status == -EMSGSIZE);
+  const auto rejs = ib_cm_rejs(f.ba);
+  REQUIRE(rejs.size() == 1);
+  CHECK(rejs[0].first == 26);  // invalid MTU
+  CHECK(rejs[0].second == 0);  // of a REQ
+  CHECK(f.b.engine->counters().cm_gsi_tx >= 1);
+
+  REQUIRE(ev.pump([&] { return find_cm(ev.a, proto::CmEventKind::kRejected) != nullptr; }));
+  const control::CmEventInfo rej = find_cm(ev.a, proto::CmEventKind::kRejected)->cm;
+  CHECK(rej.qpn == f.a.qpn);
+  CHECK(rej.reason == proto::kCmPolicy);
+  CHECK(find_cm(ev.b, proto::CmEventKind::kEstablished) == nullptr);
+  CHECK(take_snapshot(f, f.b).counters.at("cm.connections") == 0);
+  CHECK(take_snapshot(f, f.a).counters.at("cm.connections") == 0);
+  // The same request is gone: accepting it again finds nothing.
+  f.b.submit(accept);
+  const uint64_t again = f.b.cookie;
+  REQUIRE(ev.pump([&] { return find_ack(ev.b, again) != nullptr; }));
+  CHECK(find_ack(ev.b, again)->status == -ENOENT);
+
+  // b's QP was left as it was: a request for 1024 connects both QPs, and a SEND goes through.
+  conn.cm.pmtu_bytes = 1024;
+  f.a.submit(conn);
+  const auto next_request = [&]() -> const control::EngineEvent* {
+    for (const auto& e : ev.b) {
+      if (e.kind == control::EngineEventKind::kCmEvent &&
+          e.cm.kind == proto::CmEventKind::kRequest && e.cm.conn != req.conn) {
+        return &e;
+      }
+    }
+    return nullptr;
+  };
+  REQUIRE(ev.pump([&] { return next_request() != nullptr; }));
+  const control::EngineEvent* req2 = next_request();
+  CHECK(req2->cm.pmtu_bytes == 1024);
+  accept.cm.conn = req2->cm.conn;
+  f.b.submit(accept);
+  REQUIRE(ev.pump([&] {
+    return find_cm(ev.a, proto::CmEventKind::kEstablished) != nullptr &&
+           find_cm(ev.b, proto::CmEventKind::kEstablished) != nullptr;
+  }));
+  CHECK(find_cm(ev.b, proto::CmEventKind::kEstablished)->cm.qpn == f.b.qpn);
+  std::memset(f.a.arena(), 0x6B, 1000);
+  post_recv(f.b, 1, 0, 2048);
+  post_send(f.a, 2, CONDUIT_SHM_WR_SEND, 0, 1000);
+  CHECK(wait_cqe(f, f.b).status == CONDUIT_SHM_WC_SUCCESS);
   CHECK(wait_cqe(f, f.a).status == CONDUIT_SHM_WC_SUCCESS);
 }
 
