@@ -1739,14 +1739,15 @@ bool Engine::send_ack_unpaced(QpCtx& q, rte_mbuf* m) {
 // hold the completions of. They would go after the DREQ, or die with the QP, and
 // the peer's requester would see the disconnect before its last SEND completes, or
 // retry into a QP that is gone. A hardware responder ACKs before it completes; here
-// one ACK for everything taken goes at once, ahead of the DREQ. The QP's frames
-// already in the pacer go first, unpaced: among them READ responses and atomic ACKs
-// the final ACK covers (the transport gave them out), which must not arrive after it
-// (the peer would take them as lost and ask again) nor be freed with the QP. If the
-// device refuses one of those, no final ACK: it would claim an answer that never left.
+// one ACK for everything taken goes at once, ahead of the DREQ. The READ responses and
+// atomic ACKs already in the pacer go first, unpaced: the final ACK covers them (the
+// transport gave them out), and they must not arrive after it (the peer would take them
+// as lost and ask again) nor be freed with the QP. If the device refuses one of those,
+// no final ACK: it would claim an answer that never left. The QP's own requests in the
+// pacer are freed: their WRs are flushed with errors, so they must not run at the peer.
 void Engine::send_final_ack(QpCtx& q, uint64_t now_ns) {
   const bool owed = q.qp->responses_queued() || q.queued_frames > 0;
-  if (!send_queued_now(q, now_ns) || !q.peer_resolved || !owed) return;
+  if (!send_queued_answers(q, now_ns) || !q.peer_resolved || !owed) return;
   rte_mbuf* m = port_.alloc_mbuf();
   if (m == nullptr) {
     ++counters_.tx_no_mbuf;  // the peer retries; the queued ACKs may still make it
@@ -1774,7 +1775,7 @@ void Engine::send_final_ack(QpCtx& q, uint64_t now_ns) {
   }
 }
 
-bool Engine::send_queued_now(QpCtx& q, uint64_t now_ns) {
+bool Engine::send_queued_answers(QpCtx& q, uint64_t now_ns) {
   bool answers_sent = true;
   sched::PacketRef refs[32];
   size_t n;
@@ -1792,11 +1793,15 @@ bool Engine::send_queued_now(QpCtx& q, uint64_t now_ns) {
         --q.queued_answers;
       }
       if (--q.queued_frames == 0) --qps_with_queued_frames_;
+      if (!answer) {
+        rte_pktmbuf_free(m);
+        continue;
+      }
       q.tx_bytes += m->pkt_len;
       pacer_.set_rate(q.flow, q.rc->on_bytes_sent(now_ns, m->pkt_len), now_ns);
       if (q.peer_local) {
         loopback(m, q, now_ns);
-      } else if (!transmit_now(m) && answer) {
+      } else if (!transmit_now(m)) {
         answers_sent = false;
       }
     }

@@ -183,7 +183,7 @@ struct EngineCounters {
   uint64_t tx_acks_unpaced = 0;  // ACKs and NAKs that left without the pacer (send_ack_unpaced)
   uint64_t tx_no_mbuf = 0;
   uint64_t tx_build_errors = 0;
-  uint64_t tx_ring_full_drops = 0;  // control (ARP, ICMP, CNP), send_queued_now: device full
+  uint64_t tx_ring_full_drops = 0;  // control (ARP, ICMP, CNP), send_queued_answers: device full
   uint64_t tx_backpressure = 0;     // loops that left departures in the pacer: device full
   uint64_t wr_rejected = 0;         // invalid work requests (error completions)
   uint64_t clients_broken = 0;      // impossible ring indices: client cut off
@@ -332,9 +332,11 @@ class Engine {
   bool tx(uint64_t now_ns);
   void send_cnp(QpCtx& q, uint64_t now_ns);
   void send_final_ack(QpCtx& q, uint64_t now_ns);
-  // q's frames waiting in the pacer, sent at once in their order (send_final_ack); false if
-  // the device refused a READ response or atomic ACK among them (freed).
-  bool send_queued_now(QpCtx& q, uint64_t now_ns);
+  // q's frames waiting in the pacer, taken out (send_final_ack): its answers (READ
+  // responses, atomic ACKs) sent at once in their order, its own requests freed (the QP
+  // stops: their WRs are flushed, so they must not execute at the peer). False if the
+  // device refused an answer (freed).
+  bool send_queued_answers(QpCtx& q, uint64_t now_ns);
   bool send_ack_unpaced(QpCtx& q, rte_mbuf* m);
   void loopback(rte_mbuf* m, const QpCtx& q, uint64_t now_ns);
   // False if the device was full: the frame was freed, counted in tx_ring_full_drops.

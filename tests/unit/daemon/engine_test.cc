@@ -1966,6 +1966,41 @@ TEST_CASE("engine: a QP that stops sends the READ responses in its pacer before 
   CHECK(cqe.status == CONDUIT_SHM_WC_SUCCESS);
 }
 
+TEST_CASE("engine: a QP that stops frees its own requests still in its pacer", "[engine][cm]") {
+  // The class is capped at 5 Mbit/s: a's pacer holds most of a 16 KiB WRITE's 16 frames when
+  // a's client stops the QP. The WR is flushed with an error, so the rest of its frames must
+  // not go out and run at the peer (only answers the final ACK covers are sent at once).
+  const auto op = GENERATE(control::EngineOp::kCmDisconnect, control::EngineOp::kRemoveQp);
+  Fixture f(Fixture::Options{.connect_qps = false, .class_max_rate_bps = 5'000'000});
+  CmEvents ev{f};
+  REQUIRE(ev.establish(7));
+  (void)roce_opcodes(f.ab);  // (the set-up's frames were taken by b)
+
+  constexpr uint32_t kBytes = 16 << 10;
+  fill_random(f.a.arena() + (1 << 20), kBytes, 12);
+  post_send(f.a, 5, CONDUIT_SHM_WR_RDMA_WRITE, 1 << 20, kBytes, 1 << 20);
+  REQUIRE(run_until(
+              f.a, f.a, [] { return false; }, 6) == false);  // a few frames leave
+  const auto writes = [&] {
+    const std::vector<uint8_t> ops = roce_opcodes(f.ab);
+    return std::count_if(ops.begin(), ops.end(), [](uint8_t o) {
+      return o >= static_cast<uint8_t>(wire::Opcode::kWriteFirst) &&
+             o <= static_cast<uint8_t>(wire::Opcode::kWriteOnlyImm);
+    });
+  };
+  const auto before = writes();
+  INFO("WRITE frames before the stop: " << before);
+  REQUIRE(before < 16);
+  control::EngineCommand stop;
+  stop.op = op;
+  stop.qpn = f.a.qpn;
+  stop.qp_slot = 0;
+  f.a.submit(stop);
+  REQUIRE(run_until(
+              f.a, f.a, [] { return false; }, 60) == false);  // 35 frame gaps
+  CHECK(writes() == before);
+}
+
 TEST_CASE("engine: QPs created after a reload connect with its transport defaults",
           "[engine][cm][policy]") {
   Fixture f(Fixture::Options{.connect_qps = false});
