@@ -317,14 +317,20 @@ MrStatus Qp::resolve_local_slow(const Sge& s, uint32_t access, std::span<uint8_t
   return st;
 }
 
-bool Qp::send_memory_current(SendWqe& w) {
-  const uint32_t access = expects_response(w.wr.opcode) ? kAccessLocalWrite : 0u;
-  for (uint32_t i = 0; i < w.wr.num_sge; ++i) {
-    const Sge& s = w.wr.sge[i];
-    if (mrs_.lookup_local(s.lkey, s.addr, s.len_bytes, access, w.seg[i]) != MrStatus::kOk) {
+bool Qp::resolve_sges_again(const Sge* sge, uint32_t n, uint32_t access,
+                            std::array<std::span<uint8_t>, kMaxSge>& seg) {
+  for (uint32_t i = 0; i < n; ++i) {
+    const Sge& s = sge[i];
+    if (mrs_.lookup_local(s.lkey, s.addr, s.len_bytes, access, seg[i]) != MrStatus::kOk) {
       return false;
     }
   }
+  return true;
+}
+
+bool Qp::send_memory_current(SendWqe& w) {
+  const uint32_t access = expects_response(w.wr.opcode) ? kAccessLocalWrite : 0u;
+  if (!resolve_sges_again(w.wr.sge.data(), w.wr.num_sge, access, w.seg)) return false;
   w.epoch = mrs_.epoch();
   return true;
 }

@@ -385,6 +385,10 @@ class Qp {
   // access the post checked (local write for a READ's or atomic's destination). False when
   // one no longer resolves (its region was deregistered).
   bool send_memory_current(SendWqe& w);
+  // SGEs looked up again (after a region changed) into seg: false when one no longer
+  // resolves with `access`. send_memory_current() and recv_memory_current() use it.
+  bool resolve_sges_again(const Sge* sge, uint32_t n, uint32_t access,
+                          std::array<std::span<uint8_t>, kMaxSge>& seg);
   void reset_all();
   // ERR: both queues flushed. READ responses and atomic ACKs already queued are still
   // sent (a responder error's NAK follows them) until stop_responses(), which drops them

@@ -236,13 +236,7 @@ RxResult Qp::responder_read(const wire::RoceHeader& hdr) {
 }
 
 bool Qp::recv_memory_current(RecvWqe& r) {
-  for (uint32_t i = 0; i < r.num_sge; ++i) {
-    const Sge& s = r.sge[i];
-    if (mrs_.lookup_local(s.lkey, s.addr, s.len_bytes, kAccessLocalWrite, r.seg[i]) !=
-        MrStatus::kOk) {
-      return false;
-    }
-  }
+  if (!resolve_sges_again(r.sge.data(), r.num_sge, kAccessLocalWrite, r.seg)) return false;
   r.epoch = mrs_.epoch();
   return true;
 }

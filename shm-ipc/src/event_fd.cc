@@ -51,7 +51,7 @@ uint64_t EventFd::drain_fd(int fd) {
   }
 }
 
-int EventFd::wait(int timeout_ms) const {
+int OwnedFd::poll_readable(int timeout_ms) const {
   pollfd p{fd_, POLLIN, 0};
   for (;;) {
     const int rc = ::poll(&p, 1, timeout_ms);
@@ -59,9 +59,15 @@ int EventFd::wait(int timeout_ms) const {
     if (rc < 0) return -errno;
     if (rc == 0) return 0;
     if ((p.revents & (POLLERR | POLLNVAL)) != 0) return -EBADF;
-    drain();
     return 1;
   }
+}
+
+int EventFd::wait(int timeout_ms) const {
+  const int rc = poll_readable(timeout_ms);
+  if (rc <= 0) return rc;
+  drain();
+  return 1;
 }
 
 }  // namespace conduit::shm

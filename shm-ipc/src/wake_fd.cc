@@ -1,5 +1,4 @@
 #include <fcntl.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -75,16 +74,10 @@ int64_t WakeFd::drain(int fd) {
 }
 
 int WakeFd::wait(int timeout_ms) const {
-  pollfd p{fd_, POLLIN, 0};
-  for (;;) {
-    const int rc = ::poll(&p, 1, timeout_ms);
-    if (rc < 0 && errno == EINTR) continue;  // a signal; the caller's deadline still holds
-    if (rc < 0) return -errno;
-    if (rc == 0) return 0;
-    if ((p.revents & POLLNVAL) != 0) return -EBADF;
-    const int64_t n = drain();
-    return n < 0 ? static_cast<int>(n) : 1;
-  }
+  const int rc = poll_readable(timeout_ms);
+  if (rc <= 0) return rc;
+  const int64_t n = drain();
+  return n < 0 ? static_cast<int>(n) : 1;
 }
 
 }  // namespace conduit::shm

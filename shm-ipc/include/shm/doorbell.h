@@ -82,6 +82,10 @@ class OwnedFd {
   }
 
  protected:
+  // Waits until the descriptor is readable or timeout_ms passes (-1: forever; EINTR is
+  // retried). 1 readable, 0 timed out, -EBADF on POLLERR/POLLNVAL, -errno.
+  int poll_readable(int timeout_ms) const;
+
   int fd_ = -1;
 };
 

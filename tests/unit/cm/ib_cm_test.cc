@@ -515,17 +515,31 @@ QpParams ib_params(uint32_t qpn, uint32_t psn, uint8_t initiator, uint8_t respon
   return q;
 }
 
-// B's MRA of A's REQ ("wait 2^timeout x 4 us"), as B's rdma_cm sends it.
-std::vector<uint8_t> mra_of_req(uint32_t b_conn, uint32_t a_conn, uint8_t timeout) {
+// B listens, A connects and its REQ arrives; A's connection and B's MRA of the REQ ("wait
+// 2^24 x 4 us", as B's rdma_cm sends it while its application takes its time).
+struct RequestAndMra {
+  int64_t conn = 0;     // A's
+  uint32_t b_conn = 0;  // B's, for the request
+  std::vector<uint8_t> mra;
+};
+RequestAndMra request_and_mra(IbPair& n) {
+  RequestAndMra r;
+  REQUIRE(n.b.listen(7471, 22) == 0);
+  r.conn = n.a.connect(n.now, 11, IbPair::kB, 7471, ib_params(0x10, 5, 1, 1));
+  REQUIRE(r.conn > 0);
+  n.run();
+  const CmAction* req = n.last(n.events_b, CmAction::Kind::kRequest);
+  REQUIRE(req != nullptr);
+  r.b_conn = req->conn;
   CmMessage mra;
   mra.type = CmType::kMra;
-  mra.src_conn = b_conn;
-  mra.dst_conn = a_conn;
+  mra.src_conn = req->conn;
+  mra.dst_conn = static_cast<uint32_t>(r.conn);
   mra.ib.mra_message = 0;
-  mra.ib.mra_timeout = timeout;
-  std::vector<uint8_t> buf(kMadBytes);
-  REQUIRE(build_ib_cm_mad(mra, IbCmBuildContext{}, buf.data()) == kMadBytes);
-  return buf;
+  mra.ib.mra_timeout = 24;
+  r.mra.resize(kMadBytes);
+  REQUIRE(build_ib_cm_mad(mra, IbCmBuildContext{}, r.mra.data()) == kMadBytes);
+  return r;
 }
 
 }  // namespace
@@ -618,14 +632,9 @@ TEST_CASE("ib_cm: refusals reach the requester with their reason", "[cm][ib]") {
 
 TEST_CASE("ib_cm: an MRA makes the requester wait as asked, then resend", "[cm][ib]") {
   IbPair n;
-  REQUIRE(n.b.listen(7471, 22) == 0);
-  const int64_t conn = n.a.connect(n.now, 11, IbPair::kB, 7471, ib_params(0x10, 5, 1, 1));
-  REQUIRE(conn > 0);
-  n.run();
-  const CmAction* req = n.last(n.events_b, CmAction::Kind::kRequest);
-  REQUIRE(req != nullptr);
   // B's application takes its time; B says so (as rdma_cm does): an MRA of the REQ, 2^24 x 4 us.
-  const std::vector<uint8_t> buf = mra_of_req(req->conn, static_cast<uint32_t>(conn), 24);
+  const RequestAndMra started = request_and_mra(n);
+  const std::vector<uint8_t>& buf = started.mra;
   CmMessage back = parse_ok(buf);
   CHECK(back.type == CmType::kMra);
   CHECK(back.ib.mra_timeout == 24);
@@ -639,7 +648,7 @@ TEST_CASE("ib_cm: an MRA makes the requester wait as asked, then resend", "[cm][
   CHECK(n.last(n.events_a, CmAction::Kind::kRejected) == nullptr);
   CHECK(n.a.counters().retransmits == 0);
   // B accepts within the wait: A connects.
-  REQUIRE(n.b.accept(n.now, 22, req->conn, ib_params(0x20, 9, 1, 1)) == 0);
+  REQUIRE(n.b.accept(n.now, 22, started.b_conn, ib_params(0x20, 9, 1, 1)) == 0);
   n.run();
   CHECK(n.last(n.events_a, CmAction::Kind::kEstablished) != nullptr);
   // An MRA for a connection not waiting for anything is unexpected.
@@ -822,13 +831,7 @@ TEST_CASE("ib_cm: a pending request outlives the requester's REQ resends, then R
 
 TEST_CASE("ib_cm: one MRA per message is honoured; repeated MRAs do not wait forever", "[cm][ib]") {
   IbPair n;
-  REQUIRE(n.b.listen(7471, 22) == 0);
-  const int64_t conn = n.a.connect(n.now, 11, IbPair::kB, 7471, ib_params(0x10, 5, 1, 1));
-  REQUIRE(conn > 0);
-  n.run();
-  const CmAction* req = n.last(n.events_b, CmAction::Kind::kRequest);
-  REQUIRE(req != nullptr);
-  const std::vector<uint8_t> buf = mra_of_req(req->conn, static_cast<uint32_t>(conn), 24);
+  const std::vector<uint8_t> buf = request_and_mra(n).mra;
   // B never answers but says "wait" to every REQ (re)sent: A honours the first only, then
   // resends within its budget and gives up.
   bool failed = false;

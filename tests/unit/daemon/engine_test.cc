@@ -20,6 +20,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -1481,20 +1482,31 @@ struct CmEvents {
       return pred();
     });
   }
-  // b listens on `service`, a connects its QP to it (PMTU 1024, go-back-N), b accepts with
-  // its QP; true once both ends are established.
-  bool establish(uint64_t service) {
+  // b listens on `service`, a connects its QP to it (IPv4, go-back-N) asking for `pmtu`,
+  // with `flags` (kCmFlagRdmaCm: the IB CM); the request as b's client sees it, once it has.
+  std::optional<control::CmEventInfo> request(uint64_t service, uint32_t pmtu, uint32_t flags = 0) {
     control::EngineCommand listen;
     listen.op = control::EngineOp::kCmListen;
     listen.cm.service = service;
     f.b.submit(listen);
-    auto conn = cm_cmd(control::EngineOp::kCmConnect, f.a.qpn, 1024, false, "");
+    connect(service, pmtu, flags);
+    if (!pump([&] { return find_cm(b, proto::CmEventKind::kRequest) != nullptr; })) return {};
+    return find_cm(b, proto::CmEventKind::kRequest)->cm;
+  }
+  // a connects its QP to b's `service` (IPv4, go-back-N), asking for `pmtu`, with `flags`.
+  void connect(uint64_t service, uint32_t pmtu, uint32_t flags = 0) {
+    auto conn = cm_cmd(control::EngineOp::kCmConnect, f.a.qpn, pmtu, false, "");
     conn.cm.peer = proto::cm_addr_v4(f.addr_b.value);
     conn.cm.service = service;
+    conn.cm.flags |= flags;
     f.a.submit(conn);
-    if (!pump([&] { return find_cm(b, proto::CmEventKind::kRequest) != nullptr; })) return false;
+  }
+  // request() at PMTU 1024, b accepts with its QP; true once both ends are established.
+  bool establish(uint64_t service) {
+    const auto req = request(service, 1024);
+    if (!req) return false;
     auto accept = cm_cmd(control::EngineOp::kCmAccept, f.b.qpn, 1024, false, "");
-    accept.cm.conn = find_cm(b, proto::CmEventKind::kRequest)->cm.conn;
+    accept.cm.conn = req->conn;
     f.b.submit(accept);
     return pump([&] {
       return find_cm(a, proto::CmEventKind::kEstablished) != nullptr &&
@@ -1588,17 +1600,9 @@ TEST_CASE("engine: an IB CM request runs the REQ's path MTU, whatever the accept
   // must too. Had b taken its 512, every message over 512 bytes would fail between them.
   Fixture f(Fixture::Options{.connect_qps = false});
   CmEvents ev{f};
-  control::EngineCommand listen;
-  listen.op = control::EngineOp::kCmListen;
-  listen.cm.service = 9;
-  f.b.submit(listen);
-  auto conn = cm_cmd(control::EngineOp::kCmConnect, f.a.qpn, 1024, false, "");
-  conn.cm.peer = proto::cm_addr_v4(f.addr_b.value);
-  conn.cm.service = 9;
-  conn.cm.flags |= proto::kCmFlagRdmaCm;
-  f.a.submit(conn);
-  REQUIRE(ev.pump([&] { return find_cm(ev.b, proto::CmEventKind::kRequest) != nullptr; }));
-  const control::CmEventInfo req = find_cm(ev.b, proto::CmEventKind::kRequest)->cm;
+  const auto found = ev.request(9, 1024, proto::kCmFlagRdmaCm);
+  REQUIRE(found);
+  const control::CmEventInfo req = *found;
   CHECK(req.pmtu_bytes == 1024);
   auto accept = cm_cmd(control::EngineOp::kCmAccept, f.b.qpn, 512, false, "");
   accept.cm.conn = req.conn;
@@ -1657,17 +1661,9 @@ TEST_CASE("engine: an IB CM REQ whose path MTU the port cannot carry gets REJ(in
   REQUIRE(f.a.port->mtu_bytes() == 2200);
   REQUIRE(f.b.port->mtu_bytes() == 1500);
   CmEvents ev{f};
-  control::EngineCommand listen;
-  listen.op = control::EngineOp::kCmListen;
-  listen.cm.service = 9;
-  f.b.submit(listen);
-  auto conn = cm_cmd(control::EngineOp::kCmConnect, f.a.qpn, 2048, false, "");
-  conn.cm.peer = proto::cm_addr_v4(f.addr_b.value);
-  conn.cm.service = 9;
-  conn.cm.flags |= proto::kCmFlagRdmaCm;
-  f.a.submit(conn);
-  REQUIRE(ev.pump([&] { return find_cm(ev.b, proto::CmEventKind::kRequest) != nullptr; }));
-  const control::CmEventInfo req = find_cm(ev.b, proto::CmEventKind::kRequest)->cm;
+  const auto found = ev.request(9, 2048, proto::kCmFlagRdmaCm);
+  REQUIRE(found);
+  const control::CmEventInfo req = *found;
   CHECK(req.pmtu_bytes == 2048);
   auto accept = cm_cmd(control::EngineOp::kCmAccept, f.b.qpn, 1024, false, "");
   accept.cm.conn = req.conn;
@@ -1699,8 +1695,7 @@ TEST_CASE("engine: an IB CM REQ whose path MTU the port cannot carry gets REJ(in
   CHECK(find_ack(ev.b, again)->status == -ENOENT);
 
   // b's QP was left as it was: a request for 1024 connects both QPs, and a SEND goes through.
-  conn.cm.pmtu_bytes = 1024;
-  f.a.submit(conn);
+  ev.connect(9, 1024, proto::kCmFlagRdmaCm);
   const auto next_request = [&]() -> const control::EngineEvent* {
     for (const auto& e : ev.b) {
       if (e.kind == control::EngineEventKind::kCmEvent &&

@@ -308,6 +308,22 @@ TEST_CASE("Both families share one action queue and one deadline", "[stack6][ndp
   CHECK(actions[0].ipv6);
 }
 
+namespace {
+// n NS for our address from n distinct link-local senders (each with its SLLA), each answered.
+void ns_flood(NetStack& s, int n) {
+  for (int i = 0; i < n; ++i) {
+    Ip6Opts o;
+    o.src = Ipv6Addr::from_groups({0xfe80, 0, 0, 0, 0, 0, 0x1000, static_cast<uint16_t>(i + 1)});
+    o.dst = Ipv6Addr::solicited_node(kOurIp6);
+    o.eth_dst = kOurSolicitedMac;
+    const MacAddr m{{0x02, 0xaa, 0, 0, static_cast<uint8_t>(i >> 8), static_cast<uint8_t>(i)}};
+    o.eth_src = m;
+    REQUIRE(receive(s, ns_frame(kOurIp6, lla_option(1, m), o), kSec).result.verdict ==
+            RxVerdict::kReply);
+  }
+}
+}  // namespace
+
 TEST_CASE("An NS flood from on-link sources cannot lock out a new next hop", "[stack6][ndp]") {
   NetStackConfig c = config6();
   c.neighbour.capacity = 256;
@@ -318,16 +334,7 @@ TEST_CASE("An NS flood from on-link sources cannot lock out a new next hop", "[s
   na.src = kGwIp6;
   receive(s, na_frame(0x60000000u, kGwIp6, lla_option(2, kGwMac), na), 0);
   REQUIRE(s.neighbours6().find(kGwIp6)->state == NeighbourState::kReachable);
-  for (int i = 0; i < 300; ++i) {
-    Ip6Opts o;
-    o.src = Ipv6Addr::from_groups({0xfe80, 0, 0, 0, 0, 0, 0x1000, static_cast<uint16_t>(i + 1)});
-    o.dst = Ipv6Addr::solicited_node(kOurIp6);
-    o.eth_dst = kOurSolicitedMac;
-    const MacAddr m{{0x02, 0xaa, 0, 0, static_cast<uint8_t>(i >> 8), static_cast<uint8_t>(i)}};
-    o.eth_src = m;
-    REQUIRE(receive(s, ns_frame(kOurIp6, lla_option(1, m), o), kSec).result.verdict ==
-            RxVerdict::kReply);
-  }
+  ns_flood(s, 300);
   take_all(s);
   CHECK(s.neighbours6().size() == 256);
   CHECK(s.resolve6(kPeerIp6, 2 * kSec, 77).status == Resolve::kQueued);
@@ -824,16 +831,7 @@ TEST_CASE("Router discovery: an NS flood cannot evict the RA's router, nor gatew
               RxVerdict::kConsumed);
     }
     REQUIRE(s.neighbours6().find(kGwIp6));
-    for (int i = 0; i < 300; ++i) {
-      Ip6Opts o;
-      o.src = Ipv6Addr::from_groups({0xfe80, 0, 0, 0, 0, 0, 0x1000, static_cast<uint16_t>(i + 1)});
-      o.dst = Ipv6Addr::solicited_node(kOurIp6);
-      o.eth_dst = kOurSolicitedMac;
-      const MacAddr m{{0x02, 0xaa, 0, 0, static_cast<uint8_t>(i >> 8), static_cast<uint8_t>(i)}};
-      o.eth_src = m;
-      REQUIRE(receive(s, ns_frame(kOurIp6, lla_option(1, m), o), kSec).result.verdict ==
-              RxVerdict::kReply);
-    }
+    ns_flood(s, 300);
     take_all(s);
     CHECK(s.neighbours6().size() == 256);
     CHECK(s.neighbours6().counters().evicted > 0);  // the flood churned the others

@@ -147,18 +147,25 @@ TEST_CASE("Unsolicited or foreign ARP does not create entries", "[stack][arp]") 
   CHECK(s.neighbours().size() == 0);
 }
 
-TEST_CASE("An ARP request flood on a /16 cannot lock out a new next hop", "[stack][arp]") {
-  NetStackConfig c = base_config();
-  c.prefix_len = 16;
-  c.neighbour.capacity = 256;
-  NetStack s(c);
-  for (int i = 0; i < 300; ++i) {
+namespace {
+// n ARP requests for our address from n distinct senders on the /16, each answered.
+void arp_request_flood(NetStack& s, int n) {
+  for (int i = 0; i < n; ++i) {
     const MacAddr m{{0x02, 0xaa, 0, 0, static_cast<uint8_t>(i >> 8), static_cast<uint8_t>(i)}};
     const Ipv4Addr ip = Ipv4Addr::from_octets(198, 18, static_cast<uint8_t>(5 + i / 250),
                                               static_cast<uint8_t>(i % 250 + 1));
     REQUIRE(receive(s, arp_frame(1, MacAddr::broadcast(), m, ip, MacAddr{}, kOurIp), kSec)
                 .result.verdict == RxVerdict::kReply);
   }
+}
+}  // namespace
+
+TEST_CASE("An ARP request flood on a /16 cannot lock out a new next hop", "[stack][arp]") {
+  NetStackConfig c = base_config();
+  c.prefix_len = 16;
+  c.neighbour.capacity = 256;
+  NetStack s(c);
+  arp_request_flood(s, 300);
   take_all(s);
   CHECK(s.neighbours().size() == 256);
   CHECK(s.resolve(kPeerIp, 2 * kSec, 77).status == NeighbourTable::Resolve::kQueued);
@@ -173,13 +180,7 @@ TEST_CASE("An ARP request flood cannot evict the gateway, though a request of it
   NetStack s(c);
   REQUIRE(receive(s, arp_frame(1, MacAddr::broadcast(), kGwMac, kGwIp, MacAddr{}, kOurIp), 0)
               .result.verdict == RxVerdict::kReply);
-  for (int i = 0; i < 300; ++i) {
-    const MacAddr m{{0x02, 0xaa, 0, 0, static_cast<uint8_t>(i >> 8), static_cast<uint8_t>(i)}};
-    const Ipv4Addr ip = Ipv4Addr::from_octets(198, 18, static_cast<uint8_t>(5 + i / 250),
-                                              static_cast<uint8_t>(i % 250 + 1));
-    REQUIRE(receive(s, arp_frame(1, MacAddr::broadcast(), m, ip, MacAddr{}, kOurIp), kSec)
-                .result.verdict == RxVerdict::kReply);
-  }
+  arp_request_flood(s, 300);
   take_all(s);
   CHECK(s.neighbours().counters().evicted > 0);
   REQUIRE(s.neighbours().find(kGwIp));

@@ -8,6 +8,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <utility>
 #include <vector>
 
 #include "transport/heap_memory_regions.h"
@@ -172,5 +173,13 @@ inline RecvWr make_recv(uint64_t wr_id, uint64_t off, uint32_t len) {
 }
 
 inline uint8_t op(wire::Opcode o) { return static_cast<uint8_t>(o); }
+
+// Completions as (wr_id, status) in order: one CHECK against the expected list.
+using WcList = std::vector<std::pair<uint64_t, WcStatus>>;
+inline WcList wr_statuses(const std::vector<Completion>& cs) {
+  WcList out;
+  for (const Completion& c : cs) out.emplace_back(c.wr_id, c.status);
+  return out;
+}
 
 }  // namespace conduit::transport::test

@@ -37,6 +37,14 @@ struct Responder {
     while (e.qp.poll_tx(now_ns, t)) v.push_back(copy_packet(t));
     return v;
   }
+  // What goes out is one NAK, for psn, with code.
+  void expect_one_nak(uint32_t psn, NakCode code) {
+    auto t = tx();
+    REQUIRE(t.size() == 1);
+    CHECK(t[0].hdr.bth.psn == psn);
+    CHECK(t[0].hdr.aeth.type() == AethType::kNak);
+    CHECK(t[0].hdr.aeth.value() == static_cast<uint8_t>(code));
+  }
 };
 
 std::vector<uint8_t> bytes(size_t n, uint8_t v = 0xAB) { return std::vector<uint8_t>(n, v); }
@@ -697,11 +705,7 @@ TEST_CASE("responder: a WRITE's later packets do not reach a region deregistered
     r.e.mrs.remove(0);
     CHECK(r.rx(Opcode::kWriteMiddle, 101, bytes(1024, 0x22), false) == RxResult::kDropped);
     CHECK(r.e.mem()[1024] == 0);
-    auto t = r.tx();
-    REQUIRE(t.size() == 1);
-    CHECK(t[0].hdr.bth.psn == 101);
-    CHECK(t[0].hdr.aeth.type() == AethType::kNak);
-    CHECK(t[0].hdr.aeth.value() == static_cast<uint8_t>(NakCode::kRemoteAccessError));
+    r.expect_one_nak(101, NakCode::kRemoteAccessError);
     CHECK(r.e.qp.state() == QpState::kErr);
     CHECK(r.rx(Opcode::kWriteLast, 102, bytes(1024, 0x33)) == RxResult::kDropped);
     CHECK(r.e.mem()[2048] == 0);
@@ -808,11 +812,7 @@ TEST_CASE("responder: a WRITE's later packets are checked against the QP's acces
     set_access(r.e.qp, kAccessLocalWrite | kAccessRemoteRead);
     CHECK(r.rx(Opcode::kWriteMiddle, 101, bytes(1024, 0x22), false) == RxResult::kDropped);
     CHECK(r.e.mem()[1024] == 0);
-    auto t = r.tx();
-    REQUIRE(t.size() == 1);
-    CHECK(t[0].hdr.bth.psn == 101);
-    CHECK(t[0].hdr.aeth.type() == AethType::kNak);
-    CHECK(t[0].hdr.aeth.value() == static_cast<uint8_t>(NakCode::kRemoteAccessError));
+    r.expect_one_nak(101, NakCode::kRemoteAccessError);
     CHECK(r.e.qp.state() == QpState::kErr);
   }
 }
@@ -846,11 +846,7 @@ TEST_CASE("responder: READs are checked against the QP's access flags when repla
     TxPacket first;
     REQUIRE(r.e.qp.poll_tx(r.now_ns, first));
     set_access(r.e.qp, 0);
-    auto t = r.tx();
-    REQUIRE(t.size() == 1);
-    CHECK(t[0].hdr.bth.psn == 101);
-    CHECK(t[0].hdr.aeth.type() == AethType::kNak);
-    CHECK(t[0].hdr.aeth.value() == static_cast<uint8_t>(NakCode::kRemoteAccessError));
+    r.expect_one_nak(101, NakCode::kRemoteAccessError);
   }
 }
 
@@ -874,11 +870,7 @@ TEST_CASE("responder: a posted receive whose region was deregistered is not writ
     CHECK(c[0].wr_id == 1);
     CHECK(c[0].opcode == WcOpcode::kRecv);
     CHECK(c[0].status == WcStatus::kLocalProtectionError);
-    auto t = r.tx();
-    REQUIRE(t.size() == 1);
-    CHECK(t[0].hdr.bth.psn == 100);
-    CHECK(t[0].hdr.aeth.type() == AethType::kNak);
-    CHECK(t[0].hdr.aeth.value() == static_cast<uint8_t>(NakCode::kRemoteOperationalError));
+    r.expect_one_nak(100, NakCode::kRemoteOperationalError);
     CHECK(r.e.qp.state() == QpState::kErr);
   }
   SECTION("its region deregistered in the middle of the SEND: the rest is not written") {
