@@ -252,6 +252,12 @@ void NeighbourTableT<Addr>::keep(const Addr& ip) {
 }
 
 template <class Addr>
+void NeighbourTableT<Addr>::release(const Addr& ip) {
+  const int32_t idx = lookup(ip);
+  if (idx >= 0 && entries_[idx].state != NeighbourState::kStatic) entries_[idx].evictable = true;
+}
+
+template <class Addr>
 bool NeighbourTableT<Addr>::add_static(const Addr& ip, MacAddr mac, std::vector<Event>& events) {
   if (!is_unicast_ip(ip) || !is_unicast_mac(mac)) return false;
   int32_t idx = lookup(ip);

@@ -24,7 +24,7 @@
 // flood of requests must not lock out the next hops we need). Entries we
 // resolve ourselves, ones the caller keep()s (its router or gateway, learned
 // from the router's own packets before any use) and static ones are never
-// evicted.
+// evicted, until the caller release()s one that is no longer its next hop.
 //
 // Not thread-safe: one engine thread owns it. All storage is allocated in the
 // constructor; resolve/learn/poll do not allocate (the event vector aside,
@@ -84,7 +84,7 @@ struct NeighbourInfoT {
   uint32_t requests_sent;
   size_t frames_queued;
   uint64_t deadline_ns;    // incomplete: next request; reachable: expiry; static: 0
-  bool evictable = false;  // learned from a peer's request, not used by resolve() nor kept
+  bool evictable = false;  // learned from a peer's request or released, not since used nor kept
 };
 using NeighbourInfo = NeighbourInfoT<Ipv4Addr>;
 using NeighbourInfo6 = NeighbourInfoT<Ipv6Addr>;
@@ -142,6 +142,12 @@ class NeighbourTableT {
   // ip is a next hop of ours (a default router, the gateway): its entry, if
   // any, is no longer evictable, as if resolve() had used it.
   void keep(const Addr& ip);
+  // ip is no longer a next hop of ours (a router that withdrew, was replaced
+  // or timed out): its dynamic entry, if any, is evictable again, as if only
+  // a peer's request had made it, until resolve() uses it or keep() is
+  // called. This undoes keep() and any earlier resolve(): those were for it
+  // as a next hop. Static entries are untouched.
+  void release(const Addr& ip);
 
   // A static entry; replaces a dynamic one (releasing its queue). False when
   // the table is full or the address/MAC is not a unicast one.
@@ -170,7 +176,7 @@ class NeighbourTableT {
     uint64_t last_refresh_ns = 0;
     bool refresh_sent = false;
     uint32_t pending_count = 0;
-    bool evictable = false;     // created by learn(), not yet used by resolve() nor kept
+    bool evictable = false;     // created by learn() or released, not since used nor kept
     uint64_t last_used_ns = 0;  // resolve() or learn(): the LRU order for eviction
   };
   static constexpr int32_t kEmptySlot = -1;

@@ -610,7 +610,7 @@ void NetStack::announce() {
 }
 
 void NetStack::poll_timers(uint64_t now_ns) {
-  if (router6_ && now_ns >= router6_expiry_ns_) router6_.reset();  // its lifetime ran out
+  if (router6_ && now_ns >= router6_expiry_ns_) forget_router6();  // its lifetime ran out
   for (size_t i = prefixes6_count_; i-- > 0;) {
     if (now_ns >= prefixes6_[i].expiry_ns) forget_prefix6(i);
   }
@@ -1007,18 +1007,26 @@ RxResult NetStack::on_ra(std::span<const uint8_t> frame, const EthernetHeader& e
     neighbours6_.learn(src, *slla, now_ns, /*create=*/lifetime_s > 0, scratch6_);
     flush_events6();
   }
-  // A default router is our next hop, not an entry a peer made: no NS flood may evict it
-  // before off-link traffic first uses it.
-  if (lifetime_s > 0) neighbours6_.keep(src);
   if (lifetime_s > 0) {
+    if (router6_ != src) forget_router6();  // replaced: the old one is no longer our next hop
     router6_ = src;
     router6_expiry_ns_ = now_ns + uint64_t{lifetime_s} * 1'000'000'000ull;
+    // A default router is our next hop, not an entry a peer made: no NS flood may evict it
+    // before off-link traffic first uses it.
+    neighbours6_.keep(src);
   } else if (router6_ == src) {
-    router6_.reset();
+    forget_router6();
   }
   RxResult r;
   r.verdict = RxVerdict::kConsumed;
   return r;
+}
+
+void NetStack::forget_router6() {
+  // Its entry was kept as our next hop; now it is a peer's like any other (gateway6's stays
+  // kept: the policy's next hop whatever RAs say).
+  if (router6_ && *router6_ != config_.gateway6) neighbours6_.release(*router6_);
+  router6_.reset();
 }
 
 void NetStack::learn_ra_options(std::span<const uint8_t> opts, uint64_t now_ns) {

@@ -393,6 +393,9 @@ class NetStack {
   // checked).
   void learn_ra_options(std::span<const uint8_t> opts, uint64_t now_ns);
   void forget_prefix6(size_t i);
+  // Clears router6_ (withdrawn, replaced or timed out) and release()s its neighbour entry,
+  // which on_ra() kept, unless it is gateway6.
+  void forget_router6();
   MacAddr solicited_mac_{};  // its 33:33:ff.. group MAC
   NetCounters counters_;
 };

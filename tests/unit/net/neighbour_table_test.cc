@@ -270,6 +270,43 @@ TEST_CASE("An entry the caller keeps (its router) is never evicted", "[neigh]") 
   CHECK(t.counters().table_full_drops == 0);
 }
 
+TEST_CASE("An entry the caller releases (a former router) is evictable again", "[neigh]") {
+  NeighbourTable t(small_config());
+  std::vector<NeighbourEvent> ev;
+  const auto ip = [](uint8_t i) { return Ipv4Addr::from_octets(198, 18, 1, i); };
+  t.learn(ip(1), kGwMac, 0, true, ev);  // kept, as a router
+  t.keep(ip(1));
+  CHECK(t.resolve(ip(2), 0, 2, ev).status == Resolve::kQueued);
+  t.learn(ip(2), kPeerMac, 0, false, ev);  // resolved by us, then released: ours no more
+  REQUIRE(t.add_static(ip(3), kPeerMac, ev));
+  t.release(ip(1));
+  t.release(ip(2));
+  t.release(ip(3));  // static: untouched
+  t.release(ip(4));  // no entry: nothing made
+  CHECK(t.find(ip(1))->evictable);
+  CHECK(t.find(ip(2))->evictable);
+  CHECK(t.find(ip(3))->state == NeighbourState::kStatic);
+  CHECK_FALSE(t.find(ip(3))->evictable);
+  CHECK_FALSE(t.find(ip(4)));
+  CHECK(t.size() == 3);
+  // resolve() uses ip(2) again: ours again; ip(1) goes first in a flood.
+  CHECK(t.resolve(ip(2), kSec, kNoFrame, ev).status == Resolve::kResolved);
+  CHECK_FALSE(t.find(ip(2))->evictable);
+  t.learn(ip(100), kPeerMac, 2 * kSec, true, ev);  // fills the fourth slot
+  t.learn(ip(101), kPeerMac, 3 * kSec, true, ev);  // evicts ip(1), the older evictable one
+  CHECK_FALSE(t.find(ip(1)));
+  CHECK(t.find(ip(100)));
+  CHECK(t.find(ip(2)));
+  CHECK(t.counters().evicted == 1);
+  // keep() after release() protects it again.
+  t.release(ip(2));
+  t.keep(ip(2));
+  for (uint8_t i = 110; i < 120; ++i) t.learn(ip(i), kPeerMac, 4 * kSec + i, true, ev);
+  CHECK(t.find(ip(2)));
+  CHECK(t.find(ip(3)));
+  CHECK(t.counters().table_full_drops == 0);
+}
+
 TEST_CASE("Hash table survives churn: every handle comes back exactly once", "[neigh]") {
   NeighbourConfig c = small_config();
   c.capacity = 64;

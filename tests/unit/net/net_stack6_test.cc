@@ -310,7 +310,7 @@ TEST_CASE("Both families share one action queue and one deadline", "[stack6][ndp
 
 namespace {
 // n NS for our address from n distinct link-local senders (each with its SLLA), each answered.
-void ns_flood(NetStack& s, int n) {
+void ns_flood(NetStack& s, int n, uint64_t now_ns = kSec) {
   for (int i = 0; i < n; ++i) {
     Ip6Opts o;
     o.src = Ipv6Addr::from_groups({0xfe80, 0, 0, 0, 0, 0, 0x1000, static_cast<uint16_t>(i + 1)});
@@ -318,7 +318,7 @@ void ns_flood(NetStack& s, int n) {
     o.eth_dst = kOurSolicitedMac;
     const MacAddr m{{0x02, 0xaa, 0, 0, static_cast<uint8_t>(i >> 8), static_cast<uint8_t>(i)}};
     o.eth_src = m;
-    REQUIRE(receive(s, ns_frame(kOurIp6, lla_option(1, m), o), kSec).result.verdict ==
+    REQUIRE(receive(s, ns_frame(kOurIp6, lla_option(1, m), o), now_ns).result.verdict ==
             RxVerdict::kReply);
   }
 }
@@ -844,6 +844,84 @@ TEST_CASE("Router discovery: an NS flood cannot evict the RA's router, nor gatew
     REQUIRE(hop);
     CHECK(*hop == kGwIp6);
     const auto r = s.resolve6(*hop, 2 * kSec, 7);
+    CHECK(r.status == Resolve::kResolved);
+    CHECK(r.mac == kGwMac);
+  }
+}
+
+TEST_CASE("Router discovery: a router that withdraws, is replaced or times out loses its keep",
+          "[stack6][ndp][route]") {
+  // Only the current router is our next hop: once an RA withdraws it (lifetime 0), another
+  // router's RA replaces it or its lifetime runs out, its entry is a peer's like any other and
+  // an NS flood may evict it. (The entry itself stays until then: it is still a neighbour.)
+  const MacAddr other_mac{{0x02, 0, 0, 0, 0, 0xfd}};
+  for (const int how : {0, 1, 2}) {
+    INFO((how == 0 ? "withdrawn" : how == 1 ? "replaced" : "timed out"));
+    NetStackConfig c = config6();
+    c.gateway6.reset();
+    c.neighbour.capacity = 256;
+    NetStack s(c);
+    REQUIRE(receive(s, ra_frame(kGwIp6, 30, lla_option(1, kGwMac)), 0).result.verdict ==
+            RxVerdict::kConsumed);
+    REQUIRE(s.learned_router6() == kGwIp6);
+    REQUIRE_FALSE(s.neighbours6().find(kGwIp6)->evictable);
+    if (how == 0) {
+      receive(s, ra_frame(kGwIp6, 0, lla_option(1, kGwMac)), kSec);
+      CHECK_FALSE(s.learned_router6());
+    } else if (how == 1) {
+      receive(s, ra_frame(kPeerLl6, 1800, lla_option(1, other_mac)), kSec);
+      CHECK(s.learned_router6() == kPeerLl6);
+    } else {
+      s.poll_timers(30 * kSec);
+      CHECK_FALSE(s.learned_router6());
+    }
+    auto old_router = s.neighbours6().find(kGwIp6);
+    REQUIRE(old_router);  // still reachable (60 s), no longer kept
+    CHECK(old_router->state == NeighbourState::kReachable);
+    CHECK(old_router->evictable);
+    ns_flood(s, 300, 31 * kSec);
+    take_all(s);
+    CHECK(s.neighbours6().counters().table_full_drops == 0);
+    CHECK_FALSE(s.neighbours6().find(kGwIp6));  // the least recently used: evicted first
+    if (how == 1) {
+      // The new router is kept through the flood, and is the next hop at once.
+      const auto info = s.neighbours6().find(kPeerLl6);
+      REQUIRE(info);
+      CHECK_FALSE(info->evictable);
+      CHECK(s.next_hop6(kRemoteIp6) == kPeerLl6);
+      const auto r = s.resolve6(kPeerLl6, 32 * kSec, 7);
+      CHECK(r.status == Resolve::kResolved);
+      CHECK(r.mac == other_mac);
+    }
+  }
+}
+
+TEST_CASE(
+    "Router discovery: gateway6 stays kept when its RA says lifetime 0 or another replaces it",
+    "[stack6][ndp][route]") {
+  // gateway6 is the policy's next hop whatever RAs say about it.
+  for (const bool replaced : {false, true}) {
+    INFO((replaced ? "another router's RA" : "its own RA with lifetime 0"));
+    NetStackConfig c = config6();  // gateway6 fe80::fe
+    c.neighbour.capacity = 256;
+    NetStack s(c);
+    REQUIRE(receive(s, ra_frame(kGwIp6, 1800, lla_option(1, kGwMac)), 0).result.verdict ==
+            RxVerdict::kConsumed);
+    REQUIRE(s.learned_router6() == kGwIp6);
+    if (replaced) {
+      receive(s, ra_frame(kPeerLl6, 1800, lla_option(1, kPeerMac)), kSec);
+      CHECK(s.learned_router6() == kPeerLl6);
+    } else {
+      receive(s, ra_frame(kGwIp6, 0, lla_option(1, kGwMac)), kSec);
+      CHECK_FALSE(s.learned_router6());
+    }
+    ns_flood(s, 300, 2 * kSec);
+    take_all(s);
+    const auto info = s.neighbours6().find(kGwIp6);
+    REQUIRE(info);
+    CHECK_FALSE(info->evictable);
+    CHECK(s.next_hop6(kRemoteIp6) == kGwIp6);
+    const auto r = s.resolve6(kGwIp6, 3 * kSec, 7);
     CHECK(r.status == Resolve::kResolved);
     CHECK(r.mac == kGwMac);
   }
