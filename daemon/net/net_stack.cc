@@ -927,7 +927,7 @@ RxResult NetStack::on_ns(std::span<const uint8_t> frame, const EthernetHeader& e
   // the table. Only on-link senders: others are never next hops.
   if (!dad && slla && on_link6(src)) {
     neighbours6_.learn(src, *slla, now_ns, /*create=*/true, scratch6_);
-    if (config_.gateway6 == src || router6_ == src) neighbours6_.keep(src);  // (as in on_arp)
+    if (keeps_router6(src)) neighbours6_.keep(src);  // (as in on_arp)
     flush_events6();
   }
   // A DAD probe for our address is answered to all nodes, unsolicited
@@ -1011,9 +1011,9 @@ RxResult NetStack::on_ra(std::span<const uint8_t> frame, const EthernetHeader& e
     if (router6_ != src) forget_router6();  // replaced: the old one is no longer our next hop
     router6_ = src;
     router6_expiry_ns_ = now_ns + uint64_t{lifetime_s} * 1'000'000'000ull;
-    // A default router is our next hop, not an entry a peer made: no NS flood may evict it
-    // before off-link traffic first uses it.
-    neighbours6_.keep(src);
+    // A default router is our next hop (unless gateway6 is), not an entry a peer made: no NS
+    // flood may evict it before off-link traffic first uses it.
+    if (keeps_router6(src)) neighbours6_.keep(src);
   } else if (router6_ == src) {
     forget_router6();
   }
@@ -1023,9 +1023,9 @@ RxResult NetStack::on_ra(std::span<const uint8_t> frame, const EthernetHeader& e
 }
 
 void NetStack::forget_router6() {
-  // Its entry was kept as our next hop; now it is a peer's like any other (gateway6's stays
-  // kept: the policy's next hop whatever RAs say).
-  if (router6_ && *router6_ != config_.gateway6) neighbours6_.release(*router6_);
+  // Its entry was kept as our next hop; now it is a peer's like any other. With gateway6 it
+  // was never kept as the router (gateway6 is, whatever RAs say about it).
+  if (router6_ && !config_.gateway6) neighbours6_.release(*router6_);
   router6_.reset();
 }
 

@@ -393,9 +393,14 @@ class NetStack {
   // checked).
   void learn_ra_options(std::span<const uint8_t> opts, uint64_t now_ns);
   void forget_prefix6(size_t i);
-  // Clears router6_ (withdrawn, replaced or timed out) and release()s its neighbour entry,
-  // which on_ra() kept, unless it is gateway6.
+  // Clears router6_ (withdrawn, replaced or timed out) and, when it was kept as our next hop
+  // (no gateway6), release()s its neighbour entry.
   void forget_router6();
+  // ip is a router whose neighbour entry must outlast NS floods: gateway6, or without it the
+  // router an RA named (next_hop6's off-link next hop).
+  bool keeps_router6(const Ipv6Addr& ip) const {
+    return config_.gateway6 ? ip == *config_.gateway6 : router6_ == ip;
+  }
   MacAddr solicited_mac_{};  // its 33:33:ff.. group MAC
   NetCounters counters_;
 };

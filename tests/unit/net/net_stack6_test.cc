@@ -927,6 +927,32 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("Router discovery: with gateway6 an RA's router is not kept (not our next hop)",
+          "[stack6][ndp][route]") {
+  NetStackConfig c = config6();  // gateway6 fe80::fe
+  c.neighbour.capacity = 256;
+  NetStack s(c);
+  REQUIRE(receive(s, ra_frame(kPeerLl6, 1800, lla_option(1, kPeerMac)), 0).result.verdict ==
+          RxVerdict::kConsumed);
+  CHECK(s.learned_router6() == kPeerLl6);
+  CHECK(s.next_hop6(kRemoteIp6) == kGwIp6);
+  // Its RA made an entry (RFC 4861 6.3.4), and its NS refreshes it: a peer's, evictable.
+  Ip6Opts o;
+  o.src = kPeerLl6;
+  o.dst = Ipv6Addr::solicited_node(kOurIp6);
+  o.eth_dst = kOurSolicitedMac;
+  o.eth_src = kPeerMac;
+  REQUIRE(receive(s, ns_frame(kOurIp6, lla_option(1, kPeerMac), o), kSec / 2).result.verdict ==
+          RxVerdict::kReply);
+  const auto info = s.neighbours6().find(kPeerLl6);
+  REQUIRE(info);
+  CHECK(info->evictable);
+  ns_flood(s, 300, kSec);
+  take_all(s);
+  CHECK_FALSE(s.neighbours6().find(kPeerLl6));
+  CHECK(s.neighbours6().counters().table_full_drops == 0);
+}
+
 TEST_CASE("Router discovery: gateway6 wins, no RS; bad RAs are dropped by reason",
           "[stack6][ndp][route]") {
   NetStack s(config6());  // gateway6 fe80::fe
