@@ -2,9 +2,10 @@
 // ARP and IPv6 Neighbor Discovery, routing to a next hop, ICMP and ICMPv6
 // echo replies, and L2/L3/L4 header writing for the frames the engine sends.
 //
-// IPv6 is on-link only (RFC 4861 neighbour resolution, no router discovery,
-// no SLAAC/DAD of our own, no extension headers): it is on when
-// NetStackConfig::addr6 is set.
+// IPv6 (on when NetStackConfig::addr6 is set): RFC 4861 neighbour resolution,
+// off-link destinations through gateway6 or else the default router and the
+// on-link prefixes Router Advertisements announce; no SLAAC/DAD of our own,
+// no extension headers.
 //
 // Pure: no I/O, no clock. The engine passes each received frame with the
 // current time and acts on the returned RxResult; timer-driven and deferred
