@@ -43,6 +43,7 @@ struct Marks {
   std::optional<YAML::Mark> port_mtu;
   std::optional<YAML::Mark> pmtu;
   std::optional<YAML::Mark> bdp_cap;
+  std::optional<YAML::Mark> cnp_dscp;
   // A value already reported as wrong: checks against it would be follow-on errors.
   bool port_mtu_bad = false;
   bool pmtu_bad = false;
@@ -711,9 +712,12 @@ void parse_traffic_classes(ErrorSink& s, const Field& f, std::vector<TrafficClas
 
 // ---- cnp, transport, clients ------------------------------------------------
 
-void parse_cnp(ErrorSink& s, const Field& f, CnpSection& c) {
+void parse_cnp(ErrorSink& s, const Field& f, CnpSection& c, Marks& marks) {
   MapReader r(s, f);
-  if (auto v = r.take("dscp")) assign(c.dscp, detail::read_uint(s, *v, 0, 63));
+  if (auto v = r.take("dscp")) {
+    marks.cnp_dscp = v->mark;
+    assign(c.dscp, detail::read_uint(s, *v, 0, 63));
+  }
   if (auto v = r.take("ecn")) assign(c.ecn, detail::read_enum(s, *v, kEcnCodepoints));
   if (auto v = r.take("priority")) assign(c.priority, detail::read_uint(s, *v, 0, 7));
   if (auto v = r.take("min_time_between_cnps")) {
@@ -977,11 +981,11 @@ void parse_document(ErrorSink& s, const YAML::Node& root, Policy& p) {
   } else {
     s.add(root.Mark(), "missing required section 'port' (needs at least device and address)");
   }
-  if (auto v = r.take("cnp")) parse_cnp(s, *v, p.cnp);
+  if (auto v = r.take("cnp")) parse_cnp(s, *v, p.cnp, marks);
   if (auto v = r.take("traffic_classes")) {
     parse_traffic_classes(s, *v, p.traffic_classes, p.cnp);
   } else if (p.cnp.dscp == p.traffic_classes.front().dscp) {
-    s.add(root.Mark(),
+    s.add(marks.cnp_dscp.value_or(root.Mark()),
           "cnp.dscp: " + std::to_string(p.cnp.dscp) + " is the DSCP of the built-in default class");
   }
   if (auto v = r.take("transport")) parse_transport(s, *v, p.transport, marks);

@@ -487,3 +487,9 @@ TEST_CASE("a duplicate key with control bytes is reported on one printable line"
   }
   CHECK(dup);
 }
+
+TEST_CASE("cnp.dscp taken by the built-in default class is reported at cnp.dscp") {
+  // Was reported at the start of the document (1:1), far from the value to change.
+  CHECK(errors_of(std::string(kPort) + "cnp:\n  priority: 6\n  dscp: 26\n") ==
+        Errors{"t.yaml:6:9: cnp.dscp: 26 is the DSCP of the built-in default class"});
+}
