@@ -21,7 +21,7 @@ std::vector<std::string> restart_required_changes(const Policy& started, const P
   check(p.gateway == q.gateway, "port.gateway");
   check(p.address6 == q.address6 && p.prefix_len6 == q.prefix_len6, "port.address6");
   check(p.gateway6 == q.gateway6, "port.gateway6");
-  check(p.neighbours == q.neighbours, "port.neighbours");
+  check(p.neighbours == q.neighbours && p.neighbours6 == q.neighbours6, "port.neighbours");
   check(p.mtu_bytes == q.mtu_bytes, "port.mtu");
   check(p.line_rate_bps == q.line_rate_bps, "port.line_rate");
   check(p.roce_udp_port == q.roce_udp_port, "port.roce_udp_port");

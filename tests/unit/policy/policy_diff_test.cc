@@ -52,3 +52,14 @@ TEST_CASE("restart_required_changes: classes, CNPs and transport defaults apply 
   b.port.line_rate_bps = 40'000'000'000ull;
   CHECK(restart_required_changes(a, b) == std::vector<std::string>{"port.line_rate"});
 }
+
+TEST_CASE("restart_required_changes: static IPv6 neighbours are bound at start-up too") {
+  // The engine takes port.neighbours (both families) only when it starts; a reload that
+  // changed only the IPv6 entries was reported as needing nothing.
+  const Policy a = *load(std::string(kPort) + "  address6: fe80::c0:1/64\n").policy;
+  Policy b = a;
+  b.port.neighbours6.push_back(
+      {Ipv6Address{{0xFE, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xC0, 0, 2}},
+       MacAddress{{0x02, 0, 0, 0, 0, 2}}});
+  CHECK(restart_required_changes(a, b) == std::vector<std::string>{"port.neighbours"});
+}
