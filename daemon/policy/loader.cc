@@ -1,5 +1,6 @@
 #include "policy/loader.h"
 
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
@@ -1054,6 +1055,10 @@ LoadResult load_policy_string(std::string_view text, std::string_view name) {
   try {
     std::string owned(text);
     if (check_single_document(sink, owned)) parse_document(sink, YAML::Load(owned), policy);
+  } catch (const YAML::DeepRecursion& e) {
+    // yaml-cpp's own message for this is "bad file". A policy nests four levels.
+    sink.add(e.mark, "YAML syntax error: nested more than " + std::to_string(e.depth() - 1) +
+                         " levels deep; a policy nests at most four");
   } catch (const YAML::Exception& e) {
     sink.add(e.mark, "YAML syntax error: " + printable(e.msg));
   } catch (const std::exception& e) {

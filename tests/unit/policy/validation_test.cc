@@ -493,3 +493,14 @@ TEST_CASE("cnp.dscp taken by the built-in default class is reported at cnp.dscp"
   CHECK(errors_of(std::string(kPort) + "cnp:\n  priority: 6\n  dscp: 26\n") ==
         Errors{"t.yaml:6:9: cnp.dscp: 26 is the DSCP of the built-in default class"});
 }
+
+TEST_CASE("nesting too deep for the parser is named as such") {
+  // yaml-cpp 0.7 stops at 500 levels with the message "bad file".
+  std::string deep = "port: ";
+  for (int i = 0; i < 2100; ++i) deep += "{a: ";
+  const Errors e = errors_of(deep + "1" + std::string(2100, '}') + "\n");
+  REQUIRE(e.size() == 1);
+  CHECK(e[0].rfind("t.yaml:1:", 0) == 0);
+  CHECK(e[0].find("levels deep; a policy nests at most four") != std::string::npos);
+  CHECK(e[0].find("bad file") == std::string::npos);
+}
