@@ -501,10 +501,19 @@ void parse_congestion_control(ErrorSink& s, const Field& f, CongestionControl& c
   }
   std::vector<Field> dcqcn_only;  // preset and knobs given, refused for other algorithms
   if (preset_field) dcqcn_only.push_back(*preset_field);
+  // The knobs the file sets, and whether each was valid: the checks across knobs
+  // point at one the file sets, and skip any already reported as wrong.
+  struct SetKnob {
+    std::string_view name;
+    YAML::Mark mark;
+    bool ok = false;
+  };
+  std::vector<SetKnob> set_knobs;
   for (const DcqcnKnob& k : detail::kDcqcnKnobs) {
     auto v = r.take(k.name);
     if (!v) continue;
     dcqcn_only.push_back(*v);
+    set_knobs.push_back({k.name, v->mark});
     std::optional<uint64_t> amount;
     switch (k.kind) {
       case KnobKind::kDuration:
@@ -516,12 +525,18 @@ void parse_congestion_control(ErrorSink& s, const Field& f, CongestionControl& c
       case KnobKind::kSize:
         amount = detail::read_size_bytes(s, *v, k.min, k.max);
         break;
-      case KnobKind::kInteger:
-        assign(cc.dcqcn.*k.u32, detail::read_uint(s, *v, k.min, k.max));
+      case KnobKind::kInteger: {
+        auto n = detail::read_uint(s, *v, k.min, k.max);
+        assign(cc.dcqcn.*k.u32, n);
+        set_knobs.back().ok = n.has_value();
         break;
-      case KnobKind::kBool:
-        assign(cc.dcqcn.*k.flag, detail::read_bool(s, *v));
+      }
+      case KnobKind::kBool: {
+        auto b = detail::read_bool(s, *v);
+        assign(cc.dcqcn.*k.flag, b);
+        set_knobs.back().ok = b.has_value();
         break;
+      }
     }
     if (!amount) continue;
     if (*amount != 0 && *amount < k.unit) {
@@ -534,6 +549,7 @@ void parse_congestion_control(ErrorSink& s, const Field& f, CongestionControl& c
       continue;
     }
     cc.dcqcn.*k.u64 = *amount;
+    set_knobs.back().ok = true;
   }
   auto rate = r.take("rate");
   if (rate) assign(cc.fixed_rate_bps, detail::read_rate_bps(s, *rate, kMinRateBps, kMaxRateBps));
@@ -546,15 +562,31 @@ void parse_congestion_control(ErrorSink& s, const Field& f, CongestionControl& c
     }
   } else {
     const DcqcnParams& d = cc.dcqcn;
+    // Where the file sets the first of these knobs; nullopt when one it sets is wrong.
+    auto where = [&](std::initializer_list<std::string_view> names) -> std::optional<YAML::Mark> {
+      std::optional<YAML::Mark> mark;
+      for (std::string_view name : names) {
+        auto it = std::find_if(set_knobs.begin(), set_knobs.end(),
+                               [&](const SetKnob& k) { return k.name == name; });
+        if (it == set_knobs.end()) continue;
+        if (!it->ok) return std::nullopt;
+        if (!mark) mark = it->mark;
+      }
+      return mark.value_or(f.mark);
+    };
     if (d.rpg_max_rate_bps != 0 && d.rpg_min_rate_bps > d.rpg_max_rate_bps) {
-      s.add(f.mark, f.path + ": rpg_min_rate " + format_rate(d.rpg_min_rate_bps) +
-                        " is above rpg_max_rate " + format_rate(d.rpg_max_rate_bps));
+      if (auto at = where({"rpg_min_rate", "rpg_max_rate"})) {
+        s.add(*at, f.path + ": rpg_min_rate " + format_rate(d.rpg_min_rate_bps) +
+                       " is above rpg_max_rate " + format_rate(d.rpg_max_rate_bps));
+      }
     }
     if (d.rate_to_set_on_first_cnp_bps != 0 &&
         d.rate_to_set_on_first_cnp_bps < d.rpg_min_rate_bps) {
-      s.add(f.mark, f.path + ": rate_to_set_on_first_cnp " +
-                        format_rate(d.rate_to_set_on_first_cnp_bps) + " is below rpg_min_rate " +
-                        format_rate(d.rpg_min_rate_bps));
+      if (auto at = where({"rate_to_set_on_first_cnp", "rpg_min_rate"})) {
+        s.add(*at, f.path + ": rate_to_set_on_first_cnp " +
+                       format_rate(d.rate_to_set_on_first_cnp_bps) + " is below rpg_min_rate " +
+                       format_rate(d.rpg_min_rate_bps));
+      }
     }
   }
   if (cc.algorithm == CcAlgorithm::kFixed) {

@@ -228,7 +228,7 @@ TEST_CASE("congestion control: knobs must fit the algorithm") {
         Errors{"t.yaml:9:50: traffic_classes[0].congestion_control.rate: 2gbit is above the "
                "class max_rate 1gbit"});
   CHECK(errors_of(head + "    congestion_control: {rpg_min_rate: 2gbit, rpg_max_rate: 1gbit}\n") ==
-        Errors{"t.yaml:8:25: traffic_classes[0].congestion_control: rpg_min_rate 2gbit is above "
+        Errors{"t.yaml:8:40: traffic_classes[0].congestion_control: rpg_min_rate 2gbit is above "
                "rpg_max_rate 1gbit"});
   // A non-zero value below mlx5's unit would be kept as 0, which means "no cap" or
   // "every CNP cuts" or "byte counter off": refused, not silently changed.
@@ -503,4 +503,25 @@ TEST_CASE("nesting too deep for the parser is named as such") {
   CHECK(e[0].rfind("t.yaml:1:", 0) == 0);
   CHECK(e[0].find("levels deep; a policy nests at most four") != std::string::npos);
   CHECK(e[0].find("bad file") == std::string::npos);
+}
+
+TEST_CASE("DCQCN rate contradictions are reported at the knob that was set") {
+  // Both were reported at the first key of congestion_control (here `preset`).
+  const std::string head = std::string(kPort) +
+                           "traffic_classes:\n  - name: a\n    default: true\n    dscp: 26\n"
+                           "    congestion_control:\n      preset: paper\n";
+  // paper's rpg_min_rate is 100mbit.
+  CHECK(errors_of(head + "      rpg_ai_rate: 20mbit\n      rpg_max_rate: 50mbit\n") ==
+        Errors{"t.yaml:11:21: traffic_classes[0].congestion_control: rpg_min_rate 100mbit is "
+               "above rpg_max_rate 50mbit"});
+  CHECK(errors_of(head + "      rpg_min_rate: 2gbit\n      rpg_max_rate: 1gbit\n") ==
+        Errors{"t.yaml:10:21: traffic_classes[0].congestion_control: rpg_min_rate 2gbit is "
+               "above rpg_max_rate 1gbit"});
+  CHECK(errors_of(head + "      rpg_ai_rate: 20mbit\n      rate_to_set_on_first_cnp: 50mbit\n") ==
+        Errors{"t.yaml:11:33: traffic_classes[0].congestion_control: rate_to_set_on_first_cnp "
+               "50mbit is below rpg_min_rate 100mbit"});
+  // A knob already reported as wrong is not compared (paper's 100mbit is not what was meant).
+  CHECK(errors_of(head + "      rpg_min_rate: 10mbitt\n      rpg_max_rate: 50mbit\n") ==
+        Errors{"t.yaml:10:21: traffic_classes[0].congestion_control.rpg_min_rate: unknown rate "
+               "unit 'mbitt' in '10mbitt'; did you mean 'mbit'?"});
 }
