@@ -146,7 +146,8 @@ MapReader::MapReader(ErrorSink& sink, const Field& f) : sink_(sink), path_(f.pat
     // Copies: the iterator hands out a temporary proxy.
     const YAML::Node key = it->first;
     if (!key.IsScalar()) {
-      sink_.add(key.Mark(), child("") + ": keys must be plain names, got " + describe(key));
+      sink_.add(key.Mark(), (path_.empty() ? std::string() : path_ + ": ") +
+                                "keys must be plain names, got " + describe(key));
       continue;
     }
     auto dup = std::find_if(entries_.begin(), entries_.end(),

@@ -525,3 +525,11 @@ TEST_CASE("DCQCN rate contradictions are reported at the knob that was set") {
         Errors{"t.yaml:10:21: traffic_classes[0].congestion_control.rpg_min_rate: unknown rate "
                "unit 'mbitt' in '10mbitt'; did you mean 'mbit'?"});
 }
+
+TEST_CASE("a key that is not a plain name is named with its section") {
+  // The messages read ": keys must ..." and "cnp.: keys must ...".
+  CHECK(errors_of(std::string(kPort) + "? [a]\n: 1\n") ==
+        Errors{"t.yaml:4:3: keys must be plain names, got a list"});
+  CHECK(errors_of(std::string(kPort) + "cnp:\n  ? {a: 1}\n  : 1\n") ==
+        Errors{"t.yaml:5:5: cnp: keys must be plain names, got a mapping"});
+}
