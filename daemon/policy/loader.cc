@@ -48,6 +48,7 @@ struct Marks {
   // A value already reported as wrong: checks against it would be follow-on errors.
   bool port_mtu_bad = false;
   bool pmtu_bad = false;
+  bool cnp_dscp_bad = false;
 };
 
 template <typename T, typename V>
@@ -675,8 +676,9 @@ void parse_traffic_class(ErrorSink& s, const Field& f, TrafficClass& tc, ClassMa
   r.finish();
 }
 
+// cnp_dscp: nullopt when cnp.dscp was reported as wrong (no class is compared with it).
 void parse_traffic_classes(ErrorSink& s, const Field& f, std::vector<TrafficClass>& out,
-                           const CnpSection& cnp) {
+                           std::optional<uint8_t> cnp_dscp) {
   if (!f.node.IsSequence() || f.node.size() == 0) {
     s.add(f.mark,
           f.path + ": expected a list of at least one traffic class, got " +
@@ -721,7 +723,7 @@ void parse_traffic_classes(ErrorSink& s, const Field& f, std::vector<TrafficClas
                           ", so their order is undefined");
       }
     }
-    if (tc.dscp == cnp.dscp && !class_marks[i].dscp_unknown) {
+    if (tc.dscp == cnp_dscp && !class_marks[i].dscp_unknown) {
       s.add(class_marks[i].dscp,
             e.path + ".dscp: DSCP " + std::to_string(tc.dscp) + " is the CNP DSCP (cnp.dscp)");
     }
@@ -749,7 +751,9 @@ void parse_cnp(ErrorSink& s, const Field& f, CnpSection& c, Marks& marks) {
   MapReader r(s, f);
   if (auto v = r.take("dscp")) {
     marks.cnp_dscp = v->mark;
-    assign(c.dscp, detail::read_uint(s, *v, 0, 63));
+    auto dscp = detail::read_uint(s, *v, 0, 63);
+    assign(c.dscp, dscp);
+    marks.cnp_dscp_bad = !dscp;
   }
   if (auto v = r.take("ecn")) assign(c.ecn, detail::read_enum(s, *v, kEcnCodepoints));
   if (auto v = r.take("priority")) assign(c.priority, detail::read_uint(s, *v, 0, 7));
@@ -957,16 +961,21 @@ void parse_clients(ErrorSink& s, const Field& f, ClientsSection& c) {
                 " x 32 B), above the limit of " + format_size(kMaxRingBytesPerClient) +
                 "; lower the depths or max_qps / max_cqs");
     }
+    // A size already reported as wrong is not compared in its default's place.
+    bool sizes_ok = true;
     std::optional<Field> registered = q.take("max_registered_memory");
     if (registered) {
-      assign(quotas.max_registered_bytes,
-             detail::read_size_bytes(s, *registered, 4096, 1ull << 44));
+      auto bytes = detail::read_size_bytes(s, *registered, 4096, 1ull << 44);
+      assign(quotas.max_registered_bytes, bytes);
+      sizes_ok = sizes_ok && bytes;
     }
     std::optional<Field> region = q.take("max_region_size");
     if (region) {
-      assign(quotas.max_region_bytes, detail::read_size_bytes(s, *region, 4096, 1ull << 44));
+      auto bytes = detail::read_size_bytes(s, *region, 4096, 1ull << 44);
+      assign(quotas.max_region_bytes, bytes);
+      sizes_ok = sizes_ok && bytes;
     }
-    if (quotas.max_region_bytes > quotas.max_registered_bytes) {
+    if (sizes_ok && quotas.max_region_bytes > quotas.max_registered_bytes) {
       const Field& where = region ? *region : registered ? *registered : *v;
       s.add(where.mark, v->path + ": max_region_size " + format_size(quotas.max_region_bytes) +
                             " is above max_registered_memory " +
@@ -1016,8 +1025,9 @@ void parse_document(ErrorSink& s, const YAML::Node& root, Policy& p) {
   }
   if (auto v = r.take("cnp")) parse_cnp(s, *v, p.cnp, marks);
   if (auto v = r.take("traffic_classes")) {
-    parse_traffic_classes(s, *v, p.traffic_classes, p.cnp);
-  } else if (p.cnp.dscp == p.traffic_classes.front().dscp) {
+    parse_traffic_classes(s, *v, p.traffic_classes,
+                          marks.cnp_dscp_bad ? std::nullopt : std::optional<uint8_t>(p.cnp.dscp));
+  } else if (!marks.cnp_dscp_bad && p.cnp.dscp == p.traffic_classes.front().dscp) {
     s.add(marks.cnp_dscp.value_or(root.Mark()),
           "cnp.dscp: " + std::to_string(p.cnp.dscp) + " is the DSCP of the built-in default class");
   }

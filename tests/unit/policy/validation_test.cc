@@ -533,3 +533,19 @@ TEST_CASE("a key that is not a plain name is named with its section") {
   CHECK(errors_of(std::string(kPort) + "cnp:\n  ? {a: 1}\n  : 1\n") ==
         Errors{"t.yaml:5:5: cnp: keys must be plain names, got a mapping"});
 }
+
+TEST_CASE("a wrong cnp.dscp or quota size is not measured against in its default's place") {
+  // The default CNP DSCP 48 and the default max_registered_memory 4GiB were compared
+  // with the rest of the file as if the file had set them.
+  CHECK(errors_of(std::string(kPort) +
+                  "cnp: {dscp: 99}\ntraffic_classes:\n  - {name: a, default: true, dscp: 48}\n") ==
+        Errors{"t.yaml:4:13: cnp.dscp: 99 is out of range 0..63"});
+  CHECK(errors_of(std::string(kPort) +
+                  "clients:\n  quotas: {max_registered_memory: 5TBB, max_region_size: 8GiB}\n") ==
+        Errors{"t.yaml:5:35: clients.quotas.max_registered_memory: unknown size unit 'TBB' in "
+               "'5TBB'; did you mean 'TiB'?"});
+  CHECK(errors_of(std::string(kPort) +
+                  "clients:\n  quotas: {max_registered_memory: 512MiB, max_region_size: 1PiB}\n") ==
+        Errors{"t.yaml:5:60: clients.quotas.max_region_size: unknown size unit 'PiB' in "
+               "'1PiB'; did you mean 'KiB'?"});
+}
