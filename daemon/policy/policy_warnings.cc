@@ -20,6 +20,19 @@ void warn_rounded_knobs(const TrafficClass& tc, size_t index, std::vector<std::s
   }
 }
 
+// DCQCN reacts to CNPs, and a receiver sends one only for CE-marked packets, which
+// switches mark only when the packet is ECT.
+void warn_dcqcn_not_ect(const TrafficClass& tc, size_t index, std::vector<std::string>& out) {
+  if (tc.congestion_control.algorithm != CcAlgorithm::kDcqcn) return;
+  if (tc.ecn != EcnCodepoint::kNotEct) return;
+  out.push_back("traffic_classes[" + std::to_string(index) +
+                "].ecn: not_ect with congestion_control dcqcn: switches CE-mark only ECT "
+                "packets, so class '" +
+                tc.name +
+                "' gets no CNPs and DCQCN never lowers its rate; use ect0 or ect1, or algorithm "
+                "fixed or none");
+}
+
 }  // namespace
 
 std::vector<std::string> policy_warnings(const Policy& p) {
@@ -37,6 +50,7 @@ std::vector<std::string> policy_warnings(const Policy& p) {
                   " unused (QPs are not sharded across engines yet)");
   }
   for (size_t i = 0; i < p.traffic_classes.size(); ++i) {
+    warn_dcqcn_not_ect(p.traffic_classes[i], i, out);
     warn_rounded_knobs(p.traffic_classes[i], i, out);
   }
   return out;

@@ -58,3 +58,20 @@ TEST_CASE("policy_warnings: DCQCN knobs between two mlx5 units are named with th
             "traffic_classes[0].congestion_control.rate_reduce_monitor_period: 1500ns is not a "
             "whole number of 1us (mlx5's unit) and is used as 1us"});
 }
+
+TEST_CASE("policy_warnings: a DCQCN class that sends not-ECT packets is named") {
+  // Switches CE-mark only ECT packets: such a class never gets a CNP.
+  const std::string head = std::string(kPort) + "traffic_classes:\n" +
+                           "  - {name: a, default: true, dscp: 26, ecn: ect1}\n";
+  LoadResult ok = load(head + "  - {name: b, dscp: 8, ecn: not_ect, congestion_control: none}\n");
+  REQUIRE(ok.ok());
+  CHECK(policy_warnings(*ok.policy).empty());
+
+  LoadResult r = load(head + "  - {name: b, dscp: 8, ecn: not_ect}\n");
+  REQUIRE(r.ok());
+  CHECK(policy_warnings(*r.policy) ==
+        std::vector<std::string>{
+            "traffic_classes[1].ecn: not_ect with congestion_control dcqcn: switches CE-mark "
+            "only ECT packets, so class 'b' gets no CNPs and DCQCN never lowers its rate; use "
+            "ect0 or ect1, or algorithm fixed or none"});
+}
