@@ -33,6 +33,18 @@ void warn_dcqcn_not_ect(const TrafficClass& tc, size_t index, std::vector<std::s
                 "fixed or none");
 }
 
+// The engine's NP counts the CNP spacing in whole microseconds, as mlx5 does.
+void warn_rounded_cnp_spacing(const CnpSection& cnp, std::vector<std::string>& out) {
+  const uint64_t ns = cnp.min_time_between_cnps_ns;
+  const uint64_t unit = detail::kKnobTimeUnitNs;
+  if (ns % unit == 0) return;
+  const uint64_t used = ns - ns % unit;
+  out.push_back(
+      "cnp.min_time_between_cnps: " + format_duration(ns) + " is not a whole number of " +
+      format_duration(unit) + " and is used as " +
+      (used == 0 ? std::string("0 (a CNP for every CE-marked packet)") : format_duration(used)));
+}
+
 }  // namespace
 
 std::vector<std::string> policy_warnings(const Policy& p) {
@@ -49,6 +61,7 @@ std::vector<std::string> policy_warnings(const Policy& p) {
                   unused + " stay" + (lcores.size() > 2 ? "" : "s") +
                   " unused (QPs are not sharded across engines yet)");
   }
+  warn_rounded_cnp_spacing(p.cnp, out);
   for (size_t i = 0; i < p.traffic_classes.size(); ++i) {
     warn_dcqcn_not_ect(p.traffic_classes[i], i, out);
     warn_rounded_knobs(p.traffic_classes[i], i, out);

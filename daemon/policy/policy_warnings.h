@@ -15,6 +15,8 @@ namespace conduit::policy {
 //                  (sharding QPs across engines is not built).
 //   DCQCN knobs    a duration, rate or size that is not a whole number of
 //                  mlx5's unit (1 us, 1 Mbit/s, 64 B) is rounded down.
+//   cnp.min_time_between_cnps  not a whole number of microseconds: rounded
+//                  down (under 1 us to 0, a CNP per CE-marked packet).
 //   ecn not_ect    in a DCQCN class: switches do not CE-mark its packets, so
 //                  it gets no CNPs and never slows down.
 std::vector<std::string> policy_warnings(const Policy& p);

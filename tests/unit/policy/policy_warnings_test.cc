@@ -75,3 +75,21 @@ TEST_CASE("policy_warnings: a DCQCN class that sends not-ECT packets is named") 
             "only ECT packets, so class 'b' gets no CNPs and DCQCN never lowers its rate; use "
             "ect0 or ect1, or algorithm fixed or none"});
 }
+
+TEST_CASE("policy_warnings: a CNP spacing between two microseconds is named with the value used") {
+  // The engine counts it in whole microseconds, as mlx5 does; under 1us it is 0, a CNP
+  // for every CE-marked packet.
+  LoadResult whole = load(std::string(kPort) + "cnp: {min_time_between_cnps: 50us}\n");
+  REQUIRE(whole.ok());
+  CHECK(policy_warnings(*whole.policy).empty());
+  LoadResult r = load(std::string(kPort) + "cnp: {min_time_between_cnps: 2500ns}\n");
+  REQUIRE(r.ok());
+  CHECK(policy_warnings(*r.policy) ==
+        std::vector<std::string>{"cnp.min_time_between_cnps: 2500ns is not a whole number of 1us "
+                                 "and is used as 2us"});
+  LoadResult zero = load(std::string(kPort) + "cnp: {min_time_between_cnps: 500ns}\n");
+  REQUIRE(zero.ok());
+  CHECK(policy_warnings(*zero.policy) ==
+        std::vector<std::string>{"cnp.min_time_between_cnps: 500ns is not a whole number of 1us "
+                                 "and is used as 0 (a CNP for every CE-marked packet)"});
+}
