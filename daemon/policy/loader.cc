@@ -129,8 +129,22 @@ std::optional<Ipv4Address> read_ipv4(ErrorSink& s, const Field& f) {
   return ip;
 }
 
+// Not 0.0.0.0/8 ("this network"), loopback, multicast or class E (with broadcast).
 bool is_unicast_host(Ipv4Address ip) {
-  return ip.value != 0 && (ip.value >> 28) != 0xE && (ip.value >> 28) != 0xF;
+  const uint32_t first = ip.value >> 24;
+  return first != 0 && first != 127 && (ip.value >> 28) != 0xE && (ip.value >> 28) != 0xF;
+}
+
+// "" when ip may be a host of the subnet; otherwise why not. /31 (RFC 3021) and /32
+// have no network or broadcast address.
+std::string subnet_role(Ipv4Address ip, Ipv4Address subnet, uint8_t prefix_len) {
+  if (prefix_len >= 31) return "";
+  const uint32_t mask = prefix_mask(prefix_len);
+  const std::string net =
+      format_ipv4(Ipv4Address{subnet.value & mask}) + "/" + std::to_string(prefix_len);
+  if ((ip.value & ~mask) == 0) return "the network address of " + net;
+  if ((ip.value & ~mask) == ~mask) return "the broadcast address of " + net;
+  return "";
 }
 
 // ---- daemon ---------------------------------------------------------------
@@ -360,6 +374,10 @@ void parse_port(ErrorSink& s, const Field& f, PortSection& p, Marks& marks) {
         s.add(v->mark,
               v->path + ": " + format_ipv4(net->network) + " is not a unicast host address");
         have_address = false;
+      } else if (auto role = subnet_role(net->network, net->network, net->length); !role.empty()) {
+        s.add(v->mark,
+              v->path + ": " + format_ipv4(net->network) + " is " + role + ", not a host address");
+        have_address = false;
       } else {
         p.address = net->network;
         p.prefix_len = net->length;
@@ -377,6 +395,9 @@ void parse_port(ErrorSink& s, const Field& f, PortSection& p, Marks& marks) {
                            format_ipv4(p.address) + "/" + std::to_string(p.prefix_len));
       } else if (have_address && *ip == p.address) {
         s.add(v->mark, v->path + ": is the port's own address");
+      } else if (auto role = have_address ? subnet_role(*ip, p.address, p.prefix_len) : "";
+                 !role.empty()) {
+        s.add(v->mark, v->path + ": " + format_ipv4(*ip) + " is " + role + ", not a host address");
       } else {
         p.gateway = *ip;
       }

@@ -549,3 +549,25 @@ TEST_CASE("a wrong cnp.dscp or quota size is not measured against in its default
         Errors{"t.yaml:5:60: clients.quotas.max_region_size: unknown size unit 'PiB' in "
                "'1PiB'; did you mean 'KiB'?"});
 }
+
+TEST_CASE("port.address and port.gateway must be host addresses of the subnet") {
+  // POLICY.md: "unicast host address". Loopback, 0.0.0.0/8 and a subnet's network and
+  // broadcast addresses were accepted.
+  const std::string dev = "port:\n  device: net_null0\n";
+  CHECK(errors_of(dev + "  address: 127.0.0.1/8\n") ==
+        Errors{"t.yaml:3:12: port.address: 127.0.0.1 is not a unicast host address"});
+  CHECK(errors_of(dev + "  address: 0.1.2.3/24\n") ==
+        Errors{"t.yaml:3:12: port.address: 0.1.2.3 is not a unicast host address"});
+  CHECK(errors_of(dev + "  address: 198.18.0.255/24\n") ==
+        Errors{"t.yaml:3:12: port.address: 198.18.0.255 is the broadcast address of "
+               "198.18.0.0/24, not a host address"});
+  CHECK(errors_of(dev + "  address: 198.18.0.0/24\n") ==
+        Errors{"t.yaml:3:12: port.address: 198.18.0.0 is the network address of "
+               "198.18.0.0/24, not a host address"});
+  CHECK(errors_of(dev + "  address: 198.18.0.1/24\n  gateway: 198.18.0.255\n") ==
+        Errors{"t.yaml:4:12: port.gateway: 198.18.0.255 is the broadcast address of "
+               "198.18.0.0/24, not a host address"});
+  // Point-to-point /31 (RFC 3021) and /32 have no network or broadcast address.
+  CHECK(errors_of(dev + "  address: 198.18.0.0/31\n  gateway: 198.18.0.1\n").empty());
+  CHECK(errors_of(dev + "  address: 198.18.0.255/32\n").empty());
+}
