@@ -181,8 +181,15 @@ std::optional<Field> MapReader::take(std::string_view key) {
 void MapReader::finish() {
   for (const auto& e : entries_) {
     if (e.used) continue;
-    std::string msg =
-        (path_.empty() ? std::string() : path_ + ": ") + "unknown key " + quote(e.key);
+    const std::string prefix = path_.empty() ? std::string() : path_ + ": ";
+    if (e.key == "<<") {
+      // A merge key ("<<: *defaults") reads as an ordinary key to yaml-cpp 0.7.
+      sink_.add(e.key_node.Mark(), prefix +
+                                       "'<<' is a YAML merge key, which this YAML parser does "
+                                       "not expand; write the keys out");
+      continue;
+    }
+    std::string msg = prefix + "unknown key " + quote(e.key);
     if (auto s = did_you_mean(e.key, known_)) {
       msg += "; did you mean '" + *s + "'?";
     } else if (!known_.empty()) {
