@@ -1,6 +1,7 @@
 // Fuzz target: any bytes through the policy loader. The loader must not
 // crash, must return either a policy or errors (never both, never neither),
-// and a policy it accepts must be valid and survive dump + reload unchanged.
+// and a policy it accepts must be valid, give one-line warnings, differ from
+// itself in nothing, and survive dump + reload unchanged.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -8,7 +9,9 @@
 #include <string_view>
 
 #include "policy/loader.h"
+#include "policy/policy_diff.h"
 #include "policy/policy_dump.h"
+#include "policy/policy_warnings.h"
 
 using namespace conduit::policy;
 
@@ -21,6 +24,10 @@ void require(bool ok) {
 void check_valid(const Policy& p) {
   require(!p.port.device.empty());
   require(p.port.prefix_len >= 1 && p.port.prefix_len <= 32);
+  // A host of its subnet: not its network or broadcast address (unless /31 or /32).
+  const uint32_t host_bits = p.port.prefix_len >= 32 ? 0 : ~0u >> p.port.prefix_len;
+  require(p.port.prefix_len >= 31 || ((p.port.address.value & host_bits) != 0 &&
+                                      (p.port.address.value & host_bits) != host_bits));
   require(p.port.roce_udp_port != p.port.cm_udp_port);
   require(!p.daemon.lcores.empty());
   require(!p.traffic_classes.empty() && p.traffic_classes.size() <= 16);
@@ -57,6 +64,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   if (r.ok()) {
     check_valid(*r.policy);
+    // What conduitd and --check-config do with an accepted policy.
+    for (const std::string& w : policy_warnings(*r.policy)) {
+      require(!w.empty() && w.find('\n') == std::string::npos);
+    }
+    require(restart_required_changes(*r.policy, *r.policy).empty());
     LoadResult again = load_policy_string(to_yaml(*r.policy), "dump.yaml");
     require(again.ok() && *again.policy == *r.policy);
   }
