@@ -635,7 +635,12 @@ struct ClassMarks {
 void parse_traffic_class(ErrorSink& s, const Field& f, TrafficClass& tc, ClassMarks& marks) {
   MapReader r(s, f);
   marks = {f.mark, f.mark};
-  if (!r.is_map()) return;
+  if (!r.is_map()) {
+    // Reported: nothing of it is known, so it is compared with nothing.
+    marks.default_unreadable = true;
+    marks.dscp_unknown = true;
+    return;
+  }
   bool have_name = false;
   bool have_dscp = false;
   if (auto v = r.take("name")) {

@@ -578,3 +578,15 @@ TEST_CASE("a YAML merge key is named as such") {
         Errors{"t.yaml:5:3: cnp: '<<' is a YAML merge key, which this YAML parser does not "
                "expand; write the keys out"});
 }
+
+TEST_CASE("a class that is not a mapping is reported once") {
+  // Its default DSCP 26 was compared with the other classes, and its unknown
+  // 'default' made "no default class" another error.
+  CHECK(errors_of(std::string(kPort) + "traffic_classes: [roce]\n") ==
+        Errors{"t.yaml:4:19: traffic_classes[0]: expected a mapping of keys, got the value "
+               "'roce'"});
+  CHECK(errors_of(std::string(kPort) +
+                  "traffic_classes:\n  - roce\n  - {name: b, default: true, dscp: 26}\n") ==
+        Errors{"t.yaml:5:5: traffic_classes[0]: expected a mapping of keys, got the value "
+               "'roce'"});
+}
