@@ -165,7 +165,8 @@ void parse_daemon(ErrorSink& s, const Field& f, DaemonSection& d) {
   }
   if (auto v = r.take("socket_group")) {
     if (auto group = detail::read_string(s, *v)) {
-      bool ok = group->size() <= 32 && std::all_of(group->begin(), group->end(), is_name_char);
+      bool ok = !group->empty() && group->size() <= 32 &&
+                std::all_of(group->begin(), group->end(), is_name_char);
       if (!ok) {
         s.add(v->mark, v->path + ": " + quote(*group) + " is not a group name or number");
       } else {

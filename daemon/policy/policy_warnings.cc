@@ -1,5 +1,7 @@
 #include "policy/policy_warnings.h"
 
+#include <optional>
+
 #include "policy/dcqcn_knobs.h"
 
 namespace conduit::policy {
@@ -31,6 +33,41 @@ void warn_dcqcn_not_ect(const TrafficClass& tc, size_t index, std::vector<std::s
                 tc.name +
                 "' gets no CNPs and DCQCN never lowers its rate; use ect0 or ect1, or algorithm "
                 "fixed or none");
+}
+
+// The reaction point keeps its rates within [rpg_min_rate, rpg_max_rate or the line
+// rate], clamping what lies outside; the loader refuses rpg_max_rate < rpg_min_rate
+// and rate_to_set_on_first_cnp < rpg_min_rate, the rest is clamped and named here.
+// Without port.line_rate the port's speed is known only at start-up.
+void warn_clamped_rates(const TrafficClass& tc, size_t index, std::optional<uint64_t> line_rate_bps,
+                        std::vector<std::string>& out) {
+  if (tc.congestion_control.algorithm != CcAlgorithm::kDcqcn) return;
+  const DcqcnParams& d = tc.congestion_control.dcqcn;
+  const std::string at = "traffic_classes[" + std::to_string(index) + "].congestion_control.";
+  const auto rate = [](uint64_t bps) { return format_rate(bps); };
+  uint64_t ceiling = d.rpg_max_rate_bps;  // 0: the line rate
+  std::string ceiling_name = "rpg_max_rate";
+  if (line_rate_bps) {
+    const uint64_t line = *line_rate_bps;
+    if (d.rpg_max_rate_bps > line) {
+      out.push_back(at + "rpg_max_rate: " + rate(d.rpg_max_rate_bps) + " is above port.line_rate " +
+                    rate(line) + " and is used as " + rate(line));
+    }
+    if (d.rpg_min_rate_bps > line) {
+      out.push_back(at + "rpg_min_rate: " + rate(d.rpg_min_rate_bps) + " is above port.line_rate " +
+                    rate(line) + " and is used as " + rate(line) +
+                    " (DCQCN cannot lower this class's rate)");
+    }
+    if (ceiling == 0 || ceiling > line) {
+      ceiling = line;
+      ceiling_name = "port.line_rate";
+    }
+  }
+  if (ceiling != 0 && d.rate_to_set_on_first_cnp_bps > ceiling) {
+    out.push_back(at + "rate_to_set_on_first_cnp: " + rate(d.rate_to_set_on_first_cnp_bps) +
+                  " is above " + ceiling_name + " " + rate(ceiling) + " and is used as " +
+                  rate(ceiling));
+  }
 }
 
 // The engine's NP counts the CNP spacing in whole microseconds, as mlx5 does.
@@ -65,6 +102,7 @@ std::vector<std::string> policy_warnings(const Policy& p) {
   for (size_t i = 0; i < p.traffic_classes.size(); ++i) {
     warn_dcqcn_not_ect(p.traffic_classes[i], i, out);
     warn_rounded_knobs(p.traffic_classes[i], i, out);
+    warn_clamped_rates(p.traffic_classes[i], i, p.port.line_rate_bps, out);
   }
   return out;
 }

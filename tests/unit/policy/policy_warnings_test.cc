@@ -93,3 +93,36 @@ TEST_CASE("policy_warnings: a CNP spacing between two microseconds is named with
         std::vector<std::string>{"cnp.min_time_between_cnps: 500ns is not a whole number of 1us "
                                  "and is used as 0 (a CNP for every CE-marked packet)"});
 }
+
+TEST_CASE("policy_warnings: DCQCN rates above their ceiling are named with the value used") {
+  // The reaction point clamps them to rpg_max_rate or the line rate; the loader refuses
+  // only the contradictions among the knobs themselves.
+  const auto warnings = [](const std::string& port_extra, const std::string& cc) {
+    LoadResult r =
+        load(std::string(kPort) + port_extra + "traffic_classes:\n" +
+             "  - {name: a, default: true, dscp: 26, congestion_control: {" + cc + "}}\n");
+    INFO(r.error_text());
+    REQUIRE(r.ok());
+    return policy_warnings(*r.policy);
+  };
+  const std::string at = "traffic_classes[0].congestion_control.";
+  // Within their ceilings, or no line rate known before start-up: nothing to say.
+  CHECK(warnings("", "rpg_max_rate: 40gbit, rate_to_set_on_first_cnp: 20gbit").empty());
+  CHECK(warnings("", "rpg_min_rate: 500gbit").empty());
+  CHECK(warnings("  line_rate: 25gbit\n",
+                 "rpg_max_rate: 25gbit, rpg_min_rate: 25gbit, "
+                 "rate_to_set_on_first_cnp: 25gbit")
+            .empty());
+
+  CHECK(warnings("", "rpg_max_rate: 10gbit, rate_to_set_on_first_cnp: 20gbit") ==
+        std::vector<std::string>{at + "rate_to_set_on_first_cnp: 20gbit is above rpg_max_rate "
+                                      "10gbit and is used as 10gbit"});
+  CHECK(warnings("  line_rate: 25gbit\n", "rpg_max_rate: 40gbit, rpg_min_rate: 30gbit") ==
+        std::vector<std::string>{
+            at + "rpg_max_rate: 40gbit is above port.line_rate 25gbit and is used as 25gbit",
+            at + "rpg_min_rate: 30gbit is above port.line_rate 25gbit and is used as 25gbit "
+                 "(DCQCN cannot lower this class's rate)"});
+  CHECK(warnings("  line_rate: 25gbit\n", "rate_to_set_on_first_cnp: 30gbit") ==
+        std::vector<std::string>{at + "rate_to_set_on_first_cnp: 30gbit is above "
+                                      "port.line_rate 25gbit and is used as 25gbit"});
+}

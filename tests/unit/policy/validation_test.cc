@@ -590,3 +590,13 @@ TEST_CASE("a class that is not a mapping is reported once") {
         Errors{"t.yaml:5:5: traffic_classes[0]: expected a mapping of keys, got the value "
                "'roce'"});
 }
+
+TEST_CASE("daemon.socket_group is a name or number of 1..32 characters, never empty") {
+  // Unset means the daemon's own group; an empty string would say the same silently.
+  CHECK(errors_of(std::string(kPort) + "daemon: {socket_group: rdma-users_2}\n").empty());
+  CHECK(errors_of(std::string(kPort) + "daemon: {socket_group: 1001}\n").empty());
+  CHECK(errors_of(std::string(kPort) + "daemon: {socket_group: \"\"}\n") ==
+        Errors{"t.yaml:4:24: daemon.socket_group: '' is not a group name or number"});
+  CHECK(errors_of(std::string(kPort) + "daemon: {socket_group: " + std::string(33, 'g') + "}\n")
+            .size() == 1);
+}
