@@ -102,6 +102,8 @@ bool NeighbourTableT<Addr>::evict_lru() {
 
 template <class Addr>
 void NeighbourTableT<Addr>::erase(int32_t idx) {
+  // An incomplete entry never gave out a MAC; any other did.
+  if (entries_[idx].state != NeighbourState::kIncomplete) ++generation_;
   const size_t mask = index_.size() - 1;
   size_t hole = home_slot(entries_[idx].ip);
   while (index_[hole] != idx) hole = (hole + 1) & mask;
@@ -232,6 +234,9 @@ void NeighbourTableT<Addr>::learn(const Addr& ip, MacAddr mac, uint64_t now_ns, 
     return;
   }
   const bool was_incomplete = e.state == NeighbourState::kIncomplete && e.requests_sent > 0;
+  // A new MAC for a known neighbour (its NIC replaced, a failover); the same one is only a
+  // refresh.
+  if (e.state == NeighbourState::kReachable && e.mac != mac) ++generation_;
   e.mac = mac;
   e.state = NeighbourState::kReachable;
   e.requests_sent = 0;
@@ -261,9 +266,11 @@ template <class Addr>
 bool NeighbourTableT<Addr>::add_static(const Addr& ip, MacAddr mac, std::vector<Event>& events) {
   if (!is_unicast_ip(ip) || !is_unicast_mac(mac)) return false;
   int32_t idx = lookup(ip);
+  const bool known = idx >= 0;
   if (idx < 0) idx = insert(ip);
   if (idx < 0) return false;
   Entry& e = entries_[idx];
+  if (known && e.state != NeighbourState::kIncomplete && e.mac != mac) ++generation_;
   e.mac = mac;
   e.state = NeighbourState::kStatic;
   e.evictable = false;

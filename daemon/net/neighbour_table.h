@@ -26,6 +26,13 @@
 // from the router's own packets before any use) and static ones are never
 // evicted, until the caller release()s one that is no longer its next hop.
 //
+// Generation: a counter that moves whenever a MAC the table handed out may
+// no longer be the one to use: a known entry's MAC changed (learn,
+// add_static) or a reachable or static entry went (aged out, evicted,
+// removed). A caller that caches resolve()'s MAC compares it instead of
+// looking up again. A learn() that confirms the MAC already known (every
+// ARP/NA from a busy peer), and resolutions completing, do not move it.
+//
 // Not thread-safe: one engine thread owns it. All storage is allocated in the
 // constructor; resolve/learn/poll do not allocate (the event vector aside,
 // which the caller drains).
@@ -161,6 +168,8 @@ class NeighbourTableT {
   uint64_t next_deadline_ns() const { return next_deadline_ns_; }
 
   std::optional<Info> find(const Addr& ip) const;
+  // See "Generation" above; starts at 0, only grows.
+  uint64_t generation() const { return generation_; }
   size_t size() const { return size_; }
   const NeighbourCounters& counters() const { return counters_; }
   const NeighbourConfig& config() const { return config_; }
@@ -197,6 +206,7 @@ class NeighbourTableT {
   std::vector<FrameHandle> pending_;  // capacity x max_pending_per_hop
   size_t size_ = 0;
   uint64_t next_deadline_ns_ = UINT64_MAX;
+  uint64_t generation_ = 0;
   NeighbourCounters counters_;
 };
 

@@ -1008,7 +1008,10 @@ RxResult NetStack::on_ra(std::span<const uint8_t> frame, const EthernetHeader& e
     flush_events6();
   }
   if (lifetime_s > 0) {
-    if (router6_ != src) forget_router6();  // replaced: the old one is no longer our next hop
+    if (router6_ != src) {
+      forget_router6();  // replaced: the old one is no longer our next hop
+      ++route_generation_;
+    }
     router6_ = src;
     router6_expiry_ns_ = now_ns + uint64_t{lifetime_s} * 1'000'000'000ull;
     // A default router is our next hop (unless gateway6 is), not an entry a peer made: no NS
@@ -1025,8 +1028,10 @@ RxResult NetStack::on_ra(std::span<const uint8_t> frame, const EthernetHeader& e
 void NetStack::forget_router6() {
   // Its entry was kept as our next hop; now it is a peer's like any other. With gateway6 it
   // was never kept as the router (gateway6 is, whatever RAs say about it).
-  if (router6_ && !config_.gateway6) neighbours6_.release(*router6_);
+  if (!router6_) return;
+  if (!config_.gateway6) neighbours6_.release(*router6_);
   router6_.reset();
+  ++route_generation_;
 }
 
 void NetStack::learn_ra_options(std::span<const uint8_t> opts, uint64_t now_ns) {
@@ -1081,11 +1086,15 @@ void NetStack::learn_ra_options(std::span<const uint8_t> opts, uint64_t now_ns) 
       }
       prefixes6_[prefixes6_count_++] = {prefix, plen, expiry};
       ++counters_.ra_prefixes;
+      ++route_generation_;  // its addresses are on-link now, not behind the router
     }
   }
 }
 
-void NetStack::forget_prefix6(size_t i) { prefixes6_[i] = prefixes6_[--prefixes6_count_]; }
+void NetStack::forget_prefix6(size_t i) {
+  prefixes6_[i] = prefixes6_[--prefixes6_count_];
+  ++route_generation_;  // its addresses are off-link again
+}
 
 size_t NetStack::build_rs(std::span<uint8_t> out) const {
   if (!ipv6_on()) return 0;

@@ -270,6 +270,18 @@ class NetStack {
   bool on_rx_expected(std::span<const uint8_t> frame, const wire::RxExpect& exp, UdpDatagram& udp,
                       wire::RoceView& view, wire::DropReason& why);
 
+  // Moves whenever something changed that may move a peer's next hop or that hop's MAC: a
+  // neighbour entry's MAC changed or a resolved entry went (see NeighbourTable's
+  // generation), the RA's default router was set, replaced or forgotten, or an RA's on-link
+  // prefix appeared or went. A refresh that confirms what was known (the same MAC, the same
+  // router or prefix with a new lifetime) does not move it. A caller that caches
+  // next_hop()/resolve() results (the engine, per QP) compares it per transmit burst and
+  // looks up again only when it moved. Only grows.
+  uint64_t generation() const {
+    // Each part only grows, so the sum moves whenever one of them does.
+    return route_generation_ + neighbours_.generation() + neighbours6_.generation();
+  }
+
   // Static neighbours at run time (policy reload); see NeighbourTable.
   bool add_static_neighbour(Ipv4Addr ip, MacAddr mac);
   bool remove_neighbour(Ipv4Addr ip);
@@ -390,12 +402,13 @@ class NetStack {
   std::array<LearnedPrefix6, kMaxLearnedPrefixes6> prefixes6_{};
   size_t prefixes6_count_ = 0;
   uint32_t ra_mtu6_ = 0;
+  uint64_t route_generation_ = 0;  // router6_ and prefixes6_ changes (generation())
   // The Prefix Information and MTU options of a valid RA (whose options walk_ndp_options
   // checked).
   void learn_ra_options(std::span<const uint8_t> opts, uint64_t now_ns);
   void forget_prefix6(size_t i);
-  // Clears router6_ (withdrawn, replaced or timed out) and, when it was kept as our next hop
-  // (no gateway6), release()s its neighbour entry.
+  // Clears router6_ (withdrawn, replaced or timed out), moving the generation, and, when it was
+  // kept as our next hop (no gateway6), release()s its neighbour entry.
   void forget_router6();
   // ip is a router whose neighbour entry must outlast NS floods: gateway6, or without it the
   // router an RA named (next_hop6's off-link next hop).

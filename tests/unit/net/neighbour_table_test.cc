@@ -439,3 +439,79 @@ TEST_CASE("The IPv6 table fills and empties with addresses that differ in few bi
   }
   CHECK(t.size() == 32);
 }
+
+TEST_CASE("The generation moves when a MAC the table gave out may be stale, not on a refresh",
+          "[neigh][generation]") {
+  NeighbourTable t(small_config());  // 4 entries, reachable 30 s
+  std::vector<NeighbourEvent> ev;
+  const auto ip = [](uint8_t i) { return Ipv4Addr::from_octets(198, 18, 1, i); };
+  const MacAddr moved{{0x02, 0, 0, 0, 0, 0x33}};
+  CHECK(t.generation() == 0);
+
+  // Resolving, and the reply completing it: no MAC was given out before.
+  CHECK(t.resolve(ip(1), 0, 1, ev).status == Resolve::kQueued);
+  t.learn(ip(1), kPeerMac, kSec, false, ev);
+  CHECK(t.resolve(ip(1), kSec, kNoFrame, ev).mac == kPeerMac);
+  CHECK(t.generation() == 0);
+  // The same MAC again (every ARP of a busy peer), created or not: a refresh only.
+  t.learn(ip(1), kPeerMac, 2 * kSec, false, ev);
+  t.learn(ip(1), kPeerMac, 3 * kSec, true, ev);
+  CHECK(t.find(ip(1))->deadline_ns == 33 * kSec);
+  CHECK(t.generation() == 0);
+  // keep()/release() change who may evict it, not its MAC.
+  t.keep(ip(1));
+  t.release(ip(1));
+  t.keep(ip(1));
+  CHECK(t.generation() == 0);
+
+  // Another MAC for the same address (a gratuitous ARP, a new NIC): moves.
+  t.learn(ip(1), moved, 4 * kSec, false, ev);
+  CHECK(t.find(ip(1))->mac == moved);
+  const uint64_t after_move = t.generation();
+  CHECK(after_move > 0);
+  t.learn(ip(1), moved, 5 * kSec, false, ev);  // then the new one refreshed: no move
+  CHECK(t.generation() == after_move);
+
+  // A resolution that fails gave out nothing: no move.
+  CHECK(t.resolve(ip(2), 5 * kSec, 2, ev).status == Resolve::kQueued);
+  for (uint64_t s = 6; s <= 8; ++s) t.poll(s * kSec, ev);
+  REQUIRE_FALSE(t.find(ip(2)));
+  CHECK(t.counters().resolve_failed == 1);
+  CHECK(t.generation() == after_move);
+
+  // Aging out: moves.
+  t.poll(35 * kSec, ev);
+  REQUIRE_FALSE(t.find(ip(1)));
+  CHECK(t.counters().aged_out == 1);
+  const uint64_t after_age = t.generation();
+  CHECK(after_age > after_move);
+
+  // Eviction: a peer-created entry (reachable, its MAC usable) replaced by a new one.
+  for (uint8_t i = 10; i < 14; ++i) t.learn(ip(i), kPeerMac, 40 * kSec + i, true, ev);
+  CHECK(t.size() == 4);
+  CHECK(t.generation() == after_age);  // created, none replaced yet
+  CHECK(t.resolve(ip(20), 41 * kSec, 20, ev).status == Resolve::kQueued);
+  CHECK(t.counters().evicted == 1);
+  const uint64_t after_evict = t.generation();
+  CHECK(after_evict > after_age);
+
+  // remove(): moves for a reachable entry, not for an incomplete one.
+  CHECK(t.remove(ip(11), ev));
+  const uint64_t after_remove = t.generation();
+  CHECK(after_remove > after_evict);
+  CHECK(t.remove(ip(20), ev));  // incomplete: its frame is dropped, no MAC was given out
+  CHECK(t.generation() == after_remove);
+
+  // Static: a new entry or the same MAC does not move it, another MAC for a known one does;
+  // ARP claiming a static address is ignored.
+  REQUIRE(t.add_static(ip(30), kGwMac, ev));
+  REQUIRE(t.add_static(ip(30), kGwMac, ev));
+  t.learn(ip(30), moved, 42 * kSec, false, ev);
+  CHECK(t.counters().static_conflicts == 1);
+  CHECK(t.generation() == after_remove);
+  REQUIRE(t.add_static(ip(30), moved, ev));
+  const uint64_t after_static = t.generation();
+  CHECK(after_static > after_remove);
+  REQUIRE(t.add_static(ip(12), kGwMac, ev));  // replaces a reachable entry's MAC
+  CHECK(t.generation() > after_static);
+}

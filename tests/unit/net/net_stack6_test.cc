@@ -1130,3 +1130,65 @@ TEST_CASE("Router discovery: prefixes and MTUs an RA may not set are ignored and
   receive(s, ra_frame(kGwIp6, 1800, mtu_option(1500)), 7 * kSec);
   CHECK(s.link_mtu6() == 1500);
 }
+
+TEST_CASE("The generation moves when the RA's router or prefixes change, or an NA moves a MAC",
+          "[stack6][ndp][route][generation]") {
+  NetStackConfig c = config6();
+  c.gateway6.reset();
+  NetStack s(c);
+  uint64_t g = s.generation();
+  // Each step: does it move the generation?
+  const auto moved = [&] {
+    const uint64_t now = s.generation();
+    const bool changed = now != g;
+    g = now;
+    return changed;
+  };
+  const MacAddr other_mac{{0x02, 0, 0, 0, 0, 0xfd}};
+  receive(s, ra_frame(kGwIp6, 1800, lla_option(1, kGwMac)), kSec);
+  CHECK(moved());  // a default router now: off-link peers go through it
+  receive(s, ra_frame(kGwIp6, 1800, lla_option(1, kGwMac)), 2 * kSec);
+  CHECK_FALSE(moved());  // the same router, its lifetime renewed
+  receive(s, ra_frame(kPeerLl6, 1800, lla_option(1, other_mac)), 3 * kSec);
+  CHECK(moved());  // replaced
+  CHECK(s.next_hop6(kRemoteIp6) == kPeerLl6);
+  receive(s, ra_frame(kPeerLl6, 0, lla_option(1, other_mac)), 4 * kSec);
+  CHECK(moved());  // withdrawn
+  receive(s, ra_frame(kGwIp6, 30, {}), 5 * kSec);
+  CHECK(moved());
+  s.poll_timers(35 * kSec);
+  CHECK_FALSE(s.learned_router6());
+  CHECK(moved());  // timed out
+
+  // On-link prefixes (the router unchanged): learned and gone move it, renewed does not.
+  receive(s, ra_frame(kGwIp6, 1800, {}), 39 * kSec);
+  CHECK(moved());
+  const auto pio = prefix_option(kAdvertised, 64, 0x80, 600);
+  receive(s, ra_frame(kGwIp6, 1800, pio), 40 * kSec);
+  CHECK(s.next_hop6(kInAdvertised) == kInAdvertised);
+  CHECK(moved());
+  receive(s, ra_frame(kGwIp6, 1800, pio), 41 * kSec);
+  CHECK_FALSE(moved());
+  receive(s, ra_frame(kGwIp6, 1800, prefix_option(kAdvertised, 64, 0x80, 0)), 42 * kSec);
+  CHECK(s.learned_prefixes6().empty());
+  CHECK(moved());
+  receive(s, ra_frame(kGwIp6, 1800, prefix_option(kAdvertised, 64, 0x80, 1)), 42 * kSec);
+  CHECK(moved());
+  s.poll_timers(43 * kSec);  // its valid lifetime ran out
+  CHECK(s.learned_prefixes6().empty());
+  CHECK(moved());
+
+  // A neighbour's NA: the same MAC refreshes, an overriding new one moves it.
+  CHECK(s.resolve6(kPeerIp6, 43 * kSec, 1).status == Resolve::kQueued);
+  receive(s, na_frame(0x60000000u, kPeerIp6, lla_option(2, kPeerMac), Ip6Opts{}), 43 * kSec);
+  take_all(s);
+  CHECK_FALSE(moved());  // resolved: nothing was given out before
+  receive(s, na_frame(0x60000000u, kPeerIp6, lla_option(2, kPeerMac), Ip6Opts{}), 44 * kSec);
+  receive(s, na_frame(0x20000000u, kPeerIp6, lla_option(2, kPeerMac), Ip6Opts{}), 45 * kSec);
+  CHECK_FALSE(moved());
+  receive(s, na_frame(0x40000000u, kPeerIp6, lla_option(2, other_mac), Ip6Opts{}), 46 * kSec);
+  CHECK_FALSE(moved());  // no Override: the known MAC stays (RFC 4861 7.2.5)
+  receive(s, na_frame(0x60000000u, kPeerIp6, lla_option(2, other_mac), Ip6Opts{}), 47 * kSec);
+  CHECK(moved());
+  CHECK(s.resolve6(kPeerIp6, 47 * kSec).mac == other_mac);
+}

@@ -677,3 +677,28 @@ TEST_CASE("Martian and broadcast addresses are never peers", "[stack][route]") {
   NetStack p2p(c);
   CHECK(p2p.next_hop(Ipv4Addr::from_octets(198, 18, 0, 1)) == Ipv4Addr::from_octets(198, 18, 0, 1));
 }
+
+TEST_CASE("The generation moves on an ARP with a new MAC, not on one with the same",
+          "[stack][arp][generation]") {
+  NetStack s(base_config());
+  CHECK(s.resolve(kPeerIp, 0, 1).status == NeighbourTable::Resolve::kQueued);
+  receive(s, arp_frame(2, kOurMac, kPeerMac, kPeerIp, kOurMac, kOurIp), 10);
+  take_all(s);
+  const uint64_t g0 = s.generation();
+  // The peer's ARP replies and requests, and its broadcasts for others, with the MAC we know.
+  receive(s, arp_frame(2, kOurMac, kPeerMac, kPeerIp, kOurMac, kOurIp), kSec);
+  receive(s, arp_frame(1, MacAddr::broadcast(), kPeerMac, kPeerIp, MacAddr{}, kOurIp), 2 * kSec);
+  receive(s, arp_frame(1, MacAddr::broadcast(), kPeerMac, kPeerIp, MacAddr{}, kGwIp), 3 * kSec);
+  CHECK(s.generation() == g0);
+  CHECK(s.resolve(kPeerIp, 3 * kSec).mac == kPeerMac);
+  // A gratuitous ARP (a request for its own address) from a new MAC.
+  const MacAddr moved{{0x02, 0, 0, 0, 0, 0x33}};
+  receive(s, arp_frame(1, MacAddr::broadcast(), moved, kPeerIp, MacAddr{}, kPeerIp), 4 * kSec);
+  CHECK(s.generation() != g0);
+  CHECK(s.resolve(kPeerIp, 4 * kSec).mac == moved);
+  // Aging out moves it too.
+  const uint64_t g1 = s.generation();
+  s.poll_timers(4 * kSec + s.config().neighbour.reachable_ns);
+  CHECK_FALSE(s.neighbours().find(kPeerIp));
+  CHECK(s.generation() != g1);
+}
