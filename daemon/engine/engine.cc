@@ -721,6 +721,7 @@ int Engine::set_peer(QpCtx& q, net::Ipv4Addr peer, uint64_t now_ns) {
   q.peer_resolved = false;
   q.peer_ip = peer;
   q.next_hop = *hop;
+  q.net_generation = net_.generation();
   q.next_resolve_ns = now_ns;
   q.peer_v6 = false;
   q.addr.ipv6 = false;
@@ -743,6 +744,7 @@ int Engine::set_peer6(QpCtx& q, const net::Ipv6Addr& peer, uint64_t now_ns) {
   q.peer_v6 = true;
   q.peer_ip6 = peer;
   q.next_hop6 = *hop;
+  q.net_generation = net_.generation();
   q.next_resolve_ns = now_ns;
   q.addr.ipv6 = true;
   q.addr.src_ip6 = self.bytes;
@@ -896,6 +898,8 @@ void Engine::fill_snapshot(control::CounterSnapshot& out) const {
   out.add("engine.wr_rejected", c.wr_rejected);
   out.add("engine.clients_broken", c.clients_broken);
   out.add("engine.peers_failed", c.peers_failed);
+  out.add("engine.peers_reresolved", c.peers_reresolved);
+  out.add("engine.peers_reresolve_kept", c.peers_reresolve_kept);
   out.add("engine.cqe_dropped", c.cqe_dropped);
 
   const cm::CmCounters& k = cm_.counters();
@@ -1507,20 +1511,66 @@ conduit_shm_wr_error Engine::convert_send(QpCtx& q, const conduit_shm_send_wr& r
 // ---- transmit ------------------------------------------------------------------
 
 bool Engine::resolve_peer(QpCtx& q, uint64_t now_ns) {
-  if (q.peer_resolved) return true;
-  if (!q.peer_set || now_ns < q.next_resolve_ns) return false;
+  // Per burst: nothing that could move the next hop or its MAC has changed in the net stack
+  // (a refresh with the same MAC does not move its generation), and no recheck is due.
+  if (q.peer_resolved && q.net_generation == net_.generation() && now_ns < q.next_resolve_ns) {
+    return true;
+  }
+  return lookup_peer(q, now_ns);
+}
+
+// Set-up, a moved generation (a neighbour's new MAC, a resolved entry gone, the IPv6 router or
+// on-link prefixes changed) and the periodic recheck: route as set_peer/set_peer6 did, then
+// resolve. A QP whose next hop must be resolved again waits as at set-up (the table sends the
+// requests); one whose peer has no route any more keeps what it had.
+bool Engine::lookup_peer(QpCtx& q, uint64_t now_ns) {
+  if (!q.peer_set) return false;
+  if (!q.peer_resolved && now_ns < q.next_resolve_ns) return false;
   if (q.peer_local) {  // both QPs on this host: frames never touch the port
     q.addr.dst_mac = net_.config().mac.bytes;
     q.peer_resolved = true;
+    q.net_generation = net_.generation();
+    q.next_resolve_ns = UINT64_MAX;
     return true;
   }
-  const auto r = q.peer_v6 ? net_.resolve6(q.next_hop6, now_ns) : net_.resolve(q.next_hop, now_ns);
-  if (r.status == net::NeighbourTable::Resolve::kResolved) {
+  // Well inside the table's refresh window, so a QP in use keeps its entry confirmed
+  // (refreshed by a unicast request) instead of letting it age out and waiting for a new
+  // resolution.
+  const uint64_t recheck_ns =
+      std::max<uint64_t>(net_.config().neighbour.refresh_window_ns / 4, 1'000'000);
+  // Routed again only when the generation moved: nothing else changes a next hop.
+  bool routed = true;
+  if (q.net_generation != net_.generation()) {
+    if (q.peer_resolved) ++counters_.peers_reresolved;
+    if (q.peer_v6) {
+      const auto hop = net_.next_hop6(q.peer_ip6);
+      if (hop) q.next_hop6 = *hop;
+      routed = hop.has_value();
+    } else {
+      const auto hop = net_.next_hop(q.peer_ip);
+      if (hop) q.next_hop = *hop;
+      routed = hop.has_value();
+    }
+  }
+  net::NeighbourResolveResult r{net::NeighbourResolve::kDropped, {}};
+  if (routed) r = q.peer_v6 ? net_.resolve6(q.next_hop6, now_ns) : net_.resolve(q.next_hop, now_ns);
+  // (resolve() may itself move the generation, by evicting an entry: not this QP's.)
+  q.net_generation = net_.generation();
+  if (r.status == net::NeighbourResolve::kResolved) {
     q.addr.dst_mac = r.mac.bytes;
     q.peer_resolved = true;
+    q.next_resolve_ns = now_ns + recheck_ns;
     return true;
   }
-  q.next_resolve_ns = now_ns + 100'000;  // the neighbour table retries ARP itself
+  if (q.peer_resolved && r.status == net::NeighbourResolve::kDropped) {
+    // No route to the peer any more (or no room for its next hop): keep the old next hop and
+    // MAC rather than stop; the next change of the net stack tries again.
+    ++counters_.peers_reresolve_kept;
+    q.next_resolve_ns = now_ns + recheck_ns;
+    return true;
+  }
+  q.peer_resolved = false;
+  q.next_resolve_ns = now_ns + 100'000;  // the neighbour table retries ARP/NS itself
   return false;
 }
 
@@ -1689,8 +1739,7 @@ void Engine::loopback(rte_mbuf* m, const QpCtx& q, uint64_t now_ns) {
 }
 
 void Engine::send_cnp(QpCtx& q, uint64_t now_ns) {
-  (void)now_ns;
-  if (!q.peer_resolved) return;
+  if (!q.peer_resolved || !resolve_peer(q, now_ns)) return;  // (a MAC still current)
   rte_mbuf* m = port_.alloc_mbuf();
   if (m == nullptr) {
     ++counters_.tx_no_mbuf;
@@ -1747,7 +1796,9 @@ bool Engine::send_ack_unpaced(QpCtx& q, rte_mbuf* m) {
 // pacer are freed: their WRs are flushed with errors, so they must not run at the peer.
 void Engine::send_final_ack(QpCtx& q, uint64_t now_ns) {
   const bool owed = q.qp->responses_queued() || q.queued_frames > 0;
-  if (!send_queued_answers(q, now_ns) || !q.peer_resolved || !owed) return;
+  if (!send_queued_answers(q, now_ns) || !q.peer_resolved || !owed || !resolve_peer(q, now_ns)) {
+    return;
+  }
   rte_mbuf* m = port_.alloc_mbuf();
   if (m == nullptr) {
     ++counters_.tx_no_mbuf;  // the peer retries; the queued ACKs may still make it

@@ -188,7 +188,15 @@ struct EngineCounters {
   uint64_t wr_rejected = 0;         // invalid work requests (error completions)
   uint64_t clients_broken = 0;      // impossible ring indices: client cut off
   uint64_t peers_failed = 0;        // local QPs failed because their peer's process went away
-  uint64_t cqe_dropped = 0;         // error completions of rejected WRs lost to a full CQ
+  // Times a resolved QP routed and resolved its peer again because the net stack's generation
+  // moved (a neighbour's MAC changed or a resolved entry went, the RA's router or on-link
+  // prefixes changed); an ARP/NA that repeats the known MAC causes none.
+  uint64_t peers_reresolved = 0;
+  // Times such a lookup, or a resolved QP's periodic recheck, found no route to the peer any
+  // more or no room for its next hop in the neighbour table: the QP keeps sending to the next
+  // hop and MAC it had.
+  uint64_t peers_reresolve_kept = 0;
+  uint64_t cqe_dropped = 0;  // error completions of rejected WRs lost to a full CQ
   uint64_t commands = 0;
   uint64_t policy_updates = 0;  // kSetPolicy commands applied
   uint64_t stalls = 0;          // loops that came over 1 ms late (descheduled, or a sleep overran)
@@ -328,7 +336,10 @@ class Engine {
   void reject_send(QpCtx& q, const conduit_shm_send_wr& raw, uint8_t status, uint32_t vendor_err);
   void reject_recv(QpCtx& q, uint64_t wr_id, uint8_t status, uint32_t vendor_err);
   bool fill_pacer(QpCtx& q, uint64_t now_ns);
+  // True when q may send: its next hop's MAC is in q.addr. Per burst only compares; the rest
+  // (lookup_peer) runs at set-up, when the net stack's generation moved, and at intervals.
   bool resolve_peer(QpCtx& q, uint64_t now_ns);
+  bool lookup_peer(QpCtx& q, uint64_t now_ns);
   bool tx(uint64_t now_ns);
   void send_cnp(QpCtx& q, uint64_t now_ns);
   void send_final_ack(QpCtx& q, uint64_t now_ns);

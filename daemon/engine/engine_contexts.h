@@ -69,7 +69,12 @@ struct Engine::QpCtx {
   bool peer_v6 = false;
   net::Ipv6Addr peer_ip6{};
   net::Ipv6Addr next_hop6{};
+  // Unresolved: when to ask the neighbour table again. Resolved: when to look up again
+  // anyway, so the table sees the entry in use and refreshes it before it ages out.
   uint64_t next_resolve_ns = 0;
+  // NetStack::generation() when next_hop was routed and, once resolved, its MAC found: while
+  // it has not moved, neither has changed.
+  uint64_t net_generation = 0;
   wire::FrameAddr addr;
   uint32_t queued_frames = 0;
   // Of those, READ responses and atomic ACKs: an ACK behind them is paced too (it must not

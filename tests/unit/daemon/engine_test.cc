@@ -2392,3 +2392,106 @@ TEST_CASE(
   CHECK(cb.rx_roce - before.rx_roce >= 2);
   CHECK(cb.rx_roce_fast - before.rx_roce_fast == cb.rx_roce - before.rx_roce - 1);
 }
+
+namespace {
+// An untagged ARP packet (op 1 request, 2 reply), written byte by byte (RFC 826).
+std::vector<uint8_t> arp_packet(uint16_t op, net::MacAddr eth_dst, net::MacAddr sender_mac,
+                                net::Ipv4Addr sender_ip, net::Ipv4Addr target_ip) {
+  std::vector<uint8_t> f(eth_dst.bytes.begin(), eth_dst.bytes.end());
+  f.insert(f.end(), sender_mac.bytes.begin(), sender_mac.bytes.end());
+  const auto be32 = [&f](uint32_t v) {
+    for (int s = 24; s >= 0; s -= 8) f.push_back(static_cast<uint8_t>(v >> s));
+  };
+  const uint8_t fixed[] = {0x08, 0x06, 0, 1, 0x08, 0x00, 6, 4, 0, static_cast<uint8_t>(op)};
+  f.insert(f.end(), std::begin(fixed), std::end(fixed));
+  f.insert(f.end(), sender_mac.bytes.begin(), sender_mac.bytes.end());
+  be32(sender_ip.value);
+  f.insert(f.end(), 6, 0);  // target MAC
+  be32(target_ip.value);
+  f.resize(60, 0);
+  return f;
+}
+
+// The destination MACs of the RoCE frames (to UDP 4791) waiting in `ring`, in order; the ring
+// keeps its frames.
+std::vector<net::MacAddr> roce_dst_macs(rte_ring* ring) {
+  void* objs[1024];
+  const unsigned n = rte_ring_dequeue_burst(ring, objs, 1024, nullptr);
+  std::vector<net::MacAddr> out;
+  for (unsigned i = 0; i < n; ++i) {
+    auto* m = static_cast<rte_mbuf*>(objs[i]);
+    const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
+    if (m->data_len >= 58 && f[12] == 0x08 && f[13] == 0x00 && f[23] == 17 &&
+        (f[36] << 8 | f[37]) == wire::kRoceUdpPort) {
+      net::MacAddr mac;
+      std::memcpy(mac.bytes.data(), f, 6);
+      out.push_back(mac);
+    }
+  }
+  REQUIRE(rte_ring_enqueue_bulk(ring, objs, n, nullptr) == n);
+  return out;
+}
+}  // namespace
+
+TEST_CASE(
+    "engine: a connected QP follows its peer's new MAC; an ARP repeating the MAC changes "
+    "nothing",
+    "[engine][arp]") {
+  Fixture f;
+  REQUIRE(run_until(
+              f.a, f.b, [] { return false; }, 50) == false);  // commands, ARP
+  expect_acks_ok(f.a);
+  expect_acks_ok(f.b);
+  const net::MacAddr mac_b{{0x02, 0, 0, 0, 0, 0x22}};  // make_engine's MAC of b
+  const net::MacAddr mac_a{{0x02, 0, 0, 0, 0, 0x11}};
+  const net::MacAddr moved{{0x02, 0, 0, 0, 0, 0x33}};  // b's NIC replaced
+  fill_random(f.a.arena(), 16384, 5);
+  post_send(f.a, 1, CONDUIT_SHM_WR_RDMA_WRITE, 0, 4096, 1 << 20);
+  REQUIRE(wait_cqe(f, f.a).status == CONDUIT_SHM_WC_SUCCESS);
+  const engine::EngineCounters& ca = f.a.engine->counters();
+  const net::NetStack& na = f.a.engine->net();
+  REQUIRE(na.neighbours().find(f.addr_b)->mac == mac_b);
+  const uint64_t arp_tx = na.counters().tx_arp_requests;
+
+  // b repeats its MAC, as a busy peer does: an ARP reply to a and a gratuitous ARP.
+  const uint64_t gen = na.generation();
+  const uint64_t replies = na.counters().rx_arp_replies;
+  const uint64_t not_for_us = na.counters().drops(net::RxDrop::kArpNotForUs);
+  enqueue_frame(f.b, f.ba, arp_packet(2, mac_a, mac_b, f.addr_b, f.addr_a));
+  enqueue_frame(f.b, f.ba, arp_packet(1, net::MacAddr::broadcast(), mac_b, f.addr_b, f.addr_b));
+  REQUIRE(run_until(f.a, f.a, [&] {
+    return na.counters().rx_arp_replies == replies + 1 &&
+           na.counters().drops(net::RxDrop::kArpNotForUs) == not_for_us + 1;
+  }));
+  CHECK(na.generation() == gen);
+  post_send(f.a, 2, CONDUIT_SHM_WR_RDMA_WRITE, 0, 4096, 2 << 20);
+  REQUIRE(wait_cqe(f, f.a).status == CONDUIT_SHM_WC_SUCCESS);
+  CHECK(ca.peers_reresolved == 0);  // the QP did not look its peer up again
+  CHECK(na.counters().tx_arp_requests == arp_tx);
+  CHECK(std::memcmp(f.a.arena(), f.b.arena() + (2 << 20), 4096) == 0);
+
+  // b's address announced at a new MAC (gratuitous ARP): the QP's next frames go there, at
+  // once (the entry is reachable: no ARP request).
+  enqueue_frame(f.b, f.ba, arp_packet(1, net::MacAddr::broadcast(), moved, f.addr_b, f.addr_b));
+  REQUIRE(run_until(f.a, f.a, [&] { return na.neighbours().find(f.addr_b)->mac == moved; }));
+  CHECK(na.generation() != gen);
+  post_send(f.a, 3, CONDUIT_SHM_WR_RDMA_WRITE, 4096, 4096, 3 << 20);
+  std::vector<net::MacAddr> macs;
+  REQUIRE(run_until(f.a, f.a, [&] {
+    macs = roce_dst_macs(f.ab);
+    return !macs.empty();
+  }));
+  for (const net::MacAddr& m : macs) CHECK(m == moved);
+  CHECK(ca.peers_reresolved == 1);
+  CHECK(ca.peers_reresolve_kept == 0);
+  CHECK(na.counters().tx_arp_requests == arp_tx);
+
+  // b (still at 0x22) drops those; announced back at its own MAC, the QP's retransmissions
+  // reach it and the WRITE completes.
+  enqueue_frame(f.b, f.ba, arp_packet(1, net::MacAddr::broadcast(), mac_b, f.addr_b, f.addr_b));
+  REQUIRE(wait_cqe(f, f.a).status == CONDUIT_SHM_WC_SUCCESS);
+  CHECK(f.b.engine->net().counters().drops(net::RxDrop::kNotOurMac) >= macs.size());
+  CHECK(std::memcmp(f.a.arena() + 4096, f.b.arena() + (3 << 20), 4096) == 0);
+  CHECK(ca.peers_reresolved == 2);
+  CHECK(take_snapshot(f, f.a).counters.at("engine.peers_reresolved") == 2);
+}
