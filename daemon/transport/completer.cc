@@ -290,6 +290,7 @@ RxResult Qp::completer_rx(uint64_t now_ns, const wire::RoceHeader& hdr,
         held_nak_ = true;
         held_nak_psn_ = psn;
         held_nak_code_ = aeth.value();
+        tx_window_packets_ = 0;  // nothing new at or past psn (requester_next())
         sequence_retry(now_ns);
       } else {
         fail(nak_status(aeth.value()));
@@ -396,6 +397,7 @@ void Qp::apply_ack_held_by_response(uint64_t now_ns) {
   if (!held_nak_) return;
   if (wire::psn_lt(held_nak_psn_, una_psn_)) {  // its WR completed otherwise: not about it
     held_nak_ = false;
+    tx_window_packets_ = config_.window_packets;
     return;
   }
   // Every request before the NAKed PSN was executed (as for a NAK not held back).
@@ -404,6 +406,7 @@ void Qp::apply_ack_held_by_response(uint64_t now_ns) {
     return;
   }
   held_nak_ = false;
+  tx_window_packets_ = config_.window_packets;
   fail(nak_status(held_nak_code_));
 }
 

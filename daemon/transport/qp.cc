@@ -190,6 +190,7 @@ void Qp::reset_all() {
   next_recv_seq_ = recv_seq_done_ = 0;
   in_recovery_ = read_retry_pending_ = resend_marked_ = read_retry_marked_ = false;
   acked_past_read_ = held_nak_ = false;
+  tx_window_packets_ = config_.window_packets;
   for (auto& w : sack_bits_) w = 0;
   sacked_count_ = 0;
   for (auto& s : sr_slots_) s = SrSlot{};

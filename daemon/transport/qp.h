@@ -594,7 +594,11 @@ class Qp {
   // Requester cursor: next request packet to send.
   uint32_t cur_wqe_ = 0;
   uint32_t cur_psn_ = 0;
-  uint32_t snd_max_psn_ = 0;    // one past the highest PSN ever sent
+  uint32_t snd_max_psn_ = 0;  // one past the highest PSN ever sent
+  // The send window the requester's paths compare against: config_.window_packets, or 0
+  // while a fatal NAK is held (held_nak_), so that the fused paths, which compare anyway,
+  // send nothing new then; requester_next() lets only what lies before its PSN go.
+  uint32_t tx_window_packets_ = 0;
   uint32_t reads_started_ = 0;  // READ WQEs in [sq_head_, cur_wqe_)
   uint32_t pkts_since_ack_req_ = 0;
   uint32_t next_recv_seq_ = 0;  // SR: receive WQEs our SENDs / WRITE_IMMs consume
@@ -626,6 +630,8 @@ class Qp {
   // Both modes: a fatal NAK for held_nak_psn_ that arrived while a READ or atomic before it
   // still missed its answer. The peer is in ERR and will not NAK again: once the READs and
   // atomics before that PSN complete, the WR it names completes with the NAK's error.
+  // Meanwhile only request packets before that PSN are sent (tx_window_packets_ is 0): the
+  // READ or atomic asked for again, and what lies between; the peer would drop the rest.
   uint32_t held_nak_psn_ = 0;
   uint8_t held_nak_code_ = 0;
   bool held_nak_ = false;

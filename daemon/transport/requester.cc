@@ -316,6 +316,7 @@ bool Qp::sr_retransmit_poll(TxPacket& out) {
     if (wire::psn_lt(hole_cursor_, una_psn_)) hole_cursor_ = una_psn_;
     if (!wire::psn_lt(hole_cursor_, sack_high_)) break;
     const uint32_t psn = hole_cursor_;
+    if (held_nak_ && !wire::psn_lt(psn, held_nak_psn_)) break;  // the peer is in ERR
     if (sacked(psn)) {
       hole_cursor_ = wire::psn_next(psn);
       continue;
@@ -371,7 +372,14 @@ bool Qp::requester_poll(uint64_t now_ns, TxPacket& out) {
 Qp::SendWqe* Qp::requester_next() {
   if (cur_wqe_ == sq_tail_) return nullptr;
   const auto outstanding = static_cast<uint32_t>(wire::psn_diff(cur_psn_, una_psn_));
-  if (outstanding >= config_.window_packets) return nullptr;
+  if (outstanding >= tx_window_packets_) {
+    // Full, or closed while a fatal NAK is held: then what lies before its PSN still goes
+    // (the READ or atomic asked for again releases the NAK); the peer, in ERR, drops the rest.
+    if (!held_nak_ || outstanding >= config_.window_packets ||
+        !wire::psn_lt(cur_psn_, held_nak_psn_)) {
+      return nullptr;
+    }
+  }
   SendWqe& w = sq_at(cur_wqe_);
   if (sr_ && outstanding != 0) {
     // The SACK bitmap must cover every outstanding PSN, and IRN's BDP cap.
@@ -495,8 +503,9 @@ void Qp::rewind_to(uint32_t psn) {
       // limit, or a SEND resolved before a region changed, included) takes the
       // general path, which asks requester_next() and resolves it again.
       if (cur_wqe_ == sq_tail_) return {};
-      if (static_cast<uint32_t>(wire::psn_diff(cur_psn_, una_psn_)) >= config_.window_packets) {
-        return {};
+      if (static_cast<uint32_t>(wire::psn_diff(cur_psn_, una_psn_)) >= tx_window_packets_) {
+        // Full; or closed while a fatal NAK is held, and requester_next() decides.
+        return held_nak_ ? poll_tx_frame_general(now_ns, tmpl, out) : wire::BuildResult{};
       }
       SendWqe* w = &sq_at(cur_wqe_);
       const WrOpcode op = w->wr.opcode;
@@ -552,9 +561,9 @@ size_t Qp::send_run(uint64_t now_ns, const wire::FrameTemplate& tmpl,
   const uint32_t cur = cur_wqe_;
   const uint32_t psn0 = cur_psn_;
   const auto outstanding = static_cast<uint32_t>(wire::psn_diff(psn0, una_psn_));
-  if (outstanding >= config_.window_packets) return 0;
+  if (outstanding >= tx_window_packets_) return 0;  // or a fatal NAK held: the general path
   const size_t n = std::min<size_t>(
-      {bufs.size(), size_t{sq_tail_ - cur}, size_t{config_.window_packets - outstanding}});
+      {bufs.size(), size_t{sq_tail_ - cur}, size_t{tx_window_packets_ - outstanding}});
   const SendWqe* const sq = sq_.data();
   const uint32_t mask = sq_mask_;
   const SendFrameConsts k = send_frame_consts(tmpl, attr_.dest_qpn, true);

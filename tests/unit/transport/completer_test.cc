@@ -1,12 +1,14 @@
 #include <catch2/catch.hpp>
 
 #include "qp_pair.h"
+#include "wire/frame.h"
 #include "wire/psn.h"
 
 using namespace conduit::transport;
 using namespace conduit::transport::test;
 using conduit::wire::AethType;
 using conduit::wire::Opcode;
+namespace wire = conduit::wire;
 
 namespace {
 
@@ -411,5 +413,87 @@ TEST_CASE("completer: a fatal NAK behind a READ missing its response is kept unt
     CHECK(p.a.qp.state() == QpState::kErr);
     CHECK(p.a.qp.error().status == WcStatus::kRemoteAccessError);
     CHECK(p.a.qp.counters().timeouts == 0);
+  }
+}
+
+TEST_CASE("completer: while a fatal NAK is held, nothing at or past its PSN is sent, both modes") {
+  for (bool sr : {false, true}) {
+    INFO("selective repeat " << sr);
+    QpAttr attr = default_attr();
+    attr.selective_repeat = sr;
+    QpPair p(attr);
+    fill(p.b.mem() + 0x1000, 16, 3);
+    // The READ's response is late; every request A sends once the NAK behind it is in is logged.
+    std::vector<Packet> late;
+    std::vector<uint32_t> psns_after_nak;
+    bool nak_in = false;
+    p.filter = [&](bool from_a, Packet& pkt) {
+      if (from_a) {
+        if (nak_in) psns_after_nak.push_back(pkt.hdr.bth.psn);
+        return true;
+      }
+      if (pkt.hdr.bth.opcode == op(Opcode::kReadResponseOnly)) {
+        late.push_back(pkt);
+        return false;
+      }
+      if (pkt.hdr.bth.opcode == op(Opcode::kAcknowledge) && pkt.hdr.aeth.type() == AethType::kNak) {
+        nak_in = true;
+      }
+      return true;
+    };
+    REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kRead, 1, 0x4000, 16, 0x1000)) == Status::kOk);
+    SendWr bad = make_wr(WrOpcode::kWrite, 2, 0, 16);  // PSN 101
+    bad.rkey = 0x8123;
+    REQUIRE(p.a.qp.post_send(bad) == Status::kOk);
+    REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kWrite, 3, 0, 16, 0x2000)) == Status::kOk);
+    p.pump();
+    REQUIRE(nak_in);
+    REQUIRE(p.b.qp.state() == QpState::kErr);
+    REQUIRE(late.size() == 1);
+    const uint32_t nak_psn = 101;
+    // More WRs while it is held: 64-byte SENDs (the fused burst path's) and a WRITE.
+    for (uint64_t id = 4; id < 8; ++id) {
+      REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kSend, id, 64 * id, 64)) == Status::kOk);
+    }
+    REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kWrite, 8, 0, 3000, 0x8000)) == Status::kOk);
+    // A's frames through the burst call, and after two timer expiries (which resend the READ).
+    wire::ParseOptions popt;
+    popt.pmtu_bytes = 1024;
+    const wire::FrameTemplate t = wire::make_frame_template(wire::FrameAddr{});
+    auto a_frames = [&] {
+      std::vector<std::vector<uint8_t>> bufs(8, std::vector<uint8_t>(2048));
+      std::vector<std::span<uint8_t>> rooms(bufs.begin(), bufs.end());
+      std::vector<wire::BuildResult> res(bufs.size());
+      for (size_t n; (n = p.a.qp.poll_tx_frames(p.now_ns, t, rooms, res.data())) != 0;) {
+        for (size_t i = 0; i < n; ++i) {
+          REQUIRE(res[i].ok());
+          wire::ParsedFrame pf;
+          REQUIRE(wire::parse_frame(std::span<const uint8_t>(bufs[i].data(), res[i].len_bytes),
+                                    popt, pf) == wire::DropReason::kNone);
+          psns_after_nak.push_back(pf.hdr.bth.psn);  // B is in ERR: it would drop them
+        }
+      }
+    };
+    a_frames();
+    for (int i = 0; i < 2; ++i) {
+      REQUIRE(p.advance_to_deadline());
+      a_frames();
+    }
+    CHECK(p.a.qp.state() == QpState::kRts);
+    for (uint32_t psn : psns_after_nak) CHECK(psn < nak_psn);                    // no wrap here
+    CHECK(std::count(psns_after_nak.begin(), psns_after_nak.end(), 100u) >= 1);  // the READ
+    // The READ's answer releases the NAK: the same completions as without the new WRs.
+    CHECK(p.a.qp.on_packet(p.now_ns, late[0].hdr, late[0].payload) == RxResult::kAccepted);
+    CHECK(wr_statuses(p.a.drain_cq()) == WcList{{1, WcStatus::kSuccess},
+                                                {2, WcStatus::kRemoteAccessError},
+                                                {3, WcStatus::kWrFlushError},
+                                                {4, WcStatus::kWrFlushError},
+                                                {5, WcStatus::kWrFlushError},
+                                                {6, WcStatus::kWrFlushError},
+                                                {7, WcStatus::kWrFlushError},
+                                                {8, WcStatus::kWrFlushError}});
+    CHECK(std::memcmp(p.a.mem() + 0x4000, p.b.mem() + 0x1000, 16) == 0);
+    CHECK(p.a.qp.state() == QpState::kErr);
+    CHECK(p.a.qp.error().status == WcStatus::kRemoteAccessError);
   }
 }
