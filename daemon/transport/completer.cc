@@ -457,6 +457,12 @@ void Qp::on_timer(uint64_t now_ns) {
       ack_deadline_ns_ = kNoDeadline;
       return;
     }
+    // The head's memory was found gone when a packet of it was built behind the head: it
+    // fails on that (request_memory_gone()), not on a retry budget spent meanwhile.
+    if (sq_head_ != sq_tail_ && sq_at(sq_head_).epoch == (mrs_.epoch() | kMemoryGone)) {
+      fail(WcStatus::kLocalProtectionError);
+      return;
+    }
     if (!sr_) {
       if (!consume_retry(now_ns)) return;
     } else if (attr_.timeout != 0 && now_ns >= sr_charged_ns_ &&

@@ -30,6 +30,7 @@ MrStatus HeapMemoryRegions::check(Region* r, uint64_t addr, uint32_t len_bytes, 
 
 MrStatus HeapMemoryRegions::lookup_local(uint32_t lkey, uint64_t addr, uint32_t len_bytes,
                                          uint32_t access, std::span<uint8_t>& out) {
+  ++local_lookups_;
   // Local access is always readable; only local write is a flag.
   Region* r = nullptr;
   if (lkey >= 0x100 && lkey - 0x100 < regions_.size()) r = &regions_[lkey - 0x100];

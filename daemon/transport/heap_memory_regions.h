@@ -31,6 +31,8 @@ class HeapMemoryRegions final : public MemoryRegions {
   // access or size after registration is not supported (cached views).
   Region& region(size_t index) { return regions_[index]; }
   size_t size() const { return regions_.size(); }
+  // lookup_local() calls so far (tests: how often a QP resolves SGEs again).
+  uint64_t local_lookups() const { return local_lookups_; }
 
   MrStatus lookup_local(uint32_t lkey, uint64_t addr, uint32_t len_bytes, uint32_t access,
                         std::span<uint8_t>& out) override;
@@ -42,6 +44,7 @@ class HeapMemoryRegions final : public MemoryRegions {
   MrStatus check(Region* r, uint64_t addr, uint32_t len_bytes, uint32_t access,
                  std::span<uint8_t>& out);
   std::vector<Region> regions_;
+  uint64_t local_lookups_ = 0;
 };
 
 }  // namespace conduit::transport

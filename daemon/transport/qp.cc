@@ -330,10 +330,12 @@ bool Qp::resolve_sges_again(const Sge* sge, uint32_t n, uint32_t access,
 }
 
 bool Qp::send_memory_current(SendWqe& w) {
+  const uint64_t epoch = mrs_.epoch();
+  if (w.epoch == (epoch | kMemoryGone)) return false;  // found gone in this epoch already
   const uint32_t access = expects_response(w.wr.opcode) ? kAccessLocalWrite : 0u;
-  if (!resolve_sges_again(w.wr.sge.data(), w.wr.num_sge, access, w.seg)) return false;
-  w.epoch = mrs_.epoch();
-  return true;
+  const bool ok = resolve_sges_again(w.wr.sge.data(), w.wr.num_sge, access, w.seg);
+  w.epoch = ok ? epoch : epoch | kMemoryGone;
+  return ok;
 }
 
 uint32_t Qp::npkts_for(uint32_t len_bytes, bool read) const {

@@ -285,12 +285,16 @@ class Qp {
     // mrs_.epoch() when seg was resolved: building a SEND/WRITE packet or taking a READ
     // response or atomic result after a region changed resolves wr.sge again (one compare
     // per packet otherwise), so it never reads or writes a region deregistered meanwhile.
+    // That epoch | kMemoryGone when they no longer resolved: not looked up again until a
+    // region changes again.
     uint64_t epoch = 0;
     uint32_t len_bytes = 0;
     uint32_t first_psn = 0;
     uint32_t npkts = 0;     // PSNs the WR occupies (READ: one per response packet)
     uint32_t recv_seq = 0;  // SR: receive WQE it consumes at the responder
   };
+  // SendWqe::epoch's mark for memory found gone (epochs count changes: never this high).
+  static constexpr uint64_t kMemoryGone = uint64_t{1} << 63;
   // SR responder: one request PSN received ahead of (or at) ePSN.
   struct SrSlot {
     bool received = false;
@@ -383,7 +387,8 @@ class Qp {
   MrStatus resolve_local_slow(const Sge& s, uint32_t access, std::span<uint8_t>& out);
   // A send WQE's memory after a region changed (epoch): its SGEs resolved again with the
   // access the post checked (local write for a READ's or atomic's destination). False when
-  // one no longer resolves (its region was deregistered).
+  // one no longer resolves (its region was deregistered), then without a lookup until a
+  // region changes again (a WR behind the head is asked on every poll).
   bool send_memory_current(SendWqe& w);
   // SGEs looked up again (after a region changed) into seg: false when one no longer
   // resolves with `access`. send_memory_current() and recv_memory_current() use it.
@@ -478,7 +483,9 @@ class Qp {
   // A request packet of w could not be built, its region deregistered: at the head of the
   // send queue w completes with a local protection error and the QP goes to ERR (as rxe's
   // requester, whose completer fails the QP with the WQE's LOC_PROT_ERR). Behind the head
-  // nothing is sent from w or after it; it is tried again (and fails) once it is the head.
+  // nothing more is sent from w, nor after it but SR's new data when w was a hole being
+  // resent; w is tried again on each poll (without a lookup: send_memory_current()) and fails
+  // once it is the head, or when the retransmission timer finds it there.
   void request_memory_gone(const SendWqe& w);
   // The WQE requester_poll() sends from next (go-back-N and SR new data),
   // after the window, SR, SQD and READ-depth checks; nullptr when none.

@@ -333,9 +333,11 @@ bool Qp::sr_retransmit_poll(TxPacket& out) {
       hole_cursor_ = wire::psn_next(psn);
     }
     if (!build_request(*w, psn, out)) [[unlikely]] {
+      // Behind the head: the pass stops at it (each poll tries it again) until it is the head
+      // and fails. Passed, it waited for the next RTO, which may spend the last retry first.
       request_memory_gone(*w);
-      if (state_ == QpState::kErr) return false;
-      continue;  // behind the head: tried again on the next pass
+      hole_cursor_ = psn;
+      return false;
     }
     after_send(psn);
     resend_mark_psn_ = snd_max_psn_;

@@ -423,3 +423,45 @@ TEST_CASE("requester: SEND/WRITE packets are not read from a deregistered region
     }
   }
 }
+
+TEST_CASE("requester: a WR behind the head whose region is gone is looked up once per change") {
+  for (bool sr : {false, true}) {
+    INFO("selective repeat " << sr);
+    QpAttr attr = default_attr();
+    attr.selective_repeat = sr;
+    QpPair p(attr);
+    p.a.mrs.add(kBase + kMrBytes, 4096, kAllAccess);  // lkey 0x101
+    REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kWrite, 1, 0, 16, 0x4000)) == Status::kOk);
+    SendWr w2 = make_wr(WrOpcode::kWrite, 2, 0, 16, 0x5000);
+    w2.sge[0] = Sge{kBase + kMrBytes, 16, 0x101};
+    REQUIRE(p.a.qp.post_send(w2) == Status::kOk);
+    REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kWrite, 3, 0, 16, 0x6000)) == Status::kOk);
+    std::vector<Packet> held;
+    p.filter = [&held](bool from_a, Packet& pkt) {
+      if (from_a) return true;
+      held.push_back(pkt);
+      return false;
+    };
+    TxPacket tx;
+    REQUIRE(p.a.qp.poll_tx(p.now_ns, tx));  // WRITE 1
+    const Packet w1 = copy_packet(tx);
+    p.b.qp.on_packet(p.now_ns, w1.hdr, w1.payload);
+    p.a.mrs.remove(1);
+    // Every poll finds WRITE 2 next and its region gone: one lookup per region change.
+    const uint64_t before = p.a.mrs.local_lookups();
+    for (int i = 0; i < 10; ++i) CHECK_FALSE(p.a.qp.poll_tx(p.now_ns, tx));
+    CHECK(p.a.mrs.local_lookups() - before == 1);
+    p.a.mrs.add(kBase + 2 * kMrBytes, 4096, kAllAccess);
+    for (int i = 0; i < 10; ++i) CHECK_FALSE(p.a.qp.poll_tx(p.now_ns, tx));
+    CHECK(p.a.mrs.local_lookups() - before == 2);
+    p.pump();
+    REQUIRE(held.size() == 1);  // B's ACK for WRITE 1
+    p.a.qp.on_packet(p.now_ns, held[0].hdr, held[0].payload);
+    p.pump();
+    CHECK(wr_statuses(p.a.drain_cq()) == WcList{{1, WcStatus::kSuccess},
+                                                {2, WcStatus::kLocalProtectionError},
+                                                {3, WcStatus::kWrFlushError}});
+    CHECK(p.a.qp.state() == QpState::kErr);
+    CHECK(p.a.mrs.local_lookups() - before == 2);  // at the head it fails on what it knows
+  }
+}

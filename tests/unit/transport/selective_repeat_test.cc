@@ -514,3 +514,62 @@ TEST_CASE("selective repeat: a request failing its checks out of order is NAKed 
   CHECK(p.b.qp.error().psn == 101);
   CHECK(p.b.qp.counters().naks_sent == 1);
 }
+
+TEST_CASE("selective repeat: a WR whose resend finds its region gone fails with local protection") {
+  // A retry budget the next RTO spends (none, and a local ACK timeout shorter than RTO-low):
+  // the WR fails on its memory once it is the head, without waiting for that RTO, and if the
+  // RTO comes first it fails on its memory too (it ended with retry exceeded there).
+  QpAttr attr = sr_attr();
+  attr.retry_cnt = 0;
+  attr.timeout = 4;  // 65.5 us
+  QpPair p(attr);
+  p.a.mrs.add(kBase + kMrBytes, 4096, kAllAccess);  // lkey 0x101
+  REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kWrite, 1, 0, 16, 0x4000)) == Status::kOk);
+  SendWr w2 = make_wr(WrOpcode::kWrite, 2, 0, 16, 0x5000);
+  w2.sge[0] = Sge{kBase + kMrBytes, 16, 0x101};
+  REQUIRE(p.a.qp.post_send(w2) == Status::kOk);
+  REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kWrite, 3, 0, 16, 0x6000)) == Status::kOk);
+  TxPacket tx;
+  std::vector<Packet> first;
+  for (int i = 0; i < 3; ++i) {
+    REQUIRE(p.a.qp.poll_tx(p.now_ns, tx));
+    first.push_back(copy_packet(tx));
+  }
+  p.a.mrs.remove(1);  // WRITE 2's region, before its resend
+  // Only WRITE 3 arrives: B SACKs it, and A resends the holes before it.
+  std::vector<Packet> to_a;
+  p.filter = [&to_a](bool from_a, Packet& pkt) {
+    if (from_a) return true;
+    to_a.push_back(pkt);
+    return false;
+  };
+  p.b.qp.on_packet(p.now_ns, first[2].hdr, first[2].payload);
+  p.pump();
+  REQUIRE(to_a.size() == 1);  // the SACK
+  p.a.qp.on_packet(p.now_ns, to_a[0].hdr, to_a[0].payload);
+  to_a.clear();
+  const uint64_t lookups = p.a.mrs.local_lookups();
+  p.pump();  // WRITE 1 resent; WRITE 2, behind it, not
+  for (int i = 0; i < 5; ++i) CHECK_FALSE(p.a.qp.poll_tx(p.now_ns, tx));
+  CHECK(p.a.mrs.local_lookups() - lookups == 2);  // once each since the region change
+  REQUIRE(p.a_to_b.size() == 1);
+  CHECK(p.a_to_b[0].hdr.bth.psn == 100);
+  CHECK(p.a.drain_cq().empty());
+  REQUIRE(to_a.size() == 1);  // B's ACK of WRITE 1
+  p.filter = nullptr;
+  p.a.qp.on_packet(p.now_ns, to_a[0].hdr, to_a[0].payload);
+  SECTION("polled next: it fails at once") {
+    p.pump();
+    CHECK(p.a.qp.counters().timeouts == 0);
+  }
+  SECTION("the RTO first: it fails on its memory, not on the retry budget the RTO spends") {
+    REQUIRE(p.advance_to_deadline());
+    CHECK(p.a.qp.counters().timeouts == 1);
+  }
+  CHECK(wr_statuses(p.a.drain_cq()) == WcList{{1, WcStatus::kSuccess},
+                                              {2, WcStatus::kLocalProtectionError},
+                                              {3, WcStatus::kWrFlushError}});
+  CHECK(p.a.qp.state() == QpState::kErr);
+  CHECK(p.a.qp.error().status == WcStatus::kLocalProtectionError);
+  for (const auto& pkt : p.a_to_b) CHECK(pkt.hdr.bth.psn != 101);
+}
