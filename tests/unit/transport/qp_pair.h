@@ -182,4 +182,24 @@ inline WcList wr_statuses(const std::vector<Completion>& cs) {
   return out;
 }
 
+// B's packets to A are kept in `held` instead of delivered; A's pass.
+inline void hold_b_to_a(QpPair& p, std::vector<Packet>& held) {
+  p.filter = [&held](bool from_a, Packet& pkt) {
+    if (from_a) return true;
+    held.push_back(pkt);
+    return false;
+  };
+}
+
+// A second region of A's, right after the first (lkey 0x101), and a WR reading its
+// first `len` bytes: the region a test deregisters under a WR in flight.
+inline constexpr uint32_t kSecondLkey = 0x101;
+inline uint32_t add_second_region(QpPair& p) {
+  return p.a.mrs.add(kBase + kMrBytes, 4096, kAllAccess).lkey;  // kSecondLkey
+}
+inline SendWr from_second_region(SendWr wr, uint32_t len) {
+  wr.sge[0] = Sge{kBase + kMrBytes, len, kSecondLkey};
+  return wr;
+}
+
 }  // namespace conduit::transport::test

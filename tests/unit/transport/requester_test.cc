@@ -295,11 +295,7 @@ TEST_CASE("requester: a READ response or atomic result for a deregistered region
     fill(p.b.mem() + 0x4000, 64, 9);
     // B's answer is held back until A's region has changed.
     std::vector<Packet> held;
-    p.filter = [&held](bool from_a, Packet& pkt) {
-      if (from_a) return true;
-      held.push_back(pkt);
-      return false;
-    };
+    hold_b_to_a(p, held);
     const SendWr wr = atomic ? make_atomic(WrOpcode::kFetchAdd, 1, 0x1000, 0x4000, 5)
                              : make_wr(WrOpcode::kRead, 1, 0x1000, 64, 0x4000);
     REQUIRE(p.a.qp.post_send(wr) == Status::kOk);
@@ -382,20 +378,14 @@ TEST_CASE("requester: SEND/WRITE packets are not read from a deregistered region
       CHECK(p.a.qp.state() == QpState::kErr);
     }
     SECTION("a WR behind others waits for them, then fails; nothing after it is sent") {
-      const auto& r1 = p.a.mrs.add(kBase + kMrBytes, 4096, kAllAccess);  // lkey 0x101
-      REQUIRE(r1.lkey == 0x101);
+      REQUIRE(add_second_region(p) == kSecondLkey);
       REQUIRE(p.b.qp.post_recv(make_recv(9, 0x8000, 64)) == Status::kOk);
       REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kWrite, 1, 0, 16, 0x4000)) == Status::kOk);
-      SendWr send = make_wr(WrOpcode::kSend, 2, 0, 16);
-      send.sge[0] = Sge{kBase + kMrBytes, 16, 0x101};
-      REQUIRE(p.a.qp.post_send(send) == Status::kOk);
+      REQUIRE(p.a.qp.post_send(from_second_region(make_wr(WrOpcode::kSend, 2, 0, 16), 16)) ==
+              Status::kOk);
       REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kWrite, 3, 0, 16, 0x5000)) == Status::kOk);
       std::vector<Packet> held;
-      p.filter = [&held](bool from_a, Packet& pkt) {
-        if (from_a) return true;
-        held.push_back(pkt);
-        return false;
-      };
+      hold_b_to_a(p, held);
       TxPacket tx;
       REQUIRE(p.a.qp.poll_tx(p.now_ns, tx));  // the WRITE
       const Packet w1 = copy_packet(tx);
@@ -430,18 +420,13 @@ TEST_CASE("requester: a WR behind the head whose region is gone is looked up onc
     QpAttr attr = default_attr();
     attr.selective_repeat = sr;
     QpPair p(attr);
-    p.a.mrs.add(kBase + kMrBytes, 4096, kAllAccess);  // lkey 0x101
+    REQUIRE(add_second_region(p) == kSecondLkey);
     REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kWrite, 1, 0, 16, 0x4000)) == Status::kOk);
-    SendWr w2 = make_wr(WrOpcode::kWrite, 2, 0, 16, 0x5000);
-    w2.sge[0] = Sge{kBase + kMrBytes, 16, 0x101};
-    REQUIRE(p.a.qp.post_send(w2) == Status::kOk);
+    REQUIRE(p.a.qp.post_send(from_second_region(make_wr(WrOpcode::kWrite, 2, 0, 16, 0x5000), 16)) ==
+            Status::kOk);
     REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kWrite, 3, 0, 16, 0x6000)) == Status::kOk);
     std::vector<Packet> held;
-    p.filter = [&held](bool from_a, Packet& pkt) {
-      if (from_a) return true;
-      held.push_back(pkt);
-      return false;
-    };
+    hold_b_to_a(p, held);
     TxPacket tx;
     REQUIRE(p.a.qp.poll_tx(p.now_ns, tx));  // WRITE 1
     const Packet w1 = copy_packet(tx);
