@@ -41,6 +41,10 @@ const char* cm_type_name(CmType t) {
       return "DREP";
     case CmType::kMra:
       return "MRA";
+    case CmType::kSidrReq:
+      return "SIDR_REQ";
+    case CmType::kSidrRep:
+      return "SIDR_REP";
   }
   return "?";
 }

@@ -303,9 +303,26 @@ void ConnectionManager::on_message(uint64_t now_ns, CmPeer from, const uint8_t* 
   ++counters_.rx_messages;
   if (m.type == CmType::kReq) {
     on_req(now_ns, from, m);
+  } else if (m.type == CmType::kSidrReq) {
+    on_sidr_req(from, m);
   } else {
     on_for_conn(now_ns, from, m);
   }
+}
+
+void ConnectionManager::on_sidr_req(CmPeer from, const CmMessage& m) {
+  // No UD QPs here, so no service id resolves: answer as Linux's ib_cm does when no listener
+  // matches (rdma_cm then reports UNREACHABLE at once instead of after ~65 s of resends).
+  // One reply per request, the same 256-byte MAD, nothing kept: a flood gains nothing in
+  // size and fills no table.
+  ++counters_.sidr_unsupported;
+  CmMessage r;
+  r.type = CmType::kSidrRep;
+  r.dst_conn = m.src_conn;
+  r.service = m.service;
+  r.ib.tid = m.ib.tid;
+  r.ib.sidr_status = kIbSidrUnsupported;
+  emit_message(from, r, 0);
 }
 
 void ConnectionManager::on_req(uint64_t now_ns, CmPeer from, const CmMessage& m) {
@@ -465,7 +482,9 @@ void ConnectionManager::on_for_conn(uint64_t now_ns, CmPeer from, const CmMessag
       }
       return;
     case CmType::kReq:
-      break;  // handled by on_req
+    case CmType::kSidrReq:
+    case CmType::kSidrRep:
+      break;  // handled by on_message (a SIDR_REP never parses: we send no SIDR_REQ)
   }
   (void)now_ns;
 }

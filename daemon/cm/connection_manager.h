@@ -15,6 +15,9 @@
 // max_retries times; then the connection fails with RejectReason::kTimeout.
 // Duplicates are answered again (a REP for a repeated REQ, an RTU for a
 // repeated REP, a DREP for any DREQ) and never create a second connection.
+// IB CM only: a SIDR_REQ (service id resolution for a UD QP, which conduit does
+// not have) is answered with SIDR_REP 'unsupported', one per request and no
+// state kept.
 // PMTU is the smaller of the two offers (over the IB CM the REQ's: the REP
 // cannot name another), capabilities the common ones.
 //
@@ -120,6 +123,7 @@ struct CmCounters {
   uint64_t rejected_sent = 0;
   uint64_t rejected_received = 0;
   uint64_t requests_over_cap = 0;  // REQs refused by max_pending_per_addr / _requests
+  uint64_t sidr_unsupported = 0;   // IB CM: SIDR_REQs answered 'unsupported' (no UD QPs)
 };
 
 class ConnectionManager {
@@ -213,6 +217,7 @@ class ConnectionManager {
   // A request leaves kRequestPending (answered or gone): its pending counts drop.
   void end_pending(const Conn& c);
   void on_req(uint64_t now_ns, CmPeer from, const CmMessage& m);
+  void on_sidr_req(CmPeer from, const CmMessage& m);
   void on_for_conn(uint64_t now_ns, CmPeer from, const CmMessage& m);
 
   CmConfig cfg_;

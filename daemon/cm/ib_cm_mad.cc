@@ -248,8 +248,13 @@ CmParseError parse_ib_cm_mad(const uint8_t* data, size_t len, CmMessage& out) {
       out.ib.mra_message = b[8] >> 6;
       out.ib.mra_timeout = b[9] >> 3;
       return out.dst_conn == 0 ? CmParseError::kBadConnId : CmParseError::kOk;
-    case kAttrClassPortInfo:
     case kAttrSidrReq:
+      // Any request id: Linux's are a random operand xor an index, 0 included.
+      out.type = CmType::kSidrReq;
+      out.src_conn = get32(b + 0);
+      out.service = get64(b + 8);
+      return CmParseError::kOk;
+    case kAttrClassPortInfo:
     case kAttrSidrRep:
     case kAttrLap:
     case kAttrApr:
@@ -359,6 +364,18 @@ size_t build_ib_cm_mad(const CmMessage& m, const IbCmBuildContext& ctx, uint8_t*
     case CmType::kDrep:
       put16(out + 16, kAttrDrep);
       put32(b + 4, m.dst_conn);
+      break;
+    case CmType::kSidrReq:
+      put16(out + 16, kAttrSidrReq);
+      put16(b + 4, 0xFFFF);  // the default P_Key
+      put64(b + 8, m.service);
+      break;
+    case CmType::kSidrRep:
+      // QPN, Q_Key and additional information stay 0: conduit only ever refuses.
+      put16(out + 16, kAttrSidrRep);
+      put32(b + 0, m.dst_conn);  // the request id it answers
+      b[4] = m.ib.sidr_status;
+      put64(b + 12, m.service);
       break;
     case CmType::kMra:
       put16(out + 16, kAttrMra);

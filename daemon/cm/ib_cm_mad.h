@@ -10,8 +10,9 @@
 // MAD header (24 bytes): base version 1, class 0x07, class version 2, method
 // 0x03, status 0, class-specific 0, transaction id (8), attribute id (REQ
 // 0x0010, MRA 0x0011, REJ 0x0012, REP 0x0013, RTU 0x0014, DREQ 0x0015, DREP
-// 0x0016), reserved, attribute modifier. The message body starts at byte 24;
-// the offsets below are from there, bit fields from the most significant bit.
+// 0x0016, SIDR_REQ 0x0017, SIDR_REP 0x0018), reserved, attribute modifier. The
+// message body starts at byte 24; the offsets below are from there, bit fields
+// from the most significant bit.
 //
 //   REQ  0 local comm id | 8 service id | 16 local CA GUID | 28 Q_Key |
 //        32 local QPN (24) + responder resources | 36 local EECN + initiator
@@ -33,6 +34,13 @@
 //        9 service timeout (5) | 10 private data
 //   RTU, DREP  0 local comm id | 4 remote comm id | 8 private data
 //   DREQ       0 local comm id | 4 remote comm id | 8 remote QPN (24) | 12 private data
+//   SIDR_REQ   0 request id | 4 P_Key | 8 service id | 16 private data (216)
+//   SIDR_REP   0 request id | 4 status | 5 additional info length | 8 QPN (24) |
+//              12 service id | 20 Q_Key | 24 additional info (72) | 96 private data (136)
+//
+// SIDR resolves a service id to a UD QP (rdma_cm's UDP and IPoIB port spaces). conduit
+// has no UD QPs: every SIDR_REQ is answered with status 'unsupported', as Linux's ib_cm
+// answers one that no listener matches.
 //
 // rdma_cm maps its TCP port space to service ids 0x0000000001060000 + port
 // (its IB port space to 0x00000000013F0000 + port) and starts a REQ's private
@@ -76,6 +84,11 @@ enum IbRejCode : uint16_t {
   kIbRejInsufficientRespResources = 27,
   kIbRejConsumerDefined = 28,
 };
+// SIDR_REP status (Table 120; Linux's ib_cm_sidr_status).
+enum IbSidrStatus : uint8_t {
+  kIbSidrSuccess = 0,
+  kIbSidrUnsupported = 1,  // no service by that id here
+};
 // The message a REJ rejects or an MRA acknowledges (REJ's "message rejected",
 // MRA's "message MRAed").
 enum IbCmMsg : uint8_t {
@@ -90,6 +103,8 @@ uint16_t ib_rej_code_for(RejectReason r);
 // bytes ignored). REQ: m.service is the listener's service (the rdma_cm port
 // or the raw service id), m.params the requester's QP (caps 0: no selective
 // repeat over the IB CM). REP: m.params.pmtu_bytes is 0 (a REP carries none).
+// SIDR_REQ: m.service is the raw service id. A SIDR_REP is kUnsupported: we
+// send no SIDR_REQ, so any is unsolicited.
 CmParseError parse_ib_cm_mad(const uint8_t* data, size_t len, CmMessage& out);
 
 // What build_ib_cm_mad needs beyond the message: both ends' addresses (GIDs

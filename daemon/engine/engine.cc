@@ -925,6 +925,7 @@ void Engine::fill_snapshot(control::CounterSnapshot& out) const {
   out.add("cm.rejects_sent", k.rejected_sent);
   out.add("cm.rejects_received", k.rejected_received);
   out.add("cm.requests_over_cap", k.requests_over_cap);
+  out.add("cm.sidr_unsupported", k.sidr_unsupported);
 
   // The device's own view (rx_missed: its RX ring overflowed before we polled).
   const dpdk::PortStats ps = port_.stats();

@@ -349,7 +349,7 @@ TEST_CASE("ib_cm: bad MADs are refused with a reason", "[cm][ib]") {
     CHECK(parse(b) == CmParseError::kBadClass);
   }
   auto b = req;
-  b[17] = 0x17;  // SIDR_REQ
+  b[17] = 0x18;  // SIDR_REP: we send no SIDR_REQ
   CHECK(parse(b) == CmParseError::kUnsupported);
   b[17] = 0x19;  // LAP
   CHECK(parse(b) == CmParseError::kUnsupported);
@@ -883,4 +883,77 @@ TEST_CASE("ib_cm: Linux's REJ(timeout) without our id ends the request it names"
     rej[24 + 11] = kIbRejConsumerDefined;
     CHECK(parse_ib_cm_mad(rej.data(), rej.size(), m) == CmParseError::kBadConnId);
   }
+}
+
+namespace {
+
+// A MAD's big-endian fields, read at IBTA offsets (independent of the codec under test).
+uint32_t be32_at(const std::vector<uint8_t>& b, size_t off) {
+  return uint32_t{b[off]} << 24 | uint32_t{b[off + 1]} << 16 | uint32_t{b[off + 2]} << 8 |
+         b[off + 3];
+}
+uint64_t be64_at(const std::vector<uint8_t>& b, size_t off) {
+  return uint64_t{be32_at(b, off)} << 32 | be32_at(b, off + 4);
+}
+uint16_t attr_of(const std::vector<uint8_t>& mad) {
+  return static_cast<uint16_t>(mad[16] << 8 | mad[17]);
+}
+
+// A SIDR_REQ as Linux's rdma_cm sends it to resolve a UDP port (cma_resolve_ib_udp): request
+// id 0x12345678, TID 0x0000000712345678, service id RDMA_PS_UDP << 16 | 7174, then rdma_cm's
+// header (198.18.0.1:0x9000 -> 198.18.0.2).
+const std::string kSidrReq =
+    "01070203000000000000000712345678001700000000000012345678ffff00000000000001111c06"
+    "00409000000000000000000000000000c6120001000000000000000000000000c6120002";
+
+}  // namespace
+
+TEST_CASE("ib_cm: a SIDR_REQ gets one SIDR_REP 'unsupported' per request, ids and TID echoed",
+          "[cm][ib]") {
+  // Without an answer rdma_cm retries its SIDR_REQ for about 65 s. conduit has no UD QPs, so
+  // no service resolves here: it answers as Linux's ib_cm does when no listener matches the
+  // service id, with status 1 (IB_SIDR_UNSUPPORTED). An RC listener on the same port number
+  // does not change that (rdma_cm's UDP port space is another service id).
+  IbPair n;
+  REQUIRE(n.b.listen(7174, 22) == 0);
+  const std::vector<uint8_t> req = mad_from_hex(kSidrReq);
+  for (int i = 0; i < 2; ++i) {
+    INFO("request " << i << " (the second a retry)");
+    n.b.on_message(n.now, IbPair::kA, req.data(), req.size());
+    const std::vector<CmAction> out = drain(n.b);
+    REQUIRE(out.size() == 1);  // one reply per request, and no request for the listener
+    REQUIRE(out[0].kind == CmAction::Kind::kSend);
+    CHECK(out[0].peer == IbPair::kA);
+    REQUIRE(out[0].len == kMadBytes);  // no larger than the request
+    const std::vector<uint8_t> rep(out[0].bytes.begin(), out[0].bytes.begin() + out[0].len);
+    CHECK(rep[0] == 1);  // base version, CM class 2, Send
+    CHECK(rep[1] == kMgmtClassCm);
+    CHECK(rep[2] == 2);
+    CHECK(rep[3] == kMadMethodSend);
+    CHECK(be32_at(rep, 4) == 0);                      // status, class specific
+    CHECK(be64_at(rep, 8) == 0x0000000712345678ull);  // the request's TID
+    CHECK(attr_of(rep) == 0x0018);                    // SIDR_REP
+    // IBTA Table 120: request id, status, additional info length, QPN, service id, Q_Key.
+    CHECK(be32_at(rep, 24 + 0) == 0x12345678u);
+    CHECK(rep[24 + 4] == 1);
+    CHECK(rep[24 + 5] == 0);
+    CHECK(be32_at(rep, 24 + 8) == 0);
+    CHECK(be64_at(rep, 24 + 12) == 0x0000000001111c06ull);
+    CHECK(be32_at(rep, 24 + 20) == 0);
+    CHECK(std::all_of(rep.begin() + 24 + 24, rep.end(), [](uint8_t b) { return b == 0; }));
+  }
+  // IPoIB's port space too; nothing is kept per request.
+  std::vector<uint8_t> ipoib = req;
+  ipoib[24 + 12] = 0x00;
+  ipoib[24 + 13] = 0x02;
+  n.b.on_message(n.now, IbPair::kA, ipoib.data(), ipoib.size());
+  const auto reps = mads(drain(n.b), 0x18);
+  REQUIRE(reps.size() == 1);
+  CHECK(reps[0][24 + 4] == 1);
+  CHECK(be64_at(reps[0], 24 + 12) == 0x0000000000021c06ull);
+  CHECK(n.b.connection_count() == 0);
+  CHECK(n.b.counters().rx_malformed == 0);
+  CHECK(n.b.counters().rx_unsupported == 0);
+  CHECK(n.b.counters().sidr_unsupported == 3);
+  CHECK(n.b.counters().tx_messages == 3);
 }
