@@ -45,6 +45,10 @@ const char* cm_type_name(CmType t) {
       return "SIDR_REQ";
     case CmType::kSidrRep:
       return "SIDR_REP";
+    case CmType::kLap:
+      return "LAP";
+    case CmType::kApr:
+      return "APR";
   }
   return "?";
 }

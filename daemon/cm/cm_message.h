@@ -52,7 +52,7 @@ inline constexpr size_t kMaxMessageBytes = kHeaderBytes + kParamsBytes + kMaxPri
 inline constexpr uint16_t kCapSelectiveRepeat = 1u << 0;
 inline constexpr uint16_t kKnownCaps = kCapSelectiveRepeat;
 
-// kMra and the SIDR messages exist in the IB CM only (ib_cm_mad.h): the native codec
+// kMra, the SIDR messages, LAP and APR exist in the IB CM only (ib_cm_mad.h): the native codec
 // refuses them.
 enum class CmType : uint8_t {
   kReq = 1,
@@ -64,6 +64,8 @@ enum class CmType : uint8_t {
   kMra = 7,
   kSidrReq = 8,  // service id resolution (UD): src_conn is the request id, service the id
   kSidrRep = 9,  // dst_conn is the request id it answers
+  kLap = 10,     // load alternate path (its path is not parsed)
+  kApr = 11,     // alternate path response
 };
 const char* cm_type_name(CmType t);
 
@@ -129,6 +131,7 @@ struct IbCmFields {
   uint8_t mra_message = 0;
   uint8_t mra_timeout = 0;
   uint8_t sidr_status = 0;  // SIDR_REP: IbSidrStatus
+  uint8_t apr_status = 0;   // APR: IbAprStatus
 };
 
 struct CmMessage {
@@ -155,7 +158,7 @@ enum class CmParseError : uint8_t {
   kBadConnId,    // src_conn 0 (but in a REJ), or dst_conn set in a REQ / missing elsewhere
   kBadField,     // qpn/psn beyond 24 bits, PMTU, caps, timers, private_len, reason, reserved
   kBadClass,     // IB CM: not a MAD of the CM class, version 2, method Send
-  kUnsupported,  // IB CM: a valid MAD conduit does not act on (LAP, APR, SIDR_REP, UC/XRC...)
+  kUnsupported,  // IB CM: a valid MAD conduit does not act on (APR, SIDR_REP, UC/XRC...)
 };
 const char* cm_parse_error_name(CmParseError e);
 

@@ -481,10 +481,27 @@ void ConnectionManager::on_for_conn(uint64_t now_ns, CmPeer from, const CmMessag
         ++counters_.rx_unexpected;
       }
       return;
+    case CmType::kLap:
+      // No alternate paths here. Answer for a connection the peer may migrate (as IBTA
+      // says; Linux's ib_cm takes LAPs only when established too), or it resends its LAP.
+      if (c.state == State::kEstablished) {
+        ++counters_.lap_unsupported;
+        CmMessage r;
+        r.type = CmType::kApr;
+        r.src_conn = id;
+        r.dst_conn = c.remote_conn;
+        r.ib.tid = m.ib.tid;
+        r.ib.apr_status = kIbAprUnsupported;
+        emit_message(c.peer, r, 0);
+      } else {
+        ++counters_.rx_unexpected;
+      }
+      return;
     case CmType::kReq:
     case CmType::kSidrReq:
     case CmType::kSidrRep:
-      break;  // handled by on_message (a SIDR_REP never parses: we send no SIDR_REQ)
+    case CmType::kApr:
+      break;  // handled by on_message (SIDR_REP and APR never parse: we send no SIDR_REQ, LAP)
   }
   (void)now_ns;
 }

@@ -17,7 +17,9 @@
 // repeated REP, a DREP for any DREQ) and never create a second connection.
 // IB CM only: a SIDR_REQ (service id resolution for a UD QP, which conduit does
 // not have) is answered with SIDR_REP 'unsupported', one per request and no
-// state kept.
+// state kept; a LAP (load an alternate path) for an established connection with
+// APR 'unsupported', the connection left as it is (a LAP for no connection of
+// ours is dropped).
 // PMTU is the smaller of the two offers (over the IB CM the REQ's: the REP
 // cannot name another), capabilities the common ones.
 //
@@ -112,7 +114,7 @@ struct CmAction {
 struct CmCounters {
   uint64_t rx_messages = 0;
   uint64_t rx_malformed = 0;     // parse_cm_message / parse_ib_cm_mad refused it
-  uint64_t rx_unsupported = 0;   // a valid IB CM MAD conduit does not act on (LAP, SIDR...)
+  uint64_t rx_unsupported = 0;   // a valid IB CM MAD conduit does not act on (APR, SIDR_REP...)
   uint64_t mra_received = 0;     // IB CM: a peer asked us to wait longer for its answer
   uint64_t rx_unknown_conn = 0;  // dst_conn not ours, or from another peer
   uint64_t rx_unexpected = 0;    // valid but not in this state (ignored)
@@ -124,6 +126,7 @@ struct CmCounters {
   uint64_t rejected_received = 0;
   uint64_t requests_over_cap = 0;  // REQs refused by max_pending_per_addr / _requests
   uint64_t sidr_unsupported = 0;   // IB CM: SIDR_REQs answered 'unsupported' (no UD QPs)
+  uint64_t lap_unsupported = 0;    // IB CM: LAPs answered with APR 'unsupported'
 };
 
 class ConnectionManager {

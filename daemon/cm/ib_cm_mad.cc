@@ -254,9 +254,13 @@ CmParseError parse_ib_cm_mad(const uint8_t* data, size_t len, CmMessage& out) {
       out.src_conn = get32(b + 0);
       out.service = get64(b + 8);
       return CmParseError::kOk;
+    case kAttrLap:
+      out.type = CmType::kLap;
+      out.src_conn = get32(b + 0);
+      out.dst_conn = get32(b + 4);
+      return out.src_conn == 0 || out.dst_conn == 0 ? CmParseError::kBadConnId : CmParseError::kOk;
     case kAttrClassPortInfo:
     case kAttrSidrRep:
-    case kAttrLap:
     case kAttrApr:
       return CmParseError::kUnsupported;
     default:
@@ -376,6 +380,17 @@ size_t build_ib_cm_mad(const CmMessage& m, const IbCmBuildContext& ctx, uint8_t*
       put32(b + 0, m.dst_conn);  // the request id it answers
       b[4] = m.ib.sidr_status;
       put64(b + 12, m.service);
+      break;
+    case CmType::kLap:
+      // The ids and the peer's QPN; no alternate path (conduit never asks for one).
+      put16(out + 16, kAttrLap);
+      put32(b + 4, m.dst_conn);
+      put24(b + 12, ctx.peer_qpn);
+      break;
+    case CmType::kApr:
+      put16(out + 16, kAttrApr);
+      put32(b + 4, m.dst_conn);
+      b[9] = m.ib.apr_status;
       break;
     case CmType::kMra:
       put16(out + 16, kAttrMra);

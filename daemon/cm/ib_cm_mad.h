@@ -10,7 +10,8 @@
 // MAD header (24 bytes): base version 1, class 0x07, class version 2, method
 // 0x03, status 0, class-specific 0, transaction id (8), attribute id (REQ
 // 0x0010, MRA 0x0011, REJ 0x0012, REP 0x0013, RTU 0x0014, DREQ 0x0015, DREP
-// 0x0016, SIDR_REQ 0x0017, SIDR_REP 0x0018), reserved, attribute modifier. The
+// 0x0016, SIDR_REQ 0x0017, SIDR_REP 0x0018, LAP 0x0019, APR 0x001A), reserved,
+// attribute modifier. The
 // message body starts at byte 24; the offsets below are from there, bit fields
 // from the most significant bit.
 //
@@ -37,10 +38,17 @@
 //   SIDR_REQ   0 request id | 4 P_Key | 8 service id | 16 private data (216)
 //   SIDR_REP   0 request id | 4 status | 5 additional info length | 8 QPN (24) |
 //              12 service id | 20 Q_Key | 24 additional info (72) | 96 private data (136)
+//   LAP        0 local comm id | 4 remote comm id | 12 remote QPN (24) + remote CM response
+//              timeout (5) | 20 alternate path (44) | 64 private data (168)
+//   APR        0 local comm id | 4 remote comm id | 8 additional info length | 9 AP status |
+//              12 additional info (72) | 84 private data (148)
 //
 // SIDR resolves a service id to a UD QP (rdma_cm's UDP and IPoIB port spaces). conduit
 // has no UD QPs: every SIDR_REQ is answered with status 'unsupported', as Linux's ib_cm
-// answers one that no listener matches.
+// answers one that no listener matches. Nor does it run alternate paths: a LAP
+// for an established connection is answered with APR 'unsupported' (IBTA's
+// answer; Linux's own ib_cm drops LAP and APR on RoCE ports, and has not sent a
+// LAP since ib_send_cm_lap was removed).
 //
 // rdma_cm maps its TCP port space to service ids 0x0000000001060000 + port
 // (its IB port space to 0x00000000013F0000 + port) and starts a REQ's private
@@ -89,6 +97,11 @@ enum IbSidrStatus : uint8_t {
   kIbSidrSuccess = 0,
   kIbSidrUnsupported = 1,  // no service by that id here
 };
+// APR AP status (Table 116; Linux's ib_cm_apr_status).
+enum IbAprStatus : uint8_t {
+  kIbAprSuccess = 0,
+  kIbAprUnsupported = 2,  // alternate paths are not supported
+};
 // The message a REJ rejects or an MRA acknowledges (REJ's "message rejected",
 // MRA's "message MRAed").
 enum IbCmMsg : uint8_t {
@@ -103,8 +116,8 @@ uint16_t ib_rej_code_for(RejectReason r);
 // bytes ignored). REQ: m.service is the listener's service (the rdma_cm port
 // or the raw service id), m.params the requester's QP (caps 0: no selective
 // repeat over the IB CM). REP: m.params.pmtu_bytes is 0 (a REP carries none).
-// SIDR_REQ: m.service is the raw service id. A SIDR_REP is kUnsupported: we
-// send no SIDR_REQ, so any is unsolicited.
+// SIDR_REQ: m.service is the raw service id. LAP: the ids only. A SIDR_REP or
+// an APR is kUnsupported: we send no SIDR_REQ or LAP, so any is unsolicited.
 CmParseError parse_ib_cm_mad(const uint8_t* data, size_t len, CmMessage& out);
 
 // What build_ib_cm_mad needs beyond the message: both ends' addresses (GIDs

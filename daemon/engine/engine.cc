@@ -926,6 +926,7 @@ void Engine::fill_snapshot(control::CounterSnapshot& out) const {
   out.add("cm.rejects_received", k.rejected_received);
   out.add("cm.requests_over_cap", k.requests_over_cap);
   out.add("cm.sidr_unsupported", k.sidr_unsupported);
+  out.add("cm.lap_unsupported", k.lap_unsupported);
 
   // The device's own view (rx_missed: its RX ring overflowed before we polled).
   const dpdk::PortStats ps = port_.stats();

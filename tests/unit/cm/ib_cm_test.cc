@@ -351,7 +351,7 @@ TEST_CASE("ib_cm: bad MADs are refused with a reason", "[cm][ib]") {
   auto b = req;
   b[17] = 0x18;  // SIDR_REP: we send no SIDR_REQ
   CHECK(parse(b) == CmParseError::kUnsupported);
-  b[17] = 0x19;  // LAP
+  b[17] = 0x1A;  // APR: we send no LAP
   CHECK(parse(b) == CmParseError::kUnsupported);
   b[17] = 0x77;
   CHECK(parse(b) == CmParseError::kBadType);
@@ -619,12 +619,12 @@ TEST_CASE("ib_cm: refusals reach the requester with their reason", "[cm][ib]") {
   CHECK(n.a.connect(n.now, 11, IbPair::kB, 7471, ib_params(0x12, 1, 1, 1), priv.data(), 57) ==
         -EINVAL);
   CHECK(n.a.connect(n.now, 11, IbPair::kB, 7471, ib_params(0x12, 1, 1, 1), priv.data(), 56) > 0);
-  // A MAD of another class, or a LAP, is counted, not acted on.
+  // A MAD of another class, or an APR (we send no LAP), is counted, not acted on.
   std::vector<uint8_t> mad = mad_from_hex(kKernelRtu);
   mad[1] = 0x03;  // SA class
   n.b.on_message(n.now, IbPair::kA, mad.data(), mad.size());
   mad[1] = kMgmtClassCm;
-  mad[17] = 0x19;  // LAP
+  mad[17] = 0x1A;  // APR
   n.b.on_message(n.now, IbPair::kA, mad.data(), mad.size());
   CHECK(n.b.counters().rx_malformed == 1);
   CHECK(n.b.counters().rx_unsupported == 1);
@@ -906,6 +906,26 @@ const std::string kSidrReq =
     "01070203000000000000000712345678001700000000000012345678ffff00000000000001111c06"
     "00409000000000000000000000000000c6120001000000000000000000000000c6120002";
 
+// One established IB connection between A (active, QP 0x10) and B (QP 0x20).
+struct Connected {
+  uint32_t a_conn = 0;
+  uint32_t b_conn = 0;
+};
+Connected connect_pair(IbPair& n) {
+  REQUIRE(n.b.listen(7471, 22) == 0);
+  const int64_t a_conn = n.a.connect(n.now, 11, IbPair::kB, 7471, ib_params(0x10, 1, 1, 1));
+  REQUIRE(a_conn > 0);
+  n.run();
+  const CmAction* req = n.last(n.events_b, CmAction::Kind::kRequest);
+  REQUIRE(req != nullptr);
+  const uint32_t b_conn = req->conn;
+  REQUIRE(n.b.accept(n.now, 22, b_conn, ib_params(0x20, 2, 1, 1)) == 0);
+  n.run();
+  REQUIRE(n.last(n.events_a, CmAction::Kind::kEstablished) != nullptr);
+  REQUIRE(n.last(n.events_b, CmAction::Kind::kEstablished) != nullptr);
+  return {static_cast<uint32_t>(a_conn), b_conn};
+}
+
 }  // namespace
 
 TEST_CASE("ib_cm: a SIDR_REQ gets one SIDR_REP 'unsupported' per request, ids and TID echoed",
@@ -956,4 +976,65 @@ TEST_CASE("ib_cm: a SIDR_REQ gets one SIDR_REP 'unsupported' per request, ids an
   CHECK(n.b.counters().rx_unsupported == 0);
   CHECK(n.b.counters().sidr_unsupported == 3);
   CHECK(n.b.counters().tx_messages == 3);
+}
+
+TEST_CASE("ib_cm: a LAP for an established connection gets APR 'unsupported'; others dropped",
+          "[cm][ib]") {
+  // conduit runs no alternate paths. A LAP (IBTA Table 115) for a connection it has is answered
+  // with APR status 2 (IB_CM_APR_UNSUPPORTED), its TID echoed, and the connection stays up.
+  IbPair n;
+  const Connected c = connect_pair(n);
+  std::vector<uint8_t> lap(kMadBytes, 0);
+  lap[0] = 1;
+  lap[1] = kMgmtClassCm;
+  lap[2] = 2;
+  lap[3] = kMadMethodSend;
+  const uint64_t tid = 0x0000000a0000beefull;
+  for (int i = 0; i < 8; ++i) lap[8 + i] = static_cast<uint8_t>(tid >> (56 - 8 * i));
+  lap[17] = 0x19;
+  auto put32_at = [](std::vector<uint8_t>& mad, size_t off, uint32_t v) {
+    for (int i = 0; i < 4; ++i) mad[off + i] = static_cast<uint8_t>(v >> (24 - 8 * i));
+  };
+  put32_at(lap, 24 + 0, c.a_conn);                // local comm id: the sender's
+  put32_at(lap, 24 + 4, c.b_conn);                // remote comm id: ours
+  put32_at(lap, 24 + 12, 0x20u << 8 | 20u << 3);  // remote QPN (B's) + CM response timeout
+  lap[24 + 24 + 15] = 0x11;                       // an alternate path's GIDs
+  lap[24 + 40 + 15] = 0x22;
+  n.b.on_message(n.now, IbPair::kA, lap.data(), lap.size());
+  std::vector<CmAction> out = drain(n.b);
+  const auto aprs = mads(out, 0x1A);
+  REQUIRE(aprs.size() == 1);
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].peer == IbPair::kA);
+  CHECK(be64_at(aprs[0], 8) == tid);
+  // IBTA Table 116: local comm id (ours), remote comm id (theirs), info length, AP status.
+  CHECK(be32_at(aprs[0], 24 + 0) == c.b_conn);
+  CHECK(be32_at(aprs[0], 24 + 4) == c.a_conn);
+  CHECK(aprs[0][24 + 8] == 0);
+  CHECK(aprs[0][24 + 9] == 2);
+  CHECK(n.b.connection_count() == 1);
+  CHECK(n.last(n.events_b, CmAction::Kind::kDisconnected) == nullptr);
+  // A LAP for a connection we do not have, or from another peer, is dropped and counted.
+  const uint64_t unknown = n.b.counters().rx_unknown_conn;
+  std::vector<uint8_t> stray = lap;
+  stray[24 + 7] ^= 0x40;  // another remote comm id
+  n.b.on_message(n.now, IbPair::kA, stray.data(), stray.size());
+  const CmPeer other{cm_addr_v4(0xC6120009), 0, true};
+  n.b.on_message(n.now, other, lap.data(), lap.size());
+  CHECK(drain(n.b).empty());
+  CHECK(n.b.counters().rx_unknown_conn == unknown + 2);
+  CHECK(n.b.counters().lap_unsupported == 1);
+  CHECK(n.b.counters().rx_unsupported == 0);
+  // Before the connection is established there is no path to migrate: nothing is sent.
+  IbPair p;
+  REQUIRE(p.b.listen(7471, 22) == 0);
+  REQUIRE(p.a.connect(p.now, 11, IbPair::kB, 7471, ib_params(0x10, 1, 1, 1)) > 0);
+  p.run();
+  const CmAction* req = p.last(p.events_b, CmAction::Kind::kRequest);
+  REQUIRE(req != nullptr);
+  std::vector<uint8_t> early = lap;
+  put32_at(early, 24 + 4, req->conn);  // A's comm id is the same (both pairs start at 0x1000)
+  p.b.on_message(p.now, IbPair::kA, early.data(), early.size());
+  CHECK(mads(drain(p.b), 0x1A).empty());
+  CHECK(p.b.counters().rx_unexpected == 1);
 }
