@@ -442,7 +442,12 @@ void ConnectionManager::on_for_conn(uint64_t now_ns, CmPeer from, const CmMessag
           c.state == State::kRequestPending) {
         fail(id, c, m.reason, true);
       } else {
-        ++counters_.rx_unexpected;
+        // Established here on the REP, but the peer gave up before our RTU reached it (its
+        // owner went away in its kRepSent): its QP is gone, so is the connection. Linux's
+        // ib_cm takes a REJ in ESTABLISHED and DREQ_SENT the same way (timewait).
+        ++counters_.rejected_received;
+        if (c.report) emit(event(CmAction::Kind::kDisconnected, id, c));
+        erase(it);
       }
       return;
     case CmType::kDreq:

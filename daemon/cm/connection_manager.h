@@ -20,6 +20,9 @@
 // state kept; a LAP (load an alternate path) for an established connection with
 // APR 'unsupported', the connection left as it is (a LAP for no connection of
 // ours is dropped).
+// A REJ ends a connection in any state: one already established here (the
+// peer gave up after its REP, before our RTU reached it) is reported as
+// kDisconnected.
 // PMTU is the smaller of the two offers (over the IB CM the REQ's: the REP
 // cannot name another), capabilities the common ones.
 //

@@ -533,3 +533,25 @@ TEST_CASE("pending requests are capped per source address and in total") {
   CHECK(total == 2048);
   CHECK(b.connection_count() == 2048 + 1);  // and the accepted one
 }
+
+TEST_CASE("a REJ for a connection the active side took as established ends it") {
+  // B accepts, then gives up before A's RTU arrives (its QP failed: the engine calls
+  // disconnect() in kRepSent, which sends REJ). A established on the REP; without this it would
+  // stay connected to a QP that is gone.
+  Net n;
+  REQUIRE(n.b.listen(42, kOwnerB) == 0);
+  n.filter = [](bool to_b, const CmAction& a) {
+    return !(to_b && a.bytes[5] == static_cast<uint8_t>(CmType::kRtu));
+  };
+  const int64_t id = n.a.connect(n.now, kOwnerA, kB, 42, params(100));
+  REQUIRE(id > 0);
+  n.run();
+  n.accept_all();
+  REQUIRE(Net::count(n.events_a, CmAction::Kind::kEstablished) == 1);
+  const uint32_t conn_b = Net::find(n.events_b, CmAction::Kind::kRequest)->conn;
+  REQUIRE(n.b.disconnect(n.now, kOwnerB, conn_b) == 0);
+  n.run();
+  CHECK(Net::count(n.events_a, CmAction::Kind::kDisconnected) == 1);
+  CHECK(n.a.connection_count() == 0);
+  CHECK(n.b.connection_count() == 0);
+}

@@ -1038,3 +1038,33 @@ TEST_CASE("ib_cm: a LAP for an established connection gets APR 'unsupported'; ot
   CHECK(mads(drain(p.b), 0x1A).empty());
   CHECK(p.b.counters().rx_unexpected == 1);
 }
+
+TEST_CASE("ib_cm: a REJ after our RTU ends the connection we took as established", "[cm][ib]") {
+  // The passive side gives up between its REP and our RTU (its application goes away: Linux's
+  // ib_cm then sends REJ(consumer defined, 'other'), as conduit does): the active side,
+  // established on the REP, must not stay connected to a QP that is gone. Linux's cm_rej_handler
+  // enters timewait on it in ESTABLISHED.
+  IbPair n;
+  REQUIRE(n.b.listen(7471, 22) == 0);
+  const int64_t a_conn = n.a.connect(n.now, 11, IbPair::kB, 7471, ib_params(0x10, 1, 1, 1));
+  REQUIRE(a_conn > 0);
+  n.run();
+  const CmAction* req = n.last(n.events_b, CmAction::Kind::kRequest);
+  REQUIRE(req != nullptr);
+  const uint32_t b_conn = req->conn;
+  REQUIRE(n.b.accept(n.now, 22, b_conn, ib_params(0x20, 2, 1, 1)) == 0);
+  const auto reps = mads(drain(n.b), 0x13);
+  REQUIRE(reps.size() == 1);
+  n.a.on_message(n.now, IbPair::kB, reps[0].data(), reps[0].size());
+  std::vector<CmAction> out = drain(n.a);  // kEstablished and the RTU, which is lost
+  REQUIRE(count_kind(out, CmAction::Kind::kEstablished) == 1);
+  REQUIRE(n.b.disconnect(n.now, 22, b_conn) == 0);
+  const auto rejs = mads(drain(n.b), kAttrRej);
+  REQUIRE(rejs.size() == 1);
+  CHECK(rej_message(rejs[0]) == 2);
+  n.a.on_message(n.now, IbPair::kB, rejs[0].data(), rejs[0].size());
+  out = drain(n.a);
+  CHECK(count_kind(out, CmAction::Kind::kDisconnected) == 1);
+  CHECK(n.a.connection_count() == 0);
+  CHECK(n.a.next_deadline_ns() == UINT64_MAX);
+}
