@@ -147,6 +147,10 @@ void ConnectionManager::erase(std::map<uint32_t, Conn>::iterator it) {
   const Conn& c = it->second;
   end_pending(c);
   if (!c.active) by_remote_.erase({c.peer, c.remote_conn});
+  if (c.peer.ib) {
+    auto q = by_remote_qpn_.find({c.peer.addr, c.remote.qpn});
+    if (q != by_remote_qpn_.end() && q->second == it->first) by_remote_qpn_.erase(q);
+  }
   conns_.erase(it);
 }
 
@@ -337,6 +341,22 @@ void ConnectionManager::on_req(uint64_t now_ns, CmPeer from, const CmMessage& m)
     }
     return;
   }
+  if (from.ib) {
+    auto held = by_remote_qpn_.find({from.addr, m.params.qpn});
+    auto old = held == by_remote_qpn_.end() ? conns_.end() : conns_.find(held->second);
+    if (old != conns_.end() && old->second.state == State::kEstablished) {
+      // Its QP is connected here under another comm id: the peer lost that connection
+      // (restarted, or every DREQ/DREP between us was lost) and reuses the QP. As Linux's
+      // cm_match_req: refuse the REQ as stale and end the old connection, which points at a
+      // QP that is no longer its. (Linux also refuses while the old one is still being set
+      // up or torn down; here those end on their own timers and do not block a new request.)
+      ++counters_.stale_requests;
+      send_reply(from, 0, m.src_conn, CmType::kRej, RejectReason::kInvalid, m.ib.tid, 0, kIbMsgReq,
+                 kIbRejStaleConn);
+      disconnect(now_ns, old->second.owner, old->first);
+      return;
+    }
+  }
   auto l = listeners_.find(m.service);
   if (l == listeners_.end()) {
     send_reply(from, 0, m.src_conn, CmType::kRej, RejectReason::kNoListener, m.ib.tid);
@@ -379,6 +399,7 @@ void ConnectionManager::on_req(uint64_t now_ns, CmPeer from, const CmMessage& m)
   }
   c.deadline_ns = now_ns + wait_ns;
   by_remote_[{from, m.src_conn}] = id;
+  if (from.ib) by_remote_qpn_[{from.addr, m.params.qpn}] = id;
   ++pending_by_addr_[from.addr];
   ++pending_total_;
   CmAction a = event(CmAction::Kind::kRequest, id, c);
@@ -414,6 +435,7 @@ void ConnectionManager::on_for_conn(uint64_t now_ns, CmPeer from, const CmMessag
         c.remote_conn = m.src_conn;
         c.remote = m.params;
         if (from.ib) {
+          by_remote_qpn_[{from.addr, c.remote.qpn}] = id;
           c.remote.pmtu_bytes = c.local.pmtu_bytes;
           cap_depths(c.local, c.remote);
           // Our REQ asked the peer to start at local.psn; its REP says where we start.

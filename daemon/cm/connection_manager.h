@@ -20,6 +20,9 @@
 // state kept; a LAP (load an alternate path) for an established connection with
 // APR 'unsupported', the connection left as it is (a LAP for no connection of
 // ours is dropped).
+// IB CM: a REQ from a QP that is in another, established connection here (the
+// peer lost that one and reuses the QP) is refused with REJ 'stale connection'
+// and the old connection is disconnected (DREQ), as Linux's ib_cm does.
 // A REJ ends a connection in any state: one already established here (the
 // peer gave up after its REP, before our RTU reached it) is reported as
 // kDisconnected.
@@ -130,6 +133,7 @@ struct CmCounters {
   uint64_t requests_over_cap = 0;  // REQs refused by max_pending_per_addr / _requests
   uint64_t sidr_unsupported = 0;   // IB CM: SIDR_REQs answered 'unsupported' (no UD QPs)
   uint64_t lap_unsupported = 0;    // IB CM: LAPs answered with APR 'unsupported'
+  uint64_t stale_requests = 0;     // IB CM: REQs from a QP connected here, REJ 'stale'
 };
 
 class ConnectionManager {
@@ -230,7 +234,10 @@ class ConnectionManager {
   uint32_t next_id_;
   std::map<uint32_t, Conn> conns_;                             // by local connection id
   std::map<std::pair<CmPeer, uint32_t>, uint32_t> by_remote_;  // (peer, remote id) -> local id
-  std::map<uint64_t, uint64_t> listeners_;                     // service -> owner
+  // IB CM: (peer address, its QPN) -> the newest connection that QP is in here (passive
+  // from the REQ, active from the REP), for on_req's stale check.
+  std::map<std::pair<CmAddr, uint32_t>, uint32_t> by_remote_qpn_;
+  std::map<uint64_t, uint64_t> listeners_;      // service -> owner
   std::map<CmAddr, uint32_t> pending_by_addr_;  // kRequestPending conns per peer address
   uint32_t pending_total_ = 0;
   // Pending actions from actions_head_ on; the vector keeps its capacity when

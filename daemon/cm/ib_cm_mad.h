@@ -88,6 +88,7 @@ enum IbRejCode : uint16_t {
   kIbRejUnsupported = 5,
   kIbRejInvalidServiceId = 8,
   kIbRejInvalidTransport = 9,
+  kIbRejStaleConn = 10,
   kIbRejInvalidMtu = 26,
   kIbRejInsufficientRespResources = 27,
   kIbRejConsumerDefined = 28,

@@ -927,6 +927,7 @@ void Engine::fill_snapshot(control::CounterSnapshot& out) const {
   out.add("cm.requests_over_cap", k.requests_over_cap);
   out.add("cm.sidr_unsupported", k.sidr_unsupported);
   out.add("cm.lap_unsupported", k.lap_unsupported);
+  out.add("cm.stale_requests", k.stale_requests);
 
   // The device's own view (rx_missed: its RX ring overflowed before we polled).
   const dpdk::PortStats ps = port_.stats();

@@ -1068,3 +1068,44 @@ TEST_CASE("ib_cm: a REJ after our RTU ends the connection we took as established
   CHECK(n.a.connection_count() == 0);
   CHECK(n.a.next_deadline_ns() == UINT64_MAX);
 }
+
+TEST_CASE("ib_cm: a REQ from a QP we hold connected under another comm id: REJ(stale), DREQ",
+          "[cm][ib]") {
+  // The peer's QP 0x10 is connected to our QP 0x20. A new REQ from that QP under another comm
+  // id means the peer lost the old connection (restarted, or our DREP and its DREQs were lost)
+  // and reuses the QP. Linux's cm_match_req answers REJ 'stale connection' (10) to the REQ and
+  // sends DREQ for the old connection; a second connection to the same QP would be wrong.
+  IbPair n;
+  const Connected c = connect_pair(n);
+  const int64_t again = n.a.connect(n.now, 11, IbPair::kB, 7471, ib_params(0x10, 5, 1, 1));
+  REQUIRE(again > 0);
+  const auto reqs = mads(drain(n.a), 0x10);
+  REQUIRE(reqs.size() == 1);
+  n.b.on_message(n.now, IbPair::kA, reqs[0].data(), reqs[0].size());
+  const std::vector<CmAction> out = drain(n.b);
+  CHECK(count_kind(out, CmAction::Kind::kRequest) == 0);
+  const auto rejs = mads(out, kAttrRej);
+  REQUIRE(rejs.size() == 1);
+  CHECK(rej_code(rejs[0]) == 10);
+  CHECK(rej_message(rejs[0]) == 0);                    // it rejects the REQ
+  CHECK(be32_at(rejs[0], 24 + 0) == 0);                // no comm id of ours for it
+  CHECK(be32_at(rejs[0], 24 + 4) == uint32_t(again));  // the new request's
+  CHECK(be64_at(rejs[0], 8) == be64_at(reqs[0], 8));   // its TID
+  const auto dreqs = mads(out, 0x15);
+  REQUIRE(dreqs.size() == 1);
+  CHECK(be32_at(dreqs[0], 24 + 0) == c.b_conn);
+  CHECK(be32_at(dreqs[0], 24 + 4) == c.a_conn);
+  // The requester learns why; the old connection ends on both sides once the DREP is back.
+  n.a.on_message(n.now, IbPair::kB, rejs[0].data(), rejs[0].size());
+  n.a.on_message(n.now, IbPair::kB, dreqs[0].data(), dreqs[0].size());
+  n.run();
+  CHECK(n.last(n.events_a, CmAction::Kind::kRejected) != nullptr);
+  CHECK(n.last(n.events_a, CmAction::Kind::kDisconnected) != nullptr);
+  CHECK(n.last(n.events_b, CmAction::Kind::kDisconnected) != nullptr);
+  CHECK(n.a.connection_count() == 0);
+  CHECK(n.b.connection_count() == 0);
+  // A REQ from another QP of the same host is a new request as before.
+  REQUIRE(n.a.connect(n.now, 11, IbPair::kB, 7471, ib_params(0x11, 5, 1, 1)) > 0);
+  n.run();
+  CHECK(n.b.connection_count() == 1);
+}
