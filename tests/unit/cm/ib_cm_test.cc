@@ -1109,3 +1109,45 @@ TEST_CASE("ib_cm: a REQ from a QP we hold connected under another comm id: REJ(s
   n.run();
   CHECK(n.b.connection_count() == 1);
 }
+
+TEST_CASE("ib_cm: crossing DREQs: each side answers the other's, both owners told once",
+          "[cm][ib]") {
+  // Both ends hang up at once (Linux's ib_cm in DREQ_SENT answers a DREQ too). The DREPs then
+  // find no connection and are counted.
+  IbPair n;
+  const Connected c = connect_pair(n);
+  REQUIRE(n.a.disconnect(n.now, 11, c.a_conn) == 0);
+  REQUIRE(n.b.disconnect(n.now, 22, c.b_conn) == 0);
+  const auto dreq_a = mads(drain(n.a), 0x15);
+  const auto dreq_b = mads(drain(n.b), 0x15);
+  REQUIRE(dreq_a.size() == 1);
+  REQUIRE(dreq_b.size() == 1);
+  n.b.on_message(n.now, IbPair::kA, dreq_a[0].data(), dreq_a[0].size());
+  n.a.on_message(n.now, IbPair::kB, dreq_b[0].data(), dreq_b[0].size());
+  const std::vector<CmAction> out_a = drain(n.a), out_b = drain(n.b);
+  const auto drep_a = mads(out_a, 0x16), drep_b = mads(out_b, 0x16);
+  REQUIRE(drep_a.size() == 1);
+  REQUIRE(drep_b.size() == 1);
+  CHECK(be64_at(drep_a[0], 8) == be64_at(dreq_b[0], 8));  // each echoes the DREQ's TID
+  CHECK(be64_at(drep_b[0], 8) == be64_at(dreq_a[0], 8));
+  CHECK(count_kind(out_a, CmAction::Kind::kDisconnected) == 1);
+  CHECK(count_kind(out_b, CmAction::Kind::kDisconnected) == 1);
+  n.a.on_message(n.now, IbPair::kB, drep_b[0].data(), drep_b[0].size());
+  n.b.on_message(n.now, IbPair::kA, drep_a[0].data(), drep_a[0].size());
+  CHECK(drain(n.a).empty());
+  CHECK(drain(n.b).empty());
+  CHECK(n.a.connection_count() == 0);
+  CHECK(n.b.connection_count() == 0);
+  CHECK(n.a.counters().rx_unknown_conn == 1);
+  CHECK(n.b.counters().rx_unknown_conn == 1);
+  // A DREQ for a connection we never had is answered with a DREP all the same (as Linux's
+  // cm_issue_drep): the ids swapped, the TID echoed.
+  std::vector<uint8_t> lost = dreq_a[0];
+  lost[24 + 7] ^= 0x10;
+  n.b.on_message(n.now, IbPair::kA, lost.data(), lost.size());
+  const auto drep = mads(drain(n.b), 0x16);
+  REQUIRE(drep.size() == 1);
+  CHECK(be32_at(drep[0], 24 + 0) == be32_at(lost, 24 + 4));
+  CHECK(be32_at(drep[0], 24 + 4) == be32_at(lost, 24 + 0));
+  CHECK(be64_at(drep[0], 8) == be64_at(lost, 8));
+}
