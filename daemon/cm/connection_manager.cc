@@ -258,8 +258,12 @@ int ConnectionManager::disconnect(uint64_t now_ns, uint64_t owner, uint32_t conn
       send(c, conn, CmType::kRej, RejectReason::kRefused);
       break;
     case State::kReqSent:
-      // Nothing to tell: the peer's REP (if any) will find no connection and
-      // the peer's REP retries end in a timeout there.
+      // An IB listener is told, as Linux's ib_cm tells it when a REQ is abandoned: REJ
+      // (timeout) with our CA GUID and no remote id, by which it finds and drops the
+      // request rather than let its application accept it into a dead end. A native peer
+      // cannot be (its REJ needs our id there): its request expires, a REP it sends finds
+      // no connection.
+      if (c.peer.ib) send(c, conn, CmType::kRej, RejectReason::kTimeout);
       break;
   }
   erase(it);

@@ -157,8 +157,8 @@ class ConnectionManager {
   int accept(uint64_t now_ns, uint64_t owner, uint32_t conn, const QpParams& local,
              const uint8_t* private_data = nullptr, size_t private_len = 0);
   int reject(uint64_t now_ns, uint64_t owner, uint32_t conn, RejectReason reason);
-  // Ends a connection in any state (an unanswered REQ is abandoned, an
-  // established one sends DREQ). 0 or -ENOENT.
+  // Ends a connection in any state (an unanswered REQ is abandoned: an IB peer
+  // gets REJ(timeout); an established one sends DREQ). 0 or -ENOENT.
   int disconnect(uint64_t now_ns, uint64_t owner, uint32_t conn);
   // The QP parameters a connection agreed on so far (after accept(): what the
   // QP moves to RTR with; the IB CM's PSN convention applied). false: no such conn.

@@ -1151,3 +1151,33 @@ TEST_CASE("ib_cm: crossing DREQs: each side answers the other's, both owners tol
   CHECK(be32_at(drep[0], 24 + 4) == be32_at(lost, 24 + 0));
   CHECK(be64_at(drep[0], 8) == be64_at(lost, 8));
 }
+
+TEST_CASE("ib_cm: abandoning our REQ tells the listener with REJ(timeout), as Linux does",
+          "[cm][ib]") {
+  // Linux's cm_destroy_id in REQ_SENT sends REJ(timeout), its CA GUID as the ARI and no remote
+  // id (it has none yet); the listener finds its request by that GUID and our comm id and
+  // drops it, instead of handing it to its application to accept into a dead end.
+  IbPair n;
+  REQUIRE(n.b.listen(7471, 22) == 0);
+  const int64_t a_conn = n.a.connect(n.now, 11, IbPair::kB, 7471, ib_params(0x10, 1, 1, 1));
+  REQUIRE(a_conn > 0);
+  const auto reqs = mads(drain(n.a), 0x10);
+  REQUIRE(reqs.size() == 1);
+  n.b.on_message(n.now, IbPair::kA, reqs[0].data(), reqs[0].size());
+  REQUIRE(count_kind(drain(n.b), CmAction::Kind::kRequest) == 1);
+  REQUIRE(n.a.disconnect(n.now, 11, static_cast<uint32_t>(a_conn)) == 0);
+  const auto rejs = mads(drain(n.a), kAttrRej);
+  REQUIRE(rejs.size() == 1);
+  CHECK(rej_code(rejs[0]) == kIbRejTimeout);
+  CHECK(rej_message(rejs[0]) == 2);  // Linux's cm_format_rej: 'other' from REQ_SENT
+  CHECK(be32_at(rejs[0], 24 + 0) == uint32_t(a_conn));
+  CHECK(be32_at(rejs[0], 24 + 4) == 0);
+  CHECK(rejs[0][24 + 9] >> 1 == 8);                               // ARI length
+  CHECK(be64_at(rejs[0], 24 + 12) == be64_at(reqs[0], 24 + 16));  // = the REQ's CA GUID
+  CHECK(be64_at(rejs[0], 8) == be64_at(reqs[0], 8));              // the REQ's TID
+  n.b.on_message(n.now, IbPair::kA, rejs[0].data(), rejs[0].size());
+  const std::vector<CmAction> out = drain(n.b);
+  CHECK(count_kind(out, CmAction::Kind::kRejected) == 1);
+  CHECK(n.b.connection_count() == 0);
+  CHECK(n.a.connection_count() == 0);
+}
