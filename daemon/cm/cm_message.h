@@ -158,7 +158,7 @@ enum class CmParseError : uint8_t {
   kBadConnId,    // src_conn 0 (but in a REJ), or dst_conn set in a REQ / missing elsewhere
   kBadField,     // qpn/psn beyond 24 bits, PMTU, caps, timers, private_len, reason, reserved
   kBadClass,     // IB CM: not a MAD of the CM class, version 2, method Send
-  kUnsupported,  // IB CM: a valid MAD conduit does not act on (APR, SIDR_REP, UC/XRC...)
+  kUnsupported,  // IB CM: a valid MAD conduit does not act on (ClassPortInfo, UC/XRC...)
 };
 const char* cm_parse_error_name(CmParseError e);
 

@@ -300,7 +300,9 @@ void ConnectionManager::forget_owner(uint64_t now_ns, uint64_t owner) {
 void ConnectionManager::on_message(uint64_t now_ns, CmPeer from, const uint8_t* data, size_t len) {
   CmMessage m;
   const CmParseError e = from.ib ? parse_ib_cm_mad(data, len, m) : parse_cm_message(data, len, m);
-  if (e == CmParseError::kUnsupported) {
+  // An APR or SIDR_REP answers a LAP or SIDR_REQ, which we never send.
+  if (e == CmParseError::kUnsupported ||
+      (e == CmParseError::kOk && (m.type == CmType::kApr || m.type == CmType::kSidrRep))) {
     ++counters_.rx_unsupported;
     return;
   }
@@ -532,7 +534,7 @@ void ConnectionManager::on_for_conn(uint64_t now_ns, CmPeer from, const CmMessag
     case CmType::kSidrReq:
     case CmType::kSidrRep:
     case CmType::kApr:
-      break;  // handled by on_message (SIDR_REP and APR never parse: we send no SIDR_REQ, LAP)
+      break;  // handled by on_message
   }
   (void)now_ns;
 }

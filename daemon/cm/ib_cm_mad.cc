@@ -259,9 +259,19 @@ CmParseError parse_ib_cm_mad(const uint8_t* data, size_t len, CmMessage& out) {
       out.src_conn = get32(b + 0);
       out.dst_conn = get32(b + 4);
       return out.src_conn == 0 || out.dst_conn == 0 ? CmParseError::kBadConnId : CmParseError::kOk;
-    case kAttrClassPortInfo:
     case kAttrSidrRep:
+      out.type = CmType::kSidrRep;
+      out.dst_conn = get32(b + 0);
+      out.ib.sidr_status = b[4];
+      out.service = get64(b + 12);
+      return CmParseError::kOk;
     case kAttrApr:
+      out.type = CmType::kApr;
+      out.src_conn = get32(b + 0);
+      out.dst_conn = get32(b + 4);
+      out.ib.apr_status = b[9];
+      return out.src_conn == 0 || out.dst_conn == 0 ? CmParseError::kBadConnId : CmParseError::kOk;
+    case kAttrClassPortInfo:
       return CmParseError::kUnsupported;
     default:
       return CmParseError::kBadType;

@@ -92,6 +92,16 @@ SEEDS = {
     + bytes([2]) + ib(5, ib_ids(0x14, 0x4997DBB1, 1))
     + ib(5, ib_ids(0x15, 0x4997DBB1, 1, b"\x00\x00\x16")) + bytes([8, 11, 1, 6, 1, 12, 7, 1])
     + bytes([5, 50]),
+    # rdma_cm resolving UDP port 7174 (SIDR_REQ: answered 'unsupported'); an rdma_cm peer
+    # connects, we accept, its RTU, a LAP (answered APR 'unsupported'), a REQ from the same QP
+    # under another comm id (stale: REJ, DREQ); we connect to an rdma_cm port and abandon it.
+    "ib_sidr_lap_stale": ib(1, mad(0x17, struct.pack(">IHHQ", 0x12345678, 0xFFFF, 0,
+                                                     0x01110000 | 7174)))
+    + ib(1, ib_req(0x38D4E3E, 1, 0x11, 0x998787)) + bytes([2])
+    + ib(1, ib_ids(0x14, 0x38D4E3E, 1))
+    + ib(1, ib_ids(0x19, 0x38D4E3E, 1, bytes(4) + b"\x00\x01\xf4\xa0"))
+    + ib(1, ib_req(0x38D4E3F, 1, 0x11, 0x1234))
+    + bytes([8, 10, 1, 1, 4, 0]) + bytes([5, 50]),
 }
 
 os.makedirs("seeds/cm_session", exist_ok=True)

@@ -349,10 +349,12 @@ TEST_CASE("ib_cm: bad MADs are refused with a reason", "[cm][ib]") {
     CHECK(parse(b) == CmParseError::kBadClass);
   }
   auto b = req;
-  b[17] = 0x18;  // SIDR_REP: we send no SIDR_REQ
+  b[17] = 0x01;  // ClassPortInfo
   CHECK(parse(b) == CmParseError::kUnsupported);
-  b[17] = 0x1A;  // APR: we send no LAP
-  CHECK(parse(b) == CmParseError::kUnsupported);
+  b[17] = 0x1A;  // APR (the connection manager counts it: we send no LAP)
+  CHECK(parse(b) == CmParseError::kBadConnId);  // the REQ's reserved word: no remote comm id
+  b[24 + 7] = 1;
+  CHECK(parse(b) == CmParseError::kOk);
   b[17] = 0x77;
   CHECK(parse(b) == CmParseError::kBadType);
   b = req;
@@ -961,6 +963,14 @@ TEST_CASE("ib_cm: a SIDR_REQ gets one SIDR_REP 'unsupported' per request, ids an
     CHECK(be64_at(rep, 24 + 12) == 0x0000000001111c06ull);
     CHECK(be32_at(rep, 24 + 20) == 0);
     CHECK(std::all_of(rep.begin() + 24 + 24, rep.end(), [](uint8_t b) { return b == 0; }));
+    const CmMessage back = parse_ok(rep);  // and our own codec reads it back
+    CHECK(back.type == CmType::kSidrRep);
+    CHECK(back.dst_conn == 0x12345678u);
+    CHECK(back.ib.sidr_status == kIbSidrUnsupported);
+    // A SIDR_REP coming to us answers nothing we sent: counted, not acted on.
+    n.a.on_message(n.now, IbPair::kB, rep.data(), rep.size());
+    CHECK(drain(n.a).empty());
+    CHECK(n.a.counters().rx_unsupported == uint64_t(i + 1));
   }
   // IPoIB's port space too; nothing is kept per request.
   std::vector<uint8_t> ipoib = req;
@@ -1012,6 +1022,9 @@ TEST_CASE("ib_cm: a LAP for an established connection gets APR 'unsupported'; ot
   CHECK(be32_at(aprs[0], 24 + 4) == c.a_conn);
   CHECK(aprs[0][24 + 8] == 0);
   CHECK(aprs[0][24 + 9] == 2);
+  const CmMessage back = parse_ok(aprs[0]);  // and our own codec reads it back
+  CHECK(back.type == CmType::kApr);
+  CHECK(back.ib.apr_status == kIbAprUnsupported);
   CHECK(n.b.connection_count() == 1);
   CHECK(n.last(n.events_b, CmAction::Kind::kDisconnected) == nullptr);
   // A LAP for a connection we do not have, or from another peer, is dropped and counted.
