@@ -89,6 +89,12 @@ uint32_t PerfOptions::effective_cq_mod() const {
   return std::max<uint32_t>(1, std::min(m, depth));
 }
 
+int await_peer_ms(uint32_t duration_s, uint32_t timeout_s) {
+  if (duration_s == 0) return -1;
+  const uint64_t ms = (uint64_t{duration_s} + timeout_s) * 1000;
+  return static_cast<int>(std::min<uint64_t>(ms, std::numeric_limits<int>::max()));
+}
+
 std::vector<uint64_t> sweep_sizes(uint64_t min_bytes, uint64_t max_bytes) {
   std::vector<uint64_t> out;
   if (min_bytes == 0 || min_bytes > max_bytes) return out;

@@ -96,6 +96,13 @@ struct PerfOptions {
   uint32_t effective_mtu() const { return mtu == 0 ? 1024 : mtu; }
 };
 
+// How long a side waits for its peer's next message while the peer's WRITEs, READs or atomics
+// run on its memory (they complete nothing there, so -W's "no progress" cannot apply): the
+// run's -D seconds plus -W, in milliseconds; without -D (duration_s 0) the run has no known
+// length: -1, as long as the out-of-band connection stays open (a peer that fails says so or
+// closes it), as perftest's server waits.
+int await_peer_ms(uint32_t duration_s, uint32_t timeout_s);
+
 // 2, 4, 8, ... up to and including max_bytes (a power of two or not).
 std::vector<uint64_t> sweep_sizes(uint64_t min_bytes, uint64_t max_bytes);
 

@@ -54,14 +54,18 @@ uint64_t now_ns() {
 
 // The exchange's transport. One step: our n bytes out, the peer's n bytes in (perftest's
 // client sends first, its server answers). False when the peer has gone first and
-// `tolerate_gone`; fails otherwise. Every wait is bounded.
+// `tolerate_gone`; fails otherwise. Every wait is bounded by the timeout, except where it is
+// -1: then only by the peer's going (await_peer_ms()).
 class Channel {
  public:
+  explicit Channel(int timeout_ms) : timeout_ms_(timeout_ms) {}
   virtual ~Channel() = default;
   virtual bool exchange_bytes(const uint8_t* mine, uint8_t* theirs, size_t n, const char* what,
                               bool tolerate_gone) = 0;
   // perftest's "done" after the closing handshake (TCP only; -R sends none).
   virtual void send_done() = 0;
+  // How long the next steps wait for the peer's bytes; -1: as long as the peer is there.
+  void set_timeout_ms(int ms) { timeout_ms_ = ms; }
 
   template <size_t N>
   std::array<uint8_t, N> exchange(const std::array<uint8_t, N>& mine, const char* what) {
@@ -69,12 +73,15 @@ class Channel {
     exchange_bytes(mine.data(), theirs.data(), N, what, false);
     return theirs;
   }
+
+ protected:
+  int timeout_ms_;
 };
 
 // perftest's TCP socket.
 class TcpWire final : public Channel {
  public:
-  TcpWire(int fd, int timeout_ms) : fd_(fd), timeout_ms_(timeout_ms) {}
+  TcpWire(int fd, int timeout_ms) : Channel(timeout_ms), fd_(fd) {}
 
   // Writing first is safe for either role: the messages are far smaller than the socket
   // buffers.
@@ -120,7 +127,6 @@ class TcpWire final : public Channel {
   }
 
   int fd_;
-  int timeout_ms_;
 };
 
 // perftest -R: the exchange as SENDs on an rdma_cm connection of its own (perftest_wire.h).
@@ -130,8 +136,7 @@ class CmWire final : public Channel {
  public:
   static constexpr uint32_t kSlot = 64;  // a receive or send buffer: the largest message, 56 B
 
-  CmWire(conduit_context* ctx, bool client, int timeout_ms)
-      : client_(client), timeout_ms_(timeout_ms) {
+  CmWire(conduit_context* ctx, bool client, int timeout_ms) : Channel(timeout_ms), client_(client) {
     int rc = conduit_create_cq(ctx, 8, &cq_);
     if (rc < 0) fail(std::string("conduit_create_cq (exchange): ") + conduit_strerror(rc));
     rc = conduit_alloc_mr(ctx, 4096, CONDUIT_ACCESS_LOCAL_WRITE, &mr_);
@@ -208,7 +213,7 @@ class CmWire final : public Channel {
   // ACK does: either completion is noted as it comes. A disconnected peer (its process ended)
   // has gone: what it sent before is reaped first.
   bool wait(bool& flag, const char* what, bool tolerate_gone) {
-    const uint64_t until = now_ns() + uint64_t(timeout_ms_) * 1'000'000ull;
+    const uint64_t until = now_ns() + uint64_t(std::max(timeout_ms_, 0)) * 1'000'000ull;
     bool disconnected = false;
     for (;;) {
       conduit_wc wc{};
@@ -233,7 +238,9 @@ class CmWire final : public Channel {
       }
       disconnected = conduit_wait_disconnect(qp_, 0) == 0;
       if (disconnected) continue;  // one more look at the CQ
-      if (now_ns() >= until) fail(std::string("the peer sent no ") + what + " in time");
+      if (timeout_ms_ >= 0 && now_ns() >= until) {
+        fail(std::string("the peer sent no ") + what + " in time");
+      }
       if (const int w = conduit_wait_cq(cq_, 20); w < 0) {
         fail(std::string("conduit_wait_cq (exchange): ") + conduit_strerror(w));
       }
@@ -241,7 +248,6 @@ class CmWire final : public Channel {
   }
 
   const bool client_;
-  const int timeout_ms_;
   conduit_cq* cq_ = nullptr;
   conduit_mr* mr_ = nullptr;
   conduit_qp* qp_ = nullptr;
@@ -1075,6 +1081,12 @@ int Session::run() {
   bool header = false;
   PerftestReport last;  // bandwidth: the last size's (what write/read_bw report)
   for (const PerftestStep step : plan_.steps) {
+    if (step == PerftestStep::kAwaitPeer) {
+      // The peer WRITEs, READs or runs atomics on our memory, which completes nothing here: its
+      // next handshake comes when its run is over, however long -n makes it (or -D's time).
+      wire_->set_timeout_ms(await_peer_ms(o_.duration_s, o_.timeout_s));
+      continue;  // the step after it waits so, then the timeout is -W again
+    }
     switch (step) {
       case PerftestStep::kConnect:
         // perftest sends its QPs' records in order and pairs its QP i with ours.
@@ -1186,7 +1198,10 @@ int Session::run() {
       case PerftestStep::kClose:
         close_exchange();
         break;
+      case PerftestStep::kAwaitPeer:
+        break;  // handled above
     }
+    wire_->set_timeout_ms(timeout_ms());
   }
   std::printf("%s", kRule);
   return 0;

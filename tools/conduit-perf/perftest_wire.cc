@@ -178,6 +178,8 @@ const char* perftest_step_name(PerftestStep s) {
       return "report";
     case PerftestStep::kClose:
       return "close";
+    case PerftestStep::kAwaitPeer:
+      return "await_peer";
   }
   return "?";
 }
@@ -200,7 +202,11 @@ bool perftest_plan(TestKind t, bool server, size_t sizes, PerftestPlan& out) {
     case TestKind::kWriteBw:
     case TestKind::kReadBw:
     case TestKind::kAtomicBw:  // as ib_atomic_bw: the server's memory answers, like READs
-      if (!server) p.steps.insert(p.steps.end(), sizes, S::kTraffic);
+      if (server) {
+        p.steps.push_back(S::kAwaitPeer);
+      } else {
+        p.steps.insert(p.steps.end(), sizes, S::kTraffic);
+      }
       p.steps.push_back(S::kBarrier);
       p.steps.push_back(S::kReport);
       p.steps.push_back(S::kClose);
@@ -223,10 +229,14 @@ bool perftest_plan(TestKind t, bool server, size_t sizes, PerftestPlan& out) {
       break;
     case TestKind::kReadLat:
     case TestKind::kAtomicLat:  // as ib_atomic_lat: the server's memory answers
-      // Only the client has traffic (every size back to back); the server goes straight to the
+      // Only the client has traffic (every size back to back); the server awaits it in the
       // close, whose handshake the client answers after its READs.
       p.steps.push_back(S::kBarrier);
-      if (!server) p.steps.insert(p.steps.end(), sizes, S::kTraffic);
+      if (server) {
+        p.steps.push_back(S::kAwaitPeer);
+      } else {
+        p.steps.insert(p.steps.end(), sizes, S::kTraffic);
+      }
       p.steps.push_back(S::kClose);
       break;
   }

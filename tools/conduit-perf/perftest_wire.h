@@ -122,6 +122,9 @@ enum class PerftestStep : uint8_t {
   kTraffic,       // the next size's traffic (bandwidth: the client only; latency: both)
   kReport,        // write_bw/read_bw: the client's PerftestReport, 5 x 8 bytes each way
   kClose,         // a handshake, then "done"; a peer that closes the socket instead is fine
+  // The peer's traffic into our memory (WRITEs, READs, atomics: no completion here), which
+  // ends with its next handshake: that one waits await_peer_ms() (perf_options.h), not -W.
+  kAwaitPeer,
 };
 const char* perftest_step_name(PerftestStep s);  // "connect", "barrier", ...
 
@@ -137,7 +140,7 @@ struct PerftestPlan {
 //                   QPs there), every barrier one
 //   send_bw         per size: the server posts receives, barrier, traffic; with -a a barrier
 //                   after each size too (RUN_ALL); then close
-//   write/read_bw   the client runs every size; then a barrier (the server waits in it),
+//   write/read_bw   the client runs every size (the server awaits it); then a barrier,
 //                   the report (the last size's), close
 //   write_lat       barrier, traffic (the server writes first), then nothing: 4.5 exits. We
 //                   still offer a close (answered by newer tools, a closed socket otherwise).
@@ -145,7 +148,7 @@ struct PerftestPlan {
 //   send_lat        per size: both post receives, barrier, traffic (the client sends first);
 //                   then close
 //   read_lat        barrier; the client READs (traffic; -a: every size back to back) while the
-//                   server waits in the close
+//                   server awaits it, then close
 // False (and no plan) without sizes.
 bool perftest_plan(TestKind t, bool server, size_t sizes, PerftestPlan& out);
 // The plan with -b (duplex: both sides send, the same plan for both; the bandwidth tests only):

@@ -204,6 +204,14 @@ TEST_CASE("bad command lines are rejected with a reason") {
   }
 }
 
+TEST_CASE("awaiting the peer's traffic: -D plus -W, or as long as the peer is connected") {
+  // ib_write_bw -D 60 against our server: the client's barrier comes after 60 s, not -W's 30.
+  CHECK(conduit::perf::await_peer_ms(60, 30) == 90'000);
+  CHECK(conduit::perf::await_peer_ms(86400, 3600) == 90'000'000);
+  // -n: no length known (perftest's server blocks in its read too).
+  CHECK(conduit::perf::await_peer_ms(0, 30) == -1);
+}
+
 TEST_CASE("--help and --version need no test name") {
   CHECK(parse({"--help"}).o.help);
   CHECK(parse({"-V"}).o.version);

@@ -195,8 +195,10 @@ TEST_CASE("perftest plans: bandwidth tests, one size") {
   CHECK(plan_of(TestKind::kSendBw, true, 1) ==
         "connect barrier records receives barrier traffic close");
   CHECK(plan_of(TestKind::kSendBw, false, 1) == "connect barrier records barrier traffic close");
-  for (TestKind t : {TestKind::kWriteBw, TestKind::kReadBw}) {
-    CHECK(plan_of(t, true, 1) == "connect barrier records barrier report close");
+  // The server awaits the client's WRITEs/READs/atomics without -W's limit: they complete
+  // nothing on its side, and -D or a large -n makes them last longer than -W.
+  for (TestKind t : {TestKind::kWriteBw, TestKind::kReadBw, TestKind::kAtomicBw}) {
+    CHECK(plan_of(t, true, 1) == "connect barrier records await_peer barrier report close");
     CHECK(plan_of(t, false, 1) == "connect barrier records traffic barrier report close");
   }
 }
@@ -219,7 +221,8 @@ TEST_CASE("perftest plans: -a (RUN_ALL), 23 sizes") {
   CHECK(count_of(w_client, "traffic") == n);
   CHECK(count_of(w_client, "barrier") == 2);
   CHECK(w_client.find("traffic traffic") != std::string::npos);
-  CHECK(plan_of(TestKind::kReadBw, true, n) == "connect barrier records barrier report close");
+  CHECK(plan_of(TestKind::kReadBw, true, n) ==
+        "connect barrier records await_peer barrier report close");
 }
 
 TEST_CASE("perftest plans: -b (duplex)") {
@@ -261,9 +264,11 @@ TEST_CASE("perftest plans: latency tests") {
     CHECK(perftest_plan_text(p) == "connect barrier records receives barrier traffic close");
     CHECK_FALSE(p.server_starts);
   }
-  // read_lat: four handshakes; only the client has traffic, the server waits in the close.
+  // read_lat: four handshakes; only the client has traffic, the server awaits it in the close.
   CHECK(plan_of(TestKind::kReadLat, false, 1) == "connect barrier records barrier traffic close");
-  CHECK(plan_of(TestKind::kReadLat, true, 1) == "connect barrier records barrier close");
+  CHECK(plan_of(TestKind::kReadLat, true, 1) == "connect barrier records barrier await_peer close");
+  CHECK(plan_of(TestKind::kAtomicLat, true, 1) ==
+        "connect barrier records barrier await_peer close");
   // No sizes at all: nothing to speak.
   CHECK(plan_of(TestKind::kSendLat, true, 0) == "none");
   CHECK(plan_of(TestKind::kSendBw, true, 0) == "none");
@@ -292,7 +297,7 @@ TEST_CASE("perftest plans: latency tests with -a (RUN_ALL), 23 sizes") {
   const std::string rc = plan_of(TestKind::kReadLat, false, n);
   CHECK(count_of(rc, "traffic") == n);
   CHECK(count_of(rc, "barrier") == 2);
-  CHECK(plan_of(TestKind::kReadLat, true, n) == "connect barrier records barrier close");
+  CHECK(plan_of(TestKind::kReadLat, true, n) == "connect barrier records barrier await_peer close");
 }
 
 TEST_CASE("--perftest options") {
