@@ -243,8 +243,9 @@ int cmd_policy_reload(Client& c) {
   return 0;
 }
 
+// One line, as conduitd's: the mistake stays visible (in a script's log too).
 int usage_error(const std::string& what) {
-  std::fprintf(stderr, "conduitctl: %s\n\n%s", what.c_str(), kUsage);
+  std::fprintf(stderr, "conduitctl: %s (see conduitctl --help)\n", what.c_str());
   return 2;
 }
 

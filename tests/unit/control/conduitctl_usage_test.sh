@@ -27,6 +27,24 @@ expect 2 "unknown command 'policy frob'" policy frob
 expect 2 "--json applies to 'qps' and 'stats' only" status --json
 expect 2 "--socket needs a PATH" status --socket
 expect 2 "unknown option '--frob'" --frob status
+# A usage mistake is one line on stderr, with where to look, and nothing on stdout.
+one_line() {  # one_line ARGS...
+  local out err rc=0
+  out=$("$ctl" "$@" 2>"$dir/err") || rc=$?
+  err=$(<"$dir/err")
+  if [[ $rc -ne 2 || -n $out || $(wc -l <"$dir/err") -ne 1 || $err != *"conduitctl --help"* ]]; then
+    echo "FAIL: conduitctl $*: status $rc, stdout '$out', stderr:"
+    echo "$err" | sed 's/^/    /'
+    echo "  wanted status 2, nothing on stdout, one line naming 'conduitctl --help' on stderr"
+    fails=$((fails + 1))
+  fi
+}
+one_line
+one_line frob
+one_line policy
+one_line status --json
+one_line --frob status
+one_line status --socket
 touch "$dir/file"
 expect 1 "$dir/file is not a socket" --socket "$dir/file" status
 expect 1 "there is no socket at $dir/none.sock" --socket "$dir/none.sock" status
