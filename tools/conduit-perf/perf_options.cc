@@ -457,7 +457,9 @@ Options:
   -p, --port N           TCP port of the out-of-band exchange (18515)
   -W, --timeout SEC      fail when nothing completes for SEC seconds (30); the
                          server waits 4 x SEC for a client, which retries its
-                         TCP connection as long
+                         TCP connection as long. A side whose memory the peer
+                         WRITEs or READs waits for the peer's run: -D + SEC,
+                         without -D as long as the peer stays connected
   -u, --qp-timeout N     local ACK timeout 4.096 us * 2^N (14); with --cm or -R
                          the policy's transport.timeout applies instead
   -A, --atomic_type T    atomic_bw, atomic_lat: FETCH_AND_ADD (default) or CMP_AND_SWAP

@@ -1009,12 +1009,19 @@ void Session::run_lat(size_t size_index, uint64_t size) {
   }
   while (outstanding > 0) reap_sends(true);
   if (read && !pinger) {
-    // Nothing ran here: the client's count is the run's.
+    // Nothing runs here while the client READs our memory, however long its -n takes (-W
+    // cannot apply): its end report (its count is the run's) comes when it is done, its error
+    // line when it fails, and a client that exits closes the channel.
+    const int limit_ms = await_peer_ms(p_.duration_s, p_.timeout_s);
+    const uint64_t since_ns = now_ns();
     while (!peer_end) {
       poll_channel(peer_end, verified);
       if (!peer_end) {
-        check_stalled("waiting for the client's end of the READs");
-        usleep(100);
+        if (limit_ms >= 0 && now_ns() - since_ns > uint64_t(limit_ms) * 1'000'000ull) {
+          fail("no end report from the client " + std::to_string(limit_ms / 1000) +
+               " s after its READs began (-D + -W)");
+        }
+        ch_.wait_readable(50);
       }
     }
     seq = peer_end->messages;
