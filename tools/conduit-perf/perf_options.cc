@@ -404,6 +404,11 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
     }
   }
   if (o.cm && o.perftest) return fail("--cm and --perftest exclude each other");
+  // Here, not after a server has waited for its client: perftest's records carry GIDs, so our
+  // port's address cannot be taken from the TCP connection.
+  if (o.perftest && o.gid.empty()) {
+    return fail("--perftest needs -x ADDR: our conduitd's port address (IPv4 or GID)");
+  }
   if (o.perftest_rdma_cm && !o.perftest) {
     return fail("-R (rdma_cm) is perftest's: it runs with --perftest (use --cm for conduit's CM)");
   }

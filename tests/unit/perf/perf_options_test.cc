@@ -109,14 +109,15 @@ TEST_CASE("atomic_bw: 8 bytes, perftest's -A spellings, --perftest only") {
   CHECK(p.o.test == TestKind::kAtomicBw);
   CHECK(p.o.sizes == std::vector<uint64_t>{8});
   CHECK_FALSE(p.o.atomic_cas);  // FETCH_AND_ADD, as ib_atomic_bw
-  p = parse({"atomic_bw", "h", "--perftest", "-s", "8", "--atomic_type=CMP_AND_SWAP", "-q", "2"});
+  p = parse({"atomic_bw", "h", "--perftest", "-x", "198.18.0.1", "-s", "8",
+             "--atomic_type=CMP_AND_SWAP", "-q", "2"});
   REQUIRE(p.ok);
   CHECK(p.o.atomic_cas);
-  p = parse({"atomic_bw", "--perftest", "-A", "FETCH_AND_ADD"});
+  p = parse({"atomic_bw", "--perftest", "-x", "198.18.0.1", "-A", "FETCH_AND_ADD"});
   REQUIRE(p.ok);
   CHECK_FALSE(p.o.atomic_cas);
   CHECK(std::string(test_name(TestKind::kAtomicBw)) == "atomic_bw");
-  p = parse({"atomic_lat", "h", "--perftest", "-A", "CMP_AND_SWAP"});
+  p = parse({"atomic_lat", "h", "--perftest", "-x", "198.18.0.1", "-A", "CMP_AND_SWAP"});
   REQUIRE(p.ok);
   CHECK(p.o.test == TestKind::kAtomicLat);
   CHECK(is_latency(p.o.test));
@@ -195,6 +196,9 @@ TEST_CASE("bad command lines are rejected with a reason") {
       {{"send_lat", "-b"}, "bandwidth tests"},
       {{"write_lat", "-q", "2"}, "one QP"},
       {{"send_bw", "-T", "a-class-name-that-is-far-too-long-for-policy"}, "traffic class"},
+      // Said at once, not after the server has waited for its client and exchanged versions.
+      {{"send_bw", "--perftest"}, "--perftest needs -x ADDR"},
+      {{"write_lat", "h", "--perftest", "-R"}, "--perftest needs -x ADDR"},
   };
   for (const auto& c : cases) {
     auto p = parse(c.args);
@@ -259,8 +263,10 @@ TEST_CASE("-R (perftest's rdma_cm) runs with --perftest only") {
 }
 
 TEST_CASE("--perftest: -D takes -b for write_bw and read_bw, not for send_bw or with -a") {
-  CHECK(parse({"write_bw", "h", "--perftest", "-s", "4096", "-D", "4", "-b"}).ok);
-  CHECK(parse({"read_bw", "h", "--perftest", "-s", "4096", "-D", "4", "-b"}).ok);
+  CHECK(
+      parse({"write_bw", "h", "--perftest", "-x", "198.18.0.1", "-s", "4096", "-D", "4", "-b"}).ok);
+  CHECK(
+      parse({"read_bw", "h", "--perftest", "-x", "198.18.0.1", "-s", "4096", "-D", "4", "-b"}).ok);
   CHECK(parse({"send_bw", "h", "--perftest", "-s", "4096", "-D", "4", "-b"})
             .error.find("send_bw -b with -n only") != std::string::npos);
   CHECK(parse({"write_bw", "h", "--perftest", "-a", "-D", "4"}).error.find("one size") !=

@@ -302,66 +302,73 @@ TEST_CASE("perftest plans: latency tests with -a (RUN_ALL), 23 sizes") {
 
 TEST_CASE("--perftest options") {
   PerfOptions o;
-  const char* ok[] = {"conduit-perf", "write_bw", "--perftest", "-s", "4096", "-n", "10"};
-  REQUIRE(parse_args(7, ok, o).ok);
+  const char* ok[] = {"conduit-perf", "write_bw", "--perftest", "-x198.18.0.1",
+                      "-s",           "4096",     "-n",         "10"};
+  REQUIRE(parse_args(8, ok, o).ok);
   CHECK(o.perftest);
-  const char* lat[] = {"conduit-perf", "send_lat", "--perftest", "-s", "64", "-n", "100"};
-  REQUIRE(parse_args(7, lat, o).ok);
+  const char* lat[] = {"conduit-perf", "send_lat", "--perftest", "-x198.18.0.1",
+                       "-s",           "64",       "-n",         "100"};
+  REQUIRE(parse_args(8, lat, o).ok);
   CHECK(o.sizes == std::vector<uint64_t>{64});
-  const char* lat_default[] = {"conduit-perf", "write_lat", "--perftest"};
-  REQUIRE(parse_args(3, lat_default, o).ok);
+  const char* lat_default[] = {"conduit-perf", "write_lat", "--perftest", "-x198.18.0.1"};
+  REQUIRE(parse_args(4, lat_default, o).ok);
   CHECK(o.sizes == std::vector<uint64_t>{2});  // perftest's latency default
   CHECK(o.effective_iterations() == 1000);
   for (const char* t : {"write_lat", "send_lat", "read_lat"}) {
-    const char* lat_sweep[] = {"conduit-perf", t, "--perftest", "-a", "-n", "5"};
-    REQUIRE(parse_args(6, lat_sweep, o).ok);  // perftest's 2 B .. 8 MiB
+    const char* lat_sweep[] = {"conduit-perf", t, "--perftest", "-x198.18.0.1", "-a", "-n", "5"};
+    REQUIRE(parse_args(7, lat_sweep, o).ok);  // perftest's 2 B .. 8 MiB
     CHECK(o.sizes.size() == 23);
     CHECK(o.sizes.back() == 8ull << 20);
   }
-  const char* bw_sweep[] = {"conduit-perf", "send_bw", "--perftest", "-a", "-n", "5"};
-  REQUIRE(parse_args(6, bw_sweep, o).ok);
+  const char* bw_sweep[] = {"conduit-perf", "send_bw", "--perftest", "-x198.18.0.1",
+                            "-a",           "-n",      "5"};
+  REQUIRE(parse_args(7, bw_sweep, o).ok);
   CHECK(o.sizes.size() == 23);
   CHECK(o.sizes.front() == 2);
   CHECK(o.sizes.back() == 8ull << 20);
-  const char* list[] = {"conduit-perf", "send_bw", "--perftest", "-s", "64,128"};
-  CHECK_FALSE(parse_args(5, list, o).ok);
-  const char* few[] = {"conduit-perf", "send_bw", "--perftest", "-a", "-n", "4"};
-  CHECK_FALSE(parse_args(6, few, o).ok);  // perftest: "Iteration num should be between 5 and"
-  const char* check[] = {"conduit-perf", "write_bw", "--perftest", "-c"};
-  CHECK_FALSE(parse_args(4, check, o).ok);
-  const char* json[] = {"conduit-perf", "write_lat", "--perftest", "-J"};
-  CHECK_FALSE(parse_args(4, json, o).ok);
-  const char* dur[] = {"conduit-perf", "send_lat", "--perftest", "-D", "5"};
-  REQUIRE(parse_args(5, dur, o).ok);  // perftest's latency -D: its duration report
+  const char* list[] = {"conduit-perf", "send_bw", "--perftest", "-x198.18.0.1", "-s", "64,128"};
+  CHECK_FALSE(parse_args(6, list, o).ok);
+  const char* few[] = {"conduit-perf", "send_bw", "--perftest", "-x198.18.0.1", "-a", "-n", "4"};
+  CHECK_FALSE(parse_args(7, few, o).ok);  // perftest: "Iteration num should be between 5 and"
+  const char* check[] = {"conduit-perf", "write_bw", "--perftest", "-x198.18.0.1", "-c"};
+  CHECK_FALSE(parse_args(5, check, o).ok);
+  const char* json[] = {"conduit-perf", "write_lat", "--perftest", "-x198.18.0.1", "-J"};
+  CHECK_FALSE(parse_args(5, json, o).ok);
+  const char* dur[] = {"conduit-perf", "send_lat", "--perftest", "-x198.18.0.1", "-D", "5"};
+  REQUIRE(parse_args(6, dur, o).ok);  // perftest's latency -D: its duration report
   CHECK(o.sizes == std::vector<uint64_t>{2});
   CHECK(o.effective_iterations() == 0);
-  const char* dur_lat_all[] = {"conduit-perf", "write_lat", "--perftest", "-D", "5", "-a"};
-  CHECK_FALSE(parse_args(6, dur_lat_all, o).ok);  // perftest: no -D with -a
-  const char* dur_bw[] = {"conduit-perf", "write_bw", "--perftest", "-D", "5", "-s", "4096"};
-  REQUIRE(parse_args(7, dur_bw, o).ok);
+  const char* dur_lat_all[] = {"conduit-perf", "write_lat", "--perftest", "-x198.18.0.1",
+                               "-D",           "5",         "-a"};
+  CHECK_FALSE(parse_args(7, dur_lat_all, o).ok);  // perftest: no -D with -a
+  const char* dur_bw[] = {"conduit-perf", "write_bw", "--perftest", "-x198.18.0.1",
+                          "-D",           "5",        "-s",         "4096"};
+  REQUIRE(parse_args(8, dur_bw, o).ok);
   CHECK(o.duration_s == 5);
   CHECK(o.effective_iterations() == 0);
-  const char* dur_all[] = {"conduit-perf", "send_bw", "--perftest", "-D", "5", "-a"};
-  CHECK_FALSE(parse_args(6, dur_all, o).ok);
-  const char* duplex[] = {"conduit-perf", "write_bw", "--perftest", "-b", "-a"};
-  REQUIRE(parse_args(5, duplex, o).ok);  // perftest's -b: the bandwidth tests
+  const char* dur_all[] = {"conduit-perf", "send_bw", "--perftest", "-x198.18.0.1",
+                           "-D",           "5",       "-a"};
+  CHECK_FALSE(parse_args(7, dur_all, o).ok);
+  const char* duplex[] = {"conduit-perf", "write_bw", "--perftest", "-x198.18.0.1", "-b", "-a"};
+  REQUIRE(parse_args(6, duplex, o).ok);  // perftest's -b: the bandwidth tests
   CHECK(o.bidirectional);
-  const char* duplex_dur[] = {"conduit-perf", "send_bw", "--perftest", "-b", "-D", "5"};
-  CHECK_FALSE(parse_args(6, duplex_dur, o).ok);
-  const char* qps[] = {"conduit-perf", "write_bw", "--perftest", "-q", "4"};
-  REQUIRE(parse_args(5, qps, o).ok);  // perftest's -q: the bandwidth tests
+  const char* duplex_dur[] = {"conduit-perf", "send_bw", "--perftest", "-x198.18.0.1",
+                              "-b",           "-D",      "5"};
+  CHECK_FALSE(parse_args(7, duplex_dur, o).ok);
+  const char* qps[] = {"conduit-perf", "write_bw", "--perftest", "-x198.18.0.1", "-q", "4"};
+  REQUIRE(parse_args(6, qps, o).ok);  // perftest's -q: the bandwidth tests
   CHECK(o.qps == 4);
-  const char* many[] = {"conduit-perf", "send_bw", "--perftest", "-q", "65"};
-  CHECK_FALSE(parse_args(5, many, o).ok);  // more than one CQ shares out
-  const char* lat_q[] = {"conduit-perf", "send_lat", "--perftest", "-q", "2"};
-  CHECK_FALSE(parse_args(5, lat_q, o).ok);  // perftest's latency tests run one QP
+  const char* many[] = {"conduit-perf", "send_bw", "--perftest", "-x198.18.0.1", "-q", "65"};
+  CHECK_FALSE(parse_args(6, many, o).ok);  // more than one CQ shares out
+  const char* lat_q[] = {"conduit-perf", "send_lat", "--perftest", "-x198.18.0.1", "-q", "2"};
+  CHECK_FALSE(parse_args(6, lat_q, o).ok);  // perftest's latency tests run one QP
   const char* val[] = {"conduit-perf", "send_bw", "--perftest=1"};
   CHECK_FALSE(parse_args(3, val, o).ok);
-  const char* u[] = {"conduit-perf", "send_bw", "--perftest", "-u", "17"};
-  REQUIRE(parse_args(5, u, o).ok);
+  const char* u[] = {"conduit-perf", "send_bw", "--perftest", "-x198.18.0.1", "-u", "17"};
+  REQUIRE(parse_args(6, u, o).ok);
   CHECK(o.qp_timeout == 17);
-  const char* u_bad[] = {"conduit-perf", "send_bw", "--perftest", "-u", "32"};
-  CHECK_FALSE(parse_args(5, u_bad, o).ok);
+  const char* u_bad[] = {"conduit-perf", "send_bw", "--perftest", "-x198.18.0.1", "-u", "32"};
+  CHECK_FALSE(parse_args(6, u_bad, o).ok);
 }
 
 TEST_CASE("--perftest advertises a READ depth conduitd's responder can hold") {
