@@ -335,7 +335,9 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
     return r;
   }
   if (positional.empty()) {
-    return fail("name a test: send_bw, write_bw, read_bw, send_lat, write_lat or read_lat");
+    return fail(
+        "name a test: send_bw, write_bw, read_bw, send_lat, write_lat, read_lat, atomic_bw or "
+        "atomic_lat (conduit-perf --help)");
   }
   if (!parse_test_name(positional[0], o.test)) {
     return fail(

@@ -163,6 +163,7 @@ TEST_CASE("bad command lines are rejected with a reason") {
   };
   const std::vector<Case> cases = {
       {{}, "name a test"},
+      {{"-n", "5"}, "read_lat, atomic_bw or atomic_lat"},  // every test, as --help lists them
       {{"send_gw"}, "unknown test"},
       {{"send_bw", "a", "b"}, "unexpected argument"},
       {{"send_bw", "-s"}, "needs a value"},
