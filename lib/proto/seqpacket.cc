@@ -113,13 +113,15 @@ std::string connect_error_message(int rc, const std::string& path) {
     case EPERM: {
       struct stat st {};
       std::string owner = "the socket's group";
+      std::string group = "GROUP";  // a placeholder only where the name cannot be found
       if (::stat(path.c_str(), &st) == 0) {
         if (const struct group* gr = ::getgrgid(st.st_gid)) {
           owner = std::string("group '") + gr->gr_name + "'";
+          group = gr->gr_name;
         }
       }
       return "permission denied on " + path + ": access is granted through " + owner +
-             "; add your user to it (usermod -aG GROUP $USER) and log in again";
+             "; add your user to it (usermod -aG " + group + " $USER) and log in again";
     }
     case ENAMETOOLONG:
       return "socket path too long: " + path;

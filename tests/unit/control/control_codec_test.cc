@@ -1,10 +1,16 @@
 #include "proto/control_codec.h"
 
+#include <grp.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cerrno>
+#include <cstdlib>
+#include <cstring>
 
 #include "proto/seqpacket.h"
 
@@ -396,6 +402,30 @@ TEST_CASE("connect to a missing socket says ENOENT", "[control][seqpacket]") {
   UniqueFd s;
   CHECK(connect_seqpacket("/nonexistent/conduit/test.sock", s) == -ENOENT);
   CHECK(connect_seqpacket(std::string(200, 'x'), s) == -ENAMETOOLONG);
+}
+
+TEST_CASE("permission denied names the socket's group in the command to run",
+          "[control][seqpacket]") {
+  char dir[] = "/tmp/conduit-seqpacket-XXXXXX";
+  REQUIRE(::mkdtemp(dir) != nullptr);
+  const std::string path = std::string(dir) + "/c.sock";
+  {
+    UniqueFd s(::socket(AF_UNIX, SOCK_SEQPACKET, 0));
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+    REQUIRE(::bind(s.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  }
+  struct stat st {};
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  const struct group* gr = ::getgrgid(st.st_gid);
+  REQUIRE(gr != nullptr);
+  const std::string msg = connect_error_message(-EACCES, path);
+  INFO(msg);
+  CHECK(msg.find("permission denied on " + path) != std::string::npos);
+  CHECK(msg.find("usermod -aG " + std::string(gr->gr_name) + " $USER") != std::string::npos);
+  ::unlink(path.c_str());
+  ::rmdir(dir);
 }
 
 TEST_CASE("peer addresses print as a dotted quad or RFC 5952 IPv6 text", "[control]") {
