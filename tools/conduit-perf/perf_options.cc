@@ -439,7 +439,7 @@ Options:
   -a, --all              sweep sizes 2 B .. 8 MiB (powers of two)
   -n, --iters N          messages per size and QP, as perftest (5000 bw, 1000 lat)
   -D, --duration SEC     run each size SEC seconds instead of -n
-  -q, --qp N             queue pairs (bw tests), round robin
+  -q, --qp N             queue pairs (bw tests; 1), round robin
   -b, --bidirectional    both sides send at once (bw tests)
   -c, --check            verify every received byte (SEND data, READ data,
                          and the WRITE target after each size)
@@ -449,13 +449,17 @@ Options:
                          conduitd, which yields back when it has completed
                          something; lower latency than -e there (also with
                          --perftest, which otherwise sleeps on its CQ)
-  -t, --tx-depth N       sends in flight per QP (128; fewer with many QPs); at most
-                         conduitd's clients.quotas.max_send_wr (256 by default)
-  -r, --rx-depth N       receives posted per QP (256; fewer with many QPs); at most
-                         conduitd's clients.quotas.max_recv_wr (256 by default)
-  -Q, --cq-mod N         request a completion every N sends (64)
+  -t, --tx-depth N       sends in flight per QP (bw 128, fewer with many QPs; lat
+                         16); at most conduitd's clients.quotas.max_send_wr (256
+                         by default)
+  -r, --rx-depth N       receives posted per QP (bw 256, fewer with many QPs; lat
+                         16); at most conduitd's clients.quotas.max_recv_wr (256
+                         by default)
+  -Q, --cq-mod N         request a completion every N sends (64, at most -t; -c:
+                         every send)
   -m, --mtu BYTES        path MTU 256..4096 (1024)
-  -T, --class NAME       the policy's traffic class for the QPs
+  -T, --class NAME       the policy's traffic class for the QPs (its default
+                         class)
   -x, --gid ADDR         address the peer sends to: our conduitd's port
                          address (IPv4 or GID); default: the TCP local address
                          (--perftest: required)
@@ -488,7 +492,12 @@ Options:
                          it at the server's -x address (TCP still carries the
                          parameters); both sides give the same --cm
   --sr                   with --cm: offer selective repeat (used when both do)
-  -J, --json             one JSON object per line instead of the table
+  -J, --json             one JSON object per line instead of the table, with
+                         the keys test, bytes, iterations, then (bw) qps,
+                         bidirectional, bw_peak_gbps, bw_avg_gbps, msg_rate_mpps
+                         or (lat, usec as in the table) t_min_us, t_max_us,
+                         t_typical_us, t_avg_us, t_stdev_us, t_p99_us, t_p999_us;
+                         with -c also check_mismatches
   -V, --version          print the version
   -h, --help             this text
 

@@ -68,7 +68,7 @@ struct PerfOptions {
   bool events = false;    // -e: sleep on the CQ instead of busy polling
   bool yield = false;     // -Y: give the core up between polls instead of spinning
   uint32_t tx_depth = 0;  // 0: 128 for bw (fewer with many QPs), 16 for latency
-  uint32_t rx_depth = 0;  // 0: 512 (fewer with many QPs)
+  uint32_t rx_depth = 0;  // 0: 256 for bw (fewer with many QPs), 16 for latency
   uint32_t cq_mod = 0;    // signal every N sends; 0: min(64, tx_depth)
   uint32_t mtu = 0;       // path MTU bytes 256..4096; 0: 1024
   std::string traffic_class;

@@ -1,9 +1,16 @@
 #include "perf_options.h"
 
 #include <catch2/catch.hpp>
+#include <regex>
 #include <string>
 #include <vector>
 
+#include "perf_report.h"
+
+using conduit::perf::bw_json;
+using conduit::perf::lat_json;
+using conduit::perf::make_bw_result;
+using conduit::perf::make_lat_result;
 using conduit::perf::parse_args;
 using conduit::perf::parse_size;
 using conduit::perf::PerfOptions;
@@ -215,6 +222,53 @@ TEST_CASE("awaiting the peer's traffic: -D plus -W, or as long as the peer is co
   CHECK(conduit::perf::await_peer_ms(86400, 3600) == 90'000'000);
   // -n: no length known (perftest's server blocks in its read too).
   CHECK(conduit::perf::await_peer_ms(0, 30) == -1);
+}
+
+namespace {
+
+// An option's --help entry (its line and the lines continuing it), whitespace collapsed.
+std::string help_entry(const std::string& opt) {
+  const std::string u = conduit::perf::usage_text();
+  const size_t at = u.find("\n  " + opt + ",");
+  if (at == std::string::npos) return "";
+  const std::string raw = u.substr(at + 1, u.find("\n  -", at + 1) - at - 1);
+  std::string out;
+  for (char c : raw) {
+    const bool space = c == ' ' || c == '\n';
+    if (!space || (!out.empty() && out.back() != ' ')) out += space ? ' ' : c;
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("--help gives the defaults the parser applies and every --json key") {
+  const Parsed bw = parse({"send_bw"});
+  const Parsed lat = parse({"send_lat"});
+  INFO(help_entry("-q"));
+  CHECK(help_entry("-q").find("; " + std::to_string(bw.o.qps) + ")") != std::string::npos);
+  const std::string t = help_entry("-t");
+  INFO(t);
+  CHECK(t.find("bw " + std::to_string(bw.o.effective_tx_depth())) != std::string::npos);
+  CHECK(t.find("lat " + std::to_string(lat.o.effective_tx_depth())) != std::string::npos);
+  const std::string r = help_entry("-r");
+  INFO(r);
+  CHECK(r.find("bw " + std::to_string(bw.o.effective_rx_depth())) != std::string::npos);
+  CHECK(r.find("lat " + std::to_string(lat.o.effective_rx_depth())) != std::string::npos);
+  CHECK(help_entry("-Q").find("(" + std::to_string(bw.o.effective_cq_mod())) != std::string::npos);
+  CHECK(help_entry("-T").find("default") != std::string::npos);
+  // Scripts read these keys: --help names every one.
+  const std::string json = help_entry("-J");
+  INFO(json);
+  const std::string objects =
+      bw_json(make_bw_result(64, 10, 1000, 0), TestKind::kSendBw, 1, false) +
+      lat_json(make_lat_result(2, {1000, 2000}), TestKind::kSendLat);
+  const std::regex key("\"([a-z_0-9]+)\":");
+  for (auto it = std::sregex_iterator(objects.begin(), objects.end(), key);
+       it != std::sregex_iterator(); ++it) {
+    CHECK(json.find((*it)[1].str()) != std::string::npos);
+  }
+  CHECK(json.find("check_mismatches") != std::string::npos);
 }
 
 TEST_CASE("--help and --version need no test name") {
