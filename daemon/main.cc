@@ -643,11 +643,19 @@ int main(int argc, char** argv) {
       std::printf("conduitd %s\n", CONDUIT_VERSION);
       return 0;
     }
-    if (a == "--check-config" || a == "--config") {
-      if (i + 1 >= argc) return usage_error(a + " needs a FILE");
-      std::optional<std::string>& slot = a == "--config" ? config : check;
-      if (slot) return usage_error(a + " is given twice");
-      slot = argv[++i];
+    // --config FILE or --config=FILE, as conduitctl and conduit-perf take their options.
+    const std::string name = a.substr(0, a.find('='));
+    if (name == "--check-config" || name == "--config") {
+      std::string file;
+      if (name.size() < a.size()) {
+        file = a.substr(name.size() + 1);
+      } else if (i + 1 < argc) {
+        file = argv[++i];
+      }
+      if (file.empty()) return usage_error(name + " needs a FILE");
+      std::optional<std::string>& slot = name == "--config" ? config : check;
+      if (slot) return usage_error(name + " is given twice");
+      slot = file;
       continue;
     }
     if (a.starts_with("-")) return usage_error("unknown option '" + a + "'");
