@@ -139,6 +139,7 @@ TestParams params_from_options(const PerfOptions& o) {
   p.cq_mod = o.effective_cq_mod();
   p.mtu = o.effective_mtu();
   p.timeout_s = o.timeout_s;
+  p.cm_service = o.cm ? o.cm_service : 0;
   return p;
 }
 
@@ -162,6 +163,7 @@ std::string format_params(const TestParams& p) {
               {"cq_mod", std::to_string(p.cq_mod)},
               {"mtu", std::to_string(p.mtu)},
               {"timeout_s", std::to_string(p.timeout_s)}};
+  if (p.cm_service != 0) m.fields.emplace_back("cm", std::to_string(p.cm_service));
   return format_message(m);
 }
 
@@ -176,9 +178,9 @@ bool parse_params(std::string_view line, TestParams& out, std::string& error) {
             " (another program on this port, or another conduit-perf version)";
     return false;
   }
-  static constexpr const char* kKeys[] = {"test",       "qps",    "sizes", "iters",
-                                          "duration_s", "bidir",  "check", "tx_depth",
-                                          "rx_depth",   "cq_mod", "mtu",   "timeout_s"};
+  static constexpr const char* kKeys[] = {
+      "test",     "qps",      "sizes",  "iters", "duration_s", "bidir", "check",
+      "tx_depth", "rx_depth", "cq_mod", "mtu",   "timeout_s",  "cm"};
   for (const auto& [k, v] : m.fields) {
     bool known = false;
     for (const char* want : kKeys) known = known || k == want;
@@ -225,6 +227,14 @@ bool parse_params(std::string_view line, TestParams& out, std::string& error) {
     error = "parameter 'iters', 'bidir' or 'check' missing or out of range";
     return false;
   }
+  if (m.get("cm")) {
+    auto cm = m.get_u64("cm", 1, ~uint64_t{0});
+    if (!cm) {
+      error = "parameter 'cm' is not a service number";
+      return false;
+    }
+    p.cm_service = *cm;
+  }
   p.iterations = *iters;
   bidir = *b;
   check = *c;
@@ -258,6 +268,21 @@ bool parse_params(std::string_view line, TestParams& out, std::string& error) {
   }
   out = std::move(p);
   return true;
+}
+
+std::string server_mismatch(const TestParams& client, const PerfOptions& server) {
+  if (client.test != server.test) {
+    return std::string("server runs ") + test_name(server.test) + ", client asked for " +
+           test_name(client.test);
+  }
+  const uint64_t mine = server.cm ? server.cm_service : 0;
+  if (client.cm_service == mine) return "";
+  auto how = [](uint64_t service) {
+    return service == 0 ? std::string("exchanges QP records over TCP (no --cm)")
+                        : "connects through the CM (--cm " + std::to_string(service) + ")";
+  };
+  return "the client " + how(client.cm_service) + ", this server " + how(mine) +
+         ": give both sides the same --cm";
 }
 
 std::optional<std::string_view> Message::get(std::string_view key) const {

@@ -3,7 +3,7 @@
 // One message per line ('\n'), at most kMaxLineBytes, printable ASCII only:
 //
 //   client -> server  "conduit-perf/1 test=send_bw qps=1 sizes=2,4 iters=5000 ..."  (TestParams)
-//   server -> client  "ok" | "error reason=..."
+//   server -> client  "ok" | "error reason=..." (also for another test or --cm than its own)
 //   client -> server  "qp <record>" x qps      then the server answers the same
 //   per size:         "start size=N" -> "ready size=N"; traffic; "end size=N ..." each way
 //                     (fields in RunReport); write_bw --check: "verified size=N mismatches=M"
@@ -69,6 +69,9 @@ struct TestParams {
   uint32_t cq_mod = 1;
   uint32_t mtu = 1024;
   uint32_t timeout_s = 30;
+  // --cm: the service the client connects its QPs to; 0: QP records over TCP. Sent only when
+  // set ("cm=N"), so a line without --cm reads as before.
+  uint64_t cm_service = 0;
   bool operator==(const TestParams&) const = default;
 };
 inline constexpr size_t kMaxSizes = 64;
@@ -77,6 +80,10 @@ TestParams params_from_options(const PerfOptions& o);
 std::string format_params(const TestParams& p);
 // False with `error` saying what is wrong.
 bool parse_params(std::string_view line, TestParams& out, std::string& error);
+// What the server, started with `server`, cannot run of the client's parameters: another
+// test, or --cm on one side only (or other services): both would wait for what the other
+// never sends. Empty when they agree; the client's choices rule everything else.
+std::string server_mismatch(const TestParams& client, const PerfOptions& server);
 
 // A message: a verb and key=value fields. Keys [a-z_0-9]{1,32}; values
 // [A-Za-z0-9_.,:/+-]{0,256}; at most 32 fields.

@@ -420,9 +420,8 @@ void Session::negotiate() {
       ch_.send_line("error reason=" + encode_text(error), ignored);
       fail("bad parameters from the client: " + error);
     }
-    if (p_.test != o_.test) {
-      error = std::string("server runs ") + test_name(o_.test) + ", client asked for " +
-              test_name(p_.test);
+    error = server_mismatch(p_, o_);
+    if (!error.empty()) {
       std::string ignored;
       ch_.send_line("error reason=" + encode_text(error), ignored);
       fail(error);

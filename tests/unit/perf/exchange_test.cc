@@ -123,6 +123,41 @@ TEST_CASE("parameters from options fill every default") {
   CHECK(back == p);
 }
 
+TEST_CASE("--cm crosses in the parameters; the server refuses what it cannot run") {
+  PerfOptions client;
+  client.test = TestKind::kWriteBw;
+  client.server = "198.18.0.2";
+  PerfOptions server;
+  server.test = TestKind::kWriteBw;
+  TestParams p = params_from_options(client);
+  CHECK(format_params(p).find("cm=") == std::string::npos);  // as before --cm existed
+  CHECK(server_mismatch(p, server).empty());
+
+  // The server would wait for connection requests, the client for QP records (and the
+  // other way round): each for -W, then a message about something else.
+  server.cm = true;
+  server.cm_service = 7;
+  CHECK(server_mismatch(p, server).find("same --cm") != std::string::npos);
+  client.cm = true;
+  client.cm_service = 7;
+  p = params_from_options(client);
+  TestParams back;
+  std::string error;
+  REQUIRE(parse_params(format_params(p), back, error));
+  CHECK(back.cm_service == 7);
+  CHECK(back == p);
+  CHECK(server_mismatch(back, server).empty());
+  server.cm = false;
+  CHECK(server_mismatch(back, server).find("--cm 7") != std::string::npos);
+  server.cm = true;
+  server.cm_service = 8;
+  CHECK(server_mismatch(back, server).find("--cm 8") != std::string::npos);
+
+  server.cm_service = 7;
+  server.test = TestKind::kReadBw;
+  CHECK(server_mismatch(back, server) == "server runs read_bw, client asked for write_bw");
+}
+
 TEST_CASE("bad parameter lines say what is wrong") {
   TestParams good;
   good.sizes = {64};
@@ -157,6 +192,8 @@ TEST_CASE("bad parameter lines say what is wrong") {
   rejects(replace("sizes=64", "sizes=64,"), "ends with a comma");
   rejects(replace("sizes=64", "sizes=64,,2"), "bad size");
   rejects(replace("sizes=64", "sizes=2147483648"), "bad size");
+  rejects(line + " cm=0", "'cm'");
+  rejects(line + " cm=x", "'cm'");
   rejects(replace("bidir=0", "bidir=2"), "'bidir'");
   rejects(replace("check=0", "check=x"), "'check'");
   rejects(replace("tx_depth=1", "tx_depth=-1"), "'tx_depth'");
