@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -22,6 +23,7 @@
 #include "exchange.h"
 #include "payload_pattern.h"
 #include "perf_report.h"
+#include "proto/seqpacket.h"
 #include "tcp_line_channel.h"
 
 namespace conduit::perf {
@@ -1132,7 +1134,28 @@ bool open_exchange_channel(const PerfOptions& options, TcpLineChannel& ch) {
   return ok;
 }
 
+namespace {
+
+// Whether our conduitd's control socket takes a connection (the reason on stderr if not). A
+// side whose daemon is not running says so at once, as perftest does of a missing device,
+// not after its peer has come (a server waits 4 x -W for it).
+bool daemon_reachable(const PerfOptions& options) {
+  const char* env = std::getenv("CONDUIT_SOCKET");
+  const std::string path = !options.socket_path.empty()     ? options.socket_path
+                           : env != nullptr && *env != '\0' ? env
+                                                            : CONDUIT_DEFAULT_SOCKET;
+  proto::UniqueFd sock;
+  const int rc = proto::connect_seqpacket(path, sock);
+  if (rc < 0) {
+    std::fprintf(stderr, "conduit-perf: %s\n", proto::connect_error_message(rc, path).c_str());
+  }
+  return rc == 0;
+}
+
+}  // namespace
+
 int run_session(const PerfOptions& options) {
+  if (!daemon_reachable(options)) return 1;
   if (options.perftest) return run_perftest_session(options);
   TcpLineChannel ch;
   if (!open_exchange_channel(options, ch)) return 1;
