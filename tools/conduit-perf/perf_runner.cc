@@ -1149,7 +1149,7 @@ bool daemon_reachable(const PerfOptions& options) {
   if (rc < 0) {
     std::fprintf(stderr, "conduit-perf: %s\n", proto::connect_error_message(rc, path).c_str());
   }
-  return rc == 0;
+  return rc >= 0;  // the descriptor on success
 }
 
 }  // namespace
