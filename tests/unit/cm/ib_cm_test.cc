@@ -517,6 +517,22 @@ QpParams ib_params(uint32_t qpn, uint32_t psn, uint8_t initiator, uint8_t respon
   return q;
 }
 
+// B listens on service 7471 (owner 22), A (owner 11) connects with `params` and B sees the
+// request: both connection ids.
+struct Requested {
+  int64_t a_conn = 0;
+  uint32_t b_conn = 0;
+};
+Requested request(IbPair& n, const QpParams& params) {
+  REQUIRE(n.b.listen(7471, 22) == 0);
+  const int64_t a_conn = n.a.connect(n.now, 11, IbPair::kB, 7471, params);
+  REQUIRE(a_conn > 0);
+  n.run();
+  const CmAction* req = n.last(n.events_b, CmAction::Kind::kRequest);
+  REQUIRE(req != nullptr);
+  return {a_conn, req->conn};
+}
+
 // B listens, A connects and its REQ arrives; A's connection and B's MRA of the REQ ("wait
 // 2^24 x 4 us", as B's rdma_cm sends it while its application takes its time).
 struct RequestAndMra {
@@ -526,16 +542,12 @@ struct RequestAndMra {
 };
 RequestAndMra request_and_mra(IbPair& n) {
   RequestAndMra r;
-  REQUIRE(n.b.listen(7471, 22) == 0);
-  r.conn = n.a.connect(n.now, 11, IbPair::kB, 7471, ib_params(0x10, 5, 1, 1));
-  REQUIRE(r.conn > 0);
-  n.run();
-  const CmAction* req = n.last(n.events_b, CmAction::Kind::kRequest);
-  REQUIRE(req != nullptr);
-  r.b_conn = req->conn;
+  const Requested req = request(n, ib_params(0x10, 5, 1, 1));
+  r.conn = req.a_conn;
+  r.b_conn = req.b_conn;
   CmMessage mra;
   mra.type = CmType::kMra;
-  mra.src_conn = req->conn;
+  mra.src_conn = req.b_conn;
   mra.dst_conn = static_cast<uint32_t>(r.conn);
   mra.ib.mra_message = 0;
   mra.ib.mra_timeout = 24;
@@ -914,13 +926,7 @@ struct Connected {
   uint32_t b_conn = 0;
 };
 Connected connect_pair(IbPair& n) {
-  REQUIRE(n.b.listen(7471, 22) == 0);
-  const int64_t a_conn = n.a.connect(n.now, 11, IbPair::kB, 7471, ib_params(0x10, 1, 1, 1));
-  REQUIRE(a_conn > 0);
-  n.run();
-  const CmAction* req = n.last(n.events_b, CmAction::Kind::kRequest);
-  REQUIRE(req != nullptr);
-  const uint32_t b_conn = req->conn;
+  const auto [a_conn, b_conn] = request(n, ib_params(0x10, 1, 1, 1));
   REQUIRE(n.b.accept(n.now, 22, b_conn, ib_params(0x20, 2, 1, 1)) == 0);
   n.run();
   REQUIRE(n.last(n.events_a, CmAction::Kind::kEstablished) != nullptr);
@@ -1040,13 +1046,9 @@ TEST_CASE("ib_cm: a LAP for an established connection gets APR 'unsupported'; ot
   CHECK(n.b.counters().rx_unsupported == 0);
   // Before the connection is established there is no path to migrate: nothing is sent.
   IbPair p;
-  REQUIRE(p.b.listen(7471, 22) == 0);
-  REQUIRE(p.a.connect(p.now, 11, IbPair::kB, 7471, ib_params(0x10, 1, 1, 1)) > 0);
-  p.run();
-  const CmAction* req = p.last(p.events_b, CmAction::Kind::kRequest);
-  REQUIRE(req != nullptr);
+  const Requested req = request(p, ib_params(0x10, 1, 1, 1));
   std::vector<uint8_t> early = lap;
-  put32_at(early, 24 + 4, req->conn);  // A's comm id is the same (both pairs start at 0x1000)
+  put32_at(early, 24 + 4, req.b_conn);  // A's comm id is the same (both pairs start at 0x1000)
   p.b.on_message(p.now, IbPair::kA, early.data(), early.size());
   CHECK(mads(drain(p.b), 0x1A).empty());
   CHECK(p.b.counters().rx_unexpected == 1);
@@ -1058,13 +1060,7 @@ TEST_CASE("ib_cm: a REJ after our RTU ends the connection we took as established
   // established on the REP, must not stay connected to a QP that is gone. Linux's cm_rej_handler
   // enters timewait on it in ESTABLISHED.
   IbPair n;
-  REQUIRE(n.b.listen(7471, 22) == 0);
-  const int64_t a_conn = n.a.connect(n.now, 11, IbPair::kB, 7471, ib_params(0x10, 1, 1, 1));
-  REQUIRE(a_conn > 0);
-  n.run();
-  const CmAction* req = n.last(n.events_b, CmAction::Kind::kRequest);
-  REQUIRE(req != nullptr);
-  const uint32_t b_conn = req->conn;
+  const uint32_t b_conn = request(n, ib_params(0x10, 1, 1, 1)).b_conn;
   REQUIRE(n.b.accept(n.now, 22, b_conn, ib_params(0x20, 2, 1, 1)) == 0);
   const auto reps = mads(drain(n.b), 0x13);
   REQUIRE(reps.size() == 1);

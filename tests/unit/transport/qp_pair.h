@@ -201,5 +201,14 @@ inline SendWr from_second_region(SendWr wr, uint32_t len) {
   wr.sge[0] = Sge{kBase + kMrBytes, len, kSecondLkey};
   return wr;
 }
+// That region, then WRITEs 1, 2 and 3 of 16 bytes to B's 0x4000, 0x5000 and 0x6000, WRITE 2
+// from it: whether all of that was taken.
+inline bool post_writes_middle_from_second_region(QpPair& p) {
+  return add_second_region(p) == kSecondLkey &&
+         p.a.qp.post_send(make_wr(WrOpcode::kWrite, 1, 0, 16, 0x4000)) == Status::kOk &&
+         p.a.qp.post_send(from_second_region(make_wr(WrOpcode::kWrite, 2, 0, 16, 0x5000), 16)) ==
+             Status::kOk &&
+         p.a.qp.post_send(make_wr(WrOpcode::kWrite, 3, 0, 16, 0x6000)) == Status::kOk;
+}
 
 }  // namespace conduit::transport::test

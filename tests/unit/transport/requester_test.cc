@@ -420,11 +420,7 @@ TEST_CASE("requester: a WR behind the head whose region is gone is looked up onc
     QpAttr attr = default_attr();
     attr.selective_repeat = sr;
     QpPair p(attr);
-    REQUIRE(add_second_region(p) == kSecondLkey);
-    REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kWrite, 1, 0, 16, 0x4000)) == Status::kOk);
-    REQUIRE(p.a.qp.post_send(from_second_region(make_wr(WrOpcode::kWrite, 2, 0, 16, 0x5000), 16)) ==
-            Status::kOk);
-    REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kWrite, 3, 0, 16, 0x6000)) == Status::kOk);
+    REQUIRE(post_writes_middle_from_second_region(p));
     std::vector<Packet> held;
     hold_b_to_a(p, held);
     TxPacket tx;

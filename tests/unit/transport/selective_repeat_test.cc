@@ -523,11 +523,7 @@ TEST_CASE("selective repeat: a WR whose resend finds its region gone fails with 
   attr.retry_cnt = 0;
   attr.timeout = 4;  // 65.5 us
   QpPair p(attr);
-  REQUIRE(add_second_region(p) == kSecondLkey);
-  REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kWrite, 1, 0, 16, 0x4000)) == Status::kOk);
-  REQUIRE(p.a.qp.post_send(from_second_region(make_wr(WrOpcode::kWrite, 2, 0, 16, 0x5000), 16)) ==
-          Status::kOk);
-  REQUIRE(p.a.qp.post_send(make_wr(WrOpcode::kWrite, 3, 0, 16, 0x6000)) == Status::kOk);
+  REQUIRE(post_writes_middle_from_second_region(p));
   TxPacket tx;
   std::vector<Packet> first;
   for (int i = 0; i < 3; ++i) {
