@@ -389,6 +389,7 @@ int run(const std::string& config_path) {
     pc.xdp_program = conduit::dpdk::find_xdp_steer_program();
     pc.xdp_steer_ipv4 = p.port.address.value;
     if (p.port.address6) pc.xdp_steer_ipv6 = p.port.address6->bytes;
+    pc.xdp_steer_vlan = p.port.vlan;
     port = std::make_unique<conduit::dpdk::Port>(pc);
     if (int rc = conduit::control::EngineChannel::create(1024, &channel); rc < 0) {
       spdlog::critical("cannot create the engine command channel: {}", strerror(-rc));
@@ -417,8 +418,11 @@ int run(const std::string& config_path) {
         (p.port.address6 ? ", " + conduit::policy::format_ipv6(*p.port.address6) + "/" +
                                std::to_string(p.port.prefix_len6)
                          : std::string());
-    spdlog::info("port {} ({}) mac {} link {} {} Mb/s, address {}", port->name(), port->driver(),
-                 mac.to_string(), link.up ? "up" : "down", link.speed_mbps, addresses);
+    spdlog::info("port {} ({}) mac {} link {} {} Mb/s, address {}{}", port->name(), port->driver(),
+                 mac.to_string(), link.up ? "up" : "down", link.speed_mbps, addresses,
+                 p.port.vlan ? ", VLAN " + std::to_string(*p.port.vlan) +
+                                   " (802.1Q tags, PCP from each traffic class's priority)"
+                             : std::string());
     // The driver may round the ring sizes (rte_eth_dev_adjust_nb_rx_tx_desc).
     spdlog::info("port {}: RX ring {} descriptors, TX ring {} (policy: {} / {}), {} mbufs",
                  port->name(), port->rx_ring_size(), port->tx_ring_size(), p.port.rx_descriptors,
@@ -458,7 +462,7 @@ int run(const std::string& config_path) {
           const unsigned ifindex = if_nametoindex(port->kernel_interface().c_str());
           ra_tap_fd = ifindex == 0 ? -ENODEV
                                    : conduit::control::open_router_advert_tap(
-                                         static_cast<int>(ifindex), why);
+                                         static_cast<int>(ifindex), p.port.vlan, why);
           if (ra_tap_fd >= 0) {
             spdlog::info(
                 "port {}: conduitd reads the Router Advertisements the kernel receives on {} "

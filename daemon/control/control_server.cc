@@ -22,6 +22,7 @@
 #include <optional>
 #include <span>
 
+#include "control/kernel_frame_tap.h"
 #include "control/metrics_server.h"
 #include "metrics/prometheus_text.h"
 #include "proto/control_codec.h"
@@ -339,7 +340,7 @@ struct ControlServer::Impl {
       // One byte more than a frame may have: a longer one arrives cut and is dropped.
       std::array<uint8_t, ControlService::kMaxKernelFrameBytes + 1> buf;
       for (int i = 0; i < 64; ++i) {  // then let the other work of this thread run
-        const ssize_t n = ::recv(kernel_tap.native_handle(), buf.data(), buf.size(), MSG_TRUNC);
+        const ssize_t n = read_kernel_frame(kernel_tap.native_handle(), buf);
         if (n < 0) break;  // EAGAIN: read them all (the socket does not block)
         service.kernel_frame(std::span<const uint8_t>(
             buf.data(), std::min<size_t>(static_cast<size_t>(n), buf.size())));

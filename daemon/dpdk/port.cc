@@ -214,8 +214,9 @@ Port::Port(const PortConfig& config) : config_(config) {
     find_kernel_interface(info.if_index);
     if (!xdp_program_.empty()) {
       // The program passes everything until it knows our address: tell it now.
-      if (std::string err = configure_xdp_steering(static_cast<int>(info.if_index),
-                                                   config_.xdp_steer_ipv4, config_.xdp_steer_ipv6);
+      if (std::string err =
+              configure_xdp_steering(static_cast<int>(info.if_index), config_.xdp_steer_ipv4,
+                                     config_.xdp_steer_ipv6, config_.xdp_steer_vlan);
           !err.empty()) {
         throw DpdkError(who + ": XDP steering program " + xdp_program_ + ": " + err);
       }

@@ -53,6 +53,7 @@ struct PortConfig {
   std::string xdp_program;
   uint32_t xdp_steer_ipv4 = 0;
   std::optional<std::array<uint8_t, 16>> xdp_steer_ipv6;  // port.address6
+  std::optional<uint16_t> xdp_steer_vlan;                 // port.vlan (none: untagged)
 };
 
 struct LinkStatus {

@@ -27,8 +27,9 @@ struct SteerCfg {
   uint32_t enabled;
   std::array<uint8_t, 16> ipv6;
   uint32_t ipv6_enabled;
+  uint32_t vlan;
 };
-static_assert(sizeof(SteerCfg) == 28);
+static_assert(sizeof(SteerCfg) == 32);
 
 bool exists(const std::string& path) {
   std::error_code ec;
@@ -54,7 +55,8 @@ std::string with_xdp_program(const std::string& device, const std::string& progr
 }
 
 std::string configure_xdp_steering(int ifindex, uint32_t ipv4_host_order,
-                                   const std::optional<std::array<uint8_t, 16>>& ipv6) {
+                                   const std::optional<std::array<uint8_t, 16>>& ipv6,
+                                   std::optional<uint16_t> vlan) {
 #ifdef CONDUIT_HAVE_LIBBPF
   uint32_t prog_id = 0;
   if (int rc = bpf_xdp_query_id(ifindex, 0, &prog_id); rc != 0 || prog_id == 0) {
@@ -85,7 +87,7 @@ std::string configure_xdp_steering(int ifindex, uint32_t ipv4_host_order,
       }
       const uint32_t key = 0;
       const SteerCfg cfg{htonl(ipv4_host_order), 1, ipv6.value_or(std::array<uint8_t, 16>{}),
-                         ipv6 ? 1u : 0u};
+                         ipv6 ? 1u : 0u, vlan.value_or(0)};
       const int urc = bpf_map_update_elem(map_fd, &key, &cfg, BPF_ANY);
       close(map_fd);
       if (urc != 0) return std::string("cannot write ") + kCfgMapName + ": " + std::strerror(-urc);
@@ -99,6 +101,7 @@ std::string configure_xdp_steering(int ifindex, uint32_t ipv4_host_order,
   (void)ifindex;
   (void)ipv4_host_order;
   (void)ipv6;
+  (void)vlan;
   return "conduitd was built without libbpf";
 #endif
 }

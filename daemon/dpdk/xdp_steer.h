@@ -21,11 +21,12 @@ std::string find_xdp_steer_program();
 // that names no program of its own and program is not empty.
 std::string with_xdp_program(const std::string& device, const std::string& program);
 
-// Writes conduitd's IPv4 address (host byte order), and its IPv6 address
-// when it has one, into the conduit_cfg map of the XDP program attached to
-// ifindex, which starts the steering. Returns an empty string, or what went
-// wrong.
+// Writes conduitd's IPv4 address (host byte order), its IPv6 address when it
+// has one, and its VLAN ID (none: untagged) into the conduit_cfg map of the
+// XDP program attached to ifindex, which starts the steering. Returns an empty
+// string, or what went wrong.
 std::string configure_xdp_steering(int ifindex, uint32_t ipv4_host_order,
-                                   const std::optional<std::array<uint8_t, 16>>& ipv6);
+                                   const std::optional<std::array<uint8_t, 16>>& ipv6,
+                                   std::optional<uint16_t> vlan);
 
 }  // namespace conduit::dpdk

@@ -64,6 +64,9 @@ EngineConfig engine_config_from_policy(const policy::Policy& p, net::MacAddr mac
     if (p.port.gateway6) c.net.gateway6 = net::Ipv6Addr{p.port.gateway6->bytes};
     c.net.link_mtu = p.port.mtu_bytes;  // a Router Advertisement may lower it, not raise it
   }
+  // Tagged frames: ARP, NDP, ICMP and the CMs' datagrams go with PCP 0 (best effort, as
+  // Linux's VLAN devices send by default); RoCE frames take their class's priority.
+  if (p.port.vlan) c.net.vlan_id = *p.port.vlan;
   c.net.udp_ports = {p.port.roce_udp_port, p.port.cm_udp_port};
   for (const auto& n : p.port.neighbours) {
     c.net.static_neighbours.push_back({net::Ipv4Addr{n.ip.value}, net::MacAddr{n.mac.bytes}});

@@ -451,6 +451,10 @@ void parse_port(ErrorSink& s, const Field& f, PortSection& p, Marks& marks) {
     assign(p.mtu_bytes, mtu);
     marks.port_mtu_bad = !mtu;
   }
+  if (auto v = r.take("vlan")) {
+    // 0 (priority tags only) and 4095 are reserved VIDs (IEEE 802.1Q).
+    if (auto vid = detail::read_uint(s, *v, 1, 4094)) p.vlan = static_cast<uint16_t>(*vid);
+  }
   if (auto v = r.take("line_rate")) {
     if (auto rate = detail::read_rate_bps(s, *v, 1'000'000, kMaxRateBps)) p.line_rate_bps = rate;
   }

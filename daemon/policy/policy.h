@@ -93,6 +93,9 @@ struct PortSection {
   std::vector<Neighbour> neighbours;    // static ARP entries, file order, unique ip, <= 16384
   std::vector<Neighbour6> neighbours6;  // the same mapping's IPv6 entries (static NDP)
   uint32_t mtu_bytes = 1500;            // IP MTU, 576..9216
+  // 802.1Q VLAN ID (1..4094) on every frame sent and required on every frame taken,
+  // with each traffic class's priority as the tag's PCP. None: untagged frames.
+  std::optional<uint16_t> vlan;
   // The rate a QP's congestion control starts at and never exceeds (DCQCN's line rate,
   // `none`'s rate). Unset: the speed the port reports (10 Gbit/s when it reports none).
   std::optional<uint64_t> line_rate_bps;  // 1 Mbit/s..1 Tbit/s when set

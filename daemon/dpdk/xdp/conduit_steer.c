@@ -10,8 +10,10 @@
 //   - with an IPv6 address configured (port.address6): IPv6 frames to it (RoCEv2, ICMPv6 echo,
 //     unicast Neighbor Solicitations and the Advertisements answering conduitd's), and the
 //     multicast Neighbor Solicitations whose target is it (no extension headers in either).
-// Untagged or with one 802.1Q/802.1ad tag. Everything else, and everything until conduitd has
-// written its address into conduit_cfg (right after the port starts), goes to the kernel.
+// Only frames on conduitd's VLAN (port.vlan): one 802.1Q tag with that VID, or, on an untagged
+// port, untagged or priority-tagged (VID 0) frames. Frames of other VLANs, 802.1ad and stacked
+// tags go to the kernel (conduitd would drop them), as does everything until conduitd has
+// written its address into conduit_cfg (right after the port starts).
 //
 // Maps: xsks_map (XSKMAP; DPDK puts its sockets there, key = RX queue), conduit_cfg
 // (array, one struct steer_cfg; conduitd finds it by name on the attached program),
@@ -29,6 +31,7 @@ struct steer_cfg {
   __u32 enabled;       // 0 until conduitd configured it: pass everything
   __u32 ipv6[4];       // conduitd's IPv6 address as on the wire
   __u32 ipv6_enabled;  // 0: no IPv6 address, every IPv6 frame goes to the kernel
+  __u32 vlan;          // conduitd's 802.1Q VID (1..4094), 0: untagged
 };
 
 struct steer_stats {
@@ -114,12 +117,15 @@ int conduit_steer(struct xdp_md* ctx) {
   if ((void*)(eth + 1) > data_end) return verdict(ctx, 0);
   __be16 proto = eth->h_proto;
   void* l3 = eth + 1;
-  if (proto == bpf_htons(ETH_P_8021Q) || proto == bpf_htons(ETH_P_8021AD)) {
+  __u32 vid = 0;  // untagged, or a priority tag
+  if (proto == bpf_htons(ETH_P_8021Q)) {
     struct vlan_tag* tag = l3;
     if ((void*)(tag + 1) > data_end) return verdict(ctx, 0);
+    vid = bpf_ntohs(tag->tci) & 0x0FFF;
     proto = tag->encapsulated_proto;
     l3 = tag + 1;
   }
+  if (vid != cfg->vlan) return verdict(ctx, 0);
   if (proto == bpf_htons(ETH_P_IP)) {
     struct iphdr* ip = l3;
     if ((void*)(ip + 1) > data_end) return verdict(ctx, 0);

@@ -35,6 +35,18 @@ TEST_CASE("engine config: port.line_rate wins over the port's speed; 10 Gbit/s w
         2'500'000'000ull);
 }
 
+TEST_CASE("engine config: port.vlan tags the stack's frames; each class's priority is its PCP",
+          "[engine][policy]") {
+  const policy::Policy plain = load("");
+  CHECK_FALSE(engine::engine_config_from_policy(plain, {}, 0).net.vlan_id);
+  const policy::Policy p = load("  vlan: 42\n");
+  const engine::EngineConfig c = engine::engine_config_from_policy(p, {}, 0);
+  CHECK(c.net.vlan_id == 42);
+  CHECK(c.net.vlan_pcp == 0);  // ARP, NDP, ICMP and the CMs: best effort
+  REQUIRE(c.classes.size() == 1);
+  CHECK(c.classes[0].vlan_pcp == 3);  // the default class's priority
+}
+
 TEST_CASE("engine config: READ depths: the policy's as requester, the transport's as responder",
           "[engine][policy]") {
   const policy::Policy p = load("", "  max_outstanding_reads: 4\n");

@@ -94,6 +94,8 @@ bool g_ipv6 = false;
 // Port MTU for make_engine (0: the device's, 1500 for ring ports); a test that sets it puts it
 // back.
 uint16_t g_port_mtu = 0;
+// port.vlan for make_engine (none: untagged); Fixture::Options sets it per host.
+std::optional<uint16_t> g_vlan;
 net::Ipv6Addr host_addr6(uint8_t mac_low) {
   return net::Ipv6Addr{{0xFE, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xC0, 0, mac_low}};
 }
@@ -121,6 +123,7 @@ void make_engine(Host& h, const std::string& port_name, net::Ipv4Addr addr, uint
     ec.net.addr6 = host_addr6(mac_low);
     ec.net.link_mtu = h.port->mtu_bytes();
   }
+  ec.net.vlan_id = g_vlan;
   ec.roce_udp_port = g_roce_udp_port;
   ec.net.udp_ports = {g_roce_udp_port, ec.cm_udp_port};
   ec.idle_mode = idle_mode;
@@ -260,8 +263,10 @@ struct Fixture {
     unsigned ring_slots = 1024;
     bool connect_qps = true;
     engine::IdleMode idle_mode = engine::IdleMode::kSpin;
-    uint64_t class_max_rate_bps = 0;  // the default class's max rate (0: none)
-    uint16_t port_mtu_a = 0;          // a's port MTU, if not 0 (else g_port_mtu, as b's)
+    uint64_t class_max_rate_bps = 0;      // the default class's max rate (0: none)
+    uint16_t port_mtu_a = 0;              // a's port MTU, if not 0 (else g_port_mtu, as b's)
+    std::optional<uint16_t> vlan_a = {};  // a's port.vlan (none: untagged)
+    std::optional<uint16_t> vlan_b = {};  // b's
   };
   explicit Fixture(cc::ControllerKind cc_kind = cc::ControllerKind::kNone)
       : Fixture(Options{cc_kind}) {}
@@ -284,9 +289,12 @@ struct Fixture {
     REQUIRE(rte_eth_from_rings(("eng_b" + s).c_str(), &ab, 1, &ba, 1, SOCKET_ID_ANY) >= 0);
     const uint16_t port_mtu = g_port_mtu;
     if (o.port_mtu_a != 0) g_port_mtu = o.port_mtu_a;
+    g_vlan = o.vlan_a;
     make_host(a, "net_ring_eng_a" + s, addr_a, 0x11, cc_kind, o.idle_mode, o.class_max_rate_bps);
     g_port_mtu = port_mtu;
+    g_vlan = o.vlan_b;
     make_host(b, "net_ring_eng_b" + s, addr_b, 0x22, cc_kind, o.idle_mode, o.class_max_rate_bps);
+    g_vlan.reset();
     if (!connect_qps) return;
     connect(a, b, addr_b);
     connect(b, a, addr_a);
@@ -704,13 +712,18 @@ uint32_t mark_ce(rte_ring* ring) {
   for (unsigned i = 0; i < n; ++i) {
     auto* m = static_cast<rte_mbuf*>(objs[i]);
     uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
-    const bool ipv4_udp = m->data_len >= 42 && f[12] == 0x08 && f[13] == 0x00 && f[23] == 17;
+    size_t len = m->data_len;
+    if (len >= 18 && f[12] == 0x81 && f[13] == 0x00) {  // tagged: the rest as if untagged
+      f += 4;
+      len -= 4;
+    }
+    const bool ipv4_udp = len >= 42 && f[12] == 0x08 && f[13] == 0x00 && f[23] == 17;
     if (ipv4_udp && (f[36] << 8 | f[37]) == wire::kRoceUdpPort && (f[15] & 3) != 0) {
       f[15] |= 3;
       fix_ipv4_checksum(f);
       ++marked;
     }
-    const bool ipv6_udp = m->data_len >= 62 && f[12] == 0x86 && f[13] == 0xDD && f[20] == 17;
+    const bool ipv6_udp = len >= 62 && f[12] == 0x86 && f[13] == 0xDD && f[20] == 17;
     if (ipv6_udp && (f[56] << 8 | f[57]) == wire::kRoceUdpPort && (f[15] & 0x30) != 0) {
       f[15] |= 0x30;
       ++marked;
@@ -801,6 +814,144 @@ TEST_CASE("engine: DCQCN over IPv6: CE in the traffic class brings CNPs, the sen
   CHECK(qa.rate_bps < line_rate);
   CHECK(sa.counters.at("net.rx_udp6_delivered") >= qa.cnps_rx);
   CHECK(sa.counters.at("net.tx_arp_requests") == 0);
+}
+
+namespace {
+// A frame waiting in a ring between the ports, as the tests below look at it.
+struct SeenFrame {
+  bool tagged = false;
+  uint16_t tci = 0;         // when tagged
+  uint16_t ether_type = 0;  // after the tag, if any
+  int bth_opcode = -1;      // an IPv4 RoCE frame's (UDP 4791)
+};
+// The frames waiting in `ring`; the ring keeps them.
+std::vector<SeenFrame> frames_in(rte_ring* ring) {
+  void* objs[1024];
+  const unsigned n = rte_ring_dequeue_burst(ring, objs, 1024, nullptr);
+  std::vector<SeenFrame> out;
+  for (unsigned i = 0; i < n; ++i) {
+    auto* m = static_cast<rte_mbuf*>(objs[i]);
+    const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
+    size_t len = m->data_len;
+    SeenFrame s;
+    if (len < 14) continue;
+    if (len >= 18 && f[12] == 0x81 && f[13] == 0x00) {
+      s.tagged = true;
+      s.tci = static_cast<uint16_t>(f[14] << 8 | f[15]);
+      f += 4;
+      len -= 4;
+    }
+    s.ether_type = static_cast<uint16_t>(f[12] << 8 | f[13]);
+    if (s.ether_type == 0x0800 && len >= 14 + 20 + 8 + 12 && f[23] == 17 &&
+        (f[36] << 8 | f[37]) == wire::kRoceUdpPort) {
+      s.bth_opcode = f[42];
+    }
+    out.push_back(s);
+  }
+  REQUIRE(rte_ring_enqueue_bulk(ring, objs, n, nullptr) == n);
+  return out;
+}
+}  // namespace
+
+TEST_CASE(
+    "engine: with port.vlan every frame is tagged: ARP at PCP 0, RoCE and ACKs at the "
+    "class's priority, CNPs at cnp.priority",
+    "[engine][vlan]") {
+  Fixture::Options o;
+  o.cc_kind = cc::ControllerKind::kDcqcn;
+  o.vlan_a = o.vlan_b = 100;
+  o.connect_qps = false;
+  Fixture f(o);
+  constexpr uint16_t kVid = 100;
+  constexpr uint16_t kDataTci = 3 << 13 | kVid;  // the default class's priority 3
+  constexpr uint16_t kCnpTci = 6 << 13 | kVid;   // cnp.priority's default
+
+  // A connected QP needs its peer's MAC: a's ARP request goes out first, tagged, PCP 0.
+  connect(f.a, f.b, f.addr_b);
+  connect(f.b, f.a, f.addr_a);
+  std::vector<SeenFrame> first;
+  for (int i = 0; i < 100 && first.empty(); ++i) {
+    f.a.engine->poll_once(engine::tsc_now_ns());
+    first = frames_in(f.ab);
+  }
+  REQUIRE_FALSE(first.empty());
+  CHECK(first[0].tagged);
+  CHECK(first[0].tci == kVid);
+  CHECK(first[0].ether_type == 0x0806);
+  REQUIRE(run_until(
+              f.a, f.b, [] { return false; }, 50) == false);  // apply commands
+  expect_acks_ok(f.a);
+  expect_acks_ok(f.b);
+
+  const uint32_t len = 64 * 1024;
+  fill_random(f.a.arena(), len, 31);
+  post_recv(f.b, 1, 1 << 20, len);
+  post_send(f.a, 2, CONDUIT_SHM_WR_SEND, 0, len);
+  CHECK(wait_cqe(f, f.b).status == CONDUIT_SHM_WC_SUCCESS);
+  CHECK(wait_cqe(f, f.a).status == CONDUIT_SHM_WC_SUCCESS);
+  CHECK(std::memcmp(f.a.arena(), f.b.arena() + (1 << 20), len) == 0);
+
+  // A WRITE with every data frame CE-marked: the data, the ACKs and the CNPs, each looked at
+  // on its way.
+  fill_random(f.a.arena(), len, 32);
+  post_send(f.a, 3, CONDUIT_SHM_WR_RDMA_WRITE, 0, len, 2 << 20);
+  size_t data = 0, acks = 0, cnps = 0, untagged = 0, wrong = 0;
+  conduit_shm_cqe cqe{};
+  const uint64_t deadline = engine::tsc_now_ns() + 5'000'000'000ull;
+  while (!f.a.cq.try_dequeue(&cqe)) {
+    REQUIRE(engine::tsc_now_ns() < deadline);
+    f.a.engine->poll_once(engine::tsc_now_ns());
+    for (const SeenFrame& s : frames_in(f.ab)) {
+      if (!s.tagged) ++untagged;
+      if (s.bth_opcode >= 0x06 && s.bth_opcode <= 0x0B) {  // RDMA WRITE first..only
+        ++data;
+        if (s.tci != kDataTci) ++wrong;
+      }
+    }
+    mark_ce(f.ab);
+    f.b.engine->poll_once(engine::tsc_now_ns());
+    for (const SeenFrame& s : frames_in(f.ba)) {
+      if (!s.tagged) ++untagged;
+      if (s.bth_opcode == 0x11) {  // ACK
+        ++acks;
+        if (s.tci != kDataTci) ++wrong;
+      } else if (s.bth_opcode == 0x81) {  // CNP
+        ++cnps;
+        if (s.tci != kCnpTci) ++wrong;
+      }
+    }
+  }
+  CHECK(cqe.status == CONDUIT_SHM_WC_SUCCESS);
+  CHECK(std::memcmp(f.a.arena(), f.b.arena() + (2 << 20), len) == 0);
+  INFO("data " << data << " acks " << acks << " cnps " << cnps);
+  CHECK(data > 0);
+  CHECK(acks > 0);
+  CHECK(cnps > 0);
+  CHECK(untagged == 0);
+  CHECK(wrong == 0);
+  // The tagged CNPs reached a's reaction point.
+  CHECK(take_snapshot(f, f.a).qps.at(0).cnps_rx > 0);
+}
+
+TEST_CASE("engine: hosts on different VLANs, or one untagged, do not hear each other",
+          "[engine][vlan]") {
+  Fixture::Options o;
+  SECTION("VLAN 100 and VLAN 200") {
+    o.vlan_a = 100;
+    o.vlan_b = 200;
+  }
+  SECTION("VLAN 100 and untagged") { o.vlan_a = 100; }
+  SECTION("untagged and VLAN 200") { o.vlan_b = 200; }
+  Fixture f(o);
+  post_recv(f.b, 1, 1 << 20, 64);
+  post_send(f.a, 2, CONDUIT_SHM_WR_SEND, 0, 64);
+  conduit_shm_cqe cqe{};
+  CHECK_FALSE(run_until(
+      f.a, f.b, [&] { return f.b.cq.try_dequeue(&cqe); }, 300));
+  // a's ARP requests arrived at b, which dropped and counted each.
+  const auto& drops = f.b.engine->net().counters().rx_drops;
+  CHECK(drops[static_cast<size_t>(net::RxDrop::kVlanMismatch)] > 0);
+  CHECK(f.b.engine->net().counters().rx_arp_requests == 0);
 }
 
 TEST_CASE("engine: kSnapshot reports per-QP rate, alpha, CNPs and bytes, and the counters",

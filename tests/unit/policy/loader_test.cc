@@ -28,6 +28,7 @@ TEST_CASE("a minimal file gets every default") {
   CHECK(p.daemon.metrics_max_qps == kDefaultMetricsMaxQps);
   CHECK_FALSE(p.daemon.metrics);  // off by default
   CHECK(p.port.mtu_bytes == 1500);
+  CHECK_FALSE(p.port.vlan);  // untagged
   CHECK(p.port.roce_udp_port == 4791);
   REQUIRE(p.traffic_classes.size() == 1);
   const TrafficClass& tc = p.default_class();
@@ -116,6 +117,7 @@ TEST_CASE("every section is read into its typed field") {
       "    fe80::c0:12: 02:00:00:00:00:12\n"
       "    '2001:db8::9': 02:00:00:00:00:09\n"
       "  mtu: 9000\n"
+      "  vlan: 100\n"
       "  line_rate: 100gbit\n"
       "  roce_udp_port: 4791\n"
       "  cm_udp_port: 5000\n"
@@ -170,6 +172,7 @@ TEST_CASE("every section is read into its typed field") {
   CHECK(p.port.neighbours6[1].ip ==
         Ipv6Address{{0x20, 0x01, 0x0D, 0xB8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9}});
   CHECK(p.port.mtu_bytes == 9000);
+  CHECK(p.port.vlan == 100);
   CHECK(p.port.line_rate_bps == 100'000'000'000ull);
   CHECK(p.port.cm_udp_port == 5000);
   CHECK(p.port.rx_descriptors == 4096);

@@ -51,6 +51,10 @@ TEST_CASE("restart_required_changes: classes, CNPs and transport defaults apply 
   b = a;
   b.port.line_rate_bps = 40'000'000'000ull;
   CHECK(restart_required_changes(a, b) == std::vector<std::string>{"port.line_rate"});
+  // The tags every frame carries are the port's (and the XDP program's) from the start.
+  b = a;
+  b.port.vlan = 100;
+  CHECK(restart_required_changes(a, b) == std::vector<std::string>{"port.vlan"});
 }
 
 TEST_CASE("restart_required_changes: static IPv6 neighbours are bound at start-up too") {

@@ -35,6 +35,7 @@ TEST_CASE("the dump round-trips every kind of value") {
   p.port.eal_args = {"--no-huge", "-m", "512", "#not-a-comment", "a: b", ""};
   p.port.eal_args.pop_back();  // empty arguments are invalid
   p.port.gateway = Ipv4Address{0xC61200FE};
+  p.port.vlan = 4094;
   p.port.address6 = Ipv6Address{{0x20, 0x01, 0x0D, 0xB8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}};
   p.port.prefix_len6 = 48;
   p.port.gateway6 = Ipv6Address{{0xFE, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFE}};

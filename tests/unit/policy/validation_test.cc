@@ -71,6 +71,13 @@ TEST_CASE("out-of-range values") {
         Errors{"t.yaml:4:19: transport.pmtu: '8KiB' is out of range 256B..4KiB"});
   CHECK(errors_of("port: {device: net_null0, address: 198.18.0.1/24, mtu: 100000}\n") ==
         Errors{"t.yaml:1:56: port.mtu: 100000 is out of range 576..9216"});
+  // VID 0 (a priority tag, no VLAN) and 4095 are reserved.
+  CHECK(errors_of(std::string(kPort) + "  vlan: 0\n") ==
+        Errors{"t.yaml:4:9: port.vlan: 0 is out of range 1..4094"});
+  CHECK(errors_of(std::string(kPort) + "  vlan: 4095\n") ==
+        Errors{"t.yaml:4:9: port.vlan: 4095 is out of range 1..4094"});
+  CHECK(errors_of(std::string(kPort) + "  vlan: [100]\n") ==
+        Errors{"t.yaml:4:9: port.vlan: expected an integer, got a list"});
 }
 
 TEST_CASE("bad units are reported at the value") {
