@@ -22,10 +22,12 @@
 
 #include "proto/control_codec.h"
 #include "proto/seqpacket.h"
+#include "qp_table.h"
 
 namespace {
 
 namespace proto = conduit::proto;
+namespace ctl = conduit::ctl;
 
 constexpr const char* kUsage =
     "usage: conduitctl [--socket PATH] COMMAND\n"
@@ -122,17 +124,6 @@ std::string json_escape(const std::string& s) {
 
 std::string gid_str(const std::array<uint8_t, 16>& g) { return proto::gid_string(g); }
 
-std::string rate_str(uint64_t bps) {
-  char b[32];
-  if (bps == 0) return "-";
-  if (bps >= 1'000'000'000) {
-    std::snprintf(b, sizeof(b), "%.2fG", static_cast<double>(bps) / 1e9);
-  } else {
-    std::snprintf(b, sizeof(b), "%.1fM", static_cast<double>(bps) / 1e6);
-  }
-  return b;
-}
-
 int cmd_status(Client& c) {
   proto::ReplyMessage r;
   if (int rc = c.call(proto::StatusRequest{}, r); rc < 0) return 1;
@@ -208,18 +199,7 @@ int cmd_qps(Client& c, bool json) {
     std::printf("\n");
     return 0;
   }
-  std::printf("%-8s %-7s %-5s %-8s %-15s %-10s %9s %8s %8s %8s %8s %14s %14s\n", "QPN", "PID",
-              "STATE", "PEER_QPN", "PEER", "CLASS", "RATE", "ALPHA", "CNP_RX", "CNP_TX", "RETX",
-              "TX_BYTES", "RX_BYTES");
-  for (const auto& q : all) {
-    std::printf("%-8u %-7u %-5s %-8u %-15s %-10s %9s %8.4f %8" PRIu64 " %8" PRIu64 " %8" PRIu64
-                " %14" PRIu64 " %14" PRIu64 "\n",
-                q.qpn, q.pid, proto::qp_state_name(q.state), q.dest_qpn, gid_str(q.dgid).c_str(),
-                q.traffic_class.empty() ? "(default)" : q.traffic_class.c_str(),
-                rate_str(q.rate_bps).c_str(), q.alpha_ppm / 1e6, q.cnps_rx, q.cnps_tx,
-                q.retransmits, q.tx_bytes, q.rx_bytes);
-  }
-  if (all.empty()) std::printf("(no QPs)\n");
+  std::fputs(ctl::format_qp_table(all).c_str(), stdout);
   return 0;
 }
 
