@@ -1,4 +1,8 @@
 // conduitctl qps: the per-QP table as text (pure: no I/O, unit-tested).
+//
+// Columns are as wide as their widest cell, header included (as ip and ss size
+// theirs), so IPv6 peers and long class names keep the table aligned; one space
+// between columns, none after the last. Numbers are right-aligned, names left.
 #pragma once
 
 #include <cstdint>
@@ -9,7 +13,8 @@
 
 namespace conduit::ctl {
 
-// A DCQCN rate in bit/s as the RATE column shows it: "-" when unknown (0).
+// A DCQCN rate in bit/s as the RATE[bit/s] column shows it: "-" when unknown (0),
+// else three significant figures with an SI prefix: "9.61G", "300M", "40.0k", "512".
 std::string rate_text(uint64_t bps);
 
 // The table `conduitctl qps` prints: a header line and one line per QP, or
