@@ -4,6 +4,7 @@
 #include <conduit/conduit.h>
 
 #include <cstdio>
+#include <string>
 
 #include "perf_options.h"
 #include "perf_runner.h"
@@ -14,6 +15,9 @@ int main(int argc, char** argv) {
   if (!parsed.ok) {
     std::fprintf(stderr, "conduit-perf: %s\n", parsed.error.c_str());
     return 2;
+  }
+  for (const std::string& note : parsed.notes) {
+    std::fprintf(stderr, "conduit-perf: note: %s\n", note.c_str());
   }
   if (options.help) {
     std::fputs(conduit::perf::usage_text().c_str(), stdout);

@@ -37,6 +37,14 @@ bool parse_uint_in(std::string_view s, T lo, T hi, T& out) {
   return true;
 }
 
+// perftest's connection types (-c, --connection): perftest's spellings.
+bool is_perftest_connection_type(std::string_view s) {
+  for (const char* t : {"RC", "UC", "UD", "XRC", "DC", "SRD", "RawEth"}) {
+    if (s == t) return true;
+  }
+  return false;
+}
+
 std::string range_error(const std::string& opt, std::string_view value, uint64_t lo, uint64_t hi) {
   return "option " + opt + ": '" + std::string(value) + "' is not a number from " +
          std::to_string(lo) + " to " + std::to_string(hi);
@@ -175,6 +183,44 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
       field = true;
       return true;
     };
+    // perftest's -c TYPE (--connection): conduit-perf's own -c is --check, a flag, so -c is the
+    // connection type when its value is one of perftest's type names.
+    const bool next_is_type = !inline_value && i + 1 < argc && argv[i + 1] != nullptr &&
+                              is_perftest_connection_type(argv[i + 1]);
+    if (name == "--connection" ||
+        (name == "-c" && (inline_value ? is_perftest_connection_type(value) : next_is_type))) {
+      if (!inline_value) {
+        if (i + 1 >= argc || argv[i + 1] == nullptr)
+          return fail("option " + name + " needs a value");
+        value = argv[++i];
+      }
+      if (value != "RC") {
+        return fail("option " + name + " " + std::string(value) +
+                    ": conduit runs RC QPs only (perftest's default); drop it or give " + name +
+                    " RC");
+      }
+      continue;
+    }
+    if (is("-F", "--CPU-freq")) {
+      // perftest's -F only silences its warning about CPU frequency scaling; we give none.
+      bool ignored = false;
+      if (!flag(ignored)) return fail("option " + name + " takes no value");
+      continue;
+    }
+    if (is("--report_gbits", nullptr)) {
+      if (!flag(o.report_gbits)) return fail("option " + name + " takes no value");
+      continue;
+    }
+    if (is("--report-both", nullptr)) {
+      return fail(
+          "option --report-both: conduit-perf reports -b as one line, the sum of both "
+          "directions (perftest's report without --report-both)");
+    }
+    if (is("-U", "--report-unsorted") || is("-H", "--report-histogram")) {
+      return fail("option " + name +
+                  ": conduit-perf prints the latency summary (with the 99% and 99.9% "
+                  "percentiles), not every sample");
+    }
     if (is("-h", "--help")) {
       if (!flag(o.help)) return fail("option " + name + " takes no value");
       continue;
@@ -225,7 +271,8 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
         {"-s", "--size"},    {"-n", "--iters"},      {"-D", "--duration"}, {"-q", "--qp"},
         {"-p", "--port"},    {"-t", "--tx-depth"},   {"-r", "--rx-depth"}, {"-Q", "--cq-mod"},
         {"-m", "--mtu"},     {"-x", "--gid"},        {"-S", "--socket"},   {"-T", "--class"},
-        {"-W", "--timeout"}, {"-u", "--qp-timeout"}, {"--cm", nullptr},    {"-A", "--atomic_type"}};
+        {"-W", "--timeout"}, {"-u", "--qp-timeout"}, {"--cm", nullptr},    {"-A", "--atomic_type"},
+        {"-d", "--ib-dev"},  {"-i", "--ib-port"},    {"-l", "--post_list"}};
     bool valued = false;
     for (const auto& v : kValued) valued = valued || is(v[0], v[1]);
     if (!valued) return fail("unknown option '" + name + "' (conduit-perf --help lists them)");
@@ -286,6 +333,12 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
       o.mtu = v;
     } else if (is("-x", "--gid")) {
       Gid gid{};
+      if (!value.empty() && value.size() <= 3 &&
+          value.find_first_not_of("0123456789") == std::string_view::npos) {
+        return fail("option " + name + ": '" + std::string(value) +
+                    "' looks like perftest's GID index; conduit-perf's -x takes the address "
+                    "itself: our conduitd's port address (e.g. 198.18.0.1)");
+      }
       if (value.size() > 64 || !parse_gid(value, gid)) {
         return fail("option " + name + ": '" + std::string(value) +
                     "' is not an IPv4 address or a GID (e.g. 198.18.0.1 or ::ffff:198.18.0.1)");
@@ -320,6 +373,32 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
         return fail("option --cm needs a service number (1 .. 2^64-1)");
       }
       o.cm = true;
+    } else if (is("-d", "--ib-dev")) {
+      // conduit has no devices to choose from: the conduitd at -S drives one port.
+      if (value.empty()) return fail("option " + name + " needs a device name");
+      r.notes.push_back("option " + name + " " + std::string(value) +
+                        " ignored: conduit-perf uses the port of the conduitd at -S (--socket)");
+    } else if (is("-i", "--ib-port")) {
+      // A conduitd drives one port: perftest's default port 1 is it; another is refused
+      // rather than quietly measuring the wrong one.
+      uint32_t ib_port = 0;
+      if (!parse_uint_in<uint32_t>(value, 1, 255, ib_port)) {
+        return fail(range_error(name, value, 1, 255));
+      }
+      if (ib_port != 1) {
+        return fail("option " + name + " " + std::string(value) +
+                    ": a conduitd drives one port (-i 1); for another port, run the conduitd "
+                    "that drives it and give its socket with -S");
+      }
+    } else if (is("-l", "--post_list")) {
+      uint32_t post_list = 0;
+      if (!parse_uint_in<uint32_t>(value, 1, kMaxDepth, post_list)) {
+        return fail(range_error(name, value, 1, kMaxDepth));
+      }
+      if (post_list != 1) {
+        r.notes.push_back("option " + name + " " + std::string(value) +
+                          " ignored: conduit-perf posts one work request per call");
+      }
     } else if (is("-W", "--timeout")) {
       if (!parse_uint_in<uint32_t>(value, 1, 3600, o.timeout_s)) {
         return fail(range_error(name, value, 1, 3600));
@@ -501,10 +580,28 @@ Options:
   -V, --version          print the version
   -h, --help             this text
 
+perftest's options, taken so that perftest command lines run:
+  -d, --ib-dev DEV       ignored, with a note on stderr: the conduitd at -S drives
+                         one port
+  -i, --ib-port N        1 only: a conduitd drives one port (for another, give its
+                         conduitd's -S)
+  -c, --connection RC    RC only (UC, UD, XRC, DC, SRD are refused); -c without a
+                         connection type is --check
+  -F, --CPU-freq         ignored: conduit-perf gives no CPU frequency warning
+  -l, --post_list N      ignored, with a note on stderr: one work request per post
+  --report_gbits         --perftest: bandwidth in Gb/sec instead of MB/sec, on
+                         both sides' lines and in the report they exchange (give
+                         both sides the same); conduit-perf's own report is in
+                         Gb/sec anyway
+Refused: --report-both (-b prints the sum of both directions), -U and -H (the latency
+summary only). perftest's -x GID_INDEX, -S SL, -T TOS and -W COUNTERS are not
+these: conduit-perf's -x, -S, -T and -W (above) are its own.
+
 Output (like perftest): bandwidth lines
   #bytes #iterations BW peak[Gb/sec] BW average[Gb/sec] MsgRate[Mpps]
-  (--perftest: [MB/sec], perftest's default; its write_bw/read_bw server
-  prints the client's report, of the last size with -a)
+  (--perftest: [MB/sec], MiB (2^20 bytes) per second, perftest's default, or
+  [Gb/sec] with --report_gbits; its write_bw/read_bw server prints the
+  client's report, of the last size with -a)
 latency lines (one-way = round trip / 2, as perftest reports; read_lat: the
   READ's whole round trip, as ib_read_lat reports)
   #bytes #iterations t_min t_max t_typical t_avg t_stdev t_99 t_99.9 [usec]

@@ -85,6 +85,10 @@ struct PerfOptions {
   bool cm = false;
   uint64_t cm_service = 0;
   bool cm_selective_repeat = false;  // --sr: offer selective repeat through the CM
+  // --report_gbits: --perftest's bandwidth in Gb/s (10^9 bit/s) instead of perftest's default
+  // MiB/s ("MB/sec"), on the line and in the report the two sides exchange, as perftest.
+  // conduit-perf's own report is in Gb/s either way.
+  bool report_gbits = false;
   bool help = false;
   bool version = false;
 
@@ -112,6 +116,9 @@ bool parse_size(std::string_view s, uint64_t& out);
 struct ParseResult {
   bool ok = false;
   std::string error;  // what is wrong and how to fix it, when !ok
+  // perftest options that were accepted but mean nothing here (-d DEV, -l N): one line each
+  // saying so, for stderr, so a perftest script runs and its user knows what was not done.
+  std::vector<std::string> notes;
 };
 
 // argv[0] is skipped. Every value is range-checked; the first problem is reported.

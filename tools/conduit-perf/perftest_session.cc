@@ -334,29 +334,11 @@ void print_record(const char* side, const QpRecord& r) {
 
 const char* kRule = "---------------------------------------------------------------------------\n";
 
-void print_bw_header() {
-  std::printf(" #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n");
-}
+void print_bw_header(bool gbits) { std::printf("%s\n", perftest_bw_header(gbits).c_str()); }
 
 void print_bw_result(const PerftestReport& r) {
-  std::printf(" %-10llu %-10llu     %-7.2f            %-7.2f              %-7.6f\n",
-              static_cast<unsigned long long>(r.size_bytes),
-              static_cast<unsigned long long>(r.iterations), r.bw_peak_mib_s, r.bw_avg_mib_s,
-              r.msg_rate_mpps);
+  std::printf("%s\n", perftest_bw_line(r).c_str());
   std::fflush(stdout);
-}
-
-// `messages` of `size` bytes; the rates count `timed` of them in `secs` (0: not measurable).
-PerftestReport rate_report(uint64_t size, uint64_t messages, double secs, uint64_t timed) {
-  PerftestReport r;
-  r.size_bytes = size;
-  r.iterations = messages;
-  if (secs > 0 && timed > 0) {
-    r.bw_avg_mib_s = static_cast<double>(size * timed) / secs / (1 << 20);
-    r.msg_rate_mpps = static_cast<double>(timed) / secs / 1e6;
-  }
-  r.bw_peak_mib_s = r.bw_avg_mib_s;  // no per-message timestamps: the average
-  return r;
 }
 
 class Session {
@@ -748,10 +730,11 @@ PerftestReport Session::bw_client(uint64_t size) {
       reap();
       if (outstanding_total() == before) wait_completion("for the last messages sent");
     }
-    return rate_report(size, sample.count(), sample.seconds(), sample.count());
+    return perftest_rate_report(size, sample.count(), sample.seconds(), sample.count(),
+                                o_.report_gbits);
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return rate_report(size, total_iters(), secs, total_iters());
+  return perftest_rate_report(size, total_iters(), secs, total_iters(), o_.report_gbits);
 }
 
 PerftestReport Session::bw_server(uint64_t size) {
@@ -776,7 +759,8 @@ PerftestReport Session::bw_server(uint64_t size) {
         wait_completion_for(sample.wait_ms(now), "waiting for the peer's messages");
       }
     }
-    return rate_report(size, sample.count(), sample.seconds(), sample.count());
+    return perftest_rate_report(size, sample.count(), sample.seconds(), sample.count(),
+                                o_.report_gbits);
   }
   while (rx_done_total_ < total_iters()) {
     const uint64_t before = rx_done_total_;
@@ -784,7 +768,7 @@ PerftestReport Session::bw_server(uint64_t size) {
     if (rx_done_total_ == before) wait_completion("for the peer's messages");
   }
   const double secs = static_cast<double>(rx_last_ns_ - handshake_ns_) / 1e9;
-  return rate_report(size, rx_done_total_, secs, rx_done_total_);
+  return perftest_rate_report(size, rx_done_total_, secs, rx_done_total_, o_.report_gbits);
 }
 
 PerftestReport Session::bw_duplex_send(uint64_t size) {
@@ -807,7 +791,7 @@ PerftestReport Session::bw_duplex_send(uint64_t size) {
     }
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return rate_report(size, total_iters(), secs, total_iters());
+  return perftest_rate_report(size, total_iters(), secs, total_iters(), o_.report_gbits);
 }
 
 bool Session::lat_running(std::optional<DurationSample>& sample, bool start, uint64_t count) {
@@ -1123,7 +1107,7 @@ int Session::run() {
           if (lat) {
             std::printf("%s\n", (duration_ ? lat_duration_header() : lat_header()).c_str());
           } else {
-            print_bw_header();
+            print_bw_header(o_.report_gbits);
           }
           header = true;
         }
@@ -1164,8 +1148,8 @@ int Session::run() {
                  std::to_string(last.iterations) + " x " + std::to_string(last.size_bytes) + " B)");
           }
           PerftestReport both = last;
-          both.bw_peak_mib_s += theirs.bw_peak_mib_s;
-          both.bw_avg_mib_s += theirs.bw_avg_mib_s;
+          both.bw_peak += theirs.bw_peak;
+          both.bw_avg += theirs.bw_avg;
           both.msg_rate_mpps += theirs.msg_rate_mpps;
           print_bw_result(both);
           break;
@@ -1183,7 +1167,7 @@ int Session::run() {
         if (!client_) {
           if (!parse_perftest_report(in, last)) fail("the client's report is malformed");
           std::printf("%s", kRule);
-          print_bw_header();
+          print_bw_header(o_.report_gbits);
           print_bw_result(last);
           // -D: the client's count is its own; only the size is ours to compare.
           if ((!duration_ && last.iterations != total_iters()) ||

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
@@ -142,8 +143,36 @@ bool parse_perftest_cm_record(const PerftestCmRecord& m, QpRecord& out) {
 }
 
 std::array<PerftestU64, kPerftestReportFields> perftest_report_messages(const PerftestReport& r) {
-  return {perftest_u64(r.size_bytes), perftest_u64(r.iterations), perftest_double(r.bw_peak_mib_s),
-          perftest_double(r.bw_avg_mib_s), perftest_double(r.msg_rate_mpps)};
+  return {perftest_u64(r.size_bytes), perftest_u64(r.iterations), perftest_double(r.bw_peak),
+          perftest_double(r.bw_avg), perftest_double(r.msg_rate_mpps)};
+}
+
+PerftestReport perftest_rate_report(uint64_t size, uint64_t messages, double secs, uint64_t timed,
+                                    bool gbits) {
+  PerftestReport r;
+  r.size_bytes = size;
+  r.iterations = messages;
+  if (secs > 0 && timed > 0) {
+    r.bw_avg = static_cast<double>(size) * static_cast<double>(timed) / secs /
+               perftest_bw_unit_bytes_per_s(gbits);
+    r.msg_rate_mpps = static_cast<double>(timed) / secs / 1e6;
+  }
+  r.bw_peak = r.bw_avg;
+  return r;
+}
+
+std::string perftest_bw_header(bool gbits) {
+  return gbits ? " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]"
+               : " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]";
+}
+
+std::string perftest_bw_line(const PerftestReport& r) {
+  char b[256];
+  std::snprintf(b, sizeof(b), " %-10llu %-10llu     %-7.2f            %-7.2f              %-7.6f",
+                static_cast<unsigned long long>(r.size_bytes),
+                static_cast<unsigned long long>(r.iterations), r.bw_peak, r.bw_avg,
+                r.msg_rate_mpps);
+  return b;
 }
 
 bool parse_perftest_report(const std::array<PerftestU64, kPerftestReportFields>& m,
@@ -151,11 +180,11 @@ bool parse_perftest_report(const std::array<PerftestU64, kPerftestReportFields>&
   PerftestReport r;
   r.size_bytes = perftest_u64_value(m[0]);
   r.iterations = perftest_u64_value(m[1]);
-  r.bw_peak_mib_s = perftest_double_value(m[2]);
-  r.bw_avg_mib_s = perftest_double_value(m[3]);
+  r.bw_peak = perftest_double_value(m[2]);
+  r.bw_avg = perftest_double_value(m[3]);
   r.msg_rate_mpps = perftest_double_value(m[4]);
   if (r.size_bytes == 0 || r.size_bytes > kMaxMessageBytes) return false;
-  for (double d : {r.bw_peak_mib_s, r.bw_avg_mib_s, r.msg_rate_mpps}) {
+  for (double d : {r.bw_peak, r.bw_avg, r.msg_rate_mpps}) {
     if (!std::isfinite(d) || d < 0) return false;
   }
   out = r;

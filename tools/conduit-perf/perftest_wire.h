@@ -99,14 +99,26 @@ PerftestCmRecord perftest_cm_record(const QpRecord& r);
 // False when a field is out of its range (lid, out_reads > 16 bits; qpn, psn > 24 bits).
 bool parse_perftest_cm_record(const PerftestCmRecord& m, QpRecord& out);
 
-// What the client measured; sent by write_bw/read_bw after the traffic.
+// What the client measured; sent by write_bw/read_bw after the traffic. The bandwidths are in
+// the report's unit, as perftest puts them on the wire: MiB/s ("MB/sec", its default) or, with
+// --report_gbits, Gb/s; the two sides must be given the same (perftest does not say which).
 struct PerftestReport {
   uint64_t size_bytes = 0;
   uint64_t iterations = 0;
-  double bw_peak_mib_s = 0;
-  double bw_avg_mib_s = 0;
+  double bw_peak = 0;  // MiB/s, or Gb/s with --report_gbits
+  double bw_avg = 0;   // MiB/s, or Gb/s with --report_gbits
   double msg_rate_mpps = 0;
 };
+// Bytes per second in one unit of the report: 2^20 (MB/sec), or 125,000,000 (Gb/sec, 10^9 bit/s)
+// with --report_gbits, as perftest's format_factor.
+inline double perftest_bw_unit_bytes_per_s(bool gbits) { return gbits ? 125e6 : 1048576.0; }
+// `messages` of `size` bytes; the rates count `timed` of them in `secs` (0: not measurable).
+// The peak is the average: no per-message timestamps.
+PerftestReport perftest_rate_report(uint64_t size, uint64_t messages, double secs, uint64_t timed,
+                                    bool gbits);
+// perftest's bandwidth header (BW peak[MB/sec] or, with --report_gbits, [Gb/sec]), and a line.
+std::string perftest_bw_header(bool gbits);
+std::string perftest_bw_line(const PerftestReport& r);
 std::array<PerftestU64, kPerftestReportFields> perftest_report_messages(const PerftestReport& r);
 // False when a value is impossible (negative or not finite rates, size 0 or > 1 GiB).
 bool parse_perftest_report(const std::array<PerftestU64, kPerftestReportFields>& m,

@@ -56,7 +56,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   PerftestReport rep;
   if (parse_perftest_report(fields, rep)) {
-    if (rep.size_bytes == 0 || !std::isfinite(rep.bw_avg_mib_s)) std::abort();
+    if (rep.size_bytes == 0 || !std::isfinite(rep.bw_avg)) std::abort();
     PerftestReport back;
     if (!parse_perftest_report(perftest_report_messages(rep), back) ||
         back.size_bytes != rep.size_bytes || back.iterations != rep.iterations) {

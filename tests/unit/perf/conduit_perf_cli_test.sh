@@ -43,6 +43,11 @@ usage "option -D: '0' is not a number from 1" send_bw -D 0
 usage "option -q: '0' is not a number from 1 to 4096" send_bw -q 0
 usage "exclude each other" send_bw -a -s 64
 usage "--perftest needs -x ADDR" send_bw --perftest
+# perftest's own options: refused with the reason where they matter.
+usage "option -c UC: conduit runs RC QPs only" send_bw -c UC
+usage "a conduitd drives one port (-i 1)" send_bw -i 2
+usage "looks like perftest's GID index" send_bw --perftest -x 3
+usage "the sum of both directions" write_bw -b --report-both
 # No conduitd behind the socket: both roles fail at once (-W 5: a server would otherwise wait
 # 20 s for a client first), naming the socket and what to do.
 port=$((20000 + RANDOM % 20000))
@@ -57,5 +62,15 @@ for role in server client; do
   fi
   expect 1 "" "there is no socket at $dir/none.sock" "${args[@]}" --perftest -x 198.18.0.1
 done
+# A perftest command line runs: -i 1, -F, -c RC and --report_gbits taken; -d said to be ignored
+# (a note on stderr before anything else), then the missing conduitd as above.
+args=(write_bw -S "$dir/none.sock" -W 5 -p "$port" --perftest -x 198.18.0.1 -d mlx5_0 -i 1 -F
+  --report_gbits -c RC)
+expect 1 "" "conduit-perf: note: option -d mlx5_0 ignored" "${args[@]}"
+expect 1 "" "there is no socket at $dir/none.sock" "${args[@]}"
+if [[ $(head -c 100 "$dir/err") != "conduit-perf: note: option -d mlx5_0 ignored"* ]]; then
+  echo "FAIL: the -d note does not come first: $(<"$dir/err")"
+  fails=$((fails + 1))
+fi
 [[ $fails -eq 0 ]] || exit 1
 echo OK

@@ -337,3 +337,96 @@ TEST_CASE("read_lat is a latency test") {
   CHECK_FALSE(parse({"read_lat", "h", "-q", "2"}).ok);  // one QP, as the other latency tests
   CHECK_FALSE(parse({"read_lat", "h", "-b"}).ok);
 }
+
+namespace {
+
+struct ParsedWithNotes {
+  bool ok;
+  std::string error;
+  std::vector<std::string> notes;
+  PerfOptions o;
+};
+
+ParsedWithNotes parse_notes(std::vector<const char*> args) {
+  args.insert(args.begin(), "conduit-perf");
+  ParsedWithNotes p;
+  auto r = parse_args(static_cast<int>(args.size()), args.data(), p.o);
+  p.ok = r.ok;
+  p.error = r.error;
+  p.notes = r.notes;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("perftest's hardware options: taken, ignored with a note, or refused with the reason") {
+  // A typical perftest script line runs as it is.
+  auto p = parse_notes({"write_bw", "198.18.0.2", "--perftest", "-x", "198.18.0.1", "-d", "mlx5_0",
+                        "-i", "1", "-F", "--report_gbits", "-c", "RC", "-q", "4"});
+  INFO(p.error);
+  REQUIRE(p.ok);
+  CHECK(p.o.report_gbits);
+  CHECK_FALSE(p.o.check);  // -c RC is perftest's connection type, not --check
+  CHECK(p.o.qps == 4);
+  CHECK(p.o.server == "198.18.0.2");
+  // -d is said to be ignored; -i 1, -F and -c RC need no word.
+  REQUIRE(p.notes.size() == 1);
+  CHECK(p.notes[0].find("-d mlx5_0 ignored") != std::string::npos);
+  // The long spellings, and values attached.
+  p = parse_notes({"send_bw", "h", "--ib-dev=rxe0", "--ib-port=1", "--CPU-freq", "--connection=RC",
+                   "-cRC", "--post_list", "8"});
+  INFO(p.error);
+  REQUIRE(p.ok);
+  CHECK_FALSE(p.o.check);
+  REQUIRE(p.notes.size() == 2);
+  CHECK(p.notes[0].find("--ib-dev rxe0 ignored") != std::string::npos);
+  CHECK(p.notes[1].find("--post_list 8 ignored: conduit-perf posts one work request") !=
+        std::string::npos);
+  CHECK(parse_notes({"send_bw", "-l", "1"}).notes.empty());
+  // -c alone (or before a non-type) is still --check.
+  CHECK(parse_notes({"send_bw", "-c", "h"}).o.check);
+  CHECK(parse_notes({"send_bw", "-c", "h"}).o.server == "h");
+  CHECK(parse_notes({"send_bw", "h", "-c"}).o.check);
+  // --report_gbits without --perftest: our report is in Gb/sec already.
+  CHECK(parse_notes({"send_bw", "--report_gbits"}).ok);
+  CHECK_FALSE(parse_notes({"send_bw"}).o.report_gbits);
+
+  struct Case {
+    std::vector<const char*> args;
+    const char* says;
+  };
+  const std::vector<Case> refused = {
+      {{"send_bw", "-c", "UC"}, "option -c UC: conduit runs RC QPs only"},
+      {{"send_bw", "-c", "UD"}, "option -c UD: conduit runs RC QPs only"},
+      {{"write_bw", "--connection=XRC"}, "option --connection XRC: conduit runs RC QPs only"},
+      {{"send_bw", "--connection", "rc"}, "conduit runs RC QPs only"},
+      {{"send_bw", "--connection"}, "needs a value"},
+      {{"send_bw", "-i", "2"}, "a conduitd drives one port (-i 1)"},
+      {{"send_bw", "-i", "0"}, "from 1 to 255"},
+      {{"send_bw", "-d", ""}, "needs a device name"},
+      {{"send_bw", "-l", "0"}, "from 1 to 32768"},
+      {{"send_bw", "-F=1"}, "takes no value"},
+      {{"send_bw", "--report_gbits=1"}, "takes no value"},
+      {{"send_bw", "-b", "--report-both"}, "the sum of both directions"},
+      {{"send_lat", "-U"}, "the latency summary"},
+      {{"send_lat", "--report-histogram"}, "the latency summary"},
+      // perftest's -x is a GID index; ours is the address.
+      {{"send_bw", "-x", "3"}, "looks like perftest's GID index"},
+  };
+  for (const auto& c : refused) {
+    auto r = parse_notes(c.args);
+    INFO(c.says);
+    CHECK_FALSE(r.ok);
+    CHECK(r.error.find(c.says) != std::string::npos);
+  }
+}
+
+TEST_CASE("--help names perftest's hardware options and what becomes of them") {
+  const std::string u = conduit::perf::usage_text();
+  for (const char* s :
+       {"-d, --ib-dev DEV", "-i, --ib-port N", "-c, --connection RC", "-F, --CPU-freq",
+        "-l, --post_list N", "--report_gbits", "--report-both", "[Gb/sec] with --report_gbits"}) {
+    INFO(s);
+    CHECK(u.find(s) != std::string::npos);
+  }
+}

@@ -152,8 +152,8 @@ TEST_CASE("perftest report: the client's 5 fields as write_bw sent them") {
   REQUIRE(parse_perftest_report(captured, r));
   CHECK(r.size_bytes == 64);
   CHECK(r.iterations == 5);
-  CHECK(r.bw_peak_mib_s == Approx(0.0476900).epsilon(1e-5));
-  CHECK(r.bw_avg_mib_s == Approx(0.0476900).epsilon(1e-5));
+  CHECK(r.bw_peak == Approx(0.0476900).epsilon(1e-5));
+  CHECK(r.bw_avg == Approx(0.0476900).epsilon(1e-5));
   CHECK(r.msg_rate_mpps == Approx(0.00078135).epsilon(1e-5));
   CHECK(perftest_report_messages(r) == captured);
   SECTION("impossible reports are refused") {
@@ -376,4 +376,22 @@ TEST_CASE("--perftest advertises a READ depth conduitd's responder can hold") {
   // QPs' responders this depth at connect, which the transport must accept.
   CHECK(kConduitReadResponderDepth >= 1);
   CHECK(kConduitReadResponderDepth <= conduit::transport::kMaxReadDepth);
+}
+
+TEST_CASE("perftest's bandwidth report: MB/sec (MiB/s) by default, Gb/sec with --report_gbits") {
+  // 1 GiB in one second: 1024 MiB/s, or 8.589934592 Gb/s (perftest's format_factor 125000000).
+  const PerftestReport mib = perftest_rate_report(1 << 20, 1024, 1.0, 1024, false);
+  CHECK(mib.bw_avg == Approx(1024.0));
+  CHECK(mib.bw_peak == Approx(1024.0));
+  CHECK(mib.msg_rate_mpps == Approx(0.001024));
+  const PerftestReport gb = perftest_rate_report(1 << 20, 1024, 1.0, 1024, true);
+  CHECK(gb.bw_avg == Approx(8.589934592));
+  CHECK(gb.msg_rate_mpps == Approx(0.001024));
+  CHECK(perftest_rate_report(64, 5, 0.0, 5, true).bw_avg == 0.0);  // not measurable
+  // The headers, as perftest's RESULT_FMT and RESULT_FMT_G.
+  CHECK(perftest_bw_header(false) ==
+        " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]");
+  CHECK(perftest_bw_header(true) ==
+        " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]");
+  CHECK(perftest_bw_line(gb).find(" 1048576    1024           8.59               8.59") == 0);
 }
