@@ -477,7 +477,9 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
     }
     if (!o.sweep && o.sizes.size() != 1) return fail("--perftest runs one size (-s) or -a");
     if (o.check || o.json || o.events || o.cq_mod != 0) {
-      return fail("--perftest does not do -c, -J, -e or -Q (perftest's exchange has no room)");
+      return fail(
+          "--perftest does not do -c (--check), -J (--json), -e (--events) or -Q (--cq-mod): "
+          "perftest's exchange has no room for them");
     }
     if (o.iterations != 0 && o.iterations < kPerftestMinIterations) {
       return fail("--perftest: perftest takes -n " + std::to_string(kPerftestMinIterations) +

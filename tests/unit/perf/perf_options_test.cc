@@ -304,6 +304,9 @@ TEST_CASE("--perftest takes -Y (a local choice), not -e, -c, -J or -Q") {
   }
   CHECK(parse({"write_bw", "h", "--perftest", "-Q", "8"}).error.find("does not do") !=
         std::string::npos);
+  // perftest's -c is the connection type: say which -c this is.
+  CHECK(parse({"write_bw", "h", "--perftest", "-c"}).error.find("-c (--check)") !=
+        std::string::npos);
 }
 
 TEST_CASE("-R (perftest's rdma_cm) runs with --perftest only") {
