@@ -34,7 +34,7 @@ constexpr const char* kUsage =
     "\n"
     "Commands:\n"
     "  status          version, uptime, engine (lcore, idle mode, port, MTU, line rate,\n"
-    "                  link), clients and QPs\n"
+    "                  link), clients, QPs and the policy file\n"
     "  qps [--json]    one row per QP: number, owner, state, peer, class, current\n"
     "                  DCQCN rate (bit/s) and alpha, CNPs received/sent,\n"
     "                  retransmissions, bytes sent/received\n"

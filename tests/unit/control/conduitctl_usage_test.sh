@@ -21,6 +21,7 @@ expect() {  # expect STATUS TEXT ARGS...
 expect 0 "conduitctl 0." --version
 expect 0 "Commands:" --help
 expect 0 "DCQCN rate (bit/s)" --help
+expect 0 "clients, QPs and the policy file" --help
 expect 2 "no command given"
 expect 2 "unknown command 'frob'" frob
 expect 2 "policy takes 'show' or 'reload'" policy
