@@ -181,7 +181,17 @@ RejectReason reject_reason_from_ib(uint16_t code) {
     case kIbRejInsufficientRespResources:
       return RejectReason::kPolicy;
     default:
-      return RejectReason::kInvalid;
+      // The requester's own fields the peer found wrong: comm id or instance (6, 7), the
+      // primary or alternate path (12..25), RNR retry count (29), class version (31), flow
+      // labels (32, 33).
+      if (code == 6 || code == 7 || (code >= 12 && code <= 25) || code == 29 ||
+          (code >= 31 && code <= 33)) {
+        return RejectReason::kInvalid;
+      }
+      // Anything else (stale connection, duplicate comm id, vendor codes...) is the peer's
+      // refusal: rdma_cm reports every REJ as REJECTED, which librdmacm's rdma_connect()
+      // returns as ECONNREFUSED.
+      return RejectReason::kRefused;
   }
 }
 

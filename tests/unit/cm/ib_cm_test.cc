@@ -1190,3 +1190,27 @@ TEST_CASE("ib_cm: abandoning our REQ tells the listener with REJ(timeout), as Li
   CHECK(n.b.connection_count() == 0);
   CHECK(n.a.connection_count() == 0);
 }
+
+TEST_CASE("ib_cm: REJ reasons map to what an rdma_cm user sees", "[cm][ib]") {
+  // rdma_cm reports any REJ as REJECTED with the IB reason as status, and librdmacm's
+  // rdma_connect() returns ECONNREFUSED for it: a refusal (kRefused), not EINVAL, unless a
+  // more precise reason applies.
+  CHECK(reject_reason_from_ib(kIbRejStaleConn) == RejectReason::kRefused);
+  CHECK(reject_reason_from_ib(30) == RejectReason::kRefused);   // duplicate local comm id
+  CHECK(reject_reason_from_ib(100) == RejectReason::kRefused);  // beyond the table
+  CHECK(reject_reason_from_ib(kIbRejConsumerDefined) == RejectReason::kRefused);
+  CHECK(reject_reason_from_ib(kIbRejInvalidServiceId) == RejectReason::kNoListener);
+  CHECK(reject_reason_from_ib(kIbRejTimeout) == RejectReason::kTimeout);
+  CHECK(reject_reason_from_ib(kIbRejNoResources) == RejectReason::kQuota);
+  CHECK(reject_reason_from_ib(kIbRejInvalidMtu) == RejectReason::kPolicy);
+  CHECK(reject_reason_from_ib(12) == RejectReason::kInvalid);  // invalid GID
+  CHECK(reject_reason_from_ib(31) == RejectReason::kInvalid);  // invalid class version
+  // The stale REQ test's requester: it learns 'refused'.
+  IbPair n;
+  connect_pair(n);
+  REQUIRE(n.a.connect(n.now, 11, IbPair::kB, 7471, ib_params(0x10, 5, 1, 1)) > 0);
+  n.run();
+  const CmAction* rej = n.last(n.events_a, CmAction::Kind::kRejected);
+  REQUIRE(rej != nullptr);
+  CHECK(rej->reason == RejectReason::kRefused);
+}
