@@ -247,6 +247,7 @@ int ConnectionManager::disconnect(uint64_t now_ns, uint64_t owner, uint32_t conn
       c.state = State::kDreqSent;
       c.dreq_tid = c.peer.ib ? new_tid(conn) : 0;
       c.retries = 0;
+      c.retry_ns = 0;  // a new message: an MRA of our REQ or REP does not stretch it
       c.deadline_ns = now_ns + cfg_.retry_timeout_ns;
       send(c, conn, CmType::kDreq);
       return 0;
@@ -438,6 +439,22 @@ void ConnectionManager::on_for_conn(uint64_t now_ns, CmPeer from, const CmMessag
     case CmType::kRep:
       // An IB REP names no service and no PMTU: the REQ's offer stands.
       if (c.state == State::kReqSent && (from.ib || m.service == c.service)) {
+        if (from.ib) {
+          auto held = by_remote_qpn_.find({from.addr, m.params.qpn});
+          auto old = held == by_remote_qpn_.end() ? conns_.end() : conns_.find(held->second);
+          if (old != conns_.end() && old->first != id && old->second.state == State::kEstablished) {
+            // The responder's QP is connected here under another connection: it lost that
+            // one and reuses the QP. As Linux's cm_rep_handler: REJ 'stale connection' for
+            // the REP and DREQ for the old connection. Linux leaves its REQ to be refused
+            // from the peer's timewait; this request ends at once, with the reason.
+            ++counters_.stale_replies;
+            send_reply(from, id, m.src_conn, CmType::kRej, RejectReason::kRefused, c.tid, 0,
+                       kIbMsgRep, kIbRejStaleConn);
+            disconnect(now_ns, old->second.owner, old->first);
+            fail(id, c, reject_reason_from_ib(kIbRejStaleConn), false);
+            return;
+          }
+        }
         c.remote_conn = m.src_conn;
         c.remote = m.params;
         if (from.ib) {
@@ -479,6 +496,12 @@ void ConnectionManager::on_for_conn(uint64_t now_ns, CmPeer from, const CmMessag
       }
       return;
     case CmType::kDreq:
+      if (from.ib && m.params.qpn != c.local.qpn) {
+        // As Linux's cm_dreq_handler: a DREQ must name our QP (its remote QPN), or it is
+        // dropped, unanswered; the connection stays.
+        ++counters_.dreq_qpn_mismatch;
+        return;
+      }
       // To the DREQ's sender id: an active side still in kReqSent has no remote id yet.
       send_reply(from, id, m.src_conn, CmType::kDrep, {}, m.ib.tid);
       if (c.state == State::kEstablished || c.state == State::kDreqSent ||
@@ -499,9 +522,11 @@ void ConnectionManager::on_for_conn(uint64_t now_ns, CmPeer from, const CmMessag
       return;
     case CmType::kMra:
       // The peer got our REQ (REP) and asks for time, as rdma_cm does while
-      // its application decides: wait what it asks (capped), then resend. Once: as
+      // its application decides: wait what it asks (capped) before this and every later
+      // resend of the message, as Linux (ib_modify_mad: the MAD's timeout becomes the
+      // service timeout plus the packet life time for its remaining retries). Once: as
       // Linux (MRA_REQ_RCVD / MRA_REP_RCVD), a repeated MRA (the peer answers each
-      // resend with one) is ignored, or a peer that never decides holds us forever.
+      // resend with one) is ignored; the retry budget still ends the wait.
       if (!c.mra_seen && ((c.state == State::kReqSent && m.ib.mra_message == kIbMsgReq) ||
                           (c.state == State::kRepSent && m.ib.mra_message == kIbMsgRep))) {
         ++counters_.mra_received;
@@ -509,7 +534,8 @@ void ConnectionManager::on_for_conn(uint64_t now_ns, CmPeer from, const CmMessag
         c.retries = 0;
         const uint64_t wait =
             std::min<uint64_t>(uint64_t{4096} << m.ib.mra_timeout, cfg_.max_mra_wait_ns);
-        c.deadline_ns = now_ns + wait + cfg_.retry_timeout_ns;
+        c.retry_ns = wait + cfg_.retry_timeout_ns;
+        c.deadline_ns = now_ns + c.retry_ns;
       } else {
         ++counters_.rx_unexpected;
       }
@@ -568,7 +594,7 @@ void ConnectionManager::on_timer(uint64_t now_ns) {
     }
     ++c.retries;
     ++counters_.retransmits;
-    c.deadline_ns = now_ns + cfg_.retry_timeout_ns;
+    c.deadline_ns = now_ns + retry_ns(c);
     if (c.state == State::kReqSent) send(c, id, CmType::kReq);
     if (c.state == State::kRepSent) send(c, id, CmType::kRep);
     if (c.state == State::kDreqSent) send(c, id, CmType::kDreq);

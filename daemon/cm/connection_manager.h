@@ -22,7 +22,10 @@
 // ours is dropped).
 // IB CM: a REQ from a QP that is in another, established connection here (the
 // peer lost that one and reuses the QP) is refused with REJ 'stale connection'
-// and the old connection is disconnected (DREQ), as Linux's ib_cm does.
+// and the old connection is disconnected (DREQ), as Linux's ib_cm does; so is a
+// REP naming such a QP (REJ of the REP; our request fails with kRefused).
+// IB CM, as Linux: a DREQ must name our QP or it is dropped; an MRA stretches
+// every later resend of the message it acknowledges (capped).
 // A REJ ends a connection in any state: one already established here (the
 // peer gave up after its REP, before our RTU reached it) is reported as
 // kDisconnected.
@@ -73,7 +76,8 @@ struct CmConfig {
   uint32_t max_connections = 4096;          // in any state; a REQ beyond it gets REJ(quota)
   uint32_t max_listeners = 1024;
   uint32_t first_conn_id = 1;  // seed: a restarted daemon should not reuse ids
-  // IB CM: the longest an MRA makes us wait before resending (rdma_cm asks for 68 s).
+  // IB CM: the longest an MRA makes us wait before each resend of the message it
+  // acknowledges (rdma_cm asks for 68 s; Linux waits that before every later retry).
   uint64_t max_mra_wait_ns = 30'000'000'000;
   // IB CM: a request the owner has not answered lives as long as the requester resends
   // its REQ (its REQ says how long), at most this long.
@@ -134,6 +138,8 @@ struct CmCounters {
   uint64_t sidr_unsupported = 0;   // IB CM: SIDR_REQs answered 'unsupported' (no UD QPs)
   uint64_t lap_unsupported = 0;    // IB CM: LAPs answered with APR 'unsupported'
   uint64_t stale_requests = 0;     // IB CM: REQs from a QP connected here, REJ 'stale'
+  uint64_t stale_replies = 0;      // IB CM: REPs from a QP connected here, REJ 'stale'
+  uint64_t dreq_qpn_mismatch = 0;  // IB CM: DREQs naming another QP than ours (dropped)
 };
 
 class ConnectionManager {
@@ -206,6 +212,10 @@ class ConnectionManager {
     uint64_t deadline_ns = UINT64_MAX;
     uint32_t retries = 0;
     bool mra_seen = false;  // IB CM: the peer's one MRA (for our REQ or REP) honoured
+    // Between resends of the message in flight (REQ, REP, DREQ); 0: retry_timeout_ns. An
+    // MRA stretches it for every later resend of the message it acknowledges, as Linux's
+    // ib_modify_mad does.
+    uint64_t retry_ns = 0;
     uint64_t tid = 0;       // IB CM: the REQ's transaction id (REP, REJ and RTU echo it)
     uint64_t dreq_tid = 0;  // IB CM: our DREQ's
   };
@@ -229,6 +239,9 @@ class ConnectionManager {
   void on_req(uint64_t now_ns, CmPeer from, const CmMessage& m);
   void on_sidr_req(CmPeer from, const CmMessage& m);
   void on_for_conn(uint64_t now_ns, CmPeer from, const CmMessage& m);
+  uint64_t retry_ns(const Conn& c) const {
+    return c.retry_ns != 0 ? c.retry_ns : cfg_.retry_timeout_ns;
+  }
 
   CmConfig cfg_;
   uint32_t next_id_;

@@ -236,6 +236,7 @@ CmParseError parse_ib_cm_mad(const uint8_t* data, size_t len, CmMessage& out) {
                                      : CmType::kDrep;
       out.src_conn = get32(b + 0);
       out.dst_conn = get32(b + 4);
+      if (attr == kAttrDreq) out.params.qpn = get24(b + 8);  // the receiver's QP
       return out.src_conn == 0 || out.dst_conn == 0 ? CmParseError::kBadConnId : CmParseError::kOk;
     case kAttrRej:
       out.type = CmType::kRej;

@@ -117,7 +117,8 @@ uint16_t ib_rej_code_for(RejectReason r);
 // bytes ignored). REQ: m.service is the listener's service (the rdma_cm port
 // or the raw service id), m.params the requester's QP (caps 0: no selective
 // repeat over the IB CM). REP: m.params.pmtu_bytes is 0 (a REP carries none).
-// SIDR_REQ, SIDR_REP: m.service is the raw service id. LAP: the ids only.
+// SIDR_REQ, SIDR_REP: m.service is the raw service id. LAP: the ids only. DREQ:
+// m.params.qpn is the remote QPN it names (the receiver's QP).
 // ClassPortInfo is kUnsupported.
 CmParseError parse_ib_cm_mad(const uint8_t* data, size_t len, CmMessage& out);
 

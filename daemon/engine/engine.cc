@@ -928,6 +928,8 @@ void Engine::fill_snapshot(control::CounterSnapshot& out) const {
   out.add("cm.sidr_unsupported", k.sidr_unsupported);
   out.add("cm.lap_unsupported", k.lap_unsupported);
   out.add("cm.stale_requests", k.stale_requests);
+  out.add("cm.stale_replies", k.stale_replies);
+  out.add("cm.dreq_qpn_mismatch", k.dreq_qpn_mismatch);
 
   // The device's own view (rx_missed: its RX ring overflowed before we polled).
   const dpdk::PortStats ps = port_.stats();

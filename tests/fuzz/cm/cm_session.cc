@@ -53,6 +53,7 @@ void check_ib_roundtrip(const uint8_t* data, size_t len) {
   IbCmBuildContext ctx;
   ctx.local_addr = m.ib.src_addr;
   ctx.peer_addr = m.ib.dst_addr;
+  ctx.peer_qpn = m.params.qpn;  // a DREQ's remote QPN
   uint8_t buf[kMadBytes];
   check(build_ib_cm_mad(m, ctx, buf) == kMadBytes);
   CmMessage again;
@@ -69,6 +70,7 @@ void check_ib_roundtrip(const uint8_t* data, size_t len) {
           again.ib.src_addr == m.ib.src_addr && again.ib.dst_addr == m.ib.dst_addr);
   }
   if (m.type == CmType::kRej) check(again.reason == m.reason);
+  if (m.type == CmType::kDreq) check(again.params.qpn == m.params.qpn);
 }
 
 // Peer k of eight: 198.18.0.k (0..3) or fe80::c0:k (4..7).

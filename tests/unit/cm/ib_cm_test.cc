@@ -657,6 +657,7 @@ TEST_CASE("ib_cm: an MRA makes the requester wait as asked, then resend", "[cm][
   // Without it A would have given up after 1.2 s; now it waits ~68.7 s (capped at 30 s).
   const uint64_t asked = n.a.next_deadline_ns() - n.now;
   CHECK(asked == 30'000'000'000ull + 200'000'000ull);
+  CHECK(n.a.counters().retransmits == 0);
   n.now += 5'000'000'000ull;
   n.a.on_timer(n.now);
   CHECK(n.last(n.events_a, CmAction::Kind::kRejected) == nullptr);
@@ -1213,4 +1214,106 @@ TEST_CASE("ib_cm: REJ reasons map to what an rdma_cm user sees", "[cm][ib]") {
   const CmAction* rej = n.last(n.events_a, CmAction::Kind::kRejected);
   REQUIRE(rej != nullptr);
   CHECK(rej->reason == RejectReason::kRefused);
+}
+
+TEST_CASE("ib_cm: after an MRA every later resend of that message waits as the MRA asked",
+          "[cm][ib]") {
+  // Linux's cm_mra_handler stretches the MAD's timeout (ib_modify_mad) for all its remaining
+  // retries, not the next one only: the responder's application is known to be deciding, so
+  // a lost answer is waited for at the MRA's pace. Ours: capped at max_mra_wait_ns (30 s)
+  // each, the retry budget unchanged, so a responder that never decides still fails us.
+  IbPair n;
+  const RequestAndMra started = request_and_mra(n);
+  n.a.on_message(n.now, IbPair::kB, started.mra.data(), started.mra.size());
+  constexpr uint64_t kWait = 30'000'000'000ull + 200'000'000ull;
+  uint64_t resends = 0;
+  bool failed = false;
+  while (!failed) {
+    const uint64_t next = n.a.next_deadline_ns();
+    REQUIRE(next != UINT64_MAX);
+    CHECK(next - n.now == kWait);  // each wait, the first and every one after a resend
+    n.now = next;
+    n.a.on_timer(n.now);
+    for (const auto& a : drain(n.a)) {
+      resends += a.kind == CmAction::Kind::kSend && a.bytes[17] == 0x10;
+      failed |= a.kind == CmAction::Kind::kRejected;
+    }
+    REQUIRE(resends <= 5);
+  }
+  CHECK(resends == 5);  // max_retries, as without an MRA
+  CHECK(n.a.connection_count() == 0);
+  // A DREQ is a new message: an MRA of the REQ does not stretch its resends.
+  IbPair m;
+  const Connected c = connect_pair(m);
+  REQUIRE(m.a.disconnect(m.now, 11, c.a_conn) == 0);
+  CHECK(m.a.next_deadline_ns() - m.now == 200'000'000ull);
+}
+
+TEST_CASE("ib_cm: a DREQ naming another QP than ours is dropped, as Linux's cm_dreq_handler",
+          "[cm][ib]") {
+  IbPair n;
+  const Connected c = connect_pair(n);
+  REQUIRE(n.a.disconnect(n.now, 11, c.a_conn) == 0);
+  const auto dreqs = mads(drain(n.a), 0x15);
+  REQUIRE(dreqs.size() == 1);
+  CHECK(be24_at(dreqs[0], 24 + 8) == 0x20);  // ours names B's QP
+  std::vector<uint8_t> wrong = dreqs[0];
+  wrong[24 + 10] = 0x21;  // QP 0x21: not the QP of B's connection
+  n.b.on_message(n.now, IbPair::kA, wrong.data(), wrong.size());
+  CHECK(drain(n.b).empty());  // no DREP, no disconnect
+  CHECK(n.b.counters().dreq_qpn_mismatch == 1);
+  CHECK(n.b.connection_count() == 1);
+  // The right one ends it.
+  n.b.on_message(n.now, IbPair::kA, dreqs[0].data(), dreqs[0].size());
+  const std::vector<CmAction> out = drain(n.b);
+  CHECK(mads(out, 0x16).size() == 1);
+  CHECK(count_kind(out, CmAction::Kind::kDisconnected) == 1);
+  CHECK(n.b.connection_count() == 0);
+}
+
+TEST_CASE("ib_cm: a REP from a QP we hold connected under another comm id: REJ(stale), DREQ",
+          "[cm][ib]") {
+  // A's QP 0x10 is connected to B's QP 0x20. A connects again (QP 0x11) and B answers from
+  // QP 0x20 under a new comm id: B lost the old connection and reuses the QP. Linux's
+  // cm_rep_handler answers REJ 'stale connection' (10) for the REP and sends DREQ for the old
+  // connection; A's new request fails with that reason (as rdma_cm's REJECTED: ECONNREFUSED).
+  IbPair n;
+  const Connected c = connect_pair(n);
+  const int64_t again = n.a.connect(n.now, 11, IbPair::kB, 7471, ib_params(0x11, 5, 1, 1));
+  REQUIRE(again > 0);
+  n.run();
+  const CmAction* req = n.last(n.events_b, CmAction::Kind::kRequest);
+  REQUIRE(req != nullptr);
+  REQUIRE(req->conn != c.b_conn);
+  REQUIRE(n.b.accept(n.now, 22, req->conn, ib_params(0x20, 7, 1, 1)) == 0);
+  const auto reps = mads(drain(n.b), 0x13);
+  REQUIRE(reps.size() == 1);
+  n.a.on_message(n.now, IbPair::kB, reps[0].data(), reps[0].size());
+  const std::vector<CmAction> out = drain(n.a);
+  CHECK(count_kind(out, CmAction::Kind::kEstablished) == 0);
+  CHECK(mads(out, 0x14).empty());  // no RTU
+  const auto rejs = mads(out, kAttrRej);
+  REQUIRE(rejs.size() == 1);
+  CHECK(rej_code(rejs[0]) == kIbRejStaleConn);
+  CHECK(rej_message(rejs[0]) == 1);                    // it rejects the REP
+  CHECK(be32_at(rejs[0], 24 + 0) == uint32_t(again));  // our id
+  CHECK(be32_at(rejs[0], 24 + 4) == req->conn);        // B's new one
+  const auto dreqs = mads(out, 0x15);
+  REQUIRE(dreqs.size() == 1);
+  CHECK(be32_at(dreqs[0], 24 + 0) == c.a_conn);
+  CHECK(be32_at(dreqs[0], 24 + 4) == c.b_conn);
+  REQUIRE(count_kind(out, CmAction::Kind::kRejected) == 1);
+  for (const auto& a : out) {
+    if (a.kind == CmAction::Kind::kRejected) {
+      CHECK(a.conn == uint32_t(again));
+      CHECK(a.reason == RejectReason::kRefused);
+    }
+  }
+  CHECK(n.a.counters().stale_replies == 1);
+  // B's new connection ends on the REJ, the old one on the DREQ.
+  n.b.on_message(n.now, IbPair::kA, rejs[0].data(), rejs[0].size());
+  n.b.on_message(n.now, IbPair::kA, dreqs[0].data(), dreqs[0].size());
+  n.run();
+  CHECK(n.a.connection_count() == 0);
+  CHECK(n.b.connection_count() == 0);
 }
