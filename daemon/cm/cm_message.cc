@@ -103,6 +103,8 @@ const char* cm_parse_error_name(CmParseError e) {
       return "not a CM MAD";
     case CmParseError::kUnsupported:
       return "CM message not supported";
+    case CmParseError::kRefusedReq:
+      return "CM request refused (transport or rdma_cm header)";
   }
   return "?";
 }

@@ -158,7 +158,8 @@ enum class CmParseError : uint8_t {
   kBadConnId,    // src_conn 0 (but in a REJ), or dst_conn set in a REQ / missing elsewhere
   kBadField,     // qpn/psn beyond 24 bits, PMTU, caps, timers, private_len, reason, reserved
   kBadClass,     // IB CM: not a MAD of the CM class, version 2, method Send
-  kUnsupported,  // IB CM: a valid MAD conduit does not act on (ClassPortInfo, UC/XRC...)
+  kUnsupported,  // IB CM: a valid MAD conduit does not act on (ClassPortInfo Send...)
+  kRefusedReq,   // IB CM: a REQ conduit refuses with REJ (UC/XRC, bad rdma_cm header)
 };
 const char* cm_parse_error_name(CmParseError e);
 

@@ -15,7 +15,28 @@ bool valid_params(const QpParams& q) {
 }  // namespace
 
 ConnectionManager::ConnectionManager(const CmConfig& cfg)
-    : cfg_(cfg), next_id_(cfg.first_conn_id == 0 ? 1 : cfg.first_conn_id) {}
+    : cfg_(cfg), next_id_(cfg.first_conn_id == 0 ? 1 : cfg.first_conn_id) {
+  if (cfg_.unsolicited_replies_per_s != 0) {
+    reply_credit_ns_ =
+        uint64_t{1'000'000'000} / cfg_.unsolicited_replies_per_s * cfg_.unsolicited_reply_burst;
+  }
+}
+
+bool ConnectionManager::unsolicited_reply_ok(uint64_t now_ns) {
+  if (cfg_.unsolicited_replies_per_s == 0) return true;
+  const uint64_t cost = std::max<uint64_t>(1, 1'000'000'000 / cfg_.unsolicited_replies_per_s);
+  const uint64_t cap = cost * cfg_.unsolicited_reply_burst;
+  if (now_ns > reply_refill_ns_) {
+    reply_credit_ns_ += std::min(now_ns - reply_refill_ns_, cap - std::min(cap, reply_credit_ns_));
+    reply_refill_ns_ = now_ns;
+  }
+  if (reply_credit_ns_ < cost) {
+    ++counters_.replies_suppressed;
+    return false;
+  }
+  reply_credit_ns_ -= cost;
+  return true;
+}
 
 uint32_t ConnectionManager::allocate_id() {
   // Callers check max_connections first, so a free id exists.
@@ -299,8 +320,26 @@ void ConnectionManager::forget_owner(uint64_t now_ns, uint64_t owner) {
 }
 
 void ConnectionManager::on_message(uint64_t now_ns, CmPeer from, const uint8_t* data, size_t len) {
+  if (from.ib && is_ib_mad_get_or_set(data, len)) {
+    // As Linux's MAD layer for a Get or Set no agent takes (its ib_cm takes Send only): the
+    // request echoed as GetResp 'unsupported method/attribute' (a CM ClassPortInfo Get gets
+    // that from Linux too). Never for a response, so two of us cannot loop.
+    ++counters_.mad_get_unsupported;
+    if (!unsolicited_reply_ok(now_ns)) return;
+    CmAction a;
+    a.kind = CmAction::Kind::kSend;
+    a.peer = from;
+    a.len = static_cast<uint16_t>(build_ib_mad_unsupported_resp(data, a.bytes.data()));
+    ++counters_.tx_messages;
+    emit(a);
+    return;
+  }
   CmMessage m;
   const CmParseError e = from.ib ? parse_ib_cm_mad(data, len, m) : parse_cm_message(data, len, m);
+  if (e == CmParseError::kRefusedReq) {
+    on_refused_req(now_ns, from, m);
+    return;
+  }
   // An APR or SIDR_REP answers a LAP or SIDR_REQ, which we never send.
   if (e == CmParseError::kUnsupported ||
       (e == CmParseError::kOk && (m.type == CmType::kApr || m.type == CmType::kSidrRep))) {
@@ -315,18 +354,32 @@ void ConnectionManager::on_message(uint64_t now_ns, CmPeer from, const uint8_t* 
   if (m.type == CmType::kReq) {
     on_req(now_ns, from, m);
   } else if (m.type == CmType::kSidrReq) {
-    on_sidr_req(from, m);
+    on_sidr_req(now_ns, from, m);
   } else {
     on_for_conn(now_ns, from, m);
   }
 }
 
-void ConnectionManager::on_sidr_req(CmPeer from, const CmMessage& m) {
+void ConnectionManager::on_refused_req(uint64_t now_ns, CmPeer from, const CmMessage& m) {
+  // A UC or XRC REQ, or an rdma_cm REQ whose header we cannot read. Linux: with no listener
+  // for the service id ib_cm sends REJ 'invalid service id'; else the rdma_cm listener
+  // refuses it (cma_check_req_qp_type, cma_save_ip_info) and ib_cm sends REJ 'consumer
+  // defined' as it destroys the new id. Nothing is kept: a resent REQ is refused again.
+  ++counters_.requests_refused;
+  if (!unsolicited_reply_ok(now_ns)) return;
+  const bool listened = listeners_.find(m.service) != listeners_.end();
+  send_reply(from, 0, m.src_conn, CmType::kRej,
+             listened ? RejectReason::kRefused : RejectReason::kNoListener, m.ib.tid, 0, kIbMsgReq,
+             listened ? kIbRejConsumerDefined : kIbRejInvalidServiceId);
+}
+
+void ConnectionManager::on_sidr_req(uint64_t now_ns, CmPeer from, const CmMessage& m) {
   // No UD QPs here, so no service id resolves: answer as Linux's ib_cm does when no listener
   // matches (rdma_cm then reports UNREACHABLE at once instead of after ~65 s of resends).
   // One reply per request, the same 256-byte MAD, nothing kept: a flood gains nothing in
-  // size and fills no table.
+  // size and fills no table, and the replies are rate-limited.
   ++counters_.sidr_unsupported;
+  if (!unsolicited_reply_ok(now_ns)) return;
   CmMessage r;
   r.type = CmType::kSidrRep;
   r.dst_conn = m.src_conn;
@@ -358,19 +411,25 @@ void ConnectionManager::on_req(uint64_t now_ns, CmPeer from, const CmMessage& m)
       // QP that is no longer its. (Linux also refuses while the old one is still being set
       // up or torn down; here those end on their own timers and do not block a new request.)
       ++counters_.stale_requests;
-      send_reply(from, 0, m.src_conn, CmType::kRej, RejectReason::kInvalid, m.ib.tid, 0, kIbMsgReq,
-                 kIbRejStaleConn);
+      if (unsolicited_reply_ok(now_ns)) {
+        send_reply(from, 0, m.src_conn, CmType::kRej, RejectReason::kRefused, m.ib.tid, 0,
+                   kIbMsgReq, kIbRejStaleConn);
+      }
       disconnect(now_ns, old->second.owner, old->first);
       return;
     }
   }
   auto l = listeners_.find(m.service);
   if (l == listeners_.end()) {
-    send_reply(from, 0, m.src_conn, CmType::kRej, RejectReason::kNoListener, m.ib.tid);
+    if (unsolicited_reply_ok(now_ns)) {
+      send_reply(from, 0, m.src_conn, CmType::kRej, RejectReason::kNoListener, m.ib.tid);
+    }
     return;
   }
   if (conns_.size() >= cfg_.max_connections) {
-    send_reply(from, 0, m.src_conn, CmType::kRej, RejectReason::kQuota, m.ib.tid);
+    if (unsolicited_reply_ok(now_ns)) {
+      send_reply(from, 0, m.src_conn, CmType::kRej, RejectReason::kQuota, m.ib.tid);
+    }
     return;
   }
   auto pending = pending_by_addr_.find(from.addr);
@@ -379,7 +438,9 @@ void ConnectionManager::on_req(uint64_t now_ns, CmPeer from, const CmMessage& m)
     // Requests nobody has answered yet cost a connection each: a sender that keeps
     // sending REQs must not take the table from everybody else.
     ++counters_.requests_over_cap;
-    send_reply(from, 0, m.src_conn, CmType::kRej, RejectReason::kQuota, m.ib.tid);
+    if (unsolicited_reply_ok(now_ns)) {
+      send_reply(from, 0, m.src_conn, CmType::kRej, RejectReason::kQuota, m.ib.tid);
+    }
     return;
   }
   const uint32_t id = allocate_id();
@@ -427,7 +488,9 @@ void ConnectionManager::on_for_conn(uint64_t now_ns, CmPeer from, const CmMessag
       (it->second.remote_conn != 0 && it->second.remote_conn != m.src_conn)) {
     if (m.type == CmType::kDreq) {
       // Already gone here (our DREP was lost): answer again so the peer stops.
-      send_reply(from, m.dst_conn, m.src_conn, CmType::kDrep, {}, m.ib.tid);
+      if (unsolicited_reply_ok(now_ns)) {
+        send_reply(from, m.dst_conn, m.src_conn, CmType::kDrep, {}, m.ib.tid);
+      }
       return;
     }
     ++counters_.rx_unknown_conn;

@@ -25,7 +25,11 @@
 // and the old connection is disconnected (DREQ), as Linux's ib_cm does; so is a
 // REP naming such a QP (REJ of the REP; our request fails with kRefused).
 // IB CM, as Linux: a DREQ must name our QP or it is dropped; an MRA stretches
-// every later resend of the message it acknowledges (capped).
+// every later resend of the message it acknowledges (capped); a UC/XRC REQ or one
+// with an rdma_cm header we cannot read gets REJ 'consumer defined' (a listener)
+// or 'invalid service id'; a Get/Set MAD gets GetResp 'unsupported'.
+// Replies to messages that name no connection of ours (REJ of such a REQ,
+// SIDR_REP, DREP for no connection, GetResp) are rate-limited (token bucket).
 // A REJ ends a connection in any state: one already established here (the
 // peer gave up after its REP, before our RTU reached it) is reported as
 // kDisconnected.
@@ -88,6 +92,12 @@ struct CmConfig {
   // stays far below the first.
   uint32_t max_pending_per_addr = 256;
   uint32_t max_pending_requests = 2048;
+  // Replies sent for a message that names no connection of ours (REJ 'no listener',
+  // 'quota' or 'stale', SIDR_REP, DREP for no connection, GetResp 'unsupported'): a
+  // token bucket of this many a second, this burst, so a spoofed source cannot have us
+  // reflect a flood at a third host. 0 per second: no limit.
+  uint32_t unsolicited_replies_per_s = 1000;
+  uint32_t unsolicited_reply_burst = 100;
   // For IB CM messages: our addresses (GIDs, rdma_cm header), the one of the
   // peer's family is used, and CA GUID.
   CmAddr local_addr4{};  // IPv4-mapped
@@ -134,12 +144,15 @@ struct CmCounters {
   uint64_t established = 0;
   uint64_t rejected_sent = 0;
   uint64_t rejected_received = 0;
-  uint64_t requests_over_cap = 0;  // REQs refused by max_pending_per_addr / _requests
-  uint64_t sidr_unsupported = 0;   // IB CM: SIDR_REQs answered 'unsupported' (no UD QPs)
-  uint64_t lap_unsupported = 0;    // IB CM: LAPs answered with APR 'unsupported'
-  uint64_t stale_requests = 0;     // IB CM: REQs from a QP connected here, REJ 'stale'
-  uint64_t stale_replies = 0;      // IB CM: REPs from a QP connected here, REJ 'stale'
-  uint64_t dreq_qpn_mismatch = 0;  // IB CM: DREQs naming another QP than ours (dropped)
+  uint64_t requests_over_cap = 0;    // REQs refused by max_pending_per_addr / _requests
+  uint64_t sidr_unsupported = 0;     // IB CM: SIDR_REQs answered 'unsupported' (no UD QPs)
+  uint64_t lap_unsupported = 0;      // IB CM: LAPs answered with APR 'unsupported'
+  uint64_t stale_requests = 0;       // IB CM: REQs from a QP connected here, REJ 'stale'
+  uint64_t stale_replies = 0;        // IB CM: REPs from a QP connected here, REJ 'stale'
+  uint64_t dreq_qpn_mismatch = 0;    // IB CM: DREQs naming another QP than ours (dropped)
+  uint64_t mad_get_unsupported = 0;  // IB CM: Get/Set MADs answered GetResp 'unsupported'
+  uint64_t requests_refused = 0;     // IB CM: UC/XRC or bad rdma_cm header REQs, REJ
+  uint64_t replies_suppressed = 0;   // unsolicited replies over the rate limit (not sent)
 };
 
 class ConnectionManager {
@@ -237,11 +250,14 @@ class ConnectionManager {
   // A request leaves kRequestPending (answered or gone): its pending counts drop.
   void end_pending(const Conn& c);
   void on_req(uint64_t now_ns, CmPeer from, const CmMessage& m);
-  void on_sidr_req(CmPeer from, const CmMessage& m);
-  void on_for_conn(uint64_t now_ns, CmPeer from, const CmMessage& m);
+  void on_sidr_req(uint64_t now_ns, CmPeer from, const CmMessage& m);
+  void on_refused_req(uint64_t now_ns, CmPeer from, const CmMessage& m);
+  // The token bucket of unsolicited replies: true when one may be sent now (and takes it).
+  bool unsolicited_reply_ok(uint64_t now_ns);
   uint64_t retry_ns(const Conn& c) const {
     return c.retry_ns != 0 ? c.retry_ns : cfg_.retry_timeout_ns;
   }
+  void on_for_conn(uint64_t now_ns, CmPeer from, const CmMessage& m);
 
   CmConfig cfg_;
   uint32_t next_id_;
@@ -260,6 +276,8 @@ class ConnectionManager {
   std::vector<uint32_t> scratch_ids_;  // on_timer / forget_owner: reused, not reallocated
   CmCounters counters_;
   uint32_t tid_seq_ = 0;
+  uint64_t reply_credit_ns_ = 0;  // the bucket, in nanoseconds of refill
+  uint64_t reply_refill_ns_ = 0;  // when it was last refilled
 };
 
 }  // namespace conduit::cm

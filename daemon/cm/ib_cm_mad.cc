@@ -90,19 +90,22 @@ CmParseError parse_req(const uint8_t* b, CmMessage& out) {
   const uint8_t ext_transport = b[51] & 0x7;
   p.timeout = b[95] >> 3;
   p.caps = 0;
-  // RC only: UC, RD and XRC connections are not conduit's.
-  if (transport != 0 || ext_transport != 0) return CmParseError::kUnsupported;
+  const uint8_t* priv = b + kReqPrivateAt;
+  out.service = is_rdma_cm_service(sid) ? sid & 0xFFFF : sid;
+  // RC only: UC, RD and XRC connections are not conduit's. Refused (the service and ids
+  // are filled in for the REJ), as a Linux rdma_cm listener refuses another QP type.
+  if (transport != 0 || ext_transport != 0) return CmParseError::kRefusedReq;
   (void)srq;  // the requester's own receive queue: nothing for us to do
   if (p.qpn < 2 || p.pmtu_bytes == 0) return CmParseError::kBadField;
   out.ib.src_addr = addr_at(b + 56);
   out.ib.dst_addr = addr_at(b + 72);
-  const uint8_t* priv = b + kReqPrivateAt;
   if (is_rdma_cm_service(sid)) {
     // rdma_cm's header: version 0, IPv4 or IPv6, then the addresses it connects
-    // between (IPv4 in the last 4 of 16 bytes).
+    // between (IPv4 in the last 4 of 16 bytes). Another version or family: refused, as
+    // Linux's rdma_cm refuses it (cma_save_ip_info fails, ib_cm sends REJ).
     const uint8_t ip_version = priv[1] >> 4;
     if (priv[0] != kRdmaCmVersion || (ip_version != 4 && ip_version != 6)) {
-      return CmParseError::kUnsupported;
+      return CmParseError::kRefusedReq;
     }
     out.ib.rdma_cm = true;
     out.ib.rdma_cm_src_port = get16(priv + 2);
@@ -113,10 +116,8 @@ CmParseError parse_req(const uint8_t* b, CmMessage& out) {
       out.ib.src_addr = addr_at(priv + 4);
       out.ib.dst_addr = addr_at(priv + 20);
     }
-    out.service = sid & 0xFFFF;
     copy_private(priv + kRdmaCmHeaderBytes, kRdmaCmReqPrivateBytes, out);
   } else {
-    out.service = sid;
     copy_private(priv, kReqPrivateBytes, out);
   }
   return CmParseError::kOk;
@@ -211,6 +212,22 @@ uint16_t ib_rej_code_for(RejectReason r) {
       return kIbRejUnsupported;
   }
   return kIbRejConsumerDefined;
+}
+
+bool is_ib_mad_get_or_set(const uint8_t* data, size_t len) {
+  return len >= kMadBytes && data[0] == 1 && (data[3] == kMadMethodGet || data[3] == kMadMethodSet);
+}
+
+size_t build_ib_mad_unsupported_resp(const uint8_t* request, uint8_t* out) {
+  std::memcpy(out, request, kMadBytes);
+  out[3] = kMadMethodGetResp;
+  put16(out + 4, kMadStatusUnsupportedMethodAttr);
+  return kMadBytes;
+}
+
+bool is_ib_mad_unsupported_resp(const uint8_t* data, size_t len) {
+  return len >= kMadBytes && data[0] == 1 && data[3] == kMadMethodGetResp &&
+         get16(data + 4) == kMadStatusUnsupportedMethodAttr;
 }
 
 CmParseError parse_ib_cm_mad(const uint8_t* data, size_t len, CmMessage& out) {

@@ -73,6 +73,10 @@ inline constexpr size_t kMadHeaderBytes = 24;
 inline constexpr uint8_t kMgmtClassCm = 0x07;
 inline constexpr uint8_t kCmClassVersion = 2;
 inline constexpr uint8_t kMadMethodSend = 0x03;
+inline constexpr uint8_t kMadMethodGet = 0x01;
+inline constexpr uint8_t kMadMethodSet = 0x02;
+inline constexpr uint8_t kMadMethodGetResp = 0x81;
+inline constexpr uint16_t kMadStatusUnsupportedMethodAttr = 0x000C;
 inline constexpr uint32_t kGsiQkey = 0x80010000;
 inline constexpr uint64_t kRdmaCmServiceTcp = 0x0000000001060000;  // RDMA_PS_TCP << 16
 inline constexpr uint64_t kRdmaCmServiceIb = 0x00000000013F0000;   // RDMA_PS_IB << 16
@@ -119,8 +123,19 @@ uint16_t ib_rej_code_for(RejectReason r);
 // repeat over the IB CM). REP: m.params.pmtu_bytes is 0 (a REP carries none).
 // SIDR_REQ, SIDR_REP: m.service is the raw service id. LAP: the ids only. DREQ:
 // m.params.qpn is the remote QPN it names (the receiver's QP).
-// ClassPortInfo is kUnsupported.
+// A REQ conduit refuses (UC or XRC, or an rdma_cm header of another version or IP
+// family) is kRefusedReq with m.src_conn, m.service and the TID filled in, for the REJ.
+// ClassPortInfo (method Send) is kUnsupported; a Get or Set is kBadClass (see below).
 CmParseError parse_ib_cm_mad(const uint8_t* data, size_t len, CmMessage& out);
+
+// A MAD of any class asking Get or Set (base version 1). Linux's ib_cm takes method Send
+// only; its MAD layer answers a Get or Set no agent takes (a CM ClassPortInfo Get among
+// them) with the request echoed as GetResp, status 0x000C "unsupported method/attribute
+// combination" (generate_unmatched_resp). build_ib_mad_unsupported_resp writes that
+// answer (kMadBytes) for request; is_ib_mad_unsupported_resp recognises one.
+bool is_ib_mad_get_or_set(const uint8_t* data, size_t len);
+size_t build_ib_mad_unsupported_resp(const uint8_t* request, uint8_t* out);
+bool is_ib_mad_unsupported_resp(const uint8_t* data, size_t len);
 
 // What build_ib_cm_mad needs beyond the message: both ends' addresses (GIDs
 // and the rdma_cm header of a REQ), our CA GUID and, for a DREQ, the peer's QPN.

@@ -102,6 +102,29 @@ SEEDS = {
     + ib(1, ib_ids(0x19, 0x38D4E3E, 1, bytes(4) + b"\x00\x01\xf4\xa0"))
     + ib(1, ib_req(0x38D4E3F, 1, 0x11, 0x1234))
     + bytes([8, 10, 1, 1, 4, 0]) + bytes([5, 50]),
+    # A CM ClassPortInfo Get (answered GetResp 'unsupported'); a UC REQ to a port listened on
+    # and an rdma_cm REQ with header version 1 (both REJ); an rdma_cm peer connects, we accept,
+    # its RTU, a DREQ naming another QP (dropped), then the right one.
+    "ib_get_uc_dreq_qpn": ib(1, mad(0x01, b"", tid=0x77)[:3] + b"\x01" + mad(0x01, b"", tid=0x77)[4:])
+    + ib(1, ib_req(0x38D4E40, 1, 0x13, 0x1)[:24 + 43] + b"\xa2" + ib_req(0x38D4E40, 1, 0x13, 0x1)[24 + 44:])
+    + ib(1, ib_req(0x38D4E41, 1, 0x14, 0x1)[:24 + 140] + b"\x01" + ib_req(0x38D4E41, 1, 0x14, 0x1)[24 + 141:])
+    + ib(1, ib_req(0x38D4E3E, 1, 0x11, 0x998787)) + bytes([2])
+    + ib(1, ib_ids(0x14, 0x38D4E3E, 1))
+    + ib(1, ib_ids(0x15, 0x38D4E3E, 1, b"\x00\x01\xf5"))
+    + ib(1, ib_ids(0x15, 0x38D4E3E, 1, b"\x00\x01\xf4")) + bytes([5, 50]),
+    # We connect to an rdma_cm port; the peer's MRA of our REQ (service timeout 24); the timers
+    # run through the stretched resends; then we connect again and its REP names QP 0x12, which
+    # the first connection's REP named too (stale once the first is established).
+    "ib_mra_stale_rep": bytes([8, 10, 1, 1])
+    + ib(1, ib_ids(0x11, 0x8D4E3E, 1, bytes([0x00, 24 << 3])))
+    + bytes([5, 255] * 14)
+    + bytes([8, 11, 1, 1]) + ib(1, ib_ids(0x13, 0x8D4E3E, 2, bytes(4)
+                                           + b"\x00\x00\x12\x00" + bytes(4)
+                                           + b"\x80\x0a\xe4\x00\x10\x10\x78\xe0"))
+    + bytes([8, 12, 1, 1]) + ib(1, ib_ids(0x13, 0x8D4E3F, 3, bytes(4)
+                                           + b"\x00\x00\x12\x00" + bytes(4)
+                                           + b"\x80\x0a\xe4\x00\x10\x10\x78\xe0"))
+    + bytes([5, 50]),
 }
 
 os.makedirs("seeds/cm_session", exist_ok=True)

@@ -349,7 +349,7 @@ TEST_CASE("ib_cm: bad MADs are refused with a reason", "[cm][ib]") {
     CHECK(parse(b) == CmParseError::kBadClass);
   }
   auto b = req;
-  b[17] = 0x01;  // ClassPortInfo
+  b[17] = 0x01;  // ClassPortInfo, method Send (a Get is answered: see its test)
   CHECK(parse(b) == CmParseError::kUnsupported);
   b[17] = 0x1A;  // APR (the connection manager counts it: we send no LAP)
   CHECK(parse(b) == CmParseError::kBadConnId);  // the REQ's reserved word: no remote comm id
@@ -357,18 +357,19 @@ TEST_CASE("ib_cm: bad MADs are refused with a reason", "[cm][ib]") {
   CHECK(parse(b) == CmParseError::kOk);
   b[17] = 0x77;
   CHECK(parse(b) == CmParseError::kBadType);
-  b = req;
-  b[24 + 43] |= 0x02;  // UC
-  CHECK(parse(b) == CmParseError::kUnsupported);
-  b = req;
-  b[24 + 51] |= 0x03;  // XRC
-  CHECK(parse(b) == CmParseError::kUnsupported);
-  b = req;
-  b[24 + 140] = 1;  // rdma_cm header version
-  CHECK(parse(b) == CmParseError::kUnsupported);
-  b = req;
-  b[24 + 141] = 0x50;  // IP version 5
-  CHECK(parse(b) == CmParseError::kUnsupported);
+  // REQs conduit refuses with REJ: the ids and service are read for it.
+  for (const auto& [at, value] : {std::pair<size_t, uint8_t>{24 + 43, 0xA2},  // UC
+                                  {24 + 51, 0xF3},                            // XRC
+                                  {24 + 140, 1},        // rdma_cm header version
+                                  {24 + 141, 0x50}}) {  // IP version 5
+    INFO("byte " << at);
+    b = req;
+    b[at] = value;
+    CHECK(parse(b) == CmParseError::kRefusedReq);
+    CHECK(m.src_conn == 0x038d4e3e);
+    CHECK(m.service == 7471);
+    CHECK(m.ib.tid == 0x000000023e4e8d03ull);
+  }
   b = req;
   b[24 + 50] = 0x77;  // path MTU 7
   CHECK(parse(b) == CmParseError::kBadField);
@@ -1316,4 +1317,118 @@ TEST_CASE("ib_cm: a REP from a QP we hold connected under another comm id: REJ(s
   n.run();
   CHECK(n.a.connection_count() == 0);
   CHECK(n.b.connection_count() == 0);
+}
+
+TEST_CASE("ib_cm: a Get or Set MAD (CM ClassPortInfo...) gets GetResp 'unsupported', as Linux",
+          "[cm][ib]") {
+  // Linux's ib_cm registers method Send only; its MAD layer answers a Get/Set no agent takes
+  // with the request echoed, method GetResp, status 0x000C (generate_unmatched_resp).
+  IbPair n;
+  std::vector<uint8_t> get = mad_from_hex(kKernelRtu);
+  get[3] = 0x01;                   // Get
+  get[16] = 0x00, get[17] = 0x01;  // ClassPortInfo
+  get[24] = 0xAB;                  // some attribute data, echoed
+  n.b.on_message(n.now, IbPair::kA, get.data(), get.size());
+  std::vector<CmAction> out = drain(n.b);
+  REQUIRE(out.size() == 1);
+  REQUIRE(out[0].kind == CmAction::Kind::kSend);
+  CHECK(out[0].peer == IbPair::kA);
+  REQUIRE(out[0].len == kMadBytes);
+  std::vector<uint8_t> resp(out[0].bytes.begin(), out[0].bytes.begin() + kMadBytes);
+  CHECK(resp[3] == 0x81);
+  CHECK(resp[4] == 0x00);
+  CHECK(resp[5] == 0x0C);
+  std::vector<uint8_t> expect = get;
+  expect[3] = 0x81;
+  expect[5] = 0x0C;
+  CHECK(resp == expect);  // the rest echoed: TID, attribute, its data
+  CHECK(is_ib_mad_unsupported_resp(resp.data(), resp.size()));
+  CHECK(n.b.counters().mad_get_unsupported == 1);
+  // A Set, and a Get of another class (no agent at Linux either), likewise.
+  get[3] = 0x02;
+  n.b.on_message(n.now, IbPair::kA, get.data(), get.size());
+  get[3] = 0x01;
+  get[1] = 0x04;  // performance management
+  n.b.on_message(n.now, IbPair::kA, get.data(), get.size());
+  CHECK(drain(n.b).size() == 2);
+  // A response is never answered (two of us cannot loop), nor is a Send we do not take.
+  n.a.on_message(n.now, IbPair::kB, resp.data(), resp.size());
+  get[1] = kMgmtClassCm;
+  get[3] = kMadMethodSend;
+  n.a.on_message(n.now, IbPair::kB, get.data(), get.size());
+  CHECK(drain(n.a).empty());
+  CHECK(n.a.counters().rx_unsupported == 1);
+  CHECK(n.a.counters().rx_malformed == 1);
+}
+
+TEST_CASE("ib_cm: a UC/XRC REQ or a bad rdma_cm header gets the REJ Linux sends", "[cm][ib]") {
+  // Linux's ib_cm hands such a REQ to the rdma_cm listener of its service id, which refuses it
+  // (cma_check_req_qp_type; cma_save_ip_info fails on another header version): ib_cm then
+  // sends REJ 'consumer defined' (28). With no listener ib_cm itself sends REJ 'invalid
+  // service id' (8). Silence would leave the requester resending for a minute.
+  for (const bool listening : {true, false}) {
+    INFO((listening ? "a listener" : "no listener"));
+    IbPair n;
+    if (listening) REQUIRE(n.b.listen(7471, 22) == 0);
+    const std::vector<uint8_t> req = mad_from_hex(kKernelReq);
+    for (const auto& [at, value] : {std::pair<size_t, uint8_t>{24 + 43, 0xA2},  // UC
+                                    {24 + 51, 0xF3},                            // XRC
+                                    {24 + 140, 1}}) {  // rdma_cm header version 1
+      INFO("byte " << at);
+      std::vector<uint8_t> bad = req;
+      bad[at] = value;
+      n.b.on_message(n.now, IbPair::kA, bad.data(), bad.size());
+      const std::vector<CmAction> out = drain(n.b);
+      CHECK(count_kind(out, CmAction::Kind::kRequest) == 0);
+      const auto rejs = mads(out, kAttrRej);
+      REQUIRE(rejs.size() == 1);
+      CHECK(rej_code(rejs[0]) == (listening ? kIbRejConsumerDefined : kIbRejInvalidServiceId));
+      CHECK(rej_message(rejs[0]) == 0);
+      CHECK(be32_at(rejs[0], 24 + 0) == 0);
+      CHECK(be32_at(rejs[0], 24 + 4) == 0x038d4e3eu);
+      CHECK(be64_at(rejs[0], 8) == be64_at(req, 8));
+    }
+    CHECK(n.b.connection_count() == 0);
+    CHECK(n.b.counters().requests_refused == 3);
+    CHECK(n.b.counters().rx_malformed == 0);
+  }
+}
+
+TEST_CASE("cm: unsolicited replies are rate-limited by a token bucket", "[cm][ib]") {
+  // A SIDR_REQ, a REQ for no listener or a DREQ for no connection is answered without any
+  // state: from a spoofed source, each answer goes to a victim. At most a burst, then the
+  // configured rate; the rest are counted, not sent.
+  CmConfig cfg = IbPair::config(IbPair::kB.addr, 1);
+  cfg.unsolicited_replies_per_s = 10;  // one per 100 ms
+  cfg.unsolicited_reply_burst = 3;
+  ConnectionManager b(cfg);
+  uint64_t now = 5'000'000'000;
+  const std::vector<uint8_t> sidr = mad_from_hex(kSidrReq);
+  const std::vector<uint8_t> req = mad_from_hex(kKernelReq);  // port 7471: nobody listens
+  auto sent = [&b] {
+    size_t k = 0;
+    for (const auto& a : drain(b)) k += a.kind == CmAction::Kind::kSend;
+    return k;
+  };
+  for (int i = 0; i < 5; ++i) b.on_message(now, IbPair::kA, sidr.data(), sidr.size());
+  CHECK(sent() == 3);  // the burst
+  CHECK(b.counters().replies_suppressed == 2);
+  b.on_message(now, IbPair::kA, req.data(), req.size());
+  CHECK(sent() == 0);  // the same bucket for REJ(no listener)
+  now += 100'000'000;  // one token back
+  b.on_message(now, IbPair::kA, req.data(), req.size());
+  b.on_message(now, IbPair::kA, req.data(), req.size());
+  CHECK(sent() == 1);
+  now += 10'000'000'000;  // refills up to the burst only
+  for (int i = 0; i < 5; ++i) b.on_message(now, IbPair::kA, req.data(), req.size());
+  CHECK(sent() == 3);
+  CHECK(b.counters().replies_suppressed == 2 + 1 + 1 + 2);
+  CHECK(b.counters().sidr_unsupported == 5);  // each request still counted
+  // 0 per second: no limit.
+  cfg.unsolicited_replies_per_s = 0;
+  ConnectionManager open(cfg);
+  for (int i = 0; i < 500; ++i) open.on_message(now, IbPair::kA, sidr.data(), sidr.size());
+  size_t k = 0;
+  for (const auto& a : drain(open)) k += a.kind == CmAction::Kind::kSend;
+  CHECK(k == 500);
 }
