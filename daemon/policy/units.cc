@@ -99,6 +99,18 @@ std::optional<uint64_t> parse_quantity(std::string_view text, const QuantitySpec
     return fail("expected a " + std::string(spec.what) + " such as " + std::string(spec.example) +
                 ", got " + quote(text));
   }
+  if (i > 1 && text.front() == '0') {
+    // A bare 01024 is octal 532 to YAML 1.1 tools; one rule for every number.
+    size_t first = 0;
+    while (first + 1 < i && text[first] == '0') ++first;
+    return fail("leading zeros are not accepted in " + quote(text) +
+                " (YAML 1.1 tools read a number with a leading zero as octal); write " +
+                std::string(text.substr(first)));
+  }
+  if (i == 1 && whole == 0 && i + 1 < text.size() && (text[i] == 'o' || text[i] == 'O') &&
+      std::isdigit(static_cast<unsigned char>(text[i + 1]))) {
+    return fail("octal is not accepted in " + quote(text));
+  }
   uint64_t frac = 0;
   uint64_t frac_scale = 1;
   if (i < text.size() && text[i] == '.') {

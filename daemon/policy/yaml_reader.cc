@@ -219,14 +219,69 @@ std::optional<std::string> read_string(ErrorSink& sink, const Field& f) {
   return text;
 }
 
+namespace {
+
+// digits in base (2, 8, 10 or 16); nullopt if one is not a digit of it or the value
+// does not fit 64 bits.
+std::optional<uint64_t> digits_value(std::string_view digits, unsigned base) {
+  if (digits.empty()) return std::nullopt;
+  uint64_t value = 0;
+  for (char c : digits) {
+    const auto u = static_cast<unsigned char>(c);
+    unsigned d = 0;
+    if (std::isdigit(u) != 0) {
+      d = static_cast<unsigned>(u - '0');
+    } else if (std::isxdigit(u) != 0) {
+      d = static_cast<unsigned>(std::tolower(u) - 'a' + 10);
+    } else {
+      return std::nullopt;
+    }
+    if (d >= base || __builtin_mul_overflow(value, uint64_t{base}, &value) ||
+        __builtin_add_overflow(value, uint64_t{d}, &value)) {
+      return std::nullopt;
+    }
+  }
+  return value;
+}
+
+}  // namespace
+
 std::optional<uint64_t> read_uint(ErrorSink& sink, const Field& f, uint64_t min, uint64_t max) {
   auto text = scalar(sink, f, "an integer");
   if (!text) return std::nullopt;
   std::string_view digits = *text;
   bool negative = !digits.empty() && digits.front() == '-';
   if (negative) digits.remove_prefix(1);
+  if (!negative && digits.size() > 2 && digits[0] == '0') {
+    // YAML 1.2 reads 0x1A and 0o32 as integers, YAML 1.1 0x1A and 0b11010: one spelling
+    // of a number is enough, and decimal is the one every tool reads alike.
+    const char prefix = static_cast<char>(std::tolower(static_cast<unsigned char>(digits[1])));
+    const unsigned base = prefix == 'x' ? 16 : prefix == 'o' ? 8 : prefix == 'b' ? 2 : 0;
+    if (base != 0) {
+      if (auto value = digits_value(digits.substr(2), base)) {
+        sink.add(f.mark, f.path + ": " + quote(*text) + " is " +
+                             (base == 16  ? "hexadecimal"
+                              : base == 8 ? "octal"
+                                          : "binary") +
+                             "; write the decimal number (" + std::to_string(*value) + ")");
+        return std::nullopt;
+      }
+    }
+  }
   if (!all_digits(digits)) {
     sink.add(f.mark, f.path + ": expected an integer, got " + quote(*text));
+    return std::nullopt;
+  }
+  if (digits.size() > 1 && digits[0] == '0') {
+    // YAML 1.1 (PyYAML, Ansible) reads 026 as octal 22, YAML 1.2 as decimal 26.
+    const auto octal = digits_value(digits, 8);
+    const auto decimal = digits_value(digits, 10);
+    std::string msg = f.path + ": " + quote(*text) + " has a leading zero";
+    if (!negative && octal && decimal && *octal != *decimal) {
+      msg += ", which YAML 1.1 tools read as octal (" + std::to_string(*octal) +
+             ") and YAML 1.2 as decimal (" + std::to_string(*decimal) + ")";
+    }
+    sink.add(f.mark, msg + "; write the decimal number without leading zeros");
     return std::nullopt;
   }
   uint64_t value = 0;

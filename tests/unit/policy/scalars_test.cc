@@ -1,0 +1,86 @@
+// Integers, booleans and list items as operators write them: one reading only,
+// reported where they stand.
+#include <catch2/catch.hpp>
+
+#include "policy/loader.h"
+#include "policy/units.h"
+#include "policy_test_util.h"
+
+using namespace conduit::policy;
+using namespace conduit::policy::test;
+using Errors = std::vector<std::string>;
+
+TEST_CASE("an integer with a leading zero is refused: YAML 1.1 reads it as octal") {
+  CHECK(errors_of(std::string(kPort) + "cnp: {dscp: 026}\n") ==
+        Errors{"t.yaml:4:13: cnp.dscp: '026' has a leading zero, which YAML 1.1 tools read as "
+               "octal (22) and YAML 1.2 as decimal (26); write the decimal number without "
+               "leading zeros"});
+  // Not an octal number either: still refused, the same advice.
+  CHECK(errors_of(std::string(kPort) + "transport: {window: 0128}\n") ==
+        Errors{"t.yaml:4:21: transport.window: '0128' has a leading zero; write the decimal "
+               "number without leading zeros"});
+  CHECK(errors_of("port: {device: net_null0, address: 198.18.0.1/24, roce_udp_port: 04791}\n") ==
+        Errors{"t.yaml:1:66: port.roce_udp_port: '04791' has a leading zero; write the decimal "
+               "number without leading zeros"});
+  CHECK(errors_of(std::string(kPort) + "cnp: {priority: 00}\n") ==
+        Errors{"t.yaml:4:17: cnp.priority: '00' has a leading zero; write the decimal number "
+               "without leading zeros"});
+  // In lists, RNR codes and class weights too.
+  CHECK(errors_of(std::string(kPort) + "daemon: {lcores: [1, 02]}\n") ==
+        Errors{"t.yaml:4:22: daemon.lcores[1]: '02' has a leading zero; write the decimal "
+               "number without leading zeros"});
+  CHECK(errors_of(std::string(kPort) + "transport: {min_rnr_timer: 012}\n") ==
+        Errors{"t.yaml:4:28: transport.min_rnr_timer: '012' has a leading zero, which YAML 1.1 "
+               "tools read as octal (10) and YAML 1.2 as decimal (12); write the decimal number "
+               "without leading zeros"});
+  CHECK(errors_of(std::string(kPort) +
+                  "traffic_classes:\n  - {name: a, default: true, dscp: 1, weight: 010}\n") ==
+        Errors{"t.yaml:5:47: traffic_classes[0].weight: '010' has a leading zero, which YAML "
+               "1.1 tools read as octal (8) and YAML 1.2 as decimal (10); write the decimal "
+               "number without leading zeros"});
+  // Plain 0 and numbers without a leading zero stay valid.
+  LoadResult r =
+      load(std::string(kPort) + "cnp: {dscp: 0, priority: 0}\ntransport: {window: 10}\n");
+  INFO(r.error_text());
+  REQUIRE(r.ok());
+  CHECK(r.policy->cnp.dscp == 0);
+  CHECK(r.policy->transport.window_packets == 10);
+}
+
+TEST_CASE("integers in another base are refused with their decimal value") {
+  CHECK(errors_of(std::string(kPort) + "cnp: {dscp: 0x1A}\n") ==
+        Errors{"t.yaml:4:13: cnp.dscp: '0x1A' is hexadecimal; write the decimal number (26)"});
+  CHECK(errors_of(std::string(kPort) + "cnp: {dscp: 0o32}\n") ==
+        Errors{"t.yaml:4:13: cnp.dscp: '0o32' is octal; write the decimal number (26)"});
+  CHECK(errors_of(std::string(kPort) + "cnp: {dscp: 0b11010}\n") ==
+        Errors{"t.yaml:4:13: cnp.dscp: '0b11010' is binary; write the decimal number (26)"});
+  // Digits that do not belong to the base: just not an integer.
+  CHECK(errors_of(std::string(kPort) + "cnp: {dscp: 0xZZ}\n") ==
+        Errors{"t.yaml:4:13: cnp.dscp: expected an integer, got '0xZZ'"});
+}
+
+TEST_CASE("a bare size or a quantity with a leading zero is refused the same way") {
+  CHECK(errors_of(std::string(kPort) + "transport: {pmtu: 01024}\n") ==
+        Errors{"t.yaml:4:19: transport.pmtu: leading zeros are not accepted in '01024' (YAML "
+               "1.1 tools read a number with a leading zero as octal); write 1024"});
+  std::string err;
+  CHECK_FALSE(parse_duration_ns("0300us", &err));
+  CHECK(err ==
+        "leading zeros are not accepted in '0300us' (YAML 1.1 tools read a number with a "
+        "leading zero as octal); write 300us");
+  CHECK_FALSE(parse_rate_bps("00.5gbit", &err));
+  CHECK(err ==
+        "leading zeros are not accepted in '00.5gbit' (YAML 1.1 tools read a number with "
+        "a leading zero as octal); write 0.5gbit");
+  CHECK_FALSE(parse_size_bytes("0o10", &err));
+  CHECK(err == "octal is not accepted in '0o10'");
+  CHECK_FALSE(parse_size_bytes("00", &err));
+  CHECK(err ==
+        "leading zeros are not accepted in '00' (YAML 1.1 tools read a number with a "
+        "leading zero as octal); write 0");
+  // A zero before the decimal point, a zero alone and zero bytes stay valid.
+  CHECK(parse_duration_ns("0.5us", &err) == 500ull);
+  CHECK(parse_rate_bps("0", &err) == 0ull);
+  CHECK(parse_size_bytes("0B", &err) == 0ull);
+  CHECK(parse_size_bytes("0", &err) == 0ull);
+}
