@@ -303,12 +303,26 @@ std::optional<uint64_t> read_uint(ErrorSink& sink, const Field& f, uint64_t min,
 std::optional<bool> read_bool(ErrorSink& sink, const Field& f) {
   auto text = scalar(sink, f, "true or false");
   if (!text) return std::nullopt;
+  const std::string& t = *text;
+  // YAML 1.2's core schema, exactly; 0/1 too, because that is how the mlx5 sysfs
+  // files spell the clamp knobs.
+  if (t == "true" || t == "True" || t == "TRUE" || t == "1") return true;
+  if (t == "false" || t == "False" || t == "FALSE" || t == "0") return false;
   std::string lower;
-  for (char c : *text) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  // 0/1 too, because that is how the mlx5 sysfs files spell the clamp knobs.
-  if (lower == "true" || lower == "1") return true;
-  if (lower == "false" || lower == "0") return false;
-  sink.add(f.mark, f.path + ": expected true or false, got " + quote(*text));
+  for (char c : t) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  static constexpr std::string_view kYaml11[] = {"y",  "Y",   "yes", "Yes", "YES", "n",
+                                                 "N",  "no",  "No",  "NO",  "on",  "On",
+                                                 "ON", "off", "Off", "OFF"};
+  if (lower == "true" || lower == "false") {
+    sink.add(f.mark, f.path + ": " + quote(t) + " is not a boolean spelling; write " + lower +
+                         ", " + static_cast<char>(std::toupper(lower[0])) + lower.substr(1) +
+                         " or " + (lower == "true" ? "TRUE" : "FALSE"));
+  } else if (std::find(std::begin(kYaml11), std::end(kYaml11), t) != std::end(kYaml11)) {
+    sink.add(f.mark, f.path + ": " + quote(t) +
+                         " is a boolean only to YAML 1.1 tools; write true or false");
+  } else {
+    sink.add(f.mark, f.path + ": expected true or false, got " + quote(t));
+  }
   return std::nullopt;
 }
 

@@ -84,3 +84,48 @@ TEST_CASE("a bare size or a quantity with a leading zero is refused the same way
   CHECK(parse_size_bytes("0B", &err) == 0ull);
   CHECK(parse_size_bytes("0", &err) == 0ull);
 }
+
+TEST_CASE("booleans take exactly the YAML 1.2 core spellings and 1 or 0") {
+  auto is_default = [](std::string_view v) -> std::optional<bool> {
+    LoadResult r =
+        load(std::string(kPort) + "traffic_classes:\n  - {name: a, default: " + std::string(v) +
+             ", dscp: 1}\n  - {name: b, default: true, dscp: 2}\n");
+    if (r.ok()) return r.policy->traffic_classes[0].is_default;
+    return std::nullopt;
+  };
+  CHECK(is_default("false") == false);
+  CHECK(is_default("False") == false);
+  CHECK(is_default("FALSE") == false);
+  CHECK(is_default("0") == false);
+  auto clamp = [](std::string_view v) -> std::optional<bool> {
+    LoadResult r = load(std::string(kPort) +
+                        "traffic_classes:\n  - {name: a, default: true, dscp: 1, "
+                        "congestion_control: {clamp_tgt_rate: " +
+                        std::string(v) + "}}\n");
+    if (r.ok()) return r.policy->traffic_classes[0].congestion_control.dcqcn.clamp_tgt_rate;
+    return std::nullopt;
+  };
+  CHECK(clamp("true") == true);
+  CHECK(clamp("True") == true);
+  CHECK(clamp("TRUE") == true);
+  CHECK(clamp("1") == true);
+  CHECK(clamp("tRuE") == std::nullopt);
+  CHECK(clamp("fALSE") == std::nullopt);
+  CHECK(clamp("01") == std::nullopt);
+  CHECK(
+      errors_of(std::string(kPort) + "traffic_classes:\n  - {name: a, default: tRuE, dscp: 1}\n") ==
+      Errors{"t.yaml:5:24: traffic_classes[0].default: 'tRuE' is not a boolean spelling; "
+             "write true, True or TRUE"});
+  CHECK(errors_of(std::string(kPort) +
+                  "traffic_classes:\n  - {name: a, default: fAlse, dscp: 1}\n") ==
+        Errors{"t.yaml:5:24: traffic_classes[0].default: 'fAlse' is not a boolean spelling; "
+               "write false, False or FALSE"});
+  // YAML 1.1's other booleans say why they are not taken.
+  for (const char* word : {"yes", "No", "on", "OFF", "y", "N"}) {
+    INFO(word);
+    CHECK(errors_of(std::string(kPort) + "traffic_classes:\n  - {name: a, default: " + word +
+                    ", dscp: 1}\n") ==
+          Errors{"t.yaml:5:24: traffic_classes[0].default: '" + std::string(word) +
+                 "' is a boolean only to YAML 1.1 tools; write true or false"});
+  }
+}
