@@ -1122,7 +1122,7 @@ std::string LoadResult::error_text() const {
 }
 
 LoadResult load_policy_string(std::string_view text, std::string_view name) {
-  ErrorSink sink(name);
+  ErrorSink sink(name, text);
   LoadResult result;
   Policy policy;
   try {

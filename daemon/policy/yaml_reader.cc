@@ -102,6 +102,65 @@ void ErrorSink::add(const YAML::Mark& mark, std::string message) {
   errors_.push_back(std::move(e));
 }
 
+std::string_view ErrorSink::line(size_t n) const {
+  if (line_starts_.empty()) {
+    // yaml-cpp counts lines at '\n' only, and columns of the first line after a UTF-8 BOM.
+    line_starts_.push_back(text_.substr(0, 3) == "\xEF\xBB\xBF" ? 3 : 0);
+    for (size_t i = 0; i < text_.size(); ++i) {
+      if (text_[i] == '\n') line_starts_.push_back(i + 1);
+    }
+  }
+  if (n >= line_starts_.size()) return {};
+  const size_t start = std::min(line_starts_[n], text_.size());
+  const size_t end = n + 1 < line_starts_.size() ? line_starts_[n + 1] - 1 : text_.size();
+  return text_.substr(start, end - start);
+}
+
+YAML::Mark ErrorSink::empty_item_mark(const YAML::Mark& at, const YAML::Mark& list) const {
+  // UTF-16 and UTF-32 files reach yaml-cpp converted: their lines are not text_'s.
+  const bool wide =
+      text_.size() >= 2 && (text_.substr(0, 2) == "\xFE\xFF" || text_.substr(0, 2) == "\xFF\xFE" ||
+                            text_[0] == '\0' || text_[1] == '\0');
+  if (wide || at.is_null() || at.line < 0 || at.column < 0 || list.line < 0) return list;
+  const auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\r'; };
+  std::string_view here = line(static_cast<size_t>(at.line));
+  here.remove_prefix(std::min(here.size(), static_cast<size_t>(at.column)));
+  if (!here.empty() &&
+      (here.front() == '~' || here.front() == '!' || here.front() == '&' || here.front() == '*' ||
+       here.substr(0, 4) == "null" || here.substr(0, 4) == "Null" || here.substr(0, 4) == "NULL")) {
+    return at;  // written out: ~, null, !!null '', an alias
+  }
+  // At the end of a file without a final line end, yaml-cpp's mark has column 0 of
+  // the last line, before the '-': the whole line is before it.
+  const size_t bom = line_starts_.front();
+  const bool at_end = at.pos >= 0 && static_cast<size_t>(at.pos) + bom >= text_.size();
+  // Back from the mark over blanks, line ends and comments to the item's '-'.
+  for (int n = at.line; n >= list.line; --n) {
+    std::string_view s = line(static_cast<size_t>(n));
+    if (n == at.line && !at_end) {
+      s = s.substr(0, std::min(s.size(), static_cast<size_t>(at.column)));
+    }
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (s[i] == '#' && (i == 0 || blank(s[i - 1]))) {
+        s = s.substr(0, i);
+        break;
+      }
+    }
+    while (!s.empty() && blank(s.back())) s.remove_suffix(1);
+    if (s.empty()) continue;
+    if (s.back() == '-' && (s.size() == 1 || blank(s[s.size() - 2]))) {
+      YAML::Mark m;
+      m.line = n;
+      m.column = static_cast<int>(s.size() - 1);
+      m.pos = static_cast<int>(line_starts_[static_cast<size_t>(n)] + s.size() - 1);
+      return m;
+    }
+    if (s.back() == ',' || s.back() == '[') return at;  // a flow list's empty entry
+    break;
+  }
+  return list;
+}
+
 std::vector<PolicyError> ErrorSink::take() {
   std::stable_sort(errors_.begin(), errors_.end(), [](const auto& a, const auto& b) {
     return std::pair(a.line, a.column) < std::pair(b.line, b.column);
@@ -368,7 +427,7 @@ std::optional<std::vector<Field>> read_list(ErrorSink& sink, const Field& f) {
   }
   size_t i = 0;
   for (auto it = f.node.begin(); it != f.node.end(); ++it, ++i) {
-    YAML::Mark mark = it->IsNull() ? f.mark : it->Mark();
+    YAML::Mark mark = it->IsNull() ? sink.empty_item_mark(it->Mark(), f.mark) : it->Mark();
     out.push_back(Field{*it, mark, f.path + "[" + std::to_string(i) + "]"});
   }
   return out;

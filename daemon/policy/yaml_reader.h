@@ -20,13 +20,26 @@ namespace conduit::policy::detail {
 
 class ErrorSink {
  public:
-  explicit ErrorSink(std::string_view file) : file_(file) {}
+  // text: the document, for positions yaml-cpp does not keep (empty_item_mark()).
+  explicit ErrorSink(std::string_view file, std::string_view text = {})
+      : file_(file), text_(text) {}
   void add(const YAML::Mark& mark, std::string message);
   std::vector<PolicyError> take();
   bool empty() const { return errors_.empty(); }
 
+  // Where an empty list item sits. yaml-cpp places "- " with nothing after it
+  // at the next token (the next item's '-', or the key after the list, lines
+  // further down); this finds its own '-'. at: the item's mark; list: the
+  // list's. An explicit null (~) keeps its mark; so does an empty entry of a
+  // flow list ("[1, , 3]": the ',' that ends it). list when neither is found.
+  YAML::Mark empty_item_mark(const YAML::Mark& at, const YAML::Mark& list) const;
+
  private:
+  std::string_view line(size_t n) const;
+
   std::string file_;
+  std::string_view text_;
+  mutable std::vector<size_t> line_starts_;  // of text_, filled on first use
   std::vector<PolicyError> errors_;
   bool truncated_ = false;
 };

@@ -129,3 +129,37 @@ TEST_CASE("booleans take exactly the YAML 1.2 core spellings and 1 or 0") {
                  "' is a boolean only to YAML 1.1 tools; write true or false"});
   }
 }
+
+TEST_CASE("an empty list item is reported at its own line and column") {
+  // In the middle of a list: at its '-', not at the list.
+  CHECK(errors_of(std::string(kPort) + "daemon:\n  lcores:\n    - 1\n    -\n    - 3\n") ==
+        Errors{"t.yaml:7:5: daemon.lcores[1]: expected an integer, got nothing"});
+  // The last item, followed by another key, by a comment or by the end of the file.
+  CHECK(
+      errors_of(std::string(kPort) + "daemon:\n  lcores:\n    - 1\n    - \n  idle_mode: spin\n") ==
+      Errors{"t.yaml:7:5: daemon.lcores[1]: expected an integer, got nothing"});
+  CHECK(errors_of(std::string(kPort) + "clients:\n  allowed_uids:\n  - 0\n  -   # later\n\n") ==
+        Errors{"t.yaml:7:3: clients.allowed_uids[1]: expected an integer, got nothing"});
+  CHECK(errors_of(std::string(kPort) + "clients:\n  allowed_uids:\n  - 0\n  -") ==
+        Errors{"t.yaml:7:3: clients.allowed_uids[1]: expected an integer, got nothing"});
+  // With Windows line ends.
+  CHECK(errors_of("port:\r\n  device: net_null0\r\n  address: 198.18.0.1/24\r\n"
+                  "  eal_args:\r\n    -\r\n    - --no-pci\r\n") ==
+        Errors{"t.yaml:5:5: port.eal_args[0]: expected a string, got nothing"});
+  // After a byte-order mark, at the end of a file without a final line end.
+  CHECK(errors_of("\xEF\xBB\xBF" + std::string(kPort) +
+                  "daemon: {lcores: [0]}\nclients:\n"
+                  "  allowed_gids:\n    - 1\n    -") ==
+        Errors{"t.yaml:8:5: clients.allowed_gids[1]: expected an integer, got nothing"});
+  // A class that is an empty item.
+  CHECK(errors_of(std::string(kPort) + "traffic_classes:\n  - {name: a, default: true, dscp: 1}\n"
+                                       "  -\n") ==
+        Errors{"t.yaml:6:3: traffic_classes[1]: missing required key 'name'",
+               "t.yaml:6:3: traffic_classes[1]: missing required key 'dscp'"});
+  // An explicit null is reported where it is written.
+  CHECK(errors_of(std::string(kPort) + "daemon:\n  lcores:\n    - 1\n    - ~\n") ==
+        Errors{"t.yaml:7:7: daemon.lcores[1]: expected an integer, got nothing"});
+  // In a flow list: next to the empty entry, on its line.
+  CHECK(errors_of(std::string(kPort) + "daemon: {lcores: [1, , 3]}\n") ==
+        Errors{"t.yaml:4:22: daemon.lcores[1]: expected an integer, got nothing"});
+}
