@@ -146,8 +146,12 @@ std::optional<uint64_t> parse_quantity(std::string_view text, const QuantitySpec
                   ")");
     }
   } else {
-    // Before the case-insensitive match, which would read "GBps" as gigabits.
-    if (spec.what == "rate" && unit_text.find('B') != std::string_view::npos) {
+    // Before the case-insensitive match, which would read "GBps" as gigabits. The B of
+    // "GBit" or "KBIT" is the bit's, not a byte.
+    std::string lower(unit_text);
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (spec.what == "rate" && unit_text.find('B') != std::string_view::npos &&
+        lower.find("bit") == std::string::npos) {
       return fail("byte rates are not accepted in " + quote(text) +
                   "; write bits per second (e.g. 40gbit)");
     }

@@ -1,7 +1,7 @@
 // Human-readable quantities in the policy file: rates, durations, sizes.
 //
-//   rate      25gbit  100mbit  40Gbps  1.5gbit/s  (decimal SI, bits per second;
-//             an upper-case B means bytes and is rejected)
+//   rate      25gbit  100mbit  40Gbps  1.5gbit/s  10GBit  (decimal SI, bits per
+//             second; an upper-case B outside "bit" means bytes and is rejected)
 //   duration  300us  4us  1.5ms  2s  250ns  (also µs)
 //   size      4KiB  1MiB  1MB  1500B  1500  (KiB/MiB/GiB/TiB binary, kB/KB/MB/GB/TB
 //             decimal; a bare integer is bytes)

@@ -81,6 +81,22 @@ TEST_CASE("bad rates are rejected with a reason") {
   CHECK(err.find("too many digits") == 0);
 }
 
+TEST_CASE("a rate spelled with bit is bits in any letter case") {
+  // "GBit" is how many data sheets write gigabit: the B of "Bit" is not a byte.
+  std::string err;
+  CHECK(rate("1GBit", &err) == 1'000'000'000ull);
+  CHECK(rate("1GBIT", &err) == 1'000'000'000ull);
+  CHECK(rate("10MBit/s", &err) == 10'000'000ull);
+  CHECK(rate("5KBIT", &err) == 5'000ull);
+  CHECK(rate("7Bit", &err) == 7ull);
+  // Without "bit" an upper-case B is still a byte.
+  for (const char* bytes : {"1GB", "1GB/s", "1GBps", "1GBPS"}) {
+    INFO(bytes);
+    CHECK_FALSE(rate(bytes, &err));
+    CHECK(err.find("byte rates are not accepted") == 0);
+  }
+}
+
 TEST_CASE("rates that do not fit 64 bits are rejected, not wrapped") {
   std::string err;
   CHECK(rate("18446744073709551615bit") == 18446744073709551615ull);
