@@ -816,7 +816,13 @@ void parse_transport(ErrorSink& s, const Field& f, TransportSection& t, Marks& m
     bool is_code = v->node.IsScalar() && !v->node.Scalar().empty() &&
                    std::all_of(v->node.Scalar().begin(), v->node.Scalar().end(),
                                [](char c) { return c >= '0' && c <= '9'; });
-    if (is_code) {
+    if (is_code && v->node.Scalar().size() <= 19 && v->node.Scalar()[0] != '0' &&
+        std::stoull(v->node.Scalar()) > 31) {
+      // "min_rnr_timer: 640" means 640 us more likely than a code.
+      s.add(v->mark, v->path + ": " + v->node.Scalar() +
+                         " is not an RNR timer code (0..31); a time needs its unit, e.g. " +
+                         v->node.Scalar() + "us");
+    } else if (is_code) {
       assign(t.min_rnr_timer, detail::read_uint(s, *v, 0, 31));
     } else if (auto ns = detail::read_duration_ns(s, *v, 1, rnr_timer_ns(0))) {
       // The smallest timer at least as long as asked; code 0 is the longest.

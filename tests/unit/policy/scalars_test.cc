@@ -163,3 +163,14 @@ TEST_CASE("an empty list item is reported at its own line and column") {
   CHECK(errors_of(std::string(kPort) + "daemon: {lcores: [1, , 3]}\n") ==
         Errors{"t.yaml:4:22: daemon.lcores[1]: expected an integer, got nothing"});
 }
+
+TEST_CASE("an RNR timer number too large for a code is named as a time without its unit") {
+  CHECK(errors_of(std::string(kPort) + "transport: {min_rnr_timer: 640}\n") ==
+        Errors{"t.yaml:4:28: transport.min_rnr_timer: 640 is not an RNR timer code (0..31); a "
+               "time needs its unit, e.g. 640us"});
+  CHECK(errors_of(std::string(kPort) + "transport: {min_rnr_timer: 99999999999999999999999}\n") ==
+        Errors{"t.yaml:4:28: transport.min_rnr_timer: 99999999999999999999999 is out of range "
+               "0..31"});
+  CHECK(errors_of(std::string(kPort) + "transport: {min_rnr_timer: -1}\n") ==
+        Errors{"t.yaml:4:28: transport.min_rnr_timer: duration must not be negative"});
+}
