@@ -244,6 +244,39 @@ TEST_CASE("resolve6 sends an exact NS; the NA releases the queue", "[stack6][ndp
   CHECK(s.neighbours6().find(kPeerIp6)->mac == moved);
 }
 
+TEST_CASE("A refresh answered as Linux answers it (S, no Override, no TLLA) confirms the entry",
+          "[stack6][ndp]") {
+  NetStackConfig c = config6();
+  c.neighbour.reachable_ns = 30 * kSec;
+  c.neighbour.refresh_window_ns = 5 * kSec;
+  NetStack s(c);
+  receive(s, ns_for_us(), 0);  // learns the peer, reachable until 30 s
+  take_all(s);
+  CHECK(s.resolve6(kPeerIp6, 26 * kSec).status == Resolve::kResolved);
+  REQUIRE(take_all(s).size() == 1);  // the unicast NS
+  const uint64_t gen = s.generation();
+  // Unsolicited and without a TLLA: says nothing about reachability.
+  receive(s, na_frame(0x00000000u, kPeerIp6, {}, Ip6Opts{}), 26 * kSec + 1);
+  CHECK(s.neighbours6().find(kPeerIp6)->deadline_ns == 30 * kSec);
+  // Linux's answer to a unicast NS (ndisc_recv_ns): Solicited, no Override, no TLLA.
+  receive(s, na_frame(0x40000000u, kPeerIp6, {}, Ip6Opts{}), 27 * kSec);
+  CHECK(s.counters().rx_na == 2);
+  CHECK(s.neighbours6().find(kPeerIp6)->deadline_ns == 57 * kSec);
+  CHECK(s.neighbours6().find(kPeerIp6)->mac == kPeerMac);
+  s.poll_timers(31 * kSec);
+  REQUIRE(s.neighbours6().find(kPeerIp6));
+  CHECK(s.neighbours6().counters().aged_out == 0);
+  CHECK(s.generation() == gen);
+  // An incomplete entry needs the TLLA: such an NA does not complete it.
+  CHECK(s.resolve6(kPeerLl6, 32 * kSec, 7).status == Resolve::kQueued);
+  take_all(s);
+  Ip6Opts from_ll;
+  from_ll.src = kPeerLl6;
+  receive(s, na_frame(0x40000000u, kPeerLl6, {}, from_ll), 32 * kSec);
+  CHECK(s.neighbours6().find(kPeerLl6)->state == NeighbourState::kIncomplete);
+  CHECK(s.pending_actions() == 0);
+}
+
 TEST_CASE("NS refresh of a reachable entry goes unicast", "[stack6][ndp]") {
   NetStackConfig c = config6();
   c.neighbour.reachable_ns = 30 * kSec;
