@@ -251,6 +251,21 @@ void NeighbourTableT<Addr>::learn(const Addr& ip, MacAddr mac, uint64_t now_ns, 
 }
 
 template <class Addr>
+void NeighbourTableT<Addr>::mark_stale(const Addr& ip, uint64_t now_ns) {
+  const int32_t idx = lookup(ip);
+  if (idx < 0) return;
+  Entry& e = entries_[idx];
+  if (e.state != NeighbourState::kReachable) return;
+  const uint64_t stale_deadline = now_ns + config_.refresh_window_ns;
+  if (e.deadline_ns <= stale_deadline) return;  // already in doubt (or about to age out)
+  e.deadline_ns = stale_deadline;
+  e.refresh_sent = false;  // the next use probes at once
+  arm(e.deadline_ns);
+  ++counters_.marked_stale;
+  ++generation_;
+}
+
+template <class Addr>
 void NeighbourTableT<Addr>::keep(const Addr& ip) {
   const int32_t idx = lookup(ip);
   if (idx >= 0) entries_[idx].evictable = false;

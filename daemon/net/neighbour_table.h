@@ -15,7 +15,10 @@
 // States: an entry is static (from policy, never ages), incomplete (requests
 // outstanding, frames queued) or reachable (MAC known until expires). A
 // reachable entry that is used in its last refresh window sends a unicast
-// request so a live neighbour is confirmed before it ages out.
+// request so a live neighbour is confirmed before it ages out. RFC 4861's
+// STALE (a MAC in doubt, probed on its next use) is a reachable entry moved
+// into its last refresh window (mark_stale): used, it is probed at once; not
+// confirmed within the window, it ages out and the next use resolves afresh.
 //
 // Eviction: an entry created only because a peer asked us (learn with
 // create: an ARP request, an NS) is evictable until resolve() uses it; when
@@ -28,10 +31,10 @@
 //
 // Generation: a counter that moves whenever a MAC the table handed out may
 // no longer be the one to use: a known entry's MAC changed (learn,
-// add_static) or a reachable or static entry went (aged out, evicted,
-// removed). A caller that caches resolve()'s MAC compares it instead of
-// looking up again. A learn() that confirms the MAC already known (every
-// ARP/NA from a busy peer), and resolutions completing, do not move it.
+// add_static), a reachable entry was put in doubt (mark_stale) or a reachable
+// or static entry went (aged out, evicted, removed). A caller that caches resolve()'s MAC compares
+// it instead of looking up again. A learn() that confirms the MAC already known (every ARP/NA from
+// a busy peer), and resolutions completing, do not move it.
 //
 // Not thread-safe: one engine thread owns it. All storage is allocated in the
 // constructor; resolve/learn/poll do not allocate (the event vector aside,
@@ -109,6 +112,7 @@ struct NeighbourCounters {
   uint64_t aged_out = 0;
   uint64_t refreshes_sent = 0;
   uint64_t static_conflicts = 0;  // ARP/NDP claimed a static neighbour's IP with another MAC
+  uint64_t marked_stale = 0;      // reachable entries put in doubt (mark_stale), to be probed
 };
 
 // Shared by both families, so NeighbourTable::ResolveResult and
@@ -145,6 +149,14 @@ class NeighbourTableT {
   // section 7.2.3); such an entry is evictable (see above). Static entries
   // never change.
   void learn(const Addr& ip, MacAddr mac, uint64_t now_ns, bool create, std::vector<Event>& events);
+
+  // A peer claimed ip at another MAC without the right to override the known one (an NA
+  // without the Override flag, RFC 4861 section 7.2.5: REACHABLE becomes STALE, the cached
+  // MAC stays): a reachable entry is moved into its last refresh window, so its next use
+  // sends a unicast request to the cached MAC and the entry ages out unless that is answered.
+  // Moves the generation (callers look up again, and so probe it) unless the entry was
+  // already that close to expiry. Incomplete and static entries are untouched.
+  void mark_stale(const Addr& ip, uint64_t now_ns);
 
   // ip is a next hop of ours (a default router, the gateway): its entry, if
   // any, is no longer evictable, as if resolve() had used it.

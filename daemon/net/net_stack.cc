@@ -966,15 +966,18 @@ RxResult NetStack::on_na(std::span<const uint8_t> frame, const Ipv6Header& ip, s
   }
   ++counters_.rx_na;
   // RFC 4861 section 7.2.5: never create an entry; fill an incomplete one (which needs the
-  // TLLA); change a known MAC only when Override is set. Without a TLLA a solicited NA
-  // confirms the cached MAC: Linux answers a unicast NS (our refresh) with S set and neither
-  // Override nor a TLLA (ndisc_recv_ns: both only for multicast NSs).
+  // TLLA); change a known MAC only when Override is set. Another MAC without Override puts a
+  // reachable entry in doubt (STALE: the cached MAC kept, probed on its next use). Without a
+  // TLLA a solicited NA confirms the cached MAC: Linux answers a unicast NS (our refresh) with
+  // S set and neither Override nor a TLLA (ndisc_recv_ns: both only for multicast NSs).
   const auto known = neighbours6_.find(target);
   if (known) {
     const bool reachable = known->state == NeighbourState::kReachable;
     if (tlla && (!reachable || (flags & kNaFlagOverride) != 0 || known->mac == *tlla)) {
       neighbours6_.learn(target, *tlla, now_ns, /*create=*/false, scratch6_);  // (static: kept)
       flush_events6();
+    } else if (tlla) {
+      neighbours6_.mark_stale(target, now_ns);
     } else if (reachable && (flags & kNaFlagSolicited) != 0) {
       neighbours6_.learn(target, known->mac, now_ns, /*create=*/false, scratch6_);
       flush_events6();

@@ -271,12 +271,12 @@ class NetStack {
                       wire::RoceView& view, wire::DropReason& why);
 
   // Moves whenever something changed that may move a peer's next hop or that hop's MAC: a
-  // neighbour entry's MAC changed or a resolved entry went (see NeighbourTable's
-  // generation), the RA's default router was set, replaced or forgotten, or an RA's on-link
-  // prefix appeared or went. A refresh that confirms what was known (the same MAC, the same
-  // router or prefix with a new lifetime) does not move it. A caller that caches
-  // next_hop()/resolve() results (the engine, per QP) compares it per transmit burst and
-  // looks up again only when it moved. Only grows.
+  // neighbour entry's MAC changed, was put in doubt (an NA without Override naming another
+  // MAC) or a resolved entry went (see NeighbourTable's generation), the RA's default router was
+  // set, replaced or forgotten, or an RA's on-link prefix appeared or went. A refresh that confirms
+  // what was known (the same MAC, the same router or prefix with a new lifetime) does not move it.
+  // A caller that caches next_hop()/resolve() results (the engine, per QP) compares it per transmit
+  // burst and looks up again only when it moved. Only grows.
   uint64_t generation() const {
     // Each part only grows, so the sum moves whenever one of them does.
     return route_generation_ + neighbours_.generation() + neighbours6_.generation();

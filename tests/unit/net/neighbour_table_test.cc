@@ -515,3 +515,63 @@ TEST_CASE("The generation moves when a MAC the table gave out may be stale, not 
   REQUIRE(t.add_static(ip(12), kGwMac, ev));  // replaces a reachable entry's MAC
   CHECK(t.generation() > after_static);
 }
+
+TEST_CASE("A reachable entry put in doubt is probed on its next use and ages out unconfirmed",
+          "[neigh][generation]") {
+  NeighbourTable t(small_config());  // reachable 30 s, refresh window 5 s, retry 1 s
+  std::vector<NeighbourEvent> ev;
+  const Ipv4Addr ip = Ipv4Addr::from_octets(198, 18, 1, 1);
+  const Ipv4Addr other = Ipv4Addr::from_octets(198, 18, 1, 2);
+  CHECK(t.resolve(ip, 0, kNoFrame, ev).status == Resolve::kQueued);
+  t.learn(ip, kPeerMac, kSec, false, ev);
+  REQUIRE(t.find(ip)->deadline_ns == 31 * kSec);
+  const uint64_t gen = t.generation();
+
+  // RFC 4861 7.2.5's REACHABLE -> STALE: the MAC stays, the entry is in its last window.
+  t.mark_stale(ip, 2 * kSec);
+  CHECK(t.find(ip)->mac == kPeerMac);
+  CHECK(t.find(ip)->state == NeighbourState::kReachable);
+  CHECK(t.find(ip)->deadline_ns == 7 * kSec);
+  CHECK(t.next_deadline_ns() <= 7 * kSec);  // (may be early, never late)
+  CHECK(t.counters().marked_stale == 1);
+  CHECK(t.generation() == gen + 1);  // callers look the entry up again, and so probe it
+  // Already in doubt: nothing more.
+  t.mark_stale(ip, 3 * kSec);
+  CHECK(t.find(ip)->deadline_ns == 7 * kSec);
+  CHECK(t.counters().marked_stale == 1);
+  CHECK(t.generation() == gen + 1);
+
+  // The next use sends a unicast request to the cached MAC at once.
+  ev.clear();
+  const auto r = t.resolve(ip, 3 * kSec, kNoFrame, ev);
+  CHECK(r.status == Resolve::kResolved);
+  CHECK(r.mac == kPeerMac);
+  REQUIRE(ev.size() == 1);
+  CHECK(ev[0].kind == Kind::kSendRequest);
+  CHECK(ev[0].mac == kPeerMac);
+  // Answered: reachable for a full lifetime again, no generation move.
+  t.learn(ip, kPeerMac, 4 * kSec, false, ev);
+  CHECK(t.find(ip)->deadline_ns == 34 * kSec);
+  CHECK(t.generation() == gen + 1);
+
+  // Not answered: it ages out at the end of the window, and the next use resolves afresh.
+  t.mark_stale(ip, 10 * kSec);
+  CHECK(t.generation() == gen + 2);
+  t.poll(14 * kSec, ev);
+  CHECK(t.find(ip));
+  t.poll(15 * kSec, ev);
+  CHECK_FALSE(t.find(ip));
+  CHECK(t.generation() == gen + 3);
+
+  // Incomplete, static and unknown entries are untouched.
+  CHECK(t.resolve(ip, 16 * kSec, kNoFrame, ev).status == Resolve::kQueued);
+  REQUIRE(t.add_static(other, kGwMac, ev));
+  const uint64_t before = t.generation();
+  t.mark_stale(ip, 16 * kSec);
+  t.mark_stale(other, 16 * kSec);
+  t.mark_stale(Ipv4Addr::from_octets(198, 18, 1, 9), 16 * kSec);
+  CHECK(t.find(ip)->state == NeighbourState::kIncomplete);
+  CHECK(t.find(other)->deadline_ns == 0);
+  CHECK(t.counters().marked_stale == 2);
+  CHECK(t.generation() == before);
+}

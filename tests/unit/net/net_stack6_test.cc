@@ -236,10 +236,21 @@ TEST_CASE("resolve6 sends an exact NS; the NA releases the queue", "[stack6][ndp
   CHECK(r.status == Resolve::kResolved);
   CHECK(r.mac == kPeerMac);
 
-  // Reachable: another MAC needs Override.
+  // Reachable: another MAC needs Override. Without it the known MAC stays but is in doubt
+  // (RFC 4861 7.2.5: STALE): the next use probes it, unicast, at once.
   const MacAddr moved{{0x02, 0, 0, 0, 0, 0x22}};
+  const uint64_t gen = s.generation();
   receive(s, na_frame(0x40000000u, kPeerIp6, lla_option(2, moved), Ip6Opts{}), 400);
   CHECK(s.neighbours6().find(kPeerIp6)->mac == kPeerMac);
+  CHECK(s.neighbours6().find(kPeerIp6)->deadline_ns == 400 + NeighbourConfig{}.refresh_window_ns);
+  CHECK(s.neighbours6().counters().marked_stale == 1);
+  CHECK(s.generation() == gen + 1);
+  CHECK(s.resolve6(kPeerIp6, 401).mac == kPeerMac);
+  actions = take_all(s);
+  REQUIRE(actions.size() == 1);
+  const auto probe = bytes_of(actions[0]);
+  CHECK(get_mac(probe, 0) == kPeerMac);
+  check_ndp(probe, 14, 135, 0, kPeerIp6, kPeerIp6);
   receive(s, na_frame(0x60000000u, kPeerIp6, lla_option(2, moved), Ip6Opts{}), 500);
   CHECK(s.neighbours6().find(kPeerIp6)->mac == moved);
 }
@@ -1220,7 +1231,11 @@ TEST_CASE("The generation moves when the RA's router or prefixes change, or an N
   receive(s, na_frame(0x20000000u, kPeerIp6, lla_option(2, kPeerMac), Ip6Opts{}), 45 * kSec);
   CHECK_FALSE(moved());
   receive(s, na_frame(0x40000000u, kPeerIp6, lla_option(2, other_mac), Ip6Opts{}), 46 * kSec);
-  CHECK_FALSE(moved());  // no Override: the known MAC stays (RFC 4861 7.2.5)
+  // No Override: the known MAC stays (RFC 4861 7.2.5), in doubt: users look it up (probe) again.
+  CHECK(moved());
+  CHECK(s.resolve6(kPeerIp6, 46 * kSec).mac == kPeerMac);
+  receive(s, na_frame(0x40000000u, kPeerIp6, lla_option(2, other_mac), Ip6Opts{}), 46 * kSec);
+  CHECK_FALSE(moved());  // already in doubt
   receive(s, na_frame(0x60000000u, kPeerIp6, lla_option(2, other_mac), Ip6Opts{}), 47 * kSec);
   CHECK(moved());
   CHECK(s.resolve6(kPeerIp6, 47 * kSec).mac == other_mac);
