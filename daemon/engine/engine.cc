@@ -719,6 +719,7 @@ int Engine::set_peer(QpCtx& q, net::Ipv4Addr peer, uint64_t now_ns) {
   q.peer_set = true;
   q.peer_local = peer == net_.config().addr;
   q.peer_resolved = false;
+  q.route_kept = false;
   q.peer_ip = peer;
   q.next_hop = *hop;
   q.net_generation = net_.generation();
@@ -741,6 +742,7 @@ int Engine::set_peer6(QpCtx& q, const net::Ipv6Addr& peer, uint64_t now_ns) {
   q.peer_set = true;
   q.peer_local = peer == self;
   q.peer_resolved = false;
+  q.route_kept = false;
   q.peer_v6 = true;
   q.peer_ip6 = peer;
   q.next_hop6 = *hop;
@@ -1546,10 +1548,12 @@ bool Engine::lookup_peer(QpCtx& q, uint64_t now_ns) {
   // resolution.
   const uint64_t recheck_ns =
       std::max<uint64_t>(net_.config().neighbour.refresh_window_ns / 4, 1'000'000);
-  // Routed again only when the generation moved: nothing else changes a next hop.
+  // Routed again when the generation moved (nothing else changes a next hop), and at every
+  // lookup while the QP keeps an old next hop for want of a route: a recheck must not take
+  // that old next hop, still resolvable, for a route found.
   bool routed = true;
-  if (q.net_generation != net_.generation()) {
-    if (q.peer_resolved) ++counters_.peers_reresolved;
+  if (q.net_generation != net_.generation() || q.route_kept) {
+    if (q.peer_resolved && q.net_generation != net_.generation()) ++counters_.peers_reresolved;
     if (q.peer_v6) {
       const auto hop = net_.next_hop6(q.peer_ip6);
       if (hop) q.next_hop6 = *hop;
@@ -1567,13 +1571,16 @@ bool Engine::lookup_peer(QpCtx& q, uint64_t now_ns) {
   if (r.status == net::NeighbourResolve::kResolved) {
     q.addr.dst_mac = r.mac.bytes;
     q.peer_resolved = true;
+    q.route_kept = false;
     q.next_resolve_ns = now_ns + recheck_ns;
     return true;
   }
   if (q.peer_resolved && r.status == net::NeighbourResolve::kDropped) {
     // No route to the peer any more (or no room for its next hop): keep the old next hop and
-    // MAC rather than stop; the next change of the net stack tries again.
-    ++counters_.peers_reresolve_kept;
+    // MAC rather than stop; the next change of the net stack, or the recheck, tries again.
+    // Counted once per QP until a lookup succeeds again.
+    if (!q.route_kept) ++counters_.peers_reresolve_kept;
+    q.route_kept = true;
     q.next_resolve_ns = now_ns + recheck_ns;
     return true;
   }

@@ -192,9 +192,10 @@ struct EngineCounters {
   // moved (a neighbour's MAC changed or a resolved entry went, the RA's router or on-link
   // prefixes changed); an ARP/NA that repeats the known MAC causes none.
   uint64_t peers_reresolved = 0;
-  // Times such a lookup, or a resolved QP's periodic recheck, found no route to the peer any
-  // more or no room for its next hop in the neighbour table: the QP keeps sending to the next
-  // hop and MAC it had.
+  // Times a resolved QP's lookup (the generation moved, or its periodic recheck) found no
+  // route to the peer any more or no room for its next hop in the neighbour table, so the QP
+  // keeps sending to the next hop and MAC it had: once per QP each time it loses its route,
+  // not again on the lookups that still find none, until one succeeds.
   uint64_t peers_reresolve_kept = 0;
   uint64_t cqe_dropped = 0;  // error completions of rejected WRs lost to a full CQ
   uint64_t commands = 0;

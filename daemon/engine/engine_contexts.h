@@ -63,6 +63,9 @@ struct Engine::QpCtx {
   bool peer_set = false;
   bool peer_resolved = false;
   bool peer_local = false;  // the peer QP lives on this host: loopback, no port
+  // Resolved, but the last lookup found no route to the peer (or no room for its next hop):
+  // still sending to the old next hop and MAC (Engine::lookup_peer).
+  bool route_kept = false;
   net::Ipv4Addr peer_ip{};
   net::Ipv4Addr next_hop{};
   // RoCEv2 over IPv6: a peer GID that is not IPv4-mapped (then addr.ipv6 too).

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -96,7 +97,17 @@ bool g_ipv6 = false;
 uint16_t g_port_mtu = 0;
 // port.vlan for make_engine (none: untagged); Fixture::Options sets it per host.
 std::optional<uint16_t> g_vlan;
+// With g_ipv6 too, host addresses are global instead, each in its own /64
+// (2001:db8:0:MAC_LOW::c0:MAC_LOW): hosts reach each other through routers only.
+bool g_ipv6_global = false;
+// Called by make_engine with each engine's configuration and MAC low byte before the engine is
+// made (a test that sets it puts it back).
+std::function<void(engine::EngineConfig&, uint8_t)> g_engine_config_hook;
 net::Ipv6Addr host_addr6(uint8_t mac_low) {
+  if (g_ipv6_global) {
+    return net::Ipv6Addr{
+        {0x20, 0x01, 0x0D, 0xB8, 0, 0, 0, mac_low, 0, 0, 0, 0, 0, 0xC0, 0, mac_low}};
+  }
   return net::Ipv6Addr{{0xFE, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xC0, 0, mac_low}};
 }
 
@@ -135,6 +146,7 @@ void make_engine(Host& h, const std::string& port_name, net::Ipv4Addr addr, uint
   tc.cc.kind = cc_kind;
   tc.sched.max_rate_bps = class_max_rate_bps;
   ec.classes.push_back(tc);
+  if (g_engine_config_hook) g_engine_config_hook(ec, mac_low);
   h.engine = std::make_unique<engine::Engine>(ec, *h.port, *h.channel);
 }
 
@@ -2563,8 +2575,8 @@ std::vector<uint8_t> arp_packet(uint16_t op, net::MacAddr eth_dst, net::MacAddr 
   return f;
 }
 
-// The destination MACs of the RoCE frames (to UDP 4791) waiting in `ring`, in order; the ring
-// keeps its frames.
+// The destination MACs of the RoCE frames (to UDP 4791, untagged, over IPv4 or IPv6) waiting in
+// `ring`, in order; the ring keeps its frames.
 std::vector<net::MacAddr> roce_dst_macs(rte_ring* ring) {
   void* objs[1024];
   const unsigned n = rte_ring_dequeue_burst(ring, objs, 1024, nullptr);
@@ -2572,8 +2584,11 @@ std::vector<net::MacAddr> roce_dst_macs(rte_ring* ring) {
   for (unsigned i = 0; i < n; ++i) {
     auto* m = static_cast<rte_mbuf*>(objs[i]);
     const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
-    if (m->data_len >= 58 && f[12] == 0x08 && f[13] == 0x00 && f[23] == 17 &&
-        (f[36] << 8 | f[37]) == wire::kRoceUdpPort) {
+    const bool v4 = m->data_len >= 58 && f[12] == 0x08 && f[13] == 0x00 && f[23] == 17 &&
+                    (f[36] << 8 | f[37]) == wire::kRoceUdpPort;
+    const bool v6 = m->data_len >= 78 && f[12] == 0x86 && f[13] == 0xDD && f[20] == 17 &&
+                    (f[56] << 8 | f[57]) == wire::kRoceUdpPort;
+    if (v4 || v6) {
       net::MacAddr mac;
       std::memcpy(mac.bytes.data(), f, 6);
       out.push_back(mac);
@@ -2645,4 +2660,197 @@ TEST_CASE(
   CHECK(std::memcmp(f.a.arena() + 4096, f.b.arena() + (3 << 20), 4096) == 0);
   CHECK(ca.peers_reresolved == 2);
   CHECK(take_snapshot(f, f.a).counters.at("engine.peers_reresolved") == 2);
+}
+
+namespace {
+// A Router Advertisement from `router` (link-local) at `mac` to ff02::1: router lifetime
+// `lifetime_s` (0: not a default router), its MAC in an SLLA option and, when `onlink_len` is
+// not 0, a Prefix Information option making onlink/onlink_len on-link for an hour.
+std::vector<uint8_t> ra_frame6(const net::Ipv6Addr& router, net::MacAddr mac, uint16_t lifetime_s,
+                               const net::Ipv6Addr& onlink = {}, uint8_t onlink_len = 0) {
+  const net::Ipv6Addr dst{{0xFF, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}};
+  std::vector<uint8_t> icmp = {134, 0, 0, 0, 64, 0};
+  icmp.push_back(static_cast<uint8_t>(lifetime_s >> 8));
+  icmp.push_back(static_cast<uint8_t>(lifetime_s));
+  icmp.insert(icmp.end(), 8, 0);  // reachable time, retrans timer: unspecified
+  icmp.push_back(1);              // SLLA, 8 bytes
+  icmp.push_back(1);
+  icmp.insert(icmp.end(), mac.bytes.begin(), mac.bytes.end());
+  if (onlink_len != 0) {
+    const uint8_t pio[16] = {3, 4, onlink_len, 0x80, 0, 0, 0x0E, 0x10, 0, 0, 0x0E, 0x10};
+    icmp.insert(icmp.end(), std::begin(pio), std::end(pio));
+    icmp.insert(icmp.end(), onlink.bytes.begin(), onlink.bytes.end());
+  }
+  const uint16_t sum = net::checksum_finish(net::checksum_partial(
+      icmp, net::ipv6_pseudo_header_sum(router, dst, static_cast<uint32_t>(icmp.size()), 58)));
+  icmp[2] = static_cast<uint8_t>(sum >> 8);
+  icmp[3] = static_cast<uint8_t>(sum);
+  std::vector<uint8_t> f = {0x33, 0x33, 0, 0, 0, 1};
+  f.insert(f.end(), mac.bytes.begin(), mac.bytes.end());
+  const uint8_t ip[] = {0x86, 0xDD, 0x60, 0, 0, 0, 0, static_cast<uint8_t>(icmp.size()), 58, 255};
+  f.insert(f.end(), std::begin(ip), std::end(ip));
+  f.insert(f.end(), router.bytes.begin(), router.bytes.end());
+  f.insert(f.end(), dst.bytes.begin(), dst.bytes.end());
+  f.insert(f.end(), icmp.begin(), icmp.end());
+  return f;
+}
+
+net::Ipv6Addr link_local(uint8_t low) {
+  return net::Ipv6Addr{{0xFE, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, low}};
+}
+
+// Two hosts with global IPv6 addresses in different /64s, connected through routers: a learns
+// its default router from RAs (none yet); b sends everything for a through gateway6 fe80::a,
+// a static neighbour at a's MAC. a's QP is connected by the test once a has a route (set_peer6
+// refuses a peer without one). a rechecks a resolved peer every 10 ms (refresh window 40 ms).
+struct RoutedIpv6 {
+  struct Restore {
+    ~Restore() {
+      g_ipv6 = false;
+      g_ipv6_global = false;
+      g_engine_config_hook = nullptr;
+    }
+  } restore;
+  std::optional<Fixture> f;
+  const net::MacAddr mac_a{{0x02, 0, 0, 0, 0, 0x11}};
+  const net::MacAddr mac_b{{0x02, 0, 0, 0, 0, 0x22}};
+  const net::MacAddr nowhere{{0x02, 0, 0, 0, 0, 0x33}};  // a router port nobody receives on
+
+  RoutedIpv6() {
+    g_ipv6 = true;
+    g_ipv6_global = true;
+    g_engine_config_hook = [](engine::EngineConfig& ec, uint8_t mac_low) {
+      if (mac_low == 0x22) {
+        ec.net.gateway6 = link_local(0x0A);
+        ec.net.static_neighbours6.push_back({link_local(0x0A), {{0x02, 0, 0, 0, 0, 0x11}}});
+      } else {
+        ec.net.neighbour.refresh_window_ns = 40'000'000;
+      }
+    };
+    Fixture::Options o;
+    o.connect_qps = false;
+    f.emplace(o);
+  }
+  void connect_qps() {
+    connect(f->a, f->b, f->addr_b);
+    connect(f->b, f->a, f->addr_a);
+    REQUIRE(run_until(
+                f->a, f->b, [] { return false; }, 50) == false);
+    expect_acks_ok(f->a);
+    expect_acks_ok(f->b);
+  }
+  // Frames from "the link" to a, then a runs until pred().
+  template <class Pred>
+  void to_a(const std::vector<uint8_t>& frame, Pred pred) {
+    enqueue_frame(f->b, f->ba, frame);
+    REQUIRE(run_until(f->a, f->a, pred));
+  }
+};
+}  // namespace
+
+TEST_CASE(
+    "engine: a connected QP to a global IPv6 peer follows its router (a new RA router, a new "
+    "router MAC); one that loses its route is counted once",
+    "[engine][ipv6][route]") {
+  RoutedIpv6 r;
+  Fixture& f = *r.f;
+  const net::NetStack& na = f.a.engine->net();
+  const engine::EngineCounters& ca = f.a.engine->counters();
+  const net::Ipv6Addr r1 = link_local(1);  // b's port, as a router
+  const net::Ipv6Addr r2 = link_local(2);  // first at a MAC nobody receives on
+  r.to_a(ra_frame6(r1, r.mac_b, 1800), [&] { return na.learned_router6() == r1; });
+  r.connect_qps();
+  fill_random(f.a.arena(), 16384, 11);
+  post_send(f.a, 1, CONDUIT_SHM_WR_RDMA_WRITE, 0, 4096, 1 << 20);
+  REQUIRE(wait_cqe(f, f.a).status == CONDUIT_SHM_WC_SUCCESS);
+  CHECK(std::memcmp(f.a.arena(), f.b.arena() + (1 << 20), 4096) == 0);
+  CHECK(ca.peers_reresolved == 0);
+
+  // Another router takes over (r1 withdraws): the QP's next frames go to r2's MAC.
+  enqueue_frame(f.b, f.ba, ra_frame6(r2, r.nowhere, 1800));
+  r.to_a(ra_frame6(r1, r.mac_b, 0), [&] { return na.learned_router6() == r2; });
+  post_send(f.a, 2, CONDUIT_SHM_WR_RDMA_WRITE, 4096, 4096, 2 << 20);
+  std::vector<net::MacAddr> macs;
+  REQUIRE(run_until(f.a, f.a, [&] {
+    macs = roce_dst_macs(f.ab);
+    return !macs.empty();
+  }));
+  for (const net::MacAddr& m : macs) CHECK(m == r.nowhere);
+  CHECK(ca.peers_reresolved == 1);
+
+  // r2's port moves to b's MAC (its RA says so): the retransmissions reach b.
+  r.to_a(ra_frame6(r2, r.mac_b, 1800), [&] { return na.neighbours6().find(r2)->mac == r.mac_b; });
+  REQUIRE(wait_cqe(f, f.a).status == CONDUIT_SHM_WC_SUCCESS);
+  CHECK(std::memcmp(f.a.arena() + 4096, f.b.arena() + (2 << 20), 4096) == 0);
+  CHECK(f.b.engine->net().counters().drops(net::RxDrop::kNotOurMac) >= macs.size());
+  CHECK(ca.peers_reresolved == 2);
+  CHECK(ca.peers_reresolve_kept == 0);
+
+  // r2 withdraws, no router is left: the QP keeps r2's MAC and still gets through. Counted
+  // once, not again when the net stack changes without giving a route back (an RA whose
+  // prefix does not cover b), nor at its rechecks (every 10 ms).
+  r.to_a(ra_frame6(r2, r.mac_b, 0), [&] { return !na.learned_router6(); });
+  const net::Ipv6Addr other_prefix{{0x20, 0x01, 0x0D, 0xB8, 0, 0, 0, 0x99}};
+  r.to_a(ra_frame6(r1, r.mac_b, 0, other_prefix, 64),
+         [&] { return na.learned_prefixes6().size() == 1; });
+  post_send(f.a, 3, CONDUIT_SHM_WR_RDMA_WRITE, 8192, 4096, 3 << 20);
+  REQUIRE(wait_cqe(f, f.a).status == CONDUIT_SHM_WC_SUCCESS);
+  CHECK(std::memcmp(f.a.arena() + 8192, f.b.arena() + (3 << 20), 4096) == 0);
+  const uint64_t until = engine::tsc_now_ns() + 60'000'000;
+  REQUIRE(run_until(f.a, f.b, [&] { return engine::tsc_now_ns() > until; }));
+  CHECK(ca.peers_reresolve_kept == 1);
+  CHECK(ca.peers_reresolved == 4);
+
+  // A route again (r1 back), then lost again: counted again.
+  r.to_a(ra_frame6(r1, r.mac_b, 1800), [&] { return na.learned_router6() == r1; });
+  post_send(f.a, 4, CONDUIT_SHM_WR_RDMA_WRITE, 0, 4096, 4 << 20);
+  REQUIRE(wait_cqe(f, f.a).status == CONDUIT_SHM_WC_SUCCESS);
+  CHECK(ca.peers_reresolve_kept == 1);
+  r.to_a(ra_frame6(r1, r.mac_b, 0), [&] { return !na.learned_router6(); });
+  post_send(f.a, 5, CONDUIT_SHM_WR_RDMA_WRITE, 0, 4096, 5 << 20);
+  REQUIRE(wait_cqe(f, f.a).status == CONDUIT_SHM_WC_SUCCESS);
+  CHECK(ca.peers_reresolve_kept == 2);
+  CHECK(take_snapshot(f, f.a).counters.at("engine.peers_reresolve_kept") == 2);
+}
+
+TEST_CASE(
+    "engine: a connected QP to a global IPv6 peer goes to it directly once an RA makes its "
+    "prefix on-link",
+    "[engine][ipv6][route]") {
+  RoutedIpv6 r;
+  Fixture& f = *r.f;
+  const net::NetStack& na = f.a.engine->net();
+  const net::Ipv6Addr router = link_local(2);
+  // The router's port is nowhere: the QP's frames to b through it are lost.
+  r.to_a(ra_frame6(router, r.nowhere, 1800), [&] { return na.learned_router6() == router; });
+  r.connect_qps();
+  fill_random(f.a.arena(), 8192, 12);
+  post_send(f.a, 1, CONDUIT_SHM_WR_RDMA_WRITE, 0, 4096, 1 << 20);
+  std::vector<net::MacAddr> macs;
+  REQUIRE(run_until(f.a, f.a, [&] {
+    macs = roce_dst_macs(f.ab);
+    return !macs.empty();
+  }));
+  for (const net::MacAddr& m : macs) CHECK(m == r.nowhere);
+  const net::Ipv6Addr b6 = host_addr6(0x22);
+  CHECK_FALSE(na.neighbours6().find(b6));
+
+  // The router says b's /64 is on-link: a resolves b itself (NS, b's NA) and the
+  // retransmissions go straight to b.
+  const net::Ipv6Addr b_prefix{{0x20, 0x01, 0x0D, 0xB8, 0, 0, 0, 0x22}};
+  r.to_a(ra_frame6(router, r.nowhere, 1800, b_prefix, 64),
+         [&] { return na.learned_prefixes6().size() == 1; });
+  REQUIRE(wait_cqe(f, f.a).status == CONDUIT_SHM_WC_SUCCESS);
+  CHECK(std::memcmp(f.a.arena(), f.b.arena() + (1 << 20), 4096) == 0);
+  REQUIRE(na.neighbours6().find(b6));
+  CHECK(na.neighbours6().find(b6)->mac == r.mac_b);
+  CHECK(f.a.engine->counters().peers_reresolved == 1);
+  post_send(f.a, 2, CONDUIT_SHM_WR_RDMA_WRITE, 4096, 4096, 2 << 20);
+  REQUIRE(run_until(f.a, f.a, [&] {
+    macs = roce_dst_macs(f.ab);
+    return !macs.empty();
+  }));
+  for (const net::MacAddr& m : macs) CHECK(m == r.mac_b);
+  REQUIRE(wait_cqe(f, f.a).status == CONDUIT_SHM_WC_SUCCESS);
+  CHECK(std::memcmp(f.a.arena() + 4096, f.b.arena() + (2 << 20), 4096) == 0);
 }
