@@ -782,6 +782,7 @@ void Engine::remove_qp(uint32_t qpn, bool owner_gone) {
   pacer_.remove_flow(q->flow);
   flow_qp_[q->flow] = nullptr;
   if (q->queued_frames > 0) --qps_with_queued_frames_;
+  restamp_frames_ -= q->restamp_frames;
   for (size_t tag = 0; tag < pending_frames_.size(); ++tag) {
     rte_mbuf* m = pending_frames_[tag];
     if (m != nullptr && m->hash.usr == q->flow) {
@@ -902,6 +903,7 @@ void Engine::fill_snapshot(control::CounterSnapshot& out) const {
   out.add("engine.peers_failed", c.peers_failed);
   out.add("engine.peers_reresolved", c.peers_reresolved);
   out.add("engine.peers_reresolve_kept", c.peers_reresolve_kept);
+  out.add("engine.tx_restamped", c.tx_restamped);
   out.add("engine.cqe_dropped", c.cqe_dropped);
 
   const cm::CmCounters& k = cm_.counters();
@@ -1569,6 +1571,11 @@ bool Engine::lookup_peer(QpCtx& q, uint64_t now_ns) {
   // (resolve() may itself move the generation, by evicting an entry: not this QP's.)
   q.net_generation = net_.generation();
   if (r.status == net::NeighbourResolve::kResolved) {
+    if (q.addr.dst_mac != r.mac.bytes && q.queued_frames > q.restamp_frames) {
+      // The frames already in the pacer carry the old MAC: tx() stamps the new one on them.
+      restamp_frames_ += q.queued_frames - q.restamp_frames;
+      q.restamp_frames = q.queued_frames;
+    }
     q.addr.dst_mac = r.mac.bytes;
     q.peer_resolved = true;
     q.route_kept = false;
@@ -1695,6 +1702,9 @@ bool Engine::tx(uint64_t now_ns) {
           ? pacer_.dequeue_burst(now_ns, deps, std::min<size_t>(32, room - kTxControlReserve))
           : 0;
   if (room <= kTxControlReserve) ++counters_.tx_backpressure;
+  // Frames queued before their QP's next hop changed MAC (lookup_peer counts them): one
+  // compare per burst while there are none.
+  const bool restamp = restamp_frames_ != 0;
   for (size_t i = 0; i < n; ++i) {
     const uint32_t tag = deps[i].packet.tag;
     rte_mbuf* m = pending_frames_[tag];
@@ -1707,6 +1717,7 @@ bool Engine::tx(uint64_t now_ns) {
       if (q != nullptr) --q->queued_answers;
     }
     if (q != nullptr) {
+      if (restamp) restamp_dst_mac(*q, m);
       if (--q->queued_frames == 0) --qps_with_queued_frames_;
       q->tx_bytes += m->pkt_len;
       pacer_.set_rate(q->flow, q->rc->on_bytes_sent(now_ns, m->pkt_len), now_ns);
@@ -1858,6 +1869,7 @@ bool Engine::send_queued_answers(QpCtx& q, uint64_t now_ns) {
         pending_answer_[tag] = 0;
         --q.queued_answers;
       }
+      restamp_dst_mac(q, m);
       if (--q.queued_frames == 0) --qps_with_queued_frames_;
       if (!answer) {
         rte_pktmbuf_free(m);
@@ -1873,6 +1885,16 @@ bool Engine::send_queued_answers(QpCtx& q, uint64_t now_ns) {
     }
   }
   return answers_sent;
+}
+
+// The pacer keeps each QP's frames in order: the first restamp_frames to leave are the ones
+// queued before its MAC changed.
+void Engine::restamp_dst_mac(QpCtx& q, rte_mbuf* m) {
+  if (q.restamp_frames == 0) return;
+  --q.restamp_frames;
+  --restamp_frames_;
+  std::memcpy(rte_pktmbuf_mtod(m, uint8_t*), q.addr.dst_mac.data(), q.addr.dst_mac.size());
+  ++counters_.tx_restamped;
 }
 
 bool Engine::transmit_now(rte_mbuf* m) {

@@ -197,6 +197,9 @@ struct EngineCounters {
   // keeps sending to the next hop and MAC it had: once per QP each time it loses its route,
   // not again on the lookups that still find none, until one succeeds.
   uint64_t peers_reresolve_kept = 0;
+  // Frames that were in the pacer when their QP's next hop changed MAC, given the new MAC as
+  // they left (Engine::restamp_dst_mac).
+  uint64_t tx_restamped = 0;
   uint64_t cqe_dropped = 0;  // error completions of rejected WRs lost to a full CQ
   uint64_t commands = 0;
   uint64_t policy_updates = 0;  // kSetPolicy commands applied
@@ -341,6 +344,8 @@ class Engine {
   // (lookup_peer) runs at set-up, when the net stack's generation moved, and at intervals.
   bool resolve_peer(QpCtx& q, uint64_t now_ns);
   bool lookup_peer(QpCtx& q, uint64_t now_ns);
+  // A departing frame of q: if it was queued before q's MAC changed, give it the new one.
+  void restamp_dst_mac(QpCtx& q, rte_mbuf* m);
   bool tx(uint64_t now_ns);
   void send_cnp(QpCtx& q, uint64_t now_ns);
   void send_final_ack(QpCtx& q, uint64_t now_ns);
@@ -383,6 +388,7 @@ class Engine {
   std::vector<uint8_t> pending_answer_;    // pacer tag -> 1: a READ response or atomic ACK
   std::vector<uint32_t> free_tags_;
   uint32_t qps_with_queued_frames_ = 0;  // QPs with queued_frames > 0 (their share of the cap)
+  uint32_t restamp_frames_ = 0;  // sum of the QPs' restamp_frames (tx() checks it per burst)
   std::array<rte_mbuf*, 64> tx_batch_{};
   // fill_pacer's next frame buffers (kept when no packet came), a TX burst's worth.
   static constexpr uint32_t kTxChain = 32;

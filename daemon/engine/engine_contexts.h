@@ -80,6 +80,9 @@ struct Engine::QpCtx {
   uint64_t net_generation = 0;
   wire::FrameAddr addr;
   uint32_t queued_frames = 0;
+  // Of those, the first ones to leave were built before the peer's MAC changed: tx() gives
+  // them the new one (Engine::restamp_dst_mac).
+  uint32_t restamp_frames = 0;
   // Of those, READ responses and atomic ACKs: an ACK behind them is paced too (it must not
   // overtake them), else it leaves at once (Engine::send_ack_unpaced).
   uint32_t queued_answers = 0;

@@ -2695,6 +2695,16 @@ std::vector<uint8_t> ra_frame6(const net::Ipv6Addr& router, net::MacAddr mac, ui
   return f;
 }
 
+// Frees every frame waiting in `ring`; returns how many there were.
+size_t drain_ring(rte_ring* ring) {
+  void* objs[1024];
+  size_t total = 0;
+  for (unsigned n; (n = rte_ring_dequeue_burst(ring, objs, 1024, nullptr)) > 0; total += n) {
+    for (unsigned i = 0; i < n; ++i) rte_pktmbuf_free(static_cast<rte_mbuf*>(objs[i]));
+  }
+  return total;
+}
+
 net::Ipv6Addr link_local(uint8_t low) {
   return net::Ipv6Addr{{0xFE, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, low}};
 }
@@ -2853,4 +2863,49 @@ TEST_CASE(
   for (const net::MacAddr& m : macs) CHECK(m == r.mac_b);
   REQUIRE(wait_cqe(f, f.a).status == CONDUIT_SHM_WC_SUCCESS);
   CHECK(std::memcmp(f.a.arena() + 4096, f.b.arena() + (2 << 20), 4096) == 0);
+}
+
+TEST_CASE(
+    "engine: frames waiting in the pacer when the next hop's MAC changes leave with the new one",
+    "[engine][arp]") {
+  Fixture::Options o;
+  o.class_max_rate_bps = 50'000'000;  // 1 KB frames leave every ~170 us: the pacer holds some
+  Fixture f(o);
+  REQUIRE(run_until(
+              f.a, f.b, [] { return false; }, 50) == false);  // commands, ARP
+  expect_acks_ok(f.a);
+  expect_acks_ok(f.b);
+  const net::MacAddr mac_b{{0x02, 0, 0, 0, 0, 0x22}};
+  const net::MacAddr moved{{0x02, 0, 0, 0, 0, 0x33}};
+  const engine::EngineCounters& ca = f.a.engine->counters();
+  const net::NetStack& na = f.a.engine->net();
+  fill_random(f.a.arena(), 65536, 13);
+  post_send(f.a, 1, CONDUIT_SHM_WR_RDMA_WRITE, 0, 4096, 1 << 20);
+  REQUIRE(wait_cqe(f, f.a).status == CONDUIT_SHM_WC_SUCCESS);  // b resolved
+  post_send(f.a, 2, CONDUIT_SHM_WR_RDMA_WRITE, 0, 65536, 2 << 20);
+  // a alone: its pacer fills; what already left (to b's MAC) is thrown away.
+  const uint64_t until = engine::tsc_now_ns() + 2'000'000;
+  REQUIRE(run_until(f.a, f.a, [&] { return engine::tsc_now_ns() > until; }));
+  REQUIRE(drain_ring(f.ab) > 0);
+  CHECK(ca.tx_restamped == 0);
+
+  // b announced at another MAC: every frame that leaves from now on goes there, the ones
+  // already queued included.
+  enqueue_frame(f.b, f.ba, arp_packet(1, net::MacAddr::broadcast(), moved, f.addr_b, f.addr_b));
+  REQUIRE(run_until(f.a, f.a, [&] { return na.neighbours().find(f.addr_b)->mac == moved; }));
+  const uint64_t until2 = engine::tsc_now_ns() + 10'000'000;
+  REQUIRE(run_until(f.a, f.a, [&] { return engine::tsc_now_ns() > until2; }));
+  const std::vector<net::MacAddr> macs = roce_dst_macs(f.ab);
+  REQUIRE(!macs.empty());
+  size_t old_mac = 0;
+  for (const net::MacAddr& m : macs) old_mac += m == mac_b;
+  CHECK(old_mac == 0);
+  CHECK(ca.tx_restamped > 0);
+  CHECK(take_snapshot(f, f.a).counters.at("engine.tx_restamped") == ca.tx_restamped);
+
+  // Back at b's MAC: the WRITE completes (retransmitted).
+  drain_ring(f.ab);
+  enqueue_frame(f.b, f.ba, arp_packet(1, net::MacAddr::broadcast(), mac_b, f.addr_b, f.addr_b));
+  REQUIRE(wait_cqe(f, f.a).status == CONDUIT_SHM_WC_SUCCESS);
+  CHECK(std::memcmp(f.a.arena(), f.b.arena() + (2 << 20), 65536) == 0);
 }
