@@ -216,7 +216,7 @@ NeighbourResolveResult NeighbourTableT<Addr>::resolve(const Addr& ip, uint64_t n
 
 template <class Addr>
 void NeighbourTableT<Addr>::learn(const Addr& ip, MacAddr mac, uint64_t now_ns, bool create,
-                                  std::vector<Event>& events) {
+                                  std::vector<Event>& events, bool override) {
   if (!is_unicast_ip(ip) || !is_unicast_mac(mac)) return;
   int32_t idx = lookup(ip);
   if (idx < 0) {
@@ -233,10 +233,16 @@ void NeighbourTableT<Addr>::learn(const Addr& ip, MacAddr mac, uint64_t now_ns, 
     if (e.mac != mac) ++counters_.static_conflicts;
     return;
   }
+  const bool new_mac = e.state == NeighbourState::kReachable && e.mac != mac;
+  if (new_mac && !override && now_ns < e.changed_ns + config_.locktime_ns) {
+    ++counters_.locktime_ignored;  // a second answer right after the first: the first stays
+    return;
+  }
   const bool was_incomplete = e.state == NeighbourState::kIncomplete && e.requests_sent > 0;
   // A new MAC for a known neighbour (its NIC replaced, a failover); the same one is only a
   // refresh.
-  if (e.state == NeighbourState::kReachable && e.mac != mac) ++generation_;
+  if (new_mac) ++generation_;
+  if (new_mac || e.state == NeighbourState::kIncomplete) e.changed_ns = now_ns;
   e.mac = mac;
   e.state = NeighbourState::kReachable;
   e.requests_sent = 0;

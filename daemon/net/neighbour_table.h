@@ -63,6 +63,10 @@ struct NeighbourConfig {
   uint64_t retry_interval_ns = 1'000'000'000;  // between requests
   uint64_t reachable_ns = 60'000'000'000;      // lifetime of a learned entry
   uint64_t refresh_window_ns = 5'000'000'000;  // refresh when used this close to expiry
+  // learn() without override: another MAC this soon after the entry's last change (resolved,
+  // or a new MAC) is ignored, so of several ARP replies back to back (proxy agents) the first
+  // wins and the entry does not flap; Linux's neigh locktime, 1 s for ARP.
+  uint64_t locktime_ns = 1'000'000'000;
 };
 
 enum class NeighbourEventKind : uint8_t {
@@ -113,6 +117,7 @@ struct NeighbourCounters {
   uint64_t refreshes_sent = 0;
   uint64_t static_conflicts = 0;  // ARP/NDP claimed a static neighbour's IP with another MAC
   uint64_t marked_stale = 0;      // reachable entries put in doubt (mark_stale), to be probed
+  uint64_t locktime_ignored = 0;  // learn() without override: another MAC inside the locktime
 };
 
 // Shared by both families, so NeighbourTable::ResolveResult and
@@ -147,8 +152,11 @@ class NeighbourTableT {
   // entry (releasing its queue when it was incomplete); creates one only
   // when `create` (a request addressed to us: RFC 826's merge rule, RFC 4861
   // section 7.2.3); such an entry is evictable (see above). Static entries
-  // never change.
-  void learn(const Addr& ip, MacAddr mac, uint64_t now_ns, bool create, std::vector<Event>& events);
+  // never change. Without `override`, a reachable entry changed (resolved, or given a new
+  // MAC) less than locktime_ns ago keeps its MAC (counted in locktime_ignored): ARP replies
+  // and others' requests; gratuitous ARPs, requests to us and NDP override.
+  void learn(const Addr& ip, MacAddr mac, uint64_t now_ns, bool create, std::vector<Event>& events,
+             bool override = true);
 
   // A peer claimed ip at another MAC without the right to override the known one (an NA
   // without the Override flag, RFC 4861 section 7.2.5: REACHABLE becomes STALE, the cached
@@ -199,6 +207,7 @@ class NeighbourTableT {
     uint32_t pending_count = 0;
     bool evictable = false;     // created by learn() or released, not since used nor kept
     uint64_t last_used_ns = 0;  // resolve() or learn(): the LRU order for eviction
+    uint64_t changed_ns = 0;    // became reachable or took a new MAC (the locktime's start)
   };
   static constexpr int32_t kEmptySlot = -1;
 

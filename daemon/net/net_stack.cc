@@ -283,18 +283,23 @@ RxResult NetStack::on_arp(std::span<const uint8_t> frame, size_t l3, uint64_t no
       (!probe && !is_peer_address(sender_ip))) {
     return drop(RxDrop::kArpBadSender);
   }
+  // Of several different answers back to back (proxy agents) the first wins, as in Linux's
+  // arp_process: a new MAC inside the table's locktime is taken only from a gratuitous ARP
+  // (sender address = target address) or a request addressed to us.
+  const bool gratuitous = sender_ip == target_ip;
   if (target_ip != config_.addr) {
     // Not for us, but an existing entry may still be refreshed (RFC 826
     // merge); no entry is created, so a flood cannot fill the table.
     if (!probe && on_link(sender_ip)) {
-      neighbours_.learn(sender_ip, arp->sender_mac, now_ns, /*create=*/false, scratch4_);
+      neighbours_.learn(sender_ip, arp->sender_mac, now_ns, /*create=*/false, scratch4_,
+                        /*override=*/gratuitous);
       flush_events4();
     }
     return drop(RxDrop::kArpNotForUs);
   }
   if (!probe && on_link(sender_ip)) {
-    neighbours_.learn(sender_ip, arp->sender_mac, now_ns, /*create=*/op == kArpOpRequest,
-                      scratch4_);
+    neighbours_.learn(sender_ip, arp->sender_mac, now_ns, /*create=*/op == kArpOpRequest, scratch4_,
+                      /*override=*/op == kArpOpRequest);
     // The gateway's request made its entry: ours all the same, a flood may not evict it.
     if (config_.gateway == sender_ip) neighbours_.keep(sender_ip);
     flush_events4();

@@ -575,3 +575,35 @@ TEST_CASE("A reachable entry put in doubt is probed on its next use and ages out
   CHECK(t.counters().marked_stale == 2);
   CHECK(t.generation() == before);
 }
+
+TEST_CASE("Without override, another MAC inside the locktime of the last change is ignored",
+          "[neigh][generation]") {
+  NeighbourTable t(small_config());  // locktime 1 s (the default)
+  std::vector<NeighbourEvent> ev;
+  const Ipv4Addr ip = Ipv4Addr::from_octets(198, 18, 1, 1);
+  const MacAddr second{{0x02, 0, 0, 0, 0, 0x33}};
+  CHECK(t.resolve(ip, 0, 1, ev).status == Resolve::kQueued);
+  // Two answers back to back (a proxy agent and the host): the first one wins.
+  t.learn(ip, kPeerMac, 100, false, ev, /*override=*/false);
+  REQUIRE(t.find(ip)->state == NeighbourState::kReachable);
+  const uint64_t gen = t.generation();
+  t.learn(ip, second, 200, false, ev, /*override=*/false);
+  CHECK(t.find(ip)->mac == kPeerMac);
+  CHECK(t.counters().locktime_ignored == 1);
+  CHECK(t.generation() == gen);
+  // The same MAC inside the locktime is a refresh, as ever.
+  t.learn(ip, kPeerMac, 300, false, ev, /*override=*/false);
+  CHECK(t.find(ip)->deadline_ns == 300 + 30 * kSec);
+  CHECK(t.counters().locktime_ignored == 1);
+  // A refresh does not restart the locktime: after it, another MAC is taken.
+  t.learn(ip, second, kSec + 100, false, ev, /*override=*/false);
+  CHECK(t.find(ip)->mac == second);
+  CHECK(t.generation() == gen + 1);
+  // That change starts it again; an overriding learn (a gratuitous ARP) ignores it.
+  t.learn(ip, kPeerMac, kSec + 200, false, ev, /*override=*/false);
+  CHECK(t.find(ip)->mac == second);
+  CHECK(t.counters().locktime_ignored == 2);
+  t.learn(ip, kPeerMac, kSec + 300, false, ev);
+  CHECK(t.find(ip)->mac == kPeerMac);
+  CHECK(t.generation() == gen + 2);
+}

@@ -702,3 +702,31 @@ TEST_CASE("The generation moves on an ARP with a new MAC, not on one with the sa
   CHECK_FALSE(s.neighbours().find(kPeerIp));
   CHECK(s.generation() != g1);
 }
+
+TEST_CASE("Of two ARP replies back to back the first wins; a gratuitous ARP still moves the MAC",
+          "[stack][arp][generation]") {
+  NetStack s(base_config());
+  const MacAddr proxy{{0x02, 0, 0, 0, 0, 0x44}};
+  const MacAddr moved{{0x02, 0, 0, 0, 0, 0x33}};
+  CHECK(s.resolve(kPeerIp, 0, 1).status == NeighbourTable::Resolve::kQueued);
+  take_all(s);
+  // Linux's arp_process: inside the locktime (1 s) of the entry's last change, only a
+  // gratuitous ARP or a request to us may change the MAC.
+  receive(s, arp_frame(2, kOurMac, kPeerMac, kPeerIp, kOurMac, kOurIp), 10);
+  const uint64_t g0 = s.generation();
+  receive(s, arp_frame(2, kOurMac, proxy, kPeerIp, kOurMac, kOurIp), 20);
+  CHECK(s.resolve(kPeerIp, 30).mac == kPeerMac);
+  receive(s, arp_frame(1, MacAddr::broadcast(), proxy, kPeerIp, MacAddr{}, kGwIp), 40);
+  CHECK(s.resolve(kPeerIp, 50).mac == kPeerMac);
+  CHECK(s.neighbours().counters().locktime_ignored == 2);
+  CHECK(s.generation() == g0);
+  receive(s, arp_frame(1, MacAddr::broadcast(), moved, kPeerIp, MacAddr{}, kPeerIp), 60);
+  CHECK(s.resolve(kPeerIp, 70).mac == moved);
+  CHECK(s.generation() != g0);
+  receive(s, arp_frame(1, MacAddr::broadcast(), kPeerMac, kPeerIp, MacAddr{}, kOurIp), 80);
+  CHECK(s.resolve(kPeerIp, 90).mac == kPeerMac);
+  // After the locktime a reply with another MAC is taken.
+  receive(s, arp_frame(2, kOurMac, proxy, kPeerIp, kOurMac, kOurIp), 80 + kSec);
+  CHECK(s.resolve(kPeerIp, 90 + kSec).mac == proxy);
+  CHECK(s.neighbours().counters().locktime_ignored == 2);
+}
