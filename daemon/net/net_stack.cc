@@ -978,15 +978,25 @@ RxResult NetStack::on_na(std::span<const uint8_t> frame, const Ipv6Header& ip, s
   const auto known = neighbours6_.find(target);
   if (known) {
     const bool reachable = known->state == NeighbourState::kReachable;
+    const bool dynamic = known->state != NeighbourState::kStatic;
+    bool updated = false;  // the RFC's "MUST update the Neighbor Cache entry" case
     if (tlla && (!reachable || (flags & kNaFlagOverride) != 0 || known->mac == *tlla)) {
       neighbours6_.learn(target, *tlla, now_ns, /*create=*/false, scratch6_);  // (static: kept)
       flush_events6();
+      updated = dynamic;
     } else if (tlla) {
       neighbours6_.mark_stale(target, now_ns);
-    } else if (reachable && (flags & kNaFlagSolicited) != 0) {
-      neighbours6_.learn(target, known->mac, now_ns, /*create=*/false, scratch6_);
-      flush_events6();
+    } else if (reachable) {
+      if ((flags & kNaFlagSolicited) != 0) {
+        neighbours6_.learn(target, known->mac, now_ns, /*create=*/false, scratch6_);
+        flush_events6();
+      }
+      updated = true;
     }
+    // An update whose Router flag is clear: the neighbour is a host now, and the default
+    // router it was MUST be removed (section 7.2.5; Linux's rt6_clean_tohost). gateway6 is
+    // configured, not learned: it stays.
+    if (updated && (flags & kNaFlagRouter) == 0 && router6_ == target) forget_router6();
   }
   RxResult r;
   r.verdict = RxVerdict::kConsumed;

@@ -1240,3 +1240,40 @@ TEST_CASE("The generation moves when the RA's router or prefixes change, or an N
   CHECK(moved());
   CHECK(s.resolve6(kPeerIp6, 47 * kSec).mac == other_mac);
 }
+
+TEST_CASE("Router discovery: an NA from the RA's router without the Router flag removes it",
+          "[stack6][ndp][route]") {
+  NetStackConfig c = config6();
+  c.gateway6.reset();
+  NetStack s(c);
+  receive(s, ra_frame(kGwIp6, 1800, lla_option(1, kGwMac)), kSec);
+  REQUIRE(s.learned_router6() == kGwIp6);
+  Ip6Opts from_gw;
+  from_gw.src = kGwIp6;
+  from_gw.eth_src = kGwMac;
+  const MacAddr other_mac{{0x02, 0, 0, 0, 0, 0xfd}};
+  // Router, Solicited, Override: still a router.
+  receive(s, na_frame(0xE0000000u, kGwIp6, lla_option(2, kGwMac), from_gw), 2 * kSec);
+  CHECK(s.learned_router6() == kGwIp6);
+  // Another MAC without Override updates nothing (the entry is only put in doubt): the flag
+  // is not looked at.
+  receive(s, na_frame(0x40000000u, kGwIp6, lla_option(2, other_mac), from_gw), 3 * kSec);
+  CHECK(s.learned_router6() == kGwIp6);
+  // An accepted NA with R clear: a host now, no longer the default router.
+  const uint64_t g = s.generation();
+  receive(s, na_frame(0x60000000u, kGwIp6, lla_option(2, kGwMac), from_gw), 4 * kSec);
+  CHECK_FALSE(s.learned_router6());
+  CHECK(s.generation() != g);
+  CHECK_FALSE(s.next_hop6(kRemoteIp6));
+  CHECK(s.neighbours6().find(kGwIp6)->evictable);  // released: a peer's entry like any other
+  // Without a TLLA too (an update of a reachable entry).
+  receive(s, ra_frame(kGwIp6, 1800, lla_option(1, kGwMac)), 5 * kSec);
+  REQUIRE(s.learned_router6() == kGwIp6);
+  receive(s, na_frame(0x40000000u, kGwIp6, {}, from_gw), 6 * kSec);
+  CHECK_FALSE(s.learned_router6());
+
+  // gateway6 is configured, not learned: an NA without R leaves it the next hop.
+  NetStack g6(config6());
+  receive(g6, na_frame(0x60000000u, kGwIp6, lla_option(2, kGwMac), from_gw), kSec);
+  CHECK(g6.next_hop6(kRemoteIp6) == kGwIp6);
+}
