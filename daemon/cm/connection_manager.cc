@@ -589,12 +589,12 @@ void ConnectionManager::on_for_conn(uint64_t now_ns, CmPeer from, const CmMessag
       // resend of the message, as Linux (ib_modify_mad: the MAD's timeout becomes the
       // service timeout plus the packet life time for its remaining retries). Once: as
       // Linux (MRA_REQ_RCVD / MRA_REP_RCVD), a repeated MRA (the peer answers each
-      // resend with one) is ignored; the retry budget still ends the wait.
+      // resend with one) is ignored. The resends already made still count (ib_modify_mad
+      // changes the timeout only): the retry budget ends the wait, as Linux's.
       if (!c.mra_seen && ((c.state == State::kReqSent && m.ib.mra_message == kIbMsgReq) ||
                           (c.state == State::kRepSent && m.ib.mra_message == kIbMsgRep))) {
         ++counters_.mra_received;
         c.mra_seen = true;
-        c.retries = 0;
         const uint64_t wait =
             std::min<uint64_t>(uint64_t{4096} << m.ib.mra_timeout, cfg_.max_mra_wait_ns);
         c.retry_ns = wait + cfg_.retry_timeout_ns;

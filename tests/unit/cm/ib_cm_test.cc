@@ -1250,6 +1250,38 @@ TEST_CASE("ib_cm: after an MRA every later resend of that message waits as the M
   CHECK(m.a.next_deadline_ns() - m.now == 200'000'000ull);
 }
 
+TEST_CASE("ib_cm: an MRA keeps the resends already made: the retry budget is the REQ's, as Linux",
+          "[cm][ib]") {
+  // Linux's ib_cm sends its delayed MRA in answer to a resent REQ, so the requester has
+  // resent at least once when the MRA arrives. cm_mra_handler only changes the MAD's timeout
+  // (ib_modify_mad); the retries it made still count. Starting over at 0 would give a
+  // responder that keeps saying "wait" one resend (and one 30 s wait) more per MRA.
+  IbPair n;
+  const RequestAndMra started = request_and_mra(n);
+  n.now = n.a.next_deadline_ns();
+  n.a.on_timer(n.now);  // the first resend, 200 ms after the REQ
+  REQUIRE(mads(drain(n.a), 0x10).size() == 1);
+  REQUIRE(n.a.counters().retransmits == 1);
+  n.a.on_message(n.now, IbPair::kB, started.mra.data(), started.mra.size());
+  REQUIRE(n.a.counters().mra_received == 1);
+  CHECK(n.a.next_deadline_ns() - n.now == 30'000'000'000ull + 200'000'000ull);
+  uint64_t resends = 1;
+  bool failed = false;
+  while (!failed) {
+    n.now = n.a.next_deadline_ns();
+    REQUIRE(n.now != UINT64_MAX);
+    n.a.on_timer(n.now);
+    for (const auto& a : drain(n.a)) {
+      resends += a.kind == CmAction::Kind::kSend && a.bytes[17] == 0x10;
+      failed |= a.kind == CmAction::Kind::kRejected;
+    }
+    REQUIRE(resends <= 6);
+  }
+  CHECK(resends == 5);  // max_retries in all, the one before the MRA included
+  CHECK(n.a.counters().retransmits == 5);
+  CHECK(n.a.connection_count() == 0);
+}
+
 TEST_CASE("ib_cm: a DREQ naming another QP than ours is dropped, as Linux's cm_dreq_handler",
           "[cm][ib]") {
   IbPair n;
