@@ -396,6 +396,8 @@ void ConnectionManager::on_req(uint64_t now_ns, CmPeer from, const CmMessage& m)
     Conn& c = conns_.at(dup->second);
     if (c.state == State::kRepSent) {
       send(c, dup->second, CmType::kRep);
+    } else if (c.state == State::kRequestPending && c.peer.ib) {
+      send_request_mra(now_ns, dup->second, c);
     } else {
       ++counters_.rx_unexpected;
     }
@@ -466,6 +468,8 @@ void ConnectionManager::on_req(uint64_t now_ns, CmPeer from, const CmMessage& m)
         wait_ns, std::min(resend_ns * (m.ib.req_max_retries + 1u), cfg_.max_ib_request_wait_ns));
   }
   c.deadline_ns = now_ns + wait_ns;
+  c.request_ns = now_ns;
+  c.req_response_timeout = m.ib.req_response_timeout;
   by_remote_[{from, m.src_conn}] = id;
   if (from.ib) by_remote_qpn_[{from.addr, m.params.qpn}] = id;
   ++pending_by_addr_[from.addr];
@@ -474,6 +478,27 @@ void ConnectionManager::on_req(uint64_t now_ns, CmPeer from, const CmMessage& m)
   a.private_len = m.private_len;
   a.private_data = m.private_data;
   emit(a);
+}
+
+void ConnectionManager::send_request_mra(uint64_t now_ns, uint32_t id, Conn& c) {
+  // As Linux: rdma_cm leaves a REQ its application has not answered yet with ib_cm's delayed
+  // MRA (IB_CM_MRA_FLAG_DELAY), which cm_dup_req_handler sends in answer to each resent REQ.
+  // The requester then waits as long as the MRA asks before each of its remaining resends,
+  // so the request may live the longest we allow; the MRA asks for that time (rdma_cm asks
+  // for 2^24 x 4 us, 68.7 s, whatever its backlog), never less than the REQ's own timeout.
+  ++counters_.mra_sent;
+  c.deadline_ns = std::max(c.deadline_ns, c.request_ns + cfg_.max_ib_request_wait_ns);
+  const uint64_t left_ns = c.deadline_ns > now_ns ? c.deadline_ns - now_ns : 0;
+  uint8_t timeout = c.req_response_timeout;
+  while (timeout < 31 && (uint64_t{4096} << timeout) < left_ns) ++timeout;
+  CmMessage m;
+  m.type = CmType::kMra;
+  m.src_conn = id;
+  m.dst_conn = c.remote_conn;
+  m.ib.tid = c.tid;
+  m.ib.mra_message = kIbMsgReq;
+  m.ib.mra_timeout = timeout;
+  emit_message(c.peer, m, c.remote.qpn);
 }
 
 void ConnectionManager::on_for_conn(uint64_t now_ns, CmPeer from, const CmMessage& m) {

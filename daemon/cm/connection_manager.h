@@ -24,6 +24,8 @@
 // peer lost that one and reuses the QP) is refused with REJ 'stale connection'
 // and the old connection is disconnected (DREQ), as Linux's ib_cm does; so is a
 // REP naming such a QP (REJ of the REP; our request fails with kRefused).
+// IB CM, as Linux: a resent REQ the owner has not answered yet gets an MRA asking the
+// requester to wait until the request expires (its life is then max_ib_request_wait_ns).
 // IB CM, as Linux: a DREQ must name our QP or it is dropped; an MRA stretches
 // every later resend of the message it acknowledges (capped); a UC/XRC REQ or one
 // with an rdma_cm header we cannot read gets REJ 'consumer defined' (a listener)
@@ -84,7 +86,8 @@ struct CmConfig {
   // acknowledges (rdma_cm asks for 68 s; Linux waits that before every later retry).
   uint64_t max_mra_wait_ns = 30'000'000'000;
   // IB CM: a request the owner has not answered lives as long as the requester resends
-  // its REQ (its REQ says how long), at most this long.
+  // its REQ (its REQ says how long), at most this long; this long once we sent an MRA for
+  // it (the requester resent its REQ: we ask it to wait).
   uint64_t max_ib_request_wait_ns = 120'000'000'000;
   // Requests handed out and not yet answered, per source address (any port) and in all;
   // a REQ beyond either gets REJ(quota): one sender cannot fill the connection table. A
@@ -136,6 +139,7 @@ struct CmCounters {
   uint64_t rx_malformed = 0;     // parse_cm_message / parse_ib_cm_mad refused it
   uint64_t rx_unsupported = 0;   // a valid IB CM MAD conduit does not act on (APR, SIDR_REP...)
   uint64_t mra_received = 0;     // IB CM: a peer asked us to wait longer for its answer
+  uint64_t mra_sent = 0;         // IB CM: resent REQs answered "wait" (owner still deciding)
   uint64_t rx_unknown_conn = 0;  // dst_conn not ours, or from another peer
   uint64_t rx_unexpected = 0;    // valid but not in this state (ignored)
   uint64_t tx_messages = 0;
@@ -229,8 +233,10 @@ class ConnectionManager {
     // MRA stretches it for every later resend of the message it acknowledges, as Linux's
     // ib_modify_mad does.
     uint64_t retry_ns = 0;
-    uint64_t tid = 0;       // IB CM: the REQ's transaction id (REP, REJ and RTU echo it)
-    uint64_t dreq_tid = 0;  // IB CM: our DREQ's
+    uint64_t request_ns = 0;           // passive: when the REQ came
+    uint8_t req_response_timeout = 0;  // IB CM passive: the REQ's (4.096 us * 2^n)
+    uint64_t tid = 0;                  // IB CM: the REQ's transaction id (REP, REJ and RTU echo it)
+    uint64_t dreq_tid = 0;             // IB CM: our DREQ's
   };
 
   uint32_t allocate_id();
@@ -252,6 +258,8 @@ class ConnectionManager {
   void on_req(uint64_t now_ns, CmPeer from, const CmMessage& m);
   void on_sidr_req(uint64_t now_ns, CmPeer from, const CmMessage& m);
   void on_refused_req(uint64_t now_ns, CmPeer from, const CmMessage& m);
+  // IB CM: a resent REQ the owner has not answered yet gets an MRA, as Linux's.
+  void send_request_mra(uint64_t now_ns, uint32_t id, Conn& c);
   // The token bucket of unsolicited replies: true when one may be sent now (and takes it).
   bool unsolicited_reply_ok(uint64_t now_ns);
   uint64_t retry_ns(const Conn& c) const {

@@ -918,6 +918,7 @@ void Engine::fill_snapshot(control::CounterSnapshot& out) const {
   out.add("cm.gsi_tx", c.cm_gsi_tx);
   out.add("cm.rx_unsupported", k.rx_unsupported);
   out.add("cm.mra_received", k.mra_received);
+  out.add("cm.mra_sent", k.mra_sent);
   out.add("cm.rx_messages", k.rx_messages);
   out.add("cm.rx_malformed", k.rx_malformed);
   out.add("cm.rx_unknown_conn", k.rx_unknown_conn);

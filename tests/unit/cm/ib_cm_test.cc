@@ -1282,6 +1282,71 @@ TEST_CASE("ib_cm: an MRA keeps the resends already made: the retry budget is the
   CHECK(n.a.connection_count() == 0);
 }
 
+TEST_CASE("ib_cm: a resent REQ the owner has not answered gets an MRA, as Linux's delayed MRA",
+          "[cm][ib]") {
+  // rdma_cm queues ib_cm's delayed MRA for a REQ its application has not accepted yet
+  // (IB_CM_MRA_FLAG_DELAY); cm_dup_req_handler sends it for each resent REQ: the requester
+  // then waits as asked instead of resending every 4.3 s and giving up after 68.7 s. Ours asks
+  // for the time until the request expires, which the MRA makes max_ib_request_wait_ns.
+  IbPair n;
+  REQUIRE(n.b.listen(7471, 22) == 0);
+  const std::vector<uint8_t> req_mad = mad_from_hex(kKernelReq);
+  const uint64_t t0 = n.now;
+  n.b.on_message(n.now, IbPair::kA, req_mad.data(), req_mad.size());
+  std::vector<CmAction> out = drain(n.b);
+  REQUIRE(count_kind(out, CmAction::Kind::kRequest) == 1);
+  const uint32_t conn = out[0].conn;
+  CHECK(n.b.next_deadline_ns() - t0 < 70'000'000'000ull);  // the REQ's own 68.7 s
+  // The first resend, 4.3 s later.
+  n.now = t0 + 4'294'967'296ull;
+  n.b.on_message(n.now, IbPair::kA, req_mad.data(), req_mad.size());
+  out = drain(n.b);
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].peer == IbPair::kA);
+  auto mras = mads(out, 0x11);
+  REQUIRE(mras.size() == 1);
+  const std::vector<uint8_t>& mra = mras[0];
+  CHECK(be64_at(mra, 8) == be64_at(req_mad, 8));        // the REQ's TID
+  CHECK(be32_at(mra, 24 + 0) == conn);                  // our comm id
+  CHECK(be32_at(mra, 24 + 4) == be32_at(req_mad, 24));  // the requester's
+  CHECK(mra[24 + 8] >> 6 == 0);                         // it acknowledges the REQ
+  const uint8_t timeout = mra[24 + 9] >> 3;
+  CHECK(timeout == 25);  // 137 s: covers the 115.7 s the request has left
+  CHECK(n.b.next_deadline_ns() == t0 + 120'000'000'000ull);
+  const CmMessage back = parse_ok(mra);
+  CHECK(back.type == CmType::kMra);
+  CHECK(back.ib.mra_timeout == 25);
+  // Another resend (after the MRA's wait a Linux requester would not resend this soon; any
+  // is answered): the time left is 40 s now.
+  n.now = t0 + 80'000'000'000ull;
+  n.b.on_timer(n.now);
+  n.b.on_message(n.now, IbPair::kA, req_mad.data(), req_mad.size());
+  mras = mads(drain(n.b), 0x11);
+  REQUIRE(mras.size() == 1);
+  CHECK(mras[0][24 + 9] >> 3 == 24);
+  CHECK(n.b.counters().mra_sent == 2);
+  // The owner answers after the REQ's own 68.7 s, within the MRA's wait: the REP goes out.
+  n.now = t0 + 100'000'000'000ull;
+  n.b.on_timer(n.now);
+  CHECK(count_kind(drain(n.b), CmAction::Kind::kRejected) == 0);
+  QpParams local = ib_params(0x20, 2, 1, 1);
+  local.pmtu_bytes = 1024;
+  REQUIRE(n.b.accept(n.now, 22, conn, local) == 0);
+  CHECK(mads(drain(n.b), 0x13).size() == 1);
+  // Between two conduits: A's REQ is resent after 200 ms, B's MRA makes it wait (30 s cap).
+  IbPair p;
+  const Requested r = request(p, ib_params(0x10, 1, 1, 1));
+  p.now = p.a.next_deadline_ns();
+  p.a.on_timer(p.now);
+  p.run();
+  CHECK(p.b.counters().mra_sent == 1);
+  CHECK(p.a.counters().mra_received == 1);
+  CHECK(p.a.next_deadline_ns() - p.now == 30'000'000'000ull + 200'000'000ull);
+  REQUIRE(p.b.accept(p.now, 22, r.b_conn, ib_params(0x20, 2, 1, 1)) == 0);
+  p.run();
+  CHECK(p.last(p.events_a, CmAction::Kind::kEstablished) != nullptr);
+}
+
 TEST_CASE("ib_cm: a DREQ naming another QP than ours is dropped, as Linux's cm_dreq_handler",
           "[cm][ib]") {
   IbPair n;
