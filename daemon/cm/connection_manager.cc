@@ -406,18 +406,23 @@ void ConnectionManager::on_req(uint64_t now_ns, CmPeer from, const CmMessage& m)
   if (from.ib) {
     auto held = by_remote_qpn_.find({from.addr, m.params.qpn});
     auto old = held == by_remote_qpn_.end() ? conns_.end() : conns_.find(held->second);
-    if (old != conns_.end() && old->second.state == State::kEstablished) {
-      // Its QP is connected here under another comm id: the peer lost that connection
-      // (restarted, or every DREQ/DREP between us was lost) and reuses the QP. As Linux's
-      // cm_match_req: refuse the REQ as stale and end the old connection, which points at a
-      // QP that is no longer its. (Linux also refuses while the old one is still being set
-      // up or torn down; here those end on their own timers and do not block a new request.)
+    if (old != conns_.end()) {
+      // Its QP is in another connection here, under another comm id: being set up (its
+      // request pending, our REP out), established, or being torn down (our DREQ out). As
+      // Linux's cm_match_req (the QPN stays in its remote QP table from the REQ or REP until
+      // timewait): refuse the REQ as stale. An established one points at a QP that is no
+      // longer the peer's (it restarted, or every DREQ/DREP between us was lost): it gets a
+      // DREQ, as Linux's ib_send_cm_dreq, which does nothing in the other states. Once a
+      // connection is over the QPN is free at once: Linux's timewait (cm_enter_timewait)
+      // takes it out of that table first, so a REQ reusing it then is a new request.
       ++counters_.stale_requests;
       if (unsolicited_reply_ok(now_ns)) {
         send_reply(from, 0, m.src_conn, CmType::kRej, RejectReason::kRefused, m.ib.tid, 0,
                    kIbMsgReq, kIbRejStaleConn);
       }
-      disconnect(now_ns, old->second.owner, old->first);
+      if (old->second.state == State::kEstablished) {
+        disconnect(now_ns, old->second.owner, old->first);
+      }
       return;
     }
   }
@@ -530,15 +535,18 @@ void ConnectionManager::on_for_conn(uint64_t now_ns, CmPeer from, const CmMessag
         if (from.ib) {
           auto held = by_remote_qpn_.find({from.addr, m.params.qpn});
           auto old = held == by_remote_qpn_.end() ? conns_.end() : conns_.find(held->second);
-          if (old != conns_.end() && old->first != id && old->second.state == State::kEstablished) {
-            // The responder's QP is connected here under another connection: it lost that
-            // one and reuses the QP. As Linux's cm_rep_handler: REJ 'stale connection' for
-            // the REP and DREQ for the old connection. Linux leaves its REQ to be refused
-            // from the peer's timewait; this request ends at once, with the reason.
+          if (old != conns_.end() && old->first != id) {
+            // The responder's QP is in another connection here (in any state, as on_req):
+            // it lost that one and reuses the QP. As Linux's cm_rep_handler: REJ 'stale
+            // connection' for the REP, and DREQ for the old connection if established.
+            // Linux leaves its REQ to be refused from the peer's timewait; this request
+            // ends at once, with the reason.
             ++counters_.stale_replies;
             send_reply(from, id, m.src_conn, CmType::kRej, RejectReason::kRefused, c.tid, 0,
                        kIbMsgRep, kIbRejStaleConn);
-            disconnect(now_ns, old->second.owner, old->first);
+            if (old->second.state == State::kEstablished) {
+              disconnect(now_ns, old->second.owner, old->first);
+            }
             fail(id, c, reject_reason_from_ib(kIbRejStaleConn), false);
             return;
           }

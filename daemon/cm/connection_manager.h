@@ -20,10 +20,11 @@
 // state kept; a LAP (load an alternate path) for an established connection with
 // APR 'unsupported', the connection left as it is (a LAP for no connection of
 // ours is dropped).
-// IB CM: a REQ from a QP that is in another, established connection here (the
-// peer lost that one and reuses the QP) is refused with REJ 'stale connection'
-// and the old connection is disconnected (DREQ), as Linux's ib_cm does; so is a
-// REP naming such a QP (REJ of the REP; our request fails with kRefused).
+// IB CM: a REQ from a QP that is in another connection here, in any state (the
+// peer lost that one and reuses the QP), is refused with REJ 'stale connection'
+// and the old connection, if established, is disconnected (DREQ), as Linux's ib_cm
+// does; so is a REP naming such a QP (REJ of the REP; our request fails with
+// kRefused). No timewait: as Linux's, an ended connection's QPN is free at once.
 // IB CM, as Linux: a resent REQ the owner has not answered yet gets an MRA asking the
 // requester to wait until the request expires (its life is then max_ib_request_wait_ns).
 // IB CM, as Linux: a DREQ must name our QP or it is dropped; an MRA stretches

@@ -833,6 +833,7 @@ TEST_CASE("ib_cm: a pending request outlives the requester's REQ resends, then R
 
   // An accepted, established connection: a late resend of its REQ is no new request either.
   slow[24 + 3] ^= 2;
+  slow[24 + 34] ^= 1;  // from another QP (the pending one's would be stale)
   n.b.on_message(n.now, IbPair::kA, slow.data(), slow.size());
   out = drain(n.b);
   REQUIRE(count_kind(out, CmAction::Kind::kRequest) == 1);
@@ -1119,6 +1120,100 @@ TEST_CASE("ib_cm: a REQ from a QP we hold connected under another comm id: REJ(s
   REQUIRE(n.a.connect(n.now, 11, IbPair::kB, 7471, ib_params(0x11, 5, 1, 1)) > 0);
   n.run();
   CHECK(n.b.connection_count() == 1);
+}
+
+TEST_CASE(
+    "ib_cm: a QP whose connection here is being set up or torn down is stale too; "
+    "once it is over it is not (no timewait)",
+    "[cm][ib]") {
+  // Linux's ib_cm keeps a remote QPN in its table from the REQ (passive) or REP (active) until
+  // the connection enters timewait: cm_match_req and cm_rep_handler refuse a REQ or REP from
+  // that QP under another comm id as stale in every state before. The DREQ goes only to an
+  // established connection (ib_send_cm_dreq does nothing in the others). cm_enter_timewait
+  // takes the QPN out of the table (cm_remove_remote), so a REQ reusing it after the DREP is a
+  // new request.
+  auto new_req_from_qp_0x10 = [](IbPair& n) {
+    REQUIRE(n.a.connect(n.now, 11, IbPair::kB, 7471, ib_params(0x10, 5, 1, 1)) > 0);
+    const auto reqs = mads(drain(n.a), 0x10);
+    REQUIRE(reqs.size() == 1);
+    n.b.on_message(n.now, IbPair::kA, reqs[0].data(), reqs[0].size());
+    return drain(n.b);
+  };
+  SECTION("its request pending here") {
+    IbPair n;
+    const Requested first = request(n, ib_params(0x10, 1, 1, 1));
+    const std::vector<CmAction> out = new_req_from_qp_0x10(n);
+    CHECK(count_kind(out, CmAction::Kind::kRequest) == 0);
+    const auto rejs = mads(out, kAttrRej);
+    REQUIRE(rejs.size() == 1);
+    CHECK(rej_code(rejs[0]) == kIbRejStaleConn);
+    CHECK(rej_message(rejs[0]) == 0);
+    CHECK(mads(out, 0x15).empty());  // nothing to disconnect
+    CHECK(n.b.counters().stale_requests == 1);
+    // The first request is untouched: its owner may still accept it.
+    REQUIRE(n.b.accept(n.now, 22, first.b_conn, ib_params(0x20, 2, 1, 1)) == 0);
+  }
+  SECTION("our REP out") {
+    IbPair n;
+    const Requested first = request(n, ib_params(0x10, 1, 1, 1));
+    REQUIRE(n.b.accept(n.now, 22, first.b_conn, ib_params(0x20, 2, 1, 1)) == 0);
+    drain(n.b);  // the REP is lost
+    const std::vector<CmAction> out = new_req_from_qp_0x10(n);
+    CHECK(count_kind(out, CmAction::Kind::kRequest) == 0);
+    CHECK(mads(out, kAttrRej).size() == 1);
+    CHECK(n.b.connection_count() == 1);
+  }
+  SECTION("our DREQ out") {
+    IbPair n;
+    const Connected c = connect_pair(n);
+    REQUIRE(n.b.disconnect(n.now, 22, c.b_conn) == 0);
+    drain(n.b);  // the DREQ is lost
+    const std::vector<CmAction> out = new_req_from_qp_0x10(n);
+    CHECK(count_kind(out, CmAction::Kind::kRequest) == 0);
+    const auto rejs = mads(out, kAttrRej);
+    REQUIRE(rejs.size() == 1);
+    CHECK(rej_code(rejs[0]) == kIbRejStaleConn);
+    CHECK(mads(out, 0x15).empty());  // no second DREQ: ours is on its way
+    CHECK(n.b.connection_count() == 1);
+  }
+  SECTION("a REP from a QP whose connection here is being torn down") {
+    // A's QP 0x10 is connected to B's QP 0x20. A hangs up (its DREQ is lost), connects again
+    // from QP 0x11, and B answers from QP 0x20 (B still holds the old connection, on another
+    // QP of A's): A refuses the REP as stale.
+    IbPair n;
+    const Connected c = connect_pair(n);
+    REQUIRE(n.a.disconnect(n.now, 11, c.a_conn) == 0);
+    drain(n.a);
+    const int64_t again = n.a.connect(n.now, 11, IbPair::kB, 7471, ib_params(0x11, 5, 1, 1));
+    REQUIRE(again > 0);
+    n.run();
+    const CmAction* req = n.last(n.events_b, CmAction::Kind::kRequest);
+    REQUIRE(req != nullptr);
+    REQUIRE(n.b.accept(n.now, 22, req->conn, ib_params(0x20, 7, 1, 1)) == 0);
+    const auto reps = mads(drain(n.b), 0x13);
+    REQUIRE(reps.size() == 1);
+    n.a.on_message(n.now, IbPair::kB, reps[0].data(), reps[0].size());
+    const std::vector<CmAction> out = drain(n.a);
+    CHECK(count_kind(out, CmAction::Kind::kEstablished) == 0);
+    const auto rejs = mads(out, kAttrRej);
+    REQUIRE(rejs.size() == 1);
+    CHECK(rej_code(rejs[0]) == kIbRejStaleConn);
+    CHECK(rej_message(rejs[0]) == 1);
+    CHECK(mads(out, 0x15).empty());  // the old one's DREQ is already out
+    CHECK(count_kind(out, CmAction::Kind::kRejected) == 1);
+    CHECK(n.a.counters().stale_replies == 1);
+  }
+  SECTION("the connection over: a REQ reusing its QP is a new request") {
+    IbPair n;
+    const Connected c = connect_pair(n);
+    REQUIRE(n.a.disconnect(n.now, 11, c.a_conn) == 0);
+    n.run();
+    REQUIRE(n.b.connection_count() == 0);
+    const std::vector<CmAction> out = new_req_from_qp_0x10(n);
+    CHECK(count_kind(out, CmAction::Kind::kRequest) == 1);
+    CHECK(mads(out, kAttrRej).empty());
+    CHECK(n.b.counters().stale_requests == 0);
+  }
 }
 
 TEST_CASE("ib_cm: crossing DREQs: each side answers the other's, both owners told once",
