@@ -154,11 +154,13 @@ void ConnectionManager::establish(uint32_t id, Conn& c) {
   emit(a);
 }
 
-void ConnectionManager::fail(uint32_t id, Conn& c, RejectReason reason, bool received) {
+void ConnectionManager::fail(uint32_t id, Conn& c, RejectReason reason, bool received,
+                             uint16_t ib_rej_code) {
   if (received) ++counters_.rejected_received;
   if (c.report) {
     CmAction a = event(CmAction::Kind::kRejected, id, c);
     a.reason = reason;
+    a.ib_rej_code = ib_rej_code;
     emit(a);
   }
   erase(conns_.find(id));
@@ -547,7 +549,7 @@ void ConnectionManager::on_for_conn(uint64_t now_ns, CmPeer from, const CmMessag
             if (old->second.state == State::kEstablished) {
               disconnect(now_ns, old->second.owner, old->first);
             }
-            fail(id, c, reject_reason_from_ib(kIbRejStaleConn), false);
+            fail(id, c, reject_reason_from_ib(kIbRejStaleConn), false, kIbRejStaleConn);
             return;
           }
         }
@@ -581,7 +583,7 @@ void ConnectionManager::on_for_conn(uint64_t now_ns, CmPeer from, const CmMessag
     case CmType::kRej:
       if (c.state == State::kReqSent || c.state == State::kRepSent ||
           c.state == State::kRequestPending) {
-        fail(id, c, m.reason, true);
+        fail(id, c, m.reason, true, from.ib ? m.ib.rej_code : uint16_t{0});
       } else {
         // Established here on the REP, but the peer gave up before our RTU reached it (its
         // owner went away in its kRepSent): its QP is gone, so is the connection. Linux's

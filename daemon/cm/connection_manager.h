@@ -129,6 +129,9 @@ struct CmAction {
   uint16_t pmtu_bytes = 0;  // negotiated (kEstablished)
   uint16_t caps = 0;        // negotiated (kEstablished)
   RejectReason reason = RejectReason::kRefused;
+  // kRejected over the IB CM: the REJ's own code (IbRejCode; kIbRejStaleConn also when we
+  // refused the peer's REP as stale), which says more than `reason`; 0 otherwise.
+  uint16_t ib_rej_code = 0;
   uint8_t private_len = 0;  // kRequest, kEstablished: the peer's private data
   std::array<uint8_t, kMaxPrivateBytes> private_data{};
   uint16_t len = 0;                        // kSend
@@ -251,7 +254,7 @@ class ConnectionManager {
   void emit(const CmAction& a) { actions_.push_back(a); }
   CmAction event(CmAction::Kind kind, uint32_t id, const Conn& c) const;
   void establish(uint32_t id, Conn& c);
-  void fail(uint32_t id, Conn& c, RejectReason reason, bool received);
+  void fail(uint32_t id, Conn& c, RejectReason reason, bool received, uint16_t ib_rej_code = 0);
   // Removes a connection and what indexes it (by_remote_, the pending counts).
   void erase(std::map<uint32_t, Conn>::iterator it);
   // A request leaves kRequestPending (answered or gone): its pending counts drop.

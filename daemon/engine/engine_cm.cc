@@ -469,6 +469,7 @@ void Engine::cm_on_ended(const cm::CmAction& a) {
   info.peer = a.peer.addr;
   info.service = a.service;
   info.reason = static_cast<uint16_t>(a.reason);
+  if (a.ib_rej_code == cm::kIbRejStaleConn) info.flags |= proto::kCmFlagStale;
   if (cm_requests_.erase(a.conn) > 0) return;  // a request nobody answered in time
   auto it = cm_conn_qpn_.find(a.conn);
   if (QpCtx* q = it != cm_conn_qpn_.end() ? find_qp(it->second) : nullptr) {

@@ -259,6 +259,10 @@ inline constexpr uint32_t kCmFlagSelectiveRepeat = 1u << 0;  // offer selective 
 // Connect with the IB CM (an rdma_cm peer); on a request or connection: it came that way.
 inline constexpr uint32_t kCmFlagRdmaCm = 1u << 1;
 inline constexpr uint32_t kCmFlagsAll = kCmFlagSelectiveRepeat | kCmFlagRdmaCm;
+// kRejected with reason kCmRefused, from conduitd only: an IB CM peer refused it as a stale
+// connection (REJ reason 10): the QP is still in an older connection there, which the peer
+// now ends. A flag, not a reason, so a library that does not know it still reads kCmRefused.
+inline constexpr uint32_t kCmFlagStale = 1u << 2;
 
 // The QP parameters a client offers when it connects or accepts.
 struct CmQpOffer {
@@ -448,10 +452,10 @@ struct CmEvent {
   uint32_t qpn = 0;  // our QP (kEstablished, kRejected, kDisconnected)
   CmAddr peer{};     // IPv4-mapped or IPv6
   uint64_t service = 0;
-  uint32_t remote_qpn = 0;            // kRequest, kEstablished
-  uint32_t pmtu_bytes = 0;            // kRequest: the peer's offer; kEstablished: negotiated
-  uint32_t flags = 0;                 // kCmFlag*: kRequest offered; kEstablished agreed
-  uint16_t reason = 0;                // kRejected: kCm* reason
+  uint32_t remote_qpn = 0;  // kRequest, kEstablished
+  uint32_t pmtu_bytes = 0;  // kRequest: the peer's offer; kEstablished: negotiated
+  uint32_t flags = 0;   // kCmFlag*: kRequest offered; kEstablished agreed; kRejected kCmFlagStale
+  uint16_t reason = 0;  // kRejected: kCm* reason
   std::vector<uint8_t> private_data;  // kRequest, kEstablished: the peer's
   bool operator==(const CmEvent&) const = default;
 };

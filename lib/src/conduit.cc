@@ -879,7 +879,7 @@ int reason_errno(uint16_t reason) {
   }
 }
 
-const char* reason_text(uint16_t reason) {
+const char* reason_text(uint16_t reason, uint32_t flags) {
   switch (reason) {
     case proto::kCmNoListener:
       return "no listener on that service";
@@ -888,6 +888,11 @@ const char* reason_text(uint16_t reason) {
     case proto::kCmPolicy:
       return "refused by the peer's policy";
     case proto::kCmRefused:
+      if ((flags & proto::kCmFlagStale) != 0) {
+        return "refused by the peer's connection manager as a stale connection (IB CM reason "
+               "10): a QP of the two is still in an older connection there, which it now "
+               "ends; connect again";
+      }
       return "refused by the listening application";
     case proto::kCmTimeout:
       return "no answer from the peer's conduitd within the retry budget (is it running, "
@@ -1020,8 +1025,8 @@ int await_established(conduit_qp* qp, uint32_t conn, int timeout_ms, const std::
     qp->cm_conn = 0;
     const uint16_t reason =
         ev.kind == proto::CmEventKind::kRejected ? ev.reason : proto::kCmRefused;
-    const char* text =
-        ev.kind == proto::CmEventKind::kRejected ? reason_text(reason) : "the peer disconnected";
+    const char* text = ev.kind == proto::CmEventKind::kRejected ? reason_text(reason, ev.flags)
+                                                                : "the peer disconnected";
     return set_error(reason_errno(reason), who + ": " + text);
   }
   qp->cm_connected_once = true;

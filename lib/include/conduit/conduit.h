@@ -339,7 +339,10 @@ CONDUIT_API int conduit_post_recv(struct conduit_qp* qp, struct conduit_recv_wr*
  *
  * Errors a connect or accept returns when the connection fails:
  *   -ECONNREFUSED  nobody listens on that service at the peer, or the
- *                  listening application rejected it (CONDUIT_CM_REJ_REFUSED)
+ *                  listening application rejected it (CONDUIT_CM_REJ_REFUSED), or
+ *                  (over the IB CM) the peer refused it as a stale connection: a QP
+ *                  of the two is still in an older connection there, which the peer
+ *                  then ends; a later attempt can succeed (rdma_cm: REJECTED, status 10)
  *   -EDQUOT        the peer is out of connections or QPs (CONDUIT_CM_REJ_QUOTA)
  *   -EPERM         the peer's policy refuses it (CONDUIT_CM_REJ_POLICY)
  *   -ETIMEDOUT     no answer within the retry budget, or timeout_ms passed

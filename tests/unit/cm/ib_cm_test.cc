@@ -1302,7 +1302,8 @@ TEST_CASE("ib_cm: REJ reasons map to what an rdma_cm user sees", "[cm][ib]") {
   CHECK(reject_reason_from_ib(kIbRejInvalidMtu) == RejectReason::kPolicy);
   CHECK(reject_reason_from_ib(12) == RejectReason::kInvalid);  // invalid GID
   CHECK(reject_reason_from_ib(31) == RejectReason::kInvalid);  // invalid class version
-  // The stale REQ test's requester: it learns 'refused'.
+  // The stale REQ test's requester: it learns 'refused', and the REJ's own code, which tells
+  // its client the truth (a stale connection, not the application's no).
   IbPair n;
   connect_pair(n);
   REQUIRE(n.a.connect(n.now, 11, IbPair::kB, 7471, ib_params(0x10, 5, 1, 1)) > 0);
@@ -1310,6 +1311,33 @@ TEST_CASE("ib_cm: REJ reasons map to what an rdma_cm user sees", "[cm][ib]") {
   const CmAction* rej = n.last(n.events_a, CmAction::Kind::kRejected);
   REQUIRE(rej != nullptr);
   CHECK(rej->reason == RejectReason::kRefused);
+  CHECK(rej->ib_rej_code == kIbRejStaleConn);
+  // An application's refusal carries its code too (consumer defined); a native REJ none.
+  IbPair p;
+  const Requested r = request(p, ib_params(0x10, 1, 1, 1));
+  REQUIRE(p.b.reject(p.now, 22, r.b_conn, RejectReason::kRefused) == 0);
+  p.run();
+  rej = p.last(p.events_a, CmAction::Kind::kRejected);
+  REQUIRE(rej != nullptr);
+  CHECK(rej->reason == RejectReason::kRefused);
+  CHECK(rej->ib_rej_code == kIbRejConsumerDefined);
+  CmConfig cfg;
+  ConnectionManager a(cfg);
+  const CmPeer peer{cm_addr_v4(0xC6120002), 4792, false};
+  const int64_t conn = a.connect(0, 11, peer, 7, ib_params(0x10, 1, 0, 0));
+  REQUIRE(conn > 0);
+  drain(a);
+  CmMessage m;
+  m.type = CmType::kRej;
+  m.src_conn = 5;
+  m.dst_conn = static_cast<uint32_t>(conn);
+  m.reason = RejectReason::kRefused;
+  uint8_t buf[kMaxMessageBytes];
+  a.on_message(0, peer, buf, build_cm_message(m, buf));
+  const std::vector<CmAction> out = drain(a);
+  REQUIRE(count_kind(out, CmAction::Kind::kRejected) == 1);
+  CHECK(out[0].reason == RejectReason::kRefused);
+  CHECK(out[0].ib_rej_code == 0);
 }
 
 TEST_CASE("ib_cm: after an MRA every later resend of that message waits as the MRA asked",
@@ -1500,6 +1528,7 @@ TEST_CASE("ib_cm: a REP from a QP we hold connected under another comm id: REJ(s
     if (a.kind == CmAction::Kind::kRejected) {
       CHECK(a.conn == uint32_t(again));
       CHECK(a.reason == RejectReason::kRefused);
+      CHECK(a.ib_rej_code == kIbRejStaleConn);  // the client is told why
     }
   }
   CHECK(n.a.counters().stale_replies == 1);

@@ -793,14 +793,20 @@ TEST_CASE("connection manager: requests, rejects with reasons, established", "[l
   CHECK(cmd.cm.reason == proto::kCmPolicy);
 
   // The active side: each reject reason reaches the caller as its errno and text.
+  // An IB CM peer's REJ 'stale connection' is a refusal too (rdma_cm: REJECTED), but not the
+  // application's: the text says what it is.
   struct Case {
     uint16_t reason;
     int err;
     const char* text;
+    uint32_t flags = 0;
+    const char* not_text = nullptr;
   };
   for (const Case& c :
        {Case{proto::kCmNoListener, -ECONNREFUSED, "no listener"},
-        Case{proto::kCmRefused, -ECONNREFUSED, "refused by the listening"},
+        Case{proto::kCmRefused, -ECONNREFUSED, "refused by the listening", 0, "stale"},
+        Case{proto::kCmRefused, -ECONNREFUSED, "as a stale connection",
+             proto::kCmFlagStale | proto::kCmFlagRdmaCm, "listening application"},
         Case{proto::kCmQuota, -EDQUOT, "quota"}, Case{proto::kCmPolicy, -EPERM, "policy"},
         Case{proto::kCmTimeout, -ETIMEDOUT, "no answer"}}) {
     ev = {};
@@ -810,11 +816,15 @@ TEST_CASE("connection manager: requests, rejects with reasons, established", "[l
     ev.cm.conn = test::TestEngine::kCmConn;
     ev.cm.qpn = qpn;
     ev.cm.reason = c.reason;
+    ev.cm.flags = c.flags;
     d.engine->reply_to(control::EngineOp::kCmConnect, ev);
     const int rc = conduit_connect_service(qp, "198.18.0.2", 7, nullptr, 2000, nullptr);
     INFO(conduit_strerror(rc));
     CHECK(rc == c.err);
     CHECK(std::string(conduit_strerror(rc)).find(c.text) != std::string::npos);
+    if (c.not_text != nullptr) {
+      CHECK(std::string(conduit_strerror(rc)).find(c.not_text) == std::string::npos);
+    }
     CHECK(std::string(conduit_strerror(rc)).find("198.18.0.2 service 7") != std::string::npos);
   }
   REQUIRE(d.engine->wait_for(control::EngineOp::kCmConnect, add.client_id, 2s, &cmd));
