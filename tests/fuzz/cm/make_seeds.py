@@ -125,6 +125,19 @@ SEEDS = {
                                            + b"\x00\x00\x12\x00" + bytes(4)
                                            + b"\x80\x0a\xe4\x00\x10\x10\x78\xe0"))
     + bytes([5, 50]),
+    # An rdma_cm peer's REQ waits for our owner; its resend gets an MRA; a REQ from the same QP
+    # under another comm id is stale while the first is pending (REJ, no DREQ); time passes
+    # beyond the REQ's own resend window, the owner accepts, the RTU; we connect to the peer
+    # and its REP names that QP again (stale: REJ of the REP, DREQ of the established one).
+    "ib_mra_sent_stale_pending": ib(1, ib_req(0x38D4E3E, 1, 0x11, 0x998787))
+    + ib(1, ib_req(0x38D4E3E, 1, 0x11, 0x998787))
+    + ib(1, ib_req(0x38D4E3F, 1, 0x11, 0x1234))
+    + bytes([5, 255] * 4) + ib(1, ib_req(0x38D4E3E, 1, 0x11, 0x998787)) + bytes([2])
+    + ib(1, ib_ids(0x14, 0x38D4E3E, 1))
+    + bytes([8, 10, 1, 1]) + ib(1, ib_ids(0x13, 0x8D4E40, 2, bytes(4)
+                                           + b"\x00\x00\x11\x00" + bytes(4)
+                                           + b"\x80\x0a\xe4\x00\x10\x10\x78\xe0"))
+    + bytes([5, 50]),
 }
 
 os.makedirs("seeds/cm_session", exist_ok=True)
