@@ -155,12 +155,16 @@ void ConnectionManager::establish(uint32_t id, Conn& c) {
 }
 
 void ConnectionManager::fail(uint32_t id, Conn& c, RejectReason reason, bool received,
-                             uint16_t ib_rej_code) {
+                             uint16_t ib_rej_code, const CmMessage* rej) {
   if (received) ++counters_.rejected_received;
   if (c.report) {
     CmAction a = event(CmAction::Kind::kRejected, id, c);
     a.reason = reason;
     a.ib_rej_code = ib_rej_code;
+    if (rej != nullptr) {
+      a.private_len = rej->private_len;
+      a.private_data = rej->private_data;
+    }
     emit(a);
   }
   erase(conns_.find(id));
@@ -583,7 +587,7 @@ void ConnectionManager::on_for_conn(uint64_t now_ns, CmPeer from, const CmMessag
     case CmType::kRej:
       if (c.state == State::kReqSent || c.state == State::kRepSent ||
           c.state == State::kRequestPending) {
-        fail(id, c, m.reason, true, from.ib ? m.ib.rej_code : uint16_t{0});
+        fail(id, c, m.reason, true, from.ib ? m.ib.rej_code : uint16_t{0}, &m);
       } else {
         // Established here on the REP, but the peer gave up before our RTU reached it (its
         // owner went away in its kRepSent): its QP is gone, so is the connection. Linux's

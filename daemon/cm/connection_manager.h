@@ -132,7 +132,8 @@ struct CmAction {
   // kRejected over the IB CM: the REJ's own code (IbRejCode; kIbRejStaleConn also when we
   // refused the peer's REP as stale), which says more than `reason`; 0 otherwise.
   uint16_t ib_rej_code = 0;
-  uint8_t private_len = 0;  // kRequest, kEstablished: the peer's private data
+  uint8_t private_len =
+      0;  // kRequest, kEstablished, kRejected (its REJ's): the peer's private data
   std::array<uint8_t, kMaxPrivateBytes> private_data{};
   uint16_t len = 0;                        // kSend
   std::array<uint8_t, kMadBytes> bytes{};  // the larger of the two dialects
@@ -254,7 +255,9 @@ class ConnectionManager {
   void emit(const CmAction& a) { actions_.push_back(a); }
   CmAction event(CmAction::Kind kind, uint32_t id, const Conn& c) const;
   void establish(uint32_t id, Conn& c);
-  void fail(uint32_t id, Conn& c, RejectReason reason, bool received, uint16_t ib_rej_code = 0);
+  // rej: the peer's REJ, whose private data the owner gets.
+  void fail(uint32_t id, Conn& c, RejectReason reason, bool received, uint16_t ib_rej_code = 0,
+            const CmMessage* rej = nullptr);
   // Removes a connection and what indexes it (by_remote_, the pending counts).
   void erase(std::map<uint32_t, Conn>::iterator it);
   // A request leaves kRequestPending (answered or gone): its pending counts drop.

@@ -39,6 +39,7 @@ constexpr size_t kRepPrivateAt = 36;
 constexpr size_t kRejAriAt = 12;
 constexpr uint8_t kRejAriGuidBytes = 8;
 constexpr size_t kRejPrivateAt = 84;
+constexpr size_t kRejPrivateBytes = 148;
 constexpr uint8_t kRdmaCmVersion = 0x00;
 constexpr uint16_t kPermissiveLid = 0xFFFF;
 // CM response timeouts in a REQ, 4.096 us * 2^n. Remote: how long we wait for the REP (about
@@ -262,6 +263,9 @@ CmParseError parse_ib_cm_mad(const uint8_t* data, size_t len, CmMessage& out) {
       out.ib.rej_message = b[8] >> 6;
       out.ib.rej_code = get16(b + 10);
       out.reason = reject_reason_from_ib(out.ib.rej_code);
+      // rdma_reject()'s private data (an NVMe-oF target's status, say): rdma_cm hands the
+      // whole field to the requester's application, as we do.
+      copy_private(b + kRejPrivateAt, kRejPrivateBytes, out);
       // The local id may be 0 (a REQ refused before an id was made). The remote one only
       // in the Linux requester's REJ(timeout) for a REQ it gave up on before any REP: its
       // own id names the request then.
@@ -391,7 +395,7 @@ size_t build_ib_cm_mad(const CmMessage& m, const IbCmBuildContext& ctx, uint8_t*
         b[9] = kRejAriGuidBytes << 1;
         put64(b + kRejAriAt, ctx.ca_guid);
       }
-      (void)kRejPrivateAt;
+      std::memcpy(b + kRejPrivateAt, m.private_data.data(), m.private_len);
       break;
     }
     case CmType::kRtu:

@@ -470,6 +470,8 @@ void Engine::cm_on_ended(const cm::CmAction& a) {
   info.service = a.service;
   info.reason = static_cast<uint16_t>(a.reason);
   if (a.ib_rej_code == cm::kIbRejStaleConn) info.flags |= proto::kCmFlagStale;
+  info.private_len = a.private_len;  // a REJ's (rdma_reject's), for the requester
+  std::memcpy(info.private_data, a.private_data.data(), a.private_len);
   if (cm_requests_.erase(a.conn) > 0) return;  // a request nobody answered in time
   auto it = cm_conn_qpn_.find(a.conn);
   if (QpCtx* q = it != cm_conn_qpn_.end() ? find_qp(it->second) : nullptr) {

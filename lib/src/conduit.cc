@@ -1027,6 +1027,13 @@ int await_established(conduit_qp* qp, uint32_t conn, int timeout_ms, const std::
         ev.kind == proto::CmEventKind::kRejected ? ev.reason : proto::kCmRefused;
     const char* text = ev.kind == proto::CmEventKind::kRejected ? reason_text(reason, ev.flags)
                                                                 : "the peer disconnected";
+    if (out != nullptr && ev.kind == proto::CmEventKind::kRejected) {
+      // The peer's REJ: its private data (an rdma_reject()'s, as rdma_cm hands it over).
+      *out = conduit_cm_conn{};
+      set_peer_fields(ev.peer, out->peer_ipv4, out->peer_gid);
+      out->private_len = static_cast<uint32_t>(ev.private_data.size());
+      std::copy(ev.private_data.begin(), ev.private_data.end(), out->private_data);
+    }
     return set_error(reason_errno(reason), who + ": " + text);
   }
   qp->cm_connected_once = true;

@@ -402,14 +402,17 @@ struct conduit_cm_request {
   uint8_t private_data[CONDUIT_CM_MAX_PRIVATE];
 };
 
-/* What an established connection agreed on (optional output). */
+/* What an established connection agreed on (optional output). When the peer refused
+ * the connection (its REJ), only the peer fields and the private data are set: the
+ * REJ's private data, as a verbs peer's rdma_reject() sent it (over the IB CM the
+ * whole field, up to CONDUIT_CM_MAX_PRIVATE bytes; none from a conduit peer). */
 struct conduit_cm_conn {
   uint32_t peer_ipv4;   /* host byte order; 0 when the peer is IPv6 */
   uint8_t peer_gid[16]; /* ::ffff:a.b.c.d, or the peer's IPv6 address */
   uint32_t remote_qpn;
   uint32_t mtu_bytes;
   uint32_t flags;       /* CONDUIT_CM_SELECTIVE_REPEAT when in use, CONDUIT_CM_RDMA_CM */
-  uint32_t private_len; /* the peer's private data: its accept (for connect) or request */
+  uint32_t private_len; /* the peer's private data: its accept (for connect), request, or REJ */
   uint8_t private_data[CONDUIT_CM_MAX_PRIVATE];
 };
 

@@ -1340,6 +1340,54 @@ TEST_CASE("ib_cm: REJ reasons map to what an rdma_cm user sees", "[cm][ib]") {
   CHECK(out[0].ib_rej_code == 0);
 }
 
+TEST_CASE("ib_cm: a REJ's private data reaches the requester's owner, as rdma_cm's REJECTED event",
+          "[cm][ib]") {
+  // A verbs listener's rdma_reject(id, data, len) puts data in the REJ's private data field
+  // (148 bytes at body offset 84); rdma_cm hands the whole field to the requester's
+  // application (an NVMe-oF host reads the target's status there). Ours, cut at
+  // kMaxPrivateBytes.
+  IbPair n;
+  const int64_t conn = n.a.connect(n.now, 11, IbPair::kB, 4420, ib_params(0x10, 1, 1, 1));
+  REQUIRE(conn > 0);
+  const auto reqs = mads(drain(n.a), 0x10);
+  REQUIRE(reqs.size() == 1);
+  std::vector<uint8_t> rej(kMadBytes, 0);
+  std::copy(reqs[0].begin(), reqs[0].begin() + 24, rej.begin());  // header, our TID
+  rej[17] = kAttrRej;
+  rej[24 + 3] = 0x77;                                                           // its comm id
+  std::copy(reqs[0].begin() + 24, reqs[0].begin() + 28, rej.begin() + 24 + 4);  // ours
+  rej[24 + 11] = kIbRejConsumerDefined;
+  rej[24 + 84] = 0x00;  // struct nvme_rdma_cm_rej: recfmt 0, status 0x0006 (little endian)
+  rej[24 + 85] = 0x00;
+  rej[24 + 86] = 0x06;
+  rej[24 + 87] = 0x00;
+  rej[24 + 84 + 63] = 0xEE;  // the last byte we keep
+  n.a.on_message(n.now, IbPair::kB, rej.data(), rej.size());
+  const std::vector<CmAction> out = drain(n.a);
+  REQUIRE(count_kind(out, CmAction::Kind::kRejected) == 1);
+  const CmAction& r = out[0];
+  CHECK(r.conn == uint32_t(conn));
+  CHECK(r.reason == RejectReason::kRefused);
+  REQUIRE(r.private_len == kMaxPrivateBytes);
+  CHECK(r.private_data[2] == 0x06);
+  CHECK(r.private_data[63] == 0xEE);
+  // Our codec writes a REJ's private data where it reads it.
+  CmMessage m = parse_ok(rej);
+  uint8_t buf[kMadBytes];
+  REQUIRE(build_ib_cm_mad(m, IbCmBuildContext{}, buf) == kMadBytes);
+  CHECK(buf[24 + 86] == 0x06);
+  CHECK(parse_ok(std::vector<uint8_t>(buf, buf + kMadBytes)).private_data == m.private_data);
+  // A REJ of ours carries none.
+  IbPair p;
+  const Requested q = request(p, ib_params(0x10, 1, 1, 1));
+  REQUIRE(p.b.reject(p.now, 22, q.b_conn, RejectReason::kRefused) == 0);
+  p.run();
+  const CmAction* mine = p.last(p.events_a, CmAction::Kind::kRejected);
+  REQUIRE(mine != nullptr);
+  CHECK(std::all_of(mine->private_data.begin(), mine->private_data.end(),
+                    [](uint8_t b) { return b == 0; }));
+}
+
 TEST_CASE("ib_cm: after an MRA every later resend of that message waits as the MRA asked",
           "[cm][ib]") {
   // Linux's cm_mra_handler stretches the MAD's timeout (ib_modify_mad) for all its remaining

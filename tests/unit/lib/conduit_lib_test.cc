@@ -827,6 +827,30 @@ TEST_CASE("connection manager: requests, rejects with reasons, established", "[l
     }
     CHECK(std::string(conduit_strerror(rc)).find("198.18.0.2 service 7") != std::string::npos);
   }
+  // A verbs peer's rdma_reject() private data comes back in out.
+  {
+    ev = {};
+    ev.kind = control::EngineEventKind::kCmEvent;
+    ev.client_id = add.client_id;
+    ev.cm.kind = proto::CmEventKind::kRejected;
+    ev.cm.conn = test::TestEngine::kCmConn;
+    ev.cm.qpn = qpn;
+    ev.cm.peer = proto::cm_addr_v4(0xC6120002);
+    ev.cm.reason = proto::kCmRefused;
+    ev.cm.flags = proto::kCmFlagRdmaCm;
+    ev.cm.private_len = 4;
+    std::memcpy(ev.cm.private_data, "\x00\x00\x06\x00", 4);
+    d.engine->reply_to(control::EngineOp::kCmConnect, ev);
+    conduit_cm_conn rej_out;
+    std::memset(&rej_out, 0xAB, sizeof rej_out);
+    const int rc = conduit_connect_service(qp, "198.18.0.2", 7, nullptr, 2000, &rej_out);
+    CHECK(rc == -ECONNREFUSED);
+    CHECK(rej_out.private_len == 4);
+    CHECK(rej_out.private_data[2] == 0x06);
+    CHECK(rej_out.peer_ipv4 == 0xC6120002);
+    CHECK(rej_out.remote_qpn == 0);
+    CHECK(rej_out.mtu_bytes == 0);
+  }
   REQUIRE(d.engine->wait_for(control::EngineOp::kCmConnect, add.client_id, 2s, &cmd));
   CHECK(cmd.qpn == qpn);
   CHECK(cmd.cm.peer == proto::cm_addr_v4(0xC6120002));
