@@ -33,6 +33,7 @@
 #include "dpdk/eal.h"
 #include "net/checksum.h"
 #include "shm/doorbell.h"
+#include "wire/gsi.h"
 
 using namespace conduit;
 
@@ -1883,6 +1884,56 @@ TEST_CASE("engine: an IB CM REQ whose path MTU the port cannot carry gets REJ(in
   post_send(f.a, 2, CONDUIT_SHM_WR_SEND, 0, 1000);
   CHECK(wait_cqe(f, f.b).status == CONDUIT_SHM_WC_SUCCESS);
   CHECK(wait_cqe(f, f.a).status == CONDUIT_SHM_WC_SUCCESS);
+}
+
+TEST_CASE("engine: an IB CM REJ 'stale connection' and its private data reach the client",
+          "[engine][cm]") {
+  // b's listener refuses a's rdma_cm request; on the way its REJ becomes what a Linux peer
+  // sends for a stale connection (reason 10) with rdma_reject()-style private data. a's client
+  // gets kRejected, reason kCmRefused (rdma_cm: REJECTED, ECONNREFUSED), the stale flag
+  // (libconduit's text says what happened) and the private data.
+  Fixture f(Fixture::Options{.connect_qps = false});
+  CmEvents ev{f};
+  const auto req = ev.request(9, 1024, proto::kCmFlagRdmaCm);
+  REQUIRE(req);
+  control::EngineCommand reject;
+  reject.op = control::EngineOp::kCmReject;
+  reject.cm.conn = req->conn;
+  reject.cm.reason = proto::kCmRefused;
+  f.b.submit(reject);
+  REQUIRE(run_until(
+              f.b, f.b, [] { return false; }, 20) == false);
+  take_events(f.b, ev.b);
+  // Rewrite b's REJ (Ethernet, IPv4, UDP, BTH, DETH, MAD) in the ring and its ICRC.
+  void* objs[1024];
+  const unsigned n = rte_ring_dequeue_burst(f.ba, objs, 1024, nullptr);
+  int rewritten = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    auto* m = static_cast<rte_mbuf*>(objs[i]);
+    uint8_t* fr = rte_pktmbuf_mtod(m, uint8_t*);
+    constexpr size_t kRej = 42 + 12 + 8 + 24;
+    if (m->data_len < kRej + 200 || fr[12] != 0x08 || fr[23] != 17 ||
+        (fr[36] << 8 | fr[37]) != wire::kRoceUdpPort || (fr[42 + 12 + 8 + 17]) != 0x12) {
+      continue;
+    }
+    fr[kRej + 10] = 0;
+    fr[kRej + 11] = 10;  // stale connection
+    fr[kRej + 84] = 0x5A;
+    fr[kRej + 87] = 0xA5;
+    wire::finish_gsi_icrc(fr + 14);
+    ++rewritten;
+  }
+  REQUIRE(rte_ring_enqueue_bulk(f.ba, objs, n, nullptr) == n);
+  REQUIRE(rewritten == 1);
+  REQUIRE(ev.pump([&] { return find_cm(ev.a, proto::CmEventKind::kRejected) != nullptr; }));
+  const control::CmEventInfo rej = find_cm(ev.a, proto::CmEventKind::kRejected)->cm;
+  CHECK(rej.qpn == f.a.qpn);
+  CHECK(rej.reason == proto::kCmRefused);
+  CHECK((rej.flags & proto::kCmFlagStale) != 0);
+  REQUIRE(rej.private_len == proto::kMaxCmPrivateBytes);
+  CHECK(rej.private_data[0] == 0x5A);
+  CHECK(rej.private_data[3] == 0xA5);
+  CHECK(f.a.engine->counters().cm_gsi_rx >= 1);
 }
 
 namespace {
