@@ -211,6 +211,10 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
       if (!flag(o.report_gbits)) return fail("option " + name + " takes no value");
       continue;
     }
+    if (is("-N", "--noPeak")) {
+      if (!flag(o.no_peak)) return fail("option " + name + " takes no value");
+      continue;
+    }
     if (is("--report-both", nullptr)) {
       return fail(
           "option --report-both: conduit-perf reports -b as one line, the sum of both "
@@ -444,6 +448,8 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
     return fail("-b applies to bandwidth tests; latency tests are ping-pongs already");
   }
   if (is_latency(o.test) && o.qps != 1) return fail("latency tests use one QP (drop -q)");
+  // perftest: "NoPeak only valid for BW tests".
+  if (is_latency(o.test) && o.no_peak) return fail("-N (--noPeak) applies to bandwidth tests");
   if (o.test == TestKind::kWriteLat) {
     for (uint64_t s : o.sizes) {
       if (s < 1) return fail("write_lat needs messages of at least 1 byte");
@@ -487,6 +493,11 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
     }
   }
   if (o.cm && o.perftest) return fail("--cm and --perftest exclude each other");
+  if (o.no_peak && !o.perftest) {
+    r.notes.push_back(
+        "option -N (--noPeak) ignored without --perftest: conduit-perf's own report measures the "
+        "peak (the best 10 ms)");
+  }
   // Here, not after a server has waited for its client: perftest's records carry GIDs, so our
   // port's address cannot be taken from the TCP connection.
   if (o.perftest && o.gid.empty()) {
@@ -591,6 +602,10 @@ perftest's options, taken so that perftest command lines run:
                          connection type is --check
   -F, --CPU-freq         ignored: conduit-perf gives no CPU frequency warning
   -l, --post_list N      ignored, with a note on stderr: one work request per post
+  -N, --noPeak           --perftest: the peak column is 0.00, as perftest's (which
+                         gives 0.00 also with -D, on send_bw's server without -b
+                         and above -n 20000: so do we); without --perftest
+                         ignored, with a note (our own peak is measured)
   --report_gbits         --perftest: bandwidth in Gb/sec instead of MB/sec, on
                          both sides' lines and in the report they exchange (give
                          both sides the same); conduit-perf's own report is in

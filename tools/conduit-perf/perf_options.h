@@ -89,6 +89,10 @@ struct PerfOptions {
   // MiB/s ("MB/sec"), on the line and in the report the two sides exchange, as perftest.
   // conduit-perf's own report is in Gb/s either way.
   bool report_gbits = false;
+  // -N (--noPeak): perftest's bandwidth lines give the peak as 0.00 (it does not compute it).
+  // perftest also leaves the peak out with -D, on send_bw's server (not -b) and above -n 20000:
+  // perftest_no_peak() (perftest_wire.h).
+  bool no_peak = false;
   bool help = false;
   bool version = false;
 

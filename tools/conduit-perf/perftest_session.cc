@@ -1119,8 +1119,10 @@ int Session::run() {
         } else if (duplex_) {
           // -b: both sides send; the line comes with the reports (mine plus the peer's).
           last = o_.test == TestKind::kSendBw ? bw_duplex_send(size) : bw_client(size);
+          if (perftest_no_peak(o_, !client_)) last.bw_peak = 0;
         } else {
           last = client_ ? bw_client(size) : bw_server(size);
+          if (perftest_no_peak(o_, !client_)) last.bw_peak = 0;
           print_bw_result(last);
           if (!duration_ && last.iterations != total_iters()) {
             fail("received " + std::to_string(last.iterations) + " messages of " +

@@ -161,6 +161,13 @@ PerftestReport perftest_rate_report(uint64_t size, uint64_t messages, double sec
   return r;
 }
 
+bool perftest_no_peak(const PerfOptions& o, bool server) {
+  if (is_latency(o.test)) return false;
+  return o.no_peak || o.duration_s != 0 ||
+         (o.test == TestKind::kSendBw && server && !o.bidirectional) ||
+         o.effective_iterations() > 20000;
+}
+
 std::string perftest_bw_header(bool gbits) {
   return gbits ? " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]"
                : " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]";

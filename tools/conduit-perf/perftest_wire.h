@@ -116,6 +116,10 @@ inline double perftest_bw_unit_bytes_per_s(bool gbits) { return gbits ? 125e6 : 
 // The peak is the average: no per-message timestamps.
 PerftestReport perftest_rate_report(uint64_t size, uint64_t messages, double secs, uint64_t timed,
                                     bool gbits);
+// Whether perftest leaves the peak out of this side's bandwidth report (0.00 on the line and in
+// the report sent to the peer), as perftest 4.5's force_dependecies() sets noPeak: -N, -D, the
+// server of send_bw without -b, and (bandwidth tests) -n above 20000. False for latency tests.
+bool perftest_no_peak(const PerfOptions& o, bool server);
 // perftest's bandwidth header (BW peak[MB/sec] or, with --report_gbits, [Gb/sec]), and a line.
 std::string perftest_bw_header(bool gbits);
 std::string perftest_bw_line(const PerftestReport& r);

@@ -395,3 +395,57 @@ TEST_CASE("perftest's bandwidth report: MB/sec (MiB/s) by default, Gb/sec with -
         " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]");
   CHECK(perftest_bw_line(gb).find(" 1048576    1024           8.59               8.59") == 0);
 }
+
+namespace {
+
+PerfOptions perftest_options(std::vector<const char*> args) {
+  args.insert(args.begin(), "conduit-perf");
+  PerfOptions o;
+  const ParseResult r = parse_args(static_cast<int>(args.size()), args.data(), o);
+  INFO(r.error);
+  REQUIRE(r.ok);
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("perftest's peak: 0.00 with -N, -D, on send_bw's server and above -n 20000") {
+  // -N (--noPeak), as perftest: both sides' lines and the report give the peak as 0.
+  auto o = perftest_options({"write_bw", "h", "--perftest", "-x", "198.18.0.1", "-N"});
+  CHECK(o.no_peak);
+  CHECK(perftest_no_peak(o, false));
+  CHECK(perftest_no_peak(
+      perftest_options({"send_bw", "--perftest", "-x", "198.18.0.1", "--noPeak", "-b"}), true));
+  // Without it, the client's peak is reported (ours: the average, no per-message clock).
+  o = perftest_options({"write_bw", "h", "--perftest", "-x", "198.18.0.1"});
+  CHECK_FALSE(perftest_no_peak(o, false));
+  CHECK_FALSE(perftest_no_peak(o, true));
+  // perftest's force_dependecies(): noPeak with -D, on send_bw's server (without -b), and for
+  // bandwidth tests above -n 20000.
+  o = perftest_options({"write_bw", "h", "--perftest", "-x", "198.18.0.1", "-D", "4"});
+  CHECK(perftest_no_peak(o, false));
+  o = perftest_options({"send_bw", "--perftest", "-x", "198.18.0.1"});
+  CHECK(perftest_no_peak(o, true));
+  CHECK_FALSE(perftest_no_peak(o, false));
+  o = perftest_options({"send_bw", "--perftest", "-x", "198.18.0.1", "-b"});
+  CHECK_FALSE(perftest_no_peak(o, true));
+  CHECK(perftest_no_peak(
+      perftest_options({"read_bw", "--perftest", "-x", "1.2.3.4", "-n", "20001"}), false));
+  CHECK_FALSE(perftest_no_peak(
+      perftest_options({"read_bw", "--perftest", "-x", "1.2.3.4", "-n", "20000"}), false));
+  // Latency tests have no peak; perftest refuses -N there.
+  CHECK_FALSE(
+      perftest_no_peak(perftest_options({"send_lat", "--perftest", "-x", "1.2.3.4"}), true));
+  PerfOptions bad;
+  const char* lat_n[] = {"conduit-perf", "send_lat", "--perftest", "-x1.2.3.4", "-N"};
+  const ParseResult r = parse_args(5, lat_n, bad);
+  CHECK_FALSE(r.ok);
+  CHECK(r.error.find("-N (--noPeak) applies to bandwidth tests") != std::string::npos);
+  // Without --perftest our own report measures the peak: -N is said to be ignored.
+  PerfOptions own;
+  const char* own_n[] = {"conduit-perf", "send_bw", "-N"};
+  const ParseResult r2 = parse_args(3, own_n, own);
+  REQUIRE(r2.ok);
+  REQUIRE(r2.notes.size() == 1);
+  CHECK(r2.notes[0].find("-N (--noPeak) ignored without --perftest") != std::string::npos);
+}
