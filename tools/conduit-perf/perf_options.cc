@@ -45,9 +45,33 @@ bool is_perftest_connection_type(std::string_view s) {
   return false;
 }
 
+bool all_digits(std::string_view s) {
+  return !s.empty() && s.find_first_not_of("0123456789") == std::string_view::npos;
+}
+
 std::string range_error(const std::string& opt, std::string_view value, uint64_t lo, uint64_t hi) {
   return "option " + opt + ": '" + std::string(value) + "' is not a number from " +
          std::to_string(lo) + " to " + std::to_string(hi);
+}
+
+// perftest's -S/--sl, -T/--tos and -W/--report-counters: what to write for conduit-perf.
+std::string perftest_sl_advice(std::string_view sl) {
+  return "looks like perftest's service level (-S/--sl); conduit-perf's -S is conduitd's socket "
+         "path. conduit's QPs take their priority (PCP and DSCP) from a traffic class of "
+         "conduitd's policy: give --class NAME instead" +
+         std::string(sl == "0" ? ", or drop it (SL 0 is perftest's default)" : "");
+}
+
+std::string perftest_tos_advice(std::string_view) {
+  return "looks like perftest's type of service (-T/--tos, rdma_cm's TOS); conduit-perf's -T is a "
+         "traffic class of conduitd's policy, whose DSCP the QPs' packets carry: give --class "
+         "NAME (conduitctl policy show lists the classes)";
+}
+
+std::string perftest_counters_advice(const std::string& what) {
+  return "option " + what +
+         ": looks like perftest's -W (--report-counters); conduit-perf's -W is the no-progress "
+         "timeout in seconds. conduitd's counters: conduitctl stats, before and after the run";
 }
 
 }  // namespace
@@ -149,6 +173,10 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
   };
   bool have_test = false;
   bool have_size = false;
+  // perftest's -S SL and -T TOS are numbers; ours are a socket path and a class name. A number
+  // after the short spelling is perftest's meaning when --perftest is given (anywhere on the
+  // line): refused after the loop, saying what to write. The long spellings are ours as given.
+  std::string perftest_sl, perftest_tos;
   std::vector<std::string_view> positional;
 
   for (int i = 1; i < argc; ++i) {
@@ -272,11 +300,30 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
 
     // Everything else takes a value: attached, after '=', or the next argument.
     static constexpr const char* kValued[][2] = {
-        {"-s", "--size"},    {"-n", "--iters"},      {"-D", "--duration"}, {"-q", "--qp"},
-        {"-p", "--port"},    {"-t", "--tx-depth"},   {"-r", "--rx-depth"}, {"-Q", "--cq-mod"},
-        {"-m", "--mtu"},     {"-x", "--gid"},        {"-S", "--socket"},   {"-T", "--class"},
-        {"-W", "--timeout"}, {"-u", "--qp-timeout"}, {"--cm", nullptr},    {"-A", "--atomic_type"},
-        {"-d", "--ib-dev"},  {"-i", "--ib-port"},    {"-l", "--post_list"}};
+        {"-s", "--size"},
+        {"-n", "--iters"},
+        {"-D", "--duration"},
+        {"-q", "--qp"},
+        {"-p", "--port"},
+        {"-t", "--tx-depth"},
+        {"-r", "--rx-depth"},
+        {"-Q", "--cq-mod"},
+        {"-m", "--mtu"},
+        {"-x", "--gid"},
+        {"-S", "--socket"},
+        {"-T", "--class"},
+        {"-W", "--timeout"},
+        {"-u", "--qp-timeout"},
+        {"--cm", nullptr},
+        {"-A", "--atomic_type"},
+        {"-d", "--ib-dev"},
+        {"-i", "--ib-port"},
+        {"-l", "--post_list"},
+        // perftest's, refused below saying what to write instead.
+        {"--sl", nullptr},
+        {"--tos", nullptr},
+        {"--gid-index", nullptr},
+        {"--report-counters", nullptr}};
     bool valued = false;
     for (const auto& v : kValued) valued = valued || is(v[0], v[1]);
     if (!valued) return fail("unknown option '" + name + "' (conduit-perf --help lists them)");
@@ -348,12 +395,24 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
                     "' is not an IPv4 address or a GID (e.g. 198.18.0.1 or ::ffff:198.18.0.1)");
       }
       o.gid = std::string(value);
+    } else if (is("--sl", nullptr)) {
+      return fail("option --sl " + std::string(value) + ": " + perftest_sl_advice(value));
+    } else if (is("--tos", nullptr)) {
+      return fail("option --tos " + std::string(value) + ": " + perftest_tos_advice(value));
+    } else if (is("--gid-index", nullptr)) {
+      return fail("option --gid-index " + std::string(value) +
+                  ": perftest's GID index; conduit-perf's -x (--gid) takes the address itself: "
+                  "our conduitd's port address (e.g. 198.18.0.1)");
+    } else if (is("--report-counters", nullptr)) {
+      return fail(perftest_counters_advice("--report-counters"));
     } else if (is("-S", "--socket")) {
+      if (name == "-S" && all_digits(value)) perftest_sl = std::string(value);
       if (value.empty() || value.size() > 107) {
         return fail("option " + name + " needs a Unix socket path (at most 107 bytes)");
       }
       o.socket_path = std::string(value);
     } else if (is("-T", "--class")) {
+      if (name == "-T" && all_digits(value)) perftest_tos = std::string(value);
       if (value.empty() || value.size() > 32) {
         return fail("option " + name + " needs a traffic class name (at most 32 bytes)");
       }
@@ -404,6 +463,11 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
                           " ignored: conduit-perf posts one work request per call");
       }
     } else if (is("-W", "--timeout")) {
+      // perftest's -W is --report-counters, a list of counter names: never a number.
+      if (!value.empty() &&
+          value.find_first_of("/,abcdefghijklmnopqrstuvwxyz_") != std::string_view::npos) {
+        return fail(perftest_counters_advice(name + " " + std::string(value)));
+      }
       if (!parse_uint_in<uint32_t>(value, 1, 3600, o.timeout_s)) {
         return fail(range_error(name, value, 1, 3600));
       }
@@ -491,6 +555,14 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
       return fail("--perftest: perftest takes -n " + std::to_string(kPerftestMinIterations) +
                   " or more");
     }
+  }
+  if (o.perftest && !perftest_sl.empty()) {
+    return fail("option -S " + perftest_sl + ": " + perftest_sl_advice(perftest_sl) +
+                " (a socket path that is a number: --socket " + perftest_sl + ")");
+  }
+  if (o.perftest && !perftest_tos.empty()) {
+    return fail("option -T " + perftest_tos + ": " + perftest_tos_advice(perftest_tos) +
+                " (a class named by a number: --class " + perftest_tos + ")");
   }
   if (o.cm && o.perftest) return fail("--cm and --perftest exclude each other");
   if (o.no_peak && !o.perftest) {
@@ -612,7 +684,11 @@ perftest's options, taken so that perftest command lines run:
                          Gb/sec anyway
 Refused: --report-both (-b prints the sum of both directions), -U and -H (the latency
 summary only). perftest's -x GID_INDEX, -S SL, -T TOS and -W COUNTERS are not
-these: conduit-perf's -x, -S, -T and -W (above) are its own.
+these: conduit-perf's -x, -S, -T and -W (above) are its own. So that a perftest
+line does not run with them taken as ours, they are refused saying what to write:
+-x N, --gid-index N, --sl N, --tos N, --report-counters LIST and -W LIST always;
+-S N and -T N (numbers) with --perftest (--socket N and --class N are ours). The
+QPs' priority and DSCP come from the traffic class (-T NAME, --class NAME).
 
 Output (like perftest): bandwidth lines
   #bytes #iterations BW peak[Gb/sec] BW average[Gb/sec] MsgRate[Mpps]

@@ -433,3 +433,51 @@ TEST_CASE("--help names perftest's hardware options and what becomes of them") {
     CHECK(u.find(s) != std::string::npos);
   }
 }
+
+TEST_CASE(
+    "perftest's -S SL, -T TOS and -W counters: with --perftest refused saying what to write") {
+  struct Case {
+    std::vector<const char*> args;
+    const char* says;
+  };
+  const std::vector<Case> refused = {
+      // -S N: perftest's service level (0 its default); the option may come before --perftest.
+      {{"send_bw", "h", "-S", "3", "--perftest", "-x", "198.18.0.1"},
+       "option -S 3: looks like perftest's service level"},
+      {{"send_bw", "h", "--perftest", "-x", "198.18.0.1", "-S0"}, "or drop it (SL 0"},
+      {{"send_bw", "h", "--perftest", "-x", "198.18.0.1", "-S", "15"}, "give --class NAME"},
+      {{"send_bw", "h", "--perftest", "-x", "198.18.0.1", "-S", "15"}, "--socket 15"},
+      {{"send_bw", "h", "--sl", "2"}, "option --sl 2: looks like perftest's service level"},
+      // -T N: perftest's TOS.
+      {{"write_bw", "h", "--perftest", "-x", "198.18.0.1", "-T", "106"},
+       "option -T 106: looks like perftest's type of service"},
+      {{"write_bw", "h", "--perftest", "-x", "198.18.0.1", "-T", "106"}, "--class 106"},
+      {{"write_bw", "h", "--tos=106"}, "option --tos 106: looks like perftest's type of service"},
+      // -W LIST: perftest's --report-counters, with or without --perftest.
+      {{"send_bw", "h", "-W", "counters/port_xmit_data,hw_counters/out_of_buffer"},
+       "looks like perftest's -W (--report-counters)"},
+      {{"send_bw", "h", "--report-counters=counters/port_xmit_data"}, "conduitctl stats"},
+      {{"send_bw", "h", "--gid-index", "3"}, "perftest's GID index"},
+  };
+  for (const auto& c : refused) {
+    Parsed r = parse(c.args);
+    INFO(c.says);
+    CHECK_FALSE(r.ok);
+    CHECK(r.error.find(c.says) != std::string::npos);
+  }
+  // conduit-perf's own meanings stay: a path and a class without --perftest, the long
+  // spellings with it, class names with --perftest, -W seconds.
+  CHECK(parse({"send_bw", "h", "-S", "3"}).o.socket_path == "3");
+  CHECK(parse({"send_bw", "h", "-T", "106"}).o.traffic_class == "106");
+  Parsed p = parse({"send_bw", "h", "--perftest", "-x", "198.18.0.1", "--socket", "3", "--class",
+                    "106", "-T", "bulk", "-S", "/run/c.sock", "-W", "60"});
+  INFO(p.error);
+  REQUIRE(p.ok);
+  CHECK(p.o.socket_path == "/run/c.sock");
+  CHECK(p.o.traffic_class == "bulk");
+  CHECK(p.o.timeout_s == 60);
+  CHECK(parse({"send_bw", "h", "--perftest", "-x", "198.18.0.1", "--class=106"}).o.traffic_class ==
+        "106");
+  CHECK(parse({"send_bw", "h", "-W", "abc"}).error.find("--report-counters") != std::string::npos);
+  CHECK(parse({"send_bw", "h", "-W", "0"}).error.find("from 1 to 3600") != std::string::npos);
+}
