@@ -319,6 +319,7 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
         {"-d", "--ib-dev"},
         {"-i", "--ib-port"},
         {"-l", "--post_list"},
+        {"-o", "--outs"},
         // perftest's, refused below saying what to write instead.
         {"--sl", nullptr},
         {"--tos", nullptr},
@@ -462,6 +463,18 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
         r.notes.push_back("option " + name + " " + std::string(value) +
                           " ignored: conduit-perf posts one work request per call");
       }
+    } else if (is("-o", "--outs")) {
+      // perftest: strtol, 0 (or less) the device's max, above it lowered to it with a warning.
+      if (!parse_uint_in<uint32_t>(value, 0, kMaxDepth, o.out_reads)) {
+        return fail(range_error(name, value, 0, kMaxDepth));
+      }
+      if (o.out_reads > kMaxPerftestOutReads) {
+        r.notes.push_back("option " + name + " " + std::string(value) +
+                          ": a conduitd QP serves at most " + std::to_string(kMaxPerftestOutReads) +
+                          " READs or atomics at once: " + std::to_string(kMaxPerftestOutReads) +
+                          " (as perftest lowers it to the device's max)");
+        o.out_reads = kMaxPerftestOutReads;
+      }
     } else if (is("-W", "--timeout")) {
       // perftest's -W is --report-counters, a list of counter names: never a number.
       if (!value.empty() &&
@@ -563,6 +576,22 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
   if (o.perftest && !perftest_tos.empty()) {
     return fail("option -T " + perftest_tos + ": " + perftest_tos_advice(perftest_tos) +
                 " (a class named by a number: --class " + perftest_tos + ")");
+  }
+  if (o.out_reads != 0) {
+    // perftest: "Setting Outstanding reads only available on READ verb".
+    if (o.test != TestKind::kReadBw && o.test != TestKind::kReadLat && !is_atomic(o.test)) {
+      return fail("-o (--outs) applies to read_bw, read_lat, atomic_bw and atomic_lat");
+    }
+    if (o.perftest_rdma_cm) {
+      return fail(
+          "-o (--outs) with -R: conduit's rdma_cm connections take the READ depths conduitd's "
+          "connection manager agrees; drop -o");
+    }
+    if (!o.perftest) {
+      r.notes.push_back(
+          "option -o ignored without --perftest: conduit-perf's own QPs take conduitd's "
+          "transport.max_outstanding_reads");
+    }
   }
   if (o.cm && o.perftest) return fail("--cm and --perftest exclude each other");
   if (o.no_peak && !o.perftest) {
@@ -674,6 +703,10 @@ perftest's options, taken so that perftest command lines run:
                          connection type is --check
   -F, --CPU-freq         ignored: conduit-perf gives no CPU frequency warning
   -l, --post_list N      ignored, with a note on stderr: one work request per post
+  -o, --outs N           read and atomic tests, --perftest: READs and atomics our QPs
+                         serve at once (1..16; 0: 16, conduitd's most; more: 16),
+                         as perftest's -o, told to the peer (its READs in flight
+                         towards us) and given to our QPs; not with -R
   -N, --noPeak           --perftest: the peak column is 0.00, as perftest's (which
                          gives 0.00 also with -D, on send_bw's server without -b
                          and above -n 20000: so do we); without --perftest

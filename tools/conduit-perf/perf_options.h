@@ -50,6 +50,8 @@ inline constexpr uint16_t kDefaultPort = 18515;        // perftest's
 inline constexpr uint64_t kPerftestMinIterations = 5;  // perftest refuses fewer (-n)
 // --perftest -q: QPs share one CQ of 1024 entries; 64 leaves each 16 in flight.
 inline constexpr uint32_t kPerftestMaxQps = 64;
+// -o: the most READs and atomics a conduitd QP serves at once (the transport's max read depth).
+inline constexpr uint32_t kMaxPerftestOutReads = 16;
 
 struct PerfOptions {
   TestKind test = TestKind::kSendBw;
@@ -93,6 +95,12 @@ struct PerfOptions {
   // perftest also leaves the peak out with -D, on send_bw's server (not -b) and above -n 20000:
   // perftest_no_peak() (perftest_wire.h).
   bool no_peak = false;
+  // -o (--outs) N, read_bw/read_lat/atomic_bw/atomic_lat with --perftest: the READs and atomics
+  // our QPs serve at once, advertised to the peer as out_reads (perftest makes it the peer's
+  // max_rd_atomic) and given to our responders (max_dest_rd_atomic), as perftest does with its
+  // -o. 0: conduitd's most, kMaxPerftestOutReads; more is lowered to that (as perftest lowers
+  // it to the device's max).
+  uint32_t out_reads = 0;
   bool help = false;
   bool version = false;
 

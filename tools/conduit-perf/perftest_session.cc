@@ -539,7 +539,7 @@ void Session::open_resources(uint64_t max_size) {
     QpRecord& m = q.mine;
     m.lid = 0;
     // perftest makes the peer's max_rd_atomic our out_reads (perftest_wire.h).
-    m.out_reads = kConduitReadResponderDepth;
+    m.out_reads = perftest_out_reads(o_);
     m.qpn = conduit_qp_num(q.qp);
     m.psn = rd() & 0xFFFFFFu;
     m.rkey = mr_->rkey;
@@ -570,8 +570,8 @@ void Session::connect(QpSide& q, uint32_t mtu_bytes) {
   ca.min_rnr_timer = 12;
   // As perftest: our READs in flight are the peer's out_reads (its responder's depth).
   ca.max_rd_atomic = static_cast<uint8_t>(std::clamp<uint32_t>(peer.out_reads, 1, 16));
-  // And the depth we advertised as out_reads is what our responder holds.
-  ca.max_dest_rd_atomic = static_cast<uint8_t>(kConduitReadResponderDepth);
+  // And the depth we advertised as out_reads (-o) is what our responder holds.
+  ca.max_dest_rd_atomic = static_cast<uint8_t>(q.mine.out_reads);
   const int rc = conduit_connect_qp(q.qp, &ca);
   if (rc < 0) fail(std::string("conduit_connect_qp: ") + conduit_strerror(rc));
 }

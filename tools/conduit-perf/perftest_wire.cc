@@ -147,6 +147,11 @@ std::array<PerftestU64, kPerftestReportFields> perftest_report_messages(const Pe
           perftest_double(r.bw_avg), perftest_double(r.msg_rate_mpps)};
 }
 
+uint16_t perftest_out_reads(const PerfOptions& o) {
+  if (o.out_reads == 0) return kConduitReadResponderDepth;
+  return static_cast<uint16_t>(std::min<uint32_t>(o.out_reads, kConduitReadResponderDepth));
+}
+
 PerftestReport perftest_rate_report(uint64_t size, uint64_t messages, double secs, uint64_t timed,
                                     bool gbits) {
   PerftestReport r;

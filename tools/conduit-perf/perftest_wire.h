@@ -99,6 +99,11 @@ PerftestCmRecord perftest_cm_record(const QpRecord& r);
 // False when a field is out of its range (lid, out_reads > 16 bits; qpn, psn > 24 bits).
 bool parse_perftest_cm_record(const PerftestCmRecord& m, QpRecord& out);
 
+// The out_reads we advertise (perftest makes it the peer QP's max_rd_atomic) and the depth our
+// QPs' responders get (max_dest_rd_atomic), as perftest uses its -o: -o, or without it
+// kConduitReadResponderDepth.
+uint16_t perftest_out_reads(const PerfOptions& o);
+
 // What the client measured; sent by write_bw/read_bw after the traffic. The bandwidths are in
 // the report's unit, as perftest puts them on the wire: MiB/s ("MB/sec", its default) or, with
 // --report_gbits, Gb/s; the two sides must be given the same (perftest does not say which).

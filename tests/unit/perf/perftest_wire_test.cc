@@ -449,3 +449,33 @@ TEST_CASE("perftest's peak: 0.00 with -N, -D, on send_bw's server and above -n 2
   REQUIRE(r2.notes.size() == 1);
   CHECK(r2.notes[0].find("-N (--noPeak) ignored without --perftest") != std::string::npos);
 }
+
+TEST_CASE("perftest's -o (--outs): the READ depth we advertise and serve") {
+  // Without -o: conduitd's most, as perftest advertises its device's max.
+  auto o = perftest_options({"read_bw", "h", "--perftest", "-x", "198.18.0.1"});
+  CHECK(perftest_out_reads(o) == kConduitReadResponderDepth);
+  o = perftest_options({"read_bw", "h", "--perftest", "-x", "198.18.0.1", "-o", "4"});
+  CHECK(o.out_reads == 4);
+  CHECK(perftest_out_reads(o) == 4);
+  CHECK(perftest_out_reads(
+            perftest_options({"atomic_lat", "--perftest", "-x", "198.18.0.1", "--outs=1"})) == 1);
+  // 0: the most (perftest: the device's max); above it: lowered to it, with a note.
+  CHECK(perftest_out_reads(perftest_options(
+            {"read_lat", "--perftest", "-x", "1.2.3.4", "-o", "0"})) == kConduitReadResponderDepth);
+  PerfOptions big;
+  const char* many[] = {"conduit-perf", "read_bw", "--perftest", "-x1.2.3.4", "-o", "64"};
+  const ParseResult r = parse_args(6, many, big);
+  REQUIRE(r.ok);
+  CHECK(perftest_out_reads(big) == 16);
+  REQUIRE(r.notes.size() == 1);
+  CHECK(r.notes[0].find("-o 64: a conduitd QP serves at most 16") != std::string::npos);
+  // perftest: "Setting Outstanding reads only available on READ verb"; -R: the CM decides.
+  PerfOptions bad;
+  const char* write[] = {"conduit-perf", "write_bw", "--perftest", "-x1.2.3.4", "-o", "4"};
+  CHECK(parse_args(6, write, bad).error.find("-o (--outs) applies to read_bw") !=
+        std::string::npos);
+  const char* cm[] = {"conduit-perf", "read_bw", "--perftest", "-R", "-x1.2.3.4", "-o", "4"};
+  CHECK(parse_args(7, cm, bad).error.find("drop -o") != std::string::npos);
+  const char* junk[] = {"conduit-perf", "read_bw", "--perftest", "-x1.2.3.4", "-o", "x"};
+  CHECK_FALSE(parse_args(6, junk, bad).ok);
+}
