@@ -320,6 +320,7 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
         {"-i", "--ib-port"},
         {"-l", "--post_list"},
         {"-o", "--outs"},
+        {"-I", "--inline_size"},
         // perftest's, refused below saying what to write instead.
         {"--sl", nullptr},
         {"--tos", nullptr},
@@ -463,6 +464,18 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
         r.notes.push_back("option " + name + " " + std::string(value) +
                           " ignored: conduit-perf posts one work request per call");
       }
+    } else if (is("-I", "--inline_size")) {
+      // perftest: CHECK_VALUE(inline_size, 0, MAX_INLINE, "Max inline").
+      if (!parse_uint_in<uint32_t>(value, 0, kPerftestMaxInline, o.inline_size)) {
+        return fail(range_error(name, value, 0, kPerftestMaxInline) + " (perftest's max inline)");
+      }
+      if (o.inline_size > kConduitMaxInline) {
+        r.notes.push_back("option " + name + " " + std::string(value) +
+                          ": conduit copies at most " + std::to_string(kConduitMaxInline) +
+                          " bytes into a work request: messages up to " +
+                          std::to_string(kConduitMaxInline) +
+                          " bytes are posted inline, larger ones from the buffer");
+      }
     } else if (is("-o", "--outs")) {
       // perftest: strtol, 0 (or less) the device's max, above it lowered to it with a warning.
       if (!parse_uint_in<uint32_t>(value, 0, kMaxDepth, o.out_reads)) {
@@ -576,6 +589,17 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
   if (o.perftest && !perftest_tos.empty()) {
     return fail("option -T " + perftest_tos + ": " + perftest_tos_advice(perftest_tos) +
                 " (a class named by a number: --class " + perftest_tos + ")");
+  }
+  if (o.inline_size != 0) {
+    // perftest: "Inline feature not available on READ/Atomic verbs".
+    if (o.test == TestKind::kReadBw || o.test == TestKind::kReadLat || is_atomic(o.test)) {
+      return fail("-I (--inline_size) applies to the SEND and WRITE tests (not READs or atomics)");
+    }
+    if (!o.perftest) {
+      r.notes.push_back(
+          "option -I ignored without --perftest: conduit-perf's own mode posts "
+          "from the buffer");
+    }
   }
   if (o.out_reads != 0) {
     // perftest: "Setting Outstanding reads only available on READ verb".
@@ -703,6 +727,11 @@ perftest's options, taken so that perftest command lines run:
                          connection type is --check
   -F, --CPU-freq         ignored: conduit-perf gives no CPU frequency warning
   -l, --post_list N      ignored, with a note on stderr: one work request per post
+  -I, --inline_size N    send and write tests, --perftest: messages of up to N bytes
+                         (0..912, perftest's range; 0 by default) are posted inline,
+                         the payload copied into the work request, as perftest's -I;
+                         conduit inlines at most 96 bytes (larger ones go from the
+                         buffer, with a note)
   -o, --outs N           read and atomic tests, --perftest: READs and atomics our QPs
                          serve at once (1..16; 0: 16, conduitd's most; more: 16),
                          as perftest's -o, told to the peer (its READs in flight

@@ -50,6 +50,10 @@ inline constexpr uint16_t kDefaultPort = 18515;        // perftest's
 inline constexpr uint64_t kPerftestMinIterations = 5;  // perftest refuses fewer (-n)
 // --perftest -q: QPs share one CQ of 1024 entries; 64 leaves each 16 in flight.
 inline constexpr uint32_t kPerftestMaxQps = 64;
+// -I: perftest's most (MAX_INLINE), and what conduit copies into a work request at most
+// (CONDUIT_SEND_INLINE, the shared rings' CONDUIT_SHM_MAX_INLINE).
+inline constexpr uint32_t kPerftestMaxInline = 912;
+inline constexpr uint32_t kConduitMaxInline = 96;
 // -o: the most READs and atomics a conduitd QP serves at once (the transport's max read depth).
 inline constexpr uint32_t kMaxPerftestOutReads = 16;
 
@@ -101,6 +105,11 @@ struct PerfOptions {
   // -o. 0: conduitd's most, kMaxPerftestOutReads; more is lowered to that (as perftest lowers
   // it to the device's max).
   uint32_t out_reads = 0;
+  // -I (--inline_size) N, --perftest, SEND and WRITE tests: messages of up to N bytes are posted
+  // inline (CONDUIT_SEND_INLINE: the payload copied into the work request), as perftest's -I;
+  // conduit copies at most kConduitMaxInline bytes, so larger messages go from the buffer.
+  // 0: none (perftest's bandwidth default).
+  uint32_t inline_size = 0;
   bool help = false;
   bool version = false;
 

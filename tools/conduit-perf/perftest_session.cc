@@ -596,6 +596,7 @@ bool Session::post_one_send(size_t qi, uint64_t size, uint64_t seq, bool signale
   wr.sg_list = &sge;
   wr.num_sge = 1;
   wr.send_flags = signaled ? CONDUIT_SEND_SIGNALED : 0;
+  if (perftest_inline(o_, size)) wr.send_flags |= CONDUIT_SEND_INLINE;  // -I
   switch (o_.test) {
     case TestKind::kSendBw:
     case TestKind::kSendLat:

@@ -152,6 +152,13 @@ uint16_t perftest_out_reads(const PerfOptions& o) {
   return static_cast<uint16_t>(std::min<uint32_t>(o.out_reads, kConduitReadResponderDepth));
 }
 
+bool perftest_inline(const PerfOptions& o, uint64_t size) {
+  if (o.test == TestKind::kReadBw || o.test == TestKind::kReadLat || is_atomic(o.test)) {
+    return false;
+  }
+  return size <= std::min(o.inline_size, kConduitMaxInline);
+}
+
 PerftestReport perftest_rate_report(uint64_t size, uint64_t messages, double secs, uint64_t timed,
                                     bool gbits) {
   PerftestReport r;

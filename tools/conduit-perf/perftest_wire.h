@@ -104,6 +104,10 @@ bool parse_perftest_cm_record(const PerftestCmRecord& m, QpRecord& out);
 // kConduitReadResponderDepth.
 uint16_t perftest_out_reads(const PerfOptions& o);
 
+// -I: whether a message of `size` bytes is posted inline (CONDUIT_SEND_INLINE): perftest's
+// size <= inline_size, within what conduit copies into a work request; SEND and WRITE only.
+bool perftest_inline(const PerfOptions& o, uint64_t size);
+
 // What the client measured; sent by write_bw/read_bw after the traffic. The bandwidths are in
 // the report's unit, as perftest puts them on the wire: MiB/s ("MB/sec", its default) or, with
 // --report_gbits, Gb/s; the two sides must be given the same (perftest does not say which).

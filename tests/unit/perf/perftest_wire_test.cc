@@ -479,3 +479,30 @@ TEST_CASE("perftest's -o (--outs): the READ depth we advertise and serve") {
   const char* junk[] = {"conduit-perf", "read_bw", "--perftest", "-x1.2.3.4", "-o", "x"};
   CHECK_FALSE(parse_args(6, junk, bad).ok);
 }
+
+TEST_CASE("perftest's -I (--inline_size): messages up to N bytes inline, at most 96") {
+  // perftest's bandwidth default: nothing inline.
+  auto o = perftest_options({"send_bw", "h", "--perftest", "-x", "198.18.0.1", "-s", "2"});
+  CHECK(o.inline_size == 0);
+  CHECK_FALSE(perftest_inline(o, 2));
+  o = perftest_options({"write_lat", "h", "--perftest", "-x", "198.18.0.1", "-I", "64"});
+  CHECK(o.inline_size == 64);
+  CHECK(perftest_inline(o, 1));
+  CHECK(perftest_inline(o, 64));
+  CHECK_FALSE(perftest_inline(o, 65));
+  // Above what conduit copies into a work request: up to 96 bytes inline, with a note.
+  PerfOptions big;
+  const char* args[] = {"conduit-perf", "send_lat", "--perftest", "-x1.2.3.4", "--inline_size=220"};
+  const ParseResult r = parse_args(5, args, big);
+  REQUIRE(r.ok);
+  CHECK(perftest_inline(big, kConduitMaxInline));
+  CHECK_FALSE(perftest_inline(big, kConduitMaxInline + 1));
+  REQUIRE(r.notes.size() == 1);
+  CHECK(r.notes[0].find("--inline_size 220: conduit copies at most 96 bytes") != std::string::npos);
+  // perftest's range is 0..912 (MAX_INLINE); READs and atomics have no inline data.
+  PerfOptions bad;
+  const char* over[] = {"conduit-perf", "send_bw", "--perftest", "-x1.2.3.4", "-I", "913"};
+  CHECK(parse_args(6, over, bad).error.find("from 0 to 912") != std::string::npos);
+  const char* read[] = {"conduit-perf", "read_bw", "--perftest", "-x1.2.3.4", "-I", "64"};
+  CHECK(parse_args(6, read, bad).error.find("SEND and WRITE tests") != std::string::npos);
+}
