@@ -420,8 +420,9 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
       }
       o.traffic_class = std::string(value);
     } else if (is("-u", "--qp-timeout")) {
-      if (!parse_uint_in<uint8_t>(value, 1, 31, o.qp_timeout)) {
-        return fail(range_error(name, value, 1, 31));
+      // 0: no ACK timer, as verbs' (IB's) infinite timeout; conduit's transport does the same.
+      if (!parse_uint_in<uint8_t>(value, 0, 31, o.qp_timeout)) {
+        return fail(range_error(name, value, 0, 31));
       }
     } else if (is("-A", "--atomic_type")) {
       // perftest's spellings.
@@ -688,8 +689,11 @@ Options:
                          TCP connection as long. A side whose memory the peer
                          WRITEs or READs waits for the peer's run: -D + SEC,
                          without -D as long as the peer stays connected
-  -u, --qp-timeout N     local ACK timeout 4.096 us * 2^N (14); with --cm or -R
-                         the policy's transport.timeout applies instead
+  -u, --qp-timeout N     local ACK timeout 4.096 us * 2^N (14); 0: none, as IB's
+                         infinite timeout (what a gap or a NAK does not reveal is
+                         never resent: a lost last packet stalls the run until
+                         -W); with --cm or -R the policy's transport.timeout
+                         applies instead
   -A, --atomic_type T    atomic_bw, atomic_lat: FETCH_AND_ADD (default) or CMP_AND_SWAP
   --perftest             speak perftest's own TCP exchange instead of ours, so
                          the peer may be stock ib_send_bw, ib_write_bw,

@@ -79,7 +79,7 @@ struct PerfOptions {
   uint32_t mtu = 0;       // path MTU bytes 256..4096; 0: 1024
   std::string traffic_class;
   uint32_t timeout_s = 30;  // no progress for this long: fail instead of hanging
-  uint8_t qp_timeout = 14;  // -u: local ACK timeout 4.096 us * 2^N (not --cm)
+  uint8_t qp_timeout = 14;  // -u: local ACK timeout 4.096 us * 2^N (not --cm); 0: none (IB's)
   bool atomic_cas = false;  // -A CMP_AND_SWAP (atomic_bw); default FETCH_AND_ADD, as perftest
   bool perftest = false;    // speak perftest's own exchange (perftest_wire.h) with stock tools
   // -R with --perftest: perftest's -R: the exchange and the test QPs on rdma_cm connections

@@ -369,6 +369,13 @@ TEST_CASE("--perftest options") {
   CHECK(o.qp_timeout == 17);
   const char* u_bad[] = {"conduit-perf", "send_bw", "--perftest", "-x198.18.0.1", "-u", "32"};
   CHECK_FALSE(parse_args(6, u_bad, o).ok);
+  // -u 0: perftest's (verbs') infinite timeout, which conduit's transport has too (no ACK
+  // timer: only a gap or a NAK makes it resend).
+  const char* u_zero[] = {"conduit-perf", "send_bw", "--perftest", "-x198.18.0.1", "-u", "0"};
+  CHECK(parse_args(6, u_zero, o).ok);
+  CHECK(o.qp_timeout == 0);
+  CHECK(conduit::transport::ack_timeout_ns(0) == 0);  // the transport's "no timer"
+  CHECK(conduit::perf::usage_text().find("0: none, as IB's") != std::string::npos);
 }
 
 TEST_CASE("--perftest advertises a READ depth conduitd's responder can hold") {
