@@ -321,6 +321,7 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
         {"-l", "--post_list"},
         {"-o", "--outs"},
         {"-I", "--inline_size"},
+        {"-f", "--margin"},
         // perftest's, refused below saying what to write instead.
         {"--sl", nullptr},
         {"--tos", nullptr},
@@ -465,6 +466,12 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
         r.notes.push_back("option " + name + " " + std::string(value) +
                           " ignored: conduit-perf posts one work request per call");
       }
+    } else if (is("-f", "--margin")) {
+      uint32_t margin = 0;
+      if (!parse_uint_in<uint32_t>(value, 0, 43200, margin)) {
+        return fail(range_error(name, value, 0, 43200));
+      }
+      o.margin_s = static_cast<int32_t>(margin);
     } else if (is("-I", "--inline_size")) {
       // perftest: CHECK_VALUE(inline_size, 0, MAX_INLINE, "Max inline").
       if (!parse_uint_in<uint32_t>(value, 0, kPerftestMaxInline, o.inline_size)) {
@@ -590,6 +597,16 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
   if (o.perftest && !perftest_tos.empty()) {
     return fail("option -T " + perftest_tos + ": " + perftest_tos_advice(perftest_tos) +
                 " (a class named by a number: --class " + perftest_tos + ")");
+  }
+  if (o.margin_s >= 0) {
+    if (!o.perftest || o.duration_s == 0) {
+      r.notes.push_back("option -f (--margin) ignored: it applies to --perftest -D");
+    } else if (!(o.duration_s > 2 * static_cast<uint32_t>(o.margin_s))) {
+      // perftest: "please check that DURATION > 2*MARGIN".
+      return fail("-f " + std::to_string(o.margin_s) + " with -D " + std::to_string(o.duration_s) +
+                  ": the margins at both ends leave nothing to sample (perftest: DURATION > "
+                  "2*MARGIN)");
+    }
   }
   if (o.inline_size != 0) {
     // perftest: "Inline feature not available on READ/Atomic verbs".
@@ -731,6 +748,8 @@ perftest's options, taken so that perftest command lines run:
                          connection type is --check
   -F, --CPU-freq         ignored: conduit-perf gives no CPU frequency warning
   -l, --post_list N      ignored, with a note on stderr: one work request per post
+  -f, --margin SEC       --perftest -D: the seconds left out of the sample at each
+                         end (perftest's default D/4; -D must exceed 2 x SEC)
   -I, --inline_size N    send and write tests, --perftest: messages of up to N bytes
                          (0..912, perftest's range; 0 by default) are posted inline,
                          the payload copied into the work request, as perftest's -I;

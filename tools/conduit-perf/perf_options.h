@@ -110,6 +110,9 @@ struct PerfOptions {
   // conduit copies at most kConduitMaxInline bytes, so larger messages go from the buffer.
   // 0: none (perftest's bandwidth default).
   uint32_t inline_size = 0;
+  // -f (--margin) SEC with --perftest -D: the warm-up and cool-down left out of the sample at
+  // each end, as perftest's; -1: perftest's default, D/4 (perftest_margin_s()).
+  int32_t margin_s = -1;
   bool help = false;
   bool version = false;
 

@@ -256,22 +256,6 @@ class CmWire final : public Channel {
   uint32_t received_len_ = 0;
 };
 
-// perftest's -D: from `start`, a warm-up margin of D/4 whole seconds, the sampled part, the same
-// margin again, then the end; what completes in the sampled part is the result.
-struct DurationWindow {
-  uint64_t sample_begin_ns = 0;
-  uint64_t sample_end_ns = 0;
-  uint64_t end_ns = 0;
-};
-DurationWindow duration_window(uint64_t start_ns, uint32_t duration_s) {
-  const uint64_t margin_ns = uint64_t{duration_s / 4} * 1'000'000'000ull;
-  DurationWindow w;
-  w.end_ns = start_ns + uint64_t{duration_s} * 1'000'000'000ull;
-  w.sample_begin_ns = start_ns + margin_ns;
-  w.sample_end_ns = w.end_ns - margin_ns;
-  return w;
-}
-
 // A count sampled over a DurationWindow: feed it the clock and the running count.
 class DurationSample {
  public:
@@ -706,7 +690,7 @@ PerftestReport Session::bw_client(uint64_t size) {
   const auto t0 = std::chrono::steady_clock::now();
   for (QpSide& q : qps_) q.tx_posted = q.tx_outstanding = 0;
   note_progress();
-  DurationSample sample(duration_window(now_ns(), o_.duration_s));
+  DurationSample sample(perftest_duration_window(now_ns(), o_.duration_s, perftest_margin_s(o_)));
   for (;;) {
     // -D: post until the time is up, counting what completes in the sampled part.
     if (duration_ && !sample.update(now_ns(), tx_done_total_)) break;
@@ -750,7 +734,7 @@ PerftestReport Session::bw_server(uint64_t size) {
       reap();
       if (rx_done_total_ == 0) wait_completion("for the peer's first message");
     }
-    DurationSample sample(duration_window(now_ns(), o_.duration_s));
+    DurationSample sample(perftest_duration_window(now_ns(), o_.duration_s, perftest_margin_s(o_)));
     for (;;) {
       const uint64_t now = now_ns();
       if (!sample.update(now, rx_done_total_)) break;
@@ -797,7 +781,8 @@ PerftestReport Session::bw_duplex_send(uint64_t size) {
 
 bool Session::lat_running(std::optional<DurationSample>& sample, bool start, uint64_t count) {
   if (!duration_) return true;
-  if (!sample && start) sample.emplace(duration_window(now_ns(), o_.duration_s));
+  if (!sample && start)
+    sample.emplace(perftest_duration_window(now_ns(), o_.duration_s, perftest_margin_s(o_)));
   if (!sample) return true;
   const bool open = sample->update(now_ns(), count);
   peer_may_go_ = sample->sampled();

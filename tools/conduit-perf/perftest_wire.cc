@@ -159,6 +159,19 @@ bool perftest_inline(const PerfOptions& o, uint64_t size) {
   return size <= std::min(o.inline_size, kConduitMaxInline);
 }
 
+uint32_t perftest_margin_s(const PerfOptions& o) {
+  return o.margin_s >= 0 ? static_cast<uint32_t>(o.margin_s) : o.duration_s / 4;
+}
+
+DurationWindow perftest_duration_window(uint64_t start_ns, uint32_t duration_s, uint32_t margin_s) {
+  const uint64_t margin_ns = uint64_t{margin_s} * 1'000'000'000ull;
+  DurationWindow w;
+  w.end_ns = start_ns + uint64_t{duration_s} * 1'000'000'000ull;
+  w.sample_begin_ns = start_ns + margin_ns;
+  w.sample_end_ns = w.end_ns - margin_ns;
+  return w;
+}
+
 PerftestReport perftest_rate_report(uint64_t size, uint64_t messages, double secs, uint64_t timed,
                                     bool gbits) {
   PerftestReport r;

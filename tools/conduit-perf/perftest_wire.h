@@ -108,6 +108,18 @@ uint16_t perftest_out_reads(const PerfOptions& o);
 // size <= inline_size, within what conduit copies into a work request; SEND and WRITE only.
 bool perftest_inline(const PerfOptions& o, uint64_t size);
 
+// perftest's -D: from `start`, a warm-up margin, the sampled part, the same margin again, then
+// the end; what completes in the sampled part is the result. The margin is -f (--margin) seconds,
+// or perftest's default D/4 whole seconds: perftest_margin_s().
+struct DurationWindow {
+  uint64_t sample_begin_ns = 0;
+  uint64_t sample_end_ns = 0;
+  uint64_t end_ns = 0;
+};
+uint32_t perftest_margin_s(const PerfOptions& o);
+// margin_s < duration_s / 2 (parse_args checks perftest's DURATION > 2*MARGIN).
+DurationWindow perftest_duration_window(uint64_t start_ns, uint32_t duration_s, uint32_t margin_s);
+
 // What the client measured; sent by write_bw/read_bw after the traffic. The bandwidths are in
 // the report's unit, as perftest puts them on the wire: MiB/s ("MB/sec", its default) or, with
 // --report_gbits, Gb/s; the two sides must be given the same (perftest does not say which).

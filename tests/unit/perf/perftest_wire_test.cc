@@ -513,3 +513,34 @@ TEST_CASE("perftest's -I (--inline_size): messages up to N bytes inline, at most
   const char* read[] = {"conduit-perf", "read_bw", "--perftest", "-x1.2.3.4", "-I", "64"};
   CHECK(parse_args(6, read, bad).error.find("SEND and WRITE tests") != std::string::npos);
 }
+
+TEST_CASE("perftest's -D window: D/4 margins at each end, or -f (--margin) seconds") {
+  constexpr uint64_t s = 1'000'000'000ull;
+  auto o = perftest_options({"write_bw", "h", "--perftest", "-x", "198.18.0.1", "-D", "10"});
+  CHECK(perftest_margin_s(o) == 2);  // perftest's duration / 4, whole seconds
+  DurationWindow w = perftest_duration_window(100, 10, perftest_margin_s(o));
+  CHECK(w.sample_begin_ns == 100 + 2 * s);
+  CHECK(w.sample_end_ns == 100 + 8 * s);
+  CHECK(w.end_ns == 100 + 10 * s);
+  o = perftest_options({"write_bw", "h", "--perftest", "-x", "198.18.0.1", "-D", "10", "-f", "1"});
+  CHECK(perftest_margin_s(o) == 1);
+  w = perftest_duration_window(0, 10, perftest_margin_s(o));
+  CHECK(w.sample_begin_ns == 1 * s);
+  CHECK(w.sample_end_ns == 9 * s);
+  o = perftest_options(
+      {"send_lat", "h", "--perftest", "-x", "198.18.0.1", "-D", "3", "--margin=0"});
+  CHECK(perftest_margin_s(o) == 0);
+  CHECK(perftest_duration_window(0, 3, 0).sample_end_ns == 3 * s);
+  // perftest: "please check that DURATION > 2*MARGIN".
+  PerfOptions bad;
+  const char* wide[] = {"conduit-perf", "write_bw", "--perftest", "-x1.2.3.4",
+                        "-D",           "4",        "-f",         "2"};
+  CHECK(parse_args(8, wide, bad).error.find("DURATION > 2*MARGIN") != std::string::npos);
+  // Without -D it means nothing: a note.
+  PerfOptions n;
+  const char* no_d[] = {"conduit-perf", "write_bw", "--perftest", "-x1.2.3.4", "-f", "2"};
+  const ParseResult r = parse_args(6, no_d, n);
+  REQUIRE(r.ok);
+  REQUIRE(r.notes.size() == 1);
+  CHECK(r.notes[0].find("-f (--margin) ignored") != std::string::npos);
+}
