@@ -458,13 +458,8 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
                     "that drives it and give its socket with -S");
       }
     } else if (is("-l", "--post_list")) {
-      uint32_t post_list = 0;
-      if (!parse_uint_in<uint32_t>(value, 1, kMaxDepth, post_list)) {
+      if (!parse_uint_in<uint32_t>(value, 1, kMaxDepth, o.post_list)) {
         return fail(range_error(name, value, 1, kMaxDepth));
-      }
-      if (post_list != 1) {
-        r.notes.push_back("option " + name + " " + std::string(value) +
-                          " ignored: conduit-perf posts one work request per call");
       }
     } else if (is("-f", "--margin")) {
       uint32_t margin = 0;
@@ -597,6 +592,24 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
   if (o.perftest && !perftest_tos.empty()) {
     return fail("option -T " + perftest_tos + ": " + perftest_tos_advice(perftest_tos) +
                 " (a class named by a number: --class " + perftest_tos + ")");
+  }
+  if (o.post_list > 1) {
+    const std::string l = "option -l (--post_list) " + std::to_string(o.post_list);
+    if (!o.perftest) {
+      r.notes.push_back(l +
+                        " ignored without --perftest: conduit-perf's own mode posts one "
+                        "work request per call");
+      o.post_list = 1;
+    } else if (is_latency(o.test)) {
+      r.notes.push_back(l +
+                        " ignored: a latency test has one message in flight (perftest's "
+                        "post lists are for the bandwidth tests)");
+      o.post_list = 1;
+    } else if (o.duration_s == 0 && o.effective_iterations() % o.post_list != 0) {
+      return fail(l + ": -n " + std::to_string(o.effective_iterations()) +
+                  " is not a multiple of it (perftest: \"Number of iterations must be a "
+                  "multiple of post list size\")");
+    }
   }
   if (o.margin_s >= 0) {
     if (!o.perftest || o.duration_s == 0) {
@@ -747,7 +760,10 @@ perftest's options, taken so that perftest command lines run:
   -c, --connection RC    RC only (UC, UD, XRC, DC, SRD are refused); -c without a
                          connection type is --check
   -F, --CPU-freq         ignored: conduit-perf gives no CPU frequency warning
-  -l, --post_list N      ignored, with a note on stderr: one work request per post
+  -l, --post_list N      --perftest bandwidth tests: sends posted N at a time, chained
+                         in one call (at most the send window), as perftest's post
+                         lists; -n must be a multiple of N. Ignored, with a note, by
+                         latency tests and without --perftest
   -f, --margin SEC       --perftest -D: the seconds left out of the sample at each
                          end (perftest's default D/4; -D must exceed 2 x SEC)
   -I, --inline_size N    send and write tests, --perftest: messages of up to N bytes

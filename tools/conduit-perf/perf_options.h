@@ -113,6 +113,9 @@ struct PerfOptions {
   // -f (--margin) SEC with --perftest -D: the warm-up and cool-down left out of the sample at
   // each end, as perftest's; -1: perftest's default, D/4 (perftest_margin_s()).
   int32_t margin_s = -1;
+  // -l (--post_list) L, --perftest bandwidth tests: sends posted L at a time, chained in one
+  // conduit_post_send, as perftest's post lists; -n must be a multiple of L (as perftest says).
+  uint32_t post_list = 1;
   bool help = false;
   bool version = false;
 

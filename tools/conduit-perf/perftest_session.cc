@@ -389,6 +389,12 @@ class Session {
   void post_receive(size_t qi, uint64_t size);
   // False when the send queue is full (reap first).
   bool post_one_send(size_t qi, uint64_t size, uint64_t seq, bool signaled);
+  // -l: posts n signaled WRs (messages first_seq ..) chained in one conduit_post_send; returns
+  // how many were posted (fewer: the send queue filled).
+  uint32_t post_send_list(size_t qi, uint64_t size, uint64_t first_seq, uint32_t n);
+  // Message `seq` of QP qi: its WR, whose one SGE is `sge`.
+  void make_send_wr(size_t qi, uint64_t size, uint64_t seq, bool signaled, conduit_send_wr& wr,
+                    conduit_sge& sge);
   // Takes every completion there is (fails on an error completion); counts them. Returns
   // how many it took.
   int reap();
@@ -466,7 +472,9 @@ class Session {
   conduit_context* ctx_ = nullptr;
   conduit_mr* mr_ = nullptr;
   conduit_cq* cq_ = nullptr;
-  std::vector<QpSide> qps_;  // -q of them (latency: one)
+  std::vector<QpSide> qps_;                // -q of them (latency: one)
+  std::vector<conduit_send_wr> list_wrs_;  // -l: the list being posted, and its SGEs
+  std::vector<conduit_sge> list_sges_;
   // The size being received, and its receives completed on all QPs.
   uint64_t rx_size_ = 0;
   uint64_t rx_done_total_ = 0;
@@ -574,8 +582,40 @@ void Session::post_receive(size_t qi, uint64_t size) {
 
 bool Session::post_one_send(size_t qi, uint64_t size, uint64_t seq, bool signaled) {
   QpSide& q = qps_[qi];
-  conduit_sge sge{reinterpret_cast<uint64_t>(tx_area()), static_cast<uint32_t>(size), mr_->lkey};
+  conduit_sge sge{};
   conduit_send_wr wr{};
+  make_send_wr(qi, size, seq, signaled, wr, sge);
+  const int rc = conduit_post_send(q.qp, &wr, nullptr);
+  if (rc == -ENOMEM) return false;
+  if (rc < 0) fail(std::string("conduit_post_send: ") + conduit_strerror(rc));
+  if (signaled) ++q.tx_outstanding;
+  return true;
+}
+
+uint32_t Session::post_send_list(size_t qi, uint64_t size, uint64_t first_seq, uint32_t n) {
+  QpSide& q = qps_[qi];
+  std::vector<conduit_sge>& sges = list_sges_;
+  std::vector<conduit_send_wr>& wrs = list_wrs_;
+  sges.assign(n, conduit_sge{});
+  wrs.assign(n, conduit_send_wr{});
+  for (uint32_t i = 0; i < n; ++i) {
+    make_send_wr(qi, size, first_seq + i, true, wrs[i], sges[i]);
+    wrs[i].next = i + 1 < n ? &wrs[i + 1] : nullptr;
+  }
+  conduit_send_wr* bad = nullptr;
+  const int rc = conduit_post_send(q.qp, wrs.data(), &bad);
+  if (rc < 0 && rc != -ENOMEM) fail(std::string("conduit_post_send: ") + conduit_strerror(rc));
+  // -ENOMEM: the send queue filled part way; those before `bad` are posted.
+  const uint32_t posted = rc == 0 || bad == nullptr ? n : static_cast<uint32_t>(bad - wrs.data());
+  q.tx_outstanding += posted;
+  return posted;
+}
+
+void Session::make_send_wr(size_t qi, uint64_t size, uint64_t seq, bool signaled,
+                           conduit_send_wr& wr, conduit_sge& sge) {
+  const QpSide& q = qps_[qi];
+  sge = conduit_sge{reinterpret_cast<uint64_t>(tx_area()), static_cast<uint32_t>(size), mr_->lkey};
+  wr = conduit_send_wr{};
   wr.wr_id = uint64_t{qi} << kWrIdQpShift | seq;
   wr.sg_list = &sge;
   wr.num_sge = 1;
@@ -607,11 +647,6 @@ bool Session::post_one_send(size_t qi, uint64_t size, uint64_t seq, bool signale
   }
   wr.remote_addr = q.peer.vaddr;
   wr.rkey = q.peer.rkey;
-  const int rc = conduit_post_send(q.qp, &wr, nullptr);
-  if (rc == -ENOMEM) return false;
-  if (rc < 0) fail(std::string("conduit_post_send: ") + conduit_strerror(rc));
-  if (signaled) ++q.tx_outstanding;
-  return true;
 }
 
 int Session::reap() {
@@ -666,13 +701,16 @@ bool Session::fill_send_windows(uint64_t size, uint32_t window, bool unbounded, 
   bool posted = false;
   for (size_t qi = 0; qi < qps_.size(); ++qi) {
     QpSide& q = qps_[qi];
-    bool queue_full = false;
-    while ((unbounded || q.tx_posted < iters_) && q.tx_outstanding < window && !queue_full) {
-      queue_full = !post_one_send(qi, size, q.tx_posted, true);
-      if (!queue_full) {
-        ++q.tx_posted;
-        posted = true;
-      }
+    // -l: lists of up to that many WRs, chained in one post (perftest's post_list).
+    for (;;) {
+      const uint32_t n = perftest_next_list(q.tx_posted, iters_, q.tx_outstanding, window,
+                                            o_.post_list, unbounded);
+      if (n == 0) break;
+      const uint32_t done = n == 1 ? uint32_t{post_one_send(qi, size, q.tx_posted, true)}
+                                   : post_send_list(qi, size, q.tx_posted, n);
+      q.tx_posted += done;
+      posted = posted || done > 0;
+      if (done < n) break;  // the send queue is full: reap first
     }
     busy = busy || q.tx_posted < iters_ || q.tx_outstanding > 0;
   }

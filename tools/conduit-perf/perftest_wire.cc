@@ -172,6 +172,15 @@ DurationWindow perftest_duration_window(uint64_t start_ns, uint32_t duration_s, 
   return w;
 }
 
+uint32_t perftest_next_list(uint64_t posted, uint64_t iters, uint64_t outstanding, uint32_t window,
+                            uint32_t post_list, bool unbounded) {
+  const uint64_t list = std::clamp<uint64_t>(post_list, 1, std::max<uint32_t>(window, 1));
+  if (outstanding + list > window) return 0;
+  if (unbounded) return static_cast<uint32_t>(list);
+  if (posted >= iters) return 0;
+  return static_cast<uint32_t>(std::min(list, iters - posted));
+}
+
 PerftestReport perftest_rate_report(uint64_t size, uint64_t messages, double secs, uint64_t timed,
                                     bool gbits) {
   PerftestReport r;

@@ -120,6 +120,12 @@ uint32_t perftest_margin_s(const PerfOptions& o);
 // margin_s < duration_s / 2 (parse_args checks perftest's DURATION > 2*MARGIN).
 DurationWindow perftest_duration_window(uint64_t start_ns, uint32_t duration_s, uint32_t margin_s);
 
+// -l (--post_list) L: how many sends a QP posts now, chained in one call (0: none): L when the
+// window has room for all of them (lists of more than the window are cut to it), fewer for the
+// last ones of -n (`posted` of `iters`; `unbounded`, -D: no end).
+uint32_t perftest_next_list(uint64_t posted, uint64_t iters, uint64_t outstanding, uint32_t window,
+                            uint32_t post_list, bool unbounded);
+
 // What the client measured; sent by write_bw/read_bw after the traffic. The bandwidths are in
 // the report's unit, as perftest puts them on the wire: MiB/s ("MB/sec", its default) or, with
 // --report_gbits, Gb/s; the two sides must be given the same (perftest does not say which).

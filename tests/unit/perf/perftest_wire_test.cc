@@ -544,3 +544,34 @@ TEST_CASE("perftest's -D window: D/4 margins at each end, or -f (--margin) secon
   REQUIRE(r.notes.size() == 1);
   CHECK(r.notes[0].find("-f (--margin) ignored") != std::string::npos);
 }
+
+TEST_CASE("perftest's -l (--post_list): sends chained L at a time, within the window") {
+  auto o =
+      perftest_options({"write_bw", "h", "--perftest", "-x", "198.18.0.1", "-l", "4", "-n", "20"});
+  CHECK(o.post_list == 4);
+  // Room for a whole list: 4; not: none; the window caps the list (lists of 8 in a window of 4).
+  CHECK(perftest_next_list(0, 20, 0, 128, 4, false) == 4);
+  CHECK(perftest_next_list(16, 20, 124, 128, 4, false) == 4);
+  CHECK(perftest_next_list(16, 20, 125, 128, 4, false) == 0);
+  CHECK(perftest_next_list(20, 20, 0, 128, 4, false) == 0);  // all -n posted
+  CHECK(perftest_next_list(0, 20, 0, 4, 8, false) == 4);
+  CHECK(perftest_next_list(0, 20, 1, 4, 8, false) == 0);
+  CHECK(perftest_next_list(18, 20, 0, 128, 4, false) == 2);  // the last ones (-n not L's multiple)
+  CHECK(perftest_next_list(1000, 0, 0, 128, 4, true) == 4);  // -D: no end
+  CHECK(perftest_next_list(5, 20, 3, 16, 1, false) == 1);    // -l 1: one at a time, as before
+  // perftest: "Number of iterations must be a multiple of post list size" (5000 by default).
+  PerfOptions bad;
+  const char* odd[] = {"conduit-perf", "send_bw", "--perftest", "-x1.2.3.4", "-l", "3"};
+  CHECK(parse_args(6, odd, bad).error.find("not a multiple of it") != std::string::npos);
+  CHECK(perftest_options({"send_bw", "--perftest", "-x", "1.2.3.4", "-l", "8"}).post_list == 8);
+  CHECK(perftest_options({"send_bw", "--perftest", "-x", "1.2.3.4", "-l", "3", "-D", "4"})
+            .post_list == 3);
+  // Latency tests have one message in flight: a note, one at a time.
+  PerfOptions lat;
+  const char* lat_l[] = {"conduit-perf", "send_lat", "--perftest", "-x1.2.3.4", "-l", "4"};
+  const ParseResult r = parse_args(6, lat_l, lat);
+  REQUIRE(r.ok);
+  CHECK(lat.post_list == 1);
+  REQUIRE(r.notes.size() == 1);
+  CHECK(r.notes[0].find("a latency test has one message in flight") != std::string::npos);
+}
