@@ -239,6 +239,10 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
       if (!flag(o.report_gbits)) return fail("option " + name + " takes no value");
       continue;
     }
+    if (is("--dont_xchg_versions", nullptr)) {
+      if (!flag(o.dont_xchg_versions)) return fail("option " + name + " takes no value");
+      continue;
+    }
     if (is("-N", "--noPeak")) {
       if (!flag(o.no_peak)) return fail("option " + name + " takes no value");
       continue;
@@ -593,6 +597,9 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
     return fail("option -T " + perftest_tos + ": " + perftest_tos_advice(perftest_tos) +
                 " (a class named by a number: --class " + perftest_tos + ")");
   }
+  if (o.dont_xchg_versions && !o.perftest) {
+    return fail("--dont_xchg_versions is perftest's: it runs with --perftest");
+  }
   if (o.post_list > 1) {
     const std::string l = "option -l (--post_list) " + std::to_string(o.post_list);
     if (!o.perftest) {
@@ -775,6 +782,9 @@ perftest's options, taken so that perftest command lines run:
                          serve at once (1..16; 0: 16, conduitd's most; more: 16),
                          as perftest's -o, told to the peer (its READs in flight
                          towards us) and given to our QPs; not with -R
+  --dont_xchg_versions   --perftest, as perftest's: no version, system data or MTU
+                         messages (each side runs its own -m), the report's
+                         iterations in 4 bytes; give both sides the same
   -N, --noPeak           --perftest: the peak column is 0.00, as perftest's (which
                          gives 0.00 also with -D, on send_bw's server without -b
                          and above -n 20000: so do we); without --perftest

@@ -116,6 +116,10 @@ struct PerfOptions {
   // -l (--post_list) L, --perftest bandwidth tests: sends posted L at a time, chained in one
   // conduit_post_send, as perftest's post lists; -n must be a multiple of L (as perftest says).
   uint32_t post_list = 1;
+  // --dont_xchg_versions with --perftest, as perftest's: no version, system data or MTU
+  // messages (each side runs its own MTU), and the report's iterations in 4 bytes, as perftest
+  // sends them to a peer whose version it does not know. Both sides must be given it.
+  bool dont_xchg_versions = false;
   bool help = false;
   bool version = false;
 

@@ -377,6 +377,18 @@ class Session {
   // -R: the test QPs, one connection each, between two handshakes of zeros (perftest's syncs).
   void cm_connect_qps(uint32_t mtu_bytes);
   void close_exchange();
+  // The report step: ours out, the peer's in (false: malformed). The iterations are 8 bytes,
+  // or 4 with --dont_xchg_versions (perftest_report_steps()).
+  bool exchange_report(const PerftestReport& mine, PerftestReport& theirs) {
+    const bool iters64 = !o_.dont_xchg_versions;
+    const auto out = perftest_report_steps(mine, iters64);
+    std::vector<std::vector<uint8_t>> in;
+    for (const auto& m : out) {
+      in.emplace_back(m.size());
+      wire_->exchange_bytes(m.data(), in.back().data(), m.size(), "report", false);
+    }
+    return parse_perftest_report_steps(in, iters64, theirs);
+  }
 
   uint8_t* tx_area() const { return static_cast<uint8_t*>(mr_->addr); }
   uint8_t* rx_area() const { return static_cast<uint8_t*>(mr_->addr) + half_; }
@@ -1048,9 +1060,11 @@ int Session::run() {
     open_cm_exchange();
   }
 
-  // 1-4: version, system data, MTU.
+  // 1-4: version, system data, MTU; none with --dont_xchg_versions (perftest skips them all:
+  // the peer's version is then unknown, "" here, 0 to perftest).
   std::string peer_version;
-  if (!parse_perftest_version(wire_->exchange(perftest_version_message(), "version"),
+  if (!o_.dont_xchg_versions &&
+      !parse_perftest_version(wire_->exchange(perftest_version_message(), "version"),
                               peer_version)) {
     fail("the peer's version message is not perftest's");
   }
@@ -1059,12 +1073,14 @@ int Session::run() {
                 : perftest_plan(o_.test, !client_, sizes_.size(), plan_))) {
     fail("--perftest runs the latency tests without -b");
   }
-  wire_->exchange(perftest_u32(kPerftestCycleBufferBytes), "cycle buffer");
-  wire_->exchange(perftest_u32(kPerftestCacheLineBytes), "cache line size");
-  uint32_t peer_mtu = 0;
-  if (!parse_perftest_mtu(wire_->exchange(perftest_mtu_message(o_.effective_mtu()), "MTU"),
-                          peer_mtu)) {
-    fail("the peer's MTU message is not a verbs MTU");
+  uint32_t peer_mtu = o_.effective_mtu();  // --dont_xchg_versions: our own, as perftest
+  if (!o_.dont_xchg_versions) {
+    wire_->exchange(perftest_u32(kPerftestCycleBufferBytes), "cycle buffer");
+    wire_->exchange(perftest_u32(kPerftestCacheLineBytes), "cache line size");
+    if (!parse_perftest_mtu(wire_->exchange(perftest_mtu_message(o_.effective_mtu()), "MTU"),
+                            peer_mtu)) {
+      fail("the peer's MTU message is not a verbs MTU");
+    }
   }
   const uint32_t mtu = std::min(peer_mtu, o_.effective_mtu());
 
@@ -1075,7 +1091,8 @@ int Session::run() {
   }
   std::printf("%s", kRule);
   std::printf("                    %s %s Test (conduit-perf --perftest, peer perftest %s)\n",
-              verb_name(o_.test), lat ? "Latency" : "BW", peer_version.c_str());
+              verb_name(o_.test), lat ? "Latency" : "BW",
+              o_.dont_xchg_versions ? "(version not exchanged)" : peer_version.c_str());
   if (duration_) {
     std::printf(" Connection type : RC   Mtu : %u[B]   Number of qps : %u   Duration : %u[sec]\n",
                 mtu, o_.qps, o_.duration_s);
@@ -1158,13 +1175,8 @@ int Session::run() {
       case PerftestStep::kReport: {
         if (duplex_) {
           // -b: each side's report of its own sending; each prints the sum, as perftest.
-          const auto out = perftest_report_messages(last);
-          std::array<PerftestU64, kPerftestReportFields> in{};
-          for (size_t i = 0; i < kPerftestReportFields; ++i) {
-            in[i] = wire_->exchange(out[i], "report");
-          }
           PerftestReport theirs;
-          if (!parse_perftest_report(in, theirs)) fail("the peer's report is malformed");
+          if (!exchange_report(last, theirs)) fail("the peer's report is malformed");
           // -D: each side counts its own sends in its own window; only the size must agree.
           // The line shows this side's count and the sum of both rates, as perftest's.
           if ((!duration_ && theirs.iterations != last.iterations) ||
@@ -1186,12 +1198,11 @@ int Session::run() {
           mine.size_bytes = sizes_.back();
           mine.iterations = total_iters();
         }
-        const auto out = perftest_report_messages(mine);
-        std::array<PerftestU64, kPerftestReportFields> in{};
-        for (size_t i = 0; i < kPerftestReportFields; ++i)
-          in[i] = wire_->exchange(out[i], "report");
+        PerftestReport theirs;
+        const bool ok = exchange_report(mine, theirs);
         if (!client_) {
-          if (!parse_perftest_report(in, last)) fail("the client's report is malformed");
+          if (!ok) fail("the client's report is malformed");
+          last = theirs;
           std::printf("%s", kRule);
           print_bw_header(o_.report_gbits);
           print_bw_result(last);

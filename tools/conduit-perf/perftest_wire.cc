@@ -232,6 +232,28 @@ bool parse_perftest_report(const std::array<PerftestU64, kPerftestReportFields>&
   return true;
 }
 
+std::vector<std::vector<uint8_t>> perftest_report_steps(const PerftestReport& r, bool iters64) {
+  std::vector<std::vector<uint8_t>> steps;
+  for (const PerftestU64& m : perftest_report_messages(r)) steps.emplace_back(m.begin(), m.end());
+  if (!iters64) {
+    const PerftestU32 it = perftest_u32(static_cast<uint32_t>(r.iterations));
+    steps[1].assign(it.begin(), it.end());
+  }
+  return steps;
+}
+
+bool parse_perftest_report_steps(const std::vector<std::vector<uint8_t>>& m, bool iters64,
+                                 PerftestReport& out) {
+  if (m.size() != kPerftestReportFields) return false;
+  std::array<PerftestU64, kPerftestReportFields> a{};
+  for (size_t i = 0; i < kPerftestReportFields; ++i) {
+    const size_t want = i == 1 && !iters64 ? 4 : 8;
+    if (m[i].size() != want) return false;
+    std::copy(m[i].begin(), m[i].end(), a[i].begin() + (8 - want));  // 4 bytes: zero-extended
+  }
+  return parse_perftest_report(a, out);
+}
+
 const char* perftest_step_name(PerftestStep s) {
   switch (s) {
     case PerftestStep::kConnect:

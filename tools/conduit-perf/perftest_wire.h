@@ -154,6 +154,14 @@ std::array<PerftestU64, kPerftestReportFields> perftest_report_messages(const Pe
 // False when a value is impossible (negative or not finite rates, size 0 or > 1 GiB).
 bool parse_perftest_report(const std::array<PerftestU64, kPerftestReportFields>& m,
                            PerftestReport& out);
+// The report as the exchange steps carry it, one message each: size (8 bytes), iterations,
+// then the three rates (8 each). perftest sizes the iterations by the version the peer told it:
+// 8 bytes from 5.33 on (ours is 6.06), 4 when it knows none: with --dont_xchg_versions, which
+// both sides must be given (then neither sends its version), `iters64` false.
+std::vector<std::vector<uint8_t>> perftest_report_steps(const PerftestReport& r, bool iters64);
+// False when a message has the wrong size or parse_perftest_report() refuses the values.
+bool parse_perftest_report_steps(const std::vector<std::vector<uint8_t>>& m, bool iters64,
+                                 PerftestReport& out);
 
 // What happens on the exchange socket, and when, in one perftest session; perftest_plan() lists
 // it per test and role. Each handshake is one PerftestRecord each way.

@@ -575,3 +575,43 @@ TEST_CASE("perftest's -l (--post_list): sends chained L at a time, within the wi
   REQUIRE(r.notes.size() == 1);
   CHECK(r.notes[0].find("a latency test has one message in flight") != std::string::npos);
 }
+
+TEST_CASE("--dont_xchg_versions: the report's iterations in 4 bytes, as perftest sends them") {
+  auto o =
+      perftest_options({"write_bw", "h", "--perftest", "-x", "198.18.0.1", "--dont_xchg_versions"});
+  CHECK(o.dont_xchg_versions);
+  PerfOptions bad;
+  const char* own[] = {"conduit-perf", "write_bw", "--dont_xchg_versions"};
+  CHECK(parse_args(3, own, bad).error.find("runs with --perftest") != std::string::npos);
+
+  PerftestReport r;
+  r.size_bytes = 65536;
+  r.iterations = 5000;
+  r.bw_peak = 0;
+  r.bw_avg = 1234.5;
+  r.msg_rate_mpps = 0.0197;
+  // Versions exchanged: 5 messages of 8 bytes, the arrays perftest_report_messages() gives.
+  const auto v = perftest_report_steps(r, true);
+  REQUIRE(v.size() == 5);
+  const auto a = perftest_report_messages(r);
+  for (size_t i = 0; i < 5; ++i) {
+    CHECK(std::vector<uint8_t>(a[i].begin(), a[i].end()) == v[i]);
+  }
+  // Not exchanged: perftest's remote version is 0 (< 5.33): hton_int, 4 bytes.
+  const auto n = perftest_report_steps(r, false);
+  REQUIRE(n.size() == 5);
+  CHECK(n[0].size() == 8);
+  CHECK(n[1] == std::vector<uint8_t>{0x00, 0x00, 0x13, 0x88});
+  CHECK(n[2].size() == 8);
+  PerftestReport back;
+  REQUIRE(parse_perftest_report_steps(n, false, back));
+  CHECK(back.iterations == 5000);
+  CHECK(back.size_bytes == 65536);
+  CHECK(back.bw_avg == 1234.5);
+  REQUIRE(parse_perftest_report_steps(v, true, back));
+  CHECK(back.iterations == 5000);
+  // The wrong width is malformed, not misread.
+  CHECK_FALSE(parse_perftest_report_steps(n, true, back));
+  CHECK_FALSE(parse_perftest_report_steps(v, false, back));
+  CHECK(conduit::perf::usage_text().find("--dont_xchg_versions") != std::string::npos);
+}
