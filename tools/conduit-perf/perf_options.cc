@@ -248,9 +248,8 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
       continue;
     }
     if (is("--report-both", nullptr)) {
-      return fail(
-          "option --report-both: conduit-perf reports -b as one line, the sum of both "
-          "directions (perftest's report without --report-both)");
+      if (!flag(o.report_both)) return fail("option " + name + " takes no value");
+      continue;
     }
     if (is("-U", "--report-unsorted") || is("-H", "--report-histogram")) {
       return fail("option " + name +
@@ -597,6 +596,11 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
     return fail("option -T " + perftest_tos + ": " + perftest_tos_advice(perftest_tos) +
                 " (a class named by a number: --class " + perftest_tos + ")");
   }
+  if (o.report_both && !o.perftest) {
+    r.notes.push_back(
+        "option --report-both ignored without --perftest: conduit-perf's own -b report gives "
+        "the sum of both directions");
+  }
   if (o.dont_xchg_versions && !o.perftest) {
     return fail("--dont_xchg_versions is perftest's: it runs with --perftest");
   }
@@ -793,8 +797,10 @@ perftest's options, taken so that perftest command lines run:
                          both sides' lines and in the report they exchange (give
                          both sides the same); conduit-perf's own report is in
                          Gb/sec anyway
-Refused: --report-both (-b prints the sum of both directions), -U and -H (the latency
-summary only). perftest's -x GID_INDEX, -S SL, -T TOS and -W COUNTERS are not
+  --report-both          --perftest -b: after the sum of both directions, this
+                         side's and the peer's own lines ("Local results",
+                         "Remote results"), as perftest; nothing without -b
+Refused: -U and -H (the latency summary only). perftest's -x GID_INDEX, -S SL, -T TOS and -W COUNTERS are not
 these: conduit-perf's -x, -S, -T and -W (above) are its own. So that a perftest
 line does not run with them taken as ours, they are refused saying what to write:
 -x N, --gid-index N, --sl N, --tos N, --report-counters LIST and -W LIST always;

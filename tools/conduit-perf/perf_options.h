@@ -120,6 +120,9 @@ struct PerfOptions {
   // messages (each side runs its own MTU), and the report's iterations in 4 bytes, as perftest
   // sends them to a peer whose version it does not know. Both sides must be given it.
   bool dont_xchg_versions = false;
+  // --report-both with --perftest -b: after the sum line, each direction's own (this side's
+  // and the peer's report), as perftest's "Local results" / "Remote results".
+  bool report_both = false;
   bool help = false;
   bool version = false;
 

@@ -1190,6 +1190,11 @@ int Session::run() {
           both.bw_avg += theirs.bw_avg;
           both.msg_rate_mpps += theirs.msg_rate_mpps;
           print_bw_result(both);
+          if (o_.report_both) {
+            std::printf("%s",
+                        perftest_report_both_text(last, theirs, o_.report_gbits, kRule).c_str());
+            std::fflush(stdout);
+          }
           break;
         }
         // The client's report (the last size's); the server's is not used.

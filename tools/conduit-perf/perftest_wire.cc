@@ -216,6 +216,17 @@ std::string perftest_bw_line(const PerftestReport& r) {
   return b;
 }
 
+std::string perftest_report_both_text(const PerftestReport& mine, const PerftestReport& theirs,
+                                      bool gbits, const std::string& rule) {
+  std::string t;
+  for (const auto& [title, r] :
+       {std::pair{" Local results: ", &mine}, std::pair{" Remote results: ", &theirs}}) {
+    t += rule + "\n" + title + "\n" + rule + perftest_bw_header(gbits) + "\n" +
+         perftest_bw_line(*r) + "\n";
+  }
+  return t;
+}
+
 bool parse_perftest_report(const std::array<PerftestU64, kPerftestReportFields>& m,
                            PerftestReport& out) {
   PerftestReport r;

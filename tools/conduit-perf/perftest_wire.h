@@ -150,6 +150,10 @@ bool perftest_no_peak(const PerfOptions& o, bool server);
 // perftest's bandwidth header (BW peak[MB/sec] or, with --report_gbits, [Gb/sec]), and a line.
 std::string perftest_bw_header(bool gbits);
 std::string perftest_bw_line(const PerftestReport& r);
+// --report-both (-b): what perftest prints after the sum line: `rule`, " Local results: ", rule,
+// the header and this side's line, rule, " Remote results: ", rule, the header and the peer's.
+std::string perftest_report_both_text(const PerftestReport& mine, const PerftestReport& theirs,
+                                      bool gbits, const std::string& rule);
 std::array<PerftestU64, kPerftestReportFields> perftest_report_messages(const PerftestReport& r);
 // False when a value is impossible (negative or not finite rates, size 0 or > 1 GiB).
 bool parse_perftest_report(const std::array<PerftestU64, kPerftestReportFields>& m,

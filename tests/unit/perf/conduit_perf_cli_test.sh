@@ -47,7 +47,6 @@ usage "--perftest needs -x ADDR" send_bw --perftest
 usage "option -c UC: conduit runs RC QPs only" send_bw -c UC
 usage "a conduitd drives one port (-i 1)" send_bw -i 2
 usage "looks like perftest's GID index" send_bw --perftest -x 3
-usage "the sum of both directions" write_bw -b --report-both
 # perftest's -S SL, -T TOS and -W counters are not taken as our socket, class and timeout.
 usage "option -S 3: looks like perftest's service level" send_bw -S 3 --perftest -x 198.18.0.1
 usage "option -T 106: looks like perftest's type of service" write_bw --perftest -x 1.2.3.4 -T 106

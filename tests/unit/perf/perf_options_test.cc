@@ -409,7 +409,6 @@ TEST_CASE("perftest's hardware options: taken, ignored with a note, or refused w
       {{"send_bw", "-l", "0"}, "from 1 to 32768"},
       {{"send_bw", "-F=1"}, "takes no value"},
       {{"send_bw", "--report_gbits=1"}, "takes no value"},
-      {{"send_bw", "-b", "--report-both"}, "the sum of both directions"},
       {{"send_lat", "-U"}, "the latency summary"},
       {{"send_lat", "--report-histogram"}, "the latency summary"},
       // perftest's -x is a GID index; ours is the address.

@@ -615,3 +615,31 @@ TEST_CASE("--dont_xchg_versions: the report's iterations in 4 bytes, as perftest
   CHECK_FALSE(parse_perftest_report_steps(v, false, back));
   CHECK(conduit::perf::usage_text().find("--dont_xchg_versions") != std::string::npos);
 }
+
+TEST_CASE("--report-both: each direction's line after the sum, as perftest's -b") {
+  auto o =
+      perftest_options({"write_bw", "h", "--perftest", "-x", "198.18.0.1", "-b", "--report-both"});
+  CHECK(o.report_both);
+  PerftestReport mine, theirs;
+  mine.size_bytes = theirs.size_bytes = 65536;
+  mine.iterations = theirs.iterations = 5000;
+  mine.bw_avg = 1000;
+  theirs.bw_avg = 900;
+  const std::string t = perftest_report_both_text(mine, theirs, false, "----\n");
+  // perftest: printf(RESULT_LINE); printf("\n Local results: \n"); printf(RESULT_LINE); ...
+  const std::string want = "----\n\n Local results: \n----\n" + perftest_bw_header(false) + "\n" +
+                           perftest_bw_line(mine) + "\n----\n\n Remote results: \n----\n" +
+                           perftest_bw_header(false) + "\n" + perftest_bw_line(theirs) + "\n";
+  CHECK(t == want);
+  CHECK(t.find("1000.00") != std::string::npos);
+  CHECK(t.find("900.00") != std::string::npos);
+  CHECK(perftest_report_both_text(mine, theirs, true, "-\n").find("BW peak[Gb/sec]") !=
+        std::string::npos);
+  // Without --perftest our own -b report is the sum: a note.
+  PerfOptions own;
+  const char* args[] = {"conduit-perf", "write_bw", "-b", "--report-both"};
+  const ParseResult r = parse_args(4, args, own);
+  REQUIRE(r.ok);
+  REQUIRE(r.notes.size() == 1);
+  CHECK(r.notes[0].find("--report-both ignored without --perftest") != std::string::npos);
+}
