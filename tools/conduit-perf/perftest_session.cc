@@ -320,8 +320,8 @@ const char* kRule = "-----------------------------------------------------------
 
 void print_bw_header(bool gbits) { std::printf("%s\n", perftest_bw_header(gbits).c_str()); }
 
-void print_bw_result(const PerftestReport& r) {
-  std::printf("%s\n", perftest_bw_line(r).c_str());
+void print_bw_result(const PerftestReport& r, bool gbits) {
+  std::printf("%s\n", perftest_bw_line(r, gbits).c_str());
   std::fflush(stdout);
 }
 
@@ -1164,7 +1164,7 @@ int Session::run() {
         } else {
           last = client_ ? bw_client(size) : bw_server(size);
           if (perftest_no_peak(o_, !client_)) last.bw_peak = 0;
-          print_bw_result(last);
+          print_bw_result(last, o_.report_gbits);
           if (!duration_ && last.iterations != total_iters()) {
             fail("received " + std::to_string(last.iterations) + " messages of " +
                  std::to_string(size) + " B, expected " + std::to_string(total_iters()));
@@ -1189,7 +1189,7 @@ int Session::run() {
           both.bw_peak += theirs.bw_peak;
           both.bw_avg += theirs.bw_avg;
           both.msg_rate_mpps += theirs.msg_rate_mpps;
-          print_bw_result(both);
+          print_bw_result(both, o_.report_gbits);
           if (o_.report_both) {
             std::printf("%s",
                         perftest_report_both_text(last, theirs, o_.report_gbits, kRule).c_str());
@@ -1210,7 +1210,7 @@ int Session::run() {
           last = theirs;
           std::printf("%s", kRule);
           print_bw_header(o_.report_gbits);
-          print_bw_result(last);
+          print_bw_result(last, o_.report_gbits);
           // -D: the client's count is its own; only the size is ours to compare.
           if ((!duration_ && last.iterations != total_iters()) ||
               last.size_bytes != sizes_.back()) {

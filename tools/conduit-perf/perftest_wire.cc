@@ -207,9 +207,13 @@ std::string perftest_bw_header(bool gbits) {
                : " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]";
 }
 
-std::string perftest_bw_line(const PerftestReport& r) {
+std::string perftest_bw_line(const PerftestReport& r, bool gbits) {
+  // perftest's REPORT_FMT, or REPORT_FMT_EXT (6 decimals) for Gb/sec below 0.1 (inc_accuracy).
+  const bool fine = gbits && r.bw_avg < 0.1;
   char b[256];
-  std::snprintf(b, sizeof(b), " %-10llu %-10llu     %-7.2f            %-7.2f              %-7.6f",
+  std::snprintf(b, sizeof(b),
+                fine ? " %-7llu    %llu           %-7.6f            %-7.6f            %-7.6f"
+                     : " %-7llu    %-10llu       %-7.2f            %-7.2f\t\t   %-7.6f",
                 static_cast<unsigned long long>(r.size_bytes),
                 static_cast<unsigned long long>(r.iterations), r.bw_peak, r.bw_avg,
                 r.msg_rate_mpps);
@@ -222,7 +226,7 @@ std::string perftest_report_both_text(const PerftestReport& mine, const Perftest
   for (const auto& [title, r] :
        {std::pair{" Local results: ", &mine}, std::pair{" Remote results: ", &theirs}}) {
     t += rule + "\n" + title + "\n" + rule + perftest_bw_header(gbits) + "\n" +
-         perftest_bw_line(*r) + "\n";
+         perftest_bw_line(*r, gbits) + "\n";
   }
   return t;
 }

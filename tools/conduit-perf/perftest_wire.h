@@ -149,7 +149,9 @@ PerftestReport perftest_rate_report(uint64_t size, uint64_t messages, double sec
 bool perftest_no_peak(const PerfOptions& o, bool server);
 // perftest's bandwidth header (BW peak[MB/sec] or, with --report_gbits, [Gb/sec]), and a line.
 std::string perftest_bw_header(bool gbits);
-std::string perftest_bw_line(const PerftestReport& r);
+// The line is perftest's REPORT_FMT byte for byte (its spaces and tabs), or with --report_gbits
+// and an average below 0.1 Gb/sec its REPORT_FMT_EXT, six decimals (perftest's inc_accuracy).
+std::string perftest_bw_line(const PerftestReport& r, bool gbits);
 // --report-both (-b): what perftest prints after the sum line: `rule`, " Local results: ", rule,
 // the header and this side's line, rule, " Remote results: ", rule, the header and the peer's.
 std::string perftest_report_both_text(const PerftestReport& mine, const PerftestReport& theirs,

@@ -400,7 +400,19 @@ TEST_CASE("perftest's bandwidth report: MB/sec (MiB/s) by default, Gb/sec with -
         " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]");
   CHECK(perftest_bw_header(true) ==
         " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]");
-  CHECK(perftest_bw_line(gb).find(" 1048576    1024           8.59               8.59") == 0);
+  // perftest's REPORT_FMT, byte for byte: " %-7lu    %-10lu       %-7.2lf            %-7.2lf\t\t
+  // %-7.6lf".
+  CHECK(perftest_bw_line(mib, false) ==
+        " 1048576    1024             1024.00            1024.00\t\t   0.001024");
+  CHECK(perftest_bw_line(gb, true) ==
+        " 1048576    1024             8.59               8.59   \t\t   0.001024");
+  // With --report_gbits an average below 0.1 Gb/sec gets six decimals (perftest's inc_accuracy,
+  // REPORT_FMT_EXT) instead of 0.00.
+  const PerftestReport slow = perftest_rate_report(2, 5000, 1.0, 5000, true);
+  CHECK(perftest_bw_line(slow, true) ==
+        " 2          5000           0.000080            0.000080            0.005000");
+  CHECK(perftest_bw_line(perftest_rate_report(2, 5000, 1.0, 5000, false), false)
+            .find("0.01               0.01") != std::string::npos);
 }
 
 namespace {
@@ -628,8 +640,9 @@ TEST_CASE("--report-both: each direction's line after the sum, as perftest's -b"
   const std::string t = perftest_report_both_text(mine, theirs, false, "----\n");
   // perftest: printf(RESULT_LINE); printf("\n Local results: \n"); printf(RESULT_LINE); ...
   const std::string want = "----\n\n Local results: \n----\n" + perftest_bw_header(false) + "\n" +
-                           perftest_bw_line(mine) + "\n----\n\n Remote results: \n----\n" +
-                           perftest_bw_header(false) + "\n" + perftest_bw_line(theirs) + "\n";
+                           perftest_bw_line(mine, false) + "\n----\n\n Remote results: \n----\n" +
+                           perftest_bw_header(false) + "\n" + perftest_bw_line(theirs, false) +
+                           "\n";
   CHECK(t == want);
   CHECK(t.find("1000.00") != std::string::npos);
   CHECK(t.find("900.00") != std::string::npos);
