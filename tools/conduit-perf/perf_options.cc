@@ -239,6 +239,10 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
       if (!flag(o.report_gbits)) return fail("option " + name + " takes no value");
       continue;
     }
+    if (is("--cpu_util", nullptr)) {
+      if (!flag(o.cpu_util)) return fail("option " + name + " takes no value");
+      continue;
+    }
     if (is("--dont_xchg_versions", nullptr)) {
       if (!flag(o.dont_xchg_versions)) return fail("option " + name + " takes no value");
       continue;
@@ -596,6 +600,15 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
     return fail("option -T " + perftest_tos + ": " + perftest_tos_advice(perftest_tos) +
                 " (a class named by a number: --class " + perftest_tos + ")");
   }
+  if (o.cpu_util && (!o.perftest || o.duration_s == 0 || is_latency(o.test))) {
+    // perftest: " CPU Utilization works only with Duration mode." (and it runs on).
+    r.notes.push_back(std::string("option --cpu_util ignored: ") +
+                      (!o.perftest ? "it is perftest's (--perftest)"
+                       : o.duration_s == 0
+                           ? "CPU utilization works only with -D, as perftest's"
+                           : "conduit-perf gives it on the bandwidth tests' -D lines"));
+    o.cpu_util = false;
+  }
   if (o.report_both && !o.perftest) {
     r.notes.push_back(
         "option --report-both ignored without --perftest: conduit-perf's own -b report gives "
@@ -797,6 +810,9 @@ perftest's options, taken so that perftest command lines run:
                          both sides' lines and in the report they exchange (give
                          both sides the same); conduit-perf's own report is in
                          Gb/sec anyway
+  --cpu_util             --perftest -D, bandwidth tests: perftest's CPU_Util[%] column
+                         (/proc/stat's user time over user + idle during the sample,
+                         as perftest computes it); ignored, with a note, elsewhere
   --report-both          --perftest -b: after the sum of both directions, this
                          side's and the peer's own lines ("Local results",
                          "Remote results"), as perftest; nothing without -b

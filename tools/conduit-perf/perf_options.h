@@ -123,6 +123,10 @@ struct PerfOptions {
   // --report-both with --perftest -b: after the sum line, each direction's own (this side's
   // and the peer's report), as perftest's "Local results" / "Remote results".
   bool report_both = false;
+  // --cpu_util with --perftest -D, bandwidth tests: perftest's CPU_Util[%] column (/proc/stat's
+  // user time over user + idle during the sample). parse_args() clears it, with a note, where
+  // perftest measures nothing (without -D; here also the latency tests).
+  bool cpu_util = false;
   bool help = false;
   bool version = false;
 

@@ -257,23 +257,39 @@ class CmWire final : public Channel {
 };
 
 // A count sampled over a DurationWindow: feed it the clock and the running count.
+// /proc/stat's cpu times now (--cpu_util); zeros when it cannot be read.
+CpuTimes read_cpu_times() {
+  CpuTimes t;
+  if (FILE* f = std::fopen("/proc/stat", "r")) {
+    char line[256];
+    if (std::fgets(line, sizeof line, f) != nullptr) parse_proc_stat_cpu(line, t);
+    std::fclose(f);
+  }
+  return t;
+}
+
 class DurationSample {
  public:
-  explicit DurationSample(const DurationWindow& w) : w_(w) {}
+  // read_cpu (--cpu_util): note /proc/stat's times where the sample begins and ends.
+  explicit DurationSample(const DurationWindow& w, bool read_cpu = false)
+      : w_(w), read_cpu_(read_cpu) {}
   // False once the window has ended.
   bool update(uint64_t now_ns, uint64_t count) {
     if (!begun_ && now_ns >= w_.sample_begin_ns) {
       begun_ = true;
       begin_ns_ = now_ns;
       begin_count_ = count;
+      if (read_cpu_) cpu_begin_ = read_cpu_times();
     }
     if (begun_ && !ended_ && now_ns >= w_.sample_end_ns) {
       ended_ = true;
       end_ns_ = now_ns;
       end_count_ = count;
+      if (read_cpu_) cpu_end_ = read_cpu_times();
     }
     return now_ns < w_.end_ns;
   }
+  double cpu_util() const { return ended_ ? perftest_cpu_util(cpu_begin_, cpu_end_) : 0; }
   bool sampled() const { return ended_; }  // the sampled part is over
   uint64_t count() const { return ended_ ? end_count_ - begin_count_ : 0; }
   uint64_t nanoseconds() const { return ended_ ? end_ns_ - begin_ns_ : 0; }
@@ -290,6 +306,8 @@ class DurationSample {
   bool begun_ = false;
   bool ended_ = false;
   uint64_t begin_ns_ = 0, end_ns_ = 0, begin_count_ = 0, end_count_ = 0;
+  bool read_cpu_ = false;
+  CpuTimes cpu_begin_{}, cpu_end_{};
 };
 
 const char* verb_name(TestKind t) {
@@ -318,10 +336,15 @@ void print_record(const char* side, const QpRecord& r) {
 
 const char* kRule = "---------------------------------------------------------------------------\n";
 
-void print_bw_header(bool gbits) { std::printf("%s\n", perftest_bw_header(gbits).c_str()); }
+// cpu: --cpu_util's column (the util this side measured, 0 when it sampled nothing, as
+// perftest's calc_cpu_util).
+void print_bw_header(bool gbits, bool cpu) {
+  std::printf("%s%s\n", perftest_bw_header(gbits).c_str(), perftest_cpu_util_header(cpu).c_str());
+}
 
-void print_bw_result(const PerftestReport& r, bool gbits) {
-  std::printf("%s\n", perftest_bw_line(r, gbits).c_str());
+void print_bw_result(const PerftestReport& r, bool gbits, bool cpu, double cpu_util) {
+  std::printf("%s%s\n", perftest_bw_line(r, gbits).c_str(),
+              perftest_cpu_util_column(cpu, cpu_util).c_str());
   std::fflush(stdout);
 }
 
@@ -494,6 +517,7 @@ class Session {
   uint64_t rx_last_ns_ = 0;     // when the last message arrived
   uint64_t handshake_ns_ = 0;   // when we sent our latest handshake record
   uint64_t last_progress_ns_ = 0;
+  double cpu_util_ = 0;  // --cpu_util: this side's, over its last -D sample
   // -D, latency, once the sampled part is over: an error completion means the peer has gone
   // (ib_write_lat 4.5 exits at its time, its QP with it), which ends our run instead of
   // failing it.
@@ -740,7 +764,8 @@ PerftestReport Session::bw_client(uint64_t size) {
   const auto t0 = std::chrono::steady_clock::now();
   for (QpSide& q : qps_) q.tx_posted = q.tx_outstanding = 0;
   note_progress();
-  DurationSample sample(perftest_duration_window(now_ns(), o_.duration_s, perftest_margin_s(o_)));
+  DurationSample sample(perftest_duration_window(now_ns(), o_.duration_s, perftest_margin_s(o_)),
+                        o_.cpu_util);
   for (;;) {
     // -D: post until the time is up, counting what completes in the sampled part.
     if (duration_ && !sample.update(now_ns(), tx_done_total_)) break;
@@ -765,6 +790,7 @@ PerftestReport Session::bw_client(uint64_t size) {
       reap();
       if (outstanding_total() == before) wait_completion("for the last messages sent");
     }
+    cpu_util_ = sample.cpu_util();
     return perftest_rate_report(size, sample.count(), sample.seconds(), sample.count(),
                                 o_.report_gbits);
   }
@@ -784,7 +810,8 @@ PerftestReport Session::bw_server(uint64_t size) {
       reap();
       if (rx_done_total_ == 0) wait_completion("for the peer's first message");
     }
-    DurationSample sample(perftest_duration_window(now_ns(), o_.duration_s, perftest_margin_s(o_)));
+    DurationSample sample(perftest_duration_window(now_ns(), o_.duration_s, perftest_margin_s(o_)),
+                          o_.cpu_util);
     for (;;) {
       const uint64_t now = now_ns();
       if (!sample.update(now, rx_done_total_)) break;
@@ -794,6 +821,7 @@ PerftestReport Session::bw_server(uint64_t size) {
         wait_completion_for(sample.wait_ms(now), "waiting for the peer's messages");
       }
     }
+    cpu_util_ = sample.cpu_util();
     return perftest_rate_report(size, sample.count(), sample.seconds(), sample.count(),
                                 o_.report_gbits);
   }
@@ -1148,7 +1176,7 @@ int Session::run() {
           if (lat) {
             std::printf("%s\n", (duration_ ? lat_duration_header() : lat_header()).c_str());
           } else {
-            print_bw_header(o_.report_gbits);
+            print_bw_header(o_.report_gbits, o_.cpu_util);
           }
           header = true;
         }
@@ -1164,7 +1192,7 @@ int Session::run() {
         } else {
           last = client_ ? bw_client(size) : bw_server(size);
           if (perftest_no_peak(o_, !client_)) last.bw_peak = 0;
-          print_bw_result(last, o_.report_gbits);
+          print_bw_result(last, o_.report_gbits, o_.cpu_util, cpu_util_);
           if (!duration_ && last.iterations != total_iters()) {
             fail("received " + std::to_string(last.iterations) + " messages of " +
                  std::to_string(size) + " B, expected " + std::to_string(total_iters()));
@@ -1189,10 +1217,11 @@ int Session::run() {
           both.bw_peak += theirs.bw_peak;
           both.bw_avg += theirs.bw_avg;
           both.msg_rate_mpps += theirs.msg_rate_mpps;
-          print_bw_result(both, o_.report_gbits);
+          print_bw_result(both, o_.report_gbits, o_.cpu_util, cpu_util_);
           if (o_.report_both) {
-            std::printf("%s",
-                        perftest_report_both_text(last, theirs, o_.report_gbits, kRule).c_str());
+            std::printf("%s", perftest_report_both_text(last, theirs, o_.report_gbits, kRule,
+                                                        o_.cpu_util ? cpu_util_ : -1)
+                                  .c_str());
             std::fflush(stdout);
           }
           break;
@@ -1209,8 +1238,8 @@ int Session::run() {
           if (!ok) fail("the client's report is malformed");
           last = theirs;
           std::printf("%s", kRule);
-          print_bw_header(o_.report_gbits);
-          print_bw_result(last, o_.report_gbits);
+          print_bw_header(o_.report_gbits, o_.cpu_util);
+          print_bw_result(last, o_.report_gbits, o_.cpu_util, cpu_util_);
           // -D: the client's count is its own; only the size is ours to compare.
           if ((!duration_ && last.iterations != total_iters()) ||
               last.size_bytes != sizes_.back()) {

@@ -1,6 +1,7 @@
 #include "perftest_wire.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -220,13 +221,47 @@ std::string perftest_bw_line(const PerftestReport& r, bool gbits) {
   return b;
 }
 
+bool parse_proc_stat_cpu(std::string_view line, CpuTimes& out) {
+  if (line.substr(0, 4) != "cpu ") return false;
+  uint64_t v[4] = {};
+  size_t at = 3;
+  for (uint64_t& f : v) {
+    while (at < line.size() && line[at] == ' ') ++at;
+    const char* b = line.data() + at;
+    const auto [p, ec] = std::from_chars(b, line.data() + line.size(), f);
+    if (ec != std::errc() || p == b) return false;
+    at = static_cast<size_t>(p - line.data());
+  }
+  out.user = v[0];
+  out.idle = v[3];
+  return true;
+}
+
+double perftest_cpu_util(const CpuTimes& begin, const CpuTimes& end) {
+  const double user = static_cast<double>(end.user) - static_cast<double>(begin.user);
+  const double idle = static_cast<double>(end.idle) - static_cast<double>(begin.idle);
+  if (user + idle <= 0 || user < 0 || idle < 0) return 0;
+  return user / (user + idle) * 100;
+}
+
+std::string perftest_cpu_util_header(bool on) { return on ? "    CPU_Util[%]" : ""; }
+
+std::string perftest_cpu_util_column(bool on, double util) {
+  if (!on) return "";
+  char b[64];
+  std::snprintf(b, sizeof(b), "\t    %-3.2f", util);
+  return b;
+}
+
 std::string perftest_report_both_text(const PerftestReport& mine, const PerftestReport& theirs,
-                                      bool gbits, const std::string& rule) {
+                                      bool gbits, const std::string& rule, double cpu_util) {
+  const bool cpu = cpu_util >= 0;
   std::string t;
   for (const auto& [title, r] :
        {std::pair{" Local results: ", &mine}, std::pair{" Remote results: ", &theirs}}) {
-    t += rule + "\n" + title + "\n" + rule + perftest_bw_header(gbits) + "\n" +
-         perftest_bw_line(*r, gbits) + "\n";
+    t += rule + "\n" + title + "\n" + rule + perftest_bw_header(gbits) +
+         perftest_cpu_util_header(cpu) + "\n" + perftest_bw_line(*r, gbits) +
+         perftest_cpu_util_column(cpu, cpu_util) + "\n";
   }
   return t;
 }

@@ -34,6 +34,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "exchange.h"
@@ -152,10 +153,25 @@ std::string perftest_bw_header(bool gbits);
 // The line is perftest's REPORT_FMT byte for byte (its spaces and tabs), or with --report_gbits
 // and an average below 0.1 Gb/sec its REPORT_FMT_EXT, six decimals (perftest's inc_accuracy).
 std::string perftest_bw_line(const PerftestReport& r, bool gbits);
+// --cpu_util (-D, bandwidth tests): perftest reads /proc/stat's first line ("cpu  USER NICE
+// SYSTEM IDLE ...") when its sample begins and ends, and reports USER's share of USER + IDLE
+// over it (calc_cpu_util), as a column after the message rate.
+struct CpuTimes {
+  uint64_t user = 0;
+  uint64_t idle = 0;
+};
+bool parse_proc_stat_cpu(std::string_view first_line, CpuTimes& out);  // false: not that line
+double perftest_cpu_util(const CpuTimes& begin, const CpuTimes& end);  // 0 when nothing moved
+// What --cpu_util adds to the header (RESULT_EXT_CPU_UTIL) and to a line (REPORT_EXT_CPU_UTIL);
+// "" without it.
+std::string perftest_cpu_util_header(bool on);
+std::string perftest_cpu_util_column(bool on, double util);
+
 // --report-both (-b): what perftest prints after the sum line: `rule`, " Local results: ", rule,
 // the header and this side's line, rule, " Remote results: ", rule, the header and the peer's.
+// `cpu_util` (< 0: no --cpu_util) goes after each line, as perftest's calc_cpu_util (its own).
 std::string perftest_report_both_text(const PerftestReport& mine, const PerftestReport& theirs,
-                                      bool gbits, const std::string& rule);
+                                      bool gbits, const std::string& rule, double cpu_util = -1);
 std::array<PerftestU64, kPerftestReportFields> perftest_report_messages(const PerftestReport& r);
 // False when a value is impossible (negative or not finite rates, size 0 or > 1 GiB).
 bool parse_perftest_report(const std::array<PerftestU64, kPerftestReportFields>& m,

@@ -656,3 +656,44 @@ TEST_CASE("--report-both: each direction's line after the sum, as perftest's -b"
   REQUIRE(r.notes.size() == 1);
   CHECK(r.notes[0].find("--report-both ignored without --perftest") != std::string::npos);
 }
+
+TEST_CASE("--cpu_util: perftest's CPU_Util[%] column on the bandwidth tests' -D lines") {
+  auto o = perftest_options(
+      {"write_bw", "h", "--perftest", "-x", "198.18.0.1", "-D", "4", "--cpu_util"});
+  CHECK(o.cpu_util);
+  // /proc/stat's first line: perftest takes the 1st number (user) and the 4th (idle).
+  CpuTimes a, b;
+  REQUIRE(parse_proc_stat_cpu("cpu  100 5 30 900 7 0 2 0 0 0\n", a));
+  CHECK(a.user == 100);
+  CHECK(a.idle == 900);
+  REQUIRE(parse_proc_stat_cpu("cpu  130 5 40 970 7 0 2 0 0 0", b));
+  CHECK(perftest_cpu_util(a, b) == Approx(30.0));  // 30 / (30 + 70)
+  CHECK(perftest_cpu_util(a, a) == 0.0);
+  CHECK_FALSE(parse_proc_stat_cpu("cpu0 1 2 3 4", a));
+  CHECK_FALSE(parse_proc_stat_cpu("cpu  1 2 x", a));
+  // RESULT_EXT_CPU_UTIL and REPORT_EXT_CPU_UTIL.
+  CHECK(perftest_cpu_util_header(true) == "    CPU_Util[%]");
+  CHECK(perftest_cpu_util_column(true, 30.0) == "\t    30.00");
+  CHECK(perftest_cpu_util_header(false).empty());
+  CHECK(perftest_cpu_util_column(false, 30.0).empty());
+  PerftestReport r;
+  r.size_bytes = 64;
+  r.iterations = 100;
+  CHECK(perftest_report_both_text(r, r, false, "-\n", 12.5).find("CPU_Util[%]\n") !=
+        std::string::npos);
+  // perftest: " CPU Utilization works only with Duration mode." Latency lines have no column
+  // here. A note each, and no column.
+  for (std::vector<const char*> args :
+       {std::vector<const char*>{"conduit-perf", "write_bw", "--perftest", "-x1.2.3.4",
+                                 "--cpu_util"},
+        std::vector<const char*>{"conduit-perf", "send_lat", "--perftest", "-x1.2.3.4", "-D", "4",
+                                 "--cpu_util"},
+        std::vector<const char*>{"conduit-perf", "write_bw", "-D", "4", "--cpu_util"}}) {
+    PerfOptions n;
+    const ParseResult pr = parse_args(static_cast<int>(args.size()), args.data(), n);
+    REQUIRE(pr.ok);
+    CHECK_FALSE(n.cpu_util);
+    REQUIRE(pr.notes.size() == 1);
+    CHECK(pr.notes[0].find("--cpu_util ignored") != std::string::npos);
+  }
+}
