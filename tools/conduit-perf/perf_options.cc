@@ -255,6 +255,23 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
       if (!flag(o.report_both)) return fail("option " + name + " takes no value");
       continue;
     }
+    if (is("-C", "--report-cycles")) {
+      return fail("option " + name +
+                  ": conduit-perf times with the monotonic clock and reports microseconds, not "
+                  "CPU cycles; drop " +
+                  name);
+    }
+    if (is("--run_infinitely", nullptr)) {
+      return fail(
+          "option --run_infinitely: conduit-perf runs for a count (-n) or a time: give -D SEC "
+          "(up to 86400) on both sides instead");
+    }
+    if (is("-L", "--hop_limit")) {
+      return fail("option " + name +
+                  ": perftest's hop limit is for its raw Ethernet QPs (it refuses it for RC "
+                  "too); conduit's packets carry TTL (hop limit) 64: drop " +
+                  name);
+    }
     if (is("-U", "--report-unsorted") || is("-H", "--report-histogram")) {
       return fail("option " + name +
                   ": conduit-perf prints the latency summary (with the 99% and 99.9% "
@@ -536,6 +553,13 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
     if (positional[1].empty() || positional[1].size() > 255) return fail("bad server address");
     o.server = std::string(positional[1]);
   }
+  if (o.sweep && have_size && o.perftest && !is_atomic(o.test)) {
+    // perftest: with -a the size is MAX_SIZE whatever -s said (force_dependecies): every size.
+    r.notes.push_back(
+        "option -s ignored: -a runs every size from 2 B to 8 MiB (as perftest's -a "
+        "overrides -s)");
+    have_size = false;
+  }
   if (o.sweep && have_size)
     return fail("-a (sweep all sizes) and -s (one size) exclude each other");
   if (o.iterations != 0 && o.duration_s != 0) {
@@ -816,7 +840,10 @@ perftest's options, taken so that perftest command lines run:
   --report-both          --perftest -b: after the sum of both directions, this
                          side's and the peer's own lines ("Local results",
                          "Remote results"), as perftest; nothing without -b
-Refused: -U and -H (the latency summary only). perftest's -x GID_INDEX, -S SL, -T TOS and -W COUNTERS are not
+Refused, saying why: -U and -H (the latency summary only), -C (microseconds, not
+cycles), -L (perftest's raw Ethernet hop limit) and --run_infinitely (give -D).
+With --perftest, -a and -s together run every size, as perftest's -a (a note says
+-s is ignored); conduit-perf's own mode refuses the pair. perftest's -x GID_INDEX, -S SL, -T TOS and -W COUNTERS are not
 these: conduit-perf's -x, -S, -T and -W (above) are its own. So that a perftest
 line does not run with them taken as ours, they are refused saying what to write:
 -x N, --gid-index N, --sl N, --tos N, --report-counters LIST and -W LIST always;

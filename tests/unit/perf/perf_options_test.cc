@@ -479,3 +479,37 @@ TEST_CASE(
   CHECK(parse({"send_bw", "h", "-W", "abc"}).error.find("--report-counters") != std::string::npos);
   CHECK(parse({"send_bw", "h", "-W", "0"}).error.find("from 1 to 3600") != std::string::npos);
 }
+
+TEST_CASE(
+    "perftest's -C, -L, --run_infinitely refused saying why; -a overrides -s with --perftest") {
+  struct Case {
+    std::vector<const char*> args;
+    const char* says;
+  };
+  const std::vector<Case> refused = {
+      {{"send_lat", "h", "--perftest", "-x", "1.2.3.4", "-C"}, "reports microseconds"},
+      {{"send_lat", "h", "--report-cycles"}, "not CPU cycles"},
+      {{"write_bw", "h", "--perftest", "-x", "1.2.3.4", "--run_infinitely"}, "give -D SEC"},
+      {{"send_bw", "h", "-L", "64"}, "raw Ethernet QPs"},
+      {{"send_bw", "h", "--hop_limit=3"}, "drop --hop_limit"},
+  };
+  for (const auto& c : refused) {
+    Parsed r = parse(c.args);
+    INFO(c.says);
+    CHECK_FALSE(r.ok);
+    CHECK(r.error.find(c.says) != std::string::npos);
+  }
+  // perftest's -a sets the size to its maximum whatever -s said: every size.
+  Parsed p = parse({"write_bw", "h", "--perftest", "-x", "1.2.3.4", "-a", "-s", "4096"});
+  INFO(p.error);
+  REQUIRE(p.ok);
+  CHECK(p.o.sizes.size() == 23);
+  CHECK(p.o.sizes.front() == 2);
+  p = parse({"send_lat", "h", "--perftest", "-x", "1.2.3.4", "-s", "64", "-a"});
+  REQUIRE(p.ok);
+  CHECK(p.o.sizes.size() == 23);
+  // conduit-perf's own mode (and the atomics, 8 bytes only) keep refusing the pair.
+  CHECK(parse({"send_bw", "-a", "-s", "4"}).error.find("exclude each other") != std::string::npos);
+  CHECK_FALSE(parse({"atomic_bw", "h", "--perftest", "-x", "1.2.3.4", "-a", "-s", "8"}).ok);
+  CHECK(conduit::perf::usage_text().find("-C (microseconds, not") != std::string::npos);
+}
