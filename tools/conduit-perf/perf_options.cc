@@ -606,10 +606,29 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
       return fail("--perftest runs at most " + std::to_string(kPerftestMaxQps) + " QPs (-q)");
     }
     if (!o.sweep && o.sizes.size() != 1) return fail("--perftest runs one size (-s) or -a");
-    if (o.check || o.json || o.events || o.cq_mod != 0) {
+    if (o.check || o.json) {
       return fail(
-          "--perftest does not do -c (--check), -J (--json), -e (--events) or -Q (--cq-mod): "
-          "perftest's exchange has no room for them");
+          "--perftest does not do -c (--check) or -J (--json): perftest's exchange has no room "
+          "for them");
+    }
+    if (o.events) {
+      // perftest's own limits on -e; otherwise it is what the session does already: it sleeps
+      // on its CQ whenever nothing has completed.
+      if (o.test == TestKind::kWriteBw || o.test == TestKind::kWriteLat) {
+        return fail(
+            "-e (--events) is not available on the WRITE tests (perftest: \"Events feature not "
+            "available on WRITE verb\")");
+      }
+      if (o.duration_s != 0) {
+        return fail(
+            "-e (--events) and -D exclude each other (perftest: \"Duration mode doesn't "
+            "work with events\")");
+      }
+    }
+    if (o.cq_mod != 0) {
+      r.notes.push_back("option -Q (--cq-mod) " + std::to_string(o.cq_mod) +
+                        " ignored: --perftest signals every send (it counts each completion)");
+      o.cq_mod = 0;
     }
     if (o.iterations != 0 && o.iterations < kPerftestMinIterations) {
       return fail("--perftest: perftest takes -n " + std::to_string(kPerftestMinIterations) +
@@ -780,8 +799,10 @@ Options:
                          QP) or (one size) -D seconds, -s one size or -a (every
                          test), bw tests -q up to 64 QPs; perftest does not
                          tell the server the client's -s/-a/-n/-D/-q: give both
-                         the same; bw tests -b (both send). Not with -c, -e,
-                         -Q, -J
+                         the same; bw tests -b (both send). Not with -c or -J;
+                         -e is taken (the session sleeps on its CQ between polls
+                         anyway; refused on WRITE tests and with -D, as perftest
+                         does), -Q is ignored with a note (every send signaled)
   -R, --rdma_cm          with --perftest, as perftest's -R: the exchange and every
                          QP connect through rdma_cm (the InfiniBand CM, to port -p
                          at SERVER, the peer's RoCE address); no TCP. Give the

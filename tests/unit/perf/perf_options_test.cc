@@ -294,16 +294,56 @@ TEST_CASE("--cm SERVICE connects through the connection manager; --sr needs it")
   CHECK_FALSE(parse({"send_bw"}).o.cm);
 }
 
-TEST_CASE("--perftest takes -Y (a local choice), not -e, -c, -J or -Q") {
+namespace {
+
+struct ParsedWithNotes {
+  bool ok;
+  std::string error;
+  std::vector<std::string> notes;
+  PerfOptions o;
+};
+
+ParsedWithNotes parse_notes(std::vector<const char*> args) {
+  args.insert(args.begin(), "conduit-perf");
+  ParsedWithNotes p;
+  auto r = parse_args(static_cast<int>(args.size()), args.data(), p.o);
+  p.ok = r.ok;
+  p.error = r.error;
+  p.notes = r.notes;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("--perftest takes -Y (a local choice), -e and -Q as perftest's, not -c or -J") {
   auto p = parse({"write_lat", "h", "--perftest", "-x", "198.18.0.1", "-Y"});
   REQUIRE(p.ok);
   CHECK(p.o.yield);
-  for (const char* opt : {"-e", "-c", "-J"}) {
+  for (const char* opt : {"-c", "-J"}) {
     CHECK(parse({"write_lat", "h", "--perftest", opt}).error.find("does not do") !=
           std::string::npos);
   }
-  CHECK(parse({"write_bw", "h", "--perftest", "-Q", "8"}).error.find("does not do") !=
-        std::string::npos);
+  // perftest's -e sleeps on the CQ, as the session does anyway; perftest refuses it on WRITE
+  // tests and with -D.
+  for (const char* t : {"send_bw", "read_bw", "send_lat", "read_lat", "atomic_bw"}) {
+    INFO(t);
+    auto e = parse({t, "h", "--perftest", "-x", "198.18.0.1", "-e"});
+    INFO(e.error);
+    CHECK(e.ok);
+  }
+  CHECK(parse({"write_bw", "h", "--perftest", "-x", "1.2.3.4", "-e"})
+            .error.find("not available on the WRITE tests") != std::string::npos);
+  CHECK(parse({"write_lat", "h", "--perftest", "-x", "1.2.3.4", "--events"})
+            .error.find("not available on the WRITE tests") != std::string::npos);
+  CHECK(parse({"send_bw", "h", "--perftest", "-x", "1.2.3.4", "-e", "-D", "4"})
+            .error.find("Duration mode doesn't work with events") != std::string::npos);
+  // -Q: perftest's completion moderation; every send is signaled here: a note.
+  auto q = parse_notes({"write_bw", "h", "--perftest", "-x", "198.18.0.1", "-Q", "8"});
+  INFO(q.error);
+  REQUIRE(q.ok);
+  CHECK(q.o.cq_mod == 0);
+  REQUIRE(q.notes.size() == 1);
+  CHECK(q.notes[0].find("-Q (--cq-mod) 8 ignored") != std::string::npos);
   // perftest's -c is the connection type: say which -c this is.
   CHECK(parse({"write_bw", "h", "--perftest", "-c"}).error.find("-c (--check)") !=
         std::string::npos);
@@ -340,27 +380,6 @@ TEST_CASE("read_lat is a latency test") {
   CHECK_FALSE(parse({"read_lat", "h", "-q", "2"}).ok);  // one QP, as the other latency tests
   CHECK_FALSE(parse({"read_lat", "h", "-b"}).ok);
 }
-
-namespace {
-
-struct ParsedWithNotes {
-  bool ok;
-  std::string error;
-  std::vector<std::string> notes;
-  PerfOptions o;
-};
-
-ParsedWithNotes parse_notes(std::vector<const char*> args) {
-  args.insert(args.begin(), "conduit-perf");
-  ParsedWithNotes p;
-  auto r = parse_args(static_cast<int>(args.size()), args.data(), p.o);
-  p.ok = r.ok;
-  p.error = r.error;
-  p.notes = r.notes;
-  return p;
-}
-
-}  // namespace
 
 TEST_CASE("perftest's hardware options: taken, ignored with a note, or refused with the reason") {
   // A typical perftest script line runs as it is.
