@@ -1174,7 +1174,8 @@ int Session::run() {
         if (!header) {
           std::printf("%s", kRule);
           if (lat) {
-            std::printf("%s\n", (duration_ ? lat_duration_header() : lat_header()).c_str());
+            std::printf("%s\n",
+                        (duration_ ? lat_duration_header() : perftest_lat_header()).c_str());
           } else {
             print_bw_header(o_.report_gbits, o_.cpu_util);
           }
@@ -1182,8 +1183,9 @@ int Session::run() {
         }
         if (lat) {
           const LatOutcome r = latency(size);
-          std::printf("%s\n",
-                      (duration_ ? lat_duration_line(r.duration) : lat_line(r.iters)).c_str());
+          std::printf(
+              "%s\n",
+              (duration_ ? lat_duration_line(r.duration) : perftest_lat_line(r.iters)).c_str());
           std::fflush(stdout);
         } else if (duplex_) {
           // -b: both sides send; the line comes with the reports (mine plus the peer's).

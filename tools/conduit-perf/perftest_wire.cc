@@ -221,6 +221,22 @@ std::string perftest_bw_line(const PerftestReport& r, bool gbits) {
   return b;
 }
 
+std::string perftest_lat_header() {
+  return " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    "
+         "t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] ";
+}
+
+std::string perftest_lat_line(const LatResult& r) {
+  char b[256];
+  std::snprintf(
+      b, sizeof(b),
+      " %-7llu %llu          %-7.2f        %-7.2f      %-7.2f  \t       %-7.2f     \t%-7.2f"
+      "\t\t%-7.2f \t\t%-7.2f",
+      static_cast<unsigned long long>(r.size_bytes), static_cast<unsigned long long>(r.iterations),
+      r.min_us, r.max_us, r.typical_us, r.avg_us, r.stdev_us, r.p99_us, r.p999_us);
+  return b;
+}
+
 bool parse_proc_stat_cpu(std::string_view line, CpuTimes& out) {
   if (line.substr(0, 4) != "cpu ") return false;
   uint64_t v[4] = {};

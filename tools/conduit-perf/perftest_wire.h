@@ -39,6 +39,7 @@
 
 #include "exchange.h"
 #include "perf_options.h"
+#include "perf_report.h"
 
 namespace conduit::perf {
 
@@ -153,6 +154,11 @@ std::string perftest_bw_header(bool gbits);
 // The line is perftest's REPORT_FMT byte for byte (its spaces and tabs), or with --report_gbits
 // and an average below 0.1 Gb/sec its REPORT_FMT_EXT, six decimals (perftest's inc_accuracy).
 std::string perftest_bw_line(const PerftestReport& r, bool gbits);
+// perftest's latency header and line byte for byte (RESULT_FMT_LAT with its trailing space,
+// REPORT_FMT_LAT with its tabs), for the -n latency report.
+std::string perftest_lat_header();
+std::string perftest_lat_line(const LatResult& r);
+
 // --cpu_util (-D, bandwidth tests): perftest reads /proc/stat's first line ("cpu  USER NICE
 // SYSTEM IDLE ...") when its sample begins and ends, and reports USER's share of USER + IDLE
 // over it (calc_cpu_util), as a column after the message rate.

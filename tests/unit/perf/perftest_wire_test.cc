@@ -697,3 +697,23 @@ TEST_CASE("--cpu_util: perftest's CPU_Util[%] column on the bandwidth tests' -D 
     CHECK(pr.notes[0].find("--cpu_util ignored") != std::string::npos);
   }
 }
+
+TEST_CASE("perftest's latency report lines, byte for byte") {
+  // RESULT_FMT_LAT (with its trailing space) and REPORT_FMT_LAT (with its tabs).
+  CHECK(perftest_lat_header() ==
+        " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    "
+        "t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] ");
+  conduit::perf::LatResult r;
+  r.size_bytes = 2;
+  r.iterations = 1000;
+  r.min_us = 1.5;
+  r.max_us = 20.25;
+  r.typical_us = 2;
+  r.avg_us = 2.25;
+  r.stdev_us = 0.5;
+  r.p99_us = 4;
+  r.p999_us = 19;
+  CHECK(perftest_lat_line(r) ==
+        " 2       1000          1.50           20.25        2.00     \t       2.25        \t0.50   "
+        "\t\t4.00    \t\t19.00  ");
+}
