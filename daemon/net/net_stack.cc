@@ -285,8 +285,10 @@ RxResult NetStack::on_arp(std::span<const uint8_t> frame, size_t l3, uint64_t no
   }
   // Of several different answers back to back (proxy agents) the first wins, as in Linux's
   // arp_process: a new MAC inside the table's locktime is taken only from a gratuitous ARP
-  // (sender address = target address) or a request addressed to us.
-  const bool gratuitous = sender_ip == target_ip;
+  // (sender address = target address; a reply also names the sender's MAC as target MAC,
+  // RFC 5227 section 3 and Linux's arp_is_garp) or a request addressed to us.
+  const bool gratuitous =
+      sender_ip == target_ip && (op == kArpOpRequest || arp->target_mac == arp->sender_mac);
   if (target_ip != config_.addr) {
     // Not for us, but an existing entry may still be refreshed (RFC 826
     // merge); no entry is created, so a flood cannot fill the table.

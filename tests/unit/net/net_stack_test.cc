@@ -730,3 +730,27 @@ TEST_CASE("Of two ARP replies back to back the first wins; a gratuitous ARP stil
   CHECK(s.resolve(kPeerIp, 90 + kSec).mac == proxy);
   CHECK(s.neighbours().counters().locktime_ignored == 2);
 }
+
+TEST_CASE("A gratuitous ARP reply names its sender's MAC as target MAC too", "[stack][arp]") {
+  // RFC 5227 section 3 / Linux's arp_is_garp: an ARP reply is gratuitous (and may move a MAC
+  // inside the locktime) only when, besides sender address = target address, its target MAC
+  // is the sender MAC. Anything else is an ordinary reply, held to the locktime.
+  NetStack s(base_config());
+  const MacAddr proxy{{0x02, 0, 0, 0, 0, 0x44}};
+  const MacAddr moved{{0x02, 0, 0, 0, 0, 0x33}};
+  CHECK(s.resolve(kPeerIp, 0, 1).status == NeighbourTable::Resolve::kQueued);
+  receive(s, arp_frame(2, kOurMac, kPeerMac, kPeerIp, kOurMac, kOurIp), 10);
+  take_all(s);
+  const uint64_t g0 = s.generation();
+  // Sender = target address, but the target MAC is not the sender's: not gratuitous.
+  receive(s, arp_frame(2, MacAddr::broadcast(), proxy, kPeerIp, MacAddr{}, kPeerIp), 20);
+  receive(s, arp_frame(2, MacAddr::broadcast(), proxy, kPeerIp, kOurMac, kPeerIp), 30);
+  CHECK(s.resolve(kPeerIp, 40).mac == kPeerMac);
+  CHECK(s.neighbours().counters().locktime_ignored == 2);
+  CHECK(s.generation() == g0);
+  // A gratuitous reply (target MAC = sender MAC) moves it inside the locktime.
+  receive(s, arp_frame(2, MacAddr::broadcast(), moved, kPeerIp, moved, kPeerIp), 50);
+  CHECK(s.resolve(kPeerIp, 60).mac == moved);
+  CHECK(s.neighbours().counters().locktime_ignored == 2);
+  CHECK(s.generation() != g0);
+}
