@@ -216,7 +216,7 @@ NeighbourResolveResult NeighbourTableT<Addr>::resolve(const Addr& ip, uint64_t n
 
 template <class Addr>
 void NeighbourTableT<Addr>::learn(const Addr& ip, MacAddr mac, uint64_t now_ns, bool create,
-                                  std::vector<Event>& events, bool override) {
+                                  std::vector<Event>& events, bool override, NeighbourProof proof) {
   if (!is_unicast_ip(ip) || !is_unicast_mac(mac)) return;
   int32_t idx = lookup(ip);
   if (idx < 0) {
@@ -238,6 +238,13 @@ void NeighbourTableT<Addr>::learn(const Addr& ip, MacAddr mac, uint64_t now_ns, 
     ++counters_.locktime_ignored;  // a second answer right after the first: the first stays
     return;
   }
+  const bool stale = proof == NeighbourProof::kStale;
+  if (stale && e.state == NeighbourState::kReachable && !new_mac) {
+    // The MAC we know, from a packet that does not prove the neighbour is there: its state
+    // and lifetime stay as they are (a request flood must not keep a dead entry alive).
+    e.last_used_ns = now_ns;
+    return;
+  }
   const bool was_incomplete = e.state == NeighbourState::kIncomplete && e.requests_sent > 0;
   // A new MAC for a known neighbour (its NIC replaced, a failover); the same one is only a
   // refresh.
@@ -248,7 +255,9 @@ void NeighbourTableT<Addr>::learn(const Addr& ip, MacAddr mac, uint64_t now_ns, 
   e.requests_sent = 0;
   e.refresh_sent = false;
   e.last_used_ns = now_ns;
-  e.deadline_ns = now_ns + config_.reachable_ns;
+  // STALE: in its last refresh window (see mark_stale), so its next use probes it.
+  e.deadline_ns = now_ns + (stale ? config_.refresh_window_ns : config_.reachable_ns);
+  if (stale) ++counters_.learned_stale;
   arm(e.deadline_ns);
   if (was_incomplete) {
     ++counters_.resolved;

@@ -19,6 +19,9 @@
 // STALE (a MAC in doubt, probed on its next use) is a reachable entry moved
 // into its last refresh window (mark_stale): used, it is probed at once; not
 // confirmed within the window, it ages out and the next use resolves afresh.
+// A MAC learned from a packet that does not prove the neighbour reachable (its
+// request, an RA, an unsolicited NA: NeighbourProof::kStale) makes the entry
+// STALE that way when the MAC is new; the MAC already known leaves it as it is.
 //
 // Eviction: an entry created only because a peer asked us (learn with
 // create: an ARP request, an NS) is evictable until resolve() uses it; when
@@ -77,6 +80,12 @@ enum class NeighbourEventKind : uint8_t {
   kDropQueued,      // `frame` was waiting and its resolution failed: free it
 };
 
+// What a packet that names a neighbour's MAC proves (the state Linux's neigh_update is asked
+// for): an answer to our request (a unicast ARP reply, a solicited NA) proves the neighbour
+// reachable; anything else (an ARP request or broadcast reply, an NS, an RA, an unsolicited NA)
+// only that the MAC was the sender's when it was sent (RFC 4861 sections 7.2.3 to 7.2.5, 6.3.4).
+enum class NeighbourProof : uint8_t { kReachable, kStale };
+
 template <class Addr>
 struct NeighbourEventT {
   using Kind = NeighbourEventKind;
@@ -105,7 +114,7 @@ using NeighbourInfo6 = NeighbourInfoT<Ipv6Addr>;
 
 struct NeighbourCounters {
   uint64_t requests_sent = 0;
-  uint64_t resolved = 0;        // incomplete -> reachable
+  uint64_t resolved = 0;        // incomplete -> a MAC known (reachable, or stale)
   uint64_t resolve_failed = 0;  // max_requests sent without a reply
   uint64_t frames_queued = 0;
   uint64_t frames_released = 0;
@@ -118,6 +127,7 @@ struct NeighbourCounters {
   uint64_t static_conflicts = 0;  // ARP/NDP claimed a static neighbour's IP with another MAC
   uint64_t marked_stale = 0;      // reachable entries put in doubt (mark_stale), to be probed
   uint64_t locktime_ignored = 0;  // learn() without override: another MAC inside the locktime
+  uint64_t learned_stale = 0;     // learn(kStale) gave an entry a MAC (new, changed or resolved)
 };
 
 // Shared by both families, so NeighbourTable::ResolveResult and
@@ -155,8 +165,12 @@ class NeighbourTableT {
   // never change. Without `override`, a reachable entry changed (resolved, or given a new
   // MAC) less than locktime_ns ago keeps its MAC (counted in locktime_ignored): ARP replies
   // and others' requests; gratuitous ARPs, requests to us and NDP override.
+  // kReachable: the entry is reachable for a lifetime from now. kStale: a new MAC (a new
+  // entry, a changed one, an incomplete one resolved) is STALE: in its last refresh window,
+  // probed on its next use (counted in learned_stale); the MAC already known changes nothing,
+  // the entry's lifetime included (Linux's neigh_update keeps the state).
   void learn(const Addr& ip, MacAddr mac, uint64_t now_ns, bool create, std::vector<Event>& events,
-             bool override = true);
+             bool override = true, NeighbourProof proof = NeighbourProof::kReachable);
 
   // A peer claimed ip at another MAC without the right to override the known one (an NA
   // without the Override flag, RFC 4861 section 7.2.5: REACHABLE becomes STALE, the cached

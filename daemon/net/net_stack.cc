@@ -257,7 +257,7 @@ RxResult NetStack::on_rx_frame(std::span<const uint8_t> frame, uint64_t now_ns,
   }
   if (eth->dst != config_.mac && !eth->dst.is_broadcast()) return drop(RxDrop::kNotOurMac);
 
-  if (ether_type == kEtherTypeArp) return on_arp(frame, l3, now_ns, reply);
+  if (ether_type == kEtherTypeArp) return on_arp(frame, *eth, l3, now_ns, reply);
   // Broadcast MAC carries only ARP for us; IPv4 to ff:ff.. is not ours.
   if (ether_type == kEtherTypeIpv4) {
     if (eth->dst != config_.mac) return drop(RxDrop::kNotOurMac);
@@ -266,8 +266,8 @@ RxResult NetStack::on_rx_frame(std::span<const uint8_t> frame, uint64_t now_ns,
   return drop(RxDrop::kUnknownEtherType);
 }
 
-RxResult NetStack::on_arp(std::span<const uint8_t> frame, size_t l3, uint64_t now_ns,
-                          std::span<uint8_t> reply) {
+RxResult NetStack::on_arp(std::span<const uint8_t> frame, const EthernetHeader& eth, size_t l3,
+                          uint64_t now_ns, std::span<uint8_t> reply) {
   const auto arp = load_header<ArpPacket>(frame, l3);
   if (!arp || arp->hw_type.host() != kArpHwEthernet || arp->proto_type.host() != kEtherTypeIpv4 ||
       arp->hw_len != 6 || arp->proto_len != 4) {
@@ -289,19 +289,24 @@ RxResult NetStack::on_arp(std::span<const uint8_t> frame, size_t l3, uint64_t no
   // RFC 5227 section 3 and Linux's arp_is_garp) or a request addressed to us.
   const bool gratuitous =
       sender_ip == target_ip && (op == kArpOpRequest || arp->target_mac == arp->sender_mac);
+  // Only a reply sent to us proves the sender reachable; requests and broadcast replies
+  // (gratuitous ARPs) only name its MAC, which is then STALE until confirmed (arp_process).
+  const NeighbourProof proof = op == kArpOpReply && eth.dst == config_.mac
+                                   ? NeighbourProof::kReachable
+                                   : NeighbourProof::kStale;
   if (target_ip != config_.addr) {
     // Not for us, but an existing entry may still be refreshed (RFC 826
     // merge); no entry is created, so a flood cannot fill the table.
     if (!probe && on_link(sender_ip)) {
       neighbours_.learn(sender_ip, arp->sender_mac, now_ns, /*create=*/false, scratch4_,
-                        /*override=*/gratuitous);
+                        /*override=*/gratuitous, proof);
       flush_events4();
     }
     return drop(RxDrop::kArpNotForUs);
   }
   if (!probe && on_link(sender_ip)) {
     neighbours_.learn(sender_ip, arp->sender_mac, now_ns, /*create=*/op == kArpOpRequest, scratch4_,
-                      /*override=*/op == kArpOpRequest);
+                      /*override=*/op == kArpOpRequest, proof);
     // The gateway's request made its entry: ours all the same, a flood may not evict it.
     if (config_.gateway == sender_ip) neighbours_.keep(sender_ip);
     flush_events4();
@@ -929,11 +934,12 @@ RxResult NetStack::on_ns(std::span<const uint8_t> frame, const EthernetHeader& e
   if (!dad && !is_unicast_mac(eth.src)) return drop(RxDrop::kNdpMalformed);
   if (target != *config_.addr6) return drop(RxDrop::kNdpNotForUs);
   ++counters_.rx_ns;
-  // Learn the sender (RFC 4861 section 7.2.3): kept reachable like an ARP
-  // requester, but evictable, as STALE would be, so an NS flood cannot fill
-  // the table. Only on-link senders: others are never next hops.
+  // Learn the sender (RFC 4861 section 7.2.3): STALE when its MAC is new (probed on its next
+  // use), and evictable, so an NS flood cannot fill the table. Only on-link senders: others
+  // are never next hops.
   if (!dad && slla && on_link6(src)) {
-    neighbours6_.learn(src, *slla, now_ns, /*create=*/true, scratch6_);
+    neighbours6_.learn(src, *slla, now_ns, /*create=*/true, scratch6_, /*override=*/true,
+                       NeighbourProof::kStale);
     if (keeps_router6(src)) neighbours6_.keep(src);  // (as in on_arp)
     flush_events6();
   }
@@ -973,7 +979,9 @@ RxResult NetStack::on_na(std::span<const uint8_t> frame, const Ipv6Header& ip, s
   }
   ++counters_.rx_na;
   // RFC 4861 section 7.2.5: never create an entry; fill an incomplete one (which needs the
-  // TLLA); change a known MAC only when Override is set. Another MAC without Override puts a
+  // TLLA); change a known MAC only when Override is set; only a solicited NA proves the
+  // neighbour reachable (an unsolicited one's new MAC is STALE, its known MAC changes
+  // nothing, as in Linux's ndisc_recv_na). Another MAC without Override puts a
   // reachable entry in doubt (STALE: the cached MAC kept, probed on its next use). Without a
   // TLLA a solicited NA confirms the cached MAC: Linux answers a unicast NS (our refresh) with
   // S set and neither Override nor a TLLA (ndisc_recv_ns: both only for multicast NSs).
@@ -983,7 +991,10 @@ RxResult NetStack::on_na(std::span<const uint8_t> frame, const Ipv6Header& ip, s
     const bool dynamic = known->state != NeighbourState::kStatic;
     bool updated = false;  // the RFC's "MUST update the Neighbor Cache entry" case
     if (tlla && (!reachable || (flags & kNaFlagOverride) != 0 || known->mac == *tlla)) {
-      neighbours6_.learn(target, *tlla, now_ns, /*create=*/false, scratch6_);  // (static: kept)
+      neighbours6_.learn(target, *tlla, now_ns, /*create=*/false, scratch6_, /*override=*/true,
+                         (flags & kNaFlagSolicited) != 0
+                             ? NeighbourProof::kReachable
+                             : NeighbourProof::kStale);  // (static: kept)
       flush_events6();
       updated = dynamic;
     } else if (tlla) {
@@ -1024,12 +1035,14 @@ RxResult NetStack::on_ra(std::span<const uint8_t> frame, const EthernetHeader& e
   ++counters_.rx_ra;
   const uint16_t lifetime_s = ra->router_lifetime_s.host();
   // Section 6.3.4: the router's link-layer address goes into the neighbour
-  // table (an entry is made for a default router), and a lifetime of 0
-  // withdraws it as a default router. Its on-link prefixes add to the
-  // policy's, and its MTU option may lower the link MTU.
+  // table (an entry is made for a default router; a new MAC is STALE, as
+  // the RA does not prove it reachable), and a lifetime of 0 withdraws it
+  // as a default router. Its on-link prefixes add to the policy's, and its
+  // MTU option may lower the link MTU.
   learn_ra_options(frame.subspan(l4 + sizeof(NdpRouterAdvertisement)), now_ns);
   if (slla) {
-    neighbours6_.learn(src, *slla, now_ns, /*create=*/lifetime_s > 0, scratch6_);
+    neighbours6_.learn(src, *slla, now_ns, /*create=*/lifetime_s > 0, scratch6_,
+                       /*override=*/true, NeighbourProof::kStale);
     flush_events6();
   }
   if (lifetime_s > 0) {

@@ -334,8 +334,8 @@ class NetStack {
 
   RxResult drop(RxDrop reason);
   // Each step gets the headers already copied and checked by the one before.
-  RxResult on_arp(std::span<const uint8_t> frame, size_t l3, uint64_t now_ns,
-                  std::span<uint8_t> reply);
+  RxResult on_arp(std::span<const uint8_t> frame, const EthernetHeader& eth, size_t l3,
+                  uint64_t now_ns, std::span<uint8_t> reply);
   RxResult on_ipv4(std::span<const uint8_t> frame, const EthernetHeader& eth, size_t l3,
                    std::span<uint8_t> reply);
   RxResult on_icmp(std::span<const uint8_t> frame, const EthernetHeader& eth, const Ipv4Header& ip,

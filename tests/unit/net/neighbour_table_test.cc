@@ -607,3 +607,73 @@ TEST_CASE("Without override, another MAC inside the locktime of the last change 
   CHECK(t.find(ip)->mac == kPeerMac);
   CHECK(t.generation() == gen + 2);
 }
+
+TEST_CASE(
+    "A MAC learned without proof of reachability is STALE when new; the known one changes "
+    "nothing",
+    "[neigh][generation]") {
+  NeighbourTable t(small_config());  // reachable 30 s, refresh window 5 s, retry 1 s
+  std::vector<NeighbourEvent> ev;
+  constexpr auto kStale = NeighbourProof::kStale;
+  const Ipv4Addr asker = Ipv4Addr::from_octets(198, 18, 1, 1);
+  const Ipv4Addr hop = Ipv4Addr::from_octets(198, 18, 1, 2);
+  const Ipv4Addr waiting = Ipv4Addr::from_octets(198, 18, 1, 3);
+  const MacAddr moved{{0x02, 0, 0, 0, 0, 0x33}};
+
+  // A peer's request makes its entry STALE (RFC 4861 7.2.3, Linux's neigh_event_ns): in its
+  // last window, so the first use probes it (unicast) while using the MAC.
+  t.learn(asker, kPeerMac, kSec, /*create=*/true, ev, /*override=*/true, kStale);
+  REQUIRE(t.find(asker));
+  CHECK(t.find(asker)->deadline_ns == 6 * kSec);
+  CHECK(t.find(asker)->evictable);
+  CHECK(t.counters().learned_stale == 1);
+  auto r = t.resolve(asker, 2 * kSec, kNoFrame, ev);
+  CHECK(r.status == Resolve::kResolved);
+  CHECK(r.mac == kPeerMac);
+  REQUIRE(ev.size() == 1);
+  CHECK(ev[0].kind == Kind::kSendRequest);
+  CHECK(ev[0].mac == kPeerMac);
+  ev.clear();
+  // Its answer proves it: reachable for a lifetime.
+  t.learn(asker, kPeerMac, 2 * kSec, false, ev);
+  CHECK(t.find(asker)->deadline_ns == 32 * kSec);
+
+  // A reachable entry: the same MAC without proof leaves it as it is (no longer lifetime).
+  CHECK(t.resolve(hop, 0, kNoFrame, ev).status == Resolve::kQueued);
+  t.learn(hop, kPeerMac, 0, false, ev);
+  REQUIRE(t.find(hop)->deadline_ns == 30 * kSec);
+  const uint64_t gen = t.generation();
+  t.learn(hop, kPeerMac, 10 * kSec, false, ev, true, kStale);
+  CHECK(t.find(hop)->deadline_ns == 30 * kSec);
+  CHECK(t.generation() == gen);
+  CHECK(t.counters().learned_stale == 1);
+  // A new MAC without proof is taken, STALE: the generation moves, the next use probes it.
+  t.learn(hop, moved, 11 * kSec, false, ev, true, kStale);
+  CHECK(t.find(hop)->mac == moved);
+  CHECK(t.find(hop)->deadline_ns == 16 * kSec);
+  CHECK(t.generation() == gen + 1);
+  CHECK(t.counters().learned_stale == 2);
+  ev.clear();
+  CHECK(t.resolve(hop, 12 * kSec, kNoFrame, ev).mac == moved);
+  REQUIRE(ev.size() == 1);
+  CHECK(ev[0].mac == moved);
+  // Unconfirmed, it ages out at the end of the window.
+  t.poll(16 * kSec, ev);
+  CHECK_FALSE(t.find(hop));
+
+  // An incomplete entry takes the MAC (its frames go) and is STALE.
+  ev.clear();
+  CHECK(t.resolve(waiting, 20 * kSec, 7, ev).status == Resolve::kQueued);
+  ev.clear();
+  t.learn(waiting, kGwMac, 20 * kSec + 10, false, ev, true, kStale);
+  REQUIRE(ev.size() == 1);
+  CHECK(ev[0].kind == Kind::kTransmitQueued);
+  CHECK(ev[0].mac == kGwMac);
+  CHECK(t.find(waiting)->deadline_ns == 25 * kSec + 10);
+  CHECK(t.counters().resolved == 2);  // hop, waiting (asker was never resolving)
+  ev.clear();
+  CHECK(t.resolve(waiting, 21 * kSec, kNoFrame, ev).status == Resolve::kResolved);
+  REQUIRE(ev.size() == 1);
+  CHECK(ev[0].kind == Kind::kSendRequest);
+  CHECK(ev[0].mac == kGwMac);
+}

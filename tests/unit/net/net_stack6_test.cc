@@ -79,15 +79,19 @@ TEST_CASE("NS for our address gets an exact NA", "[stack6][ndp]") {
   check_ndp(r, 14, 136, 0x60000000u, kPeerIp6, kOurIp6);  // Solicited | Override
   CHECK(s.counters().rx_ns == 1);
   CHECK(s.counters().tx_na == 1);
-  // The solicitor's SLLA was learned (created: RFC 4861 7.2.3).
+  // The solicitor's SLLA was learned (created: RFC 4861 7.2.3), STALE: an NS does not prove
+  // the solicitor reachable, so the entry's first use sends it a unicast NS (and uses it).
   const auto n = s.neighbours6().find(kPeerIp6);
   REQUIRE(n);
   CHECK(n->mac == kPeerMac);
   CHECK(n->state == NeighbourState::kReachable);
+  CHECK(n->deadline_ns == 5 + NeighbourConfig{}.refresh_window_ns);
   const auto res = s.resolve6(kPeerIp6, 6, 77);
   CHECK(res.status == Resolve::kResolved);
   CHECK(res.mac == kPeerMac);
-  CHECK(s.pending_actions() == 0);
+  const auto probe = take_all(s);
+  REQUIRE(probe.size() == 1);
+  check_ndp(bytes_of(probe[0]), 14, 135, 0, kPeerIp6, kPeerIp6);
 }
 
 TEST_CASE("NS unicast to our address without SLLA is answered, nothing learned", "[stack6][ndp]") {
@@ -261,7 +265,8 @@ TEST_CASE("A refresh answered as Linux answers it (S, no Override, no TLLA) conf
   c.neighbour.reachable_ns = 30 * kSec;
   c.neighbour.refresh_window_ns = 5 * kSec;
   NetStack s(c);
-  receive(s, ns_for_us(), 0);  // learns the peer, reachable until 30 s
+  s.resolve6(kPeerIp6, 0);  // resolved: reachable until 30 s
+  receive(s, na_frame(0x60000000u, kPeerIp6, lla_option(2, kPeerMac), Ip6Opts{}), 0);
   take_all(s);
   CHECK(s.resolve6(kPeerIp6, 26 * kSec).status == Resolve::kResolved);
   REQUIRE(take_all(s).size() == 1);  // the unicast NS
@@ -271,7 +276,7 @@ TEST_CASE("A refresh answered as Linux answers it (S, no Override, no TLLA) conf
   CHECK(s.neighbours6().find(kPeerIp6)->deadline_ns == 30 * kSec);
   // Linux's answer to a unicast NS (ndisc_recv_ns): Solicited, no Override, no TLLA.
   receive(s, na_frame(0x40000000u, kPeerIp6, {}, Ip6Opts{}), 27 * kSec);
-  CHECK(s.counters().rx_na == 2);
+  CHECK(s.counters().rx_na == 3);
   CHECK(s.neighbours6().find(kPeerIp6)->deadline_ns == 57 * kSec);
   CHECK(s.neighbours6().find(kPeerIp6)->mac == kPeerMac);
   s.poll_timers(31 * kSec);
@@ -293,7 +298,8 @@ TEST_CASE("NS refresh of a reachable entry goes unicast", "[stack6][ndp]") {
   c.neighbour.reachable_ns = 30 * kSec;
   c.neighbour.refresh_window_ns = 5 * kSec;
   NetStack s(c);
-  receive(s, ns_for_us(), 0);  // learns the peer, reachable until 30 s
+  s.resolve6(kPeerIp6, 0);  // resolved: reachable until 30 s
+  receive(s, na_frame(0x60000000u, kPeerIp6, lla_option(2, kPeerMac), Ip6Opts{}), 0);
   take_all(s);
   CHECK(s.resolve6(kPeerIp6, 26 * kSec).status == Resolve::kResolved);
   const auto actions = take_all(s);
@@ -909,6 +915,12 @@ TEST_CASE("Router discovery: a router that withdraws, is replaced or times out l
             RxVerdict::kConsumed);
     REQUIRE(s.learned_router6() == kGwIp6);
     REQUIRE_FALSE(s.neighbours6().find(kGwIp6)->evictable);
+    // Confirmed by its answer to our probe (R | S): reachable for 60 s.
+    Ip6Opts from_gw;
+    from_gw.src = kGwIp6;
+    from_gw.eth_src = kGwMac;
+    receive(s, na_frame(0xC0000000u, kGwIp6, {}, from_gw), 0);
+    REQUIRE(s.neighbours6().find(kGwIp6)->deadline_ns == NeighbourConfig{}.reachable_ns);
     if (how == 0) {
       receive(s, ra_frame(kGwIp6, 0, lla_option(1, kGwMac)), kSec);
       CHECK_FALSE(s.learned_router6());
@@ -1276,4 +1288,50 @@ TEST_CASE("Router discovery: an NA from the RA's router without the Router flag 
   NetStack g6(config6());
   receive(g6, na_frame(0x60000000u, kGwIp6, lla_option(2, kGwMac), from_gw), kSec);
   CHECK(g6.next_hop6(kRemoteIp6) == kGwIp6);
+}
+
+TEST_CASE("NS, RA and unsolicited NA make a new MAC STALE; the known MAC keeps its state",
+          "[stack6][ndp][generation]") {
+  // Linux's ndisc_recv_ns, ndisc_router_discovery and ndisc_recv_na update to NUD_STALE; only
+  // a solicited NA to NUD_REACHABLE (RFC 4861 7.2.3 to 7.2.5, 6.3.4).
+  NetStackConfig c = config6();
+  c.gateway6.reset();
+  NetStack s(c);
+  const uint64_t reachable = c.neighbour.reachable_ns;
+  const uint64_t window = c.neighbour.refresh_window_ns;
+  const MacAddr moved{{0x02, 0, 0, 0, 0, 0x33}};
+  s.resolve6(kPeerIp6, 0);
+  receive(s, na_frame(0x60000000u, kPeerIp6, lla_option(2, kPeerMac), Ip6Opts{}), 10);
+  take_all(s);
+  REQUIRE(s.neighbours6().find(kPeerIp6)->deadline_ns == 10 + reachable);
+  const uint64_t g0 = s.generation();
+  // Its NS and an unsolicited NA (Override) with the MAC we know: nothing changes.
+  receive(s, ns_for_us(), kSec);
+  receive(s, na_frame(0x20000000u, kPeerIp6, lla_option(2, kPeerMac), Ip6Opts{}), 2 * kSec);
+  CHECK(s.neighbours6().find(kPeerIp6)->deadline_ns == 10 + reachable);
+  CHECK(s.generation() == g0);
+  // An unsolicited NA (Override) with a new MAC: taken, STALE.
+  receive(s, na_frame(0x20000000u, kPeerIp6, lla_option(2, moved), Ip6Opts{}), 3 * kSec);
+  CHECK(s.neighbours6().find(kPeerIp6)->mac == moved);
+  CHECK(s.neighbours6().find(kPeerIp6)->deadline_ns == 3 * kSec + window);
+  CHECK(s.generation() == g0 + 1);
+  // A solicited one (the answer to the probe) confirms it.
+  receive(s, na_frame(0x40000000u, kPeerIp6, lla_option(2, moved), Ip6Opts{}), 4 * kSec);
+  CHECK(s.neighbours6().find(kPeerIp6)->deadline_ns == 4 * kSec + reachable);
+  // Its NS from the old MAC again: taken (NS override), STALE.
+  receive(s, ns_for_us(), 5 * kSec);
+  CHECK(s.neighbours6().find(kPeerIp6)->mac == kPeerMac);
+  CHECK(s.neighbours6().find(kPeerIp6)->deadline_ns == 5 * kSec + window);
+  // An RA makes its router's entry STALE.
+  receive(s, ra_frame(kGwIp6, 1800, lla_option(1, kGwMac)), 6 * kSec);
+  REQUIRE(s.neighbours6().find(kGwIp6));
+  CHECK(s.neighbours6().find(kGwIp6)->deadline_ns == 6 * kSec + window);
+  CHECK(s.neighbours6().counters().learned_stale == 3);
+  // Off-link traffic uses it at once, and probes it.
+  const auto r = s.resolve6(*s.next_hop6(kRemoteIp6), 6 * kSec + 1);
+  CHECK(r.status == Resolve::kResolved);
+  CHECK(r.mac == kGwMac);
+  const auto probe = take_all(s);
+  REQUIRE(probe.size() == 1);
+  check_ndp(bytes_of(probe[0]), 14, 135, 0, kGwIp6, kGwIp6);
 }

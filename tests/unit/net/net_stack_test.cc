@@ -754,3 +754,45 @@ TEST_CASE("A gratuitous ARP reply names its sender's MAC as target MAC too", "[s
   CHECK(s.neighbours().counters().locktime_ignored == 2);
   CHECK(s.generation() != g0);
 }
+
+TEST_CASE(
+    "Only a unicast ARP reply proves a neighbour reachable; requests and broadcasts make a "
+    "new MAC stale",
+    "[stack][arp][generation]") {
+  // Linux's arp_process: "Broadcast replies and request packets do not assert neighbour
+  // reachability": they update the entry to STALE, which keeps the state when the MAC is the
+  // one known.
+  NetStack s(base_config());
+  const uint64_t reachable = s.config().neighbour.reachable_ns;
+  const uint64_t window = s.config().neighbour.refresh_window_ns;
+  const MacAddr moved{{0x02, 0, 0, 0, 0, 0x33}};
+  CHECK(s.resolve(kPeerIp, 0, 1).status == NeighbourTable::Resolve::kQueued);
+  receive(s, arp_frame(2, kOurMac, kPeerMac, kPeerIp, kOurMac, kOurIp), 10);
+  take_all(s);
+  REQUIRE(s.neighbours().find(kPeerIp)->deadline_ns == 10 + reachable);
+  // Its requests (to us, for others) and a gratuitous ARP, with the MAC we know: no change.
+  receive(s, arp_frame(1, MacAddr::broadcast(), kPeerMac, kPeerIp, MacAddr{}, kOurIp), 2 * kSec);
+  receive(s, arp_frame(1, MacAddr::broadcast(), kPeerMac, kPeerIp, MacAddr{}, kGwIp), 3 * kSec);
+  receive(s, arp_frame(1, MacAddr::broadcast(), kPeerMac, kPeerIp, MacAddr{}, kPeerIp), 4 * kSec);
+  CHECK(s.neighbours().find(kPeerIp)->deadline_ns == 10 + reachable);
+  // A gratuitous ARP with a new MAC: taken, STALE; the next use probes the new MAC.
+  const uint64_t g0 = s.generation();
+  receive(s, arp_frame(1, MacAddr::broadcast(), moved, kPeerIp, MacAddr{}, kPeerIp), 5 * kSec);
+  CHECK(s.neighbours().find(kPeerIp)->mac == moved);
+  CHECK(s.neighbours().find(kPeerIp)->deadline_ns == 5 * kSec + window);
+  CHECK(s.generation() != g0);
+  CHECK(s.resolve(kPeerIp, 5 * kSec + 1).mac == moved);
+  auto probe = take_all(s);
+  REQUIRE(probe.size() == 1);
+  CHECK(get_mac(std::vector<uint8_t>(probe[0].bytes.begin(), probe[0].bytes.end()), 0) == moved);
+  // A broadcast reply does not confirm it; the unicast answer to the probe does.
+  receive(s, arp_frame(2, MacAddr::broadcast(), moved, kPeerIp, kOurMac, kOurIp), 6 * kSec);
+  CHECK(s.neighbours().find(kPeerIp)->deadline_ns == 5 * kSec + window);
+  receive(s, arp_frame(2, kOurMac, moved, kPeerIp, kOurMac, kOurIp), 7 * kSec);
+  CHECK(s.neighbours().find(kPeerIp)->deadline_ns == 7 * kSec + reachable);
+  // A new peer's request to us makes its entry, STALE.
+  receive(s, arp_frame(1, MacAddr::broadcast(), kGwMac, kGwIp, MacAddr{}, kOurIp), 8 * kSec);
+  REQUIRE(s.neighbours().find(kGwIp));
+  CHECK(s.neighbours().find(kGwIp)->deadline_ns == 8 * kSec + window);
+  CHECK(s.neighbours().counters().learned_stale == 2);
+}
