@@ -974,6 +974,8 @@ void Engine::fill_snapshot(control::CounterSnapshot& out) const {
   out.add("net.rx_ra", n.rx_ra);
   out.add("net.ra_prefixes", n.ra_prefixes);
   out.add("net.ra_options_ignored", n.ra_options_ignored);
+  out.add("net.ra_timers_set", n.ra_timers_set);
+  out.add("net.ra_timers_clamped", n.ra_timers_clamped);
   out.add("net.link_mtu6", net_.link_mtu6());
   out.add("net.tx_rs", n.tx_rs);
   out.add("net.tx_ns", n.tx_ns);

@@ -38,6 +38,7 @@ NeighbourTableT<Addr>::NeighbourTableT(const NeighbourConfig& config) : config_(
     throw std::invalid_argument("ARP retry interval must be > 0");
   }
   if (config_.reachable_ns == 0) throw std::invalid_argument("ARP reachable time must be > 0");
+  rng_state_ = config_.random_seed;
   entries_.resize(config_.capacity);
   free_.reserve(config_.capacity);
   for (size_t i = config_.capacity; i-- > 0;) free_.push_back(static_cast<int32_t>(i));
@@ -152,6 +153,31 @@ void NeighbourTableT<Addr>::drop_pending(Entry& e, int32_t idx, std::vector<Even
 }
 
 template <class Addr>
+uint64_t NeighbourTableT<Addr>::draw_reachable_ns() {
+  const uint64_t base = config_.reachable_ns;
+  if (!config_.randomize_reachable || base < 2) return base;
+  // SplitMix64 (Steele, Lea, Flood 2014): one 64-bit draw, scaled to [0, base) without a
+  // division.
+  uint64_t z = (rng_state_ += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  __extension__ using u128 = unsigned __int128;
+  const auto offset = static_cast<uint64_t>((static_cast<u128>(z) * base) >> 64);
+  return base / 2 + offset;
+}
+
+template <class Addr>
+void NeighbourTableT<Addr>::set_reachable_ns(uint64_t ns) {
+  if (ns != 0) config_.reachable_ns = ns;
+}
+
+template <class Addr>
+void NeighbourTableT<Addr>::set_retry_interval_ns(uint64_t ns) {
+  if (ns != 0) config_.retry_interval_ns = ns;
+}
+
+template <class Addr>
 NeighbourResolveResult NeighbourTableT<Addr>::resolve(const Addr& ip, uint64_t now_ns,
                                                       FrameHandle frame,
                                                       std::vector<Event>& events) {
@@ -256,7 +282,7 @@ void NeighbourTableT<Addr>::learn(const Addr& ip, MacAddr mac, uint64_t now_ns, 
   e.refresh_sent = false;
   e.last_used_ns = now_ns;
   // STALE: in its last refresh window (see mark_stale), so its next use probes it.
-  e.deadline_ns = now_ns + (stale ? config_.refresh_window_ns : config_.reachable_ns);
+  e.deadline_ns = now_ns + (stale ? config_.refresh_window_ns : draw_reachable_ns());
   if (stale) ++counters_.learned_stale;
   arm(e.deadline_ns);
   if (was_incomplete) {

@@ -24,10 +24,10 @@
 // STALE that way when the MAC is new; the MAC already known leaves it as it is.
 //
 // Eviction: an entry created only because a peer asked us (learn with
-// create: an ARP request, an NS) is evictable until resolve() uses it; when
-// the table is full, a new entry replaces the least recently used evictable
-// one (RFC 4861 7.2.3 creates such entries STALE for the same reason: a
-// flood of requests must not lock out the next hops we need). Entries we
+// create: an ARP request, an NS; it is STALE) is evictable until resolve()
+// uses it; when the table is full, a new entry replaces the least recently
+// used evictable one (a flood of requests must not lock out the next hops
+// we need). Entries we
 // resolve ourselves, ones the caller keep()s (its router or gateway, learned
 // from the router's own packets before any use) and static ones are never
 // evicted, until the caller release()s one that is no longer its next hop.
@@ -70,6 +70,14 @@ struct NeighbourConfig {
   // or a new MAC) is ignored, so of several ARP replies back to back (proxy agents) the first
   // wins and the entry does not flap; Linux's neigh locktime, 1 s for ARP.
   uint64_t locktime_ns = 1'000'000'000;
+  // Each time an entry is confirmed, its lifetime is drawn from [reachable_ns / 2,
+  // 3 * reachable_ns / 2) (RFC 4861 section 6.3.2's ReachableTime; Linux's
+  // neigh_rand_reach_time), so entries confirmed together neither age out nor get refreshed in
+  // step. The draws come from a generator seeded with random_seed: pure, and the same for the
+  // same seed and calls (NetStack mixes its port MAC in, so hosts differ). false: every
+  // lifetime is reachable_ns exactly.
+  bool randomize_reachable = true;
+  uint64_t random_seed = 0;
 };
 
 enum class NeighbourEventKind : uint8_t {
@@ -180,6 +188,13 @@ class NeighbourTableT {
   // already that close to expiry. Incomplete and static entries are untouched.
   void mark_stale(const Addr& ip, uint64_t now_ns);
 
+  // The neighbour parameters a Router Advertisement sets (RFC 4861 section 6.3.4; Linux's
+  // BASE_REACHABLE_TIME and RETRANS_TIME): the base of the lifetimes drawn from now on, and the
+  // interval between requests. 0 (unspecified) changes nothing; the caller bounds the values.
+  // Entries keep the deadlines they have.
+  void set_reachable_ns(uint64_t ns);
+  void set_retry_interval_ns(uint64_t ns);
+
   // ip is a next hop of ours (a default router, the gateway): its entry, if
   // any, is no longer evictable, as if resolve() had used it.
   void keep(const Addr& ip);
@@ -233,6 +248,8 @@ class NeighbourTableT {
   void arm(uint64_t deadline_ns);
   void release_pending(Entry& e, int32_t idx, std::vector<Event>& events);
   void drop_pending(Entry& e, int32_t idx, std::vector<Event>& events);
+  // A confirmed entry's lifetime (see NeighbourConfig::randomize_reachable).
+  uint64_t draw_reachable_ns();
 
   NeighbourConfig config_;
   std::vector<Entry> entries_;        // pool, capacity entries
@@ -242,6 +259,7 @@ class NeighbourTableT {
   size_t size_ = 0;
   uint64_t next_deadline_ns_ = UINT64_MAX;
   uint64_t generation_ = 0;
+  uint64_t rng_state_ = 0;  // SplitMix64
   NeighbourCounters counters_;
 };
 

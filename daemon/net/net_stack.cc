@@ -25,9 +25,24 @@ bool is_unicast_ip(Ipv4Addr ip) { return ip.is_unicast(); }
 // a resolution failing or succeeding releases a whole per-hop queue.
 size_t event_reserve(const NeighbourConfig& n) { return 64 + 2 * n.max_pending_per_hop; }
 
+// Each table's random seed: the configured one with the port MAC and the family mixed in, so
+// hosts given the same seed (the default) still draw different lifetimes.
+uint64_t table_seed(const NetStackConfig& c, uint64_t family) {
+  uint64_t mac = 0;
+  for (uint8_t b : c.mac.bytes) mac = mac << 8 | b;
+  return c.neighbour.random_seed ^ (mac * 0x9E3779B97F4A7C15ull) ^ (family << 56);
+}
+
+NeighbourConfig table4_config(const NetStackConfig& c) {
+  NeighbourConfig n = c.neighbour;
+  n.random_seed = table_seed(c, 4);
+  return n;
+}
+
 // With IPv6 off the v6 table is never used: keep it at one entry.
 NeighbourConfig table6_config(const NetStackConfig& c) {
   NeighbourConfig n = c.neighbour;
+  n.random_seed = table_seed(c, 6);
   if (!c.addr6) n.capacity = 1;
   return n;
 }
@@ -74,7 +89,7 @@ uint64_t NetCounters::total_drops() const {
 NetStack::NetStack(const NetStackConfig& config)
     : config_(config),
       prefix_mask_(ipv4_prefix_mask(config.prefix_len)),
-      neighbours_(config.neighbour),
+      neighbours_(table4_config(config)),
       neighbours6_(table6_config(config)) {
   if (config_.mac.is_zero() || config_.mac.is_multicast()) {
     throw std::invalid_argument("port MAC " + config_.mac.to_string() + " is not a unicast MAC");
@@ -1040,6 +1055,7 @@ RxResult NetStack::on_ra(std::span<const uint8_t> frame, const EthernetHeader& e
   // as a default router. Its on-link prefixes add to the policy's, and its
   // MTU option may lower the link MTU.
   learn_ra_options(frame.subspan(l4 + sizeof(NdpRouterAdvertisement)), now_ns);
+  learn_ra_timers(ra->reachable_time_ms.host(), ra->retrans_timer_ms.host());
   if (slla) {
     neighbours6_.learn(src, *slla, now_ns, /*create=*/lifetime_s > 0, scratch6_,
                        /*override=*/true, NeighbourProof::kStale);
@@ -1127,6 +1143,27 @@ void NetStack::learn_ra_options(std::span<const uint8_t> opts, uint64_t now_ns) 
       ++route_generation_;  // its addresses are on-link now, not behind the router
     }
   }
+}
+
+void NetStack::learn_ra_timers(uint32_t reachable_ms, uint32_t retrans_ms) {
+  // Section 6.3.4: a nonzero Reachable Time is the new BaseReachableTime (lifetimes are drawn
+  // around it) and a nonzero Retrans Timer the new RetransTimer, as Linux's
+  // ndisc_router_discovery sets the interface's neighbour parameters. Bounded: see
+  // kRaReachableMaxNs and friends.
+  const auto take = [this](uint32_t ms, uint64_t lo, uint64_t hi, uint64_t now, auto set) {
+    if (ms == 0) return;  // unspecified
+    const uint64_t asked = uint64_t{ms} * 1'000'000;
+    const uint64_t ns = std::clamp(asked, lo, hi);
+    if (ns != asked) ++counters_.ra_timers_clamped;
+    if (ns == now) return;
+    set(ns);
+    ++counters_.ra_timers_set;
+  };
+  const NeighbourConfig& n = neighbours6_.config();
+  take(reachable_ms, ra_reachable_min_ns(), kRaReachableMaxNs, n.reachable_ns,
+       [this](uint64_t ns) { neighbours6_.set_reachable_ns(ns); });
+  take(retrans_ms, kRaRetransMinNs, kRaRetransMaxNs, n.retry_interval_ns,
+       [this](uint64_t ns) { neighbours6_.set_retry_interval_ns(ns); });
 }
 
 void NetStack::forget_prefix6(size_t i) {

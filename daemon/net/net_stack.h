@@ -150,6 +150,8 @@ struct NetCounters {
   uint64_t ra_prefixes = 0;         // on-link prefixes learned from RAs (created, not refreshed)
   uint64_t ra_options_ignored = 0;  // Prefix Information / MTU options not taken (RFC 4861 6.3.4)
   uint64_t tx_rs = 0;               // Router Solicitations sent (announce(), without gateway6)
+  uint64_t ra_timers_set = 0;       // RA Reachable Time / Retrans Timer values that changed ours
+  uint64_t ra_timers_clamped = 0;   // ... outside their bounds (NetStack::kRa*), taken at the bound
   std::array<uint64_t, kRxDropCount> rx_drops{};
 
   uint64_t drops(RxDrop reason) const { return rx_drops[static_cast<size_t>(reason)]; }
@@ -313,6 +315,20 @@ class NetStack {
   // frames and path MTUs must fit it.
   uint32_t link_mtu6() const { return ra_mtu6_; }
 
+  // An RA's nonzero Reachable Time and Retrans Timer become the IPv6 table's reachable_ns
+  // (the base lifetimes are drawn around) and retry_interval_ns (neighbours6().config()),
+  // bounded: the reachable time to [ra_reachable_min_ns(), kRaReachableMaxNs] and the retrans
+  // timer to [kRaRetransMinNs, kRaRetransMaxNs] (counted in ra_timers_clamped).
+  static constexpr uint64_t kRaReachableMaxNs = 3'600'000'000'000;  // RFC 4861 MAX_REACHABLE_TIME
+  static constexpr uint64_t kRaRetransMinNs = 100'000'000;  // Linux's floor for both (HZ/10)
+  // A next hop that does not answer holds its queued frames max_requests retrans timers.
+  static constexpr uint64_t kRaRetransMaxNs = 10'000'000'000;
+  // At least 100 ms (Linux's floor) and twice the refresh window: the shortest lifetime drawn
+  // (half the base) is then at least the window, or every use of a fresh entry would probe it.
+  uint64_t ra_reachable_min_ns() const {
+    return std::max<uint64_t>(kRaRetransMinNs, 2 * config_.neighbour.refresh_window_ns);
+  }
+
  private:
   // One queue for both tables' events (and announce()), so take_actions()
   // hands them out in the order they arose.
@@ -406,6 +422,8 @@ class NetStack {
   // The Prefix Information and MTU options of a valid RA (whose options walk_ndp_options
   // checked).
   void learn_ra_options(std::span<const uint8_t> opts, uint64_t now_ns);
+  // The RA's Reachable Time and Retrans Timer fields (0: unspecified).
+  void learn_ra_timers(uint32_t reachable_ms, uint32_t retrans_ms);
   void forget_prefix6(size_t i);
   // Clears router6_ (withdrawn, replaced or timed out), moving the generation, and, when it was
   // kept as our next hop (no gateway6), release()s its neighbour entry.

@@ -1,6 +1,8 @@
 #include "net/neighbour_table.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <set>
 #include <stdexcept>
 
 #include "test_frames.h"
@@ -22,6 +24,7 @@ NeighbourConfig small_config() {
   c.retry_interval_ns = kSec;
   c.reachable_ns = 30 * kSec;
   c.refresh_window_ns = 5 * kSec;
+  c.randomize_reachable = false;  // exact lifetimes; the draws are tested on their own
   return c;
 }
 
@@ -676,4 +679,86 @@ TEST_CASE(
   REQUIRE(ev.size() == 1);
   CHECK(ev[0].kind == Kind::kSendRequest);
   CHECK(ev[0].mac == kGwMac);
+}
+
+namespace {
+// The lifetimes `n` entries confirmed at 0 get in a table of config c (reachable 30 s).
+std::vector<uint64_t> lifetimes_drawn(NeighbourConfig c, size_t n) {
+  c.capacity = n;
+  NeighbourTable t(c);
+  std::vector<NeighbourEvent> ev;
+  std::vector<uint64_t> out;
+  for (size_t i = 0; i < n; ++i) {
+    const Ipv4Addr ip = Ipv4Addr::from_octets(198, 18, static_cast<uint8_t>(1 + i / 250),
+                                              static_cast<uint8_t>(1 + i % 250));
+    t.resolve(ip, 0, kNoFrame, ev);
+    t.learn(ip, kPeerMac, 0, false, ev);
+    out.push_back(t.find(ip)->deadline_ns);
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("Each confirmed entry lives a time drawn from [0.5, 1.5) x reachable_ns, repeatably",
+          "[neigh]") {
+  // RFC 4861 6.3.2 / Linux's neigh_rand_reach_time: entries confirmed together must not age
+  // out (and be refreshed) in step.
+  NeighbourConfig c = small_config();  // reachable 30 s
+  c.randomize_reachable = true;
+  c.random_seed = 42;
+  const std::vector<uint64_t> a = lifetimes_drawn(c, 400);
+  uint64_t lo = UINT64_MAX;
+  uint64_t hi = 0;
+  double sum = 0;
+  for (uint64_t d : a) {
+    CHECK(d >= 15 * kSec);
+    CHECK(d < 45 * kSec);
+    lo = std::min(lo, d);
+    hi = std::max(hi, d);
+    sum += static_cast<double>(d);
+  }
+  // Spread over the range (400 uniform draws: the extremes within 1 s of its ends).
+  CHECK(lo < 16 * kSec);
+  CHECK(hi > 44 * kSec);
+  CHECK(sum / 400 > 28.5 * kSec);
+  CHECK(sum / 400 < 31.5 * kSec);
+  // The same seed draws the same lifetimes; another seed others.
+  CHECK(lifetimes_drawn(c, 400) == a);
+  c.random_seed = 43;
+  CHECK(lifetimes_drawn(c, 400) != a);
+  // A refresh draws again.
+  NeighbourTable t(c);
+  std::vector<NeighbourEvent> ev;
+  t.resolve(kPeerIp, 0, kNoFrame, ev);
+  std::set<uint64_t> lifetimes;
+  for (uint64_t now = 0; now < 10 * kSec; now += kSec) {
+    t.learn(kPeerIp, kPeerMac, now, false, ev);
+    lifetimes.insert(t.find(kPeerIp)->deadline_ns - now);
+  }
+  CHECK(lifetimes.size() == 10);
+}
+
+TEST_CASE("A Router Advertisement's timers: the base lifetime and the request interval from now on",
+          "[neigh]") {
+  NeighbourTable t(small_config());  // reachable 30 s, retry 1 s, exact lifetimes
+  std::vector<NeighbourEvent> ev;
+  const Ipv4Addr before = Ipv4Addr::from_octets(198, 18, 1, 1);
+  t.resolve(before, 0, kNoFrame, ev);
+  t.learn(before, kPeerMac, 0, false, ev);
+  t.set_reachable_ns(10 * kSec);
+  t.set_retry_interval_ns(3 * kSec);
+  t.set_reachable_ns(0);  // unspecified: unchanged
+  t.set_retry_interval_ns(0);
+  CHECK(t.config().reachable_ns == 10 * kSec);
+  CHECK(t.config().retry_interval_ns == 3 * kSec);
+  CHECK(t.find(before)->deadline_ns == 30 * kSec);  // keeps its deadline
+  // New requests are spaced by the new interval; a confirmation lives the new time.
+  ev.clear();
+  CHECK(t.resolve(kPeerIp, kSec, kNoFrame, ev).status == Resolve::kQueued);
+  CHECK(t.find(kPeerIp)->deadline_ns == 4 * kSec);
+  t.poll(4 * kSec, ev);
+  CHECK(t.find(kPeerIp)->requests_sent == 2);
+  CHECK(t.find(kPeerIp)->deadline_ns == 7 * kSec);
+  t.learn(kPeerIp, kPeerMac, 5 * kSec, false, ev);
+  CHECK(t.find(kPeerIp)->deadline_ns == 15 * kSec);
 }

@@ -29,6 +29,7 @@ NetStackConfig config6() {
   c.neighbour.max_pending_per_hop = 4;
   c.neighbour.max_requests = 3;
   c.neighbour.retry_interval_ns = kSec;
+  c.neighbour.randomize_reachable = false;  // exact lifetimes (drawn ones: neighbour_table_test)
   c.addr6 = kOurIp6;
   c.prefix_len6 = 64;
   c.gateway6 = kGwIp6;
@@ -779,7 +780,8 @@ namespace {
 // overridden, router lifetime `lifetime_s`, then `options`.
 std::vector<uint8_t> ra_frame(const Ipv6Addr& router, uint16_t lifetime_s,
                               const std::vector<uint8_t>& options, uint8_t hop_limit = 255,
-                              uint8_t code = 0) {
+                              uint8_t code = 0, uint32_t reachable_ms = 0,
+                              uint32_t retrans_ms = 0) {
   Ip6Opts o;
   o.src = router;
   o.dst = Ipv6Addr::all_nodes();
@@ -788,8 +790,8 @@ std::vector<uint8_t> ra_frame(const Ipv6Addr& router, uint16_t lifetime_s,
   o.hop_limit = hop_limit;
   std::vector<uint8_t> body = {64, 0};  // cur hop limit, flags
   put16(body, lifetime_s);
-  put32(body, 0);  // reachable time
-  put32(body, 0);  // retrans timer
+  put32(body, reachable_ms);
+  put32(body, retrans_ms);
   body.insert(body.end(), options.begin(), options.end());
   return ipv6_frame(58, icmp6(134, code, body, router, Ipv6Addr::all_nodes()), o);
 }
@@ -1334,4 +1336,78 @@ TEST_CASE("NS, RA and unsolicited NA make a new MAC STALE; the known MAC keeps i
   const auto probe = take_all(s);
   REQUIRE(probe.size() == 1);
   check_ndp(bytes_of(probe[0]), 14, 135, 0, kGwIp6, kGwIp6);
+}
+
+TEST_CASE(
+    "Router discovery: an RA's Reachable Time and Retrans Timer, bounded, set the IPv6 "
+    "table's",
+    "[stack6][ndp]") {
+  // RFC 4861 6.3.4; Linux's ndisc_router_discovery sets the interface's BASE_REACHABLE_TIME and
+  // RETRANS_TIME from nonzero fields.
+  NetStackConfig c = config6();  // reachable 60 s, retry 1 s, refresh window 5 s
+  NetStack s(c);
+  const auto ra = [&](uint32_t reachable_ms, uint32_t retrans_ms, uint64_t now) {
+    REQUIRE(receive(s, ra_frame(kGwIp6, 1800, {}, 255, 0, reachable_ms, retrans_ms), now)
+                .result.verdict == RxVerdict::kConsumed);
+  };
+  const NeighbourConfig& n6 = s.neighbours6().config();
+  ra(20'000, 2'500, 0);
+  CHECK(n6.reachable_ns == 20 * kSec);
+  CHECK(n6.retry_interval_ns == 2500 * 1'000'000ull);
+  CHECK(s.counters().ra_timers_set == 2);
+  CHECK(s.counters().ra_timers_clamped == 0);
+  // IPv4's are its own.
+  CHECK(s.neighbours().config().reachable_ns == c.neighbour.reachable_ns);
+  CHECK(s.neighbours().config().retry_interval_ns == kSec);
+  // Unspecified (0), or the same again: nothing changes.
+  ra(0, 0, kSec);
+  ra(20'000, 2'500, 2 * kSec);
+  CHECK(n6.reachable_ns == 20 * kSec);
+  CHECK(n6.retry_interval_ns == 2500 * 1'000'000ull);
+  CHECK(s.counters().ra_timers_set == 2);
+  // The new values in use: requests every 2.5 s, a confirmed entry lives 20 s.
+  CHECK(s.resolve6(kPeerIp6, 3 * kSec).status == Resolve::kQueued);
+  CHECK(s.neighbours6().find(kPeerIp6)->deadline_ns == 5500 * 1'000'000ull);
+  receive(s, na_frame(0x60000000u, kPeerIp6, lla_option(2, kPeerMac), Ip6Opts{}), 4 * kSec);
+  CHECK(s.neighbours6().find(kPeerIp6)->deadline_ns == 24 * kSec);
+  // Out of bounds: taken at the bound. A reachable time under twice the refresh window, a
+  // retrans timer under 100 ms; above an hour, above 10 s.
+  ra(1, 1, 5 * kSec);
+  CHECK(n6.reachable_ns == 2 * c.neighbour.refresh_window_ns);
+  CHECK(n6.reachable_ns == s.ra_reachable_min_ns());
+  CHECK(n6.retry_interval_ns == NetStack::kRaRetransMinNs);
+  CHECK(s.counters().ra_timers_clamped == 2);
+  ra(0xFFFFFFFFu, 0xFFFFFFFFu, 6 * kSec);
+  CHECK(n6.reachable_ns == NetStack::kRaReachableMaxNs);
+  CHECK(n6.retry_interval_ns == NetStack::kRaRetransMaxNs);
+  CHECK(s.counters().ra_timers_clamped == 4);
+  CHECK(s.counters().ra_timers_set == 6);
+}
+
+TEST_CASE("Entries' lifetimes are drawn per host: the port MAC seeds each table", "[stack6][ndp]") {
+  // Two hosts with the default seed still draw differently, each the same every run.
+  const auto lifetime = [](MacAddr mac) {
+    NetStackConfig c = config6();
+    c.mac = mac;
+    c.neighbour.randomize_reachable = true;
+    NetStack s(c);
+    s.resolve(kPeerIp, 0);
+    receive(s, arp_frame(2, mac, kPeerMac, kPeerIp, mac, kOurIp), 0);
+    s.resolve6(kPeerIp6, 0);
+    Ip6Opts o;
+    o.eth_dst = mac;
+    receive(s, na_frame(0x60000000u, kPeerIp6, lla_option(2, kPeerMac), o), 0);
+    return std::pair{s.neighbours().find(kPeerIp)->deadline_ns,
+                     s.neighbours6().find(kPeerIp6)->deadline_ns};
+  };
+  const auto a = lifetime(kOurMac);
+  const auto b = lifetime(MacAddr{{0x02, 0, 0, 0, 0, 0x09}});
+  CHECK(a == lifetime(kOurMac));
+  CHECK(a.first != b.first);
+  CHECK(a.second != b.second);
+  CHECK(a.first != a.second);  // and each family its own
+  for (uint64_t d : {a.first, a.second, b.first, b.second}) {
+    CHECK(d >= NeighbourConfig{}.reachable_ns / 2);
+    CHECK(d < NeighbourConfig{}.reachable_ns * 3 / 2);
+  }
 }

@@ -28,6 +28,7 @@ NetStackConfig base_config() {
   c.neighbour.max_pending_per_hop = 4;
   c.neighbour.max_requests = 3;
   c.neighbour.retry_interval_ns = kSec;
+  c.neighbour.randomize_reachable = false;  // exact lifetimes (drawn ones: neighbour_table_test)
   return c;
 }
 
