@@ -103,8 +103,8 @@ bool NeighbourTableT<Addr>::evict_lru() {
 
 template <class Addr>
 void NeighbourTableT<Addr>::erase(int32_t idx) {
-  // An incomplete entry never gave out a MAC; any other did.
-  if (entries_[idx].state != NeighbourState::kIncomplete) ++generation_;
+  // Callers may hold its MAC only when it gave it out (never while incomplete).
+  if (entries_[idx].handed_out) ++generation_;
   const size_t mask = index_.size() - 1;
   size_t hole = home_slot(entries_[idx].ip);
   while (index_[hole] != idx) hole = (hole + 1) & mask;
@@ -133,6 +133,7 @@ void NeighbourTableT<Addr>::arm(uint64_t deadline_ns) {
 template <class Addr>
 void NeighbourTableT<Addr>::release_pending(Entry& e, int32_t idx, std::vector<Event>& events) {
   const size_t base = static_cast<size_t>(idx) * config_.max_pending_per_hop;
+  if (e.pending_count != 0) e.handed_out = true;
   for (uint32_t i = 0; i < e.pending_count; ++i) {
     events.push_back({Event::Kind::kTransmitQueued, e.ip, e.mac, pending_[base + i]});
     pending_[base + i] = kNoFrame;
@@ -184,6 +185,7 @@ NeighbourResolveResult NeighbourTableT<Addr>::resolve(const Addr& ip, uint64_t n
   int32_t idx = lookup(ip);
   if (idx >= 0) {
     Entry& e = entries_[idx];
+    if (e.state != NeighbourState::kIncomplete) e.handed_out = true;
     if (e.state == NeighbourState::kStatic) return {Resolve::kResolved, e.mac};
     // Our own traffic uses it now: a request flood may no longer evict it.
     e.evictable = false;
@@ -274,7 +276,7 @@ void NeighbourTableT<Addr>::learn(const Addr& ip, MacAddr mac, uint64_t now_ns, 
   const bool was_incomplete = e.state == NeighbourState::kIncomplete && e.requests_sent > 0;
   // A new MAC for a known neighbour (its NIC replaced, a failover); the same one is only a
   // refresh.
-  if (new_mac) ++generation_;
+  if (new_mac && e.handed_out) ++generation_;
   if (new_mac || e.state == NeighbourState::kIncomplete) e.changed_ns = now_ns;
   e.mac = mac;
   e.state = NeighbourState::kReachable;
@@ -303,7 +305,7 @@ void NeighbourTableT<Addr>::mark_stale(const Addr& ip, uint64_t now_ns) {
   e.refresh_sent = false;  // the next use probes at once
   arm(e.deadline_ns);
   ++counters_.marked_stale;
-  ++generation_;
+  if (e.handed_out) ++generation_;
 }
 
 template <class Addr>
@@ -326,7 +328,7 @@ bool NeighbourTableT<Addr>::add_static(const Addr& ip, MacAddr mac, std::vector<
   if (idx < 0) idx = insert(ip);
   if (idx < 0) return false;
   Entry& e = entries_[idx];
-  if (known && e.state != NeighbourState::kIncomplete && e.mac != mac) ++generation_;
+  if (known && e.handed_out && e.mac != mac) ++generation_;
   e.mac = mac;
   e.state = NeighbourState::kStatic;
   e.evictable = false;

@@ -32,12 +32,14 @@
 // from the router's own packets before any use) and static ones are never
 // evicted, until the caller release()s one that is no longer its next hop.
 //
-// Generation: a counter that moves whenever a MAC the table handed out may
-// no longer be the one to use: a known entry's MAC changed (learn,
-// add_static), a reachable entry was put in doubt (mark_stale) or a reachable
-// or static entry went (aged out, evicted, removed). A caller that caches resolve()'s MAC compares
-// it instead of looking up again. A learn() that confirms the MAC already known (every ARP/NA from
-// a busy peer), and resolutions completing, do not move it.
+// Generation: a counter that moves whenever a MAC the table handed out (resolve()
+// returned it, or frames waiting for it were released to it) may no longer be the
+// one to use: such an entry's MAC changed (learn, add_static), it was put in doubt
+// (mark_stale) or it went (aged out, evicted, removed). A caller that caches
+// resolve()'s MAC compares it instead of looking up again. A learn() that confirms
+// the MAC already known (every ARP/NA from a busy peer), resolutions completing,
+// and whatever happens to entries whose MAC nobody was given (those peers'
+// requests made, STALE until used) do not move it.
 //
 // Not thread-safe: one engine thread owns it. All storage is allocated in the
 // constructor; resolve/learn/poll do not allocate (the event vector aside,
@@ -184,8 +186,9 @@ class NeighbourTableT {
   // without the Override flag, RFC 4861 section 7.2.5: REACHABLE becomes STALE, the cached
   // MAC stays): a reachable entry is moved into its last refresh window, so its next use
   // sends a unicast request to the cached MAC and the entry ages out unless that is answered.
-  // Moves the generation (callers look up again, and so probe it) unless the entry was
-  // already that close to expiry. Incomplete and static entries are untouched.
+  // Moves the generation when its MAC was handed out (callers look up again, and so probe
+  // it), unless the entry was already that close to expiry. Incomplete and static entries are
+  // untouched.
   void mark_stale(const Addr& ip, uint64_t now_ns);
 
   // The neighbour parameters a Router Advertisement sets (RFC 4861 section 6.3.4; Linux's
@@ -237,6 +240,7 @@ class NeighbourTableT {
     bool evictable = false;     // created by learn() or released, not since used nor kept
     uint64_t last_used_ns = 0;  // resolve() or learn(): the LRU order for eviction
     uint64_t changed_ns = 0;    // became reachable or took a new MAC (the locktime's start)
+    bool handed_out = false;    // its MAC went to a caller (see "Generation" above)
   };
   static constexpr int32_t kEmptySlot = -1;
 

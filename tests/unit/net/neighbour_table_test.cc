@@ -489,16 +489,22 @@ TEST_CASE("The generation moves when a MAC the table gave out may be stale, not 
   const uint64_t after_age = t.generation();
   CHECK(after_age > after_move);
 
-  // Eviction: a peer-created entry (reachable, its MAC usable) replaced by a new one.
-  for (uint8_t i = 10; i < 14; ++i) t.learn(ip(i), kPeerMac, 40 * kSec + i, true, ev);
+  // Eviction: a peer-created entry whose MAC was given out (used, then released) replaced by
+  // a new one.
+  t.learn(ip(10), kPeerMac, 40 * kSec + 10, true, ev);
+  CHECK(t.resolve(ip(10), 40 * kSec + 10, kNoFrame, ev).mac == kPeerMac);
+  t.release(ip(10));
+  for (uint8_t i = 11; i < 14; ++i) t.learn(ip(i), kPeerMac, 40 * kSec + i, true, ev);
   CHECK(t.size() == 4);
   CHECK(t.generation() == after_age);  // created, none replaced yet
+  CHECK(t.resolve(ip(11), 40 * kSec + 21, kNoFrame, ev).mac == kPeerMac);
   CHECK(t.resolve(ip(20), 41 * kSec, 20, ev).status == Resolve::kQueued);
   CHECK(t.counters().evicted == 1);
+  CHECK_FALSE(t.find(ip(10)));
   const uint64_t after_evict = t.generation();
   CHECK(after_evict > after_age);
 
-  // remove(): moves for a reachable entry, not for an incomplete one.
+  // remove(): moves for a reachable entry given out, not for an incomplete one.
   CHECK(t.remove(ip(11), ev));
   const uint64_t after_remove = t.generation();
   CHECK(after_remove > after_evict);
@@ -509,12 +515,14 @@ TEST_CASE("The generation moves when a MAC the table gave out may be stale, not 
   // ARP claiming a static address is ignored.
   REQUIRE(t.add_static(ip(30), kGwMac, ev));
   REQUIRE(t.add_static(ip(30), kGwMac, ev));
+  CHECK(t.resolve(ip(30), 42 * kSec, kNoFrame, ev).mac == kGwMac);
   t.learn(ip(30), moved, 42 * kSec, false, ev);
   CHECK(t.counters().static_conflicts == 1);
   CHECK(t.generation() == after_remove);
   REQUIRE(t.add_static(ip(30), moved, ev));
   const uint64_t after_static = t.generation();
   CHECK(after_static > after_remove);
+  CHECK(t.resolve(ip(12), 42 * kSec, kNoFrame, ev).mac == kPeerMac);
   REQUIRE(t.add_static(ip(12), kGwMac, ev));  // replaces a reachable entry's MAC
   CHECK(t.generation() > after_static);
 }
@@ -528,6 +536,7 @@ TEST_CASE("A reachable entry put in doubt is probed on its next use and ages out
   CHECK(t.resolve(ip, 0, kNoFrame, ev).status == Resolve::kQueued);
   t.learn(ip, kPeerMac, kSec, false, ev);
   REQUIRE(t.find(ip)->deadline_ns == 31 * kSec);
+  CHECK(t.resolve(ip, kSec, kNoFrame, ev).mac == kPeerMac);  // a caller holds its MAC
   const uint64_t gen = t.generation();
 
   // RFC 4861 7.2.5's REACHABLE -> STALE: the MAC stays, the entry is in its last window.
@@ -645,6 +654,7 @@ TEST_CASE(
   CHECK(t.resolve(hop, 0, kNoFrame, ev).status == Resolve::kQueued);
   t.learn(hop, kPeerMac, 0, false, ev);
   REQUIRE(t.find(hop)->deadline_ns == 30 * kSec);
+  CHECK(t.resolve(hop, 0, kNoFrame, ev).mac == kPeerMac);  // a caller holds its MAC
   const uint64_t gen = t.generation();
   t.learn(hop, kPeerMac, 10 * kSec, false, ev, true, kStale);
   CHECK(t.find(hop)->deadline_ns == 30 * kSec);
@@ -761,4 +771,37 @@ TEST_CASE("A Router Advertisement's timers: the base lifetime and the request in
   CHECK(t.find(kPeerIp)->deadline_ns == 7 * kSec);
   t.learn(kPeerIp, kPeerMac, 5 * kSec, false, ev);
   CHECK(t.find(kPeerIp)->deadline_ns == 15 * kSec);
+}
+
+TEST_CASE("An entry whose MAC was never given out goes or changes without moving the generation",
+          "[neigh][generation]") {
+  // The generation tells callers that cached a MAC from resolve() to look up again: entries
+  // only peers' requests made (STALE, aging out in their window) concern none of them.
+  NeighbourTable t(small_config());  // 4 entries, reachable 30 s, refresh window 5 s
+  std::vector<NeighbourEvent> ev;
+  const auto ip = [](uint8_t i) { return Ipv4Addr::from_octets(198, 18, 1, i); };
+  const MacAddr moved{{0x02, 0, 0, 0, 0, 0x33}};
+  constexpr auto kStale = NeighbourProof::kStale;
+  for (uint8_t i = 1; i <= 4; ++i) t.learn(ip(i), kPeerMac, 0, true, ev, true, kStale);
+  REQUIRE(t.size() == 4);
+  // A new MAC, a confirmation, doubt, removal, eviction and aging out: no move.
+  t.learn(ip(1), moved, kSec, false, ev, true, kStale);
+  t.learn(ip(2), kPeerMac, kSec, false, ev);
+  t.mark_stale(ip(2), 2 * kSec);
+  CHECK(t.resolve(ip(9), 2 * kSec, 9, ev).status == Resolve::kQueued);  // evicts ip(3)
+  CHECK(t.counters().evicted == 1);
+  CHECK_FALSE(t.find(ip(3)));
+  CHECK(t.remove(ip(4), ev));
+  CHECK(t.counters().marked_stale == 1);
+  t.poll(6 * kSec, ev);
+  CHECK_FALSE(t.find(ip(1)));
+  CHECK(t.counters().aged_out == 1);
+  CHECK(t.generation() == 0);
+  // Given out (to the frame that waited, or by resolve()), the same events move it.
+  t.learn(ip(9), kPeerMac, 6 * kSec, false, ev);  // releases frame 9 to kPeerMac
+  t.learn(ip(9), moved, 8 * kSec, false, ev);
+  CHECK(t.generation() == 1);
+  CHECK(t.resolve(ip(2), 8 * kSec, kNoFrame, ev).mac == kPeerMac);
+  t.learn(ip(2), moved, 9 * kSec, false, ev);
+  CHECK(t.generation() == 2);
 }

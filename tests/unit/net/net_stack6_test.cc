@@ -1304,6 +1304,7 @@ TEST_CASE("NS, RA and unsolicited NA make a new MAC STALE; the known MAC keeps i
   const MacAddr moved{{0x02, 0, 0, 0, 0, 0x33}};
   s.resolve6(kPeerIp6, 0);
   receive(s, na_frame(0x60000000u, kPeerIp6, lla_option(2, kPeerMac), Ip6Opts{}), 10);
+  CHECK(s.resolve6(kPeerIp6, 10).mac == kPeerMac);  // in use
   take_all(s);
   REQUIRE(s.neighbours6().find(kPeerIp6)->deadline_ns == 10 + reachable);
   const uint64_t g0 = s.generation();
