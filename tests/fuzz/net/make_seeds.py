@@ -45,6 +45,9 @@ def frames(vlan):
         op=1, hwsrc=PEER_MAC, psrc=PEER_IP, pdst=OUR_IP)
     yield "arp_reply", eth(vlan) / ARP(
         op=2, hwsrc=PEER_MAC, psrc=PEER_IP, hwdst=OUR_MAC, pdst=OUR_IP)
+    # A gratuitous ARP reply (RFC 5227: sender = target address, target MAC = sender MAC).
+    yield "arp_garp_reply", eth(vlan, "ff:ff:ff:ff:ff:ff") / ARP(
+        op=2, hwsrc=PEER_MAC, psrc=PEER_IP, hwdst=PEER_MAC, pdst=PEER_IP)
     yield "arp_probe", eth(vlan, "ff:ff:ff:ff:ff:ff") / ARP(
         op=1, hwsrc=PEER_MAC, psrc="0.0.0.0", pdst=OUR_IP)
     ip = IP(src=PEER_IP, dst=OUR_IP, flags="DF", id=0)
@@ -88,6 +91,11 @@ def frames6(vlan):
         src=GW_IP6, dst="ff02::1", hlim=255) / ICMPv6ND_RA(routerlifetime=600) / ICMPv6NDOptPrefixInfo(
             prefix="2001:db8:9::", prefixlen=48, L=1, A=1, validlifetime=600,
             preferredlifetime=300) / ICMPv6NDOptMTU(mtu=1400) / ICMPv6NDOptSrcLLAddr(lladdr=PEER_MAC)
+    # Reachable Time and Retrans Timer set (RFC 4861 6.3.4).
+    yield "ra_timers", eth(vlan, "33:33:00:00:00:01") / IPv6(
+        src=GW_IP6, dst="ff02::1", hlim=255) / ICMPv6ND_RA(
+            routerlifetime=600, reachabletime=20000, retranstimer=2500) / ICMPv6NDOptSrcLLAddr(
+                lladdr=PEER_MAC)
     yield "ra_withdraw", eth(vlan, "33:33:00:00:00:01") / IPv6(
         src=GW_IP6, dst="ff02::1", hlim=255) / ICMPv6ND_RA(routerlifetime=0)
     yield "ping6", eth(vlan) / to_us / ICMPv6EchoRequest(id=7, seq=1, data=bytes(range(56)))
