@@ -446,21 +446,29 @@ TEST_CASE("engine: SEND, WRITE with immediate and READ between two engines", "[e
 }
 
 namespace {
+// Calls fn(bytes, length) for each frame waiting in `ring`, in order; the ring keeps them (fn
+// may change their bytes in place).
+template <class Fn>
+void for_each_frame(rte_ring* ring, Fn fn) {
+  void* objs[1024];
+  const unsigned n = rte_ring_dequeue_burst(ring, objs, 1024, nullptr);
+  for (unsigned i = 0; i < n; ++i) {
+    auto* m = static_cast<rte_mbuf*>(objs[i]);
+    fn(rte_pktmbuf_mtod(m, uint8_t*), size_t{m->data_len});
+  }
+  REQUIRE(rte_ring_enqueue_bulk(ring, objs, n, nullptr) == n);
+}
+
 // The IPv6 flow label of the first RoCE frame (to UDP 4791, untagged) waiting in `ring`, or
 // -1 when there is none; the ring keeps its frames.
 int64_t first_ipv6_roce_flow_label(rte_ring* ring) {
-  void* objs[1024];
-  const unsigned n = rte_ring_dequeue_burst(ring, objs, 1024, nullptr);
   int64_t label = -1;
-  for (unsigned i = 0; i < n && label < 0; ++i) {
-    auto* m = static_cast<rte_mbuf*>(objs[i]);
-    const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
-    if (m->data_len >= 62 && f[12] == 0x86 && f[13] == 0xDD && f[20] == 17 &&
+  for_each_frame(ring, [&](const uint8_t* f, size_t len) {
+    if (label < 0 && len >= 62 && f[12] == 0x86 && f[13] == 0xDD && f[20] == 17 &&
         (f[56] << 8 | f[57]) == wire::kRoceUdpPort) {
       label = (f[15] & 0x0F) << 16 | f[16] << 8 | f[17];
     }
-  }
-  REQUIRE(rte_ring_enqueue_bulk(ring, objs, n, nullptr) == n);
+  });
   return label;
 }
 }  // namespace
@@ -719,13 +727,8 @@ void fix_ipv4_checksum(uint8_t* f) {
 // header checksum; the ICRC does not cover the ECN bits. IPv6 frames too (untagged, UDP right
 // after the header): ECN is the traffic class's low two bits. Returns how many were marked.
 uint32_t mark_ce(rte_ring* ring) {
-  void* objs[1024];
-  const unsigned n = rte_ring_dequeue_burst(ring, objs, 1024, nullptr);
   uint32_t marked = 0;
-  for (unsigned i = 0; i < n; ++i) {
-    auto* m = static_cast<rte_mbuf*>(objs[i]);
-    uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
-    size_t len = m->data_len;
+  for_each_frame(ring, [&](uint8_t* f, size_t len) {
     if (len >= 18 && f[12] == 0x81 && f[13] == 0x00) {  // tagged: the rest as if untagged
       f += 4;
       len -= 4;
@@ -741,8 +744,7 @@ uint32_t mark_ce(rte_ring* ring) {
       f[15] |= 0x30;
       ++marked;
     }
-  }
-  REQUIRE(rte_ring_enqueue_bulk(ring, objs, n, nullptr) == n);
+  });
   return marked;
 }
 
@@ -839,15 +841,10 @@ struct SeenFrame {
 };
 // The frames waiting in `ring`; the ring keeps them.
 std::vector<SeenFrame> frames_in(rte_ring* ring) {
-  void* objs[1024];
-  const unsigned n = rte_ring_dequeue_burst(ring, objs, 1024, nullptr);
   std::vector<SeenFrame> out;
-  for (unsigned i = 0; i < n; ++i) {
-    auto* m = static_cast<rte_mbuf*>(objs[i]);
-    const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
-    size_t len = m->data_len;
+  for_each_frame(ring, [&](const uint8_t* f, size_t len) {
     SeenFrame s;
-    if (len < 14) continue;
+    if (len < 14) return;
     if (len >= 18 && f[12] == 0x81 && f[13] == 0x00) {
       s.tagged = true;
       s.tci = static_cast<uint16_t>(f[14] << 8 | f[15]);
@@ -860,8 +857,7 @@ std::vector<SeenFrame> frames_in(rte_ring* ring) {
       s.bth_opcode = f[42];
     }
     out.push_back(s);
-  }
-  REQUIRE(rte_ring_enqueue_bulk(ring, objs, n, nullptr) == n);
+  });
   return out;
 }
 }  // namespace
@@ -1057,19 +1053,14 @@ engine::TrafficClassSpec class_spec(const char* name, uint8_t dscp, uint8_t ecn,
 // The ToS bytes of the RoCE frames in ring whose BTH opcode is (or, with cnp false,
 // is not) a CNP's; the frames go back into the ring in order.
 std::vector<uint8_t> roce_tos(rte_ring* ring, bool cnp) {
-  void* objs[1024];
-  const unsigned n = rte_ring_dequeue_burst(ring, objs, 1024, nullptr);
   std::vector<uint8_t> out;
-  for (unsigned i = 0; i < n; ++i) {
-    auto* m = static_cast<rte_mbuf*>(objs[i]);
-    const uint8_t* fr = rte_pktmbuf_mtod(m, const uint8_t*);
-    if (m->data_len < 54 || fr[12] != 0x08 || fr[13] != 0x00 || fr[23] != 17 ||
+  for_each_frame(ring, [&](const uint8_t* fr, size_t len) {
+    if (len < 54 || fr[12] != 0x08 || fr[13] != 0x00 || fr[23] != 17 ||
         (fr[36] << 8 | fr[37]) != wire::kRoceUdpPort) {
-      continue;
+      return;
     }
     if ((fr[42] == 0x81) == cnp) out.push_back(fr[15]);
-  }
-  REQUIRE(rte_ring_enqueue_bulk(ring, objs, n, nullptr) == n);
+  });
   return out;
 }
 
@@ -1791,26 +1782,21 @@ namespace {
 // The IB CM REJs (MAD attribute 0x0012 on the GSI, QP 1) in the IPv4 frames waiting in
 // `ring`, in order, as (reason, message rejected); the ring keeps its frames.
 std::vector<std::pair<uint16_t, uint8_t>> ib_cm_rejs(rte_ring* ring) {
-  void* objs[1024];
-  const unsigned n = rte_ring_dequeue_burst(ring, objs, 1024, nullptr);
   std::vector<std::pair<uint16_t, uint8_t>> out;
-  for (unsigned i = 0; i < n; ++i) {
-    auto* m = static_cast<rte_mbuf*>(objs[i]);
-    const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
+  for_each_frame(ring, [&](const uint8_t* f, size_t len) {
     // Ethernet, IPv4 (20 bytes), UDP to 4791, BTH (UD SEND_ONLY to QP 1), DETH, the MAD.
     constexpr size_t kBth = 42;
     constexpr size_t kMad = kBth + 12 + 8;
     constexpr size_t kRej = kMad + 24;
-    if (m->data_len < kRej + 12 || f[12] != 0x08 || f[14] != 0x45 || f[23] != 17 ||
+    if (len < kRej + 12 || f[12] != 0x08 || f[14] != 0x45 || f[23] != 17 ||
         (f[36] << 8 | f[37]) != wire::kRoceUdpPort || f[kBth] != 0x64 ||
         (f[kBth + 5] << 16 | f[kBth + 6] << 8 | f[kBth + 7]) != 1 || f[kMad + 1] != 0x07 ||
         (f[kMad + 16] << 8 | f[kMad + 17]) != 0x0012) {
-      continue;
+      return;
     }
     out.emplace_back(static_cast<uint16_t>(f[kRej + 10] << 8 | f[kRej + 11]),
                      static_cast<uint8_t>(f[kRej + 8] >> 6));
-  }
-  REQUIRE(rte_ring_enqueue_bulk(ring, objs, n, nullptr) == n);
+  });
   return out;
 }
 }  // namespace
@@ -1905,16 +1891,12 @@ TEST_CASE("engine: an IB CM REJ 'stale connection' and its private data reach th
               f.b, f.b, [] { return false; }, 20) == false);
   take_events(f.b, ev.b);
   // Rewrite b's REJ (Ethernet, IPv4, UDP, BTH, DETH, MAD) in the ring and its ICRC.
-  void* objs[1024];
-  const unsigned n = rte_ring_dequeue_burst(f.ba, objs, 1024, nullptr);
   int rewritten = 0;
-  for (unsigned i = 0; i < n; ++i) {
-    auto* m = static_cast<rte_mbuf*>(objs[i]);
-    uint8_t* fr = rte_pktmbuf_mtod(m, uint8_t*);
+  for_each_frame(f.ba, [&](uint8_t* fr, size_t len) {
     constexpr size_t kRej = 42 + 12 + 8 + 24;
-    if (m->data_len < kRej + 200 || fr[12] != 0x08 || fr[23] != 17 ||
+    if (len < kRej + 200 || fr[12] != 0x08 || fr[23] != 17 ||
         (fr[36] << 8 | fr[37]) != wire::kRoceUdpPort || (fr[42 + 12 + 8 + 17]) != 0x12) {
-      continue;
+      return;
     }
     fr[kRej + 10] = 0;
     fr[kRej + 11] = 10;  // stale connection
@@ -1922,8 +1904,7 @@ TEST_CASE("engine: an IB CM REJ 'stale connection' and its private data reach th
     fr[kRej + 87] = 0xA5;
     wire::finish_gsi_icrc(fr + 14);
     ++rewritten;
-  }
-  REQUIRE(rte_ring_enqueue_bulk(f.ba, objs, n, nullptr) == n);
+  });
   REQUIRE(rewritten == 1);
   REQUIRE(ev.pump([&] { return find_cm(ev.a, proto::CmEventKind::kRejected) != nullptr; }));
   const control::CmEventInfo rej = find_cm(ev.a, proto::CmEventKind::kRejected)->cm;
@@ -1941,20 +1922,15 @@ namespace {
 // recomputed: 0 when it verifies, else the stored value's mismatch; -1 for a zero checksum.
 // The ring keeps its frames.
 std::vector<int> ipv6_udp_checksums(rte_ring* ring, uint16_t port) {
-  void* objs[1024];
-  const unsigned n = rte_ring_dequeue_burst(ring, objs, 1024, nullptr);
   std::vector<int> out;
-  for (unsigned i = 0; i < n; ++i) {
-    auto* m = static_cast<rte_mbuf*>(objs[i]);
-    const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
-    if (m->data_len < 62 || f[12] != 0x86 || f[13] != 0xDD || f[20] != 17 ||
-        (f[56] << 8 | f[57]) != port) {
-      continue;
+  for_each_frame(ring, [&](const uint8_t* f, size_t len) {
+    if (len < 62 || f[12] != 0x86 || f[13] != 0xDD || f[20] != 17 || (f[56] << 8 | f[57]) != port) {
+      return;
     }
     const size_t udp_len = size_t(f[18] << 8 | f[19]);
     if (f[60] == 0 && f[61] == 0) {
       out.push_back(-1);
-      continue;
+      return;
     }
     // RFC 8200 section 8.1: the pseudo-header (addresses, length, next header) and the datagram.
     uint64_t sum = udp_len + 17;
@@ -1964,8 +1940,7 @@ std::vector<int> ipv6_udp_checksums(rte_ring* ring, uint16_t port) {
     }
     while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
     out.push_back(static_cast<int>(~sum & 0xFFFF));
-  }
-  REQUIRE(rte_ring_enqueue_bulk(ring, objs, n, nullptr) == n);
+  });
   return out;
 }
 }  // namespace
@@ -2102,18 +2077,12 @@ namespace {
 // The RoCE opcodes (BTH byte 0) of the IPv4 frames to UDP 4791 waiting in `ring`, in order;
 // the ring keeps its frames.
 std::vector<uint8_t> roce_opcodes(rte_ring* ring) {
-  void* objs[1024];
-  const unsigned n = rte_ring_dequeue_burst(ring, objs, 1024, nullptr);
   std::vector<uint8_t> out;
-  for (unsigned i = 0; i < n; ++i) {
-    auto* m = static_cast<rte_mbuf*>(objs[i]);
-    const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
-    if (m->data_len >= 58 && f[12] == 0x08 && f[23] == 17 &&
-        (f[36] << 8 | f[37]) == wire::kRoceUdpPort) {
+  for_each_frame(ring, [&](const uint8_t* f, size_t len) {
+    if (len >= 58 && f[12] == 0x08 && f[23] == 17 && (f[36] << 8 | f[37]) == wire::kRoceUdpPort) {
       out.push_back(f[42]);
     }
-  }
-  REQUIRE(rte_ring_enqueue_bulk(ring, objs, n, nullptr) == n);
+  });
   return out;
 }
 }  // namespace
@@ -2455,18 +2424,13 @@ TEST_CASE("engine: a connect to a service nobody listens on is rejected with the
 namespace {
 // The first RoCE frame (to UDP 4791) waiting in `ring`, copied; the ring keeps its frames.
 std::vector<uint8_t> copy_roce_frame(rte_ring* ring) {
-  void* objs[1024];
-  const unsigned n = rte_ring_dequeue_burst(ring, objs, 1024, nullptr);
   std::vector<uint8_t> out;
-  for (unsigned i = 0; i < n && out.empty(); ++i) {
-    auto* m = static_cast<rte_mbuf*>(objs[i]);
-    const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
-    if (m->data_len >= 58 && f[12] == 0x08 && f[23] == 17 &&
+  for_each_frame(ring, [&](const uint8_t* f, size_t len) {
+    if (out.empty() && len >= 58 && f[12] == 0x08 && f[23] == 17 &&
         (f[36] << 8 | f[37]) == wire::kRoceUdpPort) {
-      out.assign(f, f + m->data_len);
+      out.assign(f, f + len);
     }
-  }
-  REQUIRE(rte_ring_enqueue_bulk(ring, objs, n, nullptr) == n);
+  });
   return out;
 }
 
@@ -2629,23 +2593,18 @@ std::vector<uint8_t> arp_packet(uint16_t op, net::MacAddr eth_dst, net::MacAddr 
 // The destination MACs of the RoCE frames (to UDP 4791, untagged, over IPv4 or IPv6) waiting in
 // `ring`, in order; the ring keeps its frames.
 std::vector<net::MacAddr> roce_dst_macs(rte_ring* ring) {
-  void* objs[1024];
-  const unsigned n = rte_ring_dequeue_burst(ring, objs, 1024, nullptr);
   std::vector<net::MacAddr> out;
-  for (unsigned i = 0; i < n; ++i) {
-    auto* m = static_cast<rte_mbuf*>(objs[i]);
-    const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
-    const bool v4 = m->data_len >= 58 && f[12] == 0x08 && f[13] == 0x00 && f[23] == 17 &&
+  for_each_frame(ring, [&](const uint8_t* f, size_t len) {
+    const bool v4 = len >= 58 && f[12] == 0x08 && f[13] == 0x00 && f[23] == 17 &&
                     (f[36] << 8 | f[37]) == wire::kRoceUdpPort;
-    const bool v6 = m->data_len >= 78 && f[12] == 0x86 && f[13] == 0xDD && f[20] == 17 &&
+    const bool v6 = len >= 78 && f[12] == 0x86 && f[13] == 0xDD && f[20] == 17 &&
                     (f[56] << 8 | f[57]) == wire::kRoceUdpPort;
     if (v4 || v6) {
       net::MacAddr mac;
       std::memcpy(mac.bytes.data(), f, 6);
       out.push_back(mac);
     }
-  }
-  REQUIRE(rte_ring_enqueue_bulk(ring, objs, n, nullptr) == n);
+  });
   return out;
 }
 }  // namespace
