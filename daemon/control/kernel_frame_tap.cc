@@ -123,6 +123,8 @@ ssize_t read_kernel_frame(int fd, std::span<uint8_t> buf) {
   msg.msg_controllen = control.size();
   const ssize_t n = ::recvmsg(fd, &msg, MSG_TRUNC);
   if (n < 0) return -errno;
+  // Cut (MSG_TRUNC gives the whole length): say so, whether or not a tag would have fitted.
+  if (static_cast<size_t>(n) > iov.iov_len) return static_cast<ssize_t>(buf.size()) + 1;
   const tpacket_auxdata* aux = nullptr;
   for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
     if (c->cmsg_level == SOL_PACKET && c->cmsg_type == PACKET_AUXDATA &&
@@ -133,7 +135,7 @@ ssize_t read_kernel_frame(int fd, std::span<uint8_t> buf) {
   uint8_t* const frame = buf.data() + kVlanTagBytes;
   const bool tagged = aux != nullptr && (aux->tp_status & TP_STATUS_VLAN_VALID) != 0;
   if (!tagged || n < static_cast<ssize_t>(kMacBytes)) {
-    std::memmove(buf.data(), frame, std::min<size_t>(static_cast<size_t>(n), iov.iov_len));
+    std::memmove(buf.data(), frame, static_cast<size_t>(n));
     return n;
   }
   // The tag as it was on the wire: TPID (802.1Q unless the kernel says otherwise), then TCI.

@@ -35,8 +35,8 @@ int open_router_advert_tap(int ifindex, std::optional<uint16_t> vlan, std::strin
 std::vector<sock_filter> router_advert_filter(std::optional<uint16_t> vlan);
 
 // One frame from a tap socket into `buf` as it was on the wire: the 802.1Q tag the kernel
-// took out of it put back. Its length (longer than `buf` when it did not fit: MSG_TRUNC),
-// or a negative errno (-EAGAIN: none waiting).
+// took out of it put back. Its length; more than buf.size() when it did not fit whole (then
+// `buf` holds no usable frame); or a negative errno (-EAGAIN: none waiting).
 ssize_t read_kernel_frame(int fd, std::span<uint8_t> buf);
 
 }  // namespace conduit::control
