@@ -43,11 +43,12 @@ daemon_test_init() {
   trap daemon_test_cleanup EXIT
 }
 
-# Stops every daemon conduitd_start started, removes the hosts, shows the tail of each log when
-# the test failed, removes $work; keeps the test's exit status.
+# Stops every capture and every daemon conduitd_start started, removes the hosts, shows the
+# tail of each log when the test failed, removes $work; keeps the test's exit status.
 daemon_test_cleanup() {
   local rc=$? h f
   if declare -F daemon_test_on_exit >/dev/null; then daemon_test_on_exit "$rc" || true; fi
+  capture_stop
   conduitd_stop_all 2>/dev/null || true
   netns_cleanup
   if [[ $rc -ne 0 && $rc -ne 77 ]]; then
@@ -103,4 +104,35 @@ perf_pair() {
   wait "$spid" || rc=$((rc == 0 ? 1 : rc))
   cat "$work/client.out"
   return "$rc"
+}
+
+# ---- packet captures ------------------------------------------------------------------------
+#
+# capture_start HOST IFACE PCAP [TCPDUMP_ARGS...]: tcpdump in HOST on IFACE writing whole frames
+# (-s 0) to PCAP, each as it is taken (--immediate-mode -U: stopping it loses nothing; libpcap
+# otherwise hands over a buffer block at a time), its messages in PCAP.err. Waits until it
+# listens (5 s); non-zero if it did not. capture_stop (daemon_test_cleanup calls it) stops them.
+CAPTURE_PIDS=
+capture_start() {
+  local host=$1 iface=$2 pcap=$3
+  shift 3
+  # Not through netns_exec: ip netns exec execs tcpdump, so $! is tcpdump itself.
+  ip netns exec "$(netns_name "$host")" tcpdump -i "$iface" -s 0 --immediate-mode -U -n \
+    -w "$pcap" "$@" 2>"$pcap.err" &
+  CAPTURE_PIDS+=" $!"
+  for _ in $(seq 50); do
+    grep -q 'listening on' "$pcap.err" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  return 1
+}
+# capture_stop: SIGINT to every capture capture_start started (tcpdump closes its file), and
+# waits for each.
+capture_stop() {
+  local p
+  for p in $CAPTURE_PIDS; do
+    kill -INT "$p" 2>/dev/null || true
+    wait "$p" 2>/dev/null || true
+  done
+  CAPTURE_PIDS=
 }

@@ -29,11 +29,6 @@ if ! /usr/bin/python3 -c 'import scapy.all' 2>/dev/null; then
   exit 77
 fi
 daemon_test_init vlan "${1:-}"
-tcpdump_pids=
-daemon_test_on_exit() {
-  # shellcheck disable=SC2086
-  [[ -z $tcpdump_pids ]] || kill $tcpdump_pids 2>/dev/null || true
-}
 PERF_SERVER_HOST=b PERF_SERVER_ADDR=198.18.2.12
 PERF_CLIENT_HOST=a PERF_CLIENT_ADDR=198.18.2.11 PERF_OOB_ADDR=198.19.0.2
 # A bridge in s joins a and b (it forwards tagged frames as they are) and is where the capture
@@ -67,16 +62,7 @@ done
 
 # What each host sends into the bridge.
 for h in a b; do
-  netns_exec s tcpdump -i "to$h" -Q in -s 0 --immediate-mode -U -n -w "$work/$h.pcap" \
-    2>"$work/tcpdump-$h.err" &
-  tcpdump_pids+=" $!"
-done
-for h in a b; do
-  for _ in $(seq 50); do
-    grep -q 'listening on' "$work/tcpdump-$h.err" 2>/dev/null && break
-    sleep 0.1
-  done
-  grep -q 'listening on' "$work/tcpdump-$h.err" || fail "tcpdump on s's to$h did not start"
+  capture_start s "to$h" "$work/$h.pcap" -Q in || fail "tcpdump on s's to$h did not start"
 done
 
 # probe HOST VID TARGET: scapy in HOST resolves TARGET with a tagged ARP request on VLAN VID,
@@ -158,8 +144,7 @@ echo "conduitd a: engine.kernel_frames $kf, net.rx_ra $ra"
   fail "conduitd a took $kf frames and $ra Router Advertisements (expected the VLAN 100 one only)"
 
 echo "== the capture: tags, priorities, RRoCE and ICRCs"
-daemon_test_on_exit 0
-tcpdump_pids=
+capture_stop
 mergecap -w "$work/all.pcap" "$work/a.pcap" "$work/b.pcap"
 # Every RoCE frame decodes, both ways, with the opcodes these transfers carry, and its ICRC is
 # what scapy computes (the tag is outside what the ICRC covers).

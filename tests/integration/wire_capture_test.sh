@@ -32,11 +32,6 @@ if ! /usr/bin/python3 -c 'import scapy.contrib.roce' 2>/dev/null; then
 fi
 daemon_test_init wc "${3:-}"
 export CONDUITD_IDLE_MODE=adaptive
-tcpdump_pid=
-daemon_test_on_exit() {
-  # shellcheck disable=SC2086
-  [[ -z $tcpdump_pid ]] || kill $tcpdump_pid 2>/dev/null || true
-}
 PERF_SERVER_HOST=b PERF_SERVER_ADDR=198.18.1.11
 PERF_CLIENT_HOST=a PERF_CLIENT_ADDR=198.18.0.11 PERF_OOB_ADDR=198.18.1.1
 
@@ -63,20 +58,9 @@ drop_config r tob egress 10000 4791
 tcbpf_attach r toa egress "$red_obj"
 red_ecn_config r toa 50000000 10000 40000 500000 200000
 
-# --immediate-mode -U: take and write each packet at once, so that stopping tcpdump loses
-# nothing (libpcap otherwise hands over a buffer block at a time); -s 0: whole frames.
-tcpdump_pid=""
 for h in a b; do
-  ip netns exec "$(netns_name r)" tcpdump -i "to$h" -Q out -s 0 --immediate-mode -U -n \
-    -w "$work/$h.pcap" 'udp port 4791' 2>"$work/tcpdump-$h.err" &
-  tcpdump_pid+=" $!"
-done
-for h in a b; do
-  for _ in $(seq 50); do
-    grep -q 'listening on' "$work/tcpdump-$h.err" 2>/dev/null && break
-    sleep 0.1
-  done
-  grep -q 'listening on' "$work/tcpdump-$h.err" || fail "tcpdump on r's to$h did not start"
+  capture_start r "to$h" "$work/$h.pcap" -Q out 'udp port 4791' ||
+    fail "tcpdump on r's to$h did not start"
 done
 
 for t in send_bw write_bw read_bw; do
@@ -92,11 +76,7 @@ for t in send_bw write_bw; do
 done
 stats_a=$(netns_exec a "$ctl" --socket "$work/a.sock" stats --json)
 sleep 0.5
-for p in $tcpdump_pid; do
-  kill -INT "$p"
-  wait "$p" || true
-done
-tcpdump_pid=
+capture_stop
 echo "drop.o on r's egress to b: $(drop_stats r tob egress | tr '\n' ' ')"
 echo "red_ecn.o on r's egress to a: $(red_ecn_stats r toa | tr '\n' ' ')"
 

@@ -2674,6 +2674,25 @@ TEST_CASE(
 }
 
 namespace {
+// An untagged Ethernet/IPv6 frame (hop limit 255, as neighbour discovery requires) from `src`
+// at `src_mac` to `dst` at `dst_mac` carrying the ICMPv6 message `icmp`, its checksum filled in.
+std::vector<uint8_t> icmp6_frame(net::MacAddr dst_mac, net::MacAddr src_mac,
+                                 const net::Ipv6Addr& src, const net::Ipv6Addr& dst,
+                                 std::vector<uint8_t> icmp) {
+  const uint16_t sum = net::checksum_finish(net::checksum_partial(
+      icmp, net::ipv6_pseudo_header_sum(src, dst, static_cast<uint32_t>(icmp.size()), 58)));
+  icmp[2] = static_cast<uint8_t>(sum >> 8);
+  icmp[3] = static_cast<uint8_t>(sum);
+  std::vector<uint8_t> f(dst_mac.bytes.begin(), dst_mac.bytes.end());
+  f.insert(f.end(), src_mac.bytes.begin(), src_mac.bytes.end());
+  const uint8_t ip[] = {0x86, 0xDD, 0x60, 0, 0, 0, 0, static_cast<uint8_t>(icmp.size()), 58, 255};
+  f.insert(f.end(), std::begin(ip), std::end(ip));
+  f.insert(f.end(), src.bytes.begin(), src.bytes.end());
+  f.insert(f.end(), dst.bytes.begin(), dst.bytes.end());
+  f.insert(f.end(), icmp.begin(), icmp.end());
+  return f;
+}
+
 // A Router Advertisement from `router` (link-local) at `mac` to ff02::1: router lifetime
 // `lifetime_s` (0: not a default router), its MAC in an SLLA option and, when `onlink_len` is
 // not 0, a Prefix Information option making onlink/onlink_len on-link for an hour.
@@ -2692,18 +2711,7 @@ std::vector<uint8_t> ra_frame6(const net::Ipv6Addr& router, net::MacAddr mac, ui
     icmp.insert(icmp.end(), std::begin(pio), std::end(pio));
     icmp.insert(icmp.end(), onlink.bytes.begin(), onlink.bytes.end());
   }
-  const uint16_t sum = net::checksum_finish(net::checksum_partial(
-      icmp, net::ipv6_pseudo_header_sum(router, dst, static_cast<uint32_t>(icmp.size()), 58)));
-  icmp[2] = static_cast<uint8_t>(sum >> 8);
-  icmp[3] = static_cast<uint8_t>(sum);
-  std::vector<uint8_t> f = {0x33, 0x33, 0, 0, 0, 1};
-  f.insert(f.end(), mac.bytes.begin(), mac.bytes.end());
-  const uint8_t ip[] = {0x86, 0xDD, 0x60, 0, 0, 0, 0, static_cast<uint8_t>(icmp.size()), 58, 255};
-  f.insert(f.end(), std::begin(ip), std::end(ip));
-  f.insert(f.end(), router.bytes.begin(), router.bytes.end());
-  f.insert(f.end(), dst.bytes.begin(), dst.bytes.end());
-  f.insert(f.end(), icmp.begin(), icmp.end());
-  return f;
+  return icmp6_frame(net::MacAddr{{0x33, 0x33, 0, 0, 0, 1}}, mac, router, dst, std::move(icmp));
 }
 
 // The Neighbor Advertisement `router` at `mac` answers a's probe with (Router, Solicited,
@@ -2715,18 +2723,7 @@ std::vector<uint8_t> router_na6(const net::Ipv6Addr& router, net::MacAddr mac) {
   icmp.push_back(2);  // TLLA, 8 bytes
   icmp.push_back(1);
   icmp.insert(icmp.end(), mac.bytes.begin(), mac.bytes.end());
-  const uint16_t sum = net::checksum_finish(net::checksum_partial(
-      icmp, net::ipv6_pseudo_header_sum(router, dst, static_cast<uint32_t>(icmp.size()), 58)));
-  icmp[2] = static_cast<uint8_t>(sum >> 8);
-  icmp[3] = static_cast<uint8_t>(sum);
-  std::vector<uint8_t> f = {0x02, 0, 0, 0, 0, 0x11};
-  f.insert(f.end(), mac.bytes.begin(), mac.bytes.end());
-  const uint8_t ip[] = {0x86, 0xDD, 0x60, 0, 0, 0, 0, static_cast<uint8_t>(icmp.size()), 58, 255};
-  f.insert(f.end(), std::begin(ip), std::end(ip));
-  f.insert(f.end(), router.bytes.begin(), router.bytes.end());
-  f.insert(f.end(), dst.bytes.begin(), dst.bytes.end());
-  f.insert(f.end(), icmp.begin(), icmp.end());
-  return f;
+  return icmp6_frame(net::MacAddr{{0x02, 0, 0, 0, 0, 0x11}}, mac, router, dst, std::move(icmp));
 }
 
 // Frees every frame waiting in `ring`; returns how many there were.
