@@ -982,6 +982,14 @@ void Engine::fill_snapshot(control::CounterSnapshot& out) const {
   out.add("net.rx_icmp6_echo_requests", n.rx_icmp6_echo_requests);
   out.add("net.tx_icmp6_echo_replies", n.tx_icmp6_echo_replies);
   out.add("net.rx_udp6_delivered", n.rx_udp6_delivered);
+  // Both neighbour tables (ARP and NDP): entries whose lifetime ran out unused, kept STALE;
+  // entries replaced for room (of which kept STALE ones); entries probed and not confirmed.
+  const net::NeighbourCounters& n4 = net_.neighbours().counters();
+  const net::NeighbourCounters& n6 = net_.neighbours6().counters();
+  out.add("net.neigh_went_stale", n4.went_stale + n6.went_stale);
+  out.add("net.neigh_evicted", n4.evicted + n6.evicted);
+  out.add("net.neigh_stale_evicted", n4.stale_evicted + n6.stale_evicted);
+  out.add("net.neigh_aged_out", n4.aged_out + n6.aged_out);
   for (size_t i = 0; i < n.rx_drops.size(); ++i) {
     out.add(kNetDropNames[i].c_str(), n.rx_drops[i]);
   }

@@ -82,20 +82,28 @@ int32_t NeighbourTableT<Addr>::insert(const Addr& ip) {
 template <class Addr>
 bool NeighbourTableT<Addr>::evict_lru() {
   // A linear scan: only when full, and bounded by the capacity.
+  // Evictable entries first (least recently used), then entries kept STALE past their
+  // lifetime (least recently used).
   int32_t victim = -1;
   for (size_t i = 0; i < entries_.size(); ++i) {
     const Entry& e = entries_[i];
-    // Evictable entries are reachable with nothing queued; checked anyway,
-    // since evicting one with frames behind it would lose them.
-    if (!e.in_use || !e.evictable || e.state != NeighbourState::kReachable ||
+    // Candidates are reachable with nothing queued; checked anyway, since evicting one
+    // with frames behind it would lose them.
+    if (!e.in_use || !(e.evictable || e.stale) || e.state != NeighbourState::kReachable ||
         e.pending_count != 0) {
       continue;
     }
-    if (victim < 0 || e.last_used_ns < entries_[victim].last_used_ns) {
+    if (victim < 0) {
+      victim = static_cast<int32_t>(i);
+      continue;
+    }
+    const Entry& v = entries_[victim];
+    if (e.evictable != v.evictable ? e.evictable : e.last_used_ns < v.last_used_ns) {
       victim = static_cast<int32_t>(i);
     }
   }
   if (victim < 0) return false;
+  if (entries_[victim].stale) ++counters_.stale_evicted;
   erase(victim);
   ++counters_.evicted;
   return true;
@@ -191,6 +199,14 @@ NeighbourResolveResult NeighbourTableT<Addr>::resolve(const Addr& ip, uint64_t n
     e.evictable = false;
     e.last_used_ns = now_ns;
     if (e.state == NeighbourState::kReachable) {
+      if (e.stale) {
+        // Kept STALE past its lifetime: usable, probed now, one window to be confirmed
+        // (Linux's STALE -> DELAY -> PROBE, the probe sent at once).
+        e.stale = false;
+        e.refresh_sent = false;
+        e.deadline_ns = now_ns + config_.refresh_window_ns;
+        arm(e.deadline_ns);
+      }
       // In the last refresh window, confirm the neighbour with a unicast
       // request (at most one per retry interval) while still using it.
       const uint64_t window_start =
@@ -280,6 +296,7 @@ void NeighbourTableT<Addr>::learn(const Addr& ip, MacAddr mac, uint64_t now_ns, 
   if (new_mac || e.state == NeighbourState::kIncomplete) e.changed_ns = now_ns;
   e.mac = mac;
   e.state = NeighbourState::kReachable;
+  e.stale = false;
   e.requests_sent = 0;
   e.refresh_sent = false;
   e.last_used_ns = now_ns;
@@ -298,7 +315,7 @@ void NeighbourTableT<Addr>::mark_stale(const Addr& ip, uint64_t now_ns) {
   const int32_t idx = lookup(ip);
   if (idx < 0) return;
   Entry& e = entries_[idx];
-  if (e.state != NeighbourState::kReachable) return;
+  if (e.state != NeighbourState::kReachable || e.stale) return;  // (kept STALE: already)
   const uint64_t stale_deadline = now_ns + config_.refresh_window_ns;
   if (e.deadline_ns <= stale_deadline) return;  // already in doubt (or about to age out)
   e.deadline_ns = stale_deadline;
@@ -332,6 +349,7 @@ bool NeighbourTableT<Addr>::add_static(const Addr& ip, MacAddr mac, std::vector<
   e.mac = mac;
   e.state = NeighbourState::kStatic;
   e.evictable = false;
+  e.stale = false;
   e.deadline_ns = 0;
   release_pending(e, idx, events);
   return true;
@@ -352,12 +370,20 @@ void NeighbourTableT<Addr>::poll(uint64_t now_ns, std::vector<Event>& events) {
   uint64_t next = UINT64_MAX;
   for (size_t i = 0; i < entries_.size(); ++i) {
     Entry& e = entries_[i];
-    if (!e.in_use || e.state == NeighbourState::kStatic) continue;
+    if (!e.in_use || e.state == NeighbourState::kStatic || e.stale) continue;
     const auto idx = static_cast<int32_t>(i);
     if (now_ns >= e.deadline_ns) {
       if (e.state == NeighbourState::kReachable) {
-        ++counters_.aged_out;
-        erase(idx);
+        if (e.refresh_sent) {
+          // Used in its last window, probed, not confirmed: gone (Linux's PROBE -> FAILED).
+          ++counters_.aged_out;
+          erase(idx);
+        } else {
+          // Nobody used it: kept STALE with its MAC (see above), until used or evicted.
+          e.stale = true;
+          e.deadline_ns = 0;
+          ++counters_.went_stale;
+        }
         continue;
       }
       if (e.requests_sent >= config_.max_requests) {
@@ -381,7 +407,8 @@ std::optional<NeighbourInfoT<Addr>> NeighbourTableT<Addr>::find(const Addr& ip) 
   const int32_t idx = lookup(ip);
   if (idx < 0) return std::nullopt;
   const Entry& e = entries_[idx];
-  return Info{e.ip, e.mac, e.state, e.requests_sent, e.pending_count, e.deadline_ns, e.evictable};
+  return Info{e.ip,          e.mac,       e.state, e.requests_sent, e.pending_count,
+              e.deadline_ns, e.evictable, e.stale};
 }
 
 template class NeighbourTableT<Ipv4Addr>;

@@ -17,20 +17,31 @@
 // reachable entry that is used in its last refresh window sends a unicast
 // request so a live neighbour is confirmed before it ages out. RFC 4861's
 // STALE (a MAC in doubt, probed on its next use) is a reachable entry moved
-// into its last refresh window (mark_stale): used, it is probed at once; not
-// confirmed within the window, it ages out and the next use resolves afresh.
-// A MAC learned from a packet that does not prove the neighbour reachable (its
-// request, an RA, an unsolicited NA: NeighbourProof::kStale) makes the entry
-// STALE that way when the MAC is new; the MAC already known leaves it as it is.
+// into its last refresh window (mark_stale): used, it is probed at once; used
+// and not confirmed within the window, it ages out (Linux's PROBE -> FAILED)
+// and the next use resolves afresh. A MAC learned from a packet that does not
+// prove the neighbour reachable (its request, an RA, an unsolicited NA:
+// NeighbourProof::kStale) makes the entry STALE that way when the MAC is new;
+// the MAC already known leaves it as it is.
+//
+// An entry whose lifetime (or STALE window) runs out while nobody used it in its
+// last window is kept STALE (Info::stale; counted in went_stale), with its MAC and no
+// deadline, as Linux keeps REACHABLE entries going STALE and STALE ones until garbage
+// collection: its next use gets the MAC at once and probes it (unicast), giving it one
+// refresh window to be confirmed. Kept STALE entries go only when the table is full
+// (see Eviction), or on learn/remove like any other.
 //
 // Eviction: an entry created only because a peer asked us (learn with
 // create: an ARP request, an NS; it is STALE) is evictable until resolve()
 // uses it; when the table is full, a new entry replaces the least recently
 // used evictable one (a flood of requests must not lock out the next hops
-// we need). Entries we
+// we need), else the least recently used entry kept STALE past its lifetime
+// (Linux's forced garbage collection of unreferenced STALE entries; counted in
+// stale_evicted as well as evicted). Entries we
 // resolve ourselves, ones the caller keep()s (its router or gateway, learned
 // from the router's own packets before any use) and static ones are never
-// evicted, until the caller release()s one that is no longer its next hop.
+// evicted while their lifetime runs, until the caller release()s one that is no
+// longer its next hop.
 //
 // Generation: a counter that moves whenever a MAC the table handed out (resolve()
 // returned it, or frames waiting for it were released to it) may no longer be the
@@ -116,8 +127,9 @@ struct NeighbourInfoT {
   NeighbourState state;
   uint32_t requests_sent;
   size_t frames_queued;
-  uint64_t deadline_ns;    // incomplete: next request; reachable: expiry; static: 0
+  uint64_t deadline_ns;    // incomplete: next request; reachable: expiry; static, stale: 0
   bool evictable = false;  // learned from a peer's request or released, not since used nor kept
+  bool stale = false;      // reachable, its lifetime ran out unused: kept, probed on next use
 };
 using NeighbourInfo = NeighbourInfoT<Ipv4Addr>;
 using NeighbourInfo6 = NeighbourInfoT<Ipv6Addr>;
@@ -131,8 +143,10 @@ struct NeighbourCounters {
   uint64_t queue_overflow_drops = 0;  // a frame arrived for a full per-hop queue
   uint64_t failed_drops = 0;          // queued frames dropped when resolution failed
   uint64_t table_full_drops = 0;      // no free or evictable entry for a new one
-  uint64_t evicted = 0;               // evictable entries replaced by new ones
-  uint64_t aged_out = 0;
+  uint64_t evicted = 0;               // entries replaced by new ones (evictable, or kept STALE)
+  uint64_t stale_evicted = 0;         // ... of which kept STALE past their lifetime
+  uint64_t went_stale = 0;            // lifetimes run out unused: kept STALE, not removed
+  uint64_t aged_out = 0;              // used in their last window and not confirmed: removed
   uint64_t refreshes_sent = 0;
   uint64_t static_conflicts = 0;  // ARP/NDP claimed a static neighbour's IP with another MAC
   uint64_t marked_stale = 0;      // reachable entries put in doubt (mark_stale), to be probed
@@ -214,7 +228,8 @@ class NeighbourTableT {
   // Removes any entry for ip; queued frames are dropped through events.
   bool remove(const Addr& ip, std::vector<Event>& events);
 
-  // Sends due retries, fails exhausted resolutions, ages out entries.
+  // Sends due retries, fails exhausted resolutions, ages out entries probed and not
+  // confirmed, keeps the others STALE.
   void poll(uint64_t now_ns, std::vector<Event>& events);
   // No timer is due before this time (may be early, never late); UINT64_MAX if none.
   uint64_t next_deadline_ns() const { return next_deadline_ns_; }
@@ -241,12 +256,13 @@ class NeighbourTableT {
     uint64_t last_used_ns = 0;  // resolve() or learn(): the LRU order for eviction
     uint64_t changed_ns = 0;    // became reachable or took a new MAC (the locktime's start)
     bool handed_out = false;    // its MAC went to a caller (see "Generation" above)
+    bool stale = false;         // kept STALE past its lifetime (no deadline)
   };
   static constexpr int32_t kEmptySlot = -1;
 
   int32_t lookup(const Addr& ip) const;
   int32_t insert(const Addr& ip);  // -1 when full and nothing is evictable
-  bool evict_lru();                // frees the least recently used evictable entry
+  bool evict_lru();                // frees an evictable or kept STALE entry (see Eviction)
   void erase(int32_t idx);
   size_t home_slot(const Addr& ip) const;
   void arm(uint64_t deadline_ns);

@@ -131,9 +131,14 @@ TEST_CASE("Entries age out and are refreshed when used near expiry", "[neigh]") 
   CHECK(t.find(kPeerIp)->deadline_ns == 57 * kSec);
   t.poll(56 * kSec, ev);
   CHECK(t.find(kPeerIp));
+  CHECK_FALSE(t.find(kPeerIp)->stale);
+  // Its lifetime out, unused: kept STALE (Linux's REACHABLE -> STALE), its MAC known.
   t.poll(57 * kSec, ev);
-  CHECK_FALSE(t.find(kPeerIp));
-  CHECK(t.counters().aged_out == 1);
+  REQUIRE(t.find(kPeerIp));
+  CHECK(t.find(kPeerIp)->stale);
+  CHECK(t.find(kPeerIp)->mac == kPeerMac);
+  CHECK(t.counters().went_stale == 1);
+  CHECK(t.counters().aged_out == 0);
   CHECK(ev.empty());
 }
 
@@ -482,7 +487,8 @@ TEST_CASE("The generation moves when a MAC the table gave out may be stale, not 
   CHECK(t.counters().resolve_failed == 1);
   CHECK(t.generation() == after_move);
 
-  // Aging out: moves.
+  // Aging out (used in its last window, the probe not answered): moves.
+  t.resolve(ip(1), 31 * kSec, kNoFrame, ev);
   t.poll(35 * kSec, ev);
   REQUIRE_FALSE(t.find(ip(1)));
   CHECK(t.counters().aged_out == 1);
@@ -566,9 +572,11 @@ TEST_CASE("A reachable entry put in doubt is probed on its next use and ages out
   CHECK(t.find(ip)->deadline_ns == 34 * kSec);
   CHECK(t.generation() == gen + 1);
 
-  // Not answered: it ages out at the end of the window, and the next use resolves afresh.
+  // Used and not answered: it ages out at the end of the window, and the next use resolves
+  // afresh. (Unused, it would be kept STALE.)
   t.mark_stale(ip, 10 * kSec);
   CHECK(t.generation() == gen + 2);
+  t.resolve(ip, 11 * kSec, kNoFrame, ev);
   t.poll(14 * kSec, ev);
   CHECK(t.find(ip));
   t.poll(15 * kSec, ev);
@@ -794,8 +802,9 @@ TEST_CASE("An entry whose MAC was never given out goes or changes without moving
   CHECK(t.remove(ip(4), ev));
   CHECK(t.counters().marked_stale == 1);
   t.poll(6 * kSec, ev);
-  CHECK_FALSE(t.find(ip(1)));
-  CHECK(t.counters().aged_out == 1);
+  REQUIRE(t.find(ip(1)));
+  CHECK(t.find(ip(1))->stale);  // kept STALE, unused
+  CHECK(t.counters().went_stale == 1);
   CHECK(t.generation() == 0);
   // Given out (to the frame that waited, or by resolve()), the same events move it.
   t.learn(ip(9), kPeerMac, 6 * kSec, false, ev);  // releases frame 9 to kPeerMac
@@ -804,4 +813,77 @@ TEST_CASE("An entry whose MAC was never given out goes or changes without moving
   CHECK(t.resolve(ip(2), 8 * kSec, kNoFrame, ev).mac == kPeerMac);
   t.learn(ip(2), moved, 9 * kSec, false, ev);
   CHECK(t.generation() == 2);
+}
+
+TEST_CASE("Entries whose lifetime runs out unused are kept STALE, evicted oldest first when full",
+          "[neigh][stale]") {
+  // Linux keeps a REACHABLE entry going STALE, and STALE entries, until garbage collection
+  // (gc_staletime, under gc_thresh pressure); only a STALE entry used and then not confirmed
+  // goes (DELAY -> PROBE -> FAILED).
+  NeighbourTable t(small_config());  // 4 entries, reachable 30 s, refresh window 5 s, retry 1 s
+  std::vector<NeighbourEvent> ev;
+  constexpr auto kStale = NeighbourProof::kStale;
+  const auto ip = [](uint8_t i) { return Ipv4Addr::from_octets(198, 18, 1, i); };
+
+  // One we resolved and confirmed, one a peer's request made (STALE from the start).
+  CHECK(t.resolve(ip(1), 0, kNoFrame, ev).status == Resolve::kQueued);
+  t.learn(ip(1), kPeerMac, 0, false, ev);
+  t.learn(ip(2), kGwMac, 0, /*create=*/true, ev, true, kStale);
+  ev.clear();
+  t.poll(5 * kSec, ev);
+  t.poll(30 * kSec, ev);
+  REQUIRE(t.find(ip(1)));
+  REQUIRE(t.find(ip(2)));
+  CHECK(t.find(ip(1))->stale);
+  CHECK(t.find(ip(1))->mac == kPeerMac);
+  CHECK(t.find(ip(1))->deadline_ns == 0);
+  CHECK(t.find(ip(2))->stale);
+  CHECK(t.counters().went_stale == 2);
+  CHECK(t.counters().aged_out == 0);
+  CHECK(t.next_deadline_ns() == UINT64_MAX);  // kept STALE entries have no timer
+  t.poll(1000 * kSec, ev);
+  CHECK(t.size() == 2);
+  CHECK(ev.empty());
+
+  // Used: the MAC at once, a unicast probe, one window to be confirmed.
+  auto r = t.resolve(ip(1), 1000 * kSec, kNoFrame, ev);
+  CHECK(r.status == Resolve::kResolved);
+  CHECK(r.mac == kPeerMac);
+  REQUIRE(ev.size() == 1);
+  CHECK(ev[0].kind == Kind::kSendRequest);
+  CHECK(ev[0].mac == kPeerMac);
+  ev.clear();
+  CHECK_FALSE(t.find(ip(1))->stale);
+  CHECK(t.find(ip(1))->deadline_ns == 1005 * kSec);
+  // Confirmed: reachable for a lifetime.
+  t.learn(ip(1), kPeerMac, 1001 * kSec, false, ev);
+  CHECK(t.find(ip(1))->deadline_ns == 1031 * kSec);
+  // Used again in its last window and not confirmed: gone.
+  t.resolve(ip(1), 1027 * kSec, kNoFrame, ev);
+  CHECK(ev.size() == 1);
+  ev.clear();
+  t.poll(1031 * kSec, ev);
+  CHECK_FALSE(t.find(ip(1)));
+  CHECK(t.counters().aged_out == 1);
+
+  // Full of entries kept STALE: the evictable one (a peer's) goes first, then the least
+  // recently used of ours.
+  for (uint8_t i = 3; i <= 5; ++i) {
+    const uint64_t at = (1100 + i) * kSec;
+    CHECK(t.resolve(ip(i), at, kNoFrame, ev).status == Resolve::kQueued);
+    t.learn(ip(i), kPeerMac, at, false, ev);
+  }
+  ev.clear();
+  t.poll(1200 * kSec, ev);
+  REQUIRE(t.size() == 4);
+  for (uint8_t i = 2; i <= 5; ++i) CHECK(t.find(ip(i))->stale);
+  CHECK(t.resolve(ip(6), 1300 * kSec, kNoFrame, ev).status == Resolve::kQueued);
+  CHECK_FALSE(t.find(ip(2)));
+  CHECK(t.resolve(ip(7), 1300 * kSec, kNoFrame, ev).status == Resolve::kQueued);
+  CHECK_FALSE(t.find(ip(3)));
+  CHECK(t.find(ip(4)));
+  CHECK(t.find(ip(5)));
+  CHECK(t.counters().evicted == 2);
+  CHECK(t.counters().stale_evicted == 2);
+  CHECK(t.counters().table_full_drops == 0);
 }
