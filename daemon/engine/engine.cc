@@ -726,6 +726,7 @@ int Engine::set_peer(QpCtx& q, net::Ipv4Addr peer, uint64_t now_ns) {
   q.next_resolve_ns = now_ns;
   q.peer_v6 = false;
   q.addr.ipv6 = false;
+  q.addr.ttl = net_.config().ttl;
   q.addr.dst_ip = peer.value;
   return 0;
 }
@@ -749,6 +750,7 @@ int Engine::set_peer6(QpCtx& q, const net::Ipv6Addr& peer, uint64_t now_ns) {
   q.net_generation = net_.generation();
   q.next_resolve_ns = now_ns;
   q.addr.ipv6 = true;
+  q.addr.ttl = net_.hop_limit6();  // an RA's Cur Hop Limit, else the TTL
   q.addr.src_ip6 = self.bytes;
   q.addr.dst_ip6 = peer.bytes;
   return 0;
@@ -976,6 +978,8 @@ void Engine::fill_snapshot(control::CounterSnapshot& out) const {
   out.add("net.ra_options_ignored", n.ra_options_ignored);
   out.add("net.ra_timers_set", n.ra_timers_set);
   out.add("net.ra_timers_clamped", n.ra_timers_clamped);
+  out.add("net.ra_hop_limit_set", n.ra_hop_limit_set);
+  out.add("net.hop_limit6", net_.hop_limit6());
   out.add("net.link_mtu6", net_.link_mtu6());
   out.add("net.tx_rs", n.tx_rs);
   out.add("net.tx_ns", n.tx_ns);
@@ -1548,6 +1552,9 @@ bool Engine::resolve_peer(QpCtx& q, uint64_t now_ns) {
 // requests); one whose peer has no route any more keeps what it had.
 bool Engine::lookup_peer(QpCtx& q, uint64_t now_ns) {
   if (!q.peer_set) return false;
+  // An RA's Cur Hop Limit (it moves the generation): the next frame's template has it. Frames
+  // already in the pacer leave with the old one.
+  if (q.peer_v6) q.addr.ttl = net_.hop_limit6();
   if (!q.peer_resolved && now_ns < q.next_resolve_ns) return false;
   if (q.peer_local) {  // both QPs on this host: frames never touch the port
     q.addr.dst_mac = net_.config().mac.bytes;

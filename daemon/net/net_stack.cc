@@ -901,7 +901,7 @@ RxResult NetStack::on_echo6(std::span<const uint8_t> frame, const EthernetHeader
   out_ip.vtc_flow = Ipv6Header::make_vtc_flow(ip.traffic_class(), 0);
   out_ip.payload_len = ip.payload_len;
   out_ip.next_header = kIpProtoIcmp6;
-  out_ip.hop_limit = config_.ttl;
+  out_ip.hop_limit = hop_limit6();
   out_ip.src = config_.addr6->bytes;
   out_ip.dst = ip.src;
   store_header(reply, out_l3, out_ip);
@@ -1056,6 +1056,13 @@ RxResult NetStack::on_ra(std::span<const uint8_t> frame, const EthernetHeader& e
   // MTU option may lower the link MTU.
   learn_ra_options(frame.subspan(l4 + sizeof(NdpRouterAdvertisement)), now_ns);
   learn_ra_timers(ra->reachable_time_ms.host(), ra->retrans_timer_ms.host());
+  // A nonzero Cur Hop Limit is the host's default hop limit from now on (section 6.3.4; 0:
+  // unspecified). Linux takes any from accept_ra_min_hop_limit (1) up.
+  if (ra->cur_hop_limit != 0 && ra->cur_hop_limit != hop_limit6()) {
+    ra_hop_limit6_ = ra->cur_hop_limit;
+    ++counters_.ra_hop_limit_set;
+    ++route_generation_;  // callers stamp it into their headers: they look again
+  }
   if (slla) {
     neighbours6_.learn(src, *slla, now_ns, /*create=*/lifetime_s > 0, scratch6_,
                        /*override=*/true, NeighbourProof::kStale);
@@ -1234,7 +1241,7 @@ size_t NetStack::write_udp6_headers(std::span<uint8_t> out, MacAddr dst_mac, con
   ip.vtc_flow = Ipv6Header::make_vtc_flow(traffic_class, 0);
   ip.payload_len = Be16::from_host(udp_len);
   ip.next_header = kIpProtoUdp;
-  ip.hop_limit = config_.ttl;
+  ip.hop_limit = hop_limit6();
   ip.src = config_.addr6->bytes;
   ip.dst = dst_ip.bytes;
   store_header(out, l3, ip);

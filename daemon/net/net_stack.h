@@ -59,7 +59,9 @@ struct NetStackConfig {
   std::vector<uint16_t> udp_ports;  // delivered to the caller (RoCE 4791, CM port)
   bool verify_udp_checksum = true;  // a non-zero UDP checksum is checked (0 = none)
   bool answer_ping = true;
-  uint8_t ttl = 64;  // IPv4 TTL and IPv6 hop limit of frames we originate (NDP: always 255)
+  // IPv4 TTL and IPv6 hop limit of frames we originate (NDP: always 255); for IPv6, until a
+  // Router Advertisement's Cur Hop Limit sets another (NetStack::hop_limit6()).
+  uint8_t ttl = 64;
   std::vector<StaticNeighbour> static_neighbours;
   NeighbourConfig neighbour;  // both tables (IPv4 and IPv6) get this sizing
 
@@ -152,6 +154,7 @@ struct NetCounters {
   uint64_t tx_rs = 0;               // Router Solicitations sent (announce(), without gateway6)
   uint64_t ra_timers_set = 0;       // RA Reachable Time / Retrans Timer values that changed ours
   uint64_t ra_timers_clamped = 0;   // ... outside their bounds (NetStack::kRa*), taken at the bound
+  uint64_t ra_hop_limit_set = 0;    // RA Cur Hop Limit values that changed hop_limit6()
   std::array<uint64_t, kRxDropCount> rx_drops{};
 
   uint64_t drops(RxDrop reason) const { return rx_drops[static_cast<size_t>(reason)]; }
@@ -226,7 +229,7 @@ class NetStack {
                            size_t payload_len) const;
   static constexpr size_t kIpv4UdpHeaderBytes = 20 + 8;
   // write_udp_headers() for IPv6: Ethernet(+VLAN) + IPv6 (our traffic
-  // class, flow label 0, hop limit = ttl, source addr6) + UDP (checksum 0:
+  // class, flow label 0, hop_limit6(), source addr6) + UDP (checksum 0:
   // RFC 6935/6936, for RoCE datagrams, whose ICRC covers them; others get
   // theirs from set_udp6_checksum once the payload is in). Returns the header
   // length, or 0 when IPv6 is off, `out` is too small or the payload exceeds
@@ -275,7 +278,8 @@ class NetStack {
   // Moves whenever something changed that may move a peer's next hop or that hop's MAC: a
   // neighbour entry's MAC changed, was put in doubt (an NA without Override naming another
   // MAC) or a resolved entry went (see NeighbourTable's generation), the RA's default router was
-  // set, replaced or forgotten, or an RA's on-link prefix appeared or went. A refresh that confirms
+  // set, replaced or forgotten, or an RA's on-link prefix appeared or went; and when an RA
+  // changed hop_limit6(). A refresh that confirms
   // what was known (the same MAC, the same router or prefix with a new lifetime) does not move it.
   // A caller that caches next_hop()/resolve() results (the engine, per QP) compares it per transmit
   // burst and looks up again only when it moved. Only grows.
@@ -311,6 +315,12 @@ class NetStack {
   std::span<const LearnedPrefix6> learned_prefixes6() const {
     return {prefixes6_.data(), prefixes6_count_};
   }
+  // The hop limit of the IPv6 frames we originate (RoCE, the CM's datagrams, echo replies;
+  // NDP's is always 255): config.ttl until a Router Advertisement's nonzero Cur Hop Limit sets
+  // the host's default (RFC 4861 section 6.3.4; Linux's ndisc_router_discovery sets the
+  // interface's hop_limit). A change moves generation(), so callers that stamp it into their
+  // own headers (the engine's per-QP templates) look again.
+  uint8_t hop_limit6() const { return ra_hop_limit6_ != 0 ? ra_hop_limit6_ : config_.ttl; }
   // The link MTU an RA's MTU option set (1280..config.link_mtu); 0 until one does. IPv6
   // frames and path MTUs must fit it.
   uint32_t link_mtu6() const { return ra_mtu6_; }
@@ -418,6 +428,7 @@ class NetStack {
   std::array<LearnedPrefix6, kMaxLearnedPrefixes6> prefixes6_{};
   size_t prefixes6_count_ = 0;
   uint32_t ra_mtu6_ = 0;
+  uint8_t ra_hop_limit6_ = 0;      // an RA's Cur Hop Limit (0: none yet; hop_limit6())
   uint64_t route_generation_ = 0;  // router6_ and prefixes6_ changes (generation())
   // The Prefix Information and MTU options of a valid RA (whose options walk_ndp_options
   // checked).

@@ -2697,9 +2697,10 @@ std::vector<uint8_t> icmp6_frame(net::MacAddr dst_mac, net::MacAddr src_mac,
 // `lifetime_s` (0: not a default router), its MAC in an SLLA option and, when `onlink_len` is
 // not 0, a Prefix Information option making onlink/onlink_len on-link for an hour.
 std::vector<uint8_t> ra_frame6(const net::Ipv6Addr& router, net::MacAddr mac, uint16_t lifetime_s,
-                               const net::Ipv6Addr& onlink = {}, uint8_t onlink_len = 0) {
+                               const net::Ipv6Addr& onlink = {}, uint8_t onlink_len = 0,
+                               uint8_t cur_hop_limit = 64) {
   const net::Ipv6Addr dst{{0xFF, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}};
-  std::vector<uint8_t> icmp = {134, 0, 0, 0, 64, 0};
+  std::vector<uint8_t> icmp = {134, 0, 0, 0, cur_hop_limit, 0};
   icmp.push_back(static_cast<uint8_t>(lifetime_s >> 8));
   icmp.push_back(static_cast<uint8_t>(lifetime_s));
   icmp.insert(icmp.end(), 8, 0);  // reachable time, retrans timer: unspecified
@@ -2952,4 +2953,43 @@ TEST_CASE(
   enqueue_frame(f.b, f.ba, arp_packet(1, net::MacAddr::broadcast(), mac_b, f.addr_b, f.addr_b));
   REQUIRE(wait_cqe(f, f.a).status == CONDUIT_SHM_WC_SUCCESS);
   CHECK(std::memcmp(f.a.arena(), f.b.arena() + (2 << 20), 65536) == 0);
+}
+
+TEST_CASE("engine: an RA's Cur Hop Limit is the hop limit of a connected IPv6 QP's next frames",
+          "[engine][ipv6][route]") {
+  // RFC 4861 6.3.4: a nonzero Cur Hop Limit is the host's default hop limit; the QP's frame
+  // template is rebuilt with it (the net stack's generation moved).
+  struct RestoreV4 {
+    ~RestoreV4() { g_ipv6 = false; }
+  } restore;
+  g_ipv6 = true;
+  Fixture f;
+  REQUIRE(run_until(
+              f.a, f.b, [] { return false; }, 50) == false);  // apply commands
+  expect_acks_ok(f.a);
+  expect_acks_ok(f.b);
+  const auto first_roce_hop_limit = [&] {
+    int hop = -1;
+    REQUIRE(run_until(f.a, f.a, [&] {
+      for_each_frame(f.ab, [&](const uint8_t* fr, size_t len) {
+        if (hop < 0 && len >= 62 && fr[12] == 0x86 && fr[13] == 0xDD && fr[20] == 17 &&
+            (fr[56] << 8 | fr[57]) == wire::kRoceUdpPort) {
+          hop = fr[21];
+        }
+      });
+      return hop >= 0;
+    }));
+    return hop;
+  };
+  post_send(f.a, 1, CONDUIT_SHM_WR_RDMA_WRITE, 0, 4096, 2 << 20);
+  CHECK(first_roce_hop_limit() == 64);
+  CHECK(wait_cqe(f, f.a).status == CONDUIT_SHM_WC_SUCCESS);
+
+  const net::NetStack& na = f.a.engine->net();
+  enqueue_frame(f.b, f.ba, ra_frame6(link_local(0x0A), {{0x02, 0, 0, 0, 0, 0x33}}, 0, {}, 0, 9));
+  REQUIRE(run_until(f.a, f.a, [&] { return na.hop_limit6() == 9; }));
+  CHECK(na.counters().ra_hop_limit_set == 1);
+  post_send(f.a, 2, CONDUIT_SHM_WR_RDMA_WRITE, 0, 4096, 2 << 20);
+  CHECK(first_roce_hop_limit() == 9);
+  CHECK(take_snapshot(f, f.a).counters.at("net.ra_hop_limit_set") == 1);
 }

@@ -780,15 +780,15 @@ namespace {
 // overridden, router lifetime `lifetime_s`, then `options`.
 std::vector<uint8_t> ra_frame(const Ipv6Addr& router, uint16_t lifetime_s,
                               const std::vector<uint8_t>& options, uint8_t hop_limit = 255,
-                              uint8_t code = 0, uint32_t reachable_ms = 0,
-                              uint32_t retrans_ms = 0) {
+                              uint8_t code = 0, uint32_t reachable_ms = 0, uint32_t retrans_ms = 0,
+                              uint8_t cur_hop_limit = 64) {
   Ip6Opts o;
   o.src = router;
   o.dst = Ipv6Addr::all_nodes();
   o.eth_dst = kAllNodesMac;
   o.eth_src = kGwMac;
   o.hop_limit = hop_limit;
-  std::vector<uint8_t> body = {64, 0};  // cur hop limit, flags
+  std::vector<uint8_t> body = {cur_hop_limit, 0};  // cur hop limit, flags
   put16(body, lifetime_s);
   put32(body, reachable_ms);
   put32(body, retrans_ms);
@@ -1411,4 +1411,50 @@ TEST_CASE("Entries' lifetimes are drawn per host: the port MAC seeds each table"
     CHECK(d >= NeighbourConfig{}.reachable_ns / 2);
     CHECK(d < NeighbourConfig{}.reachable_ns * 3 / 2);
   }
+}
+
+TEST_CASE(
+    "Router discovery: an RA's nonzero Cur Hop Limit is the hop limit of the IPv6 frames we "
+    "originate, NDP's staying 255",
+    "[stack6][ndp]") {
+  // RFC 4861 6.3.4; Linux's ndisc_router_discovery sets the interface's hop_limit.
+  NetStackConfig c = config6();
+  c.ttl = 64;
+  NetStack s(c);
+  std::array<uint8_t, 256> out{};
+  const auto udp6_hop_limit = [&] {
+    REQUIRE(s.write_udp6_headers(out, kPeerMac, kPeerIp6, 1, 4791, 0, 16) != 0);
+    return out[14 + 7];
+  };
+  CHECK(s.hop_limit6() == 64);
+  CHECK(udp6_hop_limit() == 64);
+  const uint64_t gen = s.generation();
+  REQUIRE(receive(s, ra_frame(kGwIp6, 1800, {}, 255, 0, 0, 0, 17), 0).result.verdict ==
+          RxVerdict::kConsumed);
+  CHECK(s.hop_limit6() == 17);
+  CHECK(udp6_hop_limit() == 17);
+  CHECK(s.counters().ra_hop_limit_set == 1);
+  CHECK(s.generation() > gen);  // callers restamp their templates
+  // IPv4 keeps its TTL.
+  REQUIRE(s.write_udp_headers(out, kPeerMac, kPeerIp, 1, 4791, 0, 16) != 0);
+  CHECK(out[14 + 8] == 64);
+  // 0 is unspecified; the same value again changes nothing.
+  const uint64_t gen2 = s.generation();
+  receive(s, ra_frame(kGwIp6, 1800, {}, 255, 0, 0, 0, 0), kSec);
+  receive(s, ra_frame(kGwIp6, 1800, {}, 255, 0, 0, 0, 17), 2 * kSec);
+  CHECK(s.hop_limit6() == 17);
+  CHECK(s.counters().ra_hop_limit_set == 1);
+  CHECK(s.generation() == gen2);
+  // Echo replies carry it; Neighbor Solicitations keep 255.
+  Ip6Opts o;
+  o.src = kPeerIp6;
+  const std::vector<uint8_t> echo_body = {0, 1, 0, 1, 'h', 'i'};
+  const Rx rx =
+      receive(s, ipv6_frame(58, icmp6(128, 0, echo_body, kPeerIp6, kOurIp6), o), 3 * kSec);
+  REQUIRE(rx.result.verdict == RxVerdict::kReply);
+  CHECK(rx.reply[14 + 7] == 17);
+  s.resolve6(kPeerIp6, 3 * kSec);
+  std::array<NetAction, 4> acts;
+  REQUIRE(s.take_actions(acts) == 1);
+  CHECK(acts[0].bytes[14 + 7] == 255);
 }
