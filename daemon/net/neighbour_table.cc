@@ -162,23 +162,35 @@ void NeighbourTableT<Addr>::drop_pending(Entry& e, int32_t idx, std::vector<Even
 }
 
 template <class Addr>
-uint64_t NeighbourTableT<Addr>::draw_reachable_ns() {
-  const uint64_t base = config_.reachable_ns;
-  if (!config_.randomize_reachable || base < 2) return base;
-  // SplitMix64 (Steele, Lea, Flood 2014): one 64-bit draw, scaled to [0, base) without a
-  // division.
+uint64_t NeighbourTableT<Addr>::draw_random() {
+  // SplitMix64 (Steele, Lea, Flood 2014): one 64-bit draw.
   uint64_t z = (rng_state_ += 0x9E3779B97F4A7C15ull);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
+  return z ^ (z >> 31);
+}
+
+template <class Addr>
+uint64_t NeighbourTableT<Addr>::lifetime_ns(uint64_t draw) const {
+  const uint64_t base = config_.reachable_ns;
+  if (!config_.randomize_reachable || base < 2) return base;
+  // The draw scaled to [0, base) without a division.
   __extension__ using u128 = unsigned __int128;
-  const auto offset = static_cast<uint64_t>((static_cast<u128>(z) * base) >> 64);
+  const auto offset = static_cast<uint64_t>((static_cast<u128>(draw) * base) >> 64);
   return base / 2 + offset;
 }
 
 template <class Addr>
-void NeighbourTableT<Addr>::set_reachable_ns(uint64_t ns) {
-  if (ns != 0) config_.reachable_ns = ns;
+void NeighbourTableT<Addr>::set_reachable_ns(uint64_t ns, uint64_t now_ns) {
+  if (ns == 0 || ns == config_.reachable_ns) return;
+  config_.reachable_ns = ns;
+  for (Entry& e : entries_) {
+    if (!e.in_use || !e.confirmed || e.state != NeighbourState::kReachable) continue;
+    e.deadline_ns = e.confirmed_ns + lifetime_ns(e.draw);
+    // Out of its last window again: a use there probes afresh, and an unused end keeps it.
+    if (e.deadline_ns > now_ns + config_.refresh_window_ns) e.refresh_sent = false;
+    arm(e.deadline_ns);
+  }
 }
 
 template <class Addr>
@@ -203,6 +215,7 @@ NeighbourResolveResult NeighbourTableT<Addr>::resolve(const Addr& ip, uint64_t n
         // Kept STALE past its lifetime: usable, probed now, one window to be confirmed
         // (Linux's STALE -> DELAY -> PROBE, the probe sent at once).
         e.stale = false;
+        e.confirmed = false;
         e.refresh_sent = false;
         e.deadline_ns = now_ns + config_.refresh_window_ns;
         arm(e.deadline_ns);
@@ -301,7 +314,14 @@ void NeighbourTableT<Addr>::learn(const Addr& ip, MacAddr mac, uint64_t now_ns, 
   e.refresh_sent = false;
   e.last_used_ns = now_ns;
   // STALE: in its last refresh window (see mark_stale), so its next use probes it.
-  e.deadline_ns = now_ns + (stale ? config_.refresh_window_ns : draw_reachable_ns());
+  e.confirmed = !stale;
+  if (stale) {
+    e.deadline_ns = now_ns + config_.refresh_window_ns;
+  } else {
+    e.confirmed_ns = now_ns;
+    e.draw = draw_random();
+    e.deadline_ns = now_ns + lifetime_ns(e.draw);
+  }
   if (stale) ++counters_.learned_stale;
   arm(e.deadline_ns);
   if (was_incomplete) {
@@ -319,6 +339,7 @@ void NeighbourTableT<Addr>::mark_stale(const Addr& ip, uint64_t now_ns) {
   const uint64_t stale_deadline = now_ns + config_.refresh_window_ns;
   if (e.deadline_ns <= stale_deadline) return;  // already in doubt (or about to age out)
   e.deadline_ns = stale_deadline;
+  e.confirmed = false;
   e.refresh_sent = false;  // the next use probes at once
   arm(e.deadline_ns);
   ++counters_.marked_stale;
@@ -350,6 +371,7 @@ bool NeighbourTableT<Addr>::add_static(const Addr& ip, MacAddr mac, std::vector<
   e.state = NeighbourState::kStatic;
   e.evictable = false;
   e.stale = false;
+  e.confirmed = false;
   e.deadline_ns = 0;
   release_pending(e, idx, events);
   return true;
@@ -381,6 +403,7 @@ void NeighbourTableT<Addr>::poll(uint64_t now_ns, std::vector<Event>& events) {
         } else {
           // Nobody used it: kept STALE with its MAC (see above), until used or evicted.
           e.stale = true;
+          e.confirmed = false;
           e.deadline_ns = 0;
           ++counters_.went_stale;
         }

@@ -206,10 +206,14 @@ class NeighbourTableT {
   void mark_stale(const Addr& ip, uint64_t now_ns);
 
   // The neighbour parameters a Router Advertisement sets (RFC 4861 section 6.3.4; Linux's
-  // BASE_REACHABLE_TIME and RETRANS_TIME): the base of the lifetimes drawn from now on, and the
-  // interval between requests. 0 (unspecified) changes nothing; the caller bounds the values.
-  // Entries keep the deadlines they have.
-  void set_reachable_ns(uint64_t ns);
+  // BASE_REACHABLE_TIME and RETRANS_TIME): the base of the lifetimes, and the interval between
+  // requests. 0 (unspecified) changes nothing; the caller bounds the values. The reachable time
+  // applies to the entries reachable now too: each one's lifetime is its confirmation time plus
+  // its draw from the new base (the same fraction of it), as Linux's neigh_timer_handler
+  // compares confirmed + parms->reachable_time at each check; one that has run out goes at the
+  // next poll() as its lifetime's end would have it. Entries in their STALE window keep it. The
+  // retry interval is used from each entry's next request on (neigh_timer_handler again).
+  void set_reachable_ns(uint64_t ns, uint64_t now_ns);
   void set_retry_interval_ns(uint64_t ns);
 
   // ip is a next hop of ours (a default router, the gateway): its entry, if
@@ -257,6 +261,10 @@ class NeighbourTableT {
     uint64_t changed_ns = 0;    // became reachable or took a new MAC (the locktime's start)
     bool handed_out = false;    // its MAC went to a caller (see "Generation" above)
     bool stale = false;         // kept STALE past its lifetime (no deadline)
+    // deadline_ns is confirmed_ns + lifetime(draw): it follows set_reachable_ns.
+    bool confirmed = false;
+    uint64_t confirmed_ns = 0;
+    uint64_t draw = 0;  // the random draw of its lifetime (see lifetime_ns)
   };
   static constexpr int32_t kEmptySlot = -1;
 
@@ -268,8 +276,10 @@ class NeighbourTableT {
   void arm(uint64_t deadline_ns);
   void release_pending(Entry& e, int32_t idx, std::vector<Event>& events);
   void drop_pending(Entry& e, int32_t idx, std::vector<Event>& events);
-  // A confirmed entry's lifetime (see NeighbourConfig::randomize_reachable).
-  uint64_t draw_reachable_ns();
+  // A confirmed entry's lifetime (see NeighbourConfig::randomize_reachable): a draw, and the
+  // lifetime it gives with the current base.
+  uint64_t draw_random();
+  uint64_t lifetime_ns(uint64_t draw) const;
 
   NeighbourConfig config_;
   std::vector<Entry> entries_;        // pool, capacity entries

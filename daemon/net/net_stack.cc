@@ -1055,7 +1055,7 @@ RxResult NetStack::on_ra(std::span<const uint8_t> frame, const EthernetHeader& e
   // as a default router. Its on-link prefixes add to the policy's, and its
   // MTU option may lower the link MTU.
   learn_ra_options(frame.subspan(l4 + sizeof(NdpRouterAdvertisement)), now_ns);
-  learn_ra_timers(ra->reachable_time_ms.host(), ra->retrans_timer_ms.host());
+  learn_ra_timers(ra->reachable_time_ms.host(), ra->retrans_timer_ms.host(), now_ns);
   // A nonzero Cur Hop Limit is the host's default hop limit from now on (section 6.3.4; 0:
   // unspecified). Linux takes any from accept_ra_min_hop_limit (1) up.
   if (ra->cur_hop_limit != 0 && ra->cur_hop_limit != hop_limit6()) {
@@ -1152,7 +1152,7 @@ void NetStack::learn_ra_options(std::span<const uint8_t> opts, uint64_t now_ns) 
   }
 }
 
-void NetStack::learn_ra_timers(uint32_t reachable_ms, uint32_t retrans_ms) {
+void NetStack::learn_ra_timers(uint32_t reachable_ms, uint32_t retrans_ms, uint64_t now_ns) {
   // Section 6.3.4: a nonzero Reachable Time is the new BaseReachableTime (lifetimes are drawn
   // around it) and a nonzero Retrans Timer the new RetransTimer, as Linux's
   // ndisc_router_discovery sets the interface's neighbour parameters. Bounded: see
@@ -1168,7 +1168,7 @@ void NetStack::learn_ra_timers(uint32_t reachable_ms, uint32_t retrans_ms) {
   };
   const NeighbourConfig& n = neighbours6_.config();
   take(reachable_ms, ra_reachable_min_ns(), kRaReachableMaxNs, n.reachable_ns,
-       [this](uint64_t ns) { neighbours6_.set_reachable_ns(ns); });
+       [this, now_ns](uint64_t ns) { neighbours6_.set_reachable_ns(ns, now_ns); });
   take(retrans_ms, kRaRetransMinNs, kRaRetransMaxNs, n.retry_interval_ns,
        [this](uint64_t ns) { neighbours6_.set_retry_interval_ns(ns); });
 }

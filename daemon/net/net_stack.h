@@ -434,7 +434,7 @@ class NetStack {
   // checked).
   void learn_ra_options(std::span<const uint8_t> opts, uint64_t now_ns);
   // The RA's Reachable Time and Retrans Timer fields (0: unspecified).
-  void learn_ra_timers(uint32_t reachable_ms, uint32_t retrans_ms);
+  void learn_ra_timers(uint32_t reachable_ms, uint32_t retrans_ms, uint64_t now_ns);
   void forget_prefix6(size_t i);
   // Clears router6_ (withdrawn, replaced or timed out), moving the generation, and, when it was
   // kept as our next hop (no gateway6), release()s its neighbour entry.

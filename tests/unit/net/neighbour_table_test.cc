@@ -756,29 +756,65 @@ TEST_CASE("Each confirmed entry lives a time drawn from [0.5, 1.5) x reachable_n
   CHECK(lifetimes.size() == 10);
 }
 
-TEST_CASE("A Router Advertisement's timers: the base lifetime and the request interval from now on",
-          "[neigh]") {
+TEST_CASE(
+    "A Router Advertisement's timers: the reachable time re-times the reachable entries from "
+    "their confirmation, the request interval applies from the next request",
+    "[neigh][ra-timers]") {
+  // Linux's neigh_timer_handler compares confirmed + parms->reachable_time at each check, and
+  // ndisc_router_discovery sets parms->reachable_time at once.
   NeighbourTable t(small_config());  // reachable 30 s, retry 1 s, exact lifetimes
   std::vector<NeighbourEvent> ev;
   const Ipv4Addr before = Ipv4Addr::from_octets(198, 18, 1, 1);
+  const Ipv4Addr doubted = Ipv4Addr::from_octets(198, 18, 1, 2);
   t.resolve(before, 0, kNoFrame, ev);
   t.learn(before, kPeerMac, 0, false, ev);
-  t.set_reachable_ns(10 * kSec);
+  t.learn(doubted, kGwMac, 0, /*create=*/true, ev, true, NeighbourProof::kStale);
+  t.set_reachable_ns(10 * kSec, kSec);
   t.set_retry_interval_ns(3 * kSec);
-  t.set_reachable_ns(0);  // unspecified: unchanged
+  t.set_reachable_ns(0, kSec);  // unspecified: unchanged
   t.set_retry_interval_ns(0);
   CHECK(t.config().reachable_ns == 10 * kSec);
   CHECK(t.config().retry_interval_ns == 3 * kSec);
-  CHECK(t.find(before)->deadline_ns == 30 * kSec);  // keeps its deadline
+  CHECK(t.find(before)->deadline_ns == 10 * kSec);  // confirmed at 0, the new time from there
+  CHECK(t.next_deadline_ns() <= 10 * kSec);
+  CHECK(t.find(doubted)->deadline_ns == 5 * kSec);  // its STALE window stays
+  // Longer again: later (and out of its last window, so unused it is kept STALE at the end).
+  t.resolve(before, 6 * kSec, kNoFrame, ev);  // in the window: probed
+  t.set_reachable_ns(40 * kSec, 7 * kSec);
+  CHECK(t.find(before)->deadline_ns == 40 * kSec);
+  t.poll(40 * kSec, ev);
+  REQUIRE(t.find(before));
+  CHECK(t.find(before)->stale);
+  CHECK(t.counters().aged_out == 0);
+  t.set_reachable_ns(10 * kSec, 40 * kSec);
   // New requests are spaced by the new interval; a confirmation lives the new time.
   ev.clear();
-  CHECK(t.resolve(kPeerIp, kSec, kNoFrame, ev).status == Resolve::kQueued);
-  CHECK(t.find(kPeerIp)->deadline_ns == 4 * kSec);
-  t.poll(4 * kSec, ev);
+  CHECK(t.resolve(kPeerIp, 41 * kSec, kNoFrame, ev).status == Resolve::kQueued);
+  CHECK(t.find(kPeerIp)->deadline_ns == 44 * kSec);
+  t.poll(44 * kSec, ev);
   CHECK(t.find(kPeerIp)->requests_sent == 2);
-  CHECK(t.find(kPeerIp)->deadline_ns == 7 * kSec);
-  t.learn(kPeerIp, kPeerMac, 5 * kSec, false, ev);
-  CHECK(t.find(kPeerIp)->deadline_ns == 15 * kSec);
+  CHECK(t.find(kPeerIp)->deadline_ns == 47 * kSec);
+  t.learn(kPeerIp, kPeerMac, 45 * kSec, false, ev);
+  CHECK(t.find(kPeerIp)->deadline_ns == 55 * kSec);
+}
+
+TEST_CASE("A new reachable time keeps each entry's random draw", "[neigh][ra-timers]") {
+  NeighbourConfig c = small_config();
+  c.randomize_reachable = true;
+  c.random_seed = 7;
+  NeighbourTable t(c);  // reachable 30 s: lifetimes in [15, 45) s
+  std::vector<NeighbourEvent> ev;
+  t.resolve(kPeerIp, 0, kNoFrame, ev);
+  t.learn(kPeerIp, kPeerMac, 2 * kSec, false, ev);
+  const uint64_t lifetime = t.find(kPeerIp)->deadline_ns - 2 * kSec;
+  REQUIRE(lifetime >= 15 * kSec);
+  REQUIRE(lifetime < 45 * kSec);
+  // Twice the base: twice the lifetime, from the same confirmation (to the nanosecond, up to
+  // the scaling's rounding).
+  t.set_reachable_ns(60 * kSec, 3 * kSec);
+  const uint64_t now_lifetime = t.find(kPeerIp)->deadline_ns - 2 * kSec;
+  CHECK(now_lifetime >= 2 * lifetime - 2);
+  CHECK(now_lifetime <= 2 * lifetime + 2);
 }
 
 TEST_CASE("An entry whose MAC was never given out goes or changes without moving the generation",
