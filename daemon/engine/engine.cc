@@ -986,6 +986,7 @@ void Engine::fill_snapshot(control::CounterSnapshot& out) const {
   out.add("net.rx_icmp6_echo_requests", n.rx_icmp6_echo_requests);
   out.add("net.tx_icmp6_echo_replies", n.tx_icmp6_echo_replies);
   out.add("net.rx_udp6_delivered", n.rx_udp6_delivered);
+  out.add("net.rx_priority_tagged", n.rx_priority_tagged);
   // Both neighbour tables (ARP and NDP): entries whose lifetime ran out unused, kept STALE;
   // entries replaced for room (of which kept STALE ones); entries probed and not confirmed.
   const net::NeighbourCounters& n4 = net_.neighbours().counters();

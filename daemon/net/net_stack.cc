@@ -249,6 +249,7 @@ RxResult NetStack::on_rx_frame(std::span<const uint8_t> frame, uint64_t now_ns,
     // untagged, so it is ours only on an untagged port.
     const bool ours = tag->vid() == 0 ? !config_.vlan_id : tag->vid() == config_.vlan_id;
     if (!ours) return drop(RxDrop::kVlanMismatch);
+    if (tag->vid() == 0) ++counters_.rx_priority_tagged;
     ether_type = tag->ether_type.host();
     l3 += sizeof(VlanTag);
     if (ether_type == kEtherTypeVlan || ether_type == kEtherTypeQinQ) {

@@ -155,6 +155,9 @@ struct NetCounters {
   uint64_t ra_timers_set = 0;       // RA Reachable Time / Retrans Timer values that changed ours
   uint64_t ra_timers_clamped = 0;   // ... outside their bounds (NetStack::kRa*), taken at the bound
   uint64_t ra_hop_limit_set = 0;    // RA Cur Hop Limit values that changed hop_limit6()
+  // Priority-tagged frames (802.1Q, VID 0) taken as untagged on a port without vlan_id
+  // (802.1Q: they belong to the port's untagged VLAN); a VLAN port drops them (kVlanMismatch).
+  uint64_t rx_priority_tagged = 0;
   std::array<uint64_t, kRxDropCount> rx_drops{};
 
   uint64_t drops(RxDrop reason) const { return rx_drops[static_cast<size_t>(reason)]; }

@@ -111,6 +111,15 @@ def frames6(vlan):
         bytes(16))
 
 
+def priority_tagged(pkt):
+    """The frame with an 802.1Q priority tag (VID 0, PCP 3) after the MAC addresses."""
+    raw = bytes(pkt)
+    return raw[:12] + b"\x81\x00\x60\x00" + raw[12:]
+
+
+PRIORITY_TAGGED = ("arp_request", "roce_send", "ns", "ra_timers", "udp6_roce")
+
+
 def main():
     out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "seeds", "net_stack_rx")
     os.makedirs(out, exist_ok=True)
@@ -134,6 +143,13 @@ def main():
                 write(f"{prefix}ns_truncated", bytes([variant]) + bytes(pkt)[:-9])
             if name == "ping6":
                 write(f"{prefix}ping6_ipv6_off", bytes([variant | 8]) + bytes(pkt))
+        # Priority-tagged (VID 0) copies of untagged frames: taken on the untagged stack,
+        # dropped on the VLAN one.
+        if not vlan:
+            for name, pkt in list(frames(False)) + list(frames6(False)):
+                if name in PRIORITY_TAGGED:
+                    write(f"prio_{name}", bytes([0]) + priority_tagged(pkt))
+                    write(f"vlan_prio_{name}", bytes([3]) + priority_tagged(pkt))
 
 
 if __name__ == "__main__":

@@ -471,11 +471,16 @@ TEST_CASE("Priority-tagged frames (VID 0) are untagged frames with a priority", 
   CHECK(udp.result.udp.ip_offset == 18);
   CHECK(udp.result.udp.payload_offset == 46);
   CHECK(s.counters().total_drops() == 0);
-  // A VLAN port drops them, as it drops untagged frames.
+  CHECK(s.counters().rx_priority_tagged == 3);  // counted; untagged frames are not
+  receive(s, arp_request_for_us());
+  CHECK(s.counters().rx_priority_tagged == 3);
+  // A VLAN port drops them, as it drops untagged frames: 802.1Q puts a VID 0 frame in the
+  // port's PVID, the untagged VLAN, which is not conduitd's VLAN.
   NetStackConfig c = base_config();
   c.vlan_id = 100;
   NetStack v(c);
   CHECK(drop_of(v, arp_request_for_us(uint16_t{3 << 13})) == RxDrop::kVlanMismatch);
+  CHECK(v.counters().rx_priority_tagged == 0);
 }
 
 TEST_CASE("A VLAN stack accepts only its VID and tags what it sends", "[stack][l2]") {
