@@ -403,7 +403,7 @@ void ConnectionManager::on_req(uint64_t now_ns, CmPeer from, const CmMessage& m)
     if (c.state == State::kRepSent) {
       send(c, dup->second, CmType::kRep);
     } else if (c.state == State::kRequestPending && c.peer.ib) {
-      send_request_mra(now_ns, dup->second, c);
+      send_request_mra(dup->second, c);
     } else {
       ++counters_.rx_unexpected;
     }
@@ -491,24 +491,23 @@ void ConnectionManager::on_req(uint64_t now_ns, CmPeer from, const CmMessage& m)
   emit(a);
 }
 
-void ConnectionManager::send_request_mra(uint64_t now_ns, uint32_t id, Conn& c) {
+void ConnectionManager::send_request_mra(uint32_t id, Conn& c) {
   // As Linux: rdma_cm leaves a REQ its application has not answered yet with ib_cm's delayed
-  // MRA (IB_CM_MRA_FLAG_DELAY), which cm_dup_req_handler sends in answer to each resent REQ.
-  // The requester then waits as long as the MRA asks before each of its remaining resends,
-  // so the request may live the longest we allow; the MRA asks for that time (rdma_cm asks
-  // for 2^24 x 4 us, 68.7 s, whatever its backlog), never less than the REQ's own timeout.
+  // MRA (ib_prepare_cm_mra; before 2025 ib_send_cm_mra with IB_CM_MRA_FLAG_DELAY), which
+  // cm_dup_req_handler sends in answer to each resent REQ, always with the service timeout 24
+  // (cm.c's CM_MRA_SETTING, before that cma.c's CMA_CM_MRA_SETTING: 4.096 us * 2^24, 68.7 s)
+  // and no private data. The requester then
+  // waits that long (plus the packet life time) before each of its remaining resends, so the
+  // request may live the longest we allow: max_ib_request_wait_ns from its arrival.
   ++counters_.mra_sent;
   c.deadline_ns = std::max(c.deadline_ns, c.request_ns + cfg_.max_ib_request_wait_ns);
-  const uint64_t left_ns = c.deadline_ns > now_ns ? c.deadline_ns - now_ns : 0;
-  uint8_t timeout = c.req_response_timeout;
-  while (timeout < 31 && (uint64_t{4096} << timeout) < left_ns) ++timeout;
   CmMessage m;
   m.type = CmType::kMra;
   m.src_conn = id;
   m.dst_conn = c.remote_conn;
   m.ib.tid = c.tid;
   m.ib.mra_message = kIbMsgReq;
-  m.ib.mra_timeout = timeout;
+  m.ib.mra_timeout = kIbMraServiceTimeout;
   emit_message(c.peer, m, c.remote.qpn);
 }
 

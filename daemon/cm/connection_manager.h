@@ -25,8 +25,9 @@
 // and the old connection, if established, is disconnected (DREQ), as Linux's ib_cm
 // does; so is a REP naming such a QP (REJ of the REP; our request fails with
 // kRefused). No timewait: as Linux's, an ended connection's QPN is free at once.
-// IB CM, as Linux: a resent REQ the owner has not answered yet gets an MRA asking the
-// requester to wait until the request expires (its life is then max_ib_request_wait_ns).
+// IB CM, as Linux: a resent REQ the owner has not answered yet gets an MRA with Linux's
+// service timeout, 2^24 x 4.096 us (68.7 s, the requester's wait before each later resend);
+// the request then lives max_ib_request_wait_ns.
 // IB CM, as Linux: a DREQ must name our QP or it is dropped; an MRA stretches
 // every later resend of the message it acknowledges (capped); a UC/XRC REQ or one
 // with an rdma_cm header we cannot read gets REJ 'consumer defined' (a listener)
@@ -266,7 +267,7 @@ class ConnectionManager {
   void on_sidr_req(uint64_t now_ns, CmPeer from, const CmMessage& m);
   void on_refused_req(uint64_t now_ns, CmPeer from, const CmMessage& m);
   // IB CM: a resent REQ the owner has not answered yet gets an MRA, as Linux's.
-  void send_request_mra(uint64_t now_ns, uint32_t id, Conn& c);
+  void send_request_mra(uint32_t id, Conn& c);
   // The token bucket of unsolicited replies: true when one may be sent now (and takes it).
   bool unsolicited_reply_ok(uint64_t now_ns);
   uint64_t retry_ns(const Conn& c) const {

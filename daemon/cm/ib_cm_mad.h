@@ -81,6 +81,9 @@ inline constexpr uint32_t kGsiQkey = 0x80010000;
 inline constexpr uint64_t kRdmaCmServiceTcp = 0x0000000001060000;  // RDMA_PS_TCP << 16
 inline constexpr uint64_t kRdmaCmServiceIb = 0x00000000013F0000;   // RDMA_PS_IB << 16
 inline constexpr size_t kRdmaCmHeaderBytes = 36;
+// The service timeout of the MRA we send for a REQ the owner has not answered yet: Linux's
+// (CM_MRA_SETTING in cm.c, CMA_CM_MRA_SETTING's low bits before): 4.096 us * 2^24, 68.7 s.
+inline constexpr uint8_t kIbMraServiceTimeout = 24;
 // Private data an rdma_cm REQ leaves the application after its header.
 inline constexpr size_t kRdmaCmReqPrivateBytes = 92 - kRdmaCmHeaderBytes;
 

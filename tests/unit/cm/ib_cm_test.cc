@@ -1457,8 +1457,10 @@ TEST_CASE("ib_cm: a resent REQ the owner has not answered gets an MRA, as Linux'
           "[cm][ib]") {
   // rdma_cm queues ib_cm's delayed MRA for a REQ its application has not accepted yet
   // (IB_CM_MRA_FLAG_DELAY); cm_dup_req_handler sends it for each resent REQ: the requester
-  // then waits as asked instead of resending every 4.3 s and giving up after 68.7 s. Ours asks
-  // for the time until the request expires, which the MRA makes max_ib_request_wait_ns.
+  // then waits as asked instead of resending every 4.3 s and giving up after 68.7 s. Linux's
+  // MRA always asks for 2^24 x 4.096 us (68.7 s: CM_MRA_SETTING, CMA_CM_MRA_SETTING before),
+  // whatever the request has left; so does ours. The MRA makes the request live
+  // max_ib_request_wait_ns.
   IbPair n;
   REQUIRE(n.b.listen(7471, 22) == 0);
   const std::vector<uint8_t> req_mad = mad_from_hex(kKernelReq);
@@ -1482,13 +1484,15 @@ TEST_CASE("ib_cm: a resent REQ the owner has not answered gets an MRA, as Linux'
   CHECK(be32_at(mra, 24 + 4) == be32_at(req_mad, 24));  // the requester's
   CHECK(mra[24 + 8] >> 6 == 0);                         // it acknowledges the REQ
   const uint8_t timeout = mra[24 + 9] >> 3;
-  CHECK(timeout == 25);  // 137 s: covers the 115.7 s the request has left
+  CHECK(timeout == kIbMraServiceTimeout);
+  CHECK(timeout == 24);  // 68.7 s, as Linux's, not the 115.7 s the request has left
   CHECK(n.b.next_deadline_ns() == t0 + 120'000'000'000ull);
   const CmMessage back = parse_ok(mra);
   CHECK(back.type == CmType::kMra);
-  CHECK(back.ib.mra_timeout == 25);
+  CHECK(back.ib.mra_timeout == 24);
+  CHECK(std::all_of(mra.begin() + 24 + 10, mra.end(), [](uint8_t b) { return b == 0; }));
   // Another resend (after the MRA's wait a Linux requester would not resend this soon; any
-  // is answered): the time left is 40 s now.
+  // is answered): the same MRA, 40 s before the request expires.
   n.now = t0 + 80'000'000'000ull;
   n.b.on_timer(n.now);
   n.b.on_message(n.now, IbPair::kA, req_mad.data(), req_mad.size());
