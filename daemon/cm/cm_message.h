@@ -126,6 +126,9 @@ struct IbCmFields {
   // (4.096 us * 2^n) and how often it resends: how long a pending request must live.
   uint8_t req_response_timeout = 0;
   uint8_t req_max_retries = 0;
+  // REQ: the requester's local CM response timeout: how soon it answers our REP (4.096 us *
+  // 2^n), so how long we wait before we resend the REP (as Linux's cm_req_handler).
+  uint8_t req_local_response_timeout = 0;
   // MRA ("message received, wait"): which message (0 REQ, 1 REP, 2 other) and
   // how long the sender asks us to wait: 4.096 us * 2^mra_timeout.
   uint8_t mra_message = 0;

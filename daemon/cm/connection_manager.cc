@@ -209,6 +209,7 @@ int64_t ConnectionManager::connect(uint64_t now_ns, uint64_t owner, CmPeer peer,
   c.local = local;
   c.private_len = static_cast<uint8_t>(private_len);
   if (private_len > 0) std::memcpy(c.private_data.data(), private_data, private_len);
+  c.max_retries = cfg_.max_retries;
   c.deadline_ns = now_ns + cfg_.retry_timeout_ns;
   send(c, id, CmType::kReq);
   return id;
@@ -247,7 +248,19 @@ int ConnectionManager::accept(uint64_t now_ns, uint64_t owner, uint32_t conn, co
   if (private_len > 0) std::memcpy(c.private_data.data(), private_data, private_len);
   c.state = State::kRepSent;
   c.retries = 0;
-  c.deadline_ns = now_ns + cfg_.retry_timeout_ns;
+  c.max_retries = cfg_.max_retries;
+  c.retry_ns = 0;
+  if (c.peer.ib) {
+    // As Linux's ib_cm (cm_req_handler takes the REQ's local CM response timeout and max CM
+    // retries; ib_send_cm_rep sends the REP with them): the requester said how soon it
+    // answers a REP and how often we may resend. Bounded, so a REQ cannot make us resend
+    // every few microseconds or wait hours between resends.
+    const uint64_t asked_ns = uint64_t{4096} << c.req_local_response_timeout;  // 4.096 us * 2^n
+    c.retry_ns = std::clamp(asked_ns, cfg_.retry_timeout_ns,
+                            std::max(cfg_.retry_timeout_ns, cfg_.max_ib_rep_timeout_ns));
+    c.max_retries = c.req_max_retries;
+  }
+  c.deadline_ns = now_ns + retry_ns(c);
   send(c, conn, CmType::kRep);
   return 0;
 }
@@ -274,7 +287,10 @@ int ConnectionManager::disconnect(uint64_t now_ns, uint64_t owner, uint32_t conn
       c.state = State::kDreqSent;
       c.dreq_tid = c.peer.ib ? new_tid(conn) : 0;
       c.retries = 0;
-      c.retry_ns = 0;  // a new message: an MRA of our REQ or REP does not stretch it
+      // A new message, at our own pace: neither an MRA of our REQ or REP nor the REQ's
+      // timing (for our REP) stretches it.
+      c.retry_ns = 0;
+      c.max_retries = cfg_.max_retries;
       c.deadline_ns = now_ns + cfg_.retry_timeout_ns;
       send(c, conn, CmType::kDreq);
       return 0;
@@ -481,6 +497,8 @@ void ConnectionManager::on_req(uint64_t now_ns, CmPeer from, const CmMessage& m)
   c.deadline_ns = now_ns + wait_ns;
   c.request_ns = now_ns;
   c.req_response_timeout = m.ib.req_response_timeout;
+  c.req_max_retries = m.ib.req_max_retries;
+  c.req_local_response_timeout = m.ib.req_local_response_timeout;
   by_remote_[{from, m.src_conn}] = id;
   if (from.ib) by_remote_qpn_[{from.addr, m.params.qpn}] = id;
   ++pending_by_addr_[from.addr];
@@ -682,7 +700,7 @@ void ConnectionManager::on_timer(uint64_t now_ns) {
       fail(id, c, RejectReason::kTimeout, false);
       continue;
     }
-    if (c.retries >= cfg_.max_retries) {
+    if (c.retries >= c.max_retries) {
       ++counters_.timeouts;
       if (c.state == State::kDreqSent) {
         // The peer is gone; the connection is over either way.

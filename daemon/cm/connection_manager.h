@@ -13,6 +13,9 @@
 // the passive side resends its REP until an RTU arrives (or the QP sees the
 // peer's traffic: on_qp_traffic()), both every retry_timeout_ns and at most
 // max_retries times; then the connection fails with RejectReason::kTimeout.
+// Over the IB CM the REP goes at the REQ's pace, as Linux's ib_cm sends it: every
+// "local CM response timeout" of the REQ (bounded by retry_timeout_ns and
+// max_ib_rep_timeout_ns), at most its "max CM retries" times.
 // Duplicates are answered again (a REP for a repeated REQ, an RTU for a
 // repeated REP, a DREP for any DREQ) and never create a second connection.
 // IB CM only: a SIDR_REQ (service id resolution for a UD QP, which conduit does
@@ -91,6 +94,10 @@ struct CmConfig {
   // its REQ (its REQ says how long), at most this long; this long once we sent an MRA for
   // it (the requester resent its REQ: we ask it to wait).
   uint64_t max_ib_request_wait_ns = 120'000'000'000;
+  // IB CM: our REP is resent as Linux's ib_cm resends it, on the REQ's local CM response
+  // timeout (rdma_cm: 2^20 x 4.096 us, 4.3 s) and at most its max CM retries (rdma_cm: 15)
+  // times; the timeout taken no shorter than retry_timeout_ns and no longer than this.
+  uint64_t max_ib_rep_timeout_ns = 30'000'000'000;
   // Requests handed out and not yet answered, per source address (any port) and in all;
   // a REQ beyond either gets REJ(quota): one sender cannot fill the connection table. A
   // host that connects many QPs at once (an rdma_cm job opening one per peer process)
@@ -234,15 +241,18 @@ class ConnectionManager {
     std::array<uint8_t, kMaxPrivateBytes> remote_private_data{};
     uint64_t deadline_ns = UINT64_MAX;
     uint32_t retries = 0;
-    bool mra_seen = false;  // IB CM: the peer's one MRA (for our REQ or REP) honoured
+    uint32_t max_retries = 0;  // resends of the message in flight before it fails
+    bool mra_seen = false;     // IB CM: the peer's one MRA (for our REQ or REP) honoured
     // Between resends of the message in flight (REQ, REP, DREQ); 0: retry_timeout_ns. An
     // MRA stretches it for every later resend of the message it acknowledges, as Linux's
     // ib_modify_mad does.
     uint64_t retry_ns = 0;
-    uint64_t request_ns = 0;           // passive: when the REQ came
-    uint8_t req_response_timeout = 0;  // IB CM passive: the REQ's (4.096 us * 2^n)
-    uint64_t tid = 0;                  // IB CM: the REQ's transaction id (REP, REJ and RTU echo it)
-    uint64_t dreq_tid = 0;             // IB CM: our DREQ's
+    uint64_t request_ns = 0;                 // passive: when the REQ came
+    uint8_t req_response_timeout = 0;        // IB CM passive: the REQ's (4.096 us * 2^n)
+    uint8_t req_max_retries = 0;             // IB CM passive: the REQ's max CM retries
+    uint8_t req_local_response_timeout = 0;  // IB CM passive: the REQ's, our REP's pace
+    uint64_t tid = 0;       // IB CM: the REQ's transaction id (REP, REJ and RTU echo it)
+    uint64_t dreq_tid = 0;  // IB CM: our DREQ's
   };
 
   uint32_t allocate_id();

@@ -83,6 +83,7 @@ CmParseError parse_req(const uint8_t* b, CmMessage& out) {
   out.ib.req_response_timeout = b[43] >> 3;
   const uint8_t transport = (b[43] >> 1) & 0x3;
   p.psn = get24(b + 44);
+  out.ib.req_local_response_timeout = b[47] >> 3;
   p.retry_cnt = b[47] & 0x7;
   p.pmtu_bytes = ib_mtu_bytes(b[50] >> 4);
   p.rnr_retry = b[50] & 0x7;

@@ -95,6 +95,9 @@ TEST_CASE("ib_cm: the kernel's REQ from rdma_connect()", "[cm][ib]") {
   CHECK(m.params.retry_cnt == 7);
   CHECK(m.params.rnr_retry == 7);
   CHECK(m.params.timeout == 19);
+  CHECK(m.ib.req_response_timeout == 20);  // rdma_cm's CMA_CM_RESPONSE_TIMEOUT, both
+  CHECK(m.ib.req_local_response_timeout == 20);
+  CHECK(m.ib.req_max_retries == 15);
   CHECK(m.params.responder_resources == 128);
   CHECK(m.params.initiator_depth == 128);
   CHECK(m.params.caps == 0);
@@ -1704,4 +1707,51 @@ TEST_CASE("cm: unsolicited replies are rate-limited by a token bucket", "[cm][ib
   size_t k = 0;
   for (const auto& a : drain(open)) k += a.kind == CmAction::Kind::kSend;
   CHECK(k == 500);
+}
+
+TEST_CASE("ib_cm: our REP is resent on the REQ's CM response timeout and retries, as Linux",
+          "[cm][ib]") {
+  // Linux's cm_req_handler keeps the REQ's local CM response timeout and max CM retries, and
+  // ib_send_cm_rep sends the REP with them: rdma_cm's REQ (20: 4.3 s, 15 retries) has its
+  // REP resent every 4.3 s, 15 times, before the passive side gives up. Bounded here: no
+  // faster than retry_timeout_ns, no slower than max_ib_rep_timeout_ns.
+  struct Case {
+    uint8_t timeout;
+    uint8_t retries;
+    uint64_t interval_ns;
+  };
+  for (const Case k : {Case{20, 15, 4'294'967'296ull}, Case{0, 3, 200'000'000ull},
+                       Case{31, 2, 30'000'000'000ull}, Case{16, 0, 268'435'456ull}}) {
+    CAPTURE(k.timeout, k.retries);
+    IbPair n;
+    REQUIRE(n.b.listen(7471, 22) == 0);
+    std::vector<uint8_t> req = mad_from_hex(kKernelReq);
+    REQUIRE(req[24 + 47] >> 3 == 20);  // the kernel's: local CM response timeout 20
+    REQUIRE(req[24 + 51] >> 4 == 15);  // max CM retries 15
+    req[24 + 47] = static_cast<uint8_t>(k.timeout << 3 | (req[24 + 47] & 0x7));
+    req[24 + 51] = static_cast<uint8_t>(k.retries << 4 | (req[24 + 51] & 0xF));
+    n.b.on_message(n.now, IbPair::kA, req.data(), req.size());
+    const std::vector<CmAction> out = drain(n.b);
+    REQUIRE(count_kind(out, CmAction::Kind::kRequest) == 1);
+    QpParams local = ib_params(0x20, 2, 1, 1);
+    local.pmtu_bytes = 1024;
+    REQUIRE(n.b.accept(n.now, 22, out[0].conn, local) == 0);
+    REQUIRE(mads(drain(n.b), 0x13).size() == 1);
+    uint64_t resends = 0;
+    bool failed = false;
+    while (!failed) {
+      const uint64_t next = n.b.next_deadline_ns();
+      REQUIRE(next != UINT64_MAX);
+      CHECK(next - n.now == k.interval_ns);
+      n.now = next;
+      n.b.on_timer(n.now);
+      for (const auto& a : drain(n.b)) {
+        resends += a.kind == CmAction::Kind::kSend && a.bytes[17] == 0x13;
+        failed |= a.kind == CmAction::Kind::kRejected;
+      }
+      REQUIRE(resends <= 16);
+    }
+    CHECK(resends == k.retries);
+    CHECK(n.b.connection_count() == 0);
+  }
 }
