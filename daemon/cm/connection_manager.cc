@@ -615,21 +615,34 @@ void ConnectionManager::on_for_conn(uint64_t now_ns, CmPeer from, const CmMessag
       }
       return;
     case CmType::kDreq:
+      if (c.state == State::kRequestPending) {
+        // Before our REP there is nothing to disconnect: Linux's cm_dreq_handler drops a
+        // DREQ for a connection in REQ_RCVD or MRA_REQ_SENT (its default case), unanswered;
+        // the request stays the owner's to answer.
+        ++counters_.dreq_dropped;
+        return;
+      }
+      if (c.state == State::kReqSent) {
+        // Our REQ has no answer yet, so the DREQ cannot name this connection (Linux finds no
+        // id for it: the remote id is still unset) and is answered as one for no connection
+        // (cm_issue_drep); our request goes on.
+        ++counters_.rx_unexpected;
+        if (unsolicited_reply_ok(now_ns)) {
+          send_reply(from, m.dst_conn, m.src_conn, CmType::kDrep, {}, m.ib.tid);
+        }
+        return;
+      }
       if (from.ib && m.params.qpn != c.local.qpn) {
         // As Linux's cm_dreq_handler: a DREQ must name our QP (its remote QPN), or it is
         // dropped, unanswered; the connection stays.
         ++counters_.dreq_qpn_mismatch;
         return;
       }
-      // To the DREQ's sender id: an active side still in kReqSent has no remote id yet.
+      // Our REP out (Linux's REP_SENT, MRA_REP_RCVD), established, or our own DREQ out
+      // (crossing DREQs): DREP, and the connection is over.
       send_reply(from, id, m.src_conn, CmType::kDrep, {}, m.ib.tid);
-      if (c.state == State::kEstablished || c.state == State::kDreqSent ||
-          c.state == State::kRepSent) {
-        if (c.report) emit(event(CmAction::Kind::kDisconnected, id, c));
-        erase(it);
-      } else {
-        ++counters_.rx_unexpected;
-      }
+      if (c.report) emit(event(CmAction::Kind::kDisconnected, id, c));
+      erase(it);
       return;
     case CmType::kDrep:
       if (c.state == State::kDreqSent) {

@@ -17,7 +17,8 @@
 // "local CM response timeout" of the REQ (bounded by retry_timeout_ns and
 // max_ib_rep_timeout_ns), at most its "max CM retries" times.
 // Duplicates are answered again (a REP for a repeated REQ, an RTU for a
-// repeated REP, a DREP for any DREQ) and never create a second connection.
+// repeated REP, a DREP for a DREQ naming no connection) and never create a second
+// connection.
 // IB CM only: a SIDR_REQ (service id resolution for a UD QP, which conduit does
 // not have) is answered with SIDR_REP 'unsupported', one per request and no
 // state kept; a LAP (load an alternate path) for an established connection with
@@ -31,6 +32,9 @@
 // IB CM, as Linux: a resent REQ the owner has not answered yet gets an MRA with Linux's
 // service timeout, 2^24 x 4.096 us (68.7 s, the requester's wait before each later resend);
 // the request then lives max_ib_request_wait_ns.
+// As Linux's cm_dreq_handler: a DREQ for a request the owner has not answered yet is
+// dropped (counted), one while our REQ has no answer is answered as for no connection
+// (DREP, the request goes on); after our REP it ends the connection.
 // IB CM, as Linux: a DREQ must name our QP or it is dropped; an MRA stretches
 // every later resend of the message it acknowledges (capped); a UC/XRC REQ or one
 // with an rdma_cm header we cannot read gets REJ 'consumer defined' (a listener)
@@ -167,6 +171,7 @@ struct CmCounters {
   uint64_t stale_requests = 0;       // IB CM: REQs from a QP connected here, REJ 'stale'
   uint64_t stale_replies = 0;        // IB CM: REPs from a QP connected here, REJ 'stale'
   uint64_t dreq_qpn_mismatch = 0;    // IB CM: DREQs naming another QP than ours (dropped)
+  uint64_t dreq_dropped = 0;         // DREQs for a request not answered yet (dropped, as Linux)
   uint64_t mad_get_unsupported = 0;  // IB CM: Get/Set MADs answered GetResp 'unsupported'
   uint64_t requests_refused = 0;     // IB CM: UC/XRC or bad rdma_cm header REQs, REJ
   uint64_t replies_suppressed = 0;   // unsolicited replies over the rate limit (not sent)

@@ -1755,3 +1755,60 @@ TEST_CASE("ib_cm: our REP is resent on the REQ's CM response timeout and retries
     CHECK(n.b.connection_count() == 0);
   }
 }
+
+TEST_CASE("ib_cm: a DREQ before our REP is dropped, as Linux's cm_dreq_handler; after it, DREP",
+          "[cm][ib]") {
+  // Linux's cm_dreq_handler processes a DREQ in REP_SENT, MRA_REP_RCVD, ESTABLISHED and
+  // DREQ_SENT, answers one in TIMEWAIT (or for no id) with a DREP, and drops it in any other
+  // state: REQ_RCVD and MRA_REQ_SENT (the request not answered yet) among them.
+  IbPair n;
+  const Requested r = request(n, ib_params(0x10, 1, 1, 1));
+  CmMessage dreq;
+  dreq.type = CmType::kDreq;
+  dreq.src_conn = static_cast<uint32_t>(r.a_conn);
+  dreq.dst_conn = r.b_conn;
+  dreq.ib.tid = 0x99;
+  std::vector<uint8_t> mad(kMadBytes);
+  REQUIRE(build_ib_cm_mad(dreq, IbCmBuildContext{}, mad.data()) == kMadBytes);
+  n.b.on_message(n.now, IbPair::kA, mad.data(), mad.size());
+  CHECK(drain(n.b).empty());  // no DREP, no event
+  CHECK(n.b.counters().dreq_dropped == 1);
+  CHECK(n.b.counters().dreq_qpn_mismatch == 0);
+  CHECK(n.b.connection_count() == 1);
+  // The request is still the owner's to answer: accepted, it connects.
+  REQUIRE(n.b.accept(n.now, 22, r.b_conn, ib_params(0x20, 2, 1, 1)) == 0);
+  // Our REP is out (REP_SENT): a DREQ naming our QP ends it, with a DREP.
+  const auto reps = mads(drain(n.b), 0x13);
+  REQUIRE(reps.size() == 1);
+  IbCmBuildContext to_b;
+  to_b.peer_qpn = 0x20;
+  REQUIRE(build_ib_cm_mad(dreq, to_b, mad.data()) == kMadBytes);
+  n.b.on_message(n.now, IbPair::kA, mad.data(), mad.size());
+  std::vector<CmAction> out = drain(n.b);
+  CHECK(mads(out, 0x16).size() == 1);
+  CHECK(count_kind(out, CmAction::Kind::kDisconnected) == 1);
+  CHECK(n.b.connection_count() == 0);
+  CHECK(n.b.counters().dreq_dropped == 1);
+  // Gone here (Linux's TIMEWAIT, or no id): a repeated DREQ gets a DREP again.
+  n.b.on_message(n.now, IbPair::kA, mad.data(), mad.size());
+  CHECK(mads(drain(n.b), 0x16).size() == 1);
+
+  // Our REQ not answered yet: the DREQ names no connection Linux would find (the remote id
+  // is unset), so it gets a DREP as one for no connection, and our request goes on.
+  IbPair m;
+  REQUIRE(m.b.listen(7471, 22) == 0);
+  const int64_t a_conn = m.a.connect(m.now, 11, IbPair::kB, 7471, ib_params(0x10, 1, 1, 1));
+  REQUIRE(a_conn > 0);
+  REQUIRE(mads(drain(m.a), 0x10).size() == 1);
+  dreq.src_conn = 0x777;
+  dreq.dst_conn = static_cast<uint32_t>(a_conn);
+  IbCmBuildContext to_a;
+  to_a.peer_qpn = 0x10;
+  REQUIRE(build_ib_cm_mad(dreq, to_a, mad.data()) == kMadBytes);
+  m.a.on_message(m.now, IbPair::kB, mad.data(), mad.size());
+  out = drain(m.a);
+  CHECK(mads(out, 0x16).size() == 1);
+  CHECK(count_kind(out, CmAction::Kind::kRejected) == 0);
+  CHECK(m.a.connection_count() == 1);
+  CHECK(m.a.counters().dreq_dropped == 0);
+}
