@@ -159,9 +159,13 @@ CmParseError parse_cm_message(const uint8_t* data, size_t len, CmMessage& out) {
     std::memcpy(m.private_data.data(), b + kParamsBytes, m.private_len);
   } else if (m.type == CmType::kRej) {
     const uint16_t reason = get16(b);
-    if (!is_wire_reject_reason(reason) || get16(b + 2) != 0) return CmParseError::kBadField;
+    m.private_len = b[2];
+    if (!is_wire_reject_reason(reason) || m.private_len > kMaxPrivateBytes || b[3] != 0) {
+      return CmParseError::kBadField;
+    }
     m.reason = static_cast<RejectReason>(reason);
-    if (length != kHeaderBytes + kRejectBytes) return CmParseError::kBadLength;
+    if (length != kHeaderBytes + kRejectBytes + m.private_len) return CmParseError::kBadLength;
+    std::memcpy(m.private_data.data(), b + kRejectBytes, m.private_len);
   } else if (length != kHeaderBytes) {
     return CmParseError::kBadLength;
   }
@@ -171,7 +175,9 @@ CmParseError parse_cm_message(const uint8_t* data, size_t len, CmMessage& out) {
 
 size_t build_cm_message(const CmMessage& m, uint8_t* out) {
   const uint8_t private_len =
-      has_params(m.type) && m.private_len <= kMaxPrivateBytes ? m.private_len : uint8_t{0};
+      (has_params(m.type) || m.type == CmType::kRej) && m.private_len <= kMaxPrivateBytes
+          ? m.private_len
+          : uint8_t{0};
   const size_t len = kHeaderBytes + body_bytes(m.type) + private_len;
   std::memset(out, 0, len);
   put32(out, kCmMagic);
@@ -194,6 +200,8 @@ size_t build_cm_message(const CmMessage& m, uint8_t* out) {
     std::memcpy(b + kParamsBytes, m.private_data.data(), private_len);
   } else if (m.type == CmType::kRej) {
     put16(b, static_cast<uint16_t>(m.reason));
+    b[2] = private_len;
+    std::memcpy(b + kRejectBytes, m.private_data.data(), private_len);
   }
   return len;
 }

@@ -24,9 +24,12 @@
 //   39    1    private_len 0..kMaxPrivateBytes
 //   40    8    reserved   0
 //   48    n    private data (application bytes, as rdma_cm's private data)
-//     REJ (4 bytes):
+//     REJ (4 bytes + private data):
 //   16    2    reason     RejectReason
-//   18    2    reserved   0
+//   18    1    private_len 0..kMaxPrivateBytes (the listener's, as rdma_reject()'s); a
+//                         daemon before it sent 0 here and refuses a REJ with any
+//   19    1    reserved   0
+//   20    n    private data
 //     RTU, DREQ, DREP: no body.
 //
 // parse_cm_message() validates everything before it fills a CmMessage; a

@@ -85,7 +85,8 @@ void ConnectionManager::emit_message(CmPeer to, const CmMessage& m, uint32_t pee
 
 void ConnectionManager::send_reply(CmPeer to, uint32_t src, uint32_t dst, CmType type,
                                    RejectReason reason, uint64_t tid, uint32_t peer_qpn,
-                                   uint8_t rej_message, uint16_t ib_rej_code) {
+                                   uint8_t rej_message, uint16_t ib_rej_code,
+                                   const uint8_t* private_data, uint8_t private_len) {
   CmMessage m;
   m.type = type;
   m.src_conn = src;
@@ -94,18 +95,23 @@ void ConnectionManager::send_reply(CmPeer to, uint32_t src, uint32_t dst, CmType
   m.ib.tid = tid;
   m.ib.rej_message = rej_message;
   m.ib.rej_code = ib_rej_code;
+  if (private_len > 0) {
+    m.private_len = private_len;
+    std::memcpy(m.private_data.data(), private_data, private_len);
+  }
   emit_message(to, m, peer_qpn);
 }
 
 void ConnectionManager::send(const Conn& c, uint32_t local_id, CmType type, RejectReason reason,
-                             uint16_t ib_rej_code) {
+                             uint16_t ib_rej_code, const uint8_t* private_data,
+                             uint8_t private_len) {
   const uint64_t tid = type == CmType::kDreq ? c.dreq_tid : c.tid;
   if (type != CmType::kReq && type != CmType::kRep) {
     // A REJ rejects the peer's REQ until our REP is out, then "other" (as Linux's
     // cm_format_rej; we never reject a REP): Linux finds a REQ's REJ without our id.
     const uint8_t rej_message = c.state == State::kRequestPending ? kIbMsgReq : kIbMsgOther;
     send_reply(c.peer, local_id, c.remote_conn, type, reason, tid, c.remote.qpn, rej_message,
-               ib_rej_code);
+               ib_rej_code, private_data, private_len);
     return;
   }
   CmMessage m;
@@ -266,14 +272,19 @@ int ConnectionManager::accept(uint64_t now_ns, uint64_t owner, uint32_t conn, co
 }
 
 int ConnectionManager::reject(uint64_t /*now_ns*/, uint64_t owner, uint32_t conn,
-                              RejectReason reason) {
+                              RejectReason reason, const uint8_t* private_data,
+                              size_t private_len) {
   auto it = conns_.find(conn);
   if (it == conns_.end() || it->second.owner != owner ||
       it->second.state != State::kRequestPending) {
     return -ENOENT;
   }
+  if (private_len > kMaxPrivateBytes || (private_len > 0 && private_data == nullptr)) {
+    return -EINVAL;
+  }
   if (!is_wire_reject_reason(static_cast<uint16_t>(reason))) reason = RejectReason::kRefused;
-  send(it->second, conn, CmType::kRej, reason);
+  // The REJ's private data, as rdma_reject()'s: the requester's owner gets it with kRejected.
+  send(it->second, conn, CmType::kRej, reason, 0, private_data, static_cast<uint8_t>(private_len));
   erase(it);
   return 0;
 }

@@ -197,7 +197,11 @@ class ConnectionManager {
   // when that is below it, -EMSGSIZE and the request is refused with REJ(invalid MTU).
   int accept(uint64_t now_ns, uint64_t owner, uint32_t conn, const QpParams& local,
              const uint8_t* private_data = nullptr, size_t private_len = 0);
-  int reject(uint64_t now_ns, uint64_t owner, uint32_t conn, RejectReason reason);
+  // Refuses a kRequest with reason and private data for the requester (as rdma_reject()'s:
+  // the REJ's private data field; a native REJ carries its length). 0, -ENOENT (as accept),
+  // -EINVAL (more than kMaxPrivateBytes, or no data for a length).
+  int reject(uint64_t now_ns, uint64_t owner, uint32_t conn, RejectReason reason,
+             const uint8_t* private_data = nullptr, size_t private_len = 0);
   // Ends a connection in any state (an unanswered REQ is abandoned: an IB peer
   // gets REJ(timeout); an established one sends DREQ). 0 or -ENOENT.
   int disconnect(uint64_t now_ns, uint64_t owner, uint32_t conn);
@@ -262,10 +266,12 @@ class ConnectionManager {
 
   uint32_t allocate_id();
   void send(const Conn& c, uint32_t local_id, CmType type, RejectReason reason = {},
-            uint16_t ib_rej_code = 0);
+            uint16_t ib_rej_code = 0, const uint8_t* private_data = nullptr,
+            uint8_t private_len = 0);
   void send_reply(CmPeer to, uint32_t src, uint32_t dst, CmType type, RejectReason reason = {},
                   uint64_t tid = 0, uint32_t peer_qpn = 0, uint8_t rej_message = kIbMsgReq,
-                  uint16_t ib_rej_code = 0);
+                  uint16_t ib_rej_code = 0, const uint8_t* private_data = nullptr,
+                  uint8_t private_len = 0);
   void emit_message(CmPeer to, const CmMessage& m, uint32_t peer_qpn);
   uint64_t new_tid(uint32_t id) { return uint64_t{++tid_seq_} << 32 | id; }
   void emit(const CmAction& a) { actions_.push_back(a); }

@@ -396,7 +396,8 @@ size_t build_ib_cm_mad(const CmMessage& m, const IbCmBuildContext& ctx, uint8_t*
         b[9] = kRejAriGuidBytes << 1;
         put64(b + kRejAriAt, ctx.ca_guid);
       }
-      std::memcpy(b + kRejPrivateAt, m.private_data.data(), m.private_len);
+      std::memcpy(b + kRejPrivateAt, m.private_data.data(),
+                  std::min<size_t>(m.private_len, kMaxPrivateBytes));
       break;
     }
     case CmType::kRtu:

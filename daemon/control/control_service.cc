@@ -1090,6 +1090,9 @@ ControlService::Outcome ControlService::cm_request(Client& c, const proto::Reque
     cmd.op = EngineOp::kCmReject;
     cmd.cm.conn = r->conn;
     cmd.cm.reason = r->reason;
+    // The codec allowed at most kMaxCmPrivateBytes.
+    cmd.cm.private_len = static_cast<uint8_t>(r->private_data.size());
+    std::copy(r->private_data.begin(), r->private_data.end(), cmd.cm.private_data);
     what = "request " + std::to_string(r->conn);
   } else if (const auto* r = std::get_if<proto::CmDisconnectRequest>(&req.body)) {
     if (!c.qps.contains(r->qpn)) return fail(t, seq, -ENOENT, "no QP " + std::to_string(r->qpn));

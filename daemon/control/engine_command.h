@@ -42,7 +42,7 @@
 //                  connection id in `cm.conn`; the outcome comes as a kCmEvent.
 //   kCmAccept      accept request `cm.conn` with QP `qpn` (RESET or INIT): the
 //                  QP goes to RTR at once, to RTS when the peer confirms.
-//   kCmReject      refuse request `cm.conn` with `cm.reason`.
+//   kCmReject      refuse request `cm.conn` with `cm.reason` and `cm.private_data`.
 //   kCmDisconnect  end QP `qpn`'s connection (DREQ to the peer, if it is still
 //                  up) and move the QP to ERROR. A peer's DREQ is only
 //                  reported (kCmEvent): the QP keeps its state until this.

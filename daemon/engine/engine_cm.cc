@@ -199,7 +199,8 @@ int Engine::cm_command(const control::EngineCommand& cmd, uint64_t now_ns, uint3
     case control::EngineOp::kCmReject: {
       auto req = cm_requests_.find(a.conn);
       if (req == cm_requests_.end() || req->second.owner != owner) return -ENOENT;
-      rc = cm_.reject(now_ns, owner, a.conn, static_cast<cm::RejectReason>(a.reason));
+      rc = cm_.reject(now_ns, owner, a.conn, static_cast<cm::RejectReason>(a.reason),
+                      a.private_data, std::min<size_t>(a.private_len, sizeof a.private_data));
       cm_requests_.erase(req);
       break;
     }

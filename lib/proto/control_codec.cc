@@ -311,9 +311,11 @@ bool get(Reader& r, CmAcceptRequest& m) { return r.u32(m.conn) && get(r, m.offer
 void put(Writer& w, const CmRejectRequest& m) {
   w.u32(m.conn);
   w.u16(m.reason);
+  w.blob(m.private_data, kMaxCmPrivateBytes);
 }
 bool get(Reader& r, CmRejectRequest& m) {
-  return r.u32(m.conn) && r.u16(m.reason) && range(r, m.reason, 1, kCmMaxReason, "reason");
+  return r.u32(m.conn) && r.u16(m.reason) && range(r, m.reason, 1, kCmMaxReason, "reason") &&
+         r.blob(m.private_data, kMaxCmPrivateBytes, "private data");
 }
 void put(Writer& w, const CmDisconnectRequest& m) { w.u32(m.qpn); }
 bool get(Reader& r, CmDisconnectRequest& m) {

@@ -43,8 +43,9 @@ inline constexpr uint32_t kControlMagic = 0x54434443;  // bytes 'C','D','C','T'
 // (kCmListen .. kCmPollEvent); the attach reply carries a third descriptor.
 // 4: connection-manager peers are 16-byte addresses (IPv4-mapped or IPv6).
 // 5: wakeup channels are pipes and sockets conduitd creates; the create-CQ
-// reply, not the request, carries the CQ's.
-inline constexpr uint16_t kControlVersion = 5;
+// reply, not the request, carries the CQ's. 6: kCmReject carries private data for the
+// requester.
+inline constexpr uint16_t kControlVersion = 6;
 inline constexpr size_t kHeaderBytes = 16;
 // Largest datagram either side sends or accepts (SOCK_SEQPACKET keeps boundaries).
 inline constexpr size_t kMaxMessageBytes = 64 * 1024;
@@ -294,7 +295,8 @@ struct CmAcceptRequest {
 };
 struct CmRejectRequest {
   uint32_t conn = 0;
-  uint16_t reason = kCmRefused;  // kCmRefused, kCmQuota or kCmPolicy
+  uint16_t reason = kCmRefused;       // kCmRefused, kCmQuota or kCmPolicy
+  std::vector<uint8_t> private_data;  // at most kMaxCmPrivateBytes, for the requester
   bool operator==(const CmRejectRequest&) const = default;
 };
 struct CmDisconnectRequest {

@@ -1149,7 +1149,19 @@ int conduit_accept(conduit_qp* qp, const conduit_cm_request* req, const conduit_
 }
 
 int conduit_reject(conduit_context* ctx, const conduit_cm_request* req, int reason) {
+  return conduit_reject_data(ctx, req, reason, nullptr, 0);
+}
+
+int conduit_reject_data(conduit_context* ctx, const conduit_cm_request* req, int reason,
+                        const void* private_data, size_t private_len) {
   if (!valid_ptr(ctx, "ctx") || !valid_ptr(req, "req")) return -EINVAL;
+  if (private_len > CONDUIT_CM_MAX_PRIVATE) {
+    return set_error(-EINVAL, "private_len " + std::to_string(private_len) + " exceeds " +
+                                  std::to_string(CONDUIT_CM_MAX_PRIVATE) + " bytes");
+  }
+  if (private_len > 0 && private_data == nullptr) {
+    return set_error(-EINVAL, "private_len is set but private_data is NULL");
+  }
   if (reason != CONDUIT_CM_REJ_REFUSED && reason != CONDUIT_CM_REJ_QUOTA &&
       reason != CONDUIT_CM_REJ_POLICY) {
     return set_error(-EINVAL,
@@ -1158,7 +1170,10 @@ int conduit_reject(conduit_context* ctx, const conduit_cm_request* req, int reas
   }
   std::lock_guard lock(ctx->control_mu);
   proto::ReplyMessage reply;
-  return call(ctx, proto::CmRejectRequest{req->id, static_cast<uint16_t>(reason)}, reply);
+  proto::CmRejectRequest r{req->id, static_cast<uint16_t>(reason), {}};
+  const auto* b = static_cast<const uint8_t*>(private_data);
+  if (private_len > 0) r.private_data.assign(b, b + private_len);
+  return call(ctx, r, reply);
 }
 
 int conduit_connect_service(conduit_qp* qp, const char* host, uint64_t service,

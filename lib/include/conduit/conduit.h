@@ -404,8 +404,9 @@ struct conduit_cm_request {
 
 /* What an established connection agreed on (optional output). When the peer refused
  * the connection (its REJ), only the peer fields and the private data are set: the
- * REJ's private data, as a verbs peer's rdma_reject() sent it (over the IB CM the
- * whole field, up to CONDUIT_CM_MAX_PRIVATE bytes; none from a conduit peer). */
+ * REJ's private data, as a verbs peer's rdma_reject() or a conduit peer's
+ * conduit_reject_data() sent it (over the IB CM the whole field, up to
+ * CONDUIT_CM_MAX_PRIVATE bytes; from a conduit peer over its native CM, what it sent). */
 struct conduit_cm_conn {
   uint32_t peer_ipv4;   /* host byte order; 0 when the peer is IPv6 */
   uint8_t peer_gid[16]; /* ::ffff:a.b.c.d, or the peer's IPv6 address */
@@ -436,6 +437,15 @@ CONDUIT_API int conduit_accept(struct conduit_qp* qp, const struct conduit_cm_re
 /* Refuses req; the requester sees the reason (CONDUIT_CM_REJ_REFUSED, _QUOTA or _POLICY). */
 CONDUIT_API int conduit_reject(struct conduit_context* ctx, const struct conduit_cm_request* req,
                                int reason);
+/* conduit_reject with private data for the requester, as rdma_reject(id, data, len): 0 to
+ * CONDUIT_CM_MAX_PRIVATE bytes (private_data may be NULL when 0), -EINVAL beyond. A conduit
+ * requester finds them in the conduit_cm_conn its failed connect filled in; an rdma_cm one in
+ * its REJECTED event (over the IB CM, the REJ's private data field: it sees the whole field,
+ * the rest zero). A conduitd peer older than this function refuses a REJ with private data as
+ * malformed (its requester times out), so send none to one. */
+CONDUIT_API int conduit_reject_data(struct conduit_context* ctx,
+                                    const struct conduit_cm_request* req, int reason,
+                                    const void* private_data, size_t private_len);
 /* Connects qp to `service` at the conduitd with address `host` (dotted quad,
  * IPv6 address, or a name that resolves to IPv4 or else IPv6; IPv6 needs
  * port.address6 in the daemon's policy) and waits up to timeout_ms (-1: until

@@ -196,8 +196,10 @@ class Context {
     detail::check(rc, "conduit_get_request");
     return true;
   }
-  void reject(const conduit_cm_request& req, int reason = CONDUIT_CM_REJ_REFUSED) {
-    detail::check(conduit_reject(ctx_.get(), &req, reason), "conduit_reject");
+  void reject(const conduit_cm_request& req, int reason = CONDUIT_CM_REJ_REFUSED,
+              const void* private_data = nullptr, size_t private_len = 0) {
+    detail::check(conduit_reject_data(ctx_.get(), &req, reason, private_data, private_len),
+                  "conduit_reject_data");
   }
   conduit_context* get() const { return ctx_.get(); }
 

@@ -49,7 +49,7 @@ cm = {
     "req_cm_unlisten": message(17, struct.pack("<Q", 7)),
     "req_cm_connect": message(18, struct.pack("<IQ", 0xC6120002, 7) + offer()),
     "req_cm_accept": message(19, struct.pack("<I", 42) + offer(private=b"")),
-    "req_cm_reject": message(20, struct.pack("<IH", 42, 3)),
+    "req_cm_reject": message(20, struct.pack("<IH", 42, 3) + blob(b"\x00\x00\x06\x00")),
     "req_cm_disconnect": message(21, struct.pack("<I", 42)),
     "req_cm_poll_event": message(22, b""),
     "rep_cm_connect": message(18, ok(struct.pack("<I", 42)), reply=True),

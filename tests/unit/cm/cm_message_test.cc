@@ -143,6 +143,26 @@ TEST_CASE("malformed messages are refused with a reason") {
   CHECK(parse(r) == CmParseError::kBadField);
   r[17] = 99;
   CHECK(parse(r) == CmParseError::kBadField);
+  // A REJ's private data: its length at 18, the bytes after the reason's 4.
+  rej.private_len = 3;
+  rej.private_data[0] = 0x11;
+  rej.private_data[2] = 0x33;
+  auto p = build(rej);
+  REQUIRE(p.size() == 16 + 4 + 3);
+  CHECK(p[18] == 3);
+  CHECK(p[22] == 0x33);
+  CmMessage back;
+  REQUIRE(parse_cm_message(p.data(), p.size(), back) == CmParseError::kOk);
+  CHECK(back.private_len == 3);
+  CHECK(back.private_data[0] == 0x11);
+  CHECK(back.private_data[2] == 0x33);
+  p[18] = 65;  // more than kMaxPrivateBytes
+  CHECK(parse(p) == CmParseError::kBadField);
+  p[18] = 4;  // more than the length says
+  CHECK(parse(p) == CmParseError::kBadLength);
+  p[18] = 3;
+  p[19] = 1;  // reserved
+  CHECK(parse(p) == CmParseError::kBadField);
   CmMessage rtu;
   rtu.type = CmType::kRtu;
   rtu.src_conn = 1;

@@ -4,6 +4,7 @@
 // tear-down, owners going away, and hostile REQ floods.
 #include "cm/connection_manager.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <functional>
 #include <random>
@@ -162,7 +163,30 @@ TEST_CASE("the listening owner can refuse, with a reason the requester sees") {
   const CmAction* r = Net::find(n.events_a, CmAction::Kind::kRejected);
   REQUIRE(r != nullptr);
   CHECK(r->reason == RejectReason::kPolicy);
+  CHECK(r->private_len == 0);
   CHECK(n.b.accept(n.now, kOwnerB, req->conn, params(200)) == -ENOENT);  // already answered
+}
+
+TEST_CASE("a refusal carries the listener's private data to the requester, as rdma_reject()") {
+  Net n;
+  REQUIRE(n.b.listen(42, kOwnerB) == 0);
+  REQUIRE(n.a.connect(n.now, kOwnerA, kB, 42, params(100)) > 0);
+  n.run();
+  const CmAction* req = Net::find(n.events_b, CmAction::Kind::kRequest);
+  REQUIRE(req != nullptr);
+  uint8_t data[kMaxPrivateBytes + 1];
+  for (size_t i = 0; i < sizeof data; ++i) data[i] = static_cast<uint8_t>(0xA0 + i);
+  CHECK(n.b.reject(n.now, kOwnerB, req->conn, RejectReason::kRefused, data, sizeof data) ==
+        -EINVAL);
+  CHECK(n.b.reject(n.now, kOwnerB, req->conn, RejectReason::kRefused, nullptr, 3) == -EINVAL);
+  REQUIRE(n.b.reject(n.now, kOwnerB, req->conn, RejectReason::kRefused, data, 5) == 0);
+  n.run();
+  const CmAction* r = Net::find(n.events_a, CmAction::Kind::kRejected);
+  REQUIRE(r != nullptr);
+  CHECK(r->reason == RejectReason::kRefused);
+  REQUIRE(r->private_len == 5);
+  CHECK(std::equal(data, data + 5, r->private_data.begin()));
+  CHECK(n.a.connection_count() == 0);
 }
 
 TEST_CASE("listen: one owner per service, bounded, unlisten only by the owner") {

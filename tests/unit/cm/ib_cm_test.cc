@@ -1389,6 +1389,24 @@ TEST_CASE("ib_cm: a REJ's private data reaches the requester's owner, as rdma_cm
   REQUIRE(mine != nullptr);
   CHECK(std::all_of(mine->private_data.begin(), mine->private_data.end(),
                     [](uint8_t b) { return b == 0; }));
+  // Unless the owner gives some, as rdma_reject(id, data, len): in the REJ's private data
+  // field (body offset 84), which the requester's owner gets whole (cut at kMaxPrivateBytes).
+  IbPair d;
+  const Requested qd = request(d, ib_params(0x10, 1, 1, 1));
+  const uint8_t status[4] = {0x00, 0x00, 0x06, 0x00};  // an NVMe-oF target's nvme_rdma_cm_rej
+  REQUIRE(d.b.reject(d.now, 22, qd.b_conn, RejectReason::kRefused, status, sizeof status) == 0);
+  const std::vector<CmAction> sent = drain(d.b);
+  const auto rejs = mads(sent, kAttrRej);
+  REQUIRE(rejs.size() == 1);
+  CHECK(rej_code(rejs[0]) == kIbRejConsumerDefined);
+  CHECK(rejs[0][24 + 86] == 0x06);
+  CHECK(std::all_of(rejs[0].begin() + 24 + 88, rejs[0].end(), [](uint8_t b) { return b == 0; }));
+  d.a.on_message(d.now, IbPair::kB, rejs[0].data(), rejs[0].size());
+  const std::vector<CmAction> got = drain(d.a);
+  REQUIRE(count_kind(got, CmAction::Kind::kRejected) == 1);
+  CHECK(got[0].reason == RejectReason::kRefused);
+  CHECK(got[0].private_len == kMaxPrivateBytes);  // the IB CM carries no length
+  CHECK(got[0].private_data[2] == 0x06);
 }
 
 TEST_CASE("ib_cm: after an MRA every later resend of that message waits as the MRA asked",

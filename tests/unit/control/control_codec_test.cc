@@ -63,7 +63,8 @@ std::vector<Request> all_requests() {
       CmConnectRequest{cm_addr_v4(0xC6120002), 7, cm_offer()},
       CmConnectRequest{{0xFE, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x12, 0x34}, 7, cm_offer()},
       CmAcceptRequest{42, cm_offer()},
-      CmRejectRequest{42, kCmPolicy},
+      CmRejectRequest{42, kCmPolicy, {}},
+      CmRejectRequest{43, kCmRefused, {0x00, 0x00, 0x06, 0x00}},
       CmDisconnectRequest{42},
       CmPollEventRequest{}};
 }
@@ -266,8 +267,24 @@ TEST_CASE("field ranges are enforced", "[control][codec]") {
     o = cm_offer();
     o.path_mtu = 6;
     rejects(CmConnectRequest{cm_addr_v4(1), 7, o}, "path MTU");
-    rejects(CmRejectRequest{1, 0}, "reason");
-    rejects(CmRejectRequest{1, kCmMaxReason + 1}, "reason");
+    rejects(CmRejectRequest{1, 0, {}}, "reason");
+    rejects(CmRejectRequest{1, kCmMaxReason + 1, {}}, "reason");
+  }
+  {
+    // A hostile client's reject: private data longer than kMaxCmPrivateBytes is refused by
+    // name; a length beyond the message is refused, never read past.
+    auto bytes = encode_request(RequestMessage{1, CmRejectRequest{1, kCmRefused, {1, 2}}});
+    REQUIRE(bytes.size() == kHeaderBytes + 4 + 2 + 2 + 2);
+    bytes[kHeaderBytes + 6] = kMaxCmPrivateBytes + 1;
+    CHECK_FALSE(decodes(bytes, err));
+    CHECK(err.code == -EINVAL);
+    CHECK(err.reason.find("private data longer than 64 bytes") != std::string::npos);
+    bytes[kHeaderBytes + 6] = 3;  // one byte more than the message holds
+    CHECK_FALSE(decodes(bytes, err));
+    CHECK(err.code != 0);
+    bytes.resize(kHeaderBytes + 6);  // a version-5 reject: no private data field
+    bytes[12] = 6;
+    CHECK_FALSE(decodes(bytes, err));
   }
   rejects(CreateCqRequest{kMaxQueueEntries + 1, false}, "CQ entries");
   rejects(CreateQpRequest{1, 1, 0, 1, ""}, "send queue entries");

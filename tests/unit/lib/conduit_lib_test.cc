@@ -791,6 +791,29 @@ TEST_CASE("connection manager: requests, rejects with reasons, established", "[l
   REQUIRE(d.engine->wait_for(control::EngineOp::kCmReject, add.client_id, 2s, &cmd));
   CHECK(cmd.cm.conn == 9);
   CHECK(cmd.cm.reason == proto::kCmPolicy);
+  CHECK(cmd.cm.private_len == 0);
+  // With private data for the requester (rdma_reject()'s): it reaches the engine whole.
+  ev.cm.conn = 10;
+  d.engine->inject(ev);
+  REQUIRE(conduit_get_request(ctx, 2000, &req) == 0);
+  REQUIRE(req.id == 10);
+  uint8_t data[CONDUIT_CM_MAX_PRIVATE + 1] = {};
+  for (size_t i = 0; i < sizeof data; ++i) data[i] = static_cast<uint8_t>(i + 1);
+  CHECK(conduit_reject_data(ctx, &req, CONDUIT_CM_REJ_REFUSED, data, sizeof data) == -EINVAL);
+  CHECK(std::string(conduit_strerror(-EINVAL)).find("exceeds 64") != std::string::npos);
+  CHECK(conduit_reject_data(ctx, &req, CONDUIT_CM_REJ_REFUSED, nullptr, 2) == -EINVAL);
+  REQUIRE(conduit_reject_data(ctx, &req, CONDUIT_CM_REJ_REFUSED, data, CONDUIT_CM_MAX_PRIVATE) ==
+          0);
+  for (int i = 0; i < 1000; ++i) {  // the newest reject, once the engine has it
+    if (d.engine->last(control::EngineOp::kCmReject, add.client_id, &cmd) && cmd.cm.conn == 10) {
+      break;
+    }
+    std::this_thread::sleep_for(2ms);
+  }
+  CHECK(cmd.cm.conn == 10);
+  CHECK(cmd.cm.reason == proto::kCmRefused);
+  REQUIRE(cmd.cm.private_len == CONDUIT_CM_MAX_PRIVATE);
+  CHECK(std::memcmp(cmd.cm.private_data, data, CONDUIT_CM_MAX_PRIVATE) == 0);
 
   // The active side: each reject reason reaches the caller as its errno and text.
   // An IB CM peer's REJ 'stale connection' is a refusal too (rdma_cm: REJECTED), but not the
