@@ -21,6 +21,10 @@ version = int(re.search(r"kControlVersion = (\d+);", header).group(1))
 seeds = here / "seeds"
 
 
+# A CM peer address: 16 bytes, IPv4-mapped (::ffff:198.18.0.2).
+PEER_V4 = bytes(10) + b"\xff\xff" + bytes([198, 18, 0, 2])
+
+
 def message(msg_type, body, reply=False, seq=1):
     t = msg_type | (0x8000 if reply else 0)
     return struct.pack("<IHHII", 0x54434443, version, t, seq, len(body)) + body
@@ -47,7 +51,7 @@ for path in sorted(seeds.iterdir()):
 cm = {
     "req_cm_listen": message(16, struct.pack("<Q", 7)),
     "req_cm_unlisten": message(17, struct.pack("<Q", 7)),
-    "req_cm_connect": message(18, struct.pack("<IQ", 0xC6120002, 7) + offer()),
+    "req_cm_connect": message(18, PEER_V4 + struct.pack("<Q", 7) + offer()),
     "req_cm_accept": message(19, struct.pack("<I", 42) + offer(private=b"")),
     "req_cm_reject": message(20, struct.pack("<IH", 42, 3) + blob(b"\x00\x00\x06\x00")),
     "req_cm_disconnect": message(21, struct.pack("<I", 42)),
@@ -55,10 +59,11 @@ cm = {
     "rep_cm_connect": message(18, ok(struct.pack("<I", 42)), reply=True),
     "rep_cm_poll_event": message(
         22,
-        ok(struct.pack("<BIIIQIIIH", 2, 42, 17, 0xC6120002, 7, 0xABCD, 4096, 1, 0) +
+        ok(struct.pack("<BII", 2, 42, 17) + PEER_V4 + struct.pack("<QIIIH", 7, 0xABCD, 4096, 1, 0) +
            blob(bytes(range(64)))),
         reply=True),
-    "rep_cm_poll_none": message(22, ok(struct.pack("<BIIIQIIIH", 0, 0, 0, 0, 0, 0, 0, 0, 0) +
+    "rep_cm_poll_none": message(22, ok(struct.pack("<BII", 0, 0, 0) + bytes(16) +
+                                       struct.pack("<QIIIH", 0, 0, 0, 0, 0) +
                                        blob(b"")), reply=True),
 }
 for name, data in cm.items():
