@@ -625,10 +625,20 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
             "work with events\")");
       }
     }
-    if (o.cq_mod != 0) {
+    if (o.cq_mod != 0 && is_latency(o.test)) {
       r.notes.push_back("option -Q (--cq-mod) " + std::to_string(o.cq_mod) +
-                        " ignored: --perftest signals every send (it counts each completion)");
+                        " ignored: a latency test signals every message (perftest's -Q is for "
+                        "the bandwidth tests)");
       o.cq_mod = 0;
+    } else if (o.cq_mod > 1024) {
+      return fail("option -Q (--cq-mod) " + std::to_string(o.cq_mod) +
+                  ": perftest's CQ moderation is 1 to 1024 (\"CQ moderation should be between 1 "
+                  "and 1024\")");
+    } else if (o.cq_mod != 0 && o.post_list > 1 && o.post_list % o.cq_mod != 0) {
+      // perftest signals every cq_mod-th WR of a list: the list must end on one.
+      return fail("-l (--post_list) " + std::to_string(o.post_list) + " with -Q " +
+                  std::to_string(o.cq_mod) +
+                  ": perftest: \"Post list size must be a multiple of CQ moderation\"");
     }
     if (o.iterations != 0 && o.iterations < kPerftestMinIterations) {
       return fail("--perftest: perftest takes -n " + std::to_string(kPerftestMinIterations) +
@@ -802,7 +812,10 @@ Options:
                          the same; bw tests -b (both send). Not with -c or -J;
                          -e is taken (the session sleeps on its CQ between polls
                          anyway; refused on WRITE tests and with -D, as perftest
-                         does), -Q is ignored with a note (every send signaled)
+                         does); bw tests -Q N as perftest's: every Nth send
+                         signaled, each completion counting N (perftest's default:
+                         100; every send for one -s above 8 KiB; -l L: L); within
+                         the send window
   -R, --rdma_cm          with --perftest, as perftest's -R: the exchange and every
                          QP connect through rdma_cm (the InfiniBand CM, to port -p
                          at SERVER, the peer's RoCE address); no TCP. Give the
@@ -831,8 +844,9 @@ perftest's options, taken so that perftest command lines run:
   -F, --CPU-freq         ignored: conduit-perf gives no CPU frequency warning
   -l, --post_list N      --perftest bandwidth tests: sends posted N at a time, chained
                          in one call (at most the send window), as perftest's post
-                         lists; -n must be a multiple of N. Ignored, with a note, by
-                         latency tests and without --perftest
+                         lists: only every -Qth WR of a list signaled (-Q N by
+                         default; -Q must divide N); -n must be a multiple of N.
+                         Ignored, with a note, by latency tests and without --perftest
   -f, --margin SEC       --perftest -D: the seconds left out of the sample at each
                          end (perftest's default D/4; -D must exceed 2 x SEC)
   -I, --inline_size N    send and write tests, --perftest: messages of up to N bytes

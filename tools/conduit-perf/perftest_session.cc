@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <random>
@@ -376,8 +377,26 @@ class Session {
     QpRecord peer{};
     uint64_t rx_posted = 0;  // receives of this size posted, and completed
     uint64_t rx_done = 0;
-    uint64_t tx_posted = 0;  // bandwidth client: messages of this size posted
-    uint64_t tx_outstanding = 0;
+    uint64_t tx_posted = 0;       // bandwidth client: messages of this size posted
+    uint64_t tx_outstanding = 0;  // sends posted whose completion has not been seen
+    // Per signaled send in flight, the sends its completion stands for (itself and the
+    // unsignaled ones before it: -Q, -l), oldest first; and the unsignaled ones since the last.
+    std::deque<uint64_t> tx_batches;
+    uint64_t tx_unsignaled = 0;
+    void reset_tx() {
+      tx_posted = tx_outstanding = tx_unsignaled = 0;
+      tx_batches.clear();
+    }
+    // A send was posted, signaled or not.
+    void posted_send(bool signaled) {
+      ++tx_outstanding;
+      if (!signaled) {
+        ++tx_unsignaled;
+        return;
+      }
+      tx_batches.push_back(tx_unsignaled + 1);
+      tx_unsignaled = 0;
+    }
   };
 
   QpRecord handshake(const QpRecord& mine, const char* what) {
@@ -424,9 +443,11 @@ class Session {
   void post_receive(size_t qi, uint64_t size);
   // False when the send queue is full (reap first).
   bool post_one_send(size_t qi, uint64_t size, uint64_t seq, bool signaled);
-  // -l: posts n signaled WRs (messages first_seq ..) chained in one conduit_post_send; returns
-  // how many were posted (fewer: the send queue filled).
-  uint32_t post_send_list(size_t qi, uint64_t size, uint64_t first_seq, uint32_t n);
+  // -l: posts n WRs (messages first_seq ..) chained in one conduit_post_send, signaled as
+  // perftest_signaled() says with `cq_mod`; returns how many were posted (fewer: the send queue
+  // filled).
+  uint32_t post_send_list(size_t qi, uint64_t size, uint64_t first_seq, uint32_t n, uint32_t cq_mod,
+                          bool unbounded);
   // Message `seq` of QP qi: its WR, whose one SGE is `sge`.
   void make_send_wr(size_t qi, uint64_t size, uint64_t seq, bool signaled, conduit_send_wr& wr,
                     conduit_sge& sge);
@@ -468,6 +489,12 @@ class Session {
     for (const QpSide& q : qps_) n += q.tx_outstanding;
     return n;
   }
+  // Signaled sends in flight, all QPs: what can still complete.
+  uint64_t signaled_outstanding() const {
+    uint64_t n = 0;
+    for (const QpSide& q : qps_) n += q.tx_batches.size();
+    return n;
+  }
   // The READs in flight every peer QP takes (they all advertise the same).
   uint32_t peer_out_reads() const {
     uint32_t r = qps_[0].peer.out_reads;
@@ -478,7 +505,9 @@ class Session {
   // Posts on every QP in turn (so the QPs start together) until its window is full or its -n
   // are posted (`unbounded`, -D: no count); true when anything was posted. Sets `busy` when a
   // QP still has messages to post or to complete.
-  bool fill_send_windows(uint64_t size, uint32_t window, bool unbounded, bool& busy);
+  // Every cq_mod-th send is signaled (perftest_session_cq_mod()).
+  bool fill_send_windows(uint64_t size, uint32_t window, uint32_t cq_mod, bool unbounded,
+                         bool& busy);
   PerftestReport bw_client(uint64_t size);  // SEND/WRITE/READ, -n messages per QP
   PerftestReport bw_server(uint64_t size);  // send_bw: receives -n messages per QP
   // send_bw -b: sends -n and receives -n per QP at once (the server sends once the client's
@@ -624,18 +653,20 @@ bool Session::post_one_send(size_t qi, uint64_t size, uint64_t seq, bool signale
   const int rc = conduit_post_send(q.qp, &wr, nullptr);
   if (rc == -ENOMEM) return false;
   if (rc < 0) fail(std::string("conduit_post_send: ") + conduit_strerror(rc));
-  if (signaled) ++q.tx_outstanding;
+  q.posted_send(signaled);
   return true;
 }
 
-uint32_t Session::post_send_list(size_t qi, uint64_t size, uint64_t first_seq, uint32_t n) {
+uint32_t Session::post_send_list(size_t qi, uint64_t size, uint64_t first_seq, uint32_t n,
+                                 uint32_t cq_mod, bool unbounded) {
   QpSide& q = qps_[qi];
   std::vector<conduit_sge>& sges = list_sges_;
   std::vector<conduit_send_wr>& wrs = list_wrs_;
   sges.assign(n, conduit_sge{});
   wrs.assign(n, conduit_send_wr{});
   for (uint32_t i = 0; i < n; ++i) {
-    make_send_wr(qi, size, first_seq + i, true, wrs[i], sges[i]);
+    make_send_wr(qi, size, first_seq + i,
+                 perftest_signaled(first_seq + i, iters_, cq_mod, unbounded), wrs[i], sges[i]);
     wrs[i].next = i + 1 < n ? &wrs[i + 1] : nullptr;
   }
   conduit_send_wr* bad = nullptr;
@@ -643,7 +674,8 @@ uint32_t Session::post_send_list(size_t qi, uint64_t size, uint64_t first_seq, u
   if (rc < 0 && rc != -ENOMEM) fail(std::string("conduit_post_send: ") + conduit_strerror(rc));
   // -ENOMEM: the send queue filled part way; those before `bad` are posted.
   const uint32_t posted = rc == 0 || bad == nullptr ? n : static_cast<uint32_t>(bad - wrs.data());
-  q.tx_outstanding += posted;
+  for (uint32_t i = 0; i < posted; ++i)
+    q.posted_send((wrs[i].send_flags & CONDUIT_SEND_SIGNALED) != 0);
   return posted;
 }
 
@@ -715,9 +747,13 @@ int Session::reap() {
         ++rx_done_total_;
         // Each QP's peer sends -n, or (-D) until its time is up.
         if (duration_ || q.rx_posted < iters_) post_receive(qi, rx_size_);
-      } else if (q.tx_outstanding > 0) {
-        --q.tx_outstanding;
-        ++tx_done_total_;
+      } else if (!q.tx_batches.empty()) {
+        // A signaled send: it and the unsignaled ones before it are done (perftest counts
+        // cq_mod per completion).
+        const uint64_t done = std::min(q.tx_batches.front(), q.tx_outstanding);
+        q.tx_batches.pop_front();
+        q.tx_outstanding -= done;
+        tx_done_total_ += done;
       }
       note_progress();
     }
@@ -733,7 +769,8 @@ void Session::wait_completion(const char* what) {
   if (w == 0) fail("no completion for " + std::to_string(o_.timeout_s) + " s " + what);
 }
 
-bool Session::fill_send_windows(uint64_t size, uint32_t window, bool unbounded, bool& busy) {
+bool Session::fill_send_windows(uint64_t size, uint32_t window, uint32_t cq_mod, bool unbounded,
+                                bool& busy) {
   bool posted = false;
   for (size_t qi = 0; qi < qps_.size(); ++qi) {
     QpSide& q = qps_[qi];
@@ -742,8 +779,11 @@ bool Session::fill_send_windows(uint64_t size, uint32_t window, bool unbounded, 
       const uint32_t n = perftest_next_list(q.tx_posted, iters_, q.tx_outstanding, window,
                                             o_.post_list, unbounded);
       if (n == 0) break;
-      const uint32_t done = n == 1 ? uint32_t{post_one_send(qi, size, q.tx_posted, true)}
-                                   : post_send_list(qi, size, q.tx_posted, n);
+      const uint32_t done =
+          n == 1
+              ? uint32_t{post_one_send(qi, size, q.tx_posted,
+                                       perftest_signaled(q.tx_posted, iters_, cq_mod, unbounded))}
+              : post_send_list(qi, size, q.tx_posted, n, cq_mod, unbounded);
       q.tx_posted += done;
       posted = posted || done > 0;
       if (done < n) break;  // the send queue is full: reap first
@@ -761,8 +801,10 @@ PerftestReport Session::bw_client(uint64_t size) {
                              o_.test == TestKind::kReadBw || o_.test == TestKind::kAtomicBw
                                  ? std::max<uint32_t>(1, peer_out_reads())
                                  : 128u}));
+  // -Q, -l: perftest's CQ moderation, within the window.
+  const uint32_t cq_mod = perftest_session_cq_mod(perftest_cq_mod(o_), o_.post_list, window);
   const auto t0 = std::chrono::steady_clock::now();
-  for (QpSide& q : qps_) q.tx_posted = q.tx_outstanding = 0;
+  for (QpSide& q : qps_) q.reset_tx();
   note_progress();
   DurationSample sample(perftest_duration_window(now_ns(), o_.duration_s, perftest_margin_s(o_)),
                         o_.cpu_util);
@@ -770,7 +812,7 @@ PerftestReport Session::bw_client(uint64_t size) {
     // -D: post until the time is up, counting what completes in the sampled part.
     if (duration_ && !sample.update(now_ns(), tx_done_total_)) break;
     bool busy = false;  // a message still to post or to complete
-    const bool can_post = fill_send_windows(size, window, duration_, busy);
+    const bool can_post = fill_send_windows(size, window, cq_mod, duration_, busy);
     if (!busy) break;
     const uint64_t before = outstanding_total();
     reap();
@@ -784,11 +826,12 @@ PerftestReport Session::bw_client(uint64_t size) {
     }
   }
   if (duration_) {
-    // Time is up: let what is in flight complete (the peer still takes it), then report.
-    while (outstanding_total() > 0) {
-      const uint64_t before = outstanding_total();
+    // Time is up: let what is in flight complete (the peer still takes it), then report. Sends
+    // after the last signaled one (-Q, -l) complete unseen.
+    while (signaled_outstanding() > 0) {
+      const uint64_t before = signaled_outstanding();
       reap();
-      if (outstanding_total() == before) wait_completion("for the last messages sent");
+      if (signaled_outstanding() == before) wait_completion("for the last messages sent");
     }
     cpu_util_ = sample.cpu_util();
     return perftest_rate_report(size, sample.count(), sample.seconds(), sample.count(),
@@ -837,15 +880,16 @@ PerftestReport Session::bw_server(uint64_t size) {
 PerftestReport Session::bw_duplex_send(uint64_t size) {
   const uint32_t window =
       std::max<uint32_t>(1, std::min<uint32_t>({o_.effective_tx_depth(), 128, cq_share()}));
+  const uint32_t cq_mod = perftest_session_cq_mod(perftest_cq_mod(o_), o_.post_list, window);
   const auto t0 = std::chrono::steady_clock::now();
-  for (QpSide& q : qps_) q.tx_posted = q.tx_outstanding = 0;
+  for (QpSide& q : qps_) q.reset_tx();
   note_progress();
   for (;;) {
     bool busy = rx_done_total_ < total_iters();
     // The server holds its sends until the client's traffic has begun: its receives were
     // posted before the barrier, the client's perhaps not yet when the barrier returns here.
     const bool may_send = client_ || rx_done_total_ > 0;
-    const bool can_post = may_send && fill_send_windows(size, window, false, busy);
+    const bool can_post = may_send && fill_send_windows(size, window, cq_mod, false, busy);
     if (!busy) break;
     const uint64_t before_tx = tx_done_total_, before_rx = rx_done_total_;
     reap();
@@ -876,7 +920,7 @@ Session::LatOutcome Session::latency(uint64_t size) {
   std::vector<uint64_t> posted_at;
   if (!duration_) posted_at.reserve(iters_);
   QpSide& q0 = qps_[0];  // latency tests run one QP
-  q0.tx_outstanding = 0;
+  q0.reset_tx();
   note_progress();
   // -D, as perftest: write_lat's clock starts now and counts our WRITEs completed; send_lat's
   // starts with the first message in (set_on_first_rx_packet) and counts the messages in.
@@ -960,7 +1004,7 @@ Session::LatOutcome Session::read_latency(uint64_t size) {
   QpSide& q0 = qps_[0];
   std::vector<uint64_t> posted_at;
   if (!duration_) posted_at.reserve(iters_ + 1);
-  q0.tx_outstanding = 0;
+  q0.reset_tx();
   note_progress();
   std::optional<DurationSample> sample;
   for (uint64_t k = 1; duration_ || k <= iters_; ++k) {

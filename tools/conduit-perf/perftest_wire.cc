@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <numeric>
 #include <string_view>
 #include <utility>
 
@@ -180,6 +181,33 @@ uint32_t perftest_next_list(uint64_t posted, uint64_t iters, uint64_t outstandin
   if (unbounded) return static_cast<uint32_t>(list);
   if (posted >= iters) return 0;
   return static_cast<uint32_t>(std::min(list, iters - posted));
+}
+
+uint32_t perftest_cq_mod(const PerfOptions& o) {
+  if (is_latency(o.test)) return 1;
+  // perftest's DEF_CQ_MOD, MSG_SIZE_CQ_MOD_LIMIT and DISABLED_CQ_MOD_VALUE.
+  constexpr uint32_t kDefault = 100;
+  constexpr uint64_t kLargeMessage = 8192;
+  uint64_t m = o.cq_mod != 0 ? o.cq_mod : kDefault;
+  const uint64_t size = o.sizes.empty() ? 0 : o.sizes[0];
+  if (o.cq_mod == 0 && size > kLargeMessage && !o.sweep && !o.events) m = 1;
+  uint64_t tx_depth = o.tx_depth != 0 ? o.tx_depth : 128;
+  if (o.duration_s == 0) tx_depth = std::min<uint64_t>(tx_depth, o.effective_iterations());
+  m = std::min(m, tx_depth);
+  if (o.post_list > 1 && o.cq_mod == 0) m = o.post_list;
+  return static_cast<uint32_t>(std::max<uint64_t>(m, 1));
+}
+
+uint32_t perftest_session_cq_mod(uint32_t cq_mod, uint32_t post_list, uint32_t window) {
+  const uint32_t m = std::max<uint32_t>(1, std::min(cq_mod, std::max<uint32_t>(window, 1)));
+  if (post_list <= 1) return m;
+  const uint32_t list = std::min(post_list, std::max<uint32_t>(window, 1));
+  return std::gcd(list, m);
+}
+
+bool perftest_signaled(uint64_t seq, uint64_t iters, uint32_t cq_mod, bool unbounded) {
+  if (cq_mod <= 1) return true;
+  return (seq + 1) % cq_mod == 0 || (!unbounded && seq + 1 == iters);
 }
 
 PerftestReport perftest_rate_report(uint64_t size, uint64_t messages, double secs, uint64_t timed,

@@ -128,6 +128,21 @@ DurationWindow perftest_duration_window(uint64_t start_ns, uint32_t duration_s, 
 uint32_t perftest_next_list(uint64_t posted, uint64_t iters, uint64_t outstanding, uint32_t window,
                             uint32_t post_list, bool unbounded);
 
+// perftest 4.5's CQ moderation for the bandwidth tests (force_dependecies): -Q, or 100 without
+// it; without -Q, messages of more than 8192 bytes (one -s, not -a, not -e) get 1, every send
+// signaled; at most the send queue (-t or 128, without -D at most -n); with -l L (> 1) and no
+// -Q, L. 1 for the latency tests (every message signaled).
+uint32_t perftest_cq_mod(const PerfOptions& o);
+// The moderation a session runs with: perftest's `cq_mod` within our send window (a window full
+// of sends must hold a signaled one, or nothing would complete), and with -l lists (cut to the
+// window) that end on a signaled send: a divisor of the list.
+uint32_t perftest_session_cq_mod(uint32_t cq_mod, uint32_t post_list, uint32_t window);
+// Whether send `seq` (0, 1, ... on its QP) carries SIGNALED, as perftest's run_iter_bw: every
+// cq_mod-th ((seq + 1) % cq_mod == 0, within a list the same: lists start at multiples of the
+// list, a multiple of cq_mod), and the last of -n (`iters`; `unbounded`, -D: none). Each
+// completion stands for the sends since the previous one (cq_mod of them).
+bool perftest_signaled(uint64_t seq, uint64_t iters, uint32_t cq_mod, bool unbounded);
+
 // What the client measured; sent by write_bw/read_bw after the traffic. The bandwidths are in
 // the report's unit, as perftest puts them on the wire: MiB/s ("MB/sec", its default) or, with
 // --report_gbits, Gb/s; the two sides must be given the same (perftest does not say which).

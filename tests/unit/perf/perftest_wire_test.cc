@@ -717,3 +717,79 @@ TEST_CASE("perftest's latency report lines, byte for byte") {
         " 2       1000          1.50           20.25        2.00     \t       2.25        \t0.50   "
         "\t\t4.00    \t\t19.00  ");
 }
+
+TEST_CASE("perftest's CQ moderation: -Q, 100 by default, 1 above 8 KiB, -l's size with -l") {
+  auto cq = [](std::vector<const char*> extra) {
+    std::vector<const char*> a = {"write_bw", "h", "--perftest", "-x", "198.18.0.1"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return perftest_cq_mod(perftest_options(a));
+  };
+  // perftest 4.5's force_dependecies: DEF_CQ_MOD 100, but every send signaled for messages of
+  // more than 8192 bytes (its default 65536 among them) unless -Q, -a or -e say otherwise.
+  CHECK(cq({}) == 1);
+  CHECK(cq({"-s", "8192"}) == 100);
+  CHECK(cq({"-s", "8193"}) == 1);
+  CHECK(cq({"-s", "64", "-Q", "16"}) == 16);
+  CHECK(cq({"-Q", "16"}) == 16);  // -Q given: taken for large messages too
+  CHECK(cq({"-a"}) == 100);
+  // At most the send queue: -t, and without -D at most -n.
+  CHECK(cq({"-s", "64", "-t", "32"}) == 32);
+  CHECK(cq({"-s", "64", "-n", "40"}) == 40);
+  CHECK(cq({"-s", "64", "-D", "4"}) == 100);
+  // -l L without -Q: L (perftest: "CQ moderation will be the size of the post list").
+  CHECK(cq({"-l", "8"}) == 8);
+  CHECK(cq({"-s", "64", "-l", "8", "-Q", "4"}) == 4);
+  // The latency tests signal every message.
+  CHECK(perftest_cq_mod(perftest_options(
+            {"send_lat", "h", "--perftest", "-x", "198.18.0.1", "-s", "64"})) == 1);
+
+  // Within our window, and (with -l) a divisor of the list as cut to the window.
+  CHECK(perftest_session_cq_mod(100, 1, 128) == 100);
+  CHECK(perftest_session_cq_mod(100, 1, 16) == 16);
+  CHECK(perftest_session_cq_mod(8, 8, 128) == 8);
+  CHECK(perftest_session_cq_mod(4, 8, 128) == 4);
+  CHECK(perftest_session_cq_mod(32, 32, 12) == 12);
+  CHECK(perftest_session_cq_mod(8, 32, 12) == 4);
+  CHECK(perftest_session_cq_mod(0, 1, 0) == 1);
+}
+
+TEST_CASE("perftest's signaled sends: every cq_mod-th, and the last of -n") {
+  // -Q 4, -n 10: sends 3, 7 and 9 carry SIGNALED (run_iter_bw); each completion stands for the
+  // sends since the previous one.
+  std::vector<uint64_t> signaled;
+  for (uint64_t k = 0; k < 10; ++k) {
+    if (perftest_signaled(k, 10, 4, false)) signaled.push_back(k);
+  }
+  CHECK(signaled == std::vector<uint64_t>{3, 7, 9});
+  // -D: no last one.
+  CHECK_FALSE(perftest_signaled(9, 0, 4, true));
+  CHECK(perftest_signaled(11, 0, 4, true));
+  // -Q 1: all of them.
+  for (uint64_t k = 0; k < 5; ++k) CHECK(perftest_signaled(k, 5, 1, false));
+  // -l 8 (cq_mod 8): lists posted from 0, 8, ... end on their signaled send, only that one.
+  for (uint64_t k = 0; k < 16; ++k) CHECK(perftest_signaled(k, 16, 8, false) == (k % 8 == 7));
+}
+
+TEST_CASE("perftest's -Q: taken by the bandwidth tests, refused where perftest refuses it") {
+  PerfOptions o;
+  const char* q[] = {"conduit-perf", "write_bw", "h", "--perftest", "-x1.2.3.4", "-Q", "8"};
+  const ParseResult r = parse_args(7, q, o);
+  REQUIRE(r.ok);
+  CHECK(o.cq_mod == 8);
+  CHECK(r.notes.empty());
+  // perftest: "Post list size must be a multiple of CQ moderation", and 1 .. 1024.
+  const char* bad_list[] = {"conduit-perf", "write_bw", "h",  "--perftest", "-x1.2.3.4",
+                            "-l",           "4",        "-Q", "8"};
+  CHECK(
+      parse_args(9, bad_list, o).error.find("Post list size must be a multiple of CQ moderation") !=
+      std::string::npos);
+  const char* big[] = {"conduit-perf", "write_bw", "h", "--perftest", "-x1.2.3.4", "-Q", "2048"};
+  CHECK(parse_args(7, big, o).error.find("between 1 and 1024") != std::string::npos);
+  // Latency tests: a note, every message signaled.
+  const char* lat[] = {"conduit-perf", "send_lat", "h", "--perftest", "-x1.2.3.4", "-Q", "8"};
+  const ParseResult l = parse_args(7, lat, o);
+  REQUIRE(l.ok);
+  CHECK(o.cq_mod == 0);
+  REQUIRE(l.notes.size() == 1);
+  CHECK(l.notes[0].find("a latency test signals every message") != std::string::npos);
+}
