@@ -74,6 +74,135 @@ std::string perftest_counters_advice(const std::string& what) {
          "timeout in seconds. conduitd's counters: conduitctl stats, before and after the run";
 }
 
+// perftest 4.5's options (ib_send/write/read_bw/lat, getopt_long's table) that conduit-perf has
+// no equivalent for: refused with the reason, or (kNote) taken and ignored with a note, where
+// what they change is local to perftest and the run here is the same without it. The ones that
+// depend on their value or on other options are handled in parse_args() itself.
+enum class PerftestOnly : uint8_t { kRefuse, kNote };
+struct PerftestOnlyOption {
+  const char* short_name;  // nullptr: none
+  const char* long_name;   // nullptr: none
+  bool valued;
+  PerftestOnly what;
+  const char* why;
+};
+constexpr const char* kWhyMulticast = "perftest's multicast runs UD QPs; conduit runs RC QPs only";
+constexpr const char* kWhyDualPort =
+    "a conduitd drives one port: for a second port, run another conduit-perf on the conduitd "
+    "that drives it (-S)";
+constexpr const char* kWhyRawEth =
+    "it is perftest's raw Ethernet option (raw_ethernet_bw/lat), which the ib_* tests and "
+    "conduit's RC QPs do not use";
+constexpr const char* kWhyRate =
+    "conduit-perf does not pace its sends: their rate is conduit's congestion control's (DCQCN) "
+    "within the traffic class's policy";
+constexpr const char* kWhyJsonFile =
+    "conduit-perf writes no JSON file (its own mode's -J prints JSON lines; not with --perftest)";
+constexpr const char* kWhyLimit =
+    "conduit-perf does not fail a run below a limit: compare the line's BW average or MsgRate "
+    "column instead";
+constexpr const char* kWhyDc = "it is for DC, mlx5's dynamically connected QPs; conduit runs RC";
+constexpr const char* kWhyCrypto = "it is mlx5's AES-XTS offload; conduit does not encrypt";
+constexpr const char* kWhyMmap =
+    "the buffers are conduit MRs in conduitd's shared memory, not a file's pages";
+constexpr PerftestOnlyOption kPerftestOnly[] = {
+    {"-g", "--mcg", false, PerftestOnly::kRefuse, kWhyMulticast},
+    {"-M", "--MGID", true, PerftestOnly::kRefuse, kWhyMulticast},
+    {"-O", "--dualport", false, PerftestOnly::kRefuse, kWhyDualPort},
+    {nullptr, "--report-per-port", false, PerftestOnly::kRefuse, kWhyDualPort},
+    {"-z", "--comm_rdma_cm", false, PerftestOnly::kRefuse,
+     "perftest's exchange over rdma_cm with QPs connected from its records is not done here: "
+     "give both sides -R (the exchange and the QPs through rdma_cm) or neither (the TCP "
+     "exchange)"},
+    {nullptr, "--tclass", true, PerftestOnly::kRefuse,
+     "the traffic class (DSCP) of conduit's packets is the one of conduitd's policy class the "
+     "QPs run in: give -T/--class NAME (conduitctl policy show lists the classes)"},
+    {nullptr, "--reversed", false, PerftestOnly::kRefuse,
+     "the server sending to the client is not done here: swap the two sides' roles"},
+    {"-w", "--limit_bw", true, PerftestOnly::kRefuse, kWhyLimit},
+    {"-y", "--limit_msgrate", true, PerftestOnly::kRefuse, kWhyLimit},
+    {nullptr, "--rate_limit", true, PerftestOnly::kRefuse, kWhyRate},
+    {nullptr, "--rate_units", true, PerftestOnly::kRefuse, kWhyRate},
+    {nullptr, "--rate_limit_type", true, PerftestOnly::kRefuse, kWhyRate},
+    {nullptr, "--burst_size", true, PerftestOnly::kRefuse, kWhyRate},
+    {nullptr, "--typical_pkt_size", true, PerftestOnly::kRefuse, kWhyRate},
+    {nullptr, "--latency_gap", true, PerftestOnly::kRefuse,
+     "conduit-perf runs the ping-pong's exchanges back to back, with no gap between them"},
+    {nullptr, "--out_json", false, PerftestOnly::kRefuse, kWhyJsonFile},
+    {nullptr, "--out_json_file", true, PerftestOnly::kRefuse, kWhyJsonFile},
+    {nullptr, "--output", true, PerftestOnly::kRefuse,
+     "perftest's one-number output is not printed here: take the column from the result line"},
+    {nullptr, "--mmap", true, PerftestOnly::kRefuse, kWhyMmap},
+    {nullptr, "--mmap-offset", true, PerftestOnly::kRefuse, kWhyMmap},
+    {nullptr, "--dlid", true, PerftestOnly::kRefuse,
+     "RoCE has no LIDs: the peer is addressed by its GID (its -x)"},
+    {nullptr, "--log_dci_streams", true, PerftestOnly::kRefuse, kWhyDc},
+    {nullptr, "--log_active_dci_streams", true, PerftestOnly::kRefuse, kWhyDc},
+    {nullptr, "--aes_xts", false, PerftestOnly::kRefuse, kWhyCrypto},
+    {nullptr, "--encrypt_on_tx", false, PerftestOnly::kRefuse, kWhyCrypto},
+    {nullptr, "--sig_before", false, PerftestOnly::kRefuse, kWhyCrypto},
+    {nullptr, "--aes_block_size", true, PerftestOnly::kRefuse, kWhyCrypto},
+    {nullptr, "--data_enc_keys_number", true, PerftestOnly::kRefuse, kWhyCrypto},
+    {nullptr, "--kek_path", true, PerftestOnly::kRefuse, kWhyCrypto},
+    {nullptr, "--credentials_path", true, PerftestOnly::kRefuse, kWhyCrypto},
+    {nullptr, "--data_enc_key_app_path", true, PerftestOnly::kRefuse, kWhyCrypto},
+    {"-B", "--source_mac", true, PerftestOnly::kRefuse, kWhyRawEth},
+    {"-E", "--dest_mac", true, PerftestOnly::kRefuse, kWhyRawEth},
+    {"-j", nullptr, true, PerftestOnly::kRefuse, kWhyRawEth},
+    {nullptr, "--dest_ip", true, PerftestOnly::kRefuse, kWhyRawEth},
+    {"-k", "--source_port", true, PerftestOnly::kRefuse, kWhyRawEth},
+    {"-K", "--dest_port", true, PerftestOnly::kRefuse, kWhyRawEth},
+    {nullptr, "--local_ip", true, PerftestOnly::kRefuse, kWhyRawEth},
+    {nullptr, "--remote_ip", true, PerftestOnly::kRefuse, kWhyRawEth},
+    {nullptr, "--local_mac", true, PerftestOnly::kRefuse, kWhyRawEth},
+    {nullptr, "--remote_mac", true, PerftestOnly::kRefuse, kWhyRawEth},
+    {nullptr, "--local_port", true, PerftestOnly::kRefuse, kWhyRawEth},
+    {nullptr, "--remote_port", true, PerftestOnly::kRefuse, kWhyRawEth},
+    {nullptr, "--ethertype", true, PerftestOnly::kRefuse, kWhyRawEth},
+    {nullptr, "--vlan_pcp", true, PerftestOnly::kRefuse, kWhyRawEth},
+    {nullptr, "--reply_every", true, PerftestOnly::kRefuse, kWhyRawEth},
+    {nullptr, "--flows", true, PerftestOnly::kRefuse, kWhyRawEth},
+    {nullptr, "--flows_burst", true, PerftestOnly::kRefuse, kWhyRawEth},
+    {"-v", "--mac_fwd", false, PerftestOnly::kRefuse, kWhyRawEth},
+    {"-P", nullptr, false, PerftestOnly::kRefuse, kWhyRawEth},
+    {"-Z", nullptr, false, PerftestOnly::kRefuse, kWhyRawEth},
+    {nullptr, "--use_rss", false, PerftestOnly::kRefuse, kWhyRawEth},
+    {nullptr, "--raw_ipv6", false, PerftestOnly::kRefuse, kWhyRawEth},
+    {nullptr, "--raw_mcast", false, PerftestOnly::kRefuse, kWhyRawEth},
+    {nullptr, "--tcp", false, PerftestOnly::kRefuse, kWhyRawEth},
+    {nullptr, "--vlan_en", false, PerftestOnly::kRefuse, kWhyRawEth},
+    {nullptr, "--mr_per_qp", false, PerftestOnly::kNote,
+     "one MR serves every QP (each peer QP is told its address and rkey all the same)"},
+    {nullptr, "--odp", false, PerftestOnly::kNote,
+     "conduit's MRs are conduitd's shared memory, present from the start: nothing to page in"},
+    {nullptr, "--use_hugepages", false, PerftestOnly::kNote,
+     "the buffers are in conduitd's shared memory region, which conduitd allocates"},
+    {nullptr, "--use_old_post_send", false, PerftestOnly::kNote,
+     "conduit has one post call (conduit_post_send)"},
+    {nullptr, "--disable_pcie_relaxed", false, PerftestOnly::kNote,
+     "conduit has no PCIe device to order writes for"},
+    {nullptr, "--perform_warm_up", false, PerftestOnly::kNote,
+     "no warm-up round is run before the measured one"},
+    {nullptr, "--ipv6", false, PerftestOnly::kNote,
+     "the address is -x's: give it an IPv6 GID to run over IPv6"},
+    {nullptr, "--wait_destroy", true, PerftestOnly::kNote,
+     "conduit-perf releases its QPs and memory when it ends"},
+    {nullptr, "--retry_count", true, PerftestOnly::kNote,
+     "conduit-perf's QPs retry 7 times (with -R as conduitd's connection manager agrees)"},
+    {nullptr, "--inline_recv", true, PerftestOnly::kNote,
+     "conduit has no inline receive: the data lands in the posted buffer"},
+};
+
+const PerftestOnlyOption* find_perftest_only(const std::string& name) {
+  for (const auto& e : kPerftestOnly) {
+    if ((e.short_name != nullptr && name == e.short_name) ||
+        (e.long_name != nullptr && name == e.long_name)) {
+      return &e;
+    }
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 const char* test_name(TestKind t) {
@@ -178,6 +307,11 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
   // line): refused after the loop, saying what to write. The long spellings are ours as given.
   std::string perftest_sl, perftest_tos;
   std::vector<std::string_view> positional;
+  // perftest's --use-srq, -X (--vector), --recv_post_list and --source_ip: checked after the loop.
+  bool use_srq = false;
+  bool have_vector = false;
+  uint32_t recv_post_list = 1;
+  std::string source_ip;
 
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i] != nullptr ? argv[i] : "";
@@ -272,7 +406,8 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
                   "too); conduit's packets carry TTL (hop limit) 64: drop " +
                   name);
     }
-    if (is("-U", "--report-unsorted") || is("-H", "--report-histogram")) {
+    if (is("-U", "--report-unsorted") || is("-H", "--report-histogram") ||
+        is("--report-histogrm", nullptr)) {
       return fail("option " + name +
                   ": conduit-perf prints the latency summary (with the 99% and 99.9% "
                   "percentiles), not every sample");
@@ -317,8 +452,29 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
       if (!flag(o.json)) return fail("option " + name + " takes no value");
       continue;
     }
+    if (is("--use-srq", nullptr)) {
+      if (!flag(use_srq)) return fail("option " + name + " takes no value");
+      continue;
+    }
     if (is("--sr", nullptr)) {
       if (!flag(o.cm_selective_repeat)) return fail("option " + name + " takes no value");
+      continue;
+    }
+
+    if (const PerftestOnlyOption* p = find_perftest_only(name)) {
+      // Its value first (attached, after '=', or the next argument), so that it is never taken
+      // for the server's name.
+      if (p->valued && !inline_value) {
+        if (i + 1 >= argc || argv[i + 1] == nullptr) {
+          return fail("option " + name + " needs a value");
+        }
+        value = argv[++i];
+      }
+      const std::string given =
+          name + (p->valued || inline_value ? " " + std::string(value) : std::string());
+      if (p->what == PerftestOnly::kRefuse) return fail("option " + given + ": " + p->why);
+      if (!p->valued && inline_value) return fail("option " + name + " takes no value");
+      r.notes.push_back("option " + given + " ignored: " + p->why);
       continue;
     }
 
@@ -350,7 +506,14 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
         {"--sl", nullptr},
         {"--tos", nullptr},
         {"--gid-index", nullptr},
-        {"--report-counters", nullptr}};
+        {"--report-counters", nullptr},
+        // perftest's, taken where they mean what conduit does (or ignored with a note).
+        {"-X", "--vector"},
+        {"--recv_post_list", nullptr},
+        {"--force-link", nullptr},
+        {"--pkey_index", nullptr},
+        {"--source_ip", nullptr},
+        {"--flow_label", nullptr}};
     bool valued = false;
     for (const auto& v : kValued) valued = valued || is(v[0], v[1]);
     if (!valued) return fail("unknown option '" + name + "' (conduit-perf --help lists them)");
@@ -515,6 +678,52 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
                           " (as perftest lowers it to the device's max)");
         o.out_reads = kMaxPerftestOutReads;
       }
+    } else if (is("-X", "--vector")) {
+      uint32_t vector = 0;
+      if (!parse_uint_in<uint32_t>(value, 0, 1023, vector)) {
+        return fail(range_error(name, value, 0, 1023));
+      }
+      have_vector = true;
+    } else if (is("--recv_post_list", nullptr)) {
+      if (!parse_uint_in<uint32_t>(value, 1, kMaxDepth, recv_post_list)) {
+        return fail(range_error(name, value, 1, kMaxDepth));
+      }
+    } else if (is("--force-link", nullptr)) {
+      if (value == "IB") {
+        return fail("option --force-link IB: conduit runs RoCE, over Ethernet only");
+      }
+      if (value != "Ethernet") {
+        return fail("option --force-link: '" + std::string(value) +
+                    "' is not IB or Ethernet (perftest's link types)");
+      }
+      // RoCE: what conduit runs anyway.
+    } else if (is("--pkey_index", nullptr)) {
+      uint32_t index = 0;
+      if (!parse_uint_in<uint32_t>(value, 0, 65535, index)) {
+        return fail(range_error(name, value, 0, 65535));
+      }
+      if (index != 0) {
+        return fail("option --pkey_index " + std::string(value) +
+                    ": conduit's QPs carry the default P_Key (0xFFFF, index 0): drop it or give 0");
+      }
+    } else if (is("--source_ip", nullptr)) {
+      // perftest binds its rdma_cm IDs to it: our side's RoCE address, conduit-perf's -x.
+      Gid gid{};
+      if (value.size() > 64 || !parse_gid(value, gid)) {
+        return fail("option --source_ip: '" + std::string(value) +
+                    "' is not an IPv4 address or a GID (e.g. 198.18.0.1)");
+      }
+      source_ip = std::string(value);
+    } else if (is("--flow_label", nullptr)) {
+      uint32_t label = 0;
+      if (!parse_uint_in<uint32_t>(value, 0, 0xFFFFF, label)) {
+        return fail(range_error(name, value, 0, 0xFFFFF));
+      }
+      if (label != 0) {
+        return fail("option --flow_label " + std::string(value) +
+                    ": conduit's packets carry flow label 0 (IPv6; IPv4 has none): drop it or "
+                    "give 0");
+      }
     } else if (is("-W", "--timeout")) {
       // perftest's -W is --report-counters, a list of counter names: never a number.
       if (!value.empty() &&
@@ -533,6 +742,19 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
     out = o;
     r.ok = true;
     return r;
+  }
+  if (o.perftest && o.check) {
+    // Before the positional arguments, as -J: perftest's -c takes a connection type.
+    return fail(
+        "--perftest does not do -c (--check): perftest's exchange has no room for it (perftest's "
+        "-c is the connection type: -c RC)");
+  }
+  if (o.perftest && o.json) {
+    // Before the positional arguments: perftest's -J takes a value, which is no server name.
+    return fail(
+        "--perftest does not do -J: conduit-perf's -J (JSON lines) has no room in perftest's "
+        "exchange, and perftest's -J (--dest_ip) is a raw Ethernet option the ib_* tests do not "
+        "use");
   }
   if (positional.empty()) {
     return fail(
@@ -606,11 +828,6 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
       return fail("--perftest runs at most " + std::to_string(kPerftestMaxQps) + " QPs (-q)");
     }
     if (!o.sweep && o.sizes.size() != 1) return fail("--perftest runs one size (-s) or -a");
-    if (o.check || o.json) {
-      return fail(
-          "--perftest does not do -c (--check) or -J (--json): perftest's exchange has no room "
-          "for them");
-    }
     if (o.events) {
       // perftest's own limits on -e; otherwise it is what the session does already: it sleeps
       // on its CQ whenever nothing has completed.
@@ -730,6 +947,46 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
     r.notes.push_back(
         "option -N (--noPeak) ignored without --perftest: conduit-perf's own report measures the "
         "peak (the best 10 ms)");
+  }
+  if (!source_ip.empty()) {
+    // perftest's --source_ip is our RoCE address: -x's, which it stands for when -x is not given.
+    Gid a{}, b{};
+    if (o.gid.empty()) {
+      o.gid = source_ip;
+    } else if (!parse_gid(o.gid, a) || !parse_gid(source_ip, b) || a != b) {
+      return fail("--source_ip " + source_ip + " and -x " + o.gid +
+                  " differ: both name our conduitd's port address (give one)");
+    }
+  }
+  if (use_srq) {
+    // perftest: "Using SRQ only avavilible in SEND tests."
+    if (o.test != TestKind::kSendBw && o.test != TestKind::kSendLat) {
+      return fail("--use-srq applies to send_bw and send_lat (perftest: SRQ only in SEND tests)");
+    }
+    r.notes.push_back(
+        "option --use-srq ignored: conduit has no shared receive queue; each QP's receives are "
+        "its own (the peer sees no difference)");
+  }
+  if (have_vector) {
+    if (!o.events) {
+      return fail(
+          "-X (--vector) without -e (perftest: \"Events must be enabled to select a "
+          "completion vector\")");
+    }
+    r.notes.push_back("option -X (--vector) ignored: a conduit CQ has one wake-up");
+  }
+  if (recv_post_list > 1) {
+    const std::string l = "--recv_post_list " + std::to_string(recv_post_list);
+    if (is_latency(o.test)) {
+      return fail(l + ": perftest: \"Receive post list is supported in BW tests only\"");
+    }
+    if (o.duration_s == 0 && o.effective_iterations() % recv_post_list != 0) {
+      return fail(l + ": -n " + std::to_string(o.effective_iterations()) +
+                  " is not a multiple of it (perftest: \"Number of iterations must be a multiple "
+                  "of receive post list size\")");
+    }
+    r.notes.push_back("option " + l +
+                      " ignored: receives are posted one at a time (the peer sees no difference)");
   }
   // Here, not after a server has waited for its client: perftest's records carry GIDs, so our
   // port's address cannot be taken from the TCP connection.
@@ -877,6 +1134,17 @@ perftest's options, taken so that perftest command lines run:
                          "Remote results"), as perftest; nothing without -b
 Refused, saying why: -U and -H (the latency summary only), -C (microseconds, not
 cycles), -L (perftest's raw Ethernet hop limit) and --run_infinitely (give -D).
+Every other option of perftest 4.5's ib_* tests is taken, ignored with a note or
+refused saying why (its value is never taken for the server): taken as they mean
+the same here, --source_ip ADDR (-x ADDR), --force-link Ethernet, --pkey_index 0,
+--flow_label 0; ignored with a note, as nothing the peer sees changes: --mr_per_qp,
+--odp, --use_hugepages, --use_old_post_send, --disable_pcie_relaxed,
+--perform_warm_up, --ipv6, --wait_destroy, --retry_count, --inline_recv,
+--use-srq (send tests), -X (with -e), --recv_post_list (bw tests); refused:
+-z (give -R on both sides or neither), --tclass (give --class NAME), -g/-M
+(multicast), -O/--report-per-port (one port), --reversed, -w/-y (limits), the
+rate limiter's, --out_json, --output, --mmap, --dlid, DC, AES-XTS and raw
+Ethernet options (-B -E -j -J -k -K -v -P -Z ...).
 With --perftest, -a and -s together run every size, as perftest's -a (a note says
 -s is ignored); conduit-perf's own mode refuses the pair. perftest's -x GID_INDEX, -S SL, -T TOS and -W COUNTERS are not
 these: conduit-perf's -x, -S, -T and -W (above) are its own. So that a perftest

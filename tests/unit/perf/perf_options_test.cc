@@ -531,3 +531,267 @@ TEST_CASE(
   CHECK_FALSE(parse({"atomic_bw", "h", "--perftest", "-x", "1.2.3.4", "-a", "-s", "8"}).ok);
   CHECK(conduit::perf::usage_text().find("-C (microseconds, not") != std::string::npos);
 }
+
+namespace {
+
+// perftest 4.5's options (ib_send_bw's getopt_long table, with whether each takes a value), as
+// its binary (Debian bookworm's perftest 4.5+0.17) takes them.
+struct PerftestOption {
+  const char* name;
+  bool valued;
+};
+constexpr PerftestOption kPerftest45Options[] = {
+    {"-a", false},
+    {"-b", false},
+    {"-c", true},
+    {"-d", true},
+    {"-e", false},
+    {"-f", true},
+    {"-g", false},
+    {"-h", false},
+    {"-i", true},
+    {"-j", true},
+    {"-k", true},
+    {"-l", true},
+    {"-m", true},
+    {"-n", true},
+    {"-o", true},
+    {"-p", true},
+    {"-q", true},
+    {"-r", true},
+    {"-s", true},
+    {"-t", true},
+    {"-u", true},
+    {"-v", false},
+    {"-w", true},
+    {"-x", true},
+    {"-y", true},
+    {"-z", false},
+    {"-A", true},
+    {"-B", true},
+    {"-C", false},
+    {"-D", true},
+    {"-E", true},
+    {"-F", false},
+    {"-H", false},
+    {"-I", true},
+    {"-J", true},
+    {"-K", true},
+    {"-L", true},
+    {"-M", true},
+    {"-N", false},
+    {"-O", false},
+    {"-P", false},
+    {"-Q", true},
+    {"-R", false},
+    {"-S", true},
+    {"-T", true},
+    {"-U", false},
+    {"-V", false},
+    {"-W", true},
+    {"-X", true},
+    {"-Z", false},
+    {"--CPU-freq", false},
+    {"--MGID", true},
+    {"--aes_block_size", true},
+    {"--aes_xts", false},
+    {"--all", false},
+    {"--atomic_type", true},
+    {"--bidirectional", false},
+    {"--burst_size", true},
+    {"--comm_rdma_cm", false},
+    {"--connection", true},
+    {"--cpu_util", false},
+    {"--cq-mod", true},
+    {"--credentials_path", true},
+    {"--data_enc_key_app_path", true},
+    {"--data_enc_keys_number", true},
+    {"--dest_ip", true},
+    {"--dest_mac", true},
+    {"--dest_port", true},
+    {"--disable_pcie_relaxed", false},
+    {"--dlid", true},
+    {"--dont_xchg_versions", false},
+    {"--dualport", false},
+    {"--duration", true},
+    {"--encrypt_on_tx", false},
+    {"--ethertype", true},
+    {"--events", false},
+    {"--flow_label", true},
+    {"--flows", true},
+    {"--flows_burst", true},
+    {"--force-link", true},
+    {"--gid-index", true},
+    {"--help", false},
+    {"--hop_limit", true},
+    {"--ib-dev", true},
+    {"--ib-port", true},
+    {"--inline_recv", true},
+    {"--inline_size", true},
+    {"--ipv6", false},
+    {"--iters", true},
+    {"--kek_path", true},
+    {"--latency_gap", true},
+    {"--limit_bw", true},
+    {"--limit_msgrate", true},
+    {"--local_ip", true},
+    {"--local_mac", true},
+    {"--local_port", true},
+    {"--log_active_dci_streams", true},
+    {"--log_dci_streams", true},
+    {"--mac_fwd", false},
+    {"--margin", true},
+    {"--mcg", false},
+    {"--mmap", true},
+    {"--mmap-offset", true},
+    {"--mr_per_qp", false},
+    {"--mtu", true},
+    {"--noPeak", false},
+    {"--odp", false},
+    {"--out_json", false},
+    {"--out_json_file", true},
+    {"--output", true},
+    {"--outs", true},
+    {"--perform_warm_up", false},
+    {"--pkey_index", true},
+    {"--port", true},
+    {"--post_list", true},
+    {"--qp", true},
+    {"--qp-timeout", true},
+    {"--rate_limit", true},
+    {"--rate_limit_type", true},
+    {"--rate_units", true},
+    {"--raw_ipv6", false},
+    {"--raw_mcast", false},
+    {"--rdma_cm", false},
+    {"--recv_post_list", true},
+    {"--remote_ip", true},
+    {"--remote_mac", true},
+    {"--remote_port", true},
+    {"--reply_every", true},
+    {"--report-both", false},
+    {"--report-counters", true},
+    {"--report-cycles", false},
+    {"--report-histogrm", false},
+    {"--report-per-port", false},
+    {"--report-unsorted", false},
+    {"--report_gbits", false},
+    {"--retry_count", true},
+    {"--reversed", false},
+    {"--run_infinitely", false},
+    {"--rx-depth", true},
+    {"--sig_before", false},
+    {"--size", true},
+    {"--sl", true},
+    {"--source_ip", true},
+    {"--source_mac", true},
+    {"--source_port", true},
+    {"--tclass", true},
+    {"--tcp", false},
+    {"--tos", true},
+    {"--tx-depth", true},
+    {"--typical_pkt_size", true},
+    {"--use-srq", false},
+    {"--use_hugepages", false},
+    {"--use_old_post_send", false},
+    {"--use_rss", false},
+    {"--vector", true},
+    {"--version", false},
+    {"--vlan_en", false},
+    {"--vlan_pcp", true},
+    {"--wait_destroy", true},
+};
+
+}  // namespace
+
+TEST_CASE("every perftest 4.5 option is taken, ignored with a note, or refused saying why") {
+  for (const auto& opt : kPerftest45Options) {
+    for (const char* test : {"send_bw", "write_lat"}) {
+      // A server name after it: never the option's value, never taken for one.
+      std::vector<const char*> a = {test, "--perftest", "-x", "198.18.0.1", opt.name};
+      if (opt.valued) a.push_back("1");
+      a.push_back("198.18.0.2");
+      const auto p = parse_notes(a);
+      INFO(test << " " << opt.name << ": " << p.error);
+      CHECK(p.error.find("unknown option") == std::string::npos);
+      CHECK(p.error.find("unexpected argument") == std::string::npos);
+      if (p.ok && !p.o.help && !p.o.version) CHECK(p.o.server == "198.18.0.2");
+    }
+  }
+}
+
+TEST_CASE("perftest's options that conduit has no use for: refused with the reason, or a note") {
+  auto refused = [](std::vector<const char*> extra, const char* why) {
+    std::vector<const char*> a = {"send_bw", "h", "--perftest", "-x", "198.18.0.1"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    const auto p = parse_notes(a);
+    INFO(p.error);
+    CHECK_FALSE(p.ok);
+    const std::string name(extra[0]);
+    CHECK(p.error.find(name.substr(0, name.find('='))) != std::string::npos);
+    CHECK(p.error.find(why) != std::string::npos);
+  };
+  refused({"-z"}, "give both sides -R");
+  refused({"--comm_rdma_cm"}, "give both sides -R");
+  refused({"--tclass", "96"}, "-T/--class NAME");
+  refused({"--tclass=96"}, "-T/--class NAME");  // the message names it as --tclass 96
+  refused({"--flow_label", "7"}, "flow label 0");
+  refused({"-g"}, "RC QPs only");
+  refused({"-M", "ff02::1"}, "RC QPs only");
+  refused({"-O"}, "drives one port");
+  refused({"--reversed"}, "swap the two sides");
+  refused({"-w", "10"}, "does not fail a run below a limit");
+  refused({"--rate_limit", "5"}, "does not pace");
+  refused({"--out_json"}, "no JSON file");
+  refused({"--mmap", "/dev/shm/x"}, "not a file's pages");
+  refused({"--dlid", "3"}, "no LIDs");
+  refused({"-B", "00:11:22:33:44:55"}, "raw Ethernet");
+  refused({"--dest_ip", "1.2.3.4"}, "raw Ethernet");
+  refused({"-J", "1.2.3.4"}, "raw Ethernet");
+  refused({"--force-link", "IB"}, "Ethernet only");
+  refused({"--pkey_index", "1"}, "default P_Key");
+  refused({"-X", "0"}, "Events must be enabled");
+  refused({"--recv_post_list", "4", "-n", "10"}, "multiple of receive post list size");
+  refused({"--report-histogrm"}, "latency summary");
+  // Taken with a note: what they change stays inside perftest.
+  for (const char* o : {"--mr_per_qp", "--odp", "--use_hugepages", "--use_old_post_send",
+                        "--disable_pcie_relaxed", "--perform_warm_up", "--ipv6", "--use-srq"}) {
+    const auto p = parse_notes({"send_bw", "h", "--perftest", "-x", "198.18.0.1", o});
+    INFO(o << ": " << p.error);
+    REQUIRE(p.ok);
+    REQUIRE(p.notes.size() == 1);
+    CHECK(p.notes[0].find(std::string("option ") + o + " ignored") != std::string::npos);
+  }
+  const auto w = parse_notes({"send_bw", "--perftest", "-x", "198.18.0.1", "--wait_destroy", "5",
+                              "--inline_recv", "64", "h"});
+  REQUIRE(w.ok);
+  CHECK(w.o.server == "h");
+  CHECK(w.notes.size() == 2);
+  // --use-srq: SEND tests only, as perftest.
+  CHECK(parse({"write_bw", "h", "--perftest", "-x", "198.18.0.1", "--use-srq"})
+            .error.find("SRQ only in SEND tests") != std::string::npos);
+  // Taken: Ethernet links, P_Key index 0, flow label 0, -X with -e, a receive list.
+  for (std::vector<const char*> ok : {std::vector<const char*>{"--force-link", "Ethernet"},
+                                      {"--pkey_index", "0"},
+                                      {"--flow_label", "0"},
+                                      {"-e", "-X", "2"},
+                                      {"--recv_post_list", "4", "-n", "100"}}) {
+    std::vector<const char*> a = {"send_bw", "h", "--perftest", "-x", "198.18.0.1"};
+    a.insert(a.end(), ok.begin(), ok.end());
+    const auto p = parse_notes(a);
+    INFO(ok[0] << ": " << p.error);
+    CHECK(p.ok);
+  }
+}
+
+TEST_CASE("perftest's --source_ip is our port's address: -x's") {
+  const auto p = parse({"send_bw", "h", "--perftest", "-R", "--source_ip", "198.18.0.1"});
+  INFO(p.error);
+  REQUIRE(p.ok);
+  CHECK(p.o.gid == "198.18.0.1");
+  CHECK(
+      parse({"send_bw", "h", "--perftest", "-x", "198.18.0.1", "--source_ip", "::ffff:198.18.0.1"})
+          .ok);
+  CHECK(parse({"send_bw", "h", "--perftest", "-x", "198.18.0.1", "--source_ip", "198.18.0.9"})
+            .error.find("differ") != std::string::npos);
+}
