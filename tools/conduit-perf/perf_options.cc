@@ -784,6 +784,12 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
   }
   if (o.sweep && have_size)
     return fail("-a (sweep all sizes) and -s (one size) exclude each other");
+  if (o.iterations != 0 && o.duration_s != 0 && o.perftest) {
+    // perftest takes both and runs for the time (force_dependecies: iters = 0 in duration mode).
+    r.notes.push_back("option -n " + std::to_string(o.iterations) +
+                      " ignored: -D runs for a time, as perftest's -D with -n");
+    o.iterations = 0;
+  }
   if (o.iterations != 0 && o.duration_s != 0) {
     return fail("-n (iterations) and -D (duration) exclude each other");
   }
@@ -1020,7 +1026,8 @@ Options:
                          or a list: -s 1,1025,16M
   -a, --all              sweep sizes 2 B .. 8 MiB (powers of two)
   -n, --iters N          messages per size and QP, as perftest (5000 bw, 1000 lat)
-  -D, --duration SEC     run each size SEC seconds instead of -n
+  -D, --duration SEC     run each size SEC seconds instead of -n (--perftest: with
+                         -n too, as perftest: -n is ignored with a note)
   -q, --qp N             queue pairs (bw tests; 1), round robin
   -b, --bidirectional    both sides send at once (bw tests)
   -c, --check            verify every received byte (SEND data, READ data,

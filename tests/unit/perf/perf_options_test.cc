@@ -795,3 +795,17 @@ TEST_CASE("perftest's --source_ip is our port's address: -x's") {
   CHECK(parse({"send_bw", "h", "--perftest", "-x", "198.18.0.1", "--source_ip", "198.18.0.9"})
             .error.find("differ") != std::string::npos);
 }
+
+TEST_CASE("--perftest takes -n with -D as perftest does: the time wins") {
+  const auto p =
+      parse_notes({"write_bw", "h", "--perftest", "-x", "198.18.0.1", "-n", "1000", "-D", "5"});
+  INFO(p.error);
+  REQUIRE(p.ok);
+  CHECK(p.o.duration_s == 5);
+  CHECK(p.o.iterations == 0);
+  REQUIRE(p.notes.size() == 1);
+  CHECK(p.notes[0].find("-n 1000 ignored") != std::string::npos);
+  // conduit-perf's own mode still refuses the pair.
+  CHECK(parse({"write_bw", "h", "-n", "1000", "-D", "5"}).error.find("exclude each other") !=
+        std::string::npos);
+}
