@@ -539,9 +539,10 @@ void Engine::mark_qp(QpCtx& q) const {
   const TrafficClassSpec& cls = config_.classes[q.cls];
   q.addr.dscp = cls.dscp;
   q.addr.ecn = cls.ecn;
-  if (net_.config().vlan_id) {
-    q.addr.has_vlan = true;
-    q.addr.vlan_tci = static_cast<uint16_t>((cls.vlan_pcp & 7) << 13 | *net_.config().vlan_id);
+  if (net_.config().vlan_id || config_.priority_tagging) {
+    q.addr.has_vlan = true;  // VID 0 without vlan_id: a priority tag
+    q.addr.vlan_tci =
+        static_cast<uint16_t>((cls.vlan_pcp & 7) << 13 | net_.config().vlan_id.value_or(0));
   }
 }
 

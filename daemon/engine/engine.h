@@ -90,6 +90,9 @@ struct EngineConfig {
   uint16_t roce_udp_port = wire::kRoceUdpPort;
   uint16_t cm_udp_port = 4792;  // native connection manager (daemon/cm), also in net.udp_ports
   cm::CmConfig cm;
+  // Without net.vlan_id: RoCE frames carry a priority tag (802.1Q, VID 0) with their
+  // class's priority (CNPs: np.cnp_802p_prio) as the PCP; other frames go untagged.
+  bool priority_tagging = false;
   uint64_t line_rate_bps = 10'000'000'000ull;
   std::vector<TrafficClassSpec> classes;            // the first is the default class
   cc::NpParams np = cc::NpParams::mlx5_defaults();  // also the marking of CNPs sent

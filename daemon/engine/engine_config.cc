@@ -67,6 +67,8 @@ EngineConfig engine_config_from_policy(const policy::Policy& p, net::MacAddr mac
   // Tagged frames: ARP, NDP, ICMP and the CMs' datagrams go with PCP 0 (best effort, as
   // Linux's VLAN devices send by default); RoCE frames take their class's priority.
   if (p.port.vlan) c.net.vlan_id = *p.port.vlan;
+  // Without a VLAN, priority tags carry the RoCE frames' PCP; the rest goes untagged.
+  c.priority_tagging = p.port.priority_tagging && !p.port.vlan;
   c.net.udp_ports = {p.port.roce_udp_port, p.port.cm_udp_port};
   for (const auto& n : p.port.neighbours) {
     c.net.static_neighbours.push_back({net::Ipv4Addr{n.ip.value}, net::MacAddr{n.mac.bytes}});

@@ -455,6 +455,17 @@ void parse_port(ErrorSink& s, const Field& f, PortSection& p, Marks& marks) {
     // 0 (priority tags only) and 4095 are reserved VIDs (IEEE 802.1Q).
     if (auto vid = detail::read_uint(s, *v, 1, 4094)) p.vlan = static_cast<uint16_t>(*vid);
   }
+  if (auto v = r.take("priority_tagging")) {
+    if (auto on = detail::read_bool(s, *v)) {
+      if (*on && p.vlan) {
+        s.add(v->mark, v->path +
+                           ": is for ports without port.vlan (with it, every RoCE frame's "
+                           "tag already carries its priority)");
+      } else {
+        p.priority_tagging = *on;
+      }
+    }
+  }
   if (auto v = r.take("line_rate")) {
     if (auto rate = detail::read_rate_bps(s, *v, 1'000'000, kMaxRateBps)) p.line_rate_bps = rate;
   }

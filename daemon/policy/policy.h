@@ -96,6 +96,10 @@ struct PortSection {
   // 802.1Q VLAN ID (1..4094) on every frame sent and required on every frame taken,
   // with each traffic class's priority as the tag's PCP. None: untagged frames.
   std::optional<uint16_t> vlan;
+  // Without `vlan`: RoCE frames (data, ACKs, READ responses, CNPs) carry an 802.1Q tag of
+  // VID 0 with their priority as the PCP (priority tags, for switches that trust PCP on
+  // untagged ports); everything else goes untagged. Refused together with `vlan`.
+  bool priority_tagging = false;
   // The rate a QP's congestion control starts at and never exceeds (DCQCN's line rate,
   // `none`'s rate). Unset: the speed the port reports (10 Gbit/s when it reports none).
   std::optional<uint64_t> line_rate_bps;  // 1 Mbit/s..1 Tbit/s when set

@@ -24,6 +24,7 @@ std::vector<std::string> restart_required_changes(const Policy& started, const P
   check(p.neighbours == q.neighbours && p.neighbours6 == q.neighbours6, "port.neighbours");
   check(p.mtu_bytes == q.mtu_bytes, "port.mtu");
   check(p.vlan == q.vlan, "port.vlan");
+  check(p.priority_tagging == q.priority_tagging, "port.priority_tagging");
   check(p.line_rate_bps == q.line_rate_bps, "port.line_rate");
   check(p.roce_udp_port == q.roce_udp_port, "port.roce_udp_port");
   check(p.cm_udp_port == q.cm_udp_port, "port.cm_udp_port");

@@ -147,6 +147,7 @@ std::string to_yaml(const Policy& p) {
   out << YAML::EndMap;
   out << YAML::Key << "mtu" << YAML::Value << port.mtu_bytes;
   if (port.vlan) out << YAML::Key << "vlan" << YAML::Value << *port.vlan;
+  if (port.priority_tagging) out << YAML::Key << "priority_tagging" << YAML::Value << true;
   if (port.line_rate_bps) {
     out << YAML::Key << "line_rate" << YAML::Value << format_rate(*port.line_rate_bps);
   }

@@ -45,6 +45,17 @@ TEST_CASE("engine config: port.vlan tags the stack's frames; each class's priori
   CHECK(c.net.vlan_pcp == 0);  // ARP, NDP, ICMP and the CMs: best effort
   REQUIRE(c.classes.size() == 1);
   CHECK(c.classes[0].vlan_pcp == 3);  // the default class's priority
+  CHECK_FALSE(c.priority_tagging);
+  CHECK_FALSE(engine::engine_config_from_policy(plain, {}, 0).priority_tagging);
+}
+
+TEST_CASE("engine config: port.priority_tagging without a VLAN", "[engine][policy]") {
+  const engine::EngineConfig c =
+      engine::engine_config_from_policy(load("  priority_tagging: true\n"), {}, 0);
+  CHECK(c.priority_tagging);
+  CHECK_FALSE(c.net.vlan_id);  // ARP, NDP, ICMP and the CMs stay untagged
+  REQUIRE(c.classes.size() == 1);
+  CHECK(c.classes[0].vlan_pcp == 3);
 }
 
 TEST_CASE("engine config: READ depths: the policy's as requester, the transport's as responder",

@@ -98,6 +98,7 @@ bool g_ipv6 = false;
 uint16_t g_port_mtu = 0;
 // port.vlan for make_engine (none: untagged); Fixture::Options sets it per host.
 std::optional<uint16_t> g_vlan;
+bool g_priority_tagging = false;
 // With g_ipv6 too, host addresses are global instead, each in its own /64
 // (2001:db8:0:MAC_LOW::c0:MAC_LOW): hosts reach each other through routers only.
 bool g_ipv6_global = false;
@@ -136,6 +137,7 @@ void make_engine(Host& h, const std::string& port_name, net::Ipv4Addr addr, uint
     ec.net.link_mtu = h.port->mtu_bytes();
   }
   ec.net.vlan_id = g_vlan;
+  ec.priority_tagging = g_priority_tagging;
   ec.roce_udp_port = g_roce_udp_port;
   ec.net.udp_ports = {g_roce_udp_port, ec.cm_udp_port};
   ec.idle_mode = idle_mode;
@@ -280,6 +282,7 @@ struct Fixture {
     uint16_t port_mtu_a = 0;              // a's port MTU, if not 0 (else g_port_mtu, as b's)
     std::optional<uint16_t> vlan_a = {};  // a's port.vlan (none: untagged)
     std::optional<uint16_t> vlan_b = {};  // b's
+    bool priority_tagging = false;        // both: port.priority_tagging
   };
   explicit Fixture(cc::ControllerKind cc_kind = cc::ControllerKind::kNone)
       : Fixture(Options{cc_kind}) {}
@@ -303,11 +306,13 @@ struct Fixture {
     const uint16_t port_mtu = g_port_mtu;
     if (o.port_mtu_a != 0) g_port_mtu = o.port_mtu_a;
     g_vlan = o.vlan_a;
+    g_priority_tagging = o.priority_tagging;
     make_host(a, "net_ring_eng_a" + s, addr_a, 0x11, cc_kind, o.idle_mode, o.class_max_rate_bps);
     g_port_mtu = port_mtu;
     g_vlan = o.vlan_b;
     make_host(b, "net_ring_eng_b" + s, addr_b, 0x22, cc_kind, o.idle_mode, o.class_max_rate_bps);
     g_vlan.reset();
+    g_priority_tagging = false;
     if (!connect_qps) return;
     connect(a, b, addr_b);
     connect(b, a, addr_a);
@@ -864,18 +869,25 @@ std::vector<SeenFrame> frames_in(rte_ring* ring) {
 
 TEST_CASE(
     "engine: with port.vlan every frame is tagged: ARP at PCP 0, RoCE and ACKs at the "
-    "class's priority, CNPs at cnp.priority",
+    "class's priority, CNPs at cnp.priority; with port.priority_tagging RoCE frames carry "
+    "those PCPs in VID 0 tags and ARP goes untagged",
     "[engine][vlan]") {
   Fixture::Options o;
   o.cc_kind = cc::ControllerKind::kDcqcn;
-  o.vlan_a = o.vlan_b = 100;
   o.connect_qps = false;
+  uint16_t vid = 0;
+  SECTION("port.vlan") {
+    vid = 100;
+    o.vlan_a = o.vlan_b = vid;
+  }
+  SECTION("port.priority_tagging") { o.priority_tagging = true; }
   Fixture f(o);
-  constexpr uint16_t kVid = 100;
-  constexpr uint16_t kDataTci = 3 << 13 | kVid;  // the default class's priority 3
-  constexpr uint16_t kCnpTci = 6 << 13 | kVid;   // cnp.priority's default
+  const bool vlan = vid != 0;
+  const uint16_t kDataTci = static_cast<uint16_t>(3 << 13 | vid);  // the default class's 3
+  const uint16_t kCnpTci = static_cast<uint16_t>(6 << 13 | vid);   // cnp.priority's default
 
-  // A connected QP needs its peer's MAC: a's ARP request goes out first, tagged, PCP 0.
+  // A connected QP needs its peer's MAC: a's ARP request goes out first, on the VLAN with
+  // PCP 0, or untagged (a priority tag is for RoCE frames only).
   connect(f.a, f.b, f.addr_b);
   connect(f.b, f.a, f.addr_a);
   std::vector<SeenFrame> first;
@@ -884,8 +896,8 @@ TEST_CASE(
     first = frames_in(f.ab);
   }
   REQUIRE_FALSE(first.empty());
-  CHECK(first[0].tagged);
-  CHECK(first[0].tci == kVid);
+  CHECK(first[0].tagged == vlan);
+  if (vlan) CHECK(first[0].tci == vid);
   CHECK(first[0].ether_type == 0x0806);
   REQUIRE(run_until(
               f.a, f.b, [] { return false; }, 50) == false);  // apply commands
@@ -911,7 +923,7 @@ TEST_CASE(
     REQUIRE(engine::tsc_now_ns() < deadline);
     f.a.engine->poll_once(engine::tsc_now_ns());
     for (const SeenFrame& s : frames_in(f.ab)) {
-      if (!s.tagged) ++untagged;
+      if (!s.tagged && (vlan || s.bth_opcode >= 0)) ++untagged;
       if (s.bth_opcode >= 0x06 && s.bth_opcode <= 0x0B) {  // RDMA WRITE first..only
         ++data;
         if (s.tci != kDataTci) ++wrong;
@@ -920,7 +932,7 @@ TEST_CASE(
     mark_ce(f.ab);
     f.b.engine->poll_once(engine::tsc_now_ns());
     for (const SeenFrame& s : frames_in(f.ba)) {
-      if (!s.tagged) ++untagged;
+      if (!s.tagged && (vlan || s.bth_opcode >= 0)) ++untagged;
       if (s.bth_opcode == 0x11) {  // ACK
         ++acks;
         if (s.tci != kDataTci) ++wrong;

@@ -29,6 +29,7 @@ TEST_CASE("a minimal file gets every default") {
   CHECK_FALSE(p.daemon.metrics);  // off by default
   CHECK(p.port.mtu_bytes == 1500);
   CHECK_FALSE(p.port.vlan);  // untagged
+  CHECK_FALSE(p.port.priority_tagging);
   CHECK(p.port.roce_udp_port == 4791);
   REQUIRE(p.traffic_classes.size() == 1);
   const TrafficClass& tc = p.default_class();
@@ -173,6 +174,7 @@ TEST_CASE("every section is read into its typed field") {
         Ipv6Address{{0x20, 0x01, 0x0D, 0xB8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9}});
   CHECK(p.port.mtu_bytes == 9000);
   CHECK(p.port.vlan == 100);
+  CHECK_FALSE(p.port.priority_tagging);
   CHECK(p.port.line_rate_bps == 100'000'000'000ull);
   CHECK(p.port.cm_udp_port == 5000);
   CHECK(p.port.rx_descriptors == 4096);

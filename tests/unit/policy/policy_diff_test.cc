@@ -55,6 +55,9 @@ TEST_CASE("restart_required_changes: classes, CNPs and transport defaults apply 
   b = a;
   b.port.vlan = 100;
   CHECK(restart_required_changes(a, b) == std::vector<std::string>{"port.vlan"});
+  b = a;
+  b.port.priority_tagging = true;
+  CHECK(restart_required_changes(a, b) == std::vector<std::string>{"port.priority_tagging"});
 }
 
 TEST_CASE("restart_required_changes: static IPv6 neighbours are bound at start-up too") {

@@ -24,6 +24,18 @@ TEST_CASE("the dump of the defaults reloads to the same policy") {
   CHECK(*again.policy == p);
 }
 
+TEST_CASE("the dump keeps port.priority_tagging") {
+  Policy p = *load(kPort).policy;
+  CHECK(to_yaml(p).find("priority_tagging") == std::string::npos);  // off: not written
+  p.port.priority_tagging = true;
+  const std::string yaml = to_yaml(p);
+  CHECK(yaml.find("priority_tagging: true") != std::string::npos);
+  LoadResult again = load(yaml);
+  INFO(yaml << again.error_text());
+  REQUIRE(again.ok());
+  CHECK(*again.policy == p);
+}
+
 TEST_CASE("the dump round-trips every kind of value") {
   Policy p = *load(kPort).policy;
   p.daemon.socket_group = "rdma";

@@ -78,6 +78,11 @@ TEST_CASE("out-of-range values") {
         Errors{"t.yaml:4:9: port.vlan: 4095 is out of range 1..4094"});
   CHECK(errors_of(std::string(kPort) + "  vlan: [100]\n") ==
         Errors{"t.yaml:4:9: port.vlan: expected an integer, got a list"});
+  // Priority tags are the tag of a port without a VLAN.
+  CHECK(errors_of(std::string(kPort) + "  vlan: 100\n  priority_tagging: true\n") ==
+        Errors{"t.yaml:5:21: port.priority_tagging: is for ports without port.vlan (with it, "
+               "every RoCE frame's tag already carries its priority)"});
+  CHECK(errors_of(std::string(kPort) + "  vlan: 100\n  priority_tagging: false\n").empty());
 }
 
 TEST_CASE("bad units are reported at the value") {
