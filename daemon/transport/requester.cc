@@ -599,15 +599,24 @@ size_t Qp::send_run(uint64_t now_ns, const wire::FrameTemplate& tmpl,
   }
   // The ICRCs in a pass of their own: no call inside the loop above, whose
   // values then stay in registers. Each frame is a datagram of whole words.
-  for (size_t j = 0; j < i; ++j) {
-    if (!results[j].ok()) continue;
-    if (k.ipv6) [[unlikely]] {
-      wire::finish_frame_icrc_words(tmpl, bufs[j].data(), results[j].len_bytes);
-      continue;
+  // The family once, outside the loop; buffers and results by pointer.
+  const std::span<uint8_t>* b = bufs.data();
+  const wire::BuildResult* const results_end = results + i;
+  if (k.ipv6) [[unlikely]] {
+    for (const wire::BuildResult* r = results; r != results_end; ++r, ++b) {
+      if (r->ok()) wire::finish_frame_icrc_words(tmpl, b->data(), r->len_bytes);
     }
-    uint8_t* const ip = bufs[j].data() + k.l2;
-    const size_t len = results[j].len_bytes - k.l2 - wire::kIcrcBytes;
-    wire::icrc_store(wire::icrc_ipv4_datagram_words(ip, len), ip + len);
+  } else {
+    const size_t l2 = k.l2;
+    const size_t trailer = l2 + wire::kIcrcBytes;  // the frame's bytes outside the datagram
+    for (const wire::BuildResult* r = results; r != results_end; ++r, ++b) {
+      if (!r->ok()) [[unlikely]] {
+        continue;
+      }
+      uint8_t* const ip = b->data() + l2;
+      const size_t len = r->len_bytes - trailer;
+      wire::icrc_store(wire::icrc_ipv4_datagram_words(ip, len), ip + len);
+    }
   }
   if (i != 0) {
     // request_sent() of each: PSNs below snd_max_psn_ are retransmissions
