@@ -128,21 +128,27 @@ template <bool kIcrc>
 // On a build error nothing meaningful is in `out`. kIpv6 (the caller's
 // k.ipv6, decided outside its loops): write_send_only6.
 // kIcrc false: everything but the ICRC (send_run adds the ICRCs of its run after all are written).
+// words: the template's 48 bytes in hand (an IPv4 template, whose copy_bytes is
+// 48, and a caller that made sure every frame is at least that long).
 template <bool kIcrc = true, bool kIpv6 = false>
-[[gnu::always_inline]] inline wire::BuildResult write_send_only(std::span<uint8_t> out,
-                                                                const SendFrameConsts& k,
-                                                                const SendOnly& s, uint32_t psn) {
+[[gnu::always_inline]] inline wire::BuildResult write_send_only(
+    std::span<uint8_t> out, const SendFrameConsts& k, const SendOnly& s, uint32_t psn,
+    const wire::TemplateWords48* words = nullptr) {
   if constexpr (kIpv6) return write_send_only6<kIcrc>(out, k, s, psn);
   constexpr uint32_t kIpUdp = wire::kIpv4HeaderBytes + wire::kUdpHeaderBytes;
   const uint32_t ip_total = kIpUdp + s.roce + wire::kIcrcBytes;
   const size_t frame_len = k.l2 + ip_total;
   // The whole template is copied: its bytes after the UDP header land where
   // the BTH goes.
-  if (out.size() < frame_len || out.size() < k.tmpl.copy_bytes) {
+  if (out.size() < frame_len || (words == nullptr && out.size() < k.tmpl.copy_bytes)) {
     return {wire::BuildStatus::kBufferTooSmall, 0};
   }
   uint8_t* f = out.data();
-  wire::copy_template_bytes(f, k.tmpl);
+  if (words != nullptr) {
+    words->store(f);
+  } else {
+    wire::copy_template_bytes(f, k.tmpl);
+  }
   uint8_t* ip = f + k.l2;
   const uint16_t total_be = wire::to_be(static_cast<uint16_t>(ip_total));
   std::memcpy(ip + 2, &total_be, 2);
@@ -572,8 +578,11 @@ size_t Qp::send_run(uint64_t now_ns, const wire::FrameTemplate& tmpl,
   const uint64_t epoch = mrs_.epoch();  // a WQE resolved in another one takes the general path
   size_t i = 0;
   // One pass per stretch of the send queue that does not wrap; the family
-  // chosen once, outside the loops (IPv6's writer is a call).
-  const auto write_run = [&]<bool kIpv6>() {
+  // chosen once, outside the loops (IPv6's writer is a call). An IPv4
+  // template's 48 bytes are read once (kWords) when every frame of the run is
+  // longer: the shortest, an empty SEND, is its headers, BTH and ICRC.
+  const auto write_run = [&]<bool kIpv6, bool kWords>() {
+    const wire::TemplateWords48 words(tmpl);
     for (;;) {
       const auto at = static_cast<uint32_t>(i);
       const size_t end = i + std::min<size_t>(n - i, ring_run(cur + at, mask));
@@ -587,15 +596,21 @@ size_t Qp::send_run(uint64_t now_ns, const wire::FrameTemplate& tmpl,
         const SendOnly f = send_only(w->wr, w->seg[0].data(), w->len_bytes);
         // As poll_tx_frame(): a packet whose build fails counts as sent.
         results[i] = write_send_only<false, kIpv6>(bufs[i], k, f,
-                                                   wire::psn_add(psn0, static_cast<uint32_t>(i)));
+                                                   wire::psn_add(psn0, static_cast<uint32_t>(i)),
+                                                   kWords ? &words : nullptr);
       }
       if (i != end || i == n) break;
     }
   };
+  constexpr size_t kShortestFrame =
+      wire::kIpv4HeaderBytes + wire::kUdpHeaderBytes + wire::kBthBytes + wire::kIcrcBytes;
   if (k.ipv6) [[unlikely]] {
-    write_run.template operator()<true>();
+    write_run.template operator()<true, false>();
+  } else if (tmpl.copy_bytes == wire::TemplateWords48::kBytes &&
+             k.l2 + kShortestFrame >= wire::TemplateWords48::kBytes) [[likely]] {
+    write_run.template operator()<false, true>();
   } else {
-    write_run.template operator()<false>();
+    write_run.template operator()<false, false>();
   }
   // The ICRCs in a pass of their own: no call inside the loop above, whose
   // values then stay in registers. Each frame is a datagram of whole words.
