@@ -335,6 +335,7 @@ bool Qp::send_memory_current(SendWqe& w) {
   const uint32_t access = expects_response(w.wr.opcode) ? kAccessLocalWrite : 0u;
   const bool ok = resolve_sges_again(w.wr.sge.data(), w.wr.num_sge, access, w.seg);
   w.epoch = ok ? epoch : epoch | kMemoryGone;
+  if (!ok) sq_epoch_ = kMemoryGone;  // this WQE is not of the current epoch
   return ok;
 }
 

@@ -458,6 +458,10 @@ class Qp {
   // allow; returns how many buffers it used.
   size_t send_run(uint64_t now_ns, const wire::FrameTemplate& tmpl,
                   std::span<const std::span<uint8_t>> bufs, wire::BuildResult* results);
+  // send_run() when sq_epoch_ is not `epoch`: how many of the n WQEs from cur
+  // on were resolved in `epoch` (the run stops at the first that was not);
+  // sets sq_epoch_ to `epoch` when every WQE in the queue was.
+  size_t sq_current_run(uint32_t cur, size_t n, uint64_t epoch);
   bool sr_retransmit_poll(TxPacket& out);
   void after_send(uint32_t psn);
   uint64_t retransmit_timeout_ns() const;
@@ -597,6 +601,13 @@ class Qp {
   uint32_t sq_head_ = 0;
   uint32_t sq_tail_ = 0;
   uint32_t next_post_psn_ = 0;  // first PSN of the next WR posted
+  // When it equals mrs_.epoch(), every WQE in [sq_head_, sq_tail_) has that
+  // epoch (was resolved in it): send_run() then compares no WQE's epoch. Only
+  // sq_current_run() sets it, after looking at every WQE; a post writes the
+  // current epoch into its WQE, which keeps it true, and send_memory_current()
+  // is only asked about a WQE of another epoch, so it was not (it clears it
+  // anyway when it finds memory gone). Epochs count changes: never kMemoryGone.
+  uint64_t sq_epoch_ = kMemoryGone;
 
   // Requester cursor: next request packet to send.
   uint32_t cur_wqe_ = 0;

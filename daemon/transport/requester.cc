@@ -570,12 +570,19 @@ size_t Qp::send_run(uint64_t now_ns, const wire::FrameTemplate& tmpl,
   const uint32_t psn0 = cur_psn_;
   const auto outstanding = static_cast<uint32_t>(wire::psn_diff(psn0, una_psn_));
   if (outstanding >= tx_window_packets_) return 0;  // or a fatal NAK held: the general path
-  const size_t n = std::min<size_t>(
+  size_t n = std::min<size_t>(
       {bufs.size(), size_t{sq_tail_ - cur}, size_t{tx_window_packets_ - outstanding}});
   const SendWqe* const sq = sq_.data();
   const uint32_t mask = sq_mask_;
+  // A WQE resolved in another epoch takes the general path, which resolves it
+  // again: the run ends before it. Once every WQE in the queue is of the
+  // current epoch (sq_epoch_), no WQE's epoch is compared.
+  const uint64_t epoch = mrs_.epoch();
+  if (sq_epoch_ != epoch) [[unlikely]] {
+    n = sq_current_run(cur, n, epoch);
+    if (n == 0) return 0;
+  }
   const SendFrameConsts k = send_frame_consts(tmpl, attr_.dest_qpn, true);
-  const uint64_t epoch = mrs_.epoch();  // a WQE resolved in another one takes the general path
   size_t i = 0;
   // One pass per stretch of the send queue that does not wrap; the family
   // chosen once, outside the loops (IPv6's writer is a call). An IPv4
@@ -590,7 +597,7 @@ size_t Qp::send_run(uint64_t now_ns, const wire::FrameTemplate& tmpl,
       for (; i < end; ++i, ++w) {
         const WrOpcode op = w->wr.opcode;
         if (w->npkts != 1 || w->wr.num_sge > 1 ||
-            (op != WrOpcode::kSend && op != WrOpcode::kSendImm) || w->epoch != epoch) {
+            (op != WrOpcode::kSend && op != WrOpcode::kSendImm)) {
           break;
         }
         const SendOnly f = send_only(w->wr, w->seg[0].data(), w->len_bytes);
@@ -653,6 +660,26 @@ size_t Qp::send_run(uint64_t now_ns, const wire::FrameTemplate& tmpl,
     }
   }
   return i;
+}
+
+// Out of line: taken once after each change of the regions (and while a WQE
+// of an earlier epoch is still queued). At most the queue's depth.
+[[gnu::noinline]] size_t Qp::sq_current_run(uint32_t cur, size_t n, uint64_t epoch) {
+  const uint32_t head = sq_head_;
+  const uint32_t at_cur = cur - head;
+  size_t run = n;
+  bool all = true;
+  for (uint32_t i = head; i != sq_tail_; ++i) {
+    if (sq_at(i).epoch == epoch) continue;
+    all = false;
+    const uint32_t at = i - head;
+    if (at >= at_cur) {  // the first from cur on: the run ends before it
+      run = std::min<size_t>(run, at - at_cur);
+      break;
+    }
+  }
+  if (all) sq_epoch_ = epoch;
+  return run;
 }
 
 }  // namespace conduit::transport

@@ -980,4 +980,41 @@ TEST_CASE("burst and chain calls: a TX burst does not read a deregistered region
   }
 }
 
+// send_run() compares no WQE's epoch while every WQE in the send queue is of
+// the current one (Qp::sq_epoch_): that covers the WQEs sent and not yet
+// acknowledged, which a retransmission sends again.
+TEST_CASE("burst and chain calls: a region deregistered under a sent WQE stops its resend") {
+  QpPair f;
+  const wire::FrameTemplate t = wire::make_frame_template(wire::FrameAddr{});
+  REQUIRE(add_second_region(f) == kSecondLkey);
+  REQUIRE(f.a.qp.post_send(from_second_region(make_wr(WrOpcode::kSend, 0, 0, 64), 64)) ==
+          Status::kOk);
+  std::vector<uint8_t> first(2048);
+  const wire::BuildResult b0 = f.a.qp.poll_tx_frame(f.now_ns, t, first);
+  REQUIRE(b0.ok());
+  REQUIRE(b0.len_bytes > 0);
+  f.a.mrs.remove(1);  // the second region, under the SEND in flight
+  std::vector<SendWr> wrs;
+  for (uint64_t i = 1; i <= 3; ++i) wrs.push_back(make_wr(WrOpcode::kSend, i, 64 * i, 64));
+  Status st;
+  REQUIRE(f.a.qp.post_send(wrs, st) == 3);
+  std::vector<std::vector<uint8_t>> bufs(4, std::vector<uint8_t>(2048));
+  std::vector<std::span<uint8_t>> rooms(bufs.begin(), bufs.end());
+  std::vector<wire::BuildResult> res(4);
+  // The SENDs posted after the change: their memory is current, all sent.
+  CHECK(f.a.qp.poll_tx_frames(f.now_ns, t, rooms, res.data()) == 3);
+  CHECK(f.a.qp.counters().tx_packets == 4);
+  // No ACK: the timeout goes back to the first SEND, whose region is gone.
+  f.now_ns = f.a.qp.next_deadline_ns();
+  f.a.qp.on_timer(f.now_ns);
+  CHECK(f.a.qp.poll_tx_frames(f.now_ns, t, rooms, res.data()) == 0);
+  CHECK(f.a.qp.counters().tx_packets == 4);
+  auto ca = f.a.drain_cq();
+  REQUIRE(ca.size() == 4);
+  CHECK(ca[0].wr_id == 0);
+  CHECK(ca[0].status == WcStatus::kLocalProtectionError);
+  CHECK(ca[1].status == WcStatus::kWrFlushError);
+  CHECK(f.a.qp.state() == QpState::kErr);
+}
+
 }  // namespace conduit::transport::test
