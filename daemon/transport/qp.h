@@ -534,6 +534,10 @@ class Qp {
   // on_packets()'s run of in-order SEND only packets (no SR, no message in
   // progress, a state that takes requests): returns how many it delivered.
   size_t recv_run(std::span<const wire::RoceView> pkts, RxResult* results);
+  // recv_run() when rq_epoch_ is not `epoch`: how many of the n receive WQEs
+  // from rq_head_ on were resolved in `epoch` (the run stops at the first that
+  // was not); sets rq_epoch_ to `epoch` when every WQE in the queue was.
+  size_t rq_current_run(size_t n, uint64_t epoch);
   bool queue_read(uint8_t index);
   // A receive WQE's memory after a region changed (epoch): its SGEs resolved again. False
   // when one no longer resolves for local write (its region was deregistered).
@@ -685,6 +689,10 @@ class Qp {
   uint32_t rq_mask_ = 0;
   uint32_t rq_head_ = 0;
   uint32_t rq_tail_ = 0;
+  // As sq_epoch_ for [rq_head_, rq_tail_): recv_run() compares no receive's
+  // epoch while it equals mrs_.epoch(). Posts and recv_memory_current() only
+  // ever write the current epoch into a WQE; only rq_current_run() sets it.
+  uint64_t rq_epoch_ = kMemoryGone;
 
   // Responder.
   uint32_t epsn_ = 0;

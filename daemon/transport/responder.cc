@@ -757,7 +757,15 @@ void Qp::on_packets_burst(uint64_t now_ns, std::span<const wire::RoceView> pkts,
 size_t Qp::recv_run(std::span<const wire::RoceView> pkts, RxResult* results) {
   const uint32_t rq_head = rq_head_;
   // No receive posted for the packet after the last WQE: it takes the RNR way.
-  const size_t n = std::min<size_t>(pkts.size(), rq_tail_ - rq_head);
+  size_t n = std::min<size_t>(pkts.size(), rq_tail_ - rq_head);
+  // A receive resolved before a region changed takes the general path, which
+  // resolves it again: the run ends before it. Once every receive in the
+  // queue is of the current epoch (rq_epoch_), none is compared.
+  const uint64_t mr_epoch = mrs_.epoch();
+  if (rq_epoch_ != mr_epoch) [[unlikely]] {
+    n = rq_current_run(n, mr_epoch);
+    if (n == 0) return 0;
+  }
   const uint32_t qpn = config_.qpn;
   const uint32_t pmtu = attr_.pmtu_bytes;
   const RecvWqe* const rq = rq_.data();
@@ -766,7 +774,6 @@ size_t Qp::recv_run(std::span<const wire::RoceView> pkts, RxResult* results) {
   const uint32_t cq_mask = cq_mask_;
   const uint32_t cq_tail = cq_tail_;
   const uint32_t epsn = epsn_;
-  const uint64_t mr_epoch = mrs_.epoch();
   uint32_t acks = 0;
   uint32_t last_ack = 0;  // index of the last packet that asked for an ACK
   size_t i = 0;
@@ -787,7 +794,7 @@ size_t Qp::recv_run(std::span<const wire::RoceView> pkts, RxResult* results) {
           (opcode != static_cast<uint8_t>(Opcode::kSendOnly) &&
            opcode != static_cast<uint8_t>(Opcode::kSendOnlyImm)) ||
           (w2 & wire::kPsnMask) != wire::psn_add(epsn, k) || payload.size() > pmtu ||
-          payload.size() > r->len_bytes || r->epoch != mr_epoch) {
+          payload.size() > r->len_bytes) {
         break;
       }
       const bool imm = opcode == static_cast<uint8_t>(Opcode::kSendOnlyImm);
@@ -828,6 +835,17 @@ size_t Qp::recv_run(std::span<const wire::RoceView> pkts, RxResult* results) {
     }
   }
   return i;
+}
+
+// Out of line: taken once after each change of the regions (and while a
+// receive of an earlier epoch is still queued). At most the queue's depth.
+[[gnu::noinline]] size_t Qp::rq_current_run(size_t n, uint64_t epoch) {
+  const uint32_t head = rq_head_;
+  for (uint32_t i = head; i != rq_tail_; ++i) {
+    if (rq_[i & rq_mask_].epoch != epoch) return std::min<size_t>(n, i - head);
+  }
+  rq_epoch_ = epoch;
+  return n;
 }
 
 [[gnu::flatten]] RxResult Qp::on_packet(uint64_t now_ns, const wire::RoceView& pkt) {
