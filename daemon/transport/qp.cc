@@ -593,6 +593,29 @@ size_t Qp::post_send_chain(std::span<const SendWr> wrs, Status& status) {
   return n;
 }
 
+[[gnu::noinline]] const RecvWr* Qp::recv_chain_run(RecvWqe* r, const RecvWr* wr, const RecvWr* last,
+                                                   const MrView& view, uint32_t lkey,
+                                                   uint64_t epoch) {
+  const uint64_t base = view.base;
+  const uint64_t size = view.bytes.size();
+  uint8_t* const bytes = view.bytes.data();
+  for (; wr != last; ++wr, ++r) {
+    const Sge& s = wr->sge[0];
+    uint64_t off;
+    if (wr->num_sge != 1 || s.len_bytes > kMaxPayloadPerWr || s.lkey != lkey ||
+        !in_view(s, base, size, off)) {
+      break;
+    }
+    r->seg[0] = std::span<uint8_t>(bytes + off, s.len_bytes);
+    r->wr_id = wr->wr_id;
+    r->num_sge = 1;
+    r->len_bytes = s.len_bytes;
+    r->epoch = epoch;
+    r->sge[0] = s;
+  }
+  return wr;
+}
+
 size_t Qp::post_recv_chain(std::span<const RecvWr> wrs, Status& status) {
   const size_t n = wrs.size();
   size_t i = 0;
@@ -601,34 +624,16 @@ size_t Qp::post_recv_chain(std::span<const RecvWr> wrs, Status& status) {
     if (state_ != QpState::kReset && state_ != QpState::kErr && mr_cache_current() &&
         (mr_cache_.access & kAccessLocalWrite) != 0 &&
         rq_mask_ + 1 - (rq_tail_ - rq_head_) >= n - i && cq_has_room_for_posts(n - i)) {
-      const uint64_t base = mr_cache_.base;
-      const uint64_t size = mr_cache_.bytes.size();
-      uint8_t* const bytes = mr_cache_.bytes.data();
-      const uint32_t lkey = mr_cache_lkey_;
-      const uint64_t epoch = mr_cache_epoch_;  // mr_cache_current()
-      RecvWqe* const rq = rq_.data();
-      const uint32_t mask = rq_mask_;
-      uint32_t tail = rq_tail_;
+      const uint32_t tail = rq_tail_;
       // Up to where the receive queue wraps (then round again).
-      const size_t end = i + std::min<size_t>(n - i, ring_run(tail, mask));
-      RecvWqe* r = rq + (tail & mask);
-      for (; i < end; ++i, ++r) {
-        const RecvWr& wr = wrs[i];
-        const Sge& s = wr.sge[0];
-        uint64_t off;
-        if (wr.num_sge != 1 || s.len_bytes > kMaxPayloadPerWr || s.lkey != lkey ||
-            !in_view(s, base, size, off)) {
-          break;
-        }
-        r->seg[0] = std::span<uint8_t>(bytes + off, s.len_bytes);
-        r->wr_id = wr.wr_id;
-        r->num_sge = 1;
-        r->len_bytes = s.len_bytes;
-        r->epoch = epoch;
-        r->sge[0] = s;
-        ++tail;
-      }
-      rq_tail_ = tail;
+      const size_t end = i + std::min<size_t>(n - i, ring_run(tail, rq_mask_));
+      const RecvWr* const first = wrs.data() + i;
+      const RecvWr* const wr =
+          recv_chain_run(rq_.data() + (tail & rq_mask_), first, wrs.data() + end, mr_cache_,
+                         mr_cache_lkey_, mr_cache_epoch_ /* mr_cache_current() */);
+      const auto taken = static_cast<size_t>(wr - first);
+      i += taken;
+      rq_tail_ = tail + static_cast<uint32_t>(taken);
       if (i == n) break;
       if (i == end) continue;  // the queue wrapped: the rest from its start
     }

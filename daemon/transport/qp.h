@@ -411,6 +411,11 @@ class Qp {
   // The chain posts and RX burst for two elements or more.
   size_t post_send_chain(std::span<const SendWr> wrs, Status& status);
   size_t post_recv_chain(std::span<const RecvWr> wrs, Status& status);
+  // post_recv_chain()'s loop over [wr, last) into the WQEs from r on: a leaf
+  // (no call: its constants stay in registers). Returns the first WR it did
+  // not take (last when it took them all).
+  static const RecvWr* recv_chain_run(RecvWqe* r, const RecvWr* wr, const RecvWr* last,
+                                      const MrView& view, uint32_t lkey, uint64_t epoch);
   void on_packets_burst(uint64_t now_ns, std::span<const wire::RoceView> pkts, RxResult* results);
   void push_completion(const Completion& c) {
     // Cannot overflow: posting reserves a slot per WR (cq_has_room_for_post).
