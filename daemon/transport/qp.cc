@@ -530,6 +530,40 @@ Status Qp::post_recv(const RecvWr& wr) {
 // one-SGE WR in the cached region is written straight into its WQE (the
 // checks post_send() makes per WR that do not depend on the WR are made once);
 // any other WR goes through post_send() alone, and the run starts again.
+[[gnu::noinline]] const SendWr* Qp::send_chain_run(SendWqe* w, const SendWr* wr, const SendWr* last,
+                                                   const MrView& view, uint32_t lkey,
+                                                   uint64_t epoch, uint32_t ops, uint32_t shift,
+                                                   uint32_t& psn_io) {
+  const uint64_t base = view.base;
+  const uint64_t size = view.bytes.size();
+  uint8_t* const bytes = view.bytes.data();
+  uint32_t psn = psn_io;
+  for (; wr != last; ++wr, ++w) {
+    const Sge& s = wr->sge[0];
+    const WrOpcode op = wr->opcode;
+    const uint32_t len = s.len_bytes;
+    uint64_t off;
+    if (wr->num_sge != 1 || static_cast<uint8_t>(op) > static_cast<uint8_t>(WrOpcode::kRead) ||
+        ((ops >> static_cast<uint8_t>(op)) & 1) == 0 || len > kMaxPayloadPerWr || s.lkey != lkey ||
+        !in_view(s, base, size, off)) {
+      break;
+    }
+    w->seg[0] = std::span<uint8_t>(bytes + off, len);
+    keep_wr(*w, *wr);
+    w->epoch = epoch;
+    w->len_bytes = len;
+    w->first_psn = psn;
+    // npkts_for() without SR: 1 for an empty WR.
+    w->npkts = ((len - (len != 0)) >> shift) + 1;
+    // No receive sequence number (enqueue_send()): only SR reads them,
+    // and under SR this run takes READs only, which consume none. (SR is
+    // set only on INIT -> RTR, with the queues empty since RESET.)
+    psn = wire::psn_add(psn, w->npkts);
+  }
+  psn_io = psn;
+  return wr;
+}
+
 size_t Qp::post_send_chain(std::span<const SendWr> wrs, Status& status) {
   const size_t n = wrs.size();
   size_t i = 0;
@@ -537,48 +571,21 @@ size_t Qp::post_send_chain(std::span<const SendWr> wrs, Status& status) {
   while (i < n) {
     if ((state_ == QpState::kRts || state_ == QpState::kSqd) && mr_cache_current() &&
         sq_free() >= n - i && cq_has_room_for_posts(n - i)) {
-      const uint64_t base = mr_cache_.base;
-      const uint64_t size = mr_cache_.bytes.size();
-      uint8_t* const bytes = mr_cache_.bytes.data();
-      const uint32_t lkey = mr_cache_lkey_;
-      const uint64_t epoch = mr_cache_epoch_;  // mr_cache_current()
       // The opcodes this run takes (bit per WrOpcode): all five, but a READ only
       // into a writable region, and under SR only READs (npkts_for() differs).
       const uint32_t ops =
           (sr_ ? 0u : 0xFu) | ((mr_cache_.access & kAccessLocalWrite) ? 0x10u : 0u);
-      const uint32_t shift = pmtu_shift_;
-      SendWqe* const sq = sq_.data();
-      const uint32_t mask = sq_mask_;
-      uint32_t tail = sq_tail_;
+      const uint32_t tail = sq_tail_;
       uint32_t psn = next_post_psn_;
       // Up to where the send queue wraps (then round again).
-      const size_t end = i + std::min<size_t>(n - i, ring_run(tail, mask));
-      SendWqe* w = sq + (tail & mask);
-      for (; i < end; ++i, ++w) {
-        const SendWr& wr = wrs[i];
-        const Sge& s = wr.sge[0];
-        const WrOpcode op = wr.opcode;
-        const uint32_t len = s.len_bytes;
-        uint64_t off;
-        if (wr.num_sge != 1 || static_cast<uint8_t>(op) > static_cast<uint8_t>(WrOpcode::kRead) ||
-            ((ops >> static_cast<uint8_t>(op)) & 1) == 0 || len > kMaxPayloadPerWr ||
-            s.lkey != lkey || !in_view(s, base, size, off)) {
-          break;
-        }
-        w->seg[0] = std::span<uint8_t>(bytes + off, len);
-        keep_wr(*w, wr);
-        w->epoch = epoch;
-        w->len_bytes = len;
-        w->first_psn = psn;
-        // npkts_for() without SR: 1 for an empty WR.
-        w->npkts = ((len - (len != 0)) >> shift) + 1;
-        // No receive sequence number (enqueue_send()): only SR reads them,
-        // and under SR this run takes READs only, which consume none. (SR is
-        // set only on INIT -> RTR, with the queues empty since RESET.)
-        psn = wire::psn_add(psn, w->npkts);
-        ++tail;
-      }
-      sq_tail_ = tail;
+      const size_t end = i + std::min<size_t>(n - i, ring_run(tail, sq_mask_));
+      const SendWr* const first = wrs.data() + i;
+      const SendWr* const wr = send_chain_run(
+          sq_.data() + (tail & sq_mask_), first, wrs.data() + end, mr_cache_, mr_cache_lkey_,
+          mr_cache_epoch_ /* mr_cache_current() */, ops, pmtu_shift_, psn);
+      const auto taken = static_cast<size_t>(wr - first);
+      i += taken;
+      sq_tail_ = tail + static_cast<uint32_t>(taken);
       next_post_psn_ = psn;
       if (i == n) break;
       if (i == end) continue;  // the queue wrapped: the rest from its start

@@ -405,12 +405,18 @@ class Qp {
   uint32_t first_unsent_answer() const;
   size_t poll_cq_runs(Completion* out, size_t n);
   Status post_send_general(const SendWr& wr);
-  void keep_wr(SendWqe& w, const SendWr& wr);
+  static void keep_wr(SendWqe& w, const SendWr& wr);
   void enqueue_send(SendWqe& w);
   Status post_recv_general(const RecvWr& wr);
   // The chain posts and RX burst for two elements or more.
   size_t post_send_chain(std::span<const SendWr> wrs, Status& status);
   size_t post_recv_chain(std::span<const RecvWr> wrs, Status& status);
+  // post_send_chain()'s loop over [wr, last) into the WQEs from w on, as
+  // recv_chain_run(): `ops` the opcodes it takes (bit per WrOpcode), `shift`
+  // the PMTU's, psn the first PSN (moved past the WRs taken).
+  static const SendWr* send_chain_run(SendWqe* w, const SendWr* wr, const SendWr* last,
+                                      const MrView& view, uint32_t lkey, uint64_t epoch,
+                                      uint32_t ops, uint32_t shift, uint32_t& psn);
   // post_recv_chain()'s loop over [wr, last) into the WQEs from r on: a leaf
   // (no call: its constants stay in registers). Returns the first WR it did
   // not take (last when it took them all).
