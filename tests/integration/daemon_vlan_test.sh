@@ -15,7 +15,10 @@
 #   5. tcpdump on the bridge between the hosts: every RoCE frame decodes in
 #      tshark with the expected opcodes and a valid ICRC per scapy (tests/interop's
 #      check_capture.py), all carry VLAN 100 with PCP 3 (the default class's priority), and
-#      the daemons' ARP and ICMP frames PCP 0; no untagged frame from a daemon.
+#      the daemons' ARP and ICMP frames PCP 0; no untagged frame from a daemon;
+#   6. both daemons again without a VLAN and with port.priority_tagging: send_bw and write_bw
+#      --check pass (a's XDP program hands it the priority-tagged frames) and in a new capture
+#      every RoCE frame carries VID 0 with PCP 3 and valid ICRCs, the daemons' ARP untagged.
 # Hosts: eth0 198.18.0.0/24 (kernels .1 and .2, untagged), joined by a bridge in namespace s;
 # VLAN 100 198.18.2.0/24
 # (daemons .11 and .12; scapy speaks as .1 and .2); out-of-band TCP over mgmt0 198.19.0.0/24.
@@ -46,10 +49,11 @@ for p in toa tob; do
 done
 netns_exec s ip link set br0 up
 netns_link a mgmt0 198.19.0.1/24 b mgmt0 198.19.0.2/24
+PORT_TAG="vlan: 100"
 start_daemon() { # HOST KIND ADDR LCORE
   conduitd_config "$work/$1.yaml" "$work/$1.sock" "$(conduitd_vdev "$2" eth0)" "$3" "$4" \
     "cdvl$$$1"
-  sed -i '/^  address:/a\  vlan: 100' "$work/$1.yaml"
+  sed -i "/^  address:/a\\  $PORT_TAG" "$work/$1.yaml"
   conduitd_start "$1" "$work/$1.yaml" "$work/conduitd-$1.log"
 }
 # a also has an IPv6 address, so that it reads the kernel's Router Advertisements (step 5).
@@ -163,5 +167,38 @@ for h in a b; do
   ((good == total)) || fail "$h: $((total - good)) RoCE frames from $peer lack VLAN 100 PCP 3"
   ((ctl_frames >= 1)) || fail "$h captured no ARP/ICMP frame of conduitd $peer at PCP 0"
   ((untagged == 0)) || fail "$h: $untagged untagged frames from conduitd $peer"
+done
+
+echo "== priority tags without a VLAN (port.priority_tagging): VID 0, PCP 3 on RoCE frames"
+conduitd_stop_all || fail "a daemon did not stop cleanly"
+PORT_TAG="priority_tagging: true"
+start_daemon a af_xdp 198.18.2.11/24 0 || fail "conduitd a did not start (priority tags)"
+start_daemon b af_packet 198.18.2.12/24 1 || fail "conduitd b did not start (priority tags)"
+for h in a b; do
+  capture_start s "to$h" "$work/$h-prio.pcap" -Q in || fail "tcpdump on s's to$h did not start"
+done
+for t in send_bw write_bw; do
+  echo "== $t --check with priority tags"
+  perf_pair 120 "$t" -s 1,4097,65536 -n 8 --check -W 20 || fail "$t --check failed (priority tags)"
+  [[ $(grep -c 'check: OK' "$work/client.out") -eq 3 ]] || fail "$t: not every size checked OK"
+done
+capture_stop
+mergecap -w "$work/all-prio.pcap" "$work/a-prio.pcap" "$work/b-prio.pcap"
+/usr/bin/python3 "$src/tests/interop/check_capture.py" "$work/all-prio.pcap" 198.18.2.11 \
+  198.18.2.12 --need-opcodes 4,10,17 || fail "the priority-tagged capture does not check out"
+for h in a b; do
+  peer=$([[ $h == a ]] && echo 198.18.2.11 || echo 198.18.2.12)
+  count() { tshark -r "$work/$h-prio.pcap" -Y "$1" -T fields -e frame.number 2>/dev/null | wc -l; }
+  total=$(count "ip.src == $peer && udp.dstport == 4791")
+  good=$(count "ip.src == $peer && udp.dstport == 4791 && vlan.id == 0 && vlan.priority == 3")
+  arp_plain=$(count "arp.src.proto_ipv4 == $peer && !vlan")
+  arp_tagged=$(count "arp.src.proto_ipv4 == $peer && vlan")
+  echo "$h: $total RoCE frames from conduitd $peer, $good of them VID 0 PCP 3;" \
+    "ARP: $arp_plain untagged, $arp_tagged tagged"
+  least=1 # b only ACKs, coalesced
+  [[ $h == a ]] && least=100
+  ((total >= least)) || fail "$h captured only $total RoCE frames from $peer"
+  ((good == total)) || fail "$h: $((total - good)) RoCE frames from $peer lack a VID 0 PCP 3 tag"
+  ((arp_tagged == 0)) || fail "$h: conduitd $peer tagged its ARP frames"
 done
 echo "PASS"
