@@ -67,17 +67,21 @@ perftest_args() { # TEST
 interop_vm_step() { # NAME ROLE LOSS PORT [PINGS]
   local n=${5:-$pings}
   case $1 in
-    # Until conduit-cm-echo listens, conduitd refuses the REQ: retry then (up to ~60 s).
+    # Until conduit-rping listens, conduitd refuses the REQ (REJ 8, no listener): retry then
+    # (up to ~60 s). Any other failure ends the step at once with that attempt's output (once
+    # conduit-rping served a connection it exits, so a retry could only be refused).
     *rping-vmclient)
       echo "$1 server sh -c 'for i in \$(seq 120); do rping -c -a $conduit_ip -p $4 -C $n" \
-        "-S $rsize -V && exit 0; sleep 0.5; done; exit 1'"
+        "-S $rsize -V >/tmp/rp 2>&1 && { cat /tmp/rp; exit 0; }; rc=\$?; grep -q REJECTED..error.8 /tmp/rp ||" \
+        "{ echo attempt \$i: rping exit \$rc; cat /tmp/rp; exit 1; }; sleep 0.5; done; exit 1'"
       ;;
     *rping-vmserver) echo "$1 server rping -s -p $4 -S $rsize -V" ;;
     # Over IPv6: a link-local address needs its interface; the server listens on IPv6's
     # wildcard (rping's default is IPv4's).
     rping6-vmclient)
       echo "$1 server sh -c 'for i in \$(seq 120); do rping -c -a $conduit_ip6%eth0 -p $4 -C $n" \
-        "-S $rsize -V && exit 0; sleep 0.5; done; exit 1'"
+        "-S $rsize -V >/tmp/rp 2>&1 && { cat /tmp/rp; exit 0; }; rc=\$?; grep -q REJECTED..error.8 /tmp/rp ||" \
+        "{ echo attempt \$i: rping exit \$rc; cat /tmp/rp; exit 1; }; sleep 0.5; done; exit 1'"
       ;;
     rping6-vmserver) echo "$1 server rping -s -a :: -p $4 -S $rsize -V" ;;
     *vmclient-*)
