@@ -1225,9 +1225,12 @@ void Engine::rx_roce(const net::UdpDatagram& udp, std::span<const uint8_t> frame
 
 bool Engine::rx_roce_fast(std::span<const uint8_t> frame, uint64_t now_ns) {
   // The DestQP where an untagged (tagged) IPv4 frame without options, or
-  // IPv6 frame without extension headers, has it.
-  const size_t l3 = net_.l2_header_len();
-  if (frame.size() < l3) return false;
+  // IPv6 frame without extension headers, has it. Tagged: our VLAN's frames, or on a port
+  // without one a peer's priority-tagged frames (VID 0); the expectation checks the VID.
+  if (frame.size() < wire::kEthHeaderBytes + wire::kVlanTagBytes) return false;
+  const size_t l3 = frame[12] == 0x81 && frame[13] == 0x00
+                        ? wire::kEthHeaderBytes + wire::kVlanTagBytes
+                        : wire::kEthHeaderBytes;
   const bool ipv6 = frame[l3 - 2] == 0x86 && frame[l3 - 1] == 0xDD;
   const size_t qpn_at =
       l3 + 5 + (ipv6 ? net::NetStack::kIpv6UdpHeaderBytes : net::NetStack::kIpv4UdpHeaderBytes);

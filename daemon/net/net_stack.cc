@@ -472,7 +472,13 @@ RxResult NetStack::deliver_udp(std::span<const uint8_t> frame, const EthernetHea
 
 wire::RxExpect NetStack::make_roce_expect(std::span<const uint8_t> frame, const UdpDatagram& udp,
                                           const wire::ParseOptions& opt) const {
-  const size_t l3 = l2_header_len();
+  // A peer that priority-tags its RoCE frames (802.1Q VID 0: PCP without a VLAN) on a port
+  // without one: its frames match with their tag, the VID required to stay 0.
+  const bool priority_tagged =
+      !config_.vlan_id && udp.ip_offset == sizeof(EthernetHeader) + sizeof(VlanTag) &&
+      frame.size() > udp.ip_offset && wire::get_be16(frame.data() + 12) == kEtherTypeVlan &&
+      (wire::get_be16(frame.data() + 14) & 0x0FFF) == 0;
+  const size_t l3 = priority_tagged ? udp.ip_offset : l2_header_len();
   const size_t ip_udp = udp.ipv6 ? kIpv6UdpHeaderBytes : kIpv4UdpHeaderBytes;
   const size_t udp_end = size_t{udp.payload_offset} + udp.payload_len;
   // What on_rx_frame() found, checked again: the caller's udp may be stale.
@@ -483,7 +489,7 @@ wire::RxExpect NetStack::make_roce_expect(std::span<const uint8_t> frame, const 
   }
   const uint8_t* ip = frame.data() + l3;
   wire::FrameAddr sender;
-  sender.has_vlan = config_.vlan_id.has_value();
+  sender.has_vlan = config_.vlan_id.has_value() || priority_tagged;
   sender.vlan_tci = config_.vlan_id.value_or(0);
   sender.src_port = udp.src_port;
   sender.dst_port = udp.dst_port;
@@ -514,8 +520,8 @@ wire::RxExpect NetStack::make_roce_expect(std::span<const uint8_t> frame, const 
   const size_t udp_csum = l3 + ip_udp - 2;
   bool ok = wire::rx_expect_require_byte(e, udp_csum, 0xFF, 0) &&
             wire::rx_expect_require_byte(e, udp_csum + 1, 0xFF, 0);
-  if (config_.vlan_id) {  // the VID, not the priority bits (on_rx_frame ignores those)
-    const uint16_t vid = *config_.vlan_id;
+  if (sender.has_vlan) {  // the VID, not the priority bits (on_rx_frame ignores those)
+    const uint16_t vid = config_.vlan_id.value_or(0);
     ok = ok && wire::rx_expect_require_byte(e, 14, 0x0F, static_cast<uint8_t>(vid >> 8)) &&
          wire::rx_expect_require_byte(e, 15, 0xFF, static_cast<uint8_t>(vid));
   }
@@ -536,6 +542,7 @@ bool NetStack::on_rx_expected(std::span<const uint8_t> frame, const wire::RxExpe
   ++counters_.rx_frames;
   ++counters_.rx_udp_delivered;
   const size_t l3 = exp.l2_bytes;
+  if (!config_.vlan_id && l3 != sizeof(EthernetHeader)) ++counters_.rx_priority_tagged;
   const uint8_t* ip = frame.data() + l3;
   udp.src_mac = src_mac;
   udp.ip_offset = static_cast<uint16_t>(l3);

@@ -253,7 +253,8 @@ class NetStack {
   // (wire::parse_roce with `opt`, from its QP's peer). Besides what RxExpect
   // compares (addresses, IPv4 ID/flags/TTL, UDP port, P_Key, dest QP as in
   // `frame`), it requires what on_rx_frame() checks and parse_frame() does
-  // not: our VLAN ID and a zero UDP checksum (on_rx_expected() adds our
+  // not: our VLAN ID (without one: untagged, or VID 0 when `frame` is a peer's
+  // priority-tagged frame) and a zero UDP checksum (on_rx_expected() adds our
   // MAC). The source MAC is not compared: on_rx_frame() ignores it too.
   // Not usable (every frame then takes on_rx_frame) when `frame` is not
   // one on_rx_frame() delivers to an open port opt.udp_dst_port from a peer

@@ -952,6 +952,12 @@ TEST_CASE(
   CHECK(wrong == 0);
   // The tagged CNPs reached a's reaction point.
   CHECK(take_snapshot(f, f.a).qps.at(0).cnps_rx > 0);
+  // The tagged data took b's receive fast path (a VLAN's or priority tags, VID 0), and
+  // priority-tagged frames are counted as such on either path.
+  CHECK(f.b.engine->counters().rx_roce_fast > 0);
+  if (!vlan) {
+    CHECK(f.b.engine->net().counters().rx_priority_tagged >= f.b.engine->counters().rx_roce);
+  }
 }
 
 TEST_CASE("engine: hosts on different VLANs, or one untagged, do not hear each other",

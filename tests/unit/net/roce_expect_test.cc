@@ -490,32 +490,43 @@ TEST_CASE("roce expect: random corruption of the peer's frames keeps both paths 
   CHECK(fast6 < total6);
 }
 
-TEST_CASE("roce expect: priority-tagged (VID 0) frames of an established QP take the full path",
+TEST_CASE("roce expect: a peer's priority-tagged (VID 0) frames take the fast path once learned",
           "[net][roce]") {
-  // 802.1Q VID 0 carries only a priority (PFC without VLANs). The fast path's
-  // image is untagged, so such frames miss it; the full path must deliver them.
+  // 802.1Q VID 0 carries only a priority (PFC without VLANs; port.priority_tagging). On a port
+  // without a VLAN the full path takes such frames as untagged; an expectation learned from one
+  // takes the peer's priority-tagged frames, whatever their PCP, and no others.
   for (const bool v6 : {false, true}) {
     INFO("ipv6 " << v6);
     const wire::FrameAddr a = peer_addr(false, v6);
-    Pair p(false, 1024, build(a, header(wire::Opcode::kSendOnly, 1), {}));
-    REQUIRE(p.exp.usable);
     wire::FrameAddr prio = a;
     prio.has_vlan = true;
     prio.vlan_tci = 3 << 13;  // PCP 3, VID 0
     const Bytes f = build(prio, header(wire::Opcode::kSendOnly, 2), Bytes(64, 1));
-    CHECK_FALSE(p.check(f, "priority-tagged"));
-    NetStack s(stack_config(false));
-    const FullPath want = full_path(s, f, 1024);
-    REQUIRE(want.roce);
-    CHECK(want.why == wire::DropReason::kNone);
-    CHECK(from_peer(want.net.udp));
-    CHECK(want.net.udp.ip_offset == 18);
-    CHECK(want.view.dest_qp() == kQpn);
-    wire::RoceView view;
-    CHECK(wire::parse_frame(f, parse_options(1024), view) == wire::DropReason::kNone);
-    // Relearning from it gives no expectation rather than a wrong one.
-    CHECK_FALSE(s.make_roce_expect(f, want.net.udp, parse_options(1024)).usable);
-    CHECK(p.check(build(a, header(wire::Opcode::kSendOnly, 3), {}), "untagged again"));
+    {
+      // Learned from an untagged frame: a tagged one misses it, and the full path takes it.
+      Pair p(false, 1024, build(a, header(wire::Opcode::kSendOnly, 1), {}));
+      REQUIRE(p.exp.usable);
+      CHECK_FALSE(p.check(f, "priority-tagged"));
+      NetStack s(stack_config(false));
+      const FullPath want = full_path(s, f, 1024);
+      REQUIRE(want.roce);
+      CHECK(want.why == wire::DropReason::kNone);
+      CHECK(from_peer(want.net.udp));
+      CHECK(want.net.udp.ip_offset == 18);
+      CHECK(want.view.dest_qp() == kQpn);
+    }
+    Pair p(false, 1024, f);
+    REQUIRE(p.exp.usable);
+    CHECK(p.exp.l2_bytes == 18);
+    CHECK(p.check(build(prio, header(wire::Opcode::kSendOnly, 3), Bytes(64, 2)), "PCP 3"));
+    wire::FrameAddr other_pcp = prio;
+    other_pcp.vlan_tci = 5 << 13;
+    CHECK(p.check(build(other_pcp, header(wire::Opcode::kSendOnly, 4), {}), "PCP 5"));
+    CHECK(p.check(build(prio, header(wire::Opcode::kAcknowledge, 4), {}), "an ACK"));
+    CHECK_FALSE(p.check(build(a, header(wire::Opcode::kSendOnly, 5), {}), "untagged"));
+    wire::FrameAddr vid7 = prio;
+    vid7.vlan_tci = 3 << 13 | 7;
+    CHECK_FALSE(p.check(build(vid7, header(wire::Opcode::kSendOnly, 6), {}), "VID 7"));
     // A VLAN port treats VID 0 as it treats untagged frames: not its VLAN.
     NetStack tagged(stack_config(true));
     CHECK(full_path(tagged, f, 1024).net.drop == RxDrop::kVlanMismatch);
