@@ -93,6 +93,14 @@ uint16_t g_roce_udp_port = wire::kRoceUdpPort;
 // With it, make_engine gives each host port.address6 fe80::c0:MAC_LOW/64 (RoCEv2 over IPv6);
 // a test that sets it puts it back.
 bool g_ipv6 = false;
+// While one is alive, hosts make_engine builds speak IPv6 (g_ipv6), put back when the scope
+// ends, a failed REQUIRE included.
+struct Ipv6Hosts {
+  Ipv6Hosts() { g_ipv6 = true; }
+  ~Ipv6Hosts() { g_ipv6 = false; }
+  Ipv6Hosts(const Ipv6Hosts&) = delete;
+  Ipv6Hosts& operator=(const Ipv6Hosts&) = delete;
+};
 // Port MTU for make_engine (0: the device's, 1500 for ring ports); a test that sets it puts it
 // back.
 uint16_t g_port_mtu = 0;
@@ -480,10 +488,7 @@ int64_t first_ipv6_roce_flow_label(rte_ring* ring) {
 
 TEST_CASE("engine: RoCEv2 over IPv6: neighbour discovery, then SEND, WRITE and READ byte-exact",
           "[engine][ipv6]") {
-  struct RestoreV4 {
-    ~RestoreV4() { g_ipv6 = false; }
-  } restore;
-  g_ipv6 = true;
+  const Ipv6Hosts ipv6_hosts;
   Fixture f;
   REQUIRE(run_until(
               f.a, f.b, [] { return false; }, 50) == false);  // apply commands
@@ -810,10 +815,7 @@ Snapshot take_snapshot(Fixture& f, Host& h) {
 
 TEST_CASE("engine: DCQCN over IPv6: CE in the traffic class brings CNPs, the sender slows",
           "[engine][ipv6]") {
-  struct RestoreV4 {
-    ~RestoreV4() { g_ipv6 = false; }
-  } restore;
-  g_ipv6 = true;
+  const Ipv6Hosts ipv6_hosts;
   Fixture f(cc::ControllerKind::kDcqcn);
   REQUIRE(run_until(
               f.a, f.b, [] { return false; }, 50) == false);  // apply commands
@@ -1965,10 +1967,7 @@ std::vector<int> ipv6_udp_checksums(rte_ring* ring, uint16_t port) {
 
 TEST_CASE("engine: over IPv6, the native CM and the IB CM connect two QPs, then SEND works",
           "[engine][cm][ipv6]") {
-  struct RestoreV4 {
-    ~RestoreV4() { g_ipv6 = false; }
-  } restore;
-  g_ipv6 = true;
+  const Ipv6Hosts ipv6_hosts;
   for (const bool ib : {false, true}) {
     INFO((ib ? "IB CM (rdma_cm)" : "native CM"));
     Fixture f(Fixture::Options{.connect_qps = false});
@@ -2982,10 +2981,7 @@ TEST_CASE("engine: an RA's Cur Hop Limit is the hop limit of a connected IPv6 QP
           "[engine][ipv6][route]") {
   // RFC 4861 6.3.4: a nonzero Cur Hop Limit is the host's default hop limit; the QP's frame
   // template is rebuilt with it (the net stack's generation moved).
-  struct RestoreV4 {
-    ~RestoreV4() { g_ipv6 = false; }
-  } restore;
-  g_ipv6 = true;
+  const Ipv6Hosts ipv6_hosts;
   Fixture f;
   REQUIRE(run_until(
               f.a, f.b, [] { return false; }, 50) == false);  // apply commands
