@@ -254,21 +254,25 @@ int ConnectionManager::accept(uint64_t now_ns, uint64_t owner, uint32_t conn, co
   if (private_len > 0) std::memcpy(c.private_data.data(), private_data, private_len);
   c.state = State::kRepSent;
   c.retries = 0;
-  c.max_retries = cfg_.max_retries;
-  c.retry_ns = 0;
-  if (c.peer.ib) {
-    // As Linux's ib_cm (cm_req_handler takes the REQ's local CM response timeout and max CM
-    // retries; ib_send_cm_rep sends the REP with them): the requester said how soon it
-    // answers a REP and how often we may resend. Bounded, so a REQ cannot make us resend
-    // every few microseconds or wait hours between resends.
-    const uint64_t asked_ns = uint64_t{4096} << c.req_local_response_timeout;  // 4.096 us * 2^n
-    c.retry_ns = std::clamp(asked_ns, cfg_.retry_timeout_ns,
-                            std::max(cfg_.retry_timeout_ns, cfg_.max_ib_rep_timeout_ns));
-    c.max_retries = c.req_max_retries;
-  }
+  pace_as_requested(c);
   c.deadline_ns = now_ns + retry_ns(c);
   send(c, conn, CmType::kRep);
   return 0;
+}
+
+void ConnectionManager::pace_as_requested(Conn& c) const {
+  c.retry_ns = 0;
+  c.max_retries = cfg_.max_retries;
+  if (!c.peer.ib || c.active) return;
+  // As Linux's ib_cm: cm_req_handler keeps the REQ's local CM response timeout (timeout_ms)
+  // and max CM retries (max_cm_retries), and the passive id sends its REP and DREQ with them
+  // (ib_send_cm_rep, cm_send_dreq_locked; cm_alloc_msg sets the retries): the requester said
+  // how soon it answers and how often we may resend. Bounded, so a REQ cannot make us resend
+  // every few microseconds or wait hours between resends.
+  const uint64_t asked_ns = uint64_t{4096} << c.req_local_response_timeout;  // 4.096 us * 2^n
+  c.retry_ns = std::clamp(asked_ns, cfg_.retry_timeout_ns,
+                          std::max(cfg_.retry_timeout_ns, cfg_.max_ib_rep_timeout_ns));
+  c.max_retries = c.req_max_retries;
 }
 
 int ConnectionManager::reject(uint64_t /*now_ns*/, uint64_t owner, uint32_t conn,
@@ -298,11 +302,11 @@ int ConnectionManager::disconnect(uint64_t now_ns, uint64_t owner, uint32_t conn
       c.state = State::kDreqSent;
       c.dreq_tid = c.peer.ib ? new_tid(conn) : 0;
       c.retries = 0;
-      // A new message, at our own pace: neither an MRA of our REQ or REP nor the REQ's
-      // timing (for our REP) stretches it.
-      c.retry_ns = 0;
-      c.max_retries = cfg_.max_retries;
-      c.deadline_ns = now_ns + cfg_.retry_timeout_ns;
+      // A new message: no MRA of our REQ or REP stretches it. At our own pace, or (passive,
+      // IB) at the REQ's, as our REP was: Linux's passive id sends every later MAD, its DREQ
+      // too, with the timeout and retries cm_req_handler took from the REQ.
+      pace_as_requested(c);
+      c.deadline_ns = now_ns + retry_ns(c);
       send(c, conn, CmType::kDreq);
       return 0;
     case State::kDreqSent:

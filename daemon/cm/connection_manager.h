@@ -13,9 +13,10 @@
 // the passive side resends its REP until an RTU arrives (or the QP sees the
 // peer's traffic: on_qp_traffic()), both every retry_timeout_ns and at most
 // max_retries times; then the connection fails with RejectReason::kTimeout.
-// Over the IB CM the REP goes at the REQ's pace, as Linux's ib_cm sends it: every
-// "local CM response timeout" of the REQ (bounded by retry_timeout_ns and
-// max_ib_rep_timeout_ns), at most its "max CM retries" times.
+// Over the IB CM the passive side's REP and DREQ go at the REQ's pace, as Linux's ib_cm
+// sends them: every "local CM response timeout" of the REQ (bounded by retry_timeout_ns
+// and max_ib_rep_timeout_ns), at most its "max CM retries" times. The active side's DREQ
+// and native connections keep retry_timeout_ns and max_retries.
 // Duplicates are answered again (a REP for a repeated REQ, an RTU for a
 // repeated REP, a DREP for a DREQ naming no connection) and never create a second
 // connection.
@@ -86,7 +87,8 @@ struct CmPeer {
 };
 
 struct CmConfig {
-  uint64_t retry_timeout_ns = 200'000'000;  // between resends of REQ, REP or DREQ
+  uint64_t retry_timeout_ns = 200'000'000;  // between resends of REQ, REP or DREQ (IB passive:
+                                            // REP and DREQ at the REQ's pace, see above)
   uint32_t max_retries = 5;                 // resends before the connection fails
   uint32_t max_connections = 4096;          // in any state; a REQ beyond it gets REJ(quota)
   uint32_t max_listeners = 1024;
@@ -98,9 +100,10 @@ struct CmConfig {
   // its REQ (its REQ says how long), at most this long; this long once we sent an MRA for
   // it (the requester resent its REQ: we ask it to wait).
   uint64_t max_ib_request_wait_ns = 120'000'000'000;
-  // IB CM: our REP is resent as Linux's ib_cm resends it, on the REQ's local CM response
-  // timeout (rdma_cm: 2^20 x 4.096 us, 4.3 s) and at most its max CM retries (rdma_cm: 15)
-  // times; the timeout taken no shorter than retry_timeout_ns and no longer than this.
+  // IB CM: our REP and (passive) DREQ are resent as Linux's ib_cm resends them, on the
+  // REQ's local CM response timeout (rdma_cm: 2^20 x 4.096 us, 4.3 s) and at most its max
+  // CM retries (rdma_cm: 15) times; the timeout taken no shorter than retry_timeout_ns and
+  // no longer than this.
   uint64_t max_ib_rep_timeout_ns = 30'000'000'000;
   // Requests handed out and not yet answered, per source address (any port) and in all;
   // a REQ beyond either gets REJ(quota): one sender cannot fill the connection table. A
@@ -259,7 +262,7 @@ class ConnectionManager {
     uint64_t request_ns = 0;                 // passive: when the REQ came
     uint8_t req_response_timeout = 0;        // IB CM passive: the REQ's (4.096 us * 2^n)
     uint8_t req_max_retries = 0;             // IB CM passive: the REQ's max CM retries
-    uint8_t req_local_response_timeout = 0;  // IB CM passive: the REQ's, our REP's pace
+    uint8_t req_local_response_timeout = 0;  // IB CM passive: the REQ's, our REP/DREQ pace
     uint64_t tid = 0;       // IB CM: the REQ's transaction id (REP, REJ and RTU echo it)
     uint64_t dreq_tid = 0;  // IB CM: our DREQ's
   };
@@ -289,6 +292,10 @@ class ConnectionManager {
   void on_refused_req(uint64_t now_ns, CmPeer from, const CmMessage& m);
   // IB CM: a resent REQ the owner has not answered yet gets an MRA, as Linux's.
   void send_request_mra(uint32_t id, Conn& c);
+  // The pace of a new message in flight (REP, DREQ): ours (retry_timeout_ns, max_retries),
+  // or on a passive IB connection the REQ's local CM response timeout (bounded by
+  // retry_timeout_ns and max_ib_rep_timeout_ns) and max CM retries, as Linux's.
+  void pace_as_requested(Conn& c) const;
   // The token bucket of unsolicited replies: true when one may be sent now (and takes it).
   bool unsolicited_reply_ok(uint64_t now_ns);
   uint64_t retry_ns(const Conn& c) const {

@@ -1830,3 +1830,82 @@ TEST_CASE("ib_cm: a DREQ before our REP is dropped, as Linux's cm_dreq_handler; 
   CHECK(m.a.connection_count() == 1);
   CHECK(m.a.counters().dreq_dropped == 0);
 }
+
+TEST_CASE("ib_cm: the passive side's DREQ is resent on the REQ's CM response timeout and retries",
+          "[cm][ib]") {
+  // Linux's cm_req_handler sets the passive id's timeout_ms from the REQ's local CM response
+  // timeout and its max_cm_retries from the REQ's max CM retries; cm_send_dreq_locked sends
+  // the DREQ with that timeout (cm_alloc_msg: those retries), as it did the REP. rdma_cm's
+  // REQ (20, 15) has the DREQ of an accepted connection resent every 4.3 s, 15 times. Bounded
+  // as the REP's: no faster than retry_timeout_ns, no slower than max_ib_rep_timeout_ns.
+  struct Case {
+    uint8_t timeout;
+    uint8_t retries;
+    uint64_t interval_ns;
+  };
+  for (const Case k : {Case{20, 15, 4'294'967'296ull}, Case{0, 3, 200'000'000ull},
+                       Case{31, 2, 30'000'000'000ull}, Case{16, 0, 268'435'456ull}}) {
+    CAPTURE(k.timeout, k.retries);
+    IbPair n;
+    REQUIRE(n.b.listen(7471, 22) == 0);
+    std::vector<uint8_t> req = mad_from_hex(kKernelReq);
+    req[24 + 47] = static_cast<uint8_t>(k.timeout << 3 | (req[24 + 47] & 0x7));
+    req[24 + 51] = static_cast<uint8_t>(k.retries << 4 | (req[24 + 51] & 0xF));
+    n.b.on_message(n.now, IbPair::kA, req.data(), req.size());
+    const std::vector<CmAction> out = drain(n.b);
+    REQUIRE(count_kind(out, CmAction::Kind::kRequest) == 1);
+    const uint32_t conn = out[0].conn;
+    QpParams local = ib_params(0x20, 2, 1, 1);
+    local.pmtu_bytes = 1024;
+    REQUIRE(n.b.accept(n.now, 22, conn, local) == 0);
+    REQUIRE(mads(drain(n.b), 0x13).size() == 1);
+    n.b.on_qp_traffic(conn);  // as good as the RTU
+    REQUIRE(count_kind(drain(n.b), CmAction::Kind::kEstablished) == 1);
+    n.now += 1'000'000;
+    REQUIRE(n.b.disconnect(n.now, 22, conn) == 0);
+    REQUIRE(mads(drain(n.b), 0x15).size() == 1);
+    uint64_t resends = 0;
+    bool over = false;
+    while (!over) {
+      const uint64_t next = n.b.next_deadline_ns();
+      REQUIRE(next != UINT64_MAX);
+      CHECK(next - n.now == k.interval_ns);
+      n.now = next;
+      n.b.on_timer(n.now);
+      for (const auto& a : drain(n.b)) {
+        resends += a.kind == CmAction::Kind::kSend && a.bytes[17] == 0x15;
+        over |= a.kind == CmAction::Kind::kDisconnected;
+      }
+      REQUIRE(resends <= 16);
+    }
+    CHECK(resends == k.retries);
+    CHECK(n.b.connection_count() == 0);
+  }
+}
+
+TEST_CASE("ib_cm: the active side's DREQ keeps our own pace", "[cm][ib]") {
+  // Our REQ's fields pace the peer, not us: an active connection's DREQ is resent every
+  // retry_timeout_ns, max_retries times (the REQ's timing applies to the passive side only).
+  IbPair n;
+  const Requested r = request(n, ib_params(0x10, 1, 1, 1));
+  REQUIRE(n.b.accept(n.now, 22, r.b_conn, ib_params(0x20, 2, 1, 1)) == 0);
+  n.run();
+  REQUIRE(n.last(n.events_a, CmAction::Kind::kEstablished) != nullptr);
+  REQUIRE(n.a.disconnect(n.now, 11, static_cast<uint32_t>(r.a_conn)) == 0);
+  REQUIRE(mads(drain(n.a), 0x15).size() == 1);
+  uint64_t resends = 0;
+  bool over = false;
+  while (!over) {
+    const uint64_t next = n.a.next_deadline_ns();
+    REQUIRE(next != UINT64_MAX);
+    CHECK(next - n.now == CmConfig{}.retry_timeout_ns);
+    n.now = next;
+    n.a.on_timer(n.now);
+    for (const auto& a : drain(n.a)) {
+      resends += a.kind == CmAction::Kind::kSend && a.bytes[17] == 0x15;
+      over |= a.kind == CmAction::Kind::kDisconnected;
+    }
+    REQUIRE(resends <= 16);
+  }
+  CHECK(resends == CmConfig{}.max_retries);
+}
