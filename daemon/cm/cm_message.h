@@ -149,6 +149,10 @@ struct CmMessage {
   QpParams params;
   uint8_t private_len = 0;
   std::array<uint8_t, kMaxPrivateBytes> private_data{};
+  // IB CM (parsed): the field held more than private_data keeps, a non-zero byte past
+  // kMaxPrivateBytes (a REJ's 148-byte field, a REP's 196: rdma_reject() or rdma_accept()
+  // with more than 64 bytes). The IB CM carries no length, so that is all there is to know.
+  bool private_truncated = false;
   // REJ:
   RejectReason reason = RejectReason::kRefused;
   IbCmFields ib;

@@ -154,6 +154,7 @@ void ConnectionManager::establish(uint32_t id, Conn& c) {
   CmAction a = event(CmAction::Kind::kEstablished, id, c);
   a.private_len = c.remote_private_len;
   a.private_data = c.remote_private_data;
+  a.private_truncated = c.remote_private_truncated;
   // Over the IB CM both are the REQ's by now (on_for_conn, accept).
   a.pmtu_bytes = std::min(c.local.pmtu_bytes, c.remote.pmtu_bytes);
   a.caps = static_cast<uint16_t>(c.local.caps & c.remote.caps);
@@ -170,6 +171,7 @@ void ConnectionManager::fail(uint32_t id, Conn& c, RejectReason reason, bool rec
     if (rej != nullptr) {
       a.private_len = rej->private_len;
       a.private_data = rej->private_data;
+      a.private_truncated = rej->private_truncated;
     }
     emit(a);
   }
@@ -499,6 +501,7 @@ void ConnectionManager::on_req(uint64_t now_ns, CmPeer from, const CmMessage& m)
   c.tid = m.ib.tid;
   c.remote_private_len = m.private_len;
   c.remote_private_data = m.private_data;
+  c.remote_private_truncated = m.private_truncated;
   // The owner gets as long as the requester keeps resending; then the request
   // expires, so REQs nobody answers (or a flood of them) do not pile up. An IB
   // requester says how long: its response timeout times its retries + 1 (rdma_cm:
@@ -521,6 +524,7 @@ void ConnectionManager::on_req(uint64_t now_ns, CmPeer from, const CmMessage& m)
   CmAction a = event(CmAction::Kind::kRequest, id, c);
   a.private_len = m.private_len;
   a.private_data = m.private_data;
+  a.private_truncated = m.private_truncated;
   emit(a);
 }
 
@@ -601,6 +605,7 @@ void ConnectionManager::on_for_conn(uint64_t now_ns, CmPeer from, const CmMessag
         }
         c.remote_private_len = m.private_len;
         c.remote_private_data = m.private_data;
+        c.remote_private_truncated = m.private_truncated;
         send(c, id, CmType::kRtu);
         establish(id, c);
       } else if (c.state == State::kEstablished && c.active) {

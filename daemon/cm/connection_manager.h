@@ -150,6 +150,9 @@ struct CmAction {
   uint8_t private_len =
       0;  // kRequest, kEstablished, kRejected (its REJ's): the peer's private data
   std::array<uint8_t, kMaxPrivateBytes> private_data{};
+  // IB CM: the peer's private data went on past kMaxPrivateBytes (non-zero bytes there):
+  // private_data holds its first kMaxPrivateBytes.
+  bool private_truncated = false;
   uint16_t len = 0;                        // kSend
   std::array<uint8_t, kMadBytes> bytes{};  // the larger of the two dialects
 };
@@ -251,6 +254,7 @@ class ConnectionManager {
     std::array<uint8_t, kMaxPrivateBytes> private_data{};
     uint8_t remote_private_len = 0;  // what the peer sent (its REQ or REP), for kEstablished
     std::array<uint8_t, kMaxPrivateBytes> remote_private_data{};
+    bool remote_private_truncated = false;
     uint64_t deadline_ns = UINT64_MAX;
     uint32_t retries = 0;
     uint32_t max_retries = 0;  // resends of the message in flight before it fails

@@ -61,6 +61,8 @@ void copy_private(const uint8_t* field, size_t field_bytes, CmMessage& out) {
   const size_t n = std::min(field_bytes, kMaxPrivateBytes);
   std::memcpy(out.private_data.data(), field, n);
   out.private_len = static_cast<uint8_t>(n);
+  out.private_truncated =
+      std::any_of(field + n, field + field_bytes, [](uint8_t v) { return v != 0; });
 }
 
 CmAddr addr_at(const uint8_t* p) {

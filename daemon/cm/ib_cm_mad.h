@@ -56,7 +56,9 @@
 // then source and destination address (IPv4 in the last 4 of 16 bytes, or
 // IPv6). Such a REQ is presented to listeners as service `port`, with the
 // application's private data after that header. The IB CM does not carry private-data
-// lengths: a parsed message reports the whole field, cut at kMaxPrivateBytes.
+// lengths: a parsed message reports the whole field, cut at kMaxPrivateBytes, and says
+// (private_truncated) when a byte past that was not zero: the peer sent more (a REJ's field
+// holds 148 bytes, a REP's 196), of which the owner gets the first kMaxPrivateBytes.
 //
 // Pure: standard library only.
 #pragma once

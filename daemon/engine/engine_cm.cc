@@ -33,6 +33,11 @@ uint32_t flags_from_caps(uint16_t caps, bool ib) {
          (ib ? proto::kCmFlagRdmaCm : 0);
 }
 
+// The peer's private data went on past what an event carries (IB CM: a REJ's or REP's field).
+uint32_t private_flags(const cm::CmAction& a) {
+  return a.private_truncated ? proto::kCmFlagPrivateTruncated : 0;
+}
+
 }  // namespace
 
 cm::CmAddr Engine::cm_addr_of(const net::UdpDatagram& udp) {
@@ -325,7 +330,7 @@ bool Engine::cm_poll(uint64_t now_ns) {
           info.service = a.service;
           info.remote_qpn = a.remote.qpn;
           info.pmtu_bytes = a.remote.pmtu_bytes;
-          info.flags = flags_from_caps(a.remote.caps, a.peer.ib);
+          info.flags = flags_from_caps(a.remote.caps, a.peer.ib) | private_flags(a);
           info.private_len = a.private_len;
           std::memcpy(info.private_data, a.private_data.data(), a.private_len);
           cm_post(static_cast<uint32_t>(a.owner), info);
@@ -453,7 +458,7 @@ void Engine::cm_on_established(const cm::CmAction& a, uint64_t now_ns) {
   info.kind = proto::CmEventKind::kEstablished;
   info.remote_qpn = a.remote.qpn;
   info.pmtu_bytes = a.pmtu_bytes;
-  info.flags = flags_from_caps(a.caps, a.peer.ib);
+  info.flags = flags_from_caps(a.caps, a.peer.ib) | private_flags(a);
   info.sq_psn = a.local.psn;
   info.rq_psn = a.remote.psn;
   info.access = q->cm_access;
@@ -471,6 +476,7 @@ void Engine::cm_on_ended(const cm::CmAction& a) {
   info.service = a.service;
   info.reason = static_cast<uint16_t>(a.reason);
   if (a.ib_rej_code == cm::kIbRejStaleConn) info.flags |= proto::kCmFlagStale;
+  info.flags |= private_flags(a);
   info.private_len = a.private_len;  // a REJ's (rdma_reject's), for the requester
   std::memcpy(info.private_data, a.private_data.data(), a.private_len);
   if (cm_requests_.erase(a.conn) > 0) return;  // a request nobody answered in time

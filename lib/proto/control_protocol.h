@@ -264,6 +264,11 @@ inline constexpr uint32_t kCmFlagsAll = kCmFlagSelectiveRepeat | kCmFlagRdmaCm;
 // connection (REJ reason 10): the QP is still in an older connection there, which the peer
 // now ends. A flag, not a reason, so a library that does not know it still reads kCmRefused.
 inline constexpr uint32_t kCmFlagStale = 1u << 2;
+// kRequest, kEstablished, kRejected, from conduitd only: the peer's private data went on past
+// kMaxCmPrivateBytes (IB CM: a non-zero byte later in the field, which carries no length: a
+// REJ's holds 148 bytes, a REP's 196); private_data is its first kMaxCmPrivateBytes. A flag
+// in a field a library does not check, so the message is unchanged (no version bump).
+inline constexpr uint32_t kCmFlagPrivateTruncated = 1u << 3;
 
 // The QP parameters a client offers when it connects or accepts.
 struct CmQpOffer {

@@ -43,9 +43,11 @@ namespace proto = conduit::proto;
 namespace shm = conduit::shm;
 
 static_assert(CONDUIT_CM_SELECTIVE_REPEAT == proto::kCmFlagSelectiveRepeat &&
-              CONDUIT_CM_RDMA_CM == proto::kCmFlagRdmaCm);
+              CONDUIT_CM_RDMA_CM == proto::kCmFlagRdmaCm &&
+              CONDUIT_CM_PRIVATE_TRUNCATED == proto::kCmFlagPrivateTruncated);
 uint32_t cm_flags(uint32_t proto_flags) {
-  return proto_flags & (CONDUIT_CM_SELECTIVE_REPEAT | CONDUIT_CM_RDMA_CM);
+  return proto_flags &
+         (CONDUIT_CM_SELECTIVE_REPEAT | CONDUIT_CM_RDMA_CM | CONDUIT_CM_PRIVATE_TRUNCATED);
 }
 
 // How long a control call waits for conduitd before giving up.
@@ -1033,6 +1035,7 @@ int await_established(conduit_qp* qp, uint32_t conn, int timeout_ms, const std::
       set_peer_fields(ev.peer, out->peer_ipv4, out->peer_gid);
       out->private_len = static_cast<uint32_t>(ev.private_data.size());
       std::copy(ev.private_data.begin(), ev.private_data.end(), out->private_data);
+      out->flags = ev.flags & proto::kCmFlagPrivateTruncated;
     }
     return set_error(reason_errno(reason), who + ": " + text);
   }

@@ -376,6 +376,13 @@ enum conduit_cm_reject_reason {
  * receiver sees the whole field (up to CONDUIT_CM_MAX_PRIVATE bytes), not the
  * length sent: the protocol does not carry it. */
 #define CONDUIT_CM_RDMA_CM_PRIVATE 56
+/* On a request or connection (peer_flags, flags), and on a refused connect's conn: the peer's
+ * private data went on past CONDUIT_CM_MAX_PRIVATE bytes and private_data holds its first
+ * CONDUIT_CM_MAX_PRIVATE. Over the IB CM, where no length is carried, a non-zero byte later in
+ * the field: a REJ's (rdma_reject()) holds up to 148 bytes, a REP's (rdma_accept()) 196. The
+ * rest is not kept: the structs' 64-byte arrays are part of the ABI an application was built
+ * with. Never set in a conduit_cm_param. */
+#define CONDUIT_CM_PRIVATE_TRUNCATED 8u
 
 /* What this side offers. NULL where a function takes one: all access flags, the daemon's
  * transport.pmtu, no flags, no private data. The ACK timeout and retry counts the QP gets
@@ -397,7 +404,8 @@ struct conduit_cm_request {
   uint8_t peer_gid[16]; /* its address as a RoCE v2 GID: ::ffff:a.b.c.d, or the IPv6 address */
   uint32_t peer_qpn;
   uint32_t peer_mtu_bytes; /* its offer */
-  uint32_t peer_flags;     /* CONDUIT_CM_SELECTIVE_REPEAT if offered, CONDUIT_CM_RDMA_CM */
+  uint32_t peer_flags;     /* CONDUIT_CM_SELECTIVE_REPEAT if offered, CONDUIT_CM_RDMA_CM,
+                              CONDUIT_CM_PRIVATE_TRUNCATED */
   uint32_t private_len;
   uint8_t private_data[CONDUIT_CM_MAX_PRIVATE];
 };
@@ -406,13 +414,15 @@ struct conduit_cm_request {
  * the connection (its REJ), only the peer fields and the private data are set: the
  * REJ's private data, as a verbs peer's rdma_reject() or a conduit peer's
  * conduit_reject_data() sent it (over the IB CM the whole field, up to
- * CONDUIT_CM_MAX_PRIVATE bytes; from a conduit peer over its native CM, what it sent). */
+ * CONDUIT_CM_MAX_PRIVATE bytes, and flags CONDUIT_CM_PRIVATE_TRUNCATED when the peer's went
+ * on past them; from a conduit peer over its native CM, what it sent). */
 struct conduit_cm_conn {
   uint32_t peer_ipv4;   /* host byte order; 0 when the peer is IPv6 */
   uint8_t peer_gid[16]; /* ::ffff:a.b.c.d, or the peer's IPv6 address */
   uint32_t remote_qpn;
   uint32_t mtu_bytes;
-  uint32_t flags;       /* CONDUIT_CM_SELECTIVE_REPEAT when in use, CONDUIT_CM_RDMA_CM */
+  uint32_t flags;       /* CONDUIT_CM_SELECTIVE_REPEAT when in use, CONDUIT_CM_RDMA_CM,
+                           CONDUIT_CM_PRIVATE_TRUNCATED */
   uint32_t private_len; /* the peer's private data: its accept (for connect), request, or REJ */
   uint8_t private_data[CONDUIT_CM_MAX_PRIVATE];
 };

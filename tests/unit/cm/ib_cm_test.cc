@@ -1909,3 +1909,49 @@ TEST_CASE("ib_cm: the active side's DREQ keeps our own pace", "[cm][ib]") {
   }
   CHECK(resends == CmConfig{}.max_retries);
 }
+
+TEST_CASE("ib_cm: a REJ with more than 64 bytes of private data: the first 64, and said so",
+          "[cm][ib]") {
+  // rdma_reject(id, data, len) takes up to 148 bytes (IB_CM_REJ_PRIVATE_DATA_SIZE) and the IB
+  // CM carries no length: the requester's rdma_cm hands over the whole field. Ours keeps the
+  // first kMaxPrivateBytes (the public conduit_cm_conn holds 64) and flags a field that went
+  // on past them (a non-zero byte there), so the owner knows what it holds is a prefix.
+  for (const size_t sent : {size_t{64}, size_t{65}, size_t{100}, size_t{148}}) {
+    CAPTURE(sent);
+    IbPair n;
+    const int64_t conn = n.a.connect(n.now, 11, IbPair::kB, 4420, ib_params(0x10, 1, 1, 1));
+    REQUIRE(conn > 0);
+    const auto reqs = mads(drain(n.a), 0x10);
+    REQUIRE(reqs.size() == 1);
+    std::vector<uint8_t> rej(kMadBytes, 0);
+    std::copy(reqs[0].begin(), reqs[0].begin() + 24, rej.begin());
+    rej[17] = kAttrRej;
+    rej[24 + 3] = 0x77;
+    std::copy(reqs[0].begin() + 24, reqs[0].begin() + 28, rej.begin() + 24 + 4);
+    rej[24 + 11] = kIbRejConsumerDefined;
+    for (size_t i = 0; i < sent; ++i) rej[24 + 84 + i] = static_cast<uint8_t>(i + 1);
+    CHECK(parse_ok(rej).private_truncated == (sent > kMaxPrivateBytes));
+    n.a.on_message(n.now, IbPair::kB, rej.data(), rej.size());
+    const std::vector<CmAction> out = drain(n.a);
+    REQUIRE(count_kind(out, CmAction::Kind::kRejected) == 1);
+    CHECK(out[0].private_len == kMaxPrivateBytes);
+    CHECK(out[0].private_data[0] == 1);
+    CHECK(out[0].private_data[63] == 64);
+    CHECK(out[0].private_truncated == (sent > kMaxPrivateBytes));
+  }
+  // A REP's 196-byte field, rdma_accept() with 100 bytes: the same on kEstablished.
+  IbPair e;
+  const Requested q = request(e, ib_params(0x10, 1, 1, 1));
+  std::vector<uint8_t> data(kMaxPrivateBytes, 0x5A);
+  REQUIRE(e.b.accept(e.now, 22, q.b_conn, ib_params(0x20, 2, 1, 1), data.data(), data.size()) == 0);
+  auto reps = mads(drain(e.b), 0x13);
+  REQUIRE(reps.size() == 1);
+  CHECK(!parse_ok(reps[0]).private_truncated);  // ours never goes past 64
+  reps[0][24 + 36 + 99] = 0x01;
+  e.a.on_message(e.now, IbPair::kB, reps[0].data(), reps[0].size());
+  const std::vector<CmAction> up = drain(e.a);
+  REQUIRE(count_kind(up, CmAction::Kind::kEstablished) == 1);
+  for (const CmAction& a : up) {
+    if (a.kind == CmAction::Kind::kEstablished) CHECK(a.private_truncated);
+  }
+}

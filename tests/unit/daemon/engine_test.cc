@@ -1922,6 +1922,7 @@ TEST_CASE("engine: an IB CM REJ 'stale connection' and its private data reach th
     fr[kRej + 11] = 10;  // stale connection
     fr[kRej + 84] = 0x5A;
     fr[kRej + 87] = 0xA5;
+    fr[kRej + 84 + 99] = 0x01;  // rdma_reject() with 100 bytes: more than an event carries
     wire::finish_gsi_icrc(fr + 14);
     ++rewritten;
   });
@@ -1934,6 +1935,7 @@ TEST_CASE("engine: an IB CM REJ 'stale connection' and its private data reach th
   REQUIRE(rej.private_len == proto::kMaxCmPrivateBytes);
   CHECK(rej.private_data[0] == 0x5A);
   CHECK(rej.private_data[3] == 0xA5);
+  CHECK((rej.flags & proto::kCmFlagPrivateTruncated) != 0);  // the first 64 bytes, said so
   CHECK(f.a.engine->counters().cm_gsi_rx >= 1);
 }
 

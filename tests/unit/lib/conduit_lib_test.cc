@@ -870,9 +870,21 @@ TEST_CASE("connection manager: requests, rejects with reasons, established", "[l
     CHECK(rc == -ECONNREFUSED);
     CHECK(rej_out.private_len == 4);
     CHECK(rej_out.private_data[2] == 0x06);
+    CHECK(rej_out.flags == 0);
     CHECK(rej_out.peer_ipv4 == 0xC6120002);
     CHECK(rej_out.remote_qpn == 0);
     CHECK(rej_out.mtu_bytes == 0);
+    // The peer's went on past CONDUIT_CM_MAX_PRIVATE (an rdma_reject() of 100 bytes): the
+    // first 64, and the flag that says so.
+    ev.cm.flags = proto::kCmFlagRdmaCm | proto::kCmFlagPrivateTruncated;
+    ev.cm.private_len = CONDUIT_CM_MAX_PRIVATE;
+    std::memset(ev.cm.private_data, 0x11, CONDUIT_CM_MAX_PRIVATE);
+    d.engine->reply_to(control::EngineOp::kCmConnect, ev);
+    std::memset(&rej_out, 0xAB, sizeof rej_out);
+    CHECK(conduit_connect_service(qp, "198.18.0.2", 7, nullptr, 2000, &rej_out) == -ECONNREFUSED);
+    CHECK(rej_out.private_len == CONDUIT_CM_MAX_PRIVATE);
+    CHECK(rej_out.private_data[63] == 0x11);
+    CHECK(rej_out.flags == CONDUIT_CM_PRIVATE_TRUNCATED);
   }
   REQUIRE(d.engine->wait_for(control::EngineOp::kCmConnect, add.client_id, 2s, &cmd));
   CHECK(cmd.qpn == qpn);
