@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cstring>
 #include <limits>
+#include <span>
 
 #include "exchange.h"
 
@@ -164,8 +165,10 @@ constexpr PerftestOnlyOption kPerftestOnly[] = {
     {nullptr, "--flows", true, PerftestOnly::kRefuse, kWhyRawEth},
     {nullptr, "--flows_burst", true, PerftestOnly::kRefuse, kWhyRawEth},
     {"-v", "--mac_fwd", false, PerftestOnly::kRefuse, kWhyRawEth},
-    {"-P", nullptr, false, PerftestOnly::kRefuse, kWhyRawEth},
-    {"-Z", nullptr, false, PerftestOnly::kRefuse, kWhyRawEth},
+    {"-P", "--client", false, PerftestOnly::kRefuse, kWhyRawEth},
+    {"-Z", "--server", false, PerftestOnly::kRefuse, kWhyRawEth},
+    {nullptr, "--sniffer", false, PerftestOnly::kRefuse, kWhyRawEth},
+    {nullptr, "--promiscuous", false, PerftestOnly::kRefuse, kWhyRawEth},
     {nullptr, "--use_rss", false, PerftestOnly::kRefuse, kWhyRawEth},
     {nullptr, "--raw_ipv6", false, PerftestOnly::kRefuse, kWhyRawEth},
     {nullptr, "--raw_mcast", false, PerftestOnly::kRefuse, kWhyRawEth},
@@ -192,6 +195,166 @@ constexpr PerftestOnlyOption kPerftestOnly[] = {
     {nullptr, "--inline_recv", true, PerftestOnly::kNote,
      "conduit has no inline receive: the data lands in the posted buffer"},
 };
+
+// perftest 4.5's long options, in the order of its getopt_long table (the order its binary
+// lists them in when a prefix is ambiguous). --source_ip is in it twice, as two entries that
+// differ, so getopt takes "--source_ip" itself but refuses every shorter prefix of it as
+// ambiguous. Its help's --CPU-freq (-F) and --MGID (-M) are not in it.
+constexpr const char* kPerftestLongOptions[] = {
+    "--all",
+    "--atomic_type",
+    "--aes_xts",
+    "--aes_block_size",
+    "--bidirectional",
+    "--burst_size",
+    "--connection",
+    "--comm_rdma_cm",
+    "--cq-mod",
+    "--client",
+    "--cpu_util",
+    "--credentials_path",
+    "--dualport",
+    "--duration",
+    "--dest_mac",
+    "--dest_ip",
+    "--dest_port",
+    "--dont_xchg_versions",
+    "--dlid",
+    "--data_enc_keys_number",
+    "--data_enc_key_app_path",
+    "--disable_pcie_relaxed",
+    "--events",
+    "--ethertype",
+    "--encrypt_on_tx",
+    "--force-link",
+    "--flow_label",
+    "--flows",
+    "--flows_burst",
+    "--hop_limit",
+    "--help",
+    "--ib-dev",
+    "--ib-port",
+    "--iters",
+    "--inline_size",
+    "--inline_recv",
+    "--ipv6",
+    "--limit_bw",
+    "--limit_msgrate",
+    "--local_mac",
+    "--local_ip",
+    "--local_port",
+    "--latency_gap",
+    "--log_dci_streams",
+    "--log_active_dci_streams",
+    "--mtu",
+    "--mcg",
+    "--margin",
+    "--mac_fwd",
+    "--mmap",
+    "--mmap-offset",
+    "--mr_per_qp",
+    "--outs",
+    "--output",
+    "--out_json",
+    "--out_json_file",
+    "--odp",
+    "--port",
+    "--post_list",
+    "--pkey_index",
+    "--promiscuous",
+    "--perform_warm_up",
+    "--qp-timeout",
+    "--qp",
+    "--rdma_cm",
+    "--rx-depth",
+    "--report-cycles",
+    "--report-histogrm",
+    "--report-unsorted",
+    "--report-counters",
+    "--remote_mac",
+    "--remote_ip",
+    "--remote_port",
+    "--run_infinitely",
+    "--report_gbits",
+    "--report-both",
+    "--reversed",
+    "--rate_limit",
+    "--rate_limit_type",
+    "--rate_units",
+    "--retry_count",
+    "--raw_ipv6",
+    "--report-per-port",
+    "--raw_mcast",
+    "--reply_every",
+    "--recv_post_list",
+    "--size",
+    "--sl",
+    "--source_mac",
+    "--source_ip",
+    "--source_port",
+    "--server",
+    "--sniffer",
+    "--sig_before",
+    "--source_ip",
+    "--tx-depth",
+    "--tos",
+    "--tcp",
+    "--typical_pkt_size",
+    "--tclass",
+    "--use_rss",
+    "--use-srq",
+    "--use_hugepages",
+    "--use_old_post_send",
+    "--vector",
+    "--version",
+    "--vlan_en",
+    "--vlan_pcp",
+    "--gid-index",
+    "--kek_path",
+    "--noPeak",
+    "--wait_destroy",
+};
+// conduit-perf's long options that perftest 4.5 does not have.
+constexpr const char* kOwnLongOptions[] = {
+    "--check", "--json",     "--gid",   "--socket",   "--class", "--timeout",          "--cm",
+    "--sr",    "--perftest", "--yield", "--CPU-freq", "--MGID",  "--report-histogram",
+};
+
+// getopt_long's rule, as perftest applies it: a whole name is that option; otherwise a prefix
+// of one option of perftest's table is that option, of several is refused naming them all.
+// Where no perftest option starts so, the same over conduit-perf's own. `name` is rewritten
+// to the whole name; a name nothing starts with is left for the caller to refuse.
+bool resolve_long_option(std::string& name, std::string& error) {
+  if (name.size() <= 2) return true;
+  const std::span<const char* const> tables[] = {kPerftestLongOptions, kOwnLongOptions};
+  for (const auto table : tables) {
+    for (const char* n : table) {
+      if (name == n) return true;
+    }
+  }
+  std::vector<std::string_view> candidates;
+  for (const auto table : tables) {
+    for (const char* n : table) {
+      if (std::string_view(n).starts_with(name)) candidates.emplace_back(n);
+    }
+    if (!candidates.empty()) break;  // perftest's options first, as perftest has no others
+  }
+  if (candidates.empty()) return true;
+  if (candidates.size() == 1) {
+    name = std::string(candidates[0]);
+    return true;
+  }
+  error = "option '" + name + "' is ambiguous; possibilities:";
+  for (std::string_view c : candidates) error += " '" + std::string(c) + "'";
+  if (std::all_of(candidates.begin(), candidates.end(),
+                  [&](std::string_view c) { return c == candidates[0]; })) {
+    error += " (as perftest's, whose table has " + std::string(candidates[0]) + " twice): give " +
+             std::string(candidates[0]) + " in full";
+  } else {
+    error += " (as perftest's getopt: give more of the name)";
+  }
+  return false;
+}
 
 const PerftestOnlyOption* find_perftest_only(const std::string& name) {
   for (const auto& e : kPerftestOnly) {
@@ -325,6 +488,8 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
         value = arg.substr(eq + 1);
         inline_value = true;
       }
+      std::string ambiguous;
+      if (!resolve_long_option(name, ambiguous)) return fail(ambiguous);
     } else if (arg.size() >= 2 && arg[0] == '-' && arg[1] != '-') {
       name = std::string(arg.substr(0, 2));
       if (arg.size() > 2) {
@@ -1097,6 +1262,12 @@ Options:
                          with -c also check_mismatches
   -V, --version          print the version
   -h, --help             this text
+
+Long options may be shortened to a prefix, as perftest's (getopt_long): a prefix of
+one of perftest 4.5's long options is that option (--iter: --iters, --report_gb:
+--report_gbits), of several is refused naming them (--re, --source_i: perftest's
+table has --source_ip twice); where none of perftest's starts so, one of conduit-
+perf's own (--tim: --timeout). --gid is conduit-perf's (perftest's --gid-index).
 
 perftest's options, taken so that perftest command lines run:
   -d, --ib-dev DEV       ignored, with a note on stderr: the conduitd at -S drives

@@ -535,7 +535,8 @@ TEST_CASE(
 namespace {
 
 // perftest 4.5's options (ib_send_bw's getopt_long table, with whether each takes a value), as
-// its binary (Debian bookworm's perftest 4.5+0.17) takes them.
+// its binary (Debian bookworm's perftest 4.5+0.17) takes them. Its help names -F's --CPU-freq
+// and -M's --MGID, but the table has neither (getopt says "unrecognized option").
 struct PerftestOption {
   const char* name;
   bool valued;
@@ -591,14 +592,13 @@ constexpr PerftestOption kPerftest45Options[] = {
     {"-W", true},
     {"-X", true},
     {"-Z", false},
-    {"--CPU-freq", false},
-    {"--MGID", true},
     {"--aes_block_size", true},
     {"--aes_xts", false},
     {"--all", false},
     {"--atomic_type", true},
     {"--bidirectional", false},
     {"--burst_size", true},
+    {"--client", false},
     {"--comm_rdma_cm", false},
     {"--connection", true},
     {"--cpu_util", false},
@@ -656,6 +656,7 @@ constexpr PerftestOption kPerftest45Options[] = {
     {"--pkey_index", true},
     {"--port", true},
     {"--post_list", true},
+    {"--promiscuous", false},
     {"--qp", true},
     {"--qp-timeout", true},
     {"--rate_limit", true},
@@ -680,9 +681,11 @@ constexpr PerftestOption kPerftest45Options[] = {
     {"--reversed", false},
     {"--run_infinitely", false},
     {"--rx-depth", true},
+    {"--server", false},
     {"--sig_before", false},
     {"--size", true},
     {"--sl", true},
+    {"--sniffer", false},
     {"--source_ip", true},
     {"--source_mac", true},
     {"--source_port", true},
@@ -807,5 +810,120 @@ TEST_CASE("--perftest takes -n with -D as perftest does: the time wins") {
   CHECK(p.notes[0].find("-n 1000 ignored") != std::string::npos);
   // conduit-perf's own mode still refuses the pair.
   CHECK(parse({"write_bw", "h", "-n", "1000", "-D", "5"}).error.find("exclude each other") !=
+        std::string::npos);
+}
+
+TEST_CASE("long options: a unique prefix of perftest 4.5's is taken, an ambiguous one refused") {
+  // getopt_long's rule, as perftest 4.5's binary applies it to its table: an exact name wins, a
+  // prefix of exactly one option is that option, a prefix of several is refused naming them.
+  // perftest's table holds --source_ip twice (two entries that differ), so getopt refuses its
+  // shorter prefixes too ("possibilities: '--source_ip' '--source_ip'").
+  std::vector<std::string> names;
+  for (const auto& opt : kPerftest45Options) {
+    if (std::string_view(opt.name).substr(0, 2) == "--") names.emplace_back(opt.name);
+  }
+  REQUIRE(names.size() == 111);
+  size_t unique = 0, ambiguous = 0;
+  for (const auto& opt : kPerftest45Options) {
+    const std::string full = opt.name;
+    if (full.substr(0, 2) != "--") continue;
+    for (size_t len = 3; len < full.size(); ++len) {
+      const std::string prefix = full.substr(0, len);
+      std::vector<std::string> candidates;
+      bool exact = false;
+      for (const auto& n : names) {
+        if (n == prefix) exact = true;
+        if (n.compare(0, prefix.size(), prefix) == 0) candidates.push_back(n);
+      }
+      if (exact) continue;  // another option's whole name: that option
+      // conduit-perf's own --gid (the address, -x) is a whole name here; perftest takes it for
+      // --gid-index: its GID index is refused saying so (below).
+      if (prefix == "--gid") continue;
+      if (std::string("--source_ip").compare(0, prefix.size(), prefix) == 0) {
+        candidates.push_back("--source_ip");
+      }
+      auto args = [&](const std::string& spelled) {
+        std::vector<std::string> a = {"send_bw", "--perftest", "-x", "198.18.0.1", spelled};
+        if (opt.valued) a.push_back("1");
+        a.push_back("198.18.0.2");
+        return a;
+      };
+      auto run = [](const std::vector<std::string>& a) {
+        std::vector<const char*> v;
+        for (const auto& s : a) v.push_back(s.c_str());
+        return parse_notes(v);
+      };
+      const auto got = run(args(prefix));
+      INFO(prefix << ": " << got.error);
+      if (candidates.size() == 1) {
+        ++unique;
+        // Exactly what the whole name does.
+        const auto want = run(args(full));
+        CHECK(got.ok == want.ok);
+        CHECK(got.error == want.error);
+        CHECK(got.notes == want.notes);
+        CHECK(got.o.server == want.o.server);
+      } else {
+        ++ambiguous;
+        CHECK_FALSE(got.ok);
+        CHECK(got.error.find("option '" + prefix + "' is ambiguous") != std::string::npos);
+        for (const auto& c : candidates) {
+          CHECK(got.error.find("'" + c + "'") != std::string::npos);
+        }
+        // No other option is named as a candidate.
+        size_t quoted = 0;
+        for (size_t at = got.error.find("'--"); at != std::string::npos;
+             at = got.error.find("'--", at + 1)) {
+          ++quoted;
+        }
+        CHECK(quoted == candidates.size() + 1);  // and the prefix itself
+      }
+    }
+  }
+  CHECK(unique > 400);
+  CHECK(ambiguous > 100);
+
+  // The spellings perftest users write.
+  auto p = parse({"write_bw", "h", "--perftest", "-x", "198.18.0.1", "--iter=2000", "--report_gb",
+                  "--siz", "4096", "--bidir", "--qp=4"});
+  INFO(p.error);
+  REQUIRE(p.ok);
+  CHECK(p.o.iterations == 2000);
+  CHECK(p.o.report_gbits);
+  CHECK(p.o.sizes == std::vector<uint64_t>{4096});
+  CHECK(p.o.bidirectional);
+  CHECK(p.o.qps == 4);
+  CHECK(parse({"send_bw", "h", "--perftest", "-x", "198.18.0.1", "--dur", "5"}).o.duration_s == 5);
+  // --qp is a whole name (not a prefix of --qp-timeout); --qp- is --qp-timeout.
+  CHECK(parse({"send_bw", "h", "--qp-", "9"}).o.qp_timeout == 9);
+  CHECK(parse({"send_bw", "h", "--gid", "3"}).error.find("looks like perftest's GID index") !=
+        std::string::npos);
+  CHECK(parse({"send_bw", "h", "--gid-i", "3"}).error.find("perftest's GID index") !=
+        std::string::npos);
+  // Ambiguous: refused naming perftest's candidates.
+  CHECK(parse({"send_bw", "h", "--re", "1"}).error.find("'--report_gbits'") != std::string::npos);
+  CHECK(parse({"send_bw", "h", "--s", "1"}).error.find("is ambiguous; possibilities:") !=
+        std::string::npos);
+  // conduit-perf's own long options: exact, and by a prefix no perftest option starts with.
+  for (const char* own :
+       {"--check", "--json", "--gid", "--socket", "--class", "--timeout", "--cm", "--sr",
+        "--perftest", "--yield", "--CPU-freq", "--MGID", "--report-histogram"}) {
+    const auto q = parse({"send_bw", own, "1", "h"});
+    INFO(own << ": " << q.error);
+    CHECK(q.error.find("unknown option") == std::string::npos);
+    CHECK(q.error.find("ambiguous") == std::string::npos);
+  }
+  CHECK(parse({"send_bw", "h", "--ch"}).o.check);
+  CHECK(parse({"send_bw", "h", "--tim", "7"}).o.timeout_s == 7);
+  CHECK(parse({"send_bw", "h", "--soc", "/run/c.sock"}).o.socket_path == "/run/c.sock");
+  CHECK(parse({"send_bw", "h", "--cla", "bulk"}).o.traffic_class == "bulk");
+  // ... but where perftest has options starting so, perftest's rule: --perf is its
+  // --perform_warm_up, --cl its --client, --so ambiguous among its --source_*.
+  CHECK(parse_notes({"send_bw", "h", "--perftest", "-x", "198.18.0.1", "--perf"})
+            .notes.at(0)
+            .find("--perform_warm_up ignored") != std::string::npos);
+  CHECK(parse({"send_bw", "h", "--cl"}).error.find("--client") != std::string::npos);
+  CHECK(parse({"send_bw", "h", "--so", "x"}).error.find("ambiguous") != std::string::npos);
+  CHECK(parse({"send_bw", "h", "--nosuch"}).error.find("unknown option '--nosuch'") !=
         std::string::npos);
 }
