@@ -1060,15 +1060,16 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
   }
   if (o.post_list > 1) {
     const std::string l = "option -l (--post_list) " + std::to_string(o.post_list);
+    if (is_latency(o.test)) {
+      // perftest refuses it, on every latency test (exit 1).
+      return fail(l +
+                  ": perftest: \"Post list is supported in BW tests only\" (a latency test has "
+                  "one message in flight; drop -l)");
+    }
     if (!o.perftest) {
       r.notes.push_back(l +
                         " ignored without --perftest: conduit-perf's own mode posts one "
                         "work request per call");
-      o.post_list = 1;
-    } else if (is_latency(o.test)) {
-      r.notes.push_back(l +
-                        " ignored: a latency test has one message in flight (perftest's "
-                        "post lists are for the bandwidth tests)");
       o.post_list = 1;
     } else if (o.duration_s == 0 && o.effective_iterations() % o.post_list != 0) {
       return fail(l + ": -n " + std::to_string(o.effective_iterations()) +
@@ -1281,7 +1282,8 @@ perftest's options, taken so that perftest command lines run:
                          in one call (at most the send window), as perftest's post
                          lists: only every -Qth WR of a list signaled (-Q N by
                          default; -Q must divide N); -n must be a multiple of N.
-                         Ignored, with a note, by latency tests and without --perftest
+                         Ignored, with a note, without --perftest; refused by the
+                         latency tests (above 1), as perftest
   -f, --margin SEC       --perftest -D: the seconds left out of the sample at each
                          end (perftest's default D/4; -D must exceed 2 x SEC)
   -I, --inline_size N    send and write tests, --perftest: messages of up to N bytes

@@ -578,14 +578,28 @@ TEST_CASE("perftest's -l (--post_list): sends chained L at a time, within the wi
   CHECK(perftest_options({"send_bw", "--perftest", "-x", "1.2.3.4", "-l", "8"}).post_list == 8);
   CHECK(perftest_options({"send_bw", "--perftest", "-x", "1.2.3.4", "-l", "3", "-D", "4"})
             .post_list == 3);
-  // Latency tests have one message in flight: a note, one at a time.
-  PerfOptions lat;
-  const char* lat_l[] = {"conduit-perf", "send_lat", "--perftest", "-x1.2.3.4", "-l", "4"};
-  const ParseResult r = parse_args(6, lat_l, lat);
-  REQUIRE(r.ok);
-  CHECK(lat.post_list == 1);
-  REQUIRE(r.notes.size() == 1);
-  CHECK(r.notes[0].find("a latency test has one message in flight") != std::string::npos);
+  // Latency tests: perftest refuses a list ("Post list is supported in BW tests only", exit 1),
+  // with or without --perftest, on every latency test; -l 1 is no list and is taken.
+  for (const char* t : {"send_lat", "write_lat", "read_lat", "atomic_lat"}) {
+    for (bool perftest : {true, false}) {
+      PerfOptions lat;
+      std::vector<const char*> a = {"conduit-perf", t, "-l", "4"};
+      if (perftest) a.insert(a.end(), {"--perftest", "-x1.2.3.4"});
+      const ParseResult r = parse_args(static_cast<int>(a.size()), a.data(), lat);
+      INFO(t << (perftest ? " --perftest" : ""));
+      CHECK_FALSE(r.ok);
+      // (atomic_lat runs with --perftest only, which it says first.)
+      if (perftest || std::string(t) != "atomic_lat") {
+        CHECK(r.error.find("Post list is supported in BW tests only") != std::string::npos);
+      }
+    }
+    PerfOptions one;
+    const char* l1[] = {"conduit-perf", t, "--perftest", "-x1.2.3.4", "--post_list=1"};
+    const ParseResult r1 = parse_args(5, l1, one);
+    CHECK(r1.ok);
+    CHECK(r1.notes.empty());
+    CHECK(one.post_list == 1);
+  }
 }
 
 TEST_CASE("--dont_xchg_versions: the report's iterations in 4 bytes, as perftest sends them") {
