@@ -99,7 +99,7 @@ check_side "send_bw -Y" server 65536 200 1
 for t in send_bw write_bw read_bw; do
   echo "== $t --perftest -q 4 -s 4096 -n 200"
   perf_pair 60 "$t" --perftest -q 4 -s 4096 -n 200 -W 20 >/dev/null || fail "$t -q 4 failed"
-  grep -q "Number of qps : 4" "$work/client.out" || fail "$t -q 4: the client ran other than 4 QPs"
+  grep -q "Number of qps   : 4" "$work/client.out" || fail "$t -q 4: the client ran other than 4 QPs"
   # perftest's #iterations counts every QP's -n.
   check_side "$t -q 4" client 4096 800 1
   check_side "$t -q 4" server 4096 800 1
@@ -108,7 +108,7 @@ for t in send_bw write_bw; do
   echo "== $t --perftest -D 4 -q 2 -s 4096"
   perf_pair 60 "$t" --perftest -D 4 -q 2 -s 4096 -W 20 >/dev/null || fail "$t -D 4 failed"
   for side in client server; do
-    grep -q "Duration : 4\[sec\]" "$work/$side.out" || fail "$t -D 4: the $side did not run -D"
+    grep -q "Duration        : 4\[sec\]" "$work/$side.out" || fail "$t -D 4: the $side did not run -D"
     # A count of its own (send_bw's server) or the client's, never 0.
     grep -Eq "^ *4096 +[1-9][0-9]* +[0-9]" "$work/$side.out" ||
       fail "$t -D 4: no 4096 B result with messages counted from the $side"
@@ -129,7 +129,7 @@ for t in write_lat send_lat; do
   echo "== $t --perftest -D 4 -s 64"
   perf_pair 60 "$t" --perftest -D 4 -s 64 -W 20 >/dev/null || fail "$t -D 4 failed"
   for side in client server; do
-    grep -q "Duration : 4\[sec\]" "$work/$side.out" || fail "$t -D 4: the $side did not run -D"
+    grep -q "Duration        : 4\[sec\]" "$work/$side.out" || fail "$t -D 4: the $side did not run -D"
     grep -Eq "#iterations +t_avg\[usec\]" "$work/$side.out" ||
       fail "$t -D 4: the $side printed no duration report"
     n=$(grep -Ec "^ *64 +[1-9][0-9]* +[0-9]" "$work/$side.out" || true)

@@ -311,31 +311,13 @@ class DurationSample {
   CpuTimes cpu_begin_{}, cpu_end_{};
 };
 
-const char* verb_name(TestKind t) {
-  switch (t) {
-    case TestKind::kSendBw:
-    case TestKind::kSendLat:
-      return "Send";
-    case TestKind::kWriteBw:
-    case TestKind::kWriteLat:
-      return "RDMA_Write";
-    case TestKind::kReadBw:
-    case TestKind::kReadLat:
-      return "RDMA_Read";
-    case TestKind::kAtomicBw:
-    case TestKind::kAtomicLat:
-      return "Atomic";
-  }
-  return "?";
-}
-
 void print_record(const char* side, const QpRecord& r) {
   std::printf(" %s address: LID %#06x QPN %#08x PSN %#08x RKey %#08x VAddr %#016llx\n", side, r.lid,
               r.qpn, r.psn, r.rkey, static_cast<unsigned long long>(r.vaddr));
   std::printf(" GID: %s\n", format_gid(r.gid).c_str());
 }
 
-const char* kRule = "---------------------------------------------------------------------------\n";
+const char* const kRule = kPerftestResultLine;  // perftest's RESULT_LINE
 
 // cpu: --cpu_util's column (the util this side measured, 0 when it sampled nothing, as
 // perftest's calc_cpu_util).
@@ -439,6 +421,26 @@ class Session {
   uint32_t cq_share() const {
     const uint32_t halves = duplex_ && o_.test == TestKind::kSendBw ? 2 : 1;
     return kCqEntries / static_cast<uint32_t>(qps_.size()) / halves;
+  }
+  // The header's values (perftest_test_info()): the send window and moderation bw_client()
+  // and bw_duplex_send() run with (a READ's window also within the peer's out_reads, which
+  // comes later), the receives kPostReceives posts, one message in flight for a latency test.
+  PerftestRunValues run_values(uint32_t mtu, const std::string& peer_version) const {
+    PerftestRunValues v;
+    v.server = !client_;
+    v.mtu = mtu;
+    const bool lat = is_latency(o_.test);
+    v.tx_depth =
+        lat ? 1
+            : std::max<uint32_t>(1, std::min<uint32_t>({o_.effective_tx_depth(), 128, cq_share()}));
+    v.rx_depth = static_cast<uint32_t>(std::min<uint64_t>(
+        {duration_ ? UINT64_MAX : iters_, o_.effective_rx_depth(), uint64_t{cq_share()}}));
+    v.post_list = lat ? 1 : std::min(o_.post_list, v.tx_depth);
+    v.cq_mod = lat ? 1 : perftest_session_cq_mod(perftest_cq_mod(o_), o_.post_list, v.tx_depth);
+    v.inline_size = std::min(o_.inline_size, kConduitMaxInline);
+    v.out_reads = perftest_out_reads(o_);
+    v.peer_version = peer_version;
+    return v;
   }
   void post_receive(size_t qi, uint64_t size);
   // False when the send queue is full (reap first).
@@ -1161,18 +1163,7 @@ int Session::run() {
   } else {
     open_resources(max_size);
   }
-  std::printf("%s", kRule);
-  std::printf("                    %s %s Test (conduit-perf --perftest, peer perftest %s)\n",
-              verb_name(o_.test), lat ? "Latency" : "BW",
-              o_.dont_xchg_versions ? "(version not exchanged)" : peer_version.c_str());
-  if (duration_) {
-    std::printf(" Connection type : RC   Mtu : %u[B]   Number of qps : %u   Duration : %u[sec]\n",
-                mtu, o_.qps, o_.duration_s);
-  } else {
-    std::printf(" Connection type : RC   Mtu : %u[B]   Number of qps : %u   Iterations : %llu\n",
-                mtu, o_.qps, static_cast<unsigned long long>(iters_));
-  }
-  std::printf("%s", kRule);
+  std::printf("%s", perftest_test_info(o_, run_values(mtu, peer_version)).c_str());
 
   size_t next_rx = 0, next_traffic = 0;
   bool header = false;

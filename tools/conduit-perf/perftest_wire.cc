@@ -231,6 +231,77 @@ bool perftest_no_peak(const PerfOptions& o, bool server) {
          o.effective_iterations() > 20000;
 }
 
+const char* perftest_verb_name(TestKind t) {
+  switch (t) {
+    case TestKind::kSendBw:
+    case TestKind::kSendLat:
+      return "Send";
+    case TestKind::kWriteBw:
+    case TestKind::kWriteLat:
+      return "RDMA_Write";
+    case TestKind::kReadBw:
+    case TestKind::kReadLat:
+      return "RDMA_Read";
+    case TestKind::kAtomicBw:
+    case TestKind::kAtomicLat:
+      return "Atomic";
+  }
+  return "?";
+}
+
+std::string perftest_test_info(const PerfOptions& o, const PerftestRunValues& v) {
+  const bool lat = is_latency(o.test);
+  const bool send = o.test == TestKind::kSendBw || o.test == TestKind::kSendLat;
+  const bool reads =
+      o.test == TestKind::kReadBw || o.test == TestKind::kReadLat || is_atomic(o.test);
+  std::string s = kPerftestResultLine;
+  s += "                    ";
+  s += perftest_verb_name(o.test);
+  s += " ";
+  if (is_atomic(o.test)) s += o.atomic_cas ? "CMP_AND_SWAP " : "FETCH_AND_ADD ";
+  if (lat) {
+    s += "Latency ";
+  } else {
+    if (o.bidirectional) s += "Bidirectional ";
+    if (v.post_list > 1) s += "Post List ";
+    s += "BW ";
+  }
+  s += "Test\n";
+  char b[160];
+  auto line = [&](const char* fmt, auto... args) {
+    std::snprintf(b, sizeof(b), fmt, args...);
+    s += b;
+  };
+  line(" Dual-port       : %s\t\tDevice         : %s\n", "OFF", "conduitd");
+  line(" Number of qps   : %u\t\tTransport type : %s\n", o.qps, "IB");
+  line(" Connection type : %s\t\tUsing SRQ      : %s\n", "RC", "OFF");
+  line(" PCIe relax order: %s\n", "Unsupported");
+  line(" ibv_wr* API     : %s\n", "OFF");
+  if (!v.server || o.bidirectional) line(" TX depth        : %u\n", v.tx_depth);
+  if (v.post_list > 1) line(" Post List       : %u\n", v.post_list);
+  if (send && (v.server || o.bidirectional)) line(" RX depth        : %u\n", v.rx_depth);
+  if (!lat) line(" CQ Moderation   : %u\n", v.cq_mod);
+  line(" Mtu             : %u[B]\n", v.mtu);
+  line(" Link type       : %s\n", "Ethernet");
+  if (reads) {
+    line(" Outstand reads  : %u\n", v.out_reads);
+  } else {
+    line(" Max inline data : %u[B]\n", v.inline_size);
+  }
+  line(" rdma_cm QPs\t : %s\n", o.perftest_rdma_cm ? "ON" : "OFF");
+  line(" Data ex. method : %s\n", o.perftest_rdma_cm ? "rdma_cm" : "Ethernet");
+  // conduit-perf's own: what perftest's header leaves out.
+  if (o.duration_s != 0) {
+    line(" Duration        : %u[sec]\n", o.duration_s);
+  } else {
+    line(" Iterations      : %llu\n", static_cast<unsigned long long>(o.effective_iterations()));
+  }
+  s += " Peer version    : ";
+  s += o.dont_xchg_versions ? "not exchanged" : v.peer_version;
+  s += "\n";
+  return s + kPerftestResultLine;
+}
+
 std::string perftest_bw_header(bool gbits) {
   return gbits ? " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]"
                : " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]";

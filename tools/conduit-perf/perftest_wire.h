@@ -164,6 +164,33 @@ PerftestReport perftest_rate_report(uint64_t size, uint64_t messages, double sec
 // the report sent to the peer), as perftest 4.5's force_dependecies() sets noPeak: -N, -D, the
 // server of send_bw without -b, and (bandwidth tests) -n above 20000. False for latency tests.
 bool perftest_no_peak(const PerfOptions& o, bool server);
+// perftest's RESULT_LINE, which frames its header and results.
+inline constexpr const char* kPerftestResultLine =
+    "---------------------------------------------------------------------------------------\n";
+// perftest's name of the test's verb: "Send", "RDMA_Write", "RDMA_Read", "Atomic".
+const char* perftest_verb_name(TestKind t);
+// What a session runs with, for its header.
+struct PerftestRunValues {
+  bool server = false;
+  uint32_t mtu = 1024;       // the path MTU (the lower of the two sides')
+  uint32_t tx_depth = 1;     // sends in flight per QP (the send window)
+  uint32_t rx_depth = 0;     // receives posted per QP
+  uint32_t cq_mod = 1;       // every cq_mod-th send signaled (bandwidth tests)
+  uint32_t post_list = 1;    // sends per post (-l, within the window)
+  uint32_t inline_size = 0;  // messages of up to this many bytes posted inline (SEND, WRITE)
+  uint32_t out_reads = 0;    // READs and atomics our QPs serve at once (READ, atomic tests)
+  std::string peer_version;  // from the version message (not with --dont_xchg_versions)
+};
+// The header perftest 4.5 prints before a run (ctx_print_test_info), field by field as it
+// prints them for the test, side and options, with the values of `v`: the title, dual-port,
+// device ("conduitd"), QPs, transport, connection type, SRQ, PCIe relaxed ordering
+// ("Unsupported"), ibv_wr* API (OFF: conduit's own post call), TX depth (client or -b), Post
+// List (-l above 1), RX depth (SEND tests: server or -b), CQ Moderation (bandwidth tests), Mtu,
+// Link type, Max inline data or Outstand reads, rdma_cm QPs, Data ex. method. No GID index line
+// (conduit addresses its port by the address, -x). Then conduit-perf's own lines: the
+// iterations or the duration, the peer's version. Framed by kPerftestResultLine.
+std::string perftest_test_info(const PerfOptions& o, const PerftestRunValues& v);
+
 // perftest's bandwidth header (BW peak[MB/sec] or, with --report_gbits, [Gb/sec]), and a line.
 std::string perftest_bw_header(bool gbits);
 // The line is perftest's REPORT_FMT byte for byte (its spaces and tabs), or with --report_gbits

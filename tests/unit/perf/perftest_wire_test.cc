@@ -807,3 +807,85 @@ TEST_CASE("perftest's -Q: taken by the bandwidth tests, refused where perftest r
   REQUIRE(l.notes.size() == 1);
   CHECK(l.notes[0].find("a latency test signals every message") != std::string::npos);
 }
+
+TEST_CASE("--perftest's header: perftest 4.5's test info, field by field, with our values") {
+  const std::string rule(87, '-');
+  CHECK(std::string(kPerftestResultLine) == rule + "\n");  // perftest's RESULT_LINE
+  // ib_send_bw's client: TX depth, no RX depth; -l: "Post List" in the title and its line.
+  auto o = perftest_options(
+      {"send_bw", "h", "--perftest", "-x", "198.18.0.1", "-q", "2", "-l", "4", "-n", "1000"});
+  PerftestRunValues v;
+  v.mtu = 1024;
+  v.tx_depth = 128;
+  v.rx_depth = 256;
+  v.cq_mod = 4;
+  v.post_list = 4;
+  v.peer_version = "6.06";
+  CHECK(perftest_test_info(o, v) == rule +
+                                        "\n"
+                                        "                    Send Post List BW Test\n"
+                                        " Dual-port       : OFF\t\tDevice         : conduitd\n"
+                                        " Number of qps   : 2\t\tTransport type : IB\n"
+                                        " Connection type : RC\t\tUsing SRQ      : OFF\n"
+                                        " PCIe relax order: Unsupported\n"
+                                        " ibv_wr* API     : OFF\n"
+                                        " TX depth        : 128\n"
+                                        " Post List       : 4\n"
+                                        " CQ Moderation   : 4\n"
+                                        " Mtu             : 1024[B]\n"
+                                        " Link type       : Ethernet\n"
+                                        " Max inline data : 0[B]\n"
+                                        " rdma_cm QPs\t : OFF\n"
+                                        " Data ex. method : Ethernet\n"
+                                        " Iterations      : 1000\n"
+                                        " Peer version    : 6.06\n" +
+                                        rule + "\n");
+  // Its server: RX depth (SEND), no TX depth.
+  o = perftest_options({"send_bw", "--perftest", "-x", "198.18.0.1", "-I", "64"});
+  v = PerftestRunValues{};
+  v.server = true;
+  v.mtu = 4096;
+  v.tx_depth = 128;
+  v.rx_depth = 256;
+  v.cq_mod = 100;
+  v.inline_size = 64;
+  v.peer_version = "6.06";
+  std::string info = perftest_test_info(o, v);
+  CHECK(info.find("                    Send BW Test\n") != std::string::npos);
+  CHECK(info.find(" RX depth        : 256\n CQ Moderation   : 100\n Mtu             : 4096[B]\n") !=
+        std::string::npos);
+  CHECK(info.find("TX depth") == std::string::npos);
+  CHECK(info.find("Post List") == std::string::npos);
+  CHECK(info.find(" Max inline data : 64[B]\n") != std::string::npos);
+  CHECK(info.find(" Iterations      : 5000\n") != std::string::npos);
+  // write_bw -b -D: "Bidirectional", TX depth on both sides, no RX depth (not SEND).
+  o = perftest_options({"write_bw", "--perftest", "-x", "198.18.0.1", "-b", "-D", "4"});
+  v.server = true;
+  info = perftest_test_info(o, v);
+  CHECK(info.find("                    RDMA_Write Bidirectional BW Test\n") != std::string::npos);
+  CHECK(info.find(" TX depth        : 128\n CQ Moderation") != std::string::npos);
+  CHECK(info.find("RX depth") == std::string::npos);
+  CHECK(info.find(" Duration        : 4[sec]\n") != std::string::npos);
+  // Latency: no CQ moderation line; READs and atomics give their outstanding reads instead
+  // of the inline size; -R: rdma_cm, in both lines; the version not exchanged.
+  o = perftest_options({"read_lat", "h", "--perftest", "-R", "-x", "198.18.0.1"});
+  v = PerftestRunValues{};
+  v.tx_depth = 1;
+  v.out_reads = 16;
+  info = perftest_test_info(o, v);
+  CHECK(info.find("                    RDMA_Read Latency Test\n") != std::string::npos);
+  CHECK(info.find("CQ Moderation") == std::string::npos);
+  CHECK(info.find(" TX depth        : 1\n Mtu") != std::string::npos);
+  CHECK(info.find(" Outstand reads  : 16\n rdma_cm QPs\t : ON\n Data ex. method : rdma_cm\n") !=
+        std::string::npos);
+  CHECK(info.find("Max inline") == std::string::npos);
+  CHECK(info.find(" Peer version    : not exchanged") == std::string::npos);  // it was
+  o = perftest_options({"atomic_bw", "h", "--perftest", "-x", "198.18.0.1", "-A", "CMP_AND_SWAP",
+                        "--dont_xchg_versions"});
+  info = perftest_test_info(o, v);
+  CHECK(info.find("                    Atomic CMP_AND_SWAP BW Test\n") != std::string::npos);
+  CHECK(info.find(" Peer version    : not exchanged\n") != std::string::npos);
+  o = perftest_options({"atomic_lat", "h", "--perftest", "-x", "198.18.0.1"});
+  CHECK(perftest_test_info(o, v).find("                    Atomic FETCH_AND_ADD Latency Test\n") !=
+        std::string::npos);
+}
