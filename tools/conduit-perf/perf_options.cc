@@ -1239,7 +1239,9 @@ Options:
                          QP) or (one size) -D seconds, -s one size or -a (every
                          test), bw tests -q up to 64 QPs; perftest does not
                          tell the server the client's -s/-a/-n/-D/-q: give both
-                         the same; bw tests -b (both send). Not with -c or -J;
+                         the same (two conduit-perf sides refuse a difference,
+                         said in the version message where perftest reads
+                         nothing); bw tests -b (both send). Not with -c or -J;
                          -e is taken (the session sleeps on its CQ between polls
                          anyway; refused on WRITE tests and with -D, as perftest
                          does); bw tests -Q N as perftest's: every Nth send

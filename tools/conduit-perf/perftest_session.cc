@@ -1137,10 +1137,21 @@ int Session::run() {
   // 1-4: version, system data, MTU; none with --dont_xchg_versions (perftest skips them all:
   // the peer's version is then unknown, "" here, 0 to perftest).
   std::string peer_version;
-  if (!o_.dont_xchg_versions &&
-      !parse_perftest_version(wire_->exchange(perftest_version_message(), "version"),
-                              peer_version)) {
-    fail("the peer's version message is not perftest's");
+  if (!o_.dont_xchg_versions) {
+    const PerftestRunShape mine = perftest_run_shape(o_);
+    const PerftestVersion theirs = wire_->exchange(perftest_version_message(mine), "version");
+    if (!parse_perftest_version(theirs, peer_version)) {
+      fail("the peer's version message is not perftest's");
+    }
+    // A conduit-perf peer says what it runs (perftest does not): refuse what would fail later.
+    if (const auto peer = parse_perftest_run_shape(theirs)) {
+      const std::string differ = perftest_shape_mismatch(mine, *peer);
+      if (!differ.empty()) {
+        fail("the peer (conduit-perf --perftest) runs another test: " + differ +
+             " (perftest tells the server nothing of the client's -s/-a, -n/-D and -q: give both "
+             "sides the same)");
+      }
+    }
   }
   // The duplex plan depends on the peer's version (one barrier per size).
   if (!(duplex_ ? perftest_duplex_plan(o_.test, sizes_.size(), peer_version, plan_)

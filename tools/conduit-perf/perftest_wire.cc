@@ -26,11 +26,76 @@ bool parse_perftest_version(const PerftestVersion& m, std::string& out) {
     ++n;
   }
   if (n == 0) return false;
-  for (size_t i = n; i < m.size(); ++i) {
-    if (m[i] != 0) return false;
-  }
+  // What follows the NUL perftest never reads (atof); a conduit-perf peer's run is there.
   out.assign(reinterpret_cast<const char*>(m.data()), n);
   return true;
+}
+
+PerftestRunShape perftest_run_shape(const PerfOptions& o) {
+  PerftestRunShape r;
+  r.sweep = o.sweep;
+  r.size = o.sweep ? 0 : o.sizes.at(0);
+  r.duration = o.duration_s != 0;
+  r.count = r.duration ? o.duration_s : o.effective_iterations();
+  r.qps = o.qps;
+  return r;
+}
+
+namespace {
+// Where the run goes in the version message: after "6.06" and its NUL.
+constexpr size_t kShapeAt = std::string_view(kPerftestVersion).size() + 1;
+static_assert(kShapeAt + 11 == kPerftestVersionBytes, "the run fills the version message");
+}  // namespace
+
+PerftestVersion perftest_version_message(const PerftestRunShape& shape) {
+  PerftestVersion m = perftest_version_message();
+  size_t at = kShapeAt;
+  m[at++] = shape.duration ? 'D' : 'n';
+  m[at++] = static_cast<uint8_t>(std::min<uint32_t>(shape.qps, 255));
+  const uint64_t size = shape.sweep ? 0 : std::min<uint64_t>(shape.size, 0xFFFFFFFFu);
+  for (int i = 3; i >= 0; --i) m[at++] = static_cast<uint8_t>(size >> (8 * i));
+  const uint64_t count = std::min<uint64_t>(shape.count, (uint64_t{1} << 40) - 1);
+  for (int i = 4; i >= 0; --i) m[at++] = static_cast<uint8_t>(count >> (8 * i));
+  return m;
+}
+
+std::optional<PerftestRunShape> parse_perftest_run_shape(const PerftestVersion& m) {
+  // Only after our own version (a perftest peer sends NULs there).
+  if (std::memcmp(m.data(), kPerftestVersion, kShapeAt) != 0) return std::nullopt;
+  size_t at = kShapeAt;
+  const uint8_t kind = m[at++];
+  if (kind != 'n' && kind != 'D') return std::nullopt;
+  PerftestRunShape r;
+  r.duration = kind == 'D';
+  r.qps = m[at++];
+  uint64_t size = 0;
+  for (int i = 0; i < 4; ++i) size = size << 8 | m[at++];
+  uint64_t count = 0;
+  for (int i = 0; i < 5; ++i) count = count << 8 | m[at++];
+  r.sweep = size == 0;
+  r.size = size;
+  r.count = count;
+  if (r.qps == 0 || r.count == 0) return std::nullopt;
+  return r;
+}
+
+std::string perftest_shape_mismatch(const PerftestRunShape& mine, const PerftestRunShape& peer) {
+  std::string out;
+  auto differ = [&out](const std::string& here, const std::string& there) {
+    if (here == there) return;
+    if (!out.empty()) out += "; ";
+    out += here + " here, " + there + " at the peer";
+  };
+  auto size = [](const PerftestRunShape& s) {
+    return s.sweep ? std::string("-a") : "-s " + std::to_string(s.size);
+  };
+  auto count = [](const PerftestRunShape& s) {
+    return (s.duration ? "-D " : "-n ") + std::to_string(s.count);
+  };
+  differ(size(mine), size(peer));
+  differ(count(mine), count(peer));
+  differ("-q " + std::to_string(mine.qps), "-q " + std::to_string(peer.qps));
+  return out;
 }
 
 PerftestU32 perftest_u32(uint32_t v) {

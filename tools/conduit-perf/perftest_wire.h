@@ -5,7 +5,8 @@
 // each main() makes), checked against a capture of rxe talking to rxe:
 //
 //   each step is one fixed-size message each way; the client writes first
-//   1. version        16 bytes: "6.06" and NULs
+//   1. version        16 bytes: "6.06" and NULs (conduit-perf: its -s/-n/-q after the NUL,
+//                     where perftest reads nothing: PerftestRunShape below)
 //   2. cycle buffer    4 bytes, big endian (perftest's cycle buffer, 4096)
 //   3. cache line      4 bytes, big endian (64)
 //   4. path MTU        2 bytes: the verbs MTU enum as text, "3" + NUL for 1024
@@ -33,6 +34,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -66,6 +68,26 @@ using PerftestMtu = std::array<uint8_t, 2>;
 PerftestVersion perftest_version_message();
 // "6.06": digits and dots, then only NULs. False on anything else.
 bool parse_perftest_version(const PerftestVersion& m, std::string& out);
+
+// conduit-perf's run in its version message, after the version's NUL, where perftest reads
+// nothing (it takes the message as a C string: atof) and sends NULs: two conduit-perf sides so
+// refuse a different -s/-a, -n/-D or -q, which perftest 4.5's exchange does not carry (version,
+// cycle buffer, cache line, MTU, records: it runs on, and fails or hangs later). Bytes 5..15:
+// 'n' (count: -n) or 'D' (count: -D seconds), -q, -s (4 bytes big endian; 0: -a), the count
+// (5 bytes big endian: -n up to 10^12).
+struct PerftestRunShape {
+  bool sweep = false;     // -a
+  uint64_t size = 0;      // -s (not -a)
+  bool duration = false;  // count is -D's seconds, not -n
+  uint64_t count = 0;
+  uint32_t qps = 1;
+};
+PerftestRunShape perftest_run_shape(const PerfOptions& o);
+PerftestVersion perftest_version_message(const PerftestRunShape& shape);
+// The peer's, when it is a conduit-perf that sent one (nullopt from perftest).
+std::optional<PerftestRunShape> parse_perftest_run_shape(const PerftestVersion& m);
+// "" when alike; otherwise each difference, "-s 65536 here, -s 4096 at the peer", joined by "; ".
+std::string perftest_shape_mismatch(const PerftestRunShape& mine, const PerftestRunShape& peer);
 
 PerftestU32 perftest_u32(uint32_t v);  // big endian
 uint32_t perftest_u32_value(const PerftestU32& m);

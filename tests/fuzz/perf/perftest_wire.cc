@@ -31,6 +31,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (parse_perftest_version(v, version) && (version.empty() || version.size() > v.size())) {
     std::abort();
   }
+  // A conduit-perf peer's run after the NUL: what parses re-encodes to the same bytes.
+  if (const auto shape = parse_perftest_run_shape(v);
+      shape && perftest_version_message(*shape) != v) {
+    std::abort();
+  }
 
   uint32_t mtu = 0;
   const auto m = front<2>(data, size);

@@ -38,9 +38,11 @@ TEST_CASE("perftest version message: 16 bytes, \"6.06\" and NULs, as rxe's perft
   REQUIRE(parse_perftest_version(captured, v));
   CHECK(v == "6.06");
   SECTION("bad versions") {
-    CHECK_FALSE(parse_perftest_version(PerftestVersion{}, v));           // empty
-    CHECK_FALSE(parse_perftest_version(bytes_of<16>("6.0x", 4), v));     // not a number
-    CHECK_FALSE(parse_perftest_version(bytes_of<16>("6.06\0z", 6), v));  // junk after NUL
+    CHECK_FALSE(parse_perftest_version(PerftestVersion{}, v));        // empty
+    CHECK_FALSE(parse_perftest_version(bytes_of<16>("6.0x", 4), v));  // not a number
+    // After the NUL, perftest reads nothing (atof): a conduit-perf peer's run is there.
+    CHECK(parse_perftest_version(bytes_of<16>("6.06\0z", 6), v));
+    CHECK(v == "6.06");
     PerftestVersion full{};
     full.fill('6');
     CHECK(parse_perftest_version(full, v));  // 16 digits, no NUL: still a version
@@ -888,4 +890,68 @@ TEST_CASE("--perftest's header: perftest 4.5's test info, field by field, with o
   o = perftest_options({"atomic_lat", "h", "--perftest", "-x", "198.18.0.1"});
   CHECK(perftest_test_info(o, v).find("                    Atomic FETCH_AND_ADD Latency Test\n") !=
         std::string::npos);
+}
+
+TEST_CASE(
+    "two conduit-perf sides refuse different -s/-a, -n/-D or -q; a perftest peer sends none") {
+  // perftest 4.5 exchanges no -s, -n or -q (version, cycle buffer, cache line, MTU, records):
+  // it runs on, and fails or hangs later. conduit-perf's own are in the version message after
+  // its NUL, which perftest reads as a C string (atof).
+  const auto shape = [](std::vector<const char*> a) {
+    return perftest_run_shape(perftest_options(a));
+  };
+  const PerftestRunShape client =
+      shape({"send_bw", "h", "--perftest", "-x", "198.18.0.1", "-s", "4096", "-q", "4"});
+  CHECK(client.qps == 4);
+  CHECK(client.size == 4096);
+  CHECK_FALSE(client.sweep);
+  CHECK_FALSE(client.duration);
+  CHECK(client.count == 5000);
+  const PerftestVersion m = perftest_version_message(client);
+  CHECK(std::string(reinterpret_cast<const char*>(m.data())) == "6.06");  // what perftest reads
+  std::string v;
+  REQUIRE(parse_perftest_version(m, v));
+  CHECK(v == "6.06");
+  const auto back = parse_perftest_run_shape(m);
+  REQUIRE(back.has_value());
+  CHECK(back->qps == 4);
+  CHECK(back->size == 4096);
+  CHECK(back->count == 5000);
+  CHECK_FALSE(back->sweep);
+  CHECK_FALSE(back->duration);
+  // The largest: -s 1 GiB, -n 10^12, -q 64; -a; -D.
+  const PerftestRunShape big = shape({"write_bw", "h", "--perftest", "-x", "1.2.3.4", "-s", "1G",
+                                      "-n", "1000000000000", "-q", "64"});
+  const auto big_back = parse_perftest_run_shape(perftest_version_message(big));
+  REQUIRE(big_back.has_value());
+  CHECK(big_back->size == (1ull << 30));
+  CHECK(big_back->count == 1'000'000'000'000ull);
+  CHECK(big_back->qps == 64);
+  const auto sweep_back = parse_perftest_run_shape(
+      perftest_version_message(shape({"send_lat", "--perftest", "-x", "1.2.3.4", "-a"})));
+  REQUIRE(sweep_back.has_value());
+  CHECK(sweep_back->sweep);
+  CHECK(sweep_back->count == 1000);
+  const auto dur_back = parse_perftest_run_shape(
+      perftest_version_message(shape({"write_bw", "--perftest", "-x", "1.2.3.4", "-D", "7"})));
+  REQUIRE(dur_back.has_value());
+  CHECK(dur_back->duration);
+  CHECK(dur_back->count == 7);
+  // perftest's own message: nothing to compare.
+  CHECK_FALSE(parse_perftest_run_shape(perftest_version_message()).has_value());
+  CHECK_FALSE(parse_perftest_run_shape(bytes_of<16>("6.06", 4)).has_value());
+
+  // Alike: nothing to say. Different: each difference, ours and the peer's.
+  CHECK(perftest_shape_mismatch(client, client).empty());
+  const std::string server_default =
+      perftest_shape_mismatch(shape({"send_bw", "--perftest", "-x", "1.2.3.4"}), client);
+  CHECK(server_default.find("-s 65536 here, -s 4096 at the peer") != std::string::npos);
+  CHECK(server_default.find("-q 1 here, -q 4 at the peer") != std::string::npos);
+  CHECK(server_default.find("-n") == std::string::npos);
+  const std::string n_d = perftest_shape_mismatch(
+      shape({"write_bw", "--perftest", "-x", "1.2.3.4", "-n", "100"}), *dur_back);
+  CHECK(n_d.find("-n 100 here, -D 7 at the peer") != std::string::npos);
+  const std::string a_s = perftest_shape_mismatch(
+      *sweep_back, shape({"send_lat", "h", "--perftest", "-x", "1.2.3.4", "-s", "64"}));
+  CHECK(a_s.find("-a here, -s 64 at the peer") != std::string::npos);
 }
