@@ -131,8 +131,6 @@ constexpr PerftestOnlyOption kPerftestOnly[] = {
      "conduit-perf runs the ping-pong's exchanges back to back, with no gap between them"},
     {nullptr, "--out_json", false, PerftestOnly::kRefuse, kWhyJsonFile},
     {nullptr, "--out_json_file", true, PerftestOnly::kRefuse, kWhyJsonFile},
-    {nullptr, "--output", true, PerftestOnly::kRefuse,
-     "perftest's one-number output is not printed here: take the column from the result line"},
     {nullptr, "--mmap", true, PerftestOnly::kRefuse, kWhyMmap},
     {nullptr, "--mmap-offset", true, PerftestOnly::kRefuse, kWhyMmap},
     {nullptr, "--dlid", true, PerftestOnly::kRefuse,
@@ -678,7 +676,8 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
         {"--force-link", nullptr},
         {"--pkey_index", nullptr},
         {"--source_ip", nullptr},
-        {"--flow_label", nullptr}};
+        {"--flow_label", nullptr},
+        {"--output", nullptr}};
     bool valued = false;
     for (const auto& v : kValued) valued = valued || is(v[0], v[1]);
     if (!valued) return fail("unknown option '" + name + "' (conduit-perf --help lists them)");
@@ -879,6 +878,18 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
                     "' is not an IPv4 address or a GID (e.g. 198.18.0.1)");
       }
       source_ip = std::string(value);
+    } else if (is("--output", nullptr)) {
+      if (value == "bandwidth") {
+        o.output = PerftestOutput::kBandwidth;
+      } else if (value == "message_rate") {
+        o.output = PerftestOutput::kMessageRate;
+      } else if (value == "latency") {
+        o.output = PerftestOutput::kLatency;
+      } else {
+        return fail("option --output " + std::string(value) +
+                    ": perftest: \"Invalid verbosity level output flag. Please use bandwidth, "
+                    "latency, message_rate\"");
+      }
     } else if (is("--flow_label", nullptr)) {
       uint32_t label = 0;
       if (!parse_uint_in<uint32_t>(value, 0, 0xFFFFF, label)) {
@@ -1054,6 +1065,22 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
     r.notes.push_back(
         "option --report-both ignored without --perftest: conduit-perf's own -b report gives "
         "the sum of both directions");
+  }
+  if (o.output != PerftestOutput::kFull) {
+    if (!o.perftest) {
+      return fail(
+          "--output is perftest's: it runs with --perftest (conduit-perf's own mode: -J for "
+          "JSON lines)");
+    }
+    // perftest's force_dependecies, word for word.
+    if (!is_latency(o.test) && o.output == PerftestOutput::kLatency) {
+      return fail(
+          "--output latency: perftest: \"Output verbosity level for BW can be: bandwidth, "
+          "message_rate\"");
+    }
+    if (is_latency(o.test) && o.output != PerftestOutput::kLatency) {
+      return fail("--output: perftest: \"Output verbosity level for LAT can be: latency\"");
+    }
   }
   if (o.dont_xchg_versions && !o.perftest) {
     return fail("--dont_xchg_versions is perftest's: it runs with --perftest");
@@ -1311,6 +1338,11 @@ perftest's options, taken so that perftest command lines run:
   --cpu_util             --perftest -D, bandwidth tests: perftest's CPU_Util[%] column
                          (/proc/stat's user time over user + idle during the sample,
                          as perftest computes it); ignored, with a note, elsewhere
+  --output WHAT          --perftest, as perftest's: each result as one number
+                         (printf's %lf) and nothing else on stdout: bandwidth (the
+                         BW average, in MB/sec or with --report_gbits Gb/sec) or
+                         message_rate (Mpps) for bw tests, latency (t_avg, usec)
+                         for latency tests
   --report-both          --perftest -b: after the sum of both directions, this
                          side's and the peer's own lines ("Local results",
                          "Remote results"), as perftest; nothing without -b
@@ -1325,7 +1357,7 @@ the same here, --source_ip ADDR (-x ADDR), --force-link Ethernet, --pkey_index 0
 --use-srq (send tests), -X (with -e), --recv_post_list (bw tests); refused:
 -z (give -R on both sides or neither), --tclass (give --class NAME), -g/-M
 (multicast), -O/--report-per-port (one port), --reversed, -w/-y (limits), the
-rate limiter's, --out_json, --output, --mmap, --dlid, DC, AES-XTS and raw
+rate limiter's, --out_json, --mmap, --dlid, DC, AES-XTS and raw
 Ethernet options (-B -E -j -J -k -K -v -P -Z ...).
 With --perftest, -a and -s together run every size, as perftest's -a (a note says
 -s is ignored); conduit-perf's own mode refuses the pair. perftest's -x GID_INDEX, -S SL, -T TOS and -W COUNTERS are not

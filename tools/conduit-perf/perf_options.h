@@ -57,6 +57,10 @@ inline constexpr uint32_t kConduitMaxInline = 96;
 // -o: the most READs and atomics a conduitd QP serves at once (the transport's max read depth).
 inline constexpr uint32_t kMaxPerftestOutReads = 16;
 
+// perftest's --output: its result as one number per line (printf's %lf) and nothing else:
+// bandwidth (the BW average), message_rate (the MsgRate), latency (t_avg).
+enum class PerftestOutput : uint8_t { kFull, kBandwidth, kMessageRate, kLatency };
+
 struct PerfOptions {
   TestKind test = TestKind::kSendBw;
   std::string server;  // empty: this process is the server
@@ -127,6 +131,8 @@ struct PerfOptions {
   // user time over user + idle during the sample). parse_args() clears it, with a note, where
   // perftest measures nothing (without -D; here also the latency tests).
   bool cpu_util = false;
+  // --output with --perftest, as perftest's: no header, no addresses, no rules, only the number.
+  PerftestOutput output = PerftestOutput::kFull;
   bool help = false;
   bool version = false;
 

@@ -321,13 +321,19 @@ const char* const kRule = kPerftestResultLine;  // perftest's RESULT_LINE
 
 // cpu: --cpu_util's column (the util this side measured, 0 when it sampled nothing, as
 // perftest's calc_cpu_util).
-void print_bw_header(bool gbits, bool cpu) {
+void print_bw_header(bool gbits, bool cpu, PerftestOutput output) {
+  if (output != PerftestOutput::kFull) return;  // --output: the numbers only
   std::printf("%s%s\n", perftest_bw_header(gbits).c_str(), perftest_cpu_util_header(cpu).c_str());
 }
 
-void print_bw_result(const PerftestReport& r, bool gbits, bool cpu, double cpu_util) {
-  std::printf("%s%s\n", perftest_bw_line(r, gbits).c_str(),
-              perftest_cpu_util_column(cpu, cpu_util).c_str());
+void print_bw_result(const PerftestReport& r, bool gbits, bool cpu, double cpu_util,
+                     PerftestOutput output) {
+  if (output != PerftestOutput::kFull) {
+    std::printf("%s\n", perftest_bw_output(r, output).c_str());
+  } else {
+    std::printf("%s%s\n", perftest_bw_line(r, gbits).c_str(),
+                perftest_cpu_util_column(cpu, cpu_util).c_str());
+  }
   std::fflush(stdout);
 }
 
@@ -1174,7 +1180,9 @@ int Session::run() {
   } else {
     open_resources(max_size);
   }
-  std::printf("%s", perftest_test_info(o_, run_values(mtu, peer_version)).c_str());
+  // --output: perftest prints none of its header, addresses or rules, only the numbers.
+  const bool full = o_.output == PerftestOutput::kFull;
+  if (full) std::printf("%s", perftest_test_info(o_, run_values(mtu, peer_version)).c_str());
 
   size_t next_rx = 0, next_traffic = 0;
   bool header = false;
@@ -1192,6 +1200,7 @@ int Session::run() {
         for (QpSide& q : qps_) q.peer = handshake(q.mine, "connection record");
         for (QpSide& q : qps_) {
           if (!rdma_cm_) connect(q, mtu);  // -R: rdma_cm connected them
+          if (!full) continue;
           print_record("local", q.mine);
           print_record("remote", q.peer);
         }
@@ -1217,13 +1226,13 @@ int Session::run() {
       }
       case PerftestStep::kTraffic: {
         const uint64_t size = sizes_.at(next_traffic++);
-        if (!header) {
+        if (!header && full) {
           std::printf("%s", kRule);
           if (lat) {
             std::printf("%s\n",
                         (duration_ ? lat_duration_header() : perftest_lat_header()).c_str());
           } else {
-            print_bw_header(o_.report_gbits, o_.cpu_util);
+            print_bw_header(o_.report_gbits, o_.cpu_util, o_.output);
           }
           header = true;
         }
@@ -1231,7 +1240,9 @@ int Session::run() {
           const LatOutcome r = latency(size);
           std::printf(
               "%s\n",
-              (duration_ ? lat_duration_line(r.duration) : perftest_lat_line(r.iters)).c_str());
+              !full ? perftest_lat_output(duration_ ? r.duration.avg_us : r.iters.avg_us).c_str()
+              : duration_ ? lat_duration_line(r.duration).c_str()
+                          : perftest_lat_line(r.iters).c_str());
           std::fflush(stdout);
         } else if (duplex_) {
           // -b: both sides send; the line comes with the reports (mine plus the peer's).
@@ -1240,7 +1251,7 @@ int Session::run() {
         } else {
           last = client_ ? bw_client(size) : bw_server(size);
           if (perftest_no_peak(o_, !client_)) last.bw_peak = 0;
-          print_bw_result(last, o_.report_gbits, o_.cpu_util, cpu_util_);
+          print_bw_result(last, o_.report_gbits, o_.cpu_util, cpu_util_, o_.output);
           if (!duration_ && last.iterations != total_iters()) {
             fail("received " + std::to_string(last.iterations) + " messages of " +
                  std::to_string(size) + " B, expected " + std::to_string(total_iters()));
@@ -1265,8 +1276,8 @@ int Session::run() {
           both.bw_peak += theirs.bw_peak;
           both.bw_avg += theirs.bw_avg;
           both.msg_rate_mpps += theirs.msg_rate_mpps;
-          print_bw_result(both, o_.report_gbits, o_.cpu_util, cpu_util_);
-          if (o_.report_both) {
+          print_bw_result(both, o_.report_gbits, o_.cpu_util, cpu_util_, o_.output);
+          if (o_.report_both && full) {
             std::printf("%s", perftest_report_both_text(last, theirs, o_.report_gbits, kRule,
                                                         o_.cpu_util ? cpu_util_ : -1)
                                   .c_str());
@@ -1285,9 +1296,9 @@ int Session::run() {
         if (!client_) {
           if (!ok) fail("the client's report is malformed");
           last = theirs;
-          std::printf("%s", kRule);
-          print_bw_header(o_.report_gbits, o_.cpu_util);
-          print_bw_result(last, o_.report_gbits, o_.cpu_util, cpu_util_);
+          if (full) std::printf("%s", kRule);
+          print_bw_header(o_.report_gbits, o_.cpu_util, o_.output);
+          print_bw_result(last, o_.report_gbits, o_.cpu_util, cpu_util_, o_.output);
           // -D: the client's count is its own; only the size is ours to compare.
           if ((!duration_ && last.iterations != total_iters()) ||
               last.size_bytes != sizes_.back()) {
@@ -1306,7 +1317,7 @@ int Session::run() {
     }
     wire_->set_timeout_ms(timeout_ms());
   }
-  std::printf("%s", kRule);
+  if (full) std::printf("%s", kRule);
   return 0;
 }
 

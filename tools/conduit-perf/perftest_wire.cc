@@ -367,6 +367,19 @@ std::string perftest_test_info(const PerfOptions& o, const PerftestRunValues& v)
   return s + kPerftestResultLine;
 }
 
+std::string perftest_bw_output(const PerftestReport& r, PerftestOutput output) {
+  char b[64];
+  std::snprintf(b, sizeof(b), "%lf",
+                output == PerftestOutput::kMessageRate ? r.msg_rate_mpps : r.bw_avg);
+  return b;
+}
+
+std::string perftest_lat_output(double avg_us) {
+  char b[64];
+  std::snprintf(b, sizeof(b), "%lf", avg_us);
+  return b;
+}
+
 std::string perftest_bw_header(bool gbits) {
   return gbits ? " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]"
                : " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]";

@@ -213,6 +213,10 @@ struct PerftestRunValues {
 // iterations or the duration, the peer's version. Framed by kPerftestResultLine.
 std::string perftest_test_info(const PerfOptions& o, const PerftestRunValues& v);
 
+// --output: a bandwidth result as perftest prints it then ("%lf": the BW average in the report's
+// unit, or the MsgRate in Mpps), and a latency one (t_avg, usec), without the newline.
+std::string perftest_bw_output(const PerftestReport& r, PerftestOutput output);
+std::string perftest_lat_output(double avg_us);
 // perftest's bandwidth header (BW peak[MB/sec] or, with --report_gbits, [Gb/sec]), and a line.
 std::string perftest_bw_header(bool gbits);
 // The line is perftest's REPORT_FMT byte for byte (its spaces and tabs), or with --report_gbits

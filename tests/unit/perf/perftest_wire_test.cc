@@ -955,3 +955,50 @@ TEST_CASE(
       *sweep_back, shape({"send_lat", "h", "--perftest", "-x", "1.2.3.4", "-s", "64"}));
   CHECK(a_s.find("-a here, -s 64 at the peer") != std::string::npos);
 }
+
+TEST_CASE(
+    "perftest's --output: one number per result, as perftest's bandwidth/message_rate/latency") {
+  auto o = perftest_options(
+      {"write_bw", "h", "--perftest", "-x", "198.18.0.1", "--output", "bandwidth"});
+  CHECK(o.output == PerftestOutput::kBandwidth);
+  CHECK(perftest_options({"send_bw", "--perftest", "-x", "1.2.3.4", "--output=message_rate"})
+            .output == PerftestOutput::kMessageRate);
+  CHECK(perftest_options({"read_lat", "h", "--perftest", "-x", "1.2.3.4", "--outp", "latency"})
+            .output == PerftestOutput::kLatency);
+  CHECK(perftest_options({"send_bw", "--perftest", "-x", "1.2.3.4"}).output ==
+        PerftestOutput::kFull);
+  // perftest's refusals, word for word.
+  struct Case {
+    std::vector<const char*> args;
+    const char* says;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"send_bw", "--perftest", "-x1.2.3.4", "--output=latency"},
+            "Output verbosity level for BW can be: bandwidth, message_rate"},
+           {{"send_lat", "--perftest", "-x1.2.3.4", "--output=bandwidth"},
+            "Output verbosity level for LAT can be: latency"},
+           {{"send_lat", "--perftest", "-x1.2.3.4", "--output=message_rate"},
+            "Output verbosity level for LAT can be: latency"},
+           {{"send_bw", "--perftest", "-x1.2.3.4", "--output=foo"},
+            "Invalid verbosity level output flag. Please use bandwidth, latency, message_rate"},
+           {{"send_bw", "--output=bandwidth"}, "runs with --perftest"},
+       }) {
+    std::vector<const char*> a = {"conduit-perf"};
+    a.insert(a.end(), c.args.begin(), c.args.end());
+    PerfOptions p;
+    const ParseResult r = parse_args(static_cast<int>(a.size()), a.data(), p);
+    INFO(c.says);
+    CHECK_FALSE(r.ok);
+    CHECK(r.error.find(c.says) != std::string::npos);
+  }
+  // The number, printf's %lf: the bandwidth average in the report's unit, or the message rate.
+  PerftestReport r;
+  r.size_bytes = 65536;
+  r.iterations = 5000;
+  r.bw_peak = 2000;
+  r.bw_avg = 1234.5678;
+  r.msg_rate_mpps = 0.019753;
+  CHECK(perftest_bw_output(r, PerftestOutput::kBandwidth) == "1234.567800");
+  CHECK(perftest_bw_output(r, PerftestOutput::kMessageRate) == "0.019753");
+  CHECK(perftest_lat_output(3.25) == "3.250000");
+}
