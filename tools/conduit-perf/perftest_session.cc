@@ -1325,6 +1325,11 @@ int Session::run() {
 
 int run_perftest_session(const PerfOptions& options) {
   TcpLineChannel ch;
+  if (options.is_server() && options.output == PerftestOutput::kFull) {
+    // As perftest's server, before it waits (scripts start the client when they see it).
+    std::printf("%s", perftest_waiting_banner().c_str());
+    std::fflush(stdout);
+  }
   if (!options.perftest_rdma_cm && !open_exchange_channel(options, ch)) return 1;
   try {
     Session s(options, options.perftest_rdma_cm ? -1 : ch.native_handle());

@@ -296,6 +296,12 @@ bool perftest_no_peak(const PerfOptions& o, bool server) {
          o.effective_iterations() > 20000;
 }
 
+std::string perftest_waiting_banner() {
+  return "\n************************************\n"
+         "* Waiting for client to connect... *\n"
+         "************************************\n";
+}
+
 const char* perftest_verb_name(TestKind t) {
   switch (t) {
     case TestKind::kSendBw:

@@ -189,6 +189,8 @@ bool perftest_no_peak(const PerfOptions& o, bool server);
 // perftest's RESULT_LINE, which frames its header and results.
 inline constexpr const char* kPerftestResultLine =
     "---------------------------------------------------------------------------------------\n";
+// What perftest's server prints on stdout before it waits for its client (not with --output).
+std::string perftest_waiting_banner();
 // perftest's name of the test's verb: "Send", "RDMA_Write", "RDMA_Read", "Atomic".
 const char* perftest_verb_name(TestKind t);
 // What a session runs with, for its header.

@@ -1002,3 +1002,11 @@ TEST_CASE(
   CHECK(perftest_bw_output(r, PerftestOutput::kMessageRate) == "0.019753");
   CHECK(perftest_lat_output(3.25) == "3.250000");
 }
+
+TEST_CASE("--perftest's server says it waits for its client, in perftest's words, on stdout") {
+  // Scripts wait for this banner before they start the client.
+  CHECK(perftest_waiting_banner() ==
+        "\n************************************\n"
+        "* Waiting for client to connect... *\n"
+        "************************************\n");
+}
