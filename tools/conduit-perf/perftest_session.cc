@@ -311,12 +311,6 @@ class DurationSample {
   CpuTimes cpu_begin_{}, cpu_end_{};
 };
 
-void print_record(const char* side, const QpRecord& r) {
-  std::printf(" %s address: LID %#06x QPN %#08x PSN %#08x RKey %#08x VAddr %#016llx\n", side, r.lid,
-              r.qpn, r.psn, r.rkey, static_cast<unsigned long long>(r.vaddr));
-  std::printf(" GID: %s\n", format_gid(r.gid).c_str());
-}
-
 const char* const kRule = kPerftestResultLine;  // perftest's RESULT_LINE
 
 // cpu: --cpu_util's column (the util this side measured, 0 when it sampled nothing, as
@@ -1201,8 +1195,8 @@ int Session::run() {
         for (QpSide& q : qps_) {
           if (!rdma_cm_) connect(q, mtu);  // -R: rdma_cm connected them
           if (!full) continue;
-          print_record("local", q.mine);
-          print_record("remote", q.peer);
+          std::printf("%s%s", perftest_address_lines("local", q.mine, o_.test).c_str(),
+                      perftest_address_lines("remote", q.peer, o_.test).c_str());
         }
         break;
       case PerftestStep::kBarrier:

@@ -296,6 +296,30 @@ bool perftest_no_peak(const PerfOptions& o, bool server) {
          o.effective_iterations() > 20000;
 }
 
+std::string perftest_address_lines(const char* side, const QpRecord& r, TestKind t) {
+  char b[160];
+  std::snprintf(b, sizeof(b), " %s address: LID %#04x QPN %#06x PSN %#06x", side, r.lid, r.qpn,
+                r.psn);
+  std::string s = b;
+  const bool read = t == TestKind::kReadBw || t == TestKind::kReadLat;
+  const bool write = t == TestKind::kWriteBw || t == TestKind::kWriteLat;
+  if (read) {
+    std::snprintf(b, sizeof(b), " OUT %#04x", r.out_reads);
+    s += b;
+  }
+  if (read || write) {
+    std::snprintf(b, sizeof(b), " RKey %#08x VAddr %#016llx", r.rkey,
+                  static_cast<unsigned long long>(r.vaddr));
+    s += b;
+  }
+  s += "\n GID: ";
+  for (size_t i = 0; i < r.gid.size(); ++i) {
+    std::snprintf(b, sizeof(b), i == 0 ? "%02d" : ":%02d", r.gid[i]);
+    s += b;
+  }
+  return s + "\n";
+}
+
 std::string perftest_waiting_banner() {
   return "\n************************************\n"
          "* Waiting for client to connect... *\n"

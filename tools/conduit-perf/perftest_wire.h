@@ -191,6 +191,10 @@ inline constexpr const char* kPerftestResultLine =
     "---------------------------------------------------------------------------------------\n";
 // What perftest's server prints on stdout before it waits for its client (not with --output).
 std::string perftest_waiting_banner();
+// The lines perftest 4.5 prints for a QP's record (ctx_print_pingpong_data), `side` "local" or
+// "remote": LID, QPN, PSN; READs also OUT (out_reads), READs and WRITEs RKey and VAddr (not
+// SEND, nor atomics: perftest 4.5 has no case for them); then the GID, its bytes in decimal.
+std::string perftest_address_lines(const char* side, const QpRecord& r, TestKind t);
 // perftest's name of the test's verb: "Send", "RDMA_Write", "RDMA_Read", "Atomic".
 const char* perftest_verb_name(TestKind t);
 // What a session runs with, for its header.

@@ -1010,3 +1010,30 @@ TEST_CASE("--perftest's server says it waits for its client, in perftest's words
         "* Waiting for client to connect... *\n"
         "************************************\n");
 }
+
+TEST_CASE("--perftest's address lines: perftest 4.5's ctx_print_pingpong_data") {
+  QpRecord r;
+  r.lid = 0;
+  r.qpn = 0x11;
+  r.psn = 0x6b3a5b;
+  r.rkey = 0x1234;
+  r.vaddr = 0x7f0000001000ull;
+  r.out_reads = 16;
+  r.gid = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 198, 18, 0, 1};
+  const std::string gid = " GID: 00:00:00:00:00:00:00:00:00:00:255:255:198:18:00:01\n";
+  // SEND: the basics; WRITE: RKey and VAddr; READ: OUT (its out_reads) before them; atomics:
+  // the basics (perftest 4.5's switch on the verb has no case for them). The GID's bytes in
+  // decimal, as perftest prints them.
+  CHECK(perftest_address_lines("local", r, TestKind::kSendBw) ==
+        " local address: LID 0000 QPN 0x0011 PSN 0x6b3a5b\n" + gid);
+  CHECK(perftest_address_lines("remote", r, TestKind::kWriteLat) ==
+        " remote address: LID 0000 QPN 0x0011 PSN 0x6b3a5b RKey 0x001234 VAddr "
+        "0x007f0000001000\n" +
+            gid);
+  CHECK(perftest_address_lines("local", r, TestKind::kReadBw) ==
+        " local address: LID 0000 QPN 0x0011 PSN 0x6b3a5b OUT 0x10 RKey 0x001234 VAddr "
+        "0x007f0000001000\n" +
+            gid);
+  CHECK(perftest_address_lines("local", r, TestKind::kAtomicLat) ==
+        " local address: LID 0000 QPN 0x0011 PSN 0x6b3a5b\n" + gid);
+}
