@@ -1194,9 +1194,14 @@ int Session::run() {
         for (QpSide& q : qps_) q.peer = handshake(q.mine, "connection record");
         for (QpSide& q : qps_) {
           if (!rdma_cm_) connect(q, mtu);  // -R: rdma_cm connected them
-          if (!full) continue;
-          std::printf("%s%s", perftest_address_lines("local", q.mine, o_.test).c_str(),
-                      perftest_address_lines("remote", q.peer, o_.test).c_str());
+        }
+        if (full) {
+          std::vector<QpRecord> mine, peers;
+          for (const QpSide& q : qps_) {
+            mine.push_back(q.mine);
+            peers.push_back(q.peer);
+          }
+          std::printf("%s", perftest_address_text(mine, peers, o_.test).c_str());
         }
         break;
       case PerftestStep::kBarrier:

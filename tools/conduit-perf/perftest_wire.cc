@@ -320,6 +320,14 @@ std::string perftest_address_lines(const char* side, const QpRecord& r, TestKind
   return s + "\n";
 }
 
+std::string perftest_address_text(const std::vector<QpRecord>& mine,
+                                  const std::vector<QpRecord>& peers, TestKind t) {
+  std::string s;
+  for (const QpRecord& r : mine) s += perftest_address_lines("local", r, t);
+  for (const QpRecord& r : peers) s += perftest_address_lines("remote", r, t);
+  return s;
+}
+
 std::string perftest_waiting_banner() {
   return "\n************************************\n"
          "* Waiting for client to connect... *\n"

@@ -195,6 +195,9 @@ std::string perftest_waiting_banner();
 // "remote": LID, QPN, PSN; READs also OUT (out_reads), READs and WRITEs RKey and VAddr (not
 // SEND, nor atomics: perftest 4.5 has no case for them); then the GID, its bytes in decimal.
 std::string perftest_address_lines(const char* side, const QpRecord& r, TestKind t);
+// Every QP's lines, in perftest's order: all of ours ("local"), then all the peer's ("remote").
+std::string perftest_address_text(const std::vector<QpRecord>& mine,
+                                  const std::vector<QpRecord>& peers, TestKind t);
 // perftest's name of the test's verb: "Send", "RDMA_Write", "RDMA_Read", "Atomic".
 const char* perftest_verb_name(TestKind t);
 // What a session runs with, for its header.

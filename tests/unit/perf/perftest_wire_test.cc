@@ -1037,3 +1037,17 @@ TEST_CASE("--perftest's address lines: perftest 4.5's ctx_print_pingpong_data") 
   CHECK(perftest_address_lines("local", r, TestKind::kAtomicLat) ==
         " local address: LID 0000 QPN 0x0011 PSN 0x6b3a5b\n" + gid);
 }
+
+TEST_CASE("--perftest's address lines with -q: every local QP's, then every remote one's") {
+  // perftest prints its QPs' records in one loop, the peer's in the next.
+  QpRecord a, b, pa, pb;
+  a.qpn = 1;
+  b.qpn = 2;
+  pa.qpn = 3;
+  pb.qpn = 4;
+  const std::string text = perftest_address_text({a, b}, {pa, pb}, TestKind::kSendBw);
+  CHECK(text == perftest_address_lines("local", a, TestKind::kSendBw) +
+                    perftest_address_lines("local", b, TestKind::kSendBw) +
+                    perftest_address_lines("remote", pa, TestKind::kSendBw) +
+                    perftest_address_lines("remote", pb, TestKind::kSendBw));
+}
