@@ -1324,6 +1324,7 @@ int Session::run() {
 
 int run_perftest_session(const PerfOptions& options) {
   TcpLineChannel ch;
+  std::printf("%s", perftest_parser_remarks(options).c_str());  // whatever --output says
   if (options.is_server() && options.output == PerftestOutput::kFull) {
     // As perftest's server, before it waits (scripts start the client when they see it).
     std::printf("%s", perftest_waiting_banner().c_str());

@@ -328,6 +328,12 @@ std::string perftest_address_text(const std::vector<QpRecord>& mine,
   return s;
 }
 
+std::string perftest_parser_remarks(const PerfOptions& o) {
+  if (is_latency(o.test) || o.post_list <= 1 || o.cq_mod != 0) return "";
+  return std::string(kPerftestResultLine) +
+         "Post List requested - CQ moderation will be the size of the post list\n";
+}
+
 std::string perftest_waiting_banner() {
   return "\n************************************\n"
          "* Waiting for client to connect... *\n"

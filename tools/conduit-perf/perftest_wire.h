@@ -189,6 +189,9 @@ bool perftest_no_peak(const PerfOptions& o, bool server);
 // perftest's RESULT_LINE, which frames its header and results.
 inline constexpr const char* kPerftestResultLine =
     "---------------------------------------------------------------------------------------\n";
+// What perftest's parser prints on stdout about the options given (force_dependecies), before
+// anything else: with -l above 1 and no -Q, that the moderation is the list's size.
+std::string perftest_parser_remarks(const PerfOptions& o);
 // What perftest's server prints on stdout before it waits for its client (not with --output).
 std::string perftest_waiting_banner();
 // The lines perftest 4.5 prints for a QP's record (ctx_print_pingpong_data), `side` "local" or

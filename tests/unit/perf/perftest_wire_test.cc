@@ -1051,3 +1051,18 @@ TEST_CASE("--perftest's address lines with -q: every local QP's, then every remo
                     perftest_address_lines("remote", pa, TestKind::kSendBw) +
                     perftest_address_lines("remote", pb, TestKind::kSendBw));
 }
+
+TEST_CASE("--perftest -l without -Q says so on stdout, as perftest's parser does") {
+  const std::string said =
+      std::string(kPerftestResultLine) +
+      "Post List requested - CQ moderation will be the size of the post list\n";
+  CHECK(perftest_parser_remarks(
+            perftest_options({"write_bw", "h", "--perftest", "-x", "1.2.3.4", "-l", "4"})) == said);
+  CHECK(perftest_parser_remarks(perftest_options(
+            {"send_bw", "--perftest", "-x", "1.2.3.4", "-l", "4", "-D", "3"})) == said);
+  // With -Q, or no list: nothing.
+  CHECK(perftest_parser_remarks(perftest_options(
+            {"write_bw", "h", "--perftest", "-x", "1.2.3.4", "-l", "4", "-Q", "2"})) == "");
+  CHECK(perftest_parser_remarks(perftest_options({"write_bw", "h", "--perftest", "-x", "1.2.3.4"}))
+            .empty());
+}
