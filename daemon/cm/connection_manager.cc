@@ -355,7 +355,20 @@ void ConnectionManager::forget_owner(uint64_t now_ns, uint64_t owner) {
       scratch_ids_.push_back(id);
     }
   }
-  for (uint32_t id : scratch_ids_) disconnect(now_ns, owner, id);
+  for (uint32_t id : scratch_ids_) {
+    disconnect(now_ns, owner, id);
+    // An IB peer gets that one DREQ, unrepeated: as Linux's cm_destroy_id, which sends the
+    // DREQ of an established id and puts it in timewait at once (a DREP or a resent DREQ
+    // from the peer then finds no connection and is answered as one). Resending it on the
+    // REQ's pace (up to 15 x 4.3 s from rdma_cm) would hold the peer's QPN here, and a new
+    // REQ from it REJ(stale), for a minute after the owner is gone. A native peer keeps the
+    // resends: it has no other way to learn.
+    auto it = conns_.find(id);
+    if (it != conns_.end() && it->second.peer.ib && it->second.state == State::kDreqSent) {
+      ++counters_.dreq_owner_gone;
+      erase(it);
+    }
+  }
 }
 
 void ConnectionManager::on_message(uint64_t now_ns, CmPeer from, const uint8_t* data, size_t len) {

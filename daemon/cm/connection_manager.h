@@ -178,6 +178,7 @@ struct CmCounters {
   uint64_t stale_replies = 0;        // IB CM: REPs from a QP connected here, REJ 'stale'
   uint64_t dreq_qpn_mismatch = 0;    // IB CM: DREQs naming another QP than ours (dropped)
   uint64_t dreq_dropped = 0;         // DREQs for a request not answered yet (dropped, as Linux)
+  uint64_t dreq_owner_gone = 0;      // IB: one DREQ, not resent, for an owner that went away
   uint64_t mad_get_unsupported = 0;  // IB CM: Get/Set MADs answered GetResp 'unsupported'
   uint64_t requests_refused = 0;     // IB CM: UC/XRC or bad rdma_cm header REQs, REJ
   uint64_t replies_suppressed = 0;   // unsolicited replies over the rate limit (not sent)

@@ -939,6 +939,7 @@ void Engine::fill_snapshot(control::CounterSnapshot& out) const {
   out.add("cm.stale_replies", k.stale_replies);
   out.add("cm.dreq_qpn_mismatch", k.dreq_qpn_mismatch);
   out.add("cm.dreq_dropped", k.dreq_dropped);
+  out.add("cm.dreq_owner_gone", k.dreq_owner_gone);
   out.add("cm.mad_get_unsupported", k.mad_get_unsupported);
   out.add("cm.requests_refused", k.requests_refused);
   out.add("cm.replies_suppressed", k.replies_suppressed);

@@ -1883,6 +1883,44 @@ TEST_CASE("ib_cm: the passive side's DREQ is resent on the REQ's CM response tim
   }
 }
 
+TEST_CASE(
+    "ib_cm: an owner that goes away sends an IB peer one DREQ, unrepeated, as Linux's "
+    "cm_destroy_id",
+    "[cm][ib]") {
+  // Linux destroys an established id with one DREQ and puts it in timewait at once: no
+  // resends, and the peer's QPN is free for a new REQ. Resending at the REQ's pace (rdma_cm:
+  // every 4.3 s, 15 times) would hold the connection, and REJ(stale) a REQ from that QP, for
+  // a minute after the client is gone.
+  IbPair n;
+  REQUIRE(n.b.listen(7471, 22) == 0);
+  std::vector<uint8_t> req = mad_from_hex(kKernelReq);
+  n.b.on_message(n.now, IbPair::kA, req.data(), req.size());
+  const std::vector<CmAction> out = drain(n.b);
+  REQUIRE(count_kind(out, CmAction::Kind::kRequest) == 1);
+  const uint32_t conn = out[0].conn;
+  QpParams local = ib_params(0x20, 2, 1, 1);
+  local.pmtu_bytes = 1024;
+  REQUIRE(n.b.accept(n.now, 22, conn, local) == 0);
+  REQUIRE(mads(drain(n.b), 0x13).size() == 1);
+  n.b.on_qp_traffic(conn);
+  REQUIRE(count_kind(drain(n.b), CmAction::Kind::kEstablished) == 1);
+  n.now += 1'000'000;
+  n.b.forget_owner(n.now, 22);
+  const std::vector<CmAction> gone = drain(n.b);
+  CHECK(mads(gone, 0x15).size() == 1);
+  CHECK(count_kind(gone, CmAction::Kind::kDisconnected) == 0);  // nobody to tell
+  CHECK(n.b.connection_count() == 0);
+  CHECK(n.b.next_deadline_ns() == UINT64_MAX);
+  CHECK(n.b.counters().dreq_owner_gone == 1);
+  // The same REQ again (the peer's QP reconnecting): a new request, not REJ(stale).
+  REQUIRE(n.b.listen(7471, 23) == 0);
+  n.now += 1'000'000;
+  n.b.on_message(n.now, IbPair::kA, req.data(), req.size());
+  const std::vector<CmAction> again = drain(n.b);
+  CHECK(count_kind(again, CmAction::Kind::kRequest) == 1);
+  CHECK(mads(again, 0x12).empty());
+}
+
 TEST_CASE("ib_cm: the active side's DREQ keeps our own pace", "[cm][ib]") {
   // Our REQ's fields pace the peer, not us: an active connection's DREQ is resent every
   // retry_timeout_ns, max_retries times (the REQ's timing applies to the passive side only).
