@@ -186,10 +186,10 @@ void NeighbourTableT<Addr>::set_reachable_ns(uint64_t ns, uint64_t now_ns) {
   config_.reachable_ns = ns;
   for (Entry& e : entries_) {
     if (!e.in_use || !e.confirmed || e.state != NeighbourState::kReachable) continue;
-    e.deadline_ns = e.confirmed_ns + lifetime_ns(e.draw);
+    // Its timer stays; when it runs, the entry lives on to confirmed + the lifetime of then.
+    e.deadline_ns = std::max(e.timer_ns, e.confirmed_ns + lifetime_ns(e.draw));
     // Out of its last window again: a use there probes afresh, and an unused end keeps it.
     if (e.deadline_ns > now_ns + config_.refresh_window_ns) e.refresh_sent = false;
-    arm(e.deadline_ns);
   }
 }
 
@@ -321,6 +321,7 @@ void NeighbourTableT<Addr>::learn(const Addr& ip, MacAddr mac, uint64_t now_ns, 
     e.confirmed_ns = now_ns;
     e.draw = draw_random();
     e.deadline_ns = now_ns + lifetime_ns(e.draw);
+    e.timer_ns = e.deadline_ns;
   }
   if (stale) ++counters_.learned_stale;
   arm(e.deadline_ns);
@@ -394,7 +395,14 @@ void NeighbourTableT<Addr>::poll(uint64_t now_ns, std::vector<Event>& events) {
     Entry& e = entries_[i];
     if (!e.in_use || e.state == NeighbourState::kStatic || e.stale) continue;
     const auto idx = static_cast<int32_t>(i);
-    if (now_ns >= e.deadline_ns) {
+    if (now_ns >= e.due_ns()) {
+      if (e.state == NeighbourState::kReachable && e.confirmed && now_ns < e.deadline_ns) {
+        // Its timer ran, and a longer reachable time came since it was set: Linux's
+        // neigh_timer_handler finds it alive and sets the timer for its new end.
+        e.timer_ns = e.deadline_ns;
+        next = std::min(next, e.timer_ns);
+        continue;
+      }
       if (e.state == NeighbourState::kReachable) {
         if (e.refresh_sent) {
           // Used in its last window, probed, not confirmed: gone (Linux's PROBE -> FAILED).
@@ -420,7 +428,7 @@ void NeighbourTableT<Addr>::poll(uint64_t now_ns, std::vector<Event>& events) {
       e.deadline_ns = now_ns + config_.retry_interval_ns;
       events.push_back({Event::Kind::kSendRequest, e.ip, MacAddr::broadcast(), kNoFrame});
     }
-    next = std::min(next, e.deadline_ns);
+    next = std::min(next, e.due_ns());
   }
   next_deadline_ns_ = next;
 }

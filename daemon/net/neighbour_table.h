@@ -208,11 +208,14 @@ class NeighbourTableT {
   // The neighbour parameters a Router Advertisement sets (RFC 4861 section 6.3.4; Linux's
   // BASE_REACHABLE_TIME and RETRANS_TIME): the base of the lifetimes, and the interval between
   // requests. 0 (unspecified) changes nothing; the caller bounds the values. The reachable time
-  // applies to the entries reachable now too: each one's lifetime is its confirmation time plus
-  // its draw from the new base (the same fraction of it), as Linux's neigh_timer_handler
-  // compares confirmed + parms->reachable_time at each check; one that has run out goes at the
-  // next poll() as its lifetime's end would have it. Entries in their STALE window keep it. The
-  // retry interval is used from each entry's next request on (neigh_timer_handler again).
+  // applies to the entries reachable now as it does in Linux, where an RA changes
+  // parms->reachable_time and no entry's timer: a reachable entry keeps the end its
+  // confirmation gave it (its timer), and when that comes neigh_timer_handler compares
+  // confirmed + the reachable time of then: an entry still within it lives on to that end, else
+  // it goes STALE. So a shorter time takes no entry's time away, a longer one lengthens it (here
+  // at once: find()'s deadline is the end as it stands; each entry's lifetime is its draw from
+  // the new base, the same fraction of it). Entries in their STALE window keep it. The retry
+  // interval is used from each entry's next request on (neigh_timer_handler again).
   void set_reachable_ns(uint64_t ns, uint64_t now_ns);
   void set_retry_interval_ns(uint64_t ns);
 
@@ -261,10 +264,15 @@ class NeighbourTableT {
     uint64_t changed_ns = 0;    // became reachable or took a new MAC (the locktime's start)
     bool handed_out = false;    // its MAC went to a caller (see "Generation" above)
     bool stale = false;         // kept STALE past its lifetime (no deadline)
-    // deadline_ns is confirmed_ns + lifetime(draw): it follows set_reachable_ns.
+    // Confirmed: deadline_ns is the later of timer_ns and confirmed_ns + lifetime(draw) (see
+    // set_reachable_ns). timer_ns is when Linux's neigh timer runs: confirmed_ns + the
+    // lifetime of the confirmation's time, then each new end it finds.
     bool confirmed = false;
     uint64_t confirmed_ns = 0;
     uint64_t draw = 0;  // the random draw of its lifetime (see lifetime_ns)
+    uint64_t timer_ns = 0;
+    // When poll() must look at it.
+    uint64_t due_ns() const { return confirmed ? timer_ns : deadline_ns; }
   };
   static constexpr int32_t kEmptySlot = -1;
 

@@ -757,45 +757,91 @@ TEST_CASE("Each confirmed entry lives a time drawn from [0.5, 1.5) x reachable_n
 }
 
 TEST_CASE(
-    "A Router Advertisement's timers: the reachable time re-times the reachable entries from "
-    "their confirmation, the request interval applies from the next request",
+    "A Router Advertisement's timers: a reachable entry is judged against the new reachable "
+    "time when its lifetime set at its confirmation ends, the request interval applies from the "
+    "next request",
     "[neigh][ra-timers]") {
-  // Linux's neigh_timer_handler compares confirmed + parms->reachable_time at each check, and
-  // ndisc_router_discovery sets parms->reachable_time at once.
-  NeighbourTable t(small_config());  // reachable 30 s, retry 1 s, exact lifetimes
+  // Linux: ndisc_router_discovery sets the interface's BASE_REACHABLE_TIME and reachable_time
+  // and touches no entry's timer; neigh_update armed a REACHABLE entry's timer for its
+  // confirmation plus the reachable time of then, and when it runs neigh_timer_handler keeps
+  // the entry REACHABLE until confirmed + the reachable time of now (re-arming it for then),
+  // else it goes STALE (or DELAY, when used). So a shorter time takes no reachable entry's
+  // time away, and a longer one lengthens it.
   std::vector<NeighbourEvent> ev;
-  const Ipv4Addr before = Ipv4Addr::from_octets(198, 18, 1, 1);
   const Ipv4Addr doubted = Ipv4Addr::from_octets(198, 18, 1, 2);
-  t.resolve(before, 0, kNoFrame, ev);
-  t.learn(before, kPeerMac, 0, false, ev);
-  t.learn(doubted, kGwMac, 0, /*create=*/true, ev, true, NeighbourProof::kStale);
-  t.set_reachable_ns(10 * kSec, kSec);
-  t.set_retry_interval_ns(3 * kSec);
-  t.set_reachable_ns(0, kSec);  // unspecified: unchanged
-  t.set_retry_interval_ns(0);
-  CHECK(t.config().reachable_ns == 10 * kSec);
-  CHECK(t.config().retry_interval_ns == 3 * kSec);
-  CHECK(t.find(before)->deadline_ns == 10 * kSec);  // confirmed at 0, the new time from there
-  CHECK(t.next_deadline_ns() <= 10 * kSec);
-  CHECK(t.find(doubted)->deadline_ns == 5 * kSec);  // its STALE window stays
-  // Longer again: later (and out of its last window, so unused it is kept STALE at the end).
-  t.resolve(before, 6 * kSec, kNoFrame, ev);  // in the window: probed
-  t.set_reachable_ns(40 * kSec, 7 * kSec);
-  CHECK(t.find(before)->deadline_ns == 40 * kSec);
-  t.poll(40 * kSec, ev);
-  REQUIRE(t.find(before));
-  CHECK(t.find(before)->stale);
-  CHECK(t.counters().aged_out == 0);
-  t.set_reachable_ns(10 * kSec, 40 * kSec);
-  // New requests are spaced by the new interval; a confirmation lives the new time.
-  ev.clear();
-  CHECK(t.resolve(kPeerIp, 41 * kSec, kNoFrame, ev).status == Resolve::kQueued);
-  CHECK(t.find(kPeerIp)->deadline_ns == 44 * kSec);
-  t.poll(44 * kSec, ev);
-  CHECK(t.find(kPeerIp)->requests_sent == 2);
-  CHECK(t.find(kPeerIp)->deadline_ns == 47 * kSec);
-  t.learn(kPeerIp, kPeerMac, 45 * kSec, false, ev);
-  CHECK(t.find(kPeerIp)->deadline_ns == 55 * kSec);
+  const auto confirmed_at_0 = [&](NeighbourTable& t) {
+    t.resolve(kPeerIp, 0, kNoFrame, ev);
+    t.learn(kPeerIp, kPeerMac, 0, false, ev);
+    REQUIRE(t.find(kPeerIp)->deadline_ns == 30 * kSec);
+  };
+  const auto stale_at = [&](NeighbourTable& t, uint64_t expiry) {
+    t.poll(expiry - 1, ev);
+    REQUIRE(t.find(kPeerIp));
+    CHECK_FALSE(t.find(kPeerIp)->stale);
+    const uint64_t went_stale = t.counters().went_stale;
+    t.poll(expiry, ev);
+    REQUIRE(t.find(kPeerIp));
+    CHECK(t.find(kPeerIp)->stale);
+    CHECK(t.counters().went_stale == went_stale + 1);
+    CHECK(t.counters().aged_out == 0);
+  };
+  SECTION("shorter: the entry keeps its expiry, and goes STALE then") {
+    NeighbourTable t(small_config());  // reachable 30 s, retry 1 s, window 5 s, exact lifetimes
+    confirmed_at_0(t);
+    t.learn(doubted, kGwMac, 0, /*create=*/true, ev, true, NeighbourProof::kStale);
+    t.set_reachable_ns(10 * kSec, kSec);
+    t.set_reachable_ns(0, kSec);  // unspecified: unchanged
+    CHECK(t.config().reachable_ns == 10 * kSec);
+    CHECK(t.find(kPeerIp)->deadline_ns == 30 * kSec);
+    CHECK(t.find(doubted)->deadline_ns == 5 * kSec);  // its STALE window stays
+    t.poll(10 * kSec, ev);
+    stale_at(t, 30 * kSec);
+    // A confirmation from now on lives the new time.
+    t.learn(kPeerIp, kPeerMac, 31 * kSec, false, ev);
+    CHECK(t.find(kPeerIp)->deadline_ns == 41 * kSec);
+  }
+  SECTION("longer: the entry lives from its confirmation the new time, out of its last window") {
+    NeighbourTable t(small_config());
+    confirmed_at_0(t);
+    t.set_reachable_ns(40 * kSec, 7 * kSec);
+    CHECK(t.find(kPeerIp)->deadline_ns == 40 * kSec);
+    ev.clear();
+    t.resolve(kPeerIp, 27 * kSec, kNoFrame, ev);  // was its last window: no probe now
+    CHECK(ev.empty());
+    stale_at(t, 40 * kSec);
+  }
+  SECTION("longer, then shorter before the entry's first expiry: that expiry again") {
+    NeighbourTable t(small_config());
+    confirmed_at_0(t);
+    t.set_reachable_ns(60 * kSec, kSec);
+    CHECK(t.find(kPeerIp)->deadline_ns == 60 * kSec);
+    t.set_reachable_ns(10 * kSec, 2 * kSec);
+    CHECK(t.find(kPeerIp)->deadline_ns == 30 * kSec);
+    stale_at(t, 30 * kSec);
+  }
+  SECTION("longer, then shorter after the first expiry: the time the entry was given then") {
+    NeighbourTable t(small_config());
+    confirmed_at_0(t);
+    t.set_reachable_ns(60 * kSec, kSec);
+    t.poll(30 * kSec, ev);  // Linux's timer runs: alive until 60 s, re-armed for then
+    REQUIRE(t.find(kPeerIp));
+    CHECK_FALSE(t.find(kPeerIp)->stale);
+    CHECK(t.next_deadline_ns() == 60 * kSec);
+    t.set_reachable_ns(10 * kSec, 40 * kSec);
+    CHECK(t.find(kPeerIp)->deadline_ns == 60 * kSec);
+    stale_at(t, 60 * kSec);
+  }
+  SECTION("the request interval: from each entry's next request") {
+    NeighbourTable t(small_config());
+    t.set_retry_interval_ns(3 * kSec);
+    t.set_retry_interval_ns(0);  // unspecified: unchanged
+    CHECK(t.config().retry_interval_ns == 3 * kSec);
+    CHECK(t.resolve(kPeerIp, 41 * kSec, kNoFrame, ev).status == Resolve::kQueued);
+    CHECK(t.find(kPeerIp)->deadline_ns == 44 * kSec);
+    t.poll(44 * kSec, ev);
+    CHECK(t.find(kPeerIp)->requests_sent == 2);
+    CHECK(t.find(kPeerIp)->deadline_ns == 47 * kSec);
+  }
 }
 
 TEST_CASE("A new reachable time keeps each entry's random draw", "[neigh][ra-timers]") {
@@ -815,6 +861,10 @@ TEST_CASE("A new reachable time keeps each entry's random draw", "[neigh][ra-tim
   const uint64_t now_lifetime = t.find(kPeerIp)->deadline_ns - 2 * kSec;
   CHECK(now_lifetime >= 2 * lifetime - 2);
   CHECK(now_lifetime <= 2 * lifetime + 2);
+  // Half the old base: the lifetime given at the confirmation stays (the entry is judged
+  // against the new time only then).
+  t.set_reachable_ns(15 * kSec, 4 * kSec);
+  CHECK(t.find(kPeerIp)->deadline_ns == 2 * kSec + lifetime);
 }
 
 TEST_CASE("An entry whose MAC was never given out goes or changes without moving the generation",

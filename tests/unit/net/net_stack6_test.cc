@@ -1374,11 +1374,15 @@ TEST_CASE(
   // Out of bounds: taken at the bound. A reachable time under twice the refresh window, a
   // retrans timer under 100 ms; above an hour, above 10 s.
   ra(1, 1, 5 * kSec);
+  // (A reachable entry keeps the lifetime it was given: Linux judges it against the new time
+  // when that runs out.)
+  CHECK(s.neighbours6().find(kPeerIp6)->deadline_ns == 24 * kSec);
   CHECK(n6.reachable_ns == 2 * c.neighbour.refresh_window_ns);
   CHECK(n6.reachable_ns == s.ra_reachable_min_ns());
   CHECK(n6.retry_interval_ns == NetStack::kRaRetransMinNs);
   CHECK(s.counters().ra_timers_clamped == 2);
   ra(0xFFFFFFFFu, 0xFFFFFFFFu, 6 * kSec);
+  CHECK(s.neighbours6().find(kPeerIp6)->deadline_ns == 4 * kSec + NetStack::kRaReachableMaxNs);
   CHECK(n6.reachable_ns == NetStack::kRaReachableMaxNs);
   CHECK(n6.retry_interval_ns == NetStack::kRaRetransMaxNs);
   CHECK(s.counters().ra_timers_clamped == 4);
