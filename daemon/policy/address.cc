@@ -128,6 +128,7 @@ std::optional<Ipv4Prefix> parse_ipv4_prefix(std::string_view text) {
   const std::optional<Ipv4Address> ip = parse_ipv4(text.substr(0, slash));
   const std::string_view digits = text.substr(slash + 1);
   if (!ip || digits.empty() || digits.size() > 2) return std::nullopt;
+  if (digits.size() > 1 && digits[0] == '0') return std::nullopt;  // as in the address
   unsigned length = 0;
   for (char c : digits) {
     if (c < '0' || c > '9') return std::nullopt;

@@ -34,7 +34,7 @@ std::string format_mac(const MacAddress& m);
 // The network mask for a prefix length 0..32 (host order).
 uint32_t prefix_mask(uint8_t prefix_len);
 
-// "a.b.c.d/len" with len 0..32 (one or two digits); host bits are not checked
+// "a.b.c.d/len" with len 0..32 (decimal, no leading zero); host bits are not checked
 // (port.address keeps them, clients.allowed_peers refuses them).
 std::optional<Ipv4Prefix> parse_ipv4_prefix(std::string_view text);
 

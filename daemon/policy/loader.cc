@@ -121,12 +121,75 @@ bool is_net_vdev(std::string_view s) {
   }
 }
 
+// `text` without the leading zeros of each number that follows its start, a '.', a '/' or a
+// ':' ("198.018.0.1/08" -> "198.18.0.1/8"): what an operator who wrote them most likely meant.
+// Our IPv4 text takes none, since inet_aton and its kin read 010 as octal (8).
+std::string without_leading_zeros(std::string_view text) {
+  std::string out;
+  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  for (size_t i = 0; i < text.size(); ++i) {
+    const bool starts = i == 0 || text[i - 1] == '.' || text[i - 1] == '/' || text[i - 1] == ':';
+    if (starts) {
+      while (text[i] == '0' && i + 1 < text.size() && digit(text[i + 1])) ++i;
+    }
+    out += text[i];
+  }
+  return out;
+}
+
+// "; did you mean X?" when `text` without its leading zeros is what `accepted` takes; else "".
+template <class Accepted>
+std::string leading_zero_hint(std::string_view text, Accepted accepted) {
+  const std::string fixed = without_leading_zeros(text);
+  if (fixed == text || !accepted(fixed)) return "";
+  return "; without leading zeros (some tools read 010 as octal 8), did you mean " + fixed + "?";
+}
+
+std::string ipv4_hint(std::string_view text) {
+  return leading_zero_hint(text, [](std::string_view t) { return parse_ipv4(t).has_value(); });
+}
+
 std::optional<Ipv4Address> read_ipv4(ErrorSink& s, const Field& f) {
   auto text = detail::read_string(s, f);
   if (!text) return std::nullopt;
   auto ip = parse_ipv4(*text);
-  if (!ip) s.add(f.mark, f.path + ": " + quote(*text) + " is not an IPv4 address (a.b.c.d)");
+  if (!ip) {
+    s.add(f.mark,
+          f.path + ": " + quote(*text) + " is not an IPv4 address (a.b.c.d)" + ipv4_hint(*text));
+  }
   return ip;
+}
+
+// daemon.metrics_address's IPV4:PORT: "" and *out set, or why not (after the quoted text).
+std::string metrics_address_problem(std::string_view text, SocketAddress* out) {
+  static const std::string kForm = "IPV4:PORT (e.g. 127.0.0.1:9464) or off";
+  const size_t colon = text.rfind(':');
+  if (text.starts_with('[') || (colon != std::string_view::npos &&
+                                text.substr(0, colon).find(':') != std::string_view::npos)) {
+    return "is an IPv6 address: the metrics endpoint listens on IPv4 only; expected " + kForm;
+  }
+  if (colon == std::string_view::npos) return "has no ':PORT'; expected " + kForm;
+  const std::string_view host = text.substr(0, colon);
+  const std::string_view digits = text.substr(colon + 1);
+  if (host.empty()) return "has no address before the port; expected " + kForm;
+  const std::optional<Ipv4Address> ip = parse_ipv4(host);
+  if (!ip) return "has " + quote(host) + " before the port, not an IPv4 address (a.b.c.d)";
+  if (digits.empty()) return "has no port after the ':'; expected " + kForm;
+  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return "has port " + quote(digits) + ", not a decimal number";
+  }
+  uint64_t port = 0;
+  for (const char c : digits) {
+    port = std::min<uint64_t>(port * 10 + static_cast<uint64_t>(c - '0'), 65536);  // saturated
+  }
+  if (port == 0 || port > 65535) {
+    return "has port " + std::string(digits) + ", out of range 1..65535";
+  }
+  if (digits.size() > 1 && digits[0] == '0') {
+    return "has port " + quote(digits) + " with a leading zero";
+  }
+  if (out != nullptr) *out = SocketAddress{*ip, static_cast<uint16_t>(port)};
+  return "";
 }
 
 // Not 0.0.0.0/8 ("this network"), loopback, multicast or class E (with broadcast).
@@ -201,24 +264,18 @@ void parse_daemon(ErrorSink& s, const Field& f, DaemonSection& d) {
     if (auto text = detail::read_string(s, *v)) {
       if (*text == "off") {
         d.metrics.reset();
+      } else if (text->find(':') == std::string::npos) {
+        s.add(v->mark,
+              v->path + ": expected IPV4:PORT (e.g. 127.0.0.1:9464) or off, got " + quote(*text));
       } else {
-        size_t colon = text->rfind(':');
-        std::optional<Ipv4Address> ip;
-        uint64_t port = 0;
-        if (colon != std::string::npos) {
-          ip = parse_ipv4(std::string_view(*text).substr(0, colon));
-          std::string_view digits = std::string_view(*text).substr(colon + 1);
-          if (digits.empty() || digits.size() > 5) ip.reset();
-          for (char c : digits) {
-            if (c < '0' || c > '9') ip.reset();
-            port = port * 10 + static_cast<uint64_t>(c - '0');
-          }
-        }
-        if (!ip || port == 0 || port > 65535) {
-          s.add(v->mark,
-                v->path + ": expected IPV4:PORT (e.g. 127.0.0.1:9464) or off, got " + quote(*text));
+        SocketAddress address;
+        if (const std::string why = metrics_address_problem(*text, &address); !why.empty()) {
+          s.add(v->mark, v->path + ": " + quote(*text) + " " + why +
+                             leading_zero_hint(*text, [](std::string_view t) {
+                               return metrics_address_problem(t, nullptr).empty();
+                             }));
         } else {
-          d.metrics = SocketAddress{*ip, static_cast<uint16_t>(port)};
+          d.metrics = address;
         }
       }
     }
@@ -302,7 +359,8 @@ void parse_neighbours(ErrorSink& s, const Field& f, PortSection& port, bool have
     auto ip = parse_ipv4(*key_text);
     if (!ip) {
       s.add(key.mark, key.path + ": " + quote(*key_text) +
-                          " is not an IPv4 address (a.b.c.d) or an IPv6 address");
+                          " is not an IPv4 address (a.b.c.d) or an IPv6 address" +
+                          ipv4_hint(*key_text));
       continue;
     }
     const auto mac = read_neighbour_mac(s, value_field(format_ipv4(*ip)));
@@ -368,8 +426,11 @@ void parse_port(ErrorSink& s, const Field& f, PortSection& p, Marks& marks) {
     if (auto text = detail::read_string(s, *v)) {
       const std::optional<Ipv4Prefix> net = parse_ipv4_prefix(*text);
       if (!net || net->length < 1) {
-        s.add(v->mark,
-              v->path + ": expected IPV4/PREFIX (e.g. 198.18.0.1/24), got " + quote(*text));
+        s.add(v->mark, v->path + ": expected IPV4/PREFIX (e.g. 198.18.0.1/24), got " +
+                           quote(*text) + leading_zero_hint(*text, [](std::string_view t) {
+                             const auto n = parse_ipv4_prefix(t);
+                             return n && n->length >= 1;
+                           }));
         have_address = false;
       } else if (!is_unicast_host(net->network)) {
         s.add(v->mark,
@@ -936,7 +997,10 @@ std::optional<Prefixes> read_prefixes(ErrorSink& s, const Field& f) {
       s.add(e.mark, e.path +
                         ": expected an IPv4 network (198.18.0.0/15), an IPv6 network "
                         "(fd00::/8) or an address, got " +
-                        quote(*text));
+                        quote(*text) + leading_zero_hint(*text, [&](std::string_view t) {
+                          return has_len ? parse_ipv4_prefix(t).has_value()
+                                         : parse_ipv4(t).has_value();
+                        }));
       ok = false;
       continue;
     }

@@ -334,7 +334,8 @@ TEST_CASE("port addresses, neighbours and UDP ports are checked") {
                "t.yaml:6:5: port.neighbours: 198.18.1.2 is outside the port's subnet "
                "198.18.0.1/24",
                "t.yaml:7:5: port.neighbours: '198.18.00.3' is not an IPv4 address (a.b.c.d) or an "
-               "IPv6 address"});
+               "IPv6 address; without leading zeros (some tools read 010 as octal 8), did you "
+               "mean 198.18.0.3?"});
   // IPv6 neighbours (static NDP entries) need port.address6, and must be on-link.
   CHECK(errors_of(dev +
                   "  address: 198.18.0.1/24\n  neighbours:\n    fe80::2: 02:00:00:00:00:02\n") ==
@@ -369,6 +370,78 @@ TEST_CASE("port addresses, neighbours and UDP ports are checked") {
                "(port.cm_udp_port, default 4792)"});
   CHECK(errors_of("port: {device: 'net_memif0,role', address: 198.18.0.1/24}\n").size() == 1);
   CHECK(errors_of("port: {device: 3b:00.0, address: 198.18.0.1/24}\n").empty());
+}
+
+TEST_CASE("addresses and ports an operator most likely mistyped are refused, saying why") {
+  const auto metrics = [](const std::string& value) {
+    return errors_of(std::string(kPort) + "daemon: {metrics_address: '" + value + "'}\n");
+  };
+  const std::string at = "t.yaml:4:27: daemon.metrics_address: ";
+  CHECK(metrics("127.0.0.1:9464").empty());
+  CHECK(metrics("0.0.0.0:9464").empty());
+  CHECK(metrics("off").empty());
+  // A leading zero: octal to some tools (0080 is no number in C's base 0).
+  CHECK(metrics("127.0.0.1:0080") ==
+        Errors{at + "'127.0.0.1:0080' has port '0080' with a leading zero; without leading zeros "
+                    "(some tools read 010 as octal 8), did you mean 127.0.0.1:80?"});
+  CHECK(metrics("127.0.0.01:9464") ==
+        Errors{at + "'127.0.0.01:9464' has '127.0.0.01' before the port, not an IPv4 address "
+                    "(a.b.c.d); without leading zeros (some tools read 010 as octal 8), did you "
+                    "mean 127.0.0.1:9464?"});
+  CHECK(metrics("127.0.0.1:+80") ==
+        Errors{at + "'127.0.0.1:+80' has port '+80', not a decimal number"});
+  CHECK(metrics("127.0.0.1: 80") ==
+        Errors{at + "'127.0.0.1: 80' has port ' 80', not a decimal number"});
+  CHECK(metrics("127.0.0.1:0") == Errors{at + "'127.0.0.1:0' has port 0, out of range 1..65535"});
+  CHECK(metrics("127.0.0.1:000") ==
+        Errors{at + "'127.0.0.1:000' has port 000, out of range 1..65535"});
+  CHECK(metrics("127.0.0.1:65536") ==
+        Errors{at + "'127.0.0.1:65536' has port 65536, out of range 1..65535"});
+  CHECK(metrics("127.0.0.1:") ==
+        Errors{at + "'127.0.0.1:' has no port after the ':'; expected IPV4:PORT (e.g. "
+                    "127.0.0.1:9464) or off"});
+  CHECK(metrics(":9464") == Errors{at + "':9464' has no address before the port; expected "
+                                        "IPV4:PORT (e.g. 127.0.0.1:9464) or off"});
+  CHECK(metrics("[::1]:9100") ==
+        Errors{at + "'[::1]:9100' is an IPv6 address: the metrics endpoint listens on IPv4 only; "
+                    "expected IPV4:PORT (e.g. 127.0.0.1:9464) or off"});
+  CHECK(metrics("::1:9100") ==
+        Errors{at + "'::1:9100' is an IPv6 address: the metrics endpoint listens on IPv4 only; "
+                    "expected IPV4:PORT (e.g. 127.0.0.1:9464) or off"});
+  CHECK(metrics("localhost:9464") ==
+        Errors{at + "'localhost:9464' has 'localhost' before the port, not an IPv4 address "
+                    "(a.b.c.d)"});
+  // The prefix length of an IPv4 network takes no leading zero either (the IPv6 one did not).
+  CHECK(errors_of("port: {device: net_null0, address: 198.18.0.1/08}\n") ==
+        Errors{"t.yaml:1:36: port.address: expected IPV4/PREFIX (e.g. 198.18.0.1/24), got "
+               "'198.18.0.1/08'; without leading zeros (some tools read 010 as octal 8), did you "
+               "mean 198.18.0.1/8?"});
+  CHECK(errors_of("port: {device: net_null0, address: 198.18.0.010/24}\n") ==
+        Errors{"t.yaml:1:36: port.address: expected IPV4/PREFIX (e.g. 198.18.0.1/24), got "
+               "'198.18.0.010/24'; without leading zeros (some tools read 010 as octal 8), did "
+               "you mean 198.18.0.10/24?"});
+  CHECK(errors_of(std::string(kPort) + "  gateway: 198.18.0.0254\n") ==
+        Errors{"t.yaml:4:12: port.gateway: '198.18.0.0254' is not an IPv4 address (a.b.c.d); "
+               "without leading zeros (some tools read 010 as octal 8), did you mean "
+               "198.18.0.254?"});
+  CHECK(errors_of(std::string(kPort) + "  gateway: 198.18.0.2544\n") ==
+        Errors{"t.yaml:4:12: port.gateway: '198.18.0.2544' is not an IPv4 address (a.b.c.d)"});
+  CHECK(errors_of(std::string(kPort) + "  gateway: 198.18.0.09\n") ==
+        Errors{"t.yaml:4:12: port.gateway: '198.18.0.09' is not an IPv4 address (a.b.c.d); "
+               "without leading zeros (some tools read 010 as octal 8), did you mean 198.18.0.9?"});
+  CHECK(errors_of(std::string(kPort) + "clients: {allowed_peers: [10.0.0.0/08, 10.0.0.01]}\n") ==
+        Errors{"t.yaml:4:27: clients.allowed_peers[0]: expected an IPv4 network (198.18.0.0/15), "
+               "an IPv6 network (fd00::/8) or an address, got '10.0.0.0/08'; without leading "
+               "zeros (some tools read 010 as octal 8), did you mean 10.0.0.0/8?",
+               "t.yaml:4:40: clients.allowed_peers[1]: expected an IPv4 network (198.18.0.0/15), "
+               "an IPv6 network (fd00::/8) or an address, got '10.0.0.01'; without leading "
+               "zeros (some tools read 010 as octal 8), did you mean 10.0.0.1?"});
+  CHECK(errors_of(std::string(kPort) + "  neighbours: {198.18.0.02: '02:00:00:00:00:02'}\n") ==
+        Errors{"t.yaml:4:16: port.neighbours: '198.18.0.02' is not an IPv4 address (a.b.c.d) or "
+               "an IPv6 address; without leading zeros (some tools read 010 as octal 8), did you "
+               "mean 198.18.0.2?"});
+  CHECK(errors_of("port: {device: net_null0, address: 198.18.0.1/8, gateway: 198.18.0.254}\n")
+            .empty());
 }
 
 TEST_CASE("daemon, transport and clients cross-checks") {
