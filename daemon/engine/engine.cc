@@ -305,6 +305,21 @@ void Engine::run() {
       }
     }
   }
+  finish_stop();
+}
+
+// conduitd stops by releasing every client (the control thread posts the commands and does
+// not wait) and then stopping the engine, which may see the stop before those commands: its
+// loop's last rounds take them, and send what the QPs owe their peers (final ACKs, the READ
+// responses those cover, DREQs). Rounds until one takes no command and leaves nothing in the
+// TX batch, within kStopBudgetNs (the device may take nothing).
+void Engine::finish_stop() {
+  const uint64_t deadline = tsc_now_ns() + kStopBudgetNs;
+  for (uint64_t now = tsc_now_ns(); now < deadline; now = tsc_now_ns()) {
+    const uint64_t commands = counters_.commands;
+    poll_once(now);
+    if (counters_.commands == commands && tx_batch_len_ == 0) break;
+  }
 }
 
 bool Engine::poll_once(uint64_t now_ns) {

@@ -227,8 +227,12 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Runs until stop(). Each iteration reads the TSC clock.
+  // Runs until stop(). Each iteration reads the TSC clock. Then a last round (finish_stop):
+  // the commands posted before the stop are taken (conduitd releases every client, then stops
+  // the engine: the QPs' final ACKs and DREQs), and what they send leaves; at most
+  // kStopBudgetNs. Nothing else is flushed: the pacer's queued frames are freed unsent.
   void run();
+  static constexpr uint64_t kStopBudgetNs = 100'000'000;
   void stop() { stop_.store(true, std::memory_order_relaxed); }
   // A policy reload's idle_mode; any thread may call it, run() takes it at its next loop.
   void set_idle_mode(IdleMode m) { idle_mode_.store(m, std::memory_order_relaxed); }
@@ -362,6 +366,7 @@ class Engine {
   // False if the device was full: the frame was freed, counted in tx_ring_full_drops.
   bool transmit_now(rte_mbuf* m);
   void flush_tx();
+  void finish_stop();
   bool deliver_completions(QpCtx& q);
   void push_cqe(Client& c, uint32_t cq_slot, const conduit_shm_cqe& cqe);
   void kick_cqs();

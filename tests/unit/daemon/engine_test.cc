@@ -2198,6 +2198,35 @@ TEST_CASE("engine: a QP that stops frees its own requests still in its pacer", "
   CHECK(writes() == before);
 }
 
+TEST_CASE("engine: a stop takes the commands posted before it and sends what they owe peers",
+          "[engine][cm]") {
+  // conduitd stops by releasing every client (the control thread posts kRemoveClient, and
+  // kRemoveQp for each QP, without waiting for the engine) and then stopping the engine. An
+  // engine that left its loop at once, with those commands still in its ring, never removed
+  // the QPs: their peers got no DREQ (nor final ACK) and learned of the stop only by
+  // retrying into nothing.
+  Fixture f(Fixture::Options{.connect_qps = false});
+  CmEvents ev{f};
+  REQUIRE(ev.establish(7));
+  const uint64_t commands = f.b.engine->counters().commands;
+  control::EngineCommand gone;
+  gone.op = control::EngineOp::kRemoveClient;
+  f.b.submit(gone);
+  f.b.engine->stop();
+  const uint64_t t0 = engine::tsc_now_ns();
+  f.b.engine->run();  // stopped already: its last round only
+  CHECK(engine::tsc_now_ns() - t0 < 1'000'000'000);
+  CHECK(f.b.engine->counters().commands == commands + 1);
+  // a alone (b runs no more) hears of the disconnect.
+  CHECK(run_until(
+      f.a, f.a,
+      [&] {
+        take_events(f.a, ev.a);
+        return find_cm(ev.a, proto::CmEventKind::kDisconnected) != nullptr;
+      },
+      2000));
+}
+
 TEST_CASE("engine: QPs created after a reload connect with its transport defaults",
           "[engine][cm][policy]") {
   Fixture f(Fixture::Options{.connect_qps = false});
