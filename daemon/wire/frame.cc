@@ -192,7 +192,7 @@ constexpr std::array<const char*, kDropReasonCount> kDropReasonNames = {
                                         std::span<const uint8_t> udp_payload) {
   const size_t n = udp_payload.size();
   if (ip_udp + kIp6UdpBytes == udp_payload.data()) {
-    return icrc_ipv6(std::span<const uint8_t>(ip_udp, kIp6UdpBytes + n - kIcrcBytes));
+    return icrc_ipv6_datagram(ip_udp, kIp6UdpBytes + n - kIcrcBytes);
   }
   return icrc_ipv6(std::span<const uint8_t>(ip_udp, kIp6UdpBytes),
                    udp_payload.first(n - kIcrcBytes));
@@ -468,7 +468,7 @@ uint8_t* write_l2_ip_udp(uint8_t* f, const FrameAddr& addr, size_t ip_total) {
   std::memset(p, 0, 4);
   p += pad;
   const auto len = static_cast<size_t>(p - ip);
-  icrc_store(ipv6 ? icrc_ipv6(std::span<const uint8_t>(ip, len)) : icrc_ipv4_datagram(ip, len), p);
+  icrc_store(ipv6 ? icrc_ipv6_datagram(ip, len) : icrc_ipv4_datagram(ip, len), p);
 }
 
 }  // namespace

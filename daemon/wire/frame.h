@@ -307,8 +307,8 @@ inline void finish_frame_icrc(const FrameTemplate& tmpl, uint8_t* frame, size_t 
 inline void finish_frame_icrc_words(const FrameTemplate& tmpl, uint8_t* frame, size_t frame_bytes) {
   const uint8_t* ip = frame + tmpl.l2_bytes;
   const size_t datagram = frame_bytes - tmpl.l2_bytes - kIcrcBytes;
-  const uint32_t icrc = tmpl.ipv6 ? icrc_ipv6(std::span<const uint8_t>(ip, datagram))
-                                  : icrc_ipv4_datagram_words(ip, datagram);
+  const uint32_t icrc =
+      tmpl.ipv6 ? icrc_ipv6_datagram_words(ip, datagram) : icrc_ipv4_datagram_words(ip, datagram);
   icrc_store(icrc, frame + frame_bytes - kIcrcBytes);
 }
 

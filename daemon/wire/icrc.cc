@@ -327,25 +327,52 @@ CONDUIT_CLMUL uint32_t raw_clmul_icrc_head48(uint32_t s, const uint8_t* head, co
 }
 
 // The raw ICRC register of an IPv6 datagram whose first 60 bytes (IPv6, UDP,
-// BTH) are at `head`, then n bytes from p, in one fold stream: the IPv6
-// counterpart of raw_clmul_icrc_head48. By the identity the block stream
-// below spells out (the ICRC is the raw CRC, from register 0, of 4 x 0xFF and
-// the masked datagram), the 4 + 60 header bytes are exactly four blocks:
-// block 0 is the datagram's first 12 bytes behind four 0xFF, and the variant
-// fields (traffic class, flow label, hop limit; UDP checksum; BTH byte 4) are
+// BTH) are h0..h3 (unmasked, as loaded from datagram bytes 0, 12, 28 and 44),
+// then n bytes from p, in one fold stream: the IPv6 counterpart of
+// raw_clmul_icrc_head48. By the identity the block stream below spells out
+// (the ICRC is the raw CRC, from register 0, of 4 x 0xFF and the masked
+// datagram), the 4 + 60 header bytes are exactly four blocks: block 0 is the
+// datagram's first 12 bytes behind four 0xFF, and the variant fields
+// (traffic class, flow label, hop limit; UDP checksum; BTH byte 4) are
 // forced to ones in registers.
-CONDUIT_CLMUL uint32_t raw_clmul_icrc6_head60(const uint8_t* head, const uint8_t* p, size_t n) {
+CONDUIT_CLMUL inline uint32_t raw_clmul_icrc6_blocks(__m128i h0, __m128i h1, __m128i h2, __m128i h3,
+                                                     const uint8_t* p, size_t n) {
   // Block 0: the four 0xFF; datagram byte 0's low nibble (traffic class, high nibble),
   // bytes 1-3 (traffic class, flow label) and 7 (hop limit), at 4 + offset.
   const __m128i m0 = _mm_setr_epi8(-1, -1, -1, -1, 0x0F, -1, -1, -1, 0, 0, 0, -1, 0, 0, 0, 0);
   // Block 3 (datagram bytes 44-59): the UDP checksum (46-47) and BTH byte 4 (52).
   const __m128i m3 = _mm_setr_epi8(0, 0, -1, -1, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0);
-  const __m128i b0 = _mm_or_si128(_mm_slli_si128(load128(head), 4), m0);
-  const __m128i b3 = _mm_or_si128(load128(head + 44), m3);
-  const __m128i x = _mm_xor_si128(
-      _mm_xor_si128(fold(b0, constants(kFold384)), fold(load128(head + 12), constants(kFold256))),
-      _mm_xor_si128(fold(load128(head + 28), constants(kFold128)), b3));
+  const __m128i b0 = _mm_or_si128(_mm_slli_si128(h0, 4), m0);
+  const __m128i b3 = _mm_or_si128(h3, m3);
+  const __m128i x =
+      _mm_xor_si128(_mm_xor_si128(fold(b0, constants(kFold384)), fold(h1, constants(kFold256))),
+                    _mm_xor_si128(fold(h2, constants(kFold128)), b3));
   return kHaveVpclmul ? raw_clmul_from<true>(x, p, n) : raw_clmul_from<false>(x, p, n);
+}
+
+// The same with the 60 header bytes at `head`.
+CONDUIT_CLMUL uint32_t raw_clmul_icrc6_head60(const uint8_t* head, const uint8_t* p, size_t n) {
+  return raw_clmul_icrc6_blocks(load128(head), load128(head + 12), load128(head + 28),
+                                load128(head + 44), p, n);
+}
+
+// The same with the IPv6 and UDP headers (48 bytes) at `ip_udp` and the BTH
+// and the rest (n >= 12 bytes) at p, apart (parse_roce's and the GSI
+// parser's two spans): block 3 is assembled in registers from the headers'
+// last 4 bytes and the BTH, so the stream needs no copy of the headers.
+CONDUIT_CLMUL uint32_t raw_clmul_icrc6_split48(const uint8_t* ip_udp, const uint8_t* p, size_t n) {
+  uint32_t udp_tail;  // UDP length and checksum (datagram bytes 44-47)
+  uint64_t bth_lo;    // BTH bytes 0-7
+  uint32_t bth_hi;    // BTH bytes 8-11
+  std::memcpy(&udp_tail, ip_udp + 44, 4);
+  std::memcpy(&bth_lo, p, 8);
+  std::memcpy(&bth_hi, p + 8, 4);
+  const __m128i bth = _mm_unpacklo_epi64(_mm_cvtsi64_si128(static_cast<long long>(bth_lo)),
+                                         _mm_cvtsi32_si128(static_cast<int>(bth_hi)));
+  const __m128i h3 =
+      _mm_or_si128(_mm_slli_si128(bth, 4), _mm_cvtsi32_si128(static_cast<int>(udp_tail)));
+  return raw_clmul_icrc6_blocks(load128(ip_udp), load128(ip_udp + 12), load128(ip_udp + 28), h3,
+                                p + 12, n - 12);
 }
 
 // The ICRC of a datagram in one span as whole 16-byte blocks, with no copy,
@@ -362,16 +389,29 @@ CONDUIT_CLMUL uint32_t raw_clmul_icrc6_head60(const uint8_t* head, const uint8_t
 // no dependent arithmetic. Block 0 is one shuffled load of the datagram's
 // first bytes; the 0xFF bytes and the variant fields come from a table of OR
 // masks by n % 16.
+//
+// IPv6 datagrams take the same stream (icrc6_stream_*): their variant fields
+// reach datagram byte 52, so block 4 has OR masks too, and the datagram is at
+// least 60 bytes (four blocks).
 constexpr bool icrc_variant_byte(size_t offset) {
   // IPv4 ToS, TTL, header checksum; UDP checksum; BTH byte 4.
   return offset == 1 || offset == 8 || offset == 10 || offset == 11 || offset == 26 ||
          offset == 27 || offset == 32;
 }
+// The bits of datagram byte `offset` the ICRC takes as ones over IPv6.
+constexpr uint8_t icrc6_variant_bits(size_t offset) {
+  if (offset == 0) return 0x0F;  // traffic class, high nibble (the version is covered)
+  // Traffic class (low nibble) and flow label, hop limit; UDP checksum; BTH byte 4.
+  const bool all = offset == 1 || offset == 2 || offset == 3 || offset == 7 || offset == 46 ||
+                   offset == 47 || offset == 52;
+  return all ? 0xFF : 0;
+}
 
 // 128 bytes, so that the index is one shift.
 struct alignas(128) StreamMasks {
-  alignas(16) std::array<uint8_t, 16> shuffle;              // block 0 from a load at byte 0
-  alignas(16) std::array<std::array<uint8_t, 16>, 4> ones;  // OR masks of blocks 0..3
+  alignas(16) std::array<uint8_t, 16> shuffle;  // block 0 from a load at byte 0
+  // OR masks of blocks 0..4 (block 4's: IPv6 only).
+  alignas(16) std::array<std::array<uint8_t, 16>, 5> ones;
 };
 
 // Short streams (3..7 blocks) take each block straight to 96 bits and reduce
@@ -399,21 +439,34 @@ struct StreamTables {
   std::array<StreamMasks, 16> masks;  // by n % 16 (13..15 are not stream lengths)
 };
 
-constexpr StreamTables make_stream_tables() {
-  StreamTables t{};
+// The masks of every z for one family (ipv6: icrc6_variant_bits).
+constexpr std::array<StreamMasks, 16> make_stream_masks(bool ipv6) {
+  std::array<StreamMasks, 16> masks{};
   for (size_t z = 0; z <= 12; ++z) {
-    StreamMasks& m = t.masks[12 - z];
+    StreamMasks& m = masks[12 - z];
     for (size_t j = 0; j < 16; ++j) {
       m.shuffle[j] = j >= z + 4 ? static_cast<uint8_t>(j - z - 4) : 0x80;  // 0x80: zero
     }
-    for (size_t k = 0; k < 4; ++k) {
+    for (size_t k = 0; k < (ipv6 ? 5 : 4); ++k) {
       for (size_t j = 0; j < 16; ++j) {
         const size_t pos = 16 * k + j;
-        const bool ones = pos >= z && (pos < z + 4 || icrc_variant_byte(pos - z - 4));
-        m.ones[k][j] = ones ? 0xFF : 0;
+        if (pos < z) continue;
+        if (pos < z + 4) {
+          m.ones[k][j] = 0xFF;
+        } else if (ipv6) {
+          m.ones[k][j] = icrc6_variant_bits(pos - z - 4);
+        } else {
+          m.ones[k][j] = icrc_variant_byte(pos - z - 4) ? 0xFF : 0;
+        }
       }
     }
   }
+  return masks;
+}
+
+constexpr StreamTables make_stream_tables() {
+  StreamTables t{};
+  t.masks = make_stream_masks(false);
   for (unsigned r = 0; r < 4; ++r) {
     ShortStream& k = t.to96[3 + r];
     for (unsigned i = 0; i < 4; ++i) k.k[i] = to96_constants(3 + r - i);
@@ -427,9 +480,38 @@ constexpr StreamTables make_stream_tables() {
 
 constexpr auto kStreamTables = make_stream_tables();
 
-// A datagram length the block stream handles: at least 40 bytes, and
-// (n + 4) % 16 not in 1..3.
+// IPv6: short streams are 4..8 blocks (60..127 bytes). For 5..8 blocks
+// (n / 16 = 4..7) the multipliers of blocks 0..4 (read and masked as the
+// headers), then of the three blocks that end the stream, zero for the ones
+// also among blocks 0..4: as ShortStream, with one head block more.
+struct alignas(128) ShortStream6 {
+  std::array<FoldConstants, 8> k;
+};
+struct Stream6Tables {
+  std::array<ShortStream6, 8> to96;   // by n / 16, 4..7 (5..8 blocks; 0..3 unused)
+  std::array<StreamMasks, 16> masks;  // by n % 16 (13..15 are not stream lengths)
+};
+constexpr Stream6Tables make_stream6_tables() {
+  Stream6Tables t{};
+  t.masks = make_stream_masks(true);
+  for (unsigned r = 0; r < 4; ++r) {  // 5 + r blocks
+    ShortStream6& k = t.to96[4 + r];
+    for (unsigned i = 0; i < 5; ++i) k.k[i] = to96_constants(4 + r - i);
+    for (unsigned e = 0; e < 3; ++e) {
+      const unsigned j = 2 - e;  // blocks before the last
+      k.k[5 + e] = j < r ? to96_constants(j) : FoldConstants{0, 0};
+    }
+  }
+  return t;
+}
+constexpr auto kStream6Tables = make_stream6_tables();
+static_assert(kStream6Tables.masks[12].ones[0][4] == 0x0F);  // n = 60: byte 0 right after the 0xFF
+static_assert(kStream6Tables.masks[0].ones[4][4] == 0xFF);   // n = 16k: byte 52 in block 4
+
+// A datagram length the block stream handles: at least 40 bytes (IPv6: 60),
+// and (n + 4) % 16 not in 1..3.
 constexpr bool stream_length_ok(size_t n) { return n >= 40 && ((n + 4) & 15) - 1 >= 3; }
+constexpr bool stream6_length_ok(size_t n) { return n >= 60 && ((n + 4) & 15) - 1 >= 3; }
 
 #define CONDUIT_CLMUL_SSSE3 __attribute__((target("pclmul,ssse3,sse2")))
 
@@ -449,19 +531,56 @@ template <bool kUseAvx512>
   return reduce128(fold_from<kUseAvx512>(x, p, left));
 }
 
+// The IPv6 stream's part after block 2 (see raw_icrc_stream): blocks 3 and 4
+// carry masks, and the short path runs to 8 blocks, a SEND with 64 bytes of
+// payload (124 bytes).
+template <bool kUseAvx512>
+[[gnu::always_inline]] CONDUIT_CLMUL_SSSE3 inline uint32_t raw_icrc6_stream_rest(
+    const uint8_t* d, size_t n, const StreamMasks& m, const uint8_t* p, __m128i b0, __m128i b1,
+    __m128i b2) {
+  const __m128i b3 = _mm_or_si128(load128(p + 32), load_aligned(m.ones[3]));
+  if (n < 64) {  // 4 blocks: the headers alone (60 bytes)
+    return barrett96(_mm_xor_si128(_mm_xor_si128(fold(b0, constants(to96_constants(3))),
+                                                 fold(b1, constants(to96_constants(2)))),
+                                   _mm_xor_si128(fold(b2, constants(to96_constants(1))),
+                                                 fold(b3, constants(to96_constants(0))))));
+  }
+  const __m128i b4 = _mm_or_si128(load128(p + 48), load_aligned(m.ones[4]));
+  if (n < 128) {  // 5..8 blocks
+    const ShortStream6& t = kStream6Tables.to96[n / 16];
+    const uint8_t* end = d + n;
+    const __m128i h = _mm_xor_si128(
+        _mm_xor_si128(fold(b0, load_constants(t.k[0])), fold(b1, load_constants(t.k[1]))),
+        _mm_xor_si128(
+            _mm_xor_si128(fold(b2, load_constants(t.k[2])), fold(b3, load_constants(t.k[3]))),
+            fold(b4, load_constants(t.k[4]))));
+    const __m128i e = _mm_xor_si128(_mm_xor_si128(fold(load128(end - 48), load_constants(t.k[5])),
+                                                  fold(load128(end - 32), load_constants(t.k[6]))),
+                                    fold(load128(end - 16), load_constants(t.k[7])));
+    return barrett96(_mm_xor_si128(h, e));
+  }
+  const __m128i x = _mm_xor_si128(
+      _mm_xor_si128(fold(b0, constants(kFold512)), fold(b1, constants(kFold384))),
+      _mm_xor_si128(_mm_xor_si128(fold(b2, constants(kFold256)), fold(b3, constants(kFold128))),
+                    b4));
+  return raw_icrc_stream_long<kUseAvx512>(x, p + 64, n - (n & 15) - 64);
+}
+
 // The raw CRC register at the end of the stream (the ICRC before inversion).
 // Always inlined into the per-ISA entry points below, so the same code is
 // also compiled with VEX encoding (three-operand: no register copies).
-template <bool kUseAvx512>
+// kIpv6: the IPv6 stream (n >= 60).
+template <bool kUseAvx512, bool kIpv6 = false>
 [[gnu::always_inline]] CONDUIT_CLMUL_SSSE3 inline uint32_t raw_icrc_stream(const uint8_t* d,
                                                                            size_t n) {
   const size_t k = n & 15;  // 12 - z
-  const StreamMasks& m = kStreamTables.masks[k];
+  const StreamMasks& m = (kIpv6 ? kStream6Tables.masks : kStreamTables.masks)[k];
   const __m128i b0 =
       _mm_or_si128(_mm_shuffle_epi8(load128(d), load_aligned(m.shuffle)), load_aligned(m.ones[0]));
   const uint8_t* p = d + k;  // block 1
   const __m128i b1 = _mm_or_si128(load128(p), load_aligned(m.ones[1]));
   const __m128i b2 = _mm_or_si128(load128(p + 16), load_aligned(m.ones[2]));
+  if constexpr (kIpv6) return raw_icrc6_stream_rest<kUseAvx512>(d, n, m, p, b0, b1, b2);
   if (n < 48) {  // 3 blocks: a 40..44-byte ACK or NAK
     return barrett96(_mm_xor_si128(_mm_xor_si128(fold(b0, constants(to96_constants(2))),
                                                  fold(b1, constants(to96_constants(1)))),
@@ -495,6 +614,18 @@ __attribute__((target("avx,pclmul,ssse3,sse2"))) uint32_t icrc_stream_avx(const 
 __attribute__((target("avx512f,vpclmulqdq,avx,pclmul,ssse3,sse2"))) uint32_t icrc_stream_avx512(
     const uint8_t* d, size_t n) {
   return raw_icrc_stream<true>(d, n);
+}
+// The same for IPv6 datagrams.
+CONDUIT_CLMUL_SSSE3 uint32_t icrc6_stream_sse(const uint8_t* d, size_t n) {
+  return raw_icrc_stream<false, true>(d, n);
+}
+__attribute__((target("avx,pclmul,ssse3,sse2"))) uint32_t icrc6_stream_avx(const uint8_t* d,
+                                                                           size_t n) {
+  return raw_icrc_stream<false, true>(d, n);
+}
+__attribute__((target("avx512f,vpclmulqdq,avx,pclmul,ssse3,sse2"))) uint32_t icrc6_stream_avx512(
+    const uint8_t* d, size_t n) {
+  return raw_icrc_stream<true, true>(d, n);
 }
 
 // crc32_update()'s AVX-512 path (AVX512BW/VL/VBMI + VPCLMULQDQ): every length
@@ -672,14 +803,17 @@ bool detect_vpclmul();
 
 // The best stream entry point for this CPU (nullptr without PCLMULQDQ and
 // SSSE3), decided once at static initialisation (CPUID, no syscall).
-IcrcStreamFn pick_icrc_stream() {
+IcrcStreamFn pick_icrc_stream(bool ipv6) {
   __builtin_cpu_init();
   if (!__builtin_cpu_supports("pclmul") || !__builtin_cpu_supports("ssse3")) return nullptr;
-  if (detect_vpclmul() && __builtin_cpu_supports("avx")) return icrc_stream_avx512;
-  if (__builtin_cpu_supports("avx")) return icrc_stream_avx;
-  return icrc_stream_sse;
+  if (detect_vpclmul() && __builtin_cpu_supports("avx")) {
+    return ipv6 ? icrc6_stream_avx512 : icrc_stream_avx512;
+  }
+  if (__builtin_cpu_supports("avx")) return ipv6 ? icrc6_stream_avx : icrc_stream_avx;
+  return ipv6 ? icrc6_stream_sse : icrc_stream_sse;
 }
-const IcrcStreamFn kIcrcStream = pick_icrc_stream();
+const IcrcStreamFn kIcrcStream = pick_icrc_stream(false);
+const IcrcStreamFn kIcrc6Stream = pick_icrc_stream(true);
 
 bool detect_vpclmul() {
   __builtin_cpu_init();
@@ -845,16 +979,59 @@ uint32_t icrc_stream_general(const uint8_t* datagram, size_t len_bytes) {
 }
 }  // namespace
 
+namespace {
+// rxe_icrc.c's IPv6 masking of the 60 header bytes at `ip`.
+void mask_icrc6_fields(uint8_t* ip) {
+  ip[0] |= 0x0F;                   // traffic class, high nibble
+  ip[1] = ip[2] = ip[3] = 0xFF;    // traffic class, low nibble; flow label
+  ip[7] = 0xFF;                    // hop limit
+  ip[40 + 6] = ip[40 + 7] = 0xFF;  // UDP checksum
+  ip[48 + 4] = 0xFF;               // BTH: FECN, BECN, reserved
+}
+
+// Every IPv6 case but a one-span datagram of a stream length with PCLMULQDQ
+// and SSSE3.
+__attribute__((noinline)) uint32_t icrc_ipv6_general(std::span<const uint8_t> first,
+                                                     std::span<const uint8_t> second) {
+  constexpr size_t kHead = kIpv6IcrcMaskedHeaderBytes;
+  if (first.size() + second.size() < kHead) return 0;
+#if CONDUIT_WIRE_HAVE_CLMUL
+  if (kHaveClmul && first.size() >= kHead) {
+    const uint32_t s =
+        raw_clmul_icrc6_head60(first.data(), first.data() + kHead, first.size() - kHead);
+    return second.empty() ? ~s : crc32_update(~s, second);
+  }
+  if (kHaveClmul && first.size() == kHead - 12) {  // IPv6 + UDP, then the BTH on
+    return ~raw_clmul_icrc6_split48(first.data(), second.data(), second.size());
+  }
+  if (kHaveClmul) {  // the headers split elsewhere: gathered, the rest in the same stream
+    uint8_t head[kHead];
+    if (!first.empty()) std::memcpy(head, first.data(), first.size());
+    const size_t from_second = kHead - first.size();
+    std::memcpy(head + first.size(), second.data(), from_second);
+    return ~raw_clmul_icrc6_head60(head, second.data() + from_second, second.size() - from_second);
+  }
+#endif
+  return icrc_ipv6_slice8(first, second);
+}
+// The IPv6 stream entry on a CPU without the carry-less ones.
+uint32_t icrc6_stream_general(const uint8_t* datagram, size_t len_bytes) {
+  return ~icrc_ipv6_general(std::span<const uint8_t>(datagram, len_bytes), {});
+}
+}  // namespace
+
 namespace detail {
 // Constant-initialised, so that an ICRC computed during another file's static
 // initialisation takes the general path, then set once to this CPU's stream.
 IcrcStreamFn icrc_stream = icrc_stream_general;
+IcrcStreamFn icrc6_stream = icrc6_stream_general;
 }  // namespace detail
 
 namespace {
 #if CONDUIT_WIRE_HAVE_CLMUL
 [[maybe_unused]] const bool kIcrcStreamSet = [] {
   if (kIcrcStream != nullptr) detail::icrc_stream = kIcrcStream;
+  if (kIcrc6Stream != nullptr) detail::icrc6_stream = kIcrc6Stream;
   return true;
 }();
 #endif
@@ -870,56 +1047,66 @@ uint32_t icrc_ipv4(std::span<const uint8_t> first, std::span<const uint8_t> seco
 }
 
 uint32_t icrc_ipv6(std::span<const uint8_t> first, std::span<const uint8_t> second) {
-  constexpr size_t kLrh = 8;  // the masked LRH: 8 bytes of 0xFF
-  constexpr size_t kHead = kIpv6IcrcMaskedHeaderBytes;
-  if (first.size() + second.size() < kHead) return 0;
 #if CONDUIT_WIRE_HAVE_CLMUL
-  if (kHaveClmul && first.size() >= kHead) {  // every frame the engine builds or parses
-    const uint32_t s =
-        raw_clmul_icrc6_head60(first.data(), first.data() + kHead, first.size() - kHead);
-    return second.empty() ? ~s : crc32_update(~s, second);
+  if (second.empty() && kIcrc6Stream != nullptr && stream6_length_ok(first.size())) {
+    return ~kIcrc6Stream(first.data(), first.size());
   }
 #endif
-  // The first 60 bytes (IPv6, UDP, BTH) gathered and masked; the rest as is.
-  std::array<uint8_t, kLrh + kHead> head;
-  std::memset(head.data(), 0xFF, kLrh);
-  const size_t from_first = std::min(first.size(), kHead);
-  std::memcpy(head.data() + kLrh, first.data(), from_first);
-  if (from_first < kHead) {  // (an empty span's data() may be null: no memcpy of it)
-    std::memcpy(head.data() + kLrh + from_first, second.data(), kHead - from_first);
-  }
-  uint8_t* ip = head.data() + kLrh;
-  ip[0] |= 0x0F;                   // traffic class, high nibble
-  ip[1] = ip[2] = ip[3] = 0xFF;    // traffic class, low nibble; flow label
-  ip[7] = 0xFF;                    // hop limit
-  ip[40 + 6] = ip[40 + 7] = 0xFF;  // UDP checksum
-  ip[48 + 4] = 0xFF;               // BTH: FECN, BECN, reserved
-  uint32_t crc = crc32_update(0, head);
-  if (from_first < first.size()) crc = crc32_update(crc, first.subspan(from_first));
-  const size_t second_used = kHead - from_first;
-  if (second_used < second.size()) crc = crc32_update(crc, second.subspan(second_used));
-  return crc;
+  return icrc_ipv6_general(first, second);
 }
 
-bool icrc_ipv4_with(IcrcIsa isa, std::span<const uint8_t> datagram, uint32_t& icrc) {
+namespace {
+// icrc_ipv4_with and icrc_ipv6_with: one ISA's build of the family's stream.
+bool icrc_with(bool ipv6, IcrcIsa isa, std::span<const uint8_t> datagram, uint32_t& icrc) {
 #if CONDUIT_WIRE_HAVE_CLMUL
-  if (kIcrcStream == nullptr || !stream_length_ok(datagram.size())) return false;
-  IcrcStreamFn fn = icrc_stream_sse;
+  if (kIcrcStream == nullptr) return false;
+  if (!(ipv6 ? stream6_length_ok(datagram.size()) : stream_length_ok(datagram.size()))) {
+    return false;
+  }
+  IcrcStreamFn fn = ipv6 ? icrc6_stream_sse : icrc_stream_sse;
   if (isa == IcrcIsa::kAvx) {
     if (!__builtin_cpu_supports("avx")) return false;
-    fn = icrc_stream_avx;
+    fn = ipv6 ? icrc6_stream_avx : icrc_stream_avx;
   } else if (isa == IcrcIsa::kAvx512) {
     if (!kHaveVpclmul || !__builtin_cpu_supports("avx")) return false;
-    fn = icrc_stream_avx512;
+    fn = ipv6 ? icrc6_stream_avx512 : icrc_stream_avx512;
   }
   icrc = ~fn(datagram.data(), datagram.size());
   return true;
 #else
+  (void)ipv6;
   (void)isa;
   (void)datagram;
   (void)icrc;
   return false;
 #endif
+}
+}  // namespace
+
+bool icrc_ipv4_with(IcrcIsa isa, std::span<const uint8_t> datagram, uint32_t& icrc) {
+  return icrc_with(false, isa, datagram, icrc);
+}
+bool icrc_ipv6_with(IcrcIsa isa, std::span<const uint8_t> datagram, uint32_t& icrc) {
+  return icrc_with(true, isa, datagram, icrc);
+}
+
+uint32_t icrc_ipv6_slice8(std::span<const uint8_t> first, std::span<const uint8_t> second) {
+  constexpr size_t kLrh = 8;  // the masked LRH: 8 bytes of 0xFF
+  constexpr size_t kHead = kIpv6IcrcMaskedHeaderBytes;
+  if (first.size() + second.size() < kHead) return 0;
+  // The first 60 bytes (IPv6, UDP, BTH) gathered and masked; the rest as is.
+  std::array<uint8_t, kLrh + kHead> head;
+  std::memset(head.data(), 0xFF, kLrh);
+  const size_t from_first = std::min(first.size(), kHead);
+  if (from_first > 0) std::memcpy(head.data() + kLrh, first.data(), from_first);
+  if (from_first < kHead) {  // (an empty span's data() may be null: no memcpy of it)
+    std::memcpy(head.data() + kLrh + from_first, second.data(), kHead - from_first);
+  }
+  mask_icrc6_fields(head.data() + kLrh);
+  uint32_t s = raw_slice8(~uint32_t{0}, head.data(), head.size());
+  s = raw_slice8(s, first.data() + from_first, first.size() - from_first);
+  const size_t from_second = kHead - from_first;
+  return ~raw_slice8(s, second.data() + from_second, second.size() - from_second);
 }
 
 uint32_t icrc_ipv4_slice8(std::span<const uint8_t> first, std::span<const uint8_t> second) {

@@ -60,6 +60,8 @@ using IcrcStreamFn = uint32_t (*)(const uint8_t* datagram, size_t len_bytes);
 // Hidden: the static libraries are position-independent, and a default-
 // visibility variable would be loaded through the GOT (one more load per use).
 [[gnu::visibility("hidden")]] extern IcrcStreamFn icrc_stream;
+// The same for icrc_ipv6() (datagrams of at least 60 bytes).
+[[gnu::visibility("hidden")]] extern IcrcStreamFn icrc6_stream;
 }  // namespace detail
 
 // icrc_ipv4() of one contiguous datagram with the dispatch inline, for the
@@ -97,17 +99,39 @@ bool icrc_ipv4_with(IcrcIsa isa, std::span<const uint8_t> datagram, uint32_t& ic
 // the UDP checksum and BTH byte 4 as for IPv4. `first` followed by `second`
 // is the datagram from the IPv6 header up to (not including) the ICRC; at
 // least 60 bytes in all (IPv6 + UDP + BTH), else 0. No extension headers:
-// the UDP header must follow the IPv6 header. With PCLMULQDQ and the headers
-// in `first`, header and payload go through one fold stream, the variant
-// fields masked in registers (no copy); otherwise a masked copy of the
-// headers and crc32_update().
+// the UDP header must follow the IPv6 header. As for IPv4, one span of a
+// stream length (at least 60 bytes, not 16k + 13..15) goes through the
+// whole-block stream, the variant fields masked in registers; with
+// PCLMULQDQ the other cases fold the headers (masked in registers, or
+// gathered when they are split other than after the UDP header) straight
+// into the payload's stream, and only bytes in `second` after headers
+// wholly in `first` take a second CRC call.
 inline constexpr size_t kIpv6IcrcMaskedHeaderBytes = 40 + 8 + 12;  // IPv6 + UDP + BTH
 uint32_t icrc_ipv6(std::span<const uint8_t> first, std::span<const uint8_t> second = {});
 
+// icrc_ipv6() of one contiguous datagram with the dispatch inline.
+[[gnu::always_inline]] inline uint32_t icrc_ipv6_datagram(const uint8_t* datagram,
+                                                          size_t len_bytes) {
+  if (len_bytes >= 60 && ((len_bytes + 4) & 15) - 1 >= 3) {
+    return ~detail::icrc6_stream(datagram, len_bytes);
+  }
+  return icrc_ipv6(std::span<const uint8_t>(datagram, len_bytes));
+}
+// icrc_ipv6_datagram() for a datagram of at least 60 bytes, a multiple of 4 long.
+[[gnu::always_inline]] inline uint32_t icrc_ipv6_datagram_words(const uint8_t* datagram,
+                                                                size_t len_bytes) {
+  return ~detail::icrc6_stream(datagram, len_bytes);
+}
+
+// For tests, as for IPv4: the table-driven CRC only, and one instruction
+// set's build of the stream (false for lengths under 60 or 16k + 13..15).
+uint32_t icrc_ipv6_slice8(std::span<const uint8_t> first, std::span<const uint8_t> second = {});
+bool icrc_ipv6_with(IcrcIsa isa, std::span<const uint8_t> datagram, uint32_t& icrc);
+
 // The ICRC of a datagram of either family, by the version nibble of its
-// first byte (6: icrc_ipv6, else icrc_ipv4_datagram).
+// first byte (6: icrc_ipv6_datagram, else icrc_ipv4_datagram).
 [[gnu::always_inline]] inline uint32_t icrc_datagram(const uint8_t* datagram, size_t len_bytes) {
-  if ((datagram[0] >> 4) == 6) return icrc_ipv6(std::span<const uint8_t>(datagram, len_bytes));
+  if ((datagram[0] >> 4) == 6) return icrc_ipv6_datagram(datagram, len_bytes);
   return icrc_ipv4_datagram(datagram, len_bytes);
 }
 
