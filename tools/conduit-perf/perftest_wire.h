@@ -216,7 +216,8 @@ struct PerftestRunValues {
   std::string peer_version;  // from the version message (not with --dont_xchg_versions)
 };
 // The header perftest 4.5 prints before a run (ctx_print_test_info), field by field as it
-// prints them for the test, side and options, with the values of `v`: the title, dual-port,
+// prints them for the test, side and options, with the values of `v`: the title, with -e the
+// events line ("conduitd_comp0": the device, one completion vector), dual-port,
 // device ("conduitd"), QPs, transport, connection type, SRQ, PCIe relaxed ordering
 // ("Unsupported"), ibv_wr* API (OFF: conduit's own post call), TX depth (client or -b), Post
 // List (-l above 1), RX depth (SEND tests: server or -b), CQ Moderation (bandwidth tests), Mtu,
