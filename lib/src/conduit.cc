@@ -973,17 +973,20 @@ int make_offer(const conduit_qp* qp, const conduit_cm_param* param, proto::CmQpO
     return set_error(-EINVAL, "private_len is set but private_data is NULL");
   }
   if (param->mtu > CONDUIT_MTU_4096) return set_error(-EINVAL, "mtu must be a conduit_mtu value");
-  if ((param->flags & ~(CONDUIT_CM_SELECTIVE_REPEAT | CONDUIT_CM_RDMA_CM)) != 0) {
+  // CONDUIT_CM_PRIVATE_TRUNCATED only ever reports on a peer's data: ignored here, so that a
+  // request's peer_flags passed on as this side's offer are not refused when it is set.
+  const uint32_t flags = param->flags & ~CONDUIT_CM_PRIVATE_TRUNCATED;
+  if ((flags & ~(CONDUIT_CM_SELECTIVE_REPEAT | CONDUIT_CM_RDMA_CM)) != 0) {
     return set_error(-EINVAL, "unknown conduit_cm_param flags");
   }
-  if ((param->flags & CONDUIT_CM_RDMA_CM) != 0 && param->private_len > CONDUIT_CM_RDMA_CM_PRIVATE) {
+  if ((flags & CONDUIT_CM_RDMA_CM) != 0 && param->private_len > CONDUIT_CM_RDMA_CM_PRIVATE) {
     return set_error(-EINVAL, "an rdma_cm request carries at most " +
                                   std::to_string(CONDUIT_CM_RDMA_CM_PRIVATE) +
                                   " bytes of private data");
   }
   o.access = param->access;
   o.path_mtu = static_cast<uint8_t>(param->mtu);
-  o.flags = param->flags;
+  o.flags = flags;
   const auto* b = static_cast<const uint8_t*>(param->private_data);
   o.private_data.assign(b, b + param->private_len);
   return 0;

@@ -381,7 +381,7 @@ enum conduit_cm_reject_reason {
  * CONDUIT_CM_MAX_PRIVATE. Over the IB CM, where no length is carried, a non-zero byte later in
  * the field: a REJ's (rdma_reject()) holds up to 148 bytes, a REP's (rdma_accept()) 196. The
  * rest is not kept: the structs' 64-byte arrays are part of the ABI an application was built
- * with. Never set in a conduit_cm_param. */
+ * with. Ignored in a conduit_cm_param (a request's peer_flags may be passed on as is). */
 #define CONDUIT_CM_PRIVATE_TRUNCATED 8u
 
 /* What this side offers. NULL where a function takes one: all access flags, the daemon's

@@ -908,10 +908,15 @@ TEST_CASE("connection manager: requests, rejects with reasons, established", "[l
   ev.cm.rq_psn = 200;
   d.engine->reply_to(control::EngineOp::kCmConnect, ev);
   conduit_cm_param param{};
-  param.flags = CONDUIT_CM_SELECTIVE_REPEAT;
+  // CONDUIT_CM_PRIVATE_TRUNCATED is only ever an output; an application that passes a
+  // request's peer_flags on as its own (with it set) is not refused for it, and it goes no
+  // further.
+  param.flags = CONDUIT_CM_SELECTIVE_REPEAT | CONDUIT_CM_PRIVATE_TRUNCATED;
   param.mtu = CONDUIT_MTU_4096;
   conduit_cm_conn conn{};
   REQUIRE(conduit_connect_service(qp, "198.18.0.2", 7, &param, 2000, &conn) == 0);
+  REQUIRE(d.engine->last(control::EngineOp::kCmConnect, add.client_id, &cmd));
+  CHECK(cmd.cm.flags == proto::kCmFlagSelectiveRepeat);
   CHECK(conn.remote_qpn == 0x4321);
   CHECK(conn.mtu_bytes == 2048);
   CHECK(conn.flags == CONDUIT_CM_SELECTIVE_REPEAT);
