@@ -6,6 +6,7 @@
 // Thread roles (each method is for exactly one side):
 //   control thread: submit(), poll_events(), control_wake_fd()
 //   engine thread:  poll_commands(), post_event(), engine_wake_fd()
+//   any thread:     wake_engine()
 // submit() kicks the engine's eventfd every time (control operations are rare,
 // a syscall each is fine); post_event() kicks the control eventfd likewise, so
 // the Asio thread can wait on it. Neither side ever blocks on the other: a full
@@ -41,6 +42,11 @@ class EngineChannel {
   bool post_event(const EngineEvent& ev);
   int engine_wake_fd() const { return engine_wake_.fd(); }
   void drain_engine_wake() const { engine_wake_.drain(); }
+
+  // ---- any thread ----
+  // Ends the engine's idle sleep (Engine::stop: the stop flag is seen at once, not when the
+  // sleep times out). An eventfd write: no lock, never blocks.
+  void wake_engine() const { engine_wake_.kick(); }
 
  private:
   EngineChannel() = default;

@@ -233,7 +233,12 @@ class Engine {
   // kStopBudgetNs. Nothing else is flushed: the pacer's queued frames are freed unsent.
   void run();
   static constexpr uint64_t kStopBudgetNs = 100'000'000;
-  void stop() { stop_.store(true, std::memory_order_relaxed); }
+  // Any thread. Also ends an idle sleep (the control eventfd it polls), which would otherwise
+  // keep run() until its timeout.
+  void stop() {
+    stop_.store(true, std::memory_order_relaxed);
+    channel_.wake_engine();
+  }
   // A policy reload's idle_mode; any thread may call it, run() takes it at its next loop.
   void set_idle_mode(IdleMode m) { idle_mode_.store(m, std::memory_order_relaxed); }
   // One loop iteration at now_ns; true if it did any work.

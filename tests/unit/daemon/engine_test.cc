@@ -1604,6 +1604,49 @@ TEST_CASE("engine: a reload's idle_mode reaches the running engine", "[engine][i
   CHECK(after.at("engine.sleeps") == before.at("engine.sleeps"));
 }
 
+TEST_CASE("engine: stop() wakes an engine asleep in adaptive idle mode", "[engine][idle]") {
+  // conduitd stops the engine from the main thread. An idle engine sleeps in ppoll on the
+  // control eventfd (and the clients' doorbells); a stop that only set the flag waited for
+  // that sleep's timeout. The timeout is made 30 s here, so an engine that is not woken
+  // blocks far beyond the 10 s bound.
+  need_eal();
+  g_engine_config_hook = [](engine::EngineConfig& ec, uint8_t) {
+    ec.idle_sleep_us = 30'000'000;
+    ec.idle_sleep_max_us = 30'000'000;
+  };
+  struct PutBack {
+    ~PutBack() { g_engine_config_hook = nullptr; }
+  } put_back;
+  Host h;
+  make_engine(h, "net_ring_idst0", net::Ipv4Addr::from_octets(198, 18, 0, 9), 0x43,
+              cc::ControllerKind::kNone, engine::IdleMode::kAdaptive);
+  std::atomic<bool> returned{false};
+  std::thread t([&] {
+    h.engine->run();
+    returned = true;
+  });
+  // Asleep: the heartbeat (one step per loop) stood still for 100 ms (up to 5 s here).
+  uint64_t beat = h.engine->heartbeat();
+  int still = 0;
+  for (int i = 0; i < 500 && still < 10; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const uint64_t now = h.engine->heartbeat();
+    still = now == beat ? still + 1 : 0;
+    beat = now;
+  }
+  CHECK(still == 10);
+  const auto t0 = std::chrono::steady_clock::now();
+  h.engine->stop();
+  for (int i = 0; i < 1000 && !returned; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  CHECK(returned);
+  t.join();
+  CHECK(waited < std::chrono::seconds(10));
+  CHECK(h.engine->counters().sleeps >= 1);
+}
+
 // ---- connection manager -------------------------------------------------------------
 
 namespace {
