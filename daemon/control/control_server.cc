@@ -385,7 +385,9 @@ struct ControlServer::Impl {
     if (metrics) metrics->stop();
     auto all = sessions;
     for (auto& [p, s] : all) close_session(s, "daemon stopping");
-    service.process_engine_events();
+    // The engine runs until this returns (main stops it after the server): every release
+    // must be in its ring by then.
+    service.flush_backlog_for_stop(ControlService::kStopBacklogMs);
     engine_wake.release();  // the EngineChannel owns that descriptor
   }
 };

@@ -1015,6 +1015,24 @@ int ControlService::engine_call(EngineCommand cmd, uint32_t timeout_ms, EngineEv
   return wait_awaited(timeout_ms, ack);
 }
 
+bool ControlService::flush_backlog_for_stop(uint32_t timeout_ms) {
+  if (engine_ == nullptr) return true;
+  const uint64_t deadline = now_ns() + uint64_t{timeout_ms} * 1'000'000;
+  for (;;) {
+    process_engine_events();  // flushes, and keeps the event ring from filling
+    if (backlog_.empty()) return true;
+    if (now_ns() >= deadline) {
+      spdlog::warn("control: the engine took no room for {} commands within {} ms of the stop",
+                   backlog_.size(), timeout_ms);
+      return false;
+    }
+    // The engine acks what it takes (the control eventfd); 1 ms at most between tries.
+    pollfd p{engine_->control_wake_fd(), POLLIN, 0};
+    ::poll(&p, 1, 1);
+    engine_->drain_control_wake();
+  }
+}
+
 int ControlService::wait_awaited(uint32_t timeout_ms, EngineEvent* ack) {
   const uint64_t deadline = now_ns() + uint64_t{timeout_ms} * 1'000'000;
   for (;;) {

@@ -124,6 +124,13 @@ class ControlService {
   // when EngineChannel::control_wake_fd() is readable and periodically.
   void process_engine_events();
 
+  // The daemon stopping, every client closed: hands the engine, which still runs, the
+  // commands its full ring refused (their QPs' DREQs and final ACKs, each client's release),
+  // waiting for room up to timeout_ms. The engine's own stop (finish_stop) takes only what
+  // is in its ring: what stayed here was lost. True if nothing is left.
+  bool flush_backlog_for_stop(uint32_t timeout_ms);
+  static constexpr uint32_t kStopBacklogMs = 1000;
+
   // Clients the engine cut off (impossible ring indices) since the last call:
   // the caller closes their connections (close_client releases the rest).
   std::vector<uint32_t> take_clients_to_disconnect() { return std::move(to_disconnect_); }

@@ -9,6 +9,8 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cerrno>
+#include <chrono>
+#include <thread>
 
 #include "control/control_server.h"
 #include "control/engine_channel.h"
@@ -425,4 +427,87 @@ TEST_CASE("a connection re-attaches only after the engine released its previous 
   const uint32_t first = qp();
   const uint32_t second = qp();
   CHECK(first != second);  // each QP its own rings
+}
+
+TEST_CASE("a stop hands the engine the releases its full command ring refused",
+          "[control][server]") {
+  // conduitd stops the control server (every client closed: kRemoveQp for each QP, then
+  // kRemoveCq, kRemoveClient) and then the engine, whose last round takes only what is in
+  // its ring. Commands that did not fit stayed in the service's backlog and were lost: the
+  // engine never removed those QPs nor told their peers. Here a 2-entry ring and an engine
+  // that takes nothing while the server begins to stop: 7 commands do not fit.
+  spdlog::set_level(spdlog::level::off);
+  std::unique_ptr<EngineChannel> ch;
+  REQUIRE(EngineChannel::create(2, &ch) == 0);
+  std::atomic<bool> paused{false}, parked{false}, quit{false};
+  std::atomic<int> removed_qps{0}, removed_cqs{0}, removed_clients{0};
+  std::thread engine([&] {  // takes every command and acks it, as the engine does
+    while (!quit) {
+      if (paused) {
+        parked = true;
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+        continue;
+      }
+      parked = false;
+      EngineCommand cmds[4];
+      const uint32_t n = ch->poll_commands(cmds, 4);
+      for (uint32_t i = 0; i < n; ++i) {
+        removed_qps += cmds[i].op == EngineOp::kRemoveQp;
+        removed_cqs += cmds[i].op == EngineOp::kRemoveCq;
+        removed_clients += cmds[i].op == EngineOp::kRemoveClient;
+        EngineEvent e;
+        e.kind = EngineEventKind::kAck;
+        e.cookie = cmds[i].cookie;
+        e.qpn = cmds[i].qpn;
+        while (!ch->post_event(e) && !quit) std::this_thread::yield();
+      }
+      if (n == 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  });
+  struct Join {
+    std::atomic<bool>& quit;
+    std::thread& t;
+    ~Join() {
+      quit = true;
+      t.join();
+    }
+  } join{quit, engine};
+
+  ControlLimits l;
+  l.max_qps = 4;
+  l.max_cqs = 2;
+  l.default_region_bytes = 1 << 20;
+  l.huge_pages = shm::HugePages::kNever;
+  ServiceHooks hooks;
+  hooks.version = "test";
+  const std::string path = "/tmp/conduit-ctl-stop-test-" + std::to_string(::getpid()) + ".sock";
+  ControlServer server(ServerConfig{path, 0600, {}, {}, {}}, l, hooks, ch.get());
+  std::string err;
+  REQUIRE(server.start(err) == 0);
+  RawClient c(path);
+  REQUIRE(c.request(attach_req()).status == 0);
+  for (int i = 0; i < 2; ++i) {
+    auto cq = c.request(proto::CreateCqRequest{16, false});
+    REQUIRE(cq.status == 0);
+    const uint32_t cq_id = std::get<proto::CreateCqReply>(cq.body).cq_id;
+    for (int k = 0; k < 2; ++k) {
+      REQUIRE(c.request(proto::CreateQpRequest{cq_id, cq_id, 4, 4, ""}).status == 0);
+    }
+  }
+  paused = true;
+  while (!parked) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  // The engine takes commands again 100 ms into the stop, as a busy one would.
+  std::thread resume([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    paused = false;
+  });
+  server.stop();
+  resume.join();
+  // What the ring holds now, the engine's last round takes (finish_stop).
+  for (int i = 0; i < 2000 && removed_clients == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  CHECK(removed_qps == 4);
+  CHECK(removed_cqs == 2);
+  CHECK(removed_clients == 1);
 }
