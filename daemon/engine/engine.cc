@@ -795,7 +795,17 @@ void Engine::remove_qp(uint32_t qpn, bool owner_gone) {
       ++counters_.peers_failed;
     }
   }
-  deliver_completions(*q);  // best effort: flushed WRs reach the CQ if it is still there
+  // WRs the client posted that were not taken yet (commands go first in a loop: a removal,
+  // as conduitd's stop posts for every QP, overtakes the client's last posts). Posted to
+  // the QP in ERROR they complete flushed, as verbs' WRs do, and none is sent. One pass,
+  // bounded by the QP's CQ room: a client that keeps posting cannot hold the engine here.
+  if (!q->client->broken) {
+    drain_sends(*q);
+    drain_recvs(*q);
+  }
+  // Best effort: flushed WRs reach the CQ if it is still there and has room.
+  while (deliver_completions(*q)) {
+  }
   add_qp_counters(retired_qp_counters_, q->qp->counters());
   pacer_.remove_flow(q->flow);
   flow_qp_[q->flow] = nullptr;

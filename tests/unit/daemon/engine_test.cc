@@ -689,6 +689,37 @@ TEST_CASE("engine: a QP removed because its client went away fails its local pee
   }
 }
 
+TEST_CASE("engine: WRs posted before their QP's removal was taken complete flushed", "[engine]") {
+  // conduitd's stop releases every client: kRemoveQp (owner_gone) for each QP. The engine
+  // takes commands before the clients' rings in a loop, so WRs a client posted just before
+  // were never read: they got no completion at all, and a client still polling its CQ
+  // (its region stays mapped) waited for them in vain. Posted to the QP in ERROR they
+  // complete with WR_FLUSH_ERR, as verbs' do; none is sent.
+  Fixture f;
+  REQUIRE_FALSE(run_until(
+      f.a, f.b, [] { return false; }, 50));  // apply commands
+  expect_acks_ok(f.a);
+  post_recv(f.a, 11, 0, 4096);
+  post_send(f.a, 12, CONDUIT_SHM_WR_SEND, 4096, 64);
+  post_send(f.a, 13, CONDUIT_SHM_WR_RDMA_WRITE, 8192, 64, 0);
+  const uint64_t tx_before = f.a.engine->counters().tx_frames;
+  control::EngineCommand c;
+  c.op = control::EngineOp::kRemoveQp;
+  c.qpn = f.a.qpn;
+  c.qp_slot = 0;
+  c.owner_gone = true;
+  f.a.submit(c);
+  f.a.engine->poll_once(engine::tsc_now_ns());
+  std::map<uint64_t, uint8_t> status;
+  for (conduit_shm_cqe cqe{}; f.a.cq.try_dequeue(&cqe);) status[cqe.wr_id] = cqe.status;
+  CHECK(status.size() == 3);
+  CHECK(status[11] == CONDUIT_SHM_WC_WR_FLUSH_ERR);
+  CHECK(status[12] == CONDUIT_SHM_WC_WR_FLUSH_ERR);
+  CHECK(status[13] == CONDUIT_SHM_WC_WR_FLUSH_ERR);
+  for (int i = 0; i < 100; ++i) f.a.engine->poll_once(engine::tsc_now_ns());
+  CHECK(f.a.engine->counters().tx_frames == tx_before);
+}
+
 TEST_CASE("engine: impossible ring indices cut the client off and tell the control thread",
           "[engine]") {
   need_eal();
