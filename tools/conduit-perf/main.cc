@@ -14,18 +14,18 @@ int main(int argc, char** argv) {
   const auto parsed = conduit::perf::parse_args(argc, argv, options);
   if (!parsed.ok) {
     std::fprintf(stderr, "conduit-perf: %s\n", parsed.error.c_str());
-    return 2;
+    return conduit::perf::parse_exit_status(parsed, options);  // 2; --perftest: 1, as perftest
   }
   for (const std::string& note : parsed.notes) {
     std::fprintf(stderr, "conduit-perf: note: %s\n", note.c_str());
   }
   if (options.help) {
     std::fputs(conduit::perf::usage_text().c_str(), stdout);
-    return 0;
+    return conduit::perf::parse_exit_status(parsed, options);  // 0; --perftest: 1, as perftest
   }
   if (options.version) {
     std::printf("conduit-perf (libconduit %s)\n", conduit_version());
-    return 0;
+    return conduit::perf::parse_exit_status(parsed, options);
   }
   return conduit::perf::run_session(options);
 }

@@ -474,6 +474,16 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
   uint32_t recv_post_list = 1;
   std::string source_ip;
 
+  // --perftest anywhere on the line (also after a mistake the loop stops at) sets the exit
+  // statuses: perftest's (parse_exit_status()).
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i] != nullptr ? argv[i] : "";
+    if (arg.size() <= 2 || arg.substr(0, 2) != "--") continue;
+    std::string name(arg.substr(0, arg.find('=')));
+    std::string ambiguous;
+    if (resolve_long_option(name, ambiguous) && name == "--perftest") r.perftest = true;
+  }
+
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i] != nullptr ? argv[i] : "";
     std::string name;
@@ -1202,6 +1212,12 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
   return r;
 }
 
+int parse_exit_status(const ParseResult& r, const PerfOptions& o) {
+  if (!r.ok) return r.perftest ? 1 : 2;
+  if (o.help || o.version) return r.perftest ? 1 : 0;
+  return -1;
+}
+
 std::string usage_text() {
   return R"(conduit-perf - perftest-style benchmarks over conduitd
 
@@ -1377,7 +1393,8 @@ latency lines (one-way = round trip / 2, as perftest reports; read_lat: the
   #bytes #iterations t_min t_max t_typical t_avg t_stdev t_99 t_99.9 [usec]
   (--perftest -D: perftest's duration report, #bytes #iterations t_avg[usec]
   tps average: the sampled part's round trips, their average and rate)
-Exit status: 0 on success, 1 on an error or a --check mismatch, 2 on bad usage.
+Exit status: 0 on success, 1 on an error or a --check mismatch, 2 on bad usage. With
+--perftest perftest's: 1 on bad usage, and after -h and -V too (as perftest 4.5's binaries).
 )";
 }
 

@@ -163,10 +163,19 @@ struct ParseResult {
   // perftest options that were accepted but mean nothing here (-d DEV, -l N): one line each
   // saying so, for stderr, so a perftest script runs and its user knows what was not done.
   std::vector<std::string> notes;
+  // --perftest is on the line (anywhere, by any unique prefix; set even when !ok): the exit
+  // statuses are perftest's (parse_exit_status()).
+  bool perftest = false;
 };
 
 // argv[0] is skipped. Every value is range-checked; the first problem is reported.
 ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out);
+
+// The status main() exits with when the parse ends the run, or -1 when the run goes on.
+// conduit-perf's own: 2 on bad usage (!r.ok), 0 for -h and -V. With --perftest on the line,
+// perftest 4.5's: 1 for all three, as its binaries exit after a parser error, a refused
+// combination, its help and its version (measured on Debian's ib_send_bw 4.5-0.17).
+int parse_exit_status(const ParseResult& r, const PerfOptions& o);
 
 std::string usage_text();
 

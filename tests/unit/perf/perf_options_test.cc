@@ -927,3 +927,44 @@ TEST_CASE("long options: a unique prefix of perftest 4.5's is taken, an ambiguou
   CHECK(parse({"send_bw", "h", "--nosuch"}).error.find("unknown option '--nosuch'") !=
         std::string::npos);
 }
+
+namespace {
+
+// What main() exits with when parsing ends the run (a usage error, -h, -V).
+int exit_status(std::vector<const char*> args) {
+  args.insert(args.begin(), "conduit-perf");
+  PerfOptions o;
+  const auto r = parse_args(static_cast<int>(args.size()), args.data(), o);
+  return conduit::perf::parse_exit_status(r, o);
+}
+
+}  // namespace
+
+TEST_CASE("--perftest: usage errors, -h and -V exit 1, as perftest 4.5's binaries") {
+  // perftest 4.5 (Debian's ib_send_bw, "6.06"), measured: an unknown option, a bad value
+  // (-s abc, -q 0), a refused combination (-D with -a, -n not a multiple of -l), -h and -V all
+  // exit 1 (its main's `return FAILURE` after the parser).
+  CHECK(exit_status({"send_bw", "--perftest", "-x", "1.2.3.4", "--zzz"}) == 1);
+  CHECK(exit_status({"send_bw", "--perftest", "-x", "1.2.3.4", "-s", "abc"}) == 1);
+  CHECK(exit_status({"send_bw", "--perftest", "-x", "1.2.3.4", "-q", "0"}) == 1);
+  CHECK(exit_status({"send_bw", "--perftest", "-x", "1.2.3.4", "-D", "2", "-a"}) == 1);
+  CHECK(exit_status({"send_bw", "h", "--perftest", "-x", "1.2.3.4", "-l", "2", "-n", "7"}) == 1);
+  CHECK(exit_status({"send_bw", "--perftest"}) == 1);  // no -x
+  CHECK(exit_status({"--perftest", "-h"}) == 1);
+  CHECK(exit_status({"send_bw", "-h", "--perftest"}) == 1);
+  CHECK(exit_status({"send_bw", "--perftest", "-V"}) == 1);
+  // --perftest after the mistake, or spelled as a prefix, is on the line all the same.
+  CHECK(exit_status({"send_bw", "-s", "abc", "--perftest"}) == 1);
+  CHECK(exit_status({"send_bw", "--zzz", "--perftes"}) == 1);
+  // conduit-perf's own mode keeps its statuses: 2 on bad usage, 0 for -h and -V.
+  CHECK(exit_status({"send_bw", "--zzz"}) == 2);
+  CHECK(exit_status({"send_bw", "-s", "abc"}) == 2);
+  CHECK(exit_status({"send_bw", "-a", "-s", "64"}) == 2);
+  CHECK(exit_status({"-h"}) == 0);
+  CHECK(exit_status({"--version"}) == 0);
+  // --perf is perftest's --perform_warm_up (a prefix of one of its options), not --perftest.
+  CHECK(exit_status({"send_bw", "--perf", "--zzz"}) == 2);
+  // A line that runs: no status from the parse.
+  CHECK(exit_status({"send_bw", "--perftest", "-x", "1.2.3.4"}) == -1);
+  CHECK(exit_status({"send_bw"}) == -1);
+}
