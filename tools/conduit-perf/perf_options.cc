@@ -819,8 +819,9 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
                     "that drives it and give its socket with -S");
       }
     } else if (is("-l", "--post_list")) {
-      if (!parse_uint_in<uint32_t>(value, 1, kMaxDepth, o.post_list)) {
-        return fail(range_error(name, value, 1, kMaxDepth));
+      // perftest takes 0 too (strtol; only a list above 1 is checked): below, by the side.
+      if (!parse_uint_in<uint32_t>(value, 0, kMaxDepth, o.post_list)) {
+        return fail(range_error(name, value, 0, kMaxDepth));
       }
     } else if (is("-f", "--margin")) {
       uint32_t margin = 0;
@@ -1095,6 +1096,26 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
   if (o.dont_xchg_versions && !o.perftest) {
     return fail("--dont_xchg_versions is perftest's: it runs with --perftest");
   }
+  if (o.post_list == 0) {
+    // perftest's parser takes -l 0; its post lists then hold no WR (post_list per QP). A side
+    // that never posts a send runs as with -l 1: a bandwidth server without -b, read_lat's and
+    // atomic_lat's server (send_lat's and write_lat's answer: they post). One that posts, posts
+    // from the empty list and counts 0 sent each time: perftest fails there ("Couldn't post
+    // send") or worse, so we refuse it before the run.
+    const bool posts = !o.is_server() || o.bidirectional || o.test == TestKind::kSendLat ||
+                       o.test == TestKind::kWriteLat;
+    if (!o.perftest) {
+      r.notes.push_back(
+          "option -l (--post_list) 0 ignored without --perftest: conduit-perf's own mode posts "
+          "one work request per call");
+    } else if (posts) {
+      return fail(
+          "option -l (--post_list) 0: perftest's parser takes it, but a side that posts sends "
+          "(a client, -b, send_lat's and write_lat's server) then posts from an empty post list "
+          "and fails (\"Couldn't post send\") or worse: give -l 1 or more");
+    }
+    o.post_list = 1;
+  }
   if (o.post_list > 1) {
     const std::string l = "option -l (--post_list) " + std::to_string(o.post_list);
     if (is_latency(o.test)) {
@@ -1328,7 +1349,10 @@ perftest's options, taken so that perftest command lines run:
                          lists: only every -Qth WR of a list signaled (-Q N by
                          default; -Q must divide N); -n must be a multiple of N.
                          Ignored, with a note, without --perftest; refused by the
-                         latency tests (above 1), as perftest
+                         latency tests (above 1), as perftest. -l 0, which perftest
+                         takes: nothing on a side that posts no sends (a bw server
+                         without -b, read_lat's and atomic_lat's server), refused
+                         on one that does (perftest's fails there)
   -f, --margin SEC       --perftest -D: the seconds left out of the sample at each
                          end (perftest's default D/4; -D must exceed 2 x SEC)
   -I, --inline_size N    send and write tests, --perftest: messages of up to N bytes

@@ -119,6 +119,7 @@ struct PerfOptions {
   int32_t margin_s = -1;
   // -l (--post_list) L, --perftest bandwidth tests: sends posted L at a time, chained in one
   // conduit_post_send, as perftest's post lists; -n must be a multiple of L (as perftest says).
+  // parse_args() leaves it 1 or more (-l 0, which perftest takes, is 1 where no send is posted).
   uint32_t post_list = 1;
   // --dont_xchg_versions with --perftest, as perftest's: no version, system data or MTU
   // messages (each side runs its own MTU), and the report's iterations in 4 bytes, as perftest

@@ -70,6 +70,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (s == 0 || s > kMaxMessageBytes) std::abort();
     }
     if (o.qps == 0 || o.qps > kMaxQps) std::abort();
+    if (o.post_list == 0) std::abort();  // -l 0 is taken as 1 or refused
     if (o.effective_cq_mod() == 0 || o.effective_cq_mod() > o.effective_tx_depth()) std::abort();
   } else if (!pr.ok && pr.error.empty()) {
     std::abort();

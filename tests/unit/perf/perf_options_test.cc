@@ -424,7 +424,7 @@ TEST_CASE("perftest's hardware options: taken, ignored with a note, or refused w
       {{"send_bw", "-i", "2"}, "a conduitd drives one port (-i 1)"},
       {{"send_bw", "-i", "0"}, "from 1 to 255"},
       {{"send_bw", "-d", ""}, "needs a device name"},
-      {{"send_bw", "-l", "0"}, "from 1 to 32768"},
+      {{"send_bw", "-l", "32769"}, "from 0 to 32768"},
       {{"send_bw", "-F=1"}, "takes no value"},
       {{"send_bw", "--report_gbits=1"}, "takes no value"},
       {{"send_lat", "-U"}, "the latency summary"},
@@ -967,4 +967,47 @@ TEST_CASE("--perftest: usage errors, -h and -V exit 1, as perftest 4.5's binarie
   // A line that runs: no status from the parse.
   CHECK(exit_status({"send_bw", "--perftest", "-x", "1.2.3.4"}) == -1);
   CHECK(exit_status({"send_bw"}) == -1);
+}
+
+TEST_CASE("-l 0: perftest's parser takes it; a side that posts sends cannot run it") {
+  // perftest 4.5 takes -l 0 (strtol, checked only above 1) and allocates its post lists with
+  // post_list WRs per QP: none. A side that never posts a send (a bandwidth server without -b,
+  // read_lat's and atomic_lat's server) runs as with -l 1; one that does posts from the empty
+  // list and counts 0 posted each time, and fails ("Couldn't post send") or worse.
+  for (const char* t : {"send_bw", "write_bw", "read_bw", "atomic_bw", "read_lat", "atomic_lat"}) {
+    auto p = parse_notes({t, "--perftest", "-x", "1.2.3.4", "-l", "0"});
+    INFO(t << ": " << p.error);
+    CHECK(p.ok);
+    if (!p.ok) continue;
+    CHECK(p.o.post_list == 1);
+    CHECK(p.notes.empty());  // perftest says nothing either
+    CHECK(exit_status({t, "--perftest", "-x", "1.2.3.4", "-l", "0"}) == -1);
+  }
+  CHECK(parse({"send_bw", "--perftest", "-x", "1.2.3.4", "--post_list=0", "-n", "7"}).ok);
+  struct Refused {
+    std::vector<const char*> args;
+  };
+  const std::vector<Refused> refused = {
+      {{"send_bw", "h", "--perftest", "-x", "1.2.3.4", "-l", "0"}},
+      {{"write_bw", "h", "--perftest", "-x", "1.2.3.4", "-l", "0"}},
+      {{"read_bw", "h", "--perftest", "-x", "1.2.3.4", "-l", "0", "-D", "4"}},
+      {{"write_bw", "--perftest", "-x", "1.2.3.4", "-b", "-l", "0"}},
+      {{"send_lat", "--perftest", "-x", "1.2.3.4", "-l", "0"}},
+      {{"write_lat", "--perftest", "-x", "1.2.3.4", "-l", "0"}},
+      {{"read_lat", "h", "--perftest", "-x", "1.2.3.4", "-l", "0"}},
+  };
+  for (const auto& c : refused) {
+    auto p = parse_notes(c.args);
+    INFO(c.args[0] << " " << c.args[1] << ": " << p.error);
+    CHECK_FALSE(p.ok);
+    CHECK(p.error.find("-l (--post_list) 0") != std::string::npos);
+    CHECK(p.error.find("Couldn't post send") != std::string::npos);
+    CHECK(exit_status(c.args) == 1);
+  }
+  // conduit-perf's own mode posts one WR per call: -l 0 is ignored with a note, as -l 8.
+  auto own = parse_notes({"send_bw", "h", "-l", "0"});
+  REQUIRE(own.ok);
+  CHECK(own.o.post_list == 1);
+  REQUIRE(own.notes.size() == 1);
+  CHECK(own.notes[0].find("-l (--post_list) 0 ignored without --perftest") != std::string::npos);
 }
