@@ -1304,8 +1304,9 @@ Options:
                          test), bw tests -q up to 64 QPs; perftest does not
                          tell the server the client's -s/-a/-n/-D/-q: give both
                          the same (two conduit-perf sides refuse a difference,
-                         said in the version message where perftest reads
-                         nothing); bw tests -b (both send). Not with -c or -J;
+                         and a different test or -b, said in the version
+                         message where perftest reads nothing); bw tests -b
+                         (both send). Not with -c or -J;
                          -e is taken (the session sleeps on its CQ between polls
                          anyway; refused on WRITE tests and with -D, as perftest
                          does); bw tests -Q N as perftest's: every Nth send

@@ -1148,8 +1148,8 @@ int Session::run() {
       const std::string differ = perftest_shape_mismatch(mine, *peer);
       if (!differ.empty()) {
         fail("the peer (conduit-perf --perftest) runs another test: " + differ +
-             " (perftest tells the server nothing of the client's -s/-a, -n/-D and -q: give both "
-             "sides the same)");
+             " (perftest tells the server nothing of the client's test, -b, -s/-a, -n/-D and "
+             "-q: give both sides the same)");
       }
     }
   }

@@ -38,6 +38,9 @@ PerftestRunShape perftest_run_shape(const PerfOptions& o) {
   r.duration = o.duration_s != 0;
   r.count = r.duration ? o.duration_s : o.effective_iterations();
   r.qps = o.qps;
+  r.has_test = true;
+  r.test = o.test;
+  r.bidirectional = o.bidirectional;
   return r;
 }
 
@@ -45,12 +48,26 @@ namespace {
 // Where the run goes in the version message: after "6.06" and its NUL.
 constexpr size_t kShapeAt = std::string_view(kPerftestVersion).size() + 1;
 static_assert(kShapeAt + 11 == kPerftestVersionBytes, "the run fills the version message");
+// The run's kind byte (perftest_wire.h): 0x80 | 0x10 (-D) | 0x08 (-b) | the test.
+constexpr uint8_t kKindTagged = 0x80;
+constexpr uint8_t kKindTagMask = 0xE0;
+constexpr uint8_t kKindDuration = 0x10;
+constexpr uint8_t kKindBidirectional = 0x08;
+constexpr uint8_t kKindTestMask = 0x07;
+static_assert(static_cast<uint8_t>(TestKind::kAtomicLat) == kKindTestMask,
+              "every test fits in the kind byte's three bits");
 }  // namespace
 
 PerftestVersion perftest_version_message(const PerftestRunShape& shape) {
   PerftestVersion m = perftest_version_message();
   size_t at = kShapeAt;
-  m[at++] = shape.duration ? 'D' : 'n';
+  if (shape.has_test) {
+    m[at++] = static_cast<uint8_t>(kKindTagged | (shape.duration ? kKindDuration : 0) |
+                                   (shape.bidirectional ? kKindBidirectional : 0) |
+                                   static_cast<uint8_t>(shape.test));
+  } else {
+    m[at++] = shape.duration ? 'D' : 'n';  // as an earlier conduit-perf
+  }
   m[at++] = static_cast<uint8_t>(std::min<uint32_t>(shape.qps, 255));
   const uint64_t size = shape.sweep ? 0 : std::min<uint64_t>(shape.size, 0xFFFFFFFFu);
   for (int i = 3; i >= 0; --i) m[at++] = static_cast<uint8_t>(size >> (8 * i));
@@ -64,9 +81,17 @@ std::optional<PerftestRunShape> parse_perftest_run_shape(const PerftestVersion& 
   if (std::memcmp(m.data(), kPerftestVersion, kShapeAt) != 0) return std::nullopt;
   size_t at = kShapeAt;
   const uint8_t kind = m[at++];
-  if (kind != 'n' && kind != 'D') return std::nullopt;
   PerftestRunShape r;
-  r.duration = kind == 'D';
+  if (kind == 'n' || kind == 'D') {
+    r.duration = kind == 'D';  // an earlier conduit-perf: no test, no -b
+  } else if ((kind & kKindTagMask) == kKindTagged) {
+    r.duration = (kind & kKindDuration) != 0;
+    r.has_test = true;
+    r.bidirectional = (kind & kKindBidirectional) != 0;
+    r.test = static_cast<TestKind>(kind & kKindTestMask);
+  } else {
+    return std::nullopt;
+  }
   r.qps = m[at++];
   uint64_t size = 0;
   for (int i = 0; i < 4; ++i) size = size << 8 | m[at++];
@@ -92,6 +117,10 @@ std::string perftest_shape_mismatch(const PerftestRunShape& mine, const Perftest
   auto count = [](const PerftestRunShape& s) {
     return (s.duration ? "-D " : "-n ") + std::to_string(s.count);
   };
+  if (mine.has_test && peer.has_test) {
+    differ(test_name(mine.test), test_name(peer.test));
+    differ(mine.bidirectional ? "-b" : "no -b", peer.bidirectional ? "-b" : "no -b");
+  }
   differ(size(mine), size(peer));
   differ(count(mine), count(peer));
   differ("-q " + std::to_string(mine.qps), "-q " + std::to_string(peer.qps));

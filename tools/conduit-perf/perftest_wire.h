@@ -5,8 +5,8 @@
 // each main() makes), checked against a capture of rxe talking to rxe:
 //
 //   each step is one fixed-size message each way; the client writes first
-//   1. version        16 bytes: "6.06" and NULs (conduit-perf: its -s/-n/-q after the NUL,
-//                     where perftest reads nothing: PerftestRunShape below)
+//   1. version        16 bytes: "6.06" and NULs (conduit-perf: its test, -b, -s/-n/-q after
+//                     the NUL, where perftest reads nothing: PerftestRunShape below)
 //   2. cycle buffer    4 bytes, big endian (perftest's cycle buffer, 4096)
 //   3. cache line      4 bytes, big endian (64)
 //   4. path MTU        2 bytes: the verbs MTU enum as text, "3" + NUL for 1024
@@ -71,16 +71,21 @@ bool parse_perftest_version(const PerftestVersion& m, std::string& out);
 
 // conduit-perf's run in its version message, after the version's NUL, where perftest reads
 // nothing (it takes the message as a C string: atof) and sends NULs: two conduit-perf sides so
-// refuse a different -s/-a, -n/-D or -q, which perftest 4.5's exchange does not carry (version,
-// cycle buffer, cache line, MTU, records: it runs on, and fails or hangs later). Bytes 5..15:
-// 'n' (count: -n) or 'D' (count: -D seconds), -q, -s (4 bytes big endian; 0: -a), the count
-// (5 bytes big endian: -n up to 10^12).
+// refuse a different test, -b, -s/-a, -n/-D or -q, which perftest 4.5's exchange does not carry
+// (version, cycle buffer, cache line, MTU, records: it runs on, and fails or hangs later).
+// Bytes 5..15: the run's kind, -q, -s (4 bytes big endian; 0: -a), the count (5 bytes big
+// endian: -n up to 10^12, or -D's seconds). The kind: 0x80 | 0x10 (-D) | 0x08 (-b) | the test
+// (TestKind, 0..7). An earlier conduit-perf sent 'n' (-n) or 'D' (-D) there, without the test
+// and -b, and takes the new kind for a perftest peer's (nothing compared).
 struct PerftestRunShape {
   bool sweep = false;     // -a
   uint64_t size = 0;      // -s (not -a)
   bool duration = false;  // count is -D's seconds, not -n
   uint64_t count = 0;
   uint32_t qps = 1;
+  bool has_test = false;  // test and bidirectional are known (not from an earlier conduit-perf)
+  TestKind test = TestKind::kSendBw;
+  bool bidirectional = false;  // -b
 };
 PerftestRunShape perftest_run_shape(const PerfOptions& o);
 PerftestVersion perftest_version_message(const PerftestRunShape& shape);

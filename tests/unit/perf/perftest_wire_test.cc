@@ -1085,3 +1085,62 @@ TEST_CASE("--perftest -l without -Q says so on stdout, as perftest's parser does
   CHECK(perftest_parser_remarks(perftest_options({"write_bw", "h", "--perftest", "-x", "1.2.3.4"}))
             .empty());
 }
+
+TEST_CASE("two conduit-perf sides refuse a different test or -b too; perftest sees \"6.06\"") {
+  // send vs write vs read vs atomic, bw vs lat, and -b: in the version message's byte after
+  // the NUL, with -n/-D (perftest reads the message as a C string, atof: "6.06").
+  const auto message = [](std::vector<const char*> a) {
+    return perftest_version_message(perftest_run_shape(perftest_options(a)));
+  };
+  const auto differ = [&](std::vector<const char*> mine, std::vector<const char*> peer) {
+    const auto a = parse_perftest_run_shape(message(mine));
+    const auto b = parse_perftest_run_shape(message(peer));
+    REQUIRE(a.has_value());
+    REQUIRE(b.has_value());
+    return perftest_shape_mismatch(*a, *b);
+  };
+  const char* tests[] = {"send_bw",   "write_bw", "read_bw",   "send_lat",
+                         "write_lat", "read_lat", "atomic_bw", "atomic_lat"};
+  for (const char* t : tests) {
+    const PerftestVersion m = message({t, "--perftest", "-x", "1.2.3.4"});
+    CHECK(std::string(reinterpret_cast<const char*>(m.data())) == "6.06");
+    for (const char* u : tests) {
+      INFO(t << " vs " << u);
+      const std::string d = differ({t, "--perftest", "-x", "1.2.3.4", "-s", "8"},
+                                   {u, "--perftest", "-x", "1.2.3.4", "-s", "8"});
+      if (std::string_view(t) == u) {
+        CHECK(d.empty());
+      } else {
+        CHECK(d.find(std::string(t) + " here, " + u + " at the peer") != std::string::npos);
+      }
+    }
+  }
+  // -b on one side only; on both, alike.
+  const std::string b = differ({"write_bw", "h", "--perftest", "-x", "1.2.3.4", "-b"},
+                               {"write_bw", "--perftest", "-x", "1.2.3.4"});
+  CHECK(b == "-b here, no -b at the peer");
+  CHECK(differ({"send_bw", "--perftest", "-x", "1.2.3.4"},
+               {"send_bw", "h", "--perftest", "-x", "1.2.3.4", "-b"}) ==
+        "no -b here, -b at the peer");
+  CHECK(differ({"read_bw", "--perftest", "-x", "1.2.3.4", "-b", "-D", "3"},
+               {"read_bw", "h", "--perftest", "-x", "1.2.3.4", "-b", "-D", "3"})
+            .empty());
+  // -D and -b together still say -D.
+  CHECK(differ({"write_bw", "--perftest", "-x", "1.2.3.4", "-b", "-D", "3"},
+               {"write_bw", "h", "--perftest", "-x", "1.2.3.4", "-b", "-n", "100"}) ==
+        "-D 3 here, -n 100 at the peer");
+  // An earlier conduit-perf's message ('n' or 'D' there, no test): its -s/-n/-q are still
+  // compared, the test and -b not (it says nothing of them).
+  PerftestVersion old = message({"send_bw", "h", "--perftest", "-x", "1.2.3.4", "-q", "2"});
+  old[5] = 'n';
+  const auto old_shape = parse_perftest_run_shape(old);
+  REQUIRE(old_shape.has_value());
+  const auto mine =
+      parse_perftest_run_shape(message({"write_bw", "--perftest", "-x", "1.2.3.4", "-b"}));
+  REQUIRE(mine.has_value());
+  CHECK(perftest_shape_mismatch(*mine, *old_shape) == "-q 1 here, -q 2 at the peer");
+  old[5] = 'D';
+  CHECK(parse_perftest_run_shape(old).has_value());
+  old[5] = 'x';
+  CHECK_FALSE(parse_perftest_run_shape(old).has_value());
+}
