@@ -1308,8 +1308,8 @@ Options:
                          message where perftest reads nothing); bw tests -b
                          (both send). Not with -c or -J;
                          -e is taken (the session sleeps on its CQ between polls
-                         anyway; refused on WRITE tests and with -D, as perftest
-                         does); bw tests -Q N as perftest's: every Nth send
+                         anyway; the header says "Test with events", as perftest's;
+                         refused on WRITE tests and with -D, as perftest does); bw tests -Q N as perftest's: every Nth send
                          signaled, each completion counting N (perftest's default:
                          100; every send for one -s above 8 KiB; -l L: L); within
                          the send window

@@ -1169,14 +1169,20 @@ int Session::run() {
   }
   const uint32_t mtu = std::min(peer_mtu, o_.effective_mtu());
 
+  // --output: perftest prints none of its header, addresses or rules, only the numbers.
+  const bool full = o_.output == PerftestOutput::kFull;
   if (rdma_cm_) {
+    // As perftest's -R: the header first (on the server ending "Waiting for client rdma_cm QP
+    // to connect"), then the test QPs' connections. The QPs were opened before the exchange.
+    if (full) {
+      std::printf("%s", perftest_test_info(o_, run_values(mtu, peer_version)).c_str());
+      std::fflush(stdout);
+    }
     cm_connect_qps(mtu);
   } else {
     open_resources(max_size);
+    if (full) std::printf("%s", perftest_test_info(o_, run_values(mtu, peer_version)).c_str());
   }
-  // --output: perftest prints none of its header, addresses or rules, only the numbers.
-  const bool full = o_.output == PerftestOutput::kFull;
-  if (full) std::printf("%s", perftest_test_info(o_, run_values(mtu, peer_version)).c_str());
 
   size_t next_rx = 0, next_traffic = 0;
   bool header = false;

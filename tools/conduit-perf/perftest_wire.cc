@@ -412,6 +412,11 @@ std::string perftest_test_info(const PerfOptions& o, const PerftestRunValues& v)
     std::snprintf(b, sizeof(b), fmt, args...);
     s += b;
   };
+  if (o.events) {
+    // perftest: "<device>_comp<completion vector>". The session sleeps on the CQ's wake-up with
+    // -e (it is not -Y's); a conduit CQ has one: vector 0 (-X is ignored, with a note).
+    line(" Test with events. Using %s_comp%d\n", "conduitd", 0);
+  }
   line(" Dual-port       : %s\t\tDevice         : %s\n", "OFF", "conduitd");
   line(" Number of qps   : %u\t\tTransport type : %s\n", o.qps, "IB");
   line(" Connection type : %s\t\tUsing SRQ      : %s\n", "RC", "OFF");
@@ -439,6 +444,13 @@ std::string perftest_test_info(const PerfOptions& o, const PerftestRunValues& v)
   s += " Peer version    : ";
   s += o.dont_xchg_versions ? "not exchanged" : v.peer_version;
   s += "\n";
+  if (o.perftest_rdma_cm && v.server) {
+    // perftest's -R server, after its fields; the session prints it before it waits for the
+    // client's test QPs (their rdma_cm connections).
+    s += kPerftestResultLine;
+    s += " Waiting for client rdma_cm QP to connect\n";
+    s += " Please run the same command with the IB/RoCE interface IP\n";
+  }
   return s + kPerftestResultLine;
 }
 

@@ -227,8 +227,11 @@ struct PerftestRunValues {
 // ("Unsupported"), ibv_wr* API (OFF: conduit's own post call), TX depth (client or -b), Post
 // List (-l above 1), RX depth (SEND tests: server or -b), CQ Moderation (bandwidth tests), Mtu,
 // Link type, Max inline data or Outstand reads, rdma_cm QPs, Data ex. method. No GID index line
-// (conduit addresses its port by the address, -x). Then conduit-perf's own lines: the
-// iterations or the duration, the peer's version. Framed by kPerftestResultLine.
+// (conduit addresses its port by the address, -x). With -e, after the title, perftest's
+// " Test with events. Using conduitd_comp0" (the session sleeps on its CQ's one wake-up).
+// Then conduit-perf's own lines: the iterations or the duration, the peer's version; with -R
+// on the server, perftest's "Waiting for client rdma_cm QP to connect" after a rule (printed
+// before the session waits for the test QPs' connections). Framed by kPerftestResultLine.
 std::string perftest_test_info(const PerfOptions& o, const PerftestRunValues& v);
 
 // --output: a bandwidth result as perftest prints it then ("%lf": the BW average in the report's

@@ -1144,3 +1144,48 @@ TEST_CASE("two conduit-perf sides refuse a different test or -b too; perftest se
   old[5] = 'x';
   CHECK_FALSE(parse_perftest_run_shape(old).has_value());
 }
+
+TEST_CASE("--perftest's header: -e's events line after the title, -R's server banner last") {
+  // perftest 4.5's ctx_print_test_info: " Test with events. Using <device>_comp<vector>" right
+  // after the title with -e; with -R on the server, after the fields, a rule and "Waiting for
+  // client rdma_cm QP to connect" with its hint, before the closing rule (then it waits).
+  const std::string rule(87, '-');
+  PerftestRunValues v;
+  v.server = true;
+  v.rx_depth = 256;
+  v.peer_version = "6.06";
+  auto o = perftest_options({"send_bw", "--perftest", "-x", "198.18.0.1", "-e"});
+  std::string info = perftest_test_info(o, v);
+  // Our device is "conduitd" (the Device field); a conduit CQ has one wake-up: vector 0.
+  CHECK(info.find("                    Send BW Test\n"
+                  " Test with events. Using conduitd_comp0\n"
+                  " Dual-port       : OFF\t\tDevice         : conduitd\n") != std::string::npos);
+  CHECK(info.find("rdma_cm QP to connect") == std::string::npos);
+  o = perftest_options({"read_lat", "h", "--perftest", "-x", "198.18.0.1", "--events"});
+  v.server = false;
+  CHECK(perftest_test_info(o, v).find("                    RDMA_Read Latency Test\n Test with "
+                                      "events. Using conduitd_comp0\n") != std::string::npos);
+  o = perftest_options({"send_bw", "h", "--perftest", "-x", "198.18.0.1"});
+  CHECK(perftest_test_info(o, v).find("Test with events") == std::string::npos);
+
+  // -R: the server's banner closes the header; the client has none.
+  o = perftest_options({"write_bw", "--perftest", "-x", "198.18.0.1", "-R"});
+  v.server = true;
+  info = perftest_test_info(o, v);
+  const std::string banner = rule + "\n Waiting for client rdma_cm QP to connect\n" +
+                             " Please run the same command with the IB/RoCE interface IP\n" + rule +
+                             "\n";
+  REQUIRE(info.size() > banner.size());
+  CHECK(info.substr(info.size() - banner.size()) == banner);
+  CHECK(info.find(" rdma_cm QPs\t : ON\n Data ex. method : rdma_cm\n") != std::string::npos);
+  const size_t waiting = info.find("Waiting for client rdma_cm QP");
+  CHECK(waiting != std::string::npos);
+  CHECK(waiting > info.find("Data ex. method"));
+  v.server = false;
+  o = perftest_options({"write_bw", "198.18.0.2", "--perftest", "-x", "198.18.0.1", "-R"});
+  CHECK(perftest_test_info(o, v).find("Waiting for client") == std::string::npos);
+  // Without -R no banner on the server either.
+  v.server = true;
+  o = perftest_options({"write_bw", "--perftest", "-x", "198.18.0.1"});
+  CHECK(perftest_test_info(o, v).find("Waiting for client") == std::string::npos);
+}
