@@ -405,8 +405,6 @@ std::string perftest_test_info(const PerfOptions& o, const PerftestRunValues& v)
     s += "BW ";
   }
   s += "Test\n";
-  // -e: the device and completion vector the test sleeps on (one wake-up per conduit CQ).
-  if (o.events) s += " Test with events. Using conduitd_comp0\n";
   char b[160];
   auto line = [&](const char* fmt, auto... args) {
     std::snprintf(b, sizeof(b), fmt, args...);

@@ -892,25 +892,6 @@ TEST_CASE("--perftest's header: perftest 4.5's test info, field by field, with o
         std::string::npos);
 }
 
-TEST_CASE("--perftest's header with -e: perftest 4.5's events line after the title") {
-  // ctx_print_test_info prints " Test with events. Using %s_comp%d" (the device, the completion
-  // vector) right after the title when -e is given (the Debian 4.5+0.17 binary's string); the
-  // session sleeps on its CQ's one wake-up, so vector 0 of the device the header names.
-  PerftestRunValues v;
-  v.tx_depth = 128;
-  v.peer_version = "6.06";
-  for (const char* t : {"send_bw", "read_bw", "send_lat", "read_lat", "atomic_lat"}) {
-    INFO(t);
-    const std::string info =
-        perftest_test_info(perftest_options({t, "h", "--perftest", "-x", "198.18.0.1", "-e"}), v);
-    CHECK(info.find(" Test\n Test with events. Using conduitd_comp0\n Dual-port       : OFF") !=
-          std::string::npos);
-    const std::string plain =
-        perftest_test_info(perftest_options({t, "h", "--perftest", "-x", "198.18.0.1"}), v);
-    CHECK(plain.find("Test with events") == std::string::npos);
-  }
-}
-
 TEST_CASE(
     "two conduit-perf sides refuse different -s/-a, -n/-D or -q; a perftest peer sends none") {
   // perftest 4.5 exchanges no -s, -n or -q (version, cycle buffer, cache line, MTU, records):
