@@ -296,13 +296,17 @@ struct ControlServer::Impl {
     return true;
   }
 
+  // Hands the engine the release of the session's client; its connection stays open.
+  void release_client(Session& s, const std::string& why) {
+    if (s.client_id == 0) return;
+    spdlog::log(service.is_attached(s.client_id) ? spdlog::level::info : spdlog::level::debug,
+                "control: client {} disconnected ({}); releasing its resources", s.client_id, why);
+    service.close_client(s.client_id);
+    s.client_id = 0;
+  }
+
   void close_session(const std::shared_ptr<Session>& s, const std::string& why) {
-    if (s->client_id != 0) {
-      spdlog::log(service.is_attached(s->client_id) ? spdlog::level::info : spdlog::level::debug,
-                  "control: client {} disconnected ({}); releasing its resources", s->client_id,
-                  why);
-      service.close_client(s->client_id);
-    }
+    release_client(*s, why);
     boost::system::error_code ignored;
     s->sock.close(ignored);
     sessions.erase(s.get());
@@ -384,10 +388,21 @@ struct ControlServer::Impl {
     timer.cancel();
     if (metrics) metrics->stop();
     auto all = sessions;
-    for (auto& [p, s] : all) close_session(s, "daemon stopping");
+    for (auto& [p, s] : all) release_client(*s, "daemon stopping");
     // The engine runs until this returns (main stops it after the server): every release
-    // must be in its ring by then.
+    // must be in its ring by then. Then each connection closes once the engine has acked its
+    // client's release: the flush completions of the client's outstanding WRs are in its CQ
+    // ring before it can see the hang-up. Both waits share one budget.
+    const auto t0 = std::chrono::steady_clock::now();
     service.flush_backlog_for_stop(ControlService::kStopBacklogMs);
+    const auto spent =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
+    service.await_releases_for_stop(spent >= ControlService::kStopBacklogMs
+                                        ? 0
+                                        : ControlService::kStopBacklogMs -
+                                              static_cast<uint32_t>(spent));
+    for (auto& [p, s] : all) close_session(s, "daemon stopping");
     engine_wake.release();  // the EngineChannel owns that descriptor
   }
 };

@@ -54,7 +54,9 @@ class ControlServer {
   // starts the control thread. 0, or a negative errno with `error` saying what
   // to fix.
   int start(std::string& error);
-  // Stops accepting, releases every client, joins the thread. Idempotent.
+  // Stops accepting, releases every client, joins the thread. Each connection closes once
+  // the engine acked its client's release (its QPs' flush completions are in the client's
+  // CQ ring), within ControlService::kStopBacklogMs in all. Idempotent.
   void stop();
   // Policy reload: new access lists and limits for connections and attaches
   // from now on. On the control thread (where reloads run) they apply before

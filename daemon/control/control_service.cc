@@ -1033,6 +1033,30 @@ bool ControlService::flush_backlog_for_stop(uint32_t timeout_ms) {
   }
 }
 
+bool ControlService::await_releases_for_stop(uint32_t timeout_ms) {
+  if (engine_ == nullptr) return true;
+  const uint64_t deadline = now_ns() + uint64_t{timeout_ms} * 1'000'000;
+  auto regions = [this] {
+    return std::count_if(pending_.begin(), pending_.end(),
+                         [](const auto& kv) { return kv.second.kind == Pending::kRegion; });
+  };
+  for (;;) {
+    process_engine_events();  // an ack erases its client's kRegion entry
+    const auto left = regions();
+    if (left == 0) return true;
+    if (now_ns() >= deadline) {
+      spdlog::warn(
+          "control: the engine acked no release of {} clients within {} ms of the stop; "
+          "closing their connections anyway",
+          left, timeout_ms);
+      return false;
+    }
+    pollfd p{engine_->control_wake_fd(), POLLIN, 0};
+    ::poll(&p, 1, 1);
+    engine_->drain_control_wake();
+  }
+}
+
 int ControlService::wait_awaited(uint32_t timeout_ms, EngineEvent* ack) {
   const uint64_t deadline = now_ns() + uint64_t{timeout_ms} * 1'000'000;
   for (;;) {

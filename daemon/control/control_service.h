@@ -124,12 +124,19 @@ class ControlService {
   // when EngineChannel::control_wake_fd() is readable and periodically.
   void process_engine_events();
 
-  // The daemon stopping, every client closed: hands the engine, which still runs, the
+  // The daemon stopping, every client released: hands the engine, which still runs, the
   // commands its full ring refused (their QPs' DREQs and final ACKs, each client's release),
   // waiting for room up to timeout_ms. The engine's own stop (finish_stop) takes only what
   // is in its ring: what stayed here was lost. True if nothing is left.
   bool flush_backlog_for_stop(uint32_t timeout_ms);
   static constexpr uint32_t kStopBacklogMs = 1000;
+  // Then, before their connections close: waits up to timeout_ms for the engine to ack each
+  // released client's kRemoveClient. It comes after the client's kRemoveQp acks, and the
+  // engine acks a removal once it has written the flush completions of the QP's outstanding
+  // WRs into the client's CQ ring: a client that sees the hang-up then finds them there
+  // (conduit_poll_cq returns what its CQ holds before it reports ECONNRESET). True if every
+  // release was acked.
+  bool await_releases_for_stop(uint32_t timeout_ms);
 
   // Clients the engine cut off (impossible ring indices) since the last call:
   // the caller closes their connections (close_client releases the rest).

@@ -1,6 +1,7 @@
 // The control server and service, driven with raw protocol messages (what a
 // buggy or hostile client could send), plus the QP state rules and peer checks.
 #include <fcntl.h>
+#include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -510,4 +511,122 @@ TEST_CASE("a stop hands the engine the releases its full command ring refused",
   CHECK(removed_qps == 4);
   CHECK(removed_cqs == 2);
   CHECK(removed_clients == 1);
+}
+
+namespace {
+
+// A stand-in for the engine: takes every command and acks it, after `delay` for each
+// kRemoveQp (the engine's work on a removal: the flush completions of the QP's outstanding
+// WRs written into the client's CQ ring, counted in `flushed_qps`, before the ack). With
+// `never_ack`, takes commands and acks none (a stuck engine).
+struct FakeEngine {
+  FakeEngine(EngineChannel& ch, std::chrono::milliseconds delay, bool never_ack = false)
+      : ch(ch), delay(delay), never_ack(never_ack), t([this] { run(); }) {}
+  ~FakeEngine() {
+    quit = true;
+    t.join();
+  }
+  void run() {
+    while (!quit) {
+      EngineCommand cmds[4];
+      const uint32_t n = ch.poll_commands(cmds, 4);
+      for (uint32_t i = 0; i < n; ++i) {
+        if (cmds[i].op == EngineOp::kRemoveQp) {
+          std::this_thread::sleep_for(delay);
+          ++flushed_qps;
+        }
+        if (never_ack) continue;
+        EngineEvent e;
+        e.kind = EngineEventKind::kAck;
+        e.cookie = cmds[i].cookie;
+        e.qpn = cmds[i].qpn;
+        while (!ch.post_event(e) && !quit) std::this_thread::yield();
+      }
+      if (n == 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+  EngineChannel& ch;
+  std::chrono::milliseconds delay;
+  bool never_ack;
+  std::atomic<bool> quit{false};
+  std::atomic<int> flushed_qps{0};
+  std::thread t;
+};
+
+// True once the peer closed `fd` (waits up to timeout_ms).
+bool wait_hang_up(int fd, int timeout_ms) {
+  pollfd p{fd, POLLRDHUP, 0};
+  return ::poll(&p, 1, timeout_ms) > 0 && (p.revents & (POLLRDHUP | POLLHUP)) != 0;
+}
+
+}  // namespace
+
+TEST_CASE("a stop closes a client's socket only once the engine has released its QPs",
+          "[control][server]") {
+  // SIGTERM: the engine's kRemoveQp writes flush completions for the client's outstanding
+  // WRs into its CQ ring. conduit_poll_cq returns what the ring holds before it reports the
+  // hang-up (ECONNRESET), so those completions reach a client that stops at its first error
+  // only if they are in the ring before the socket closes. The socket was closed as the
+  // releases were handed to the engine, before it had taken any.
+  spdlog::set_level(spdlog::level::off);
+  std::unique_ptr<EngineChannel> ch;
+  REQUIRE(EngineChannel::create(64, &ch) == 0);
+  FakeEngine engine(*ch, std::chrono::milliseconds(20));
+  ControlLimits l;
+  l.max_qps = 4;
+  l.max_cqs = 2;
+  l.default_region_bytes = 1 << 20;
+  l.huge_pages = shm::HugePages::kNever;
+  ServiceHooks hooks;
+  hooks.version = "test";
+  const std::string path = "/tmp/conduit-ctl-stop2-test-" + std::to_string(::getpid()) + ".sock";
+  ControlServer server(ServerConfig{path, 0600, {}, {}, {}}, l, hooks, ch.get());
+  std::string err;
+  REQUIRE(server.start(err) == 0);
+  RawClient c(path);
+  REQUIRE(c.request(attach_req()).status == 0);
+  auto cq = c.request(proto::CreateCqRequest{16, false});
+  REQUIRE(cq.status == 0);
+  const uint32_t cq_id = std::get<proto::CreateCqReply>(cq.body).cq_id;
+  for (int k = 0; k < 4; ++k) {
+    REQUIRE(c.request(proto::CreateQpRequest{cq_id, cq_id, 4, 4, ""}).status == 0);
+  }
+  std::thread stopper([&] { server.stop(); });
+  const bool closed = wait_hang_up(c.sock.get(), 5000);
+  const int flushed_at_close = engine.flushed_qps.load();
+  stopper.join();
+  CHECK(closed);
+  CHECK(flushed_at_close == 4);
+  CHECK(c.hung_up());
+}
+
+TEST_CASE("a stop waits for an engine that never acks the releases only so long",
+          "[control][server]") {
+  spdlog::set_level(spdlog::level::off);
+  std::unique_ptr<EngineChannel> ch;
+  REQUIRE(EngineChannel::create(64, &ch) == 0);
+  FakeEngine engine(*ch, std::chrono::milliseconds(0), /*never_ack=*/true);
+  ControlLimits l;
+  l.max_qps = 4;
+  l.max_cqs = 2;
+  l.default_region_bytes = 1 << 20;
+  l.huge_pages = shm::HugePages::kNever;
+  ServiceHooks hooks;
+  hooks.version = "test";
+  const std::string path = "/tmp/conduit-ctl-stop3-test-" + std::to_string(::getpid()) + ".sock";
+  ControlServer server(ServerConfig{path, 0600, {}, {}, {}}, l, hooks, ch.get());
+  std::string err;
+  REQUIRE(server.start(err) == 0);
+  RawClient c(path);
+  REQUIRE(c.request(attach_req()).status == 0);
+  auto cq = c.request(proto::CreateCqRequest{16, false});
+  REQUIRE(cq.status == 0);
+  const uint32_t cq_id = std::get<proto::CreateCqReply>(cq.body).cq_id;
+  // The engine takes the creations without answering: the service does not wait for them.
+  REQUIRE(c.request(proto::CreateQpRequest{cq_id, cq_id, 4, 4, ""}).status == 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  server.stop();
+  const auto took = std::chrono::steady_clock::now() - t0;
+  CHECK(took < std::chrono::milliseconds(ControlService::kStopBacklogMs + 1000));
+  CHECK(c.hung_up());
 }
