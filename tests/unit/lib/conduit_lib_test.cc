@@ -671,6 +671,54 @@ TEST_CASE("daemon stopped: a busy poller gets an error from conduit_poll_cq", "[
   CHECK(conduit_post_recv(qp.get(), &rwr, nullptr) == -ECONNRESET);
 }
 
+TEST_CASE("daemon stopped: a busy poller gets its QPs' flush completions before ECONNRESET",
+          "[lib][control]") {
+  // conduitd's stop releases every client: the engine's kRemoveQp writes WR_FLUSH_ERR
+  // completions for the QP's outstanding WRs into its CQ ring. conduit_poll_cq returns what
+  // the ring holds before it reports the hang-up, so a client that stops at its first error
+  // sees them only if the daemon closes the socket after the engine wrote them.
+  Daemon d;
+  conduit::Context ctx(d.path);
+  auto cq = ctx.create_cq(4);
+  auto qp = ctx.create_qp(cq, cq);
+  control::EngineCommand add_client, add_cq;
+  REQUIRE(d.engine->wait_for(control::EngineOp::kAddClient, 0, 1s, &add_client));
+  REQUIRE(d.engine->wait_for(control::EngineOp::kAddCq, 0, 1s, &add_cq));
+  EngineCqSide engine_cq(add_client, add_cq);
+  d.engine->before_ack([&](const control::EngineCommand& c) {
+    if (c.op != control::EngineOp::kRemoveQp) return;
+    std::this_thread::sleep_for(20ms);  // an engine busy with its other QPs
+    conduit_shm_cqe e{};
+    e.wr_id = 5;
+    e.status = CONDUIT_SHM_WC_WR_FLUSH_ERR;
+    e.opcode = CONDUIT_SHM_WC_RECV;
+    e.qp_num = c.qpn;
+    engine_cq.publish(e);
+  });
+  conduit_wc wc[4];
+  CHECK(conduit_poll_cq(cq.get(), 4, wc) == 0);
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(50ms);
+    d.server->stop();
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  int rc = 0;
+  while (rc == 0 && std::chrono::steady_clock::now() - t0 < 5s) {
+    rc = conduit_poll_cq(cq.get(), 4, wc);
+  }
+  stopper.join();
+  d.engine->before_ack({});
+  REQUIRE(rc == 1);  // not -ECONNRESET first
+  CHECK(wc[0].wr_id == 5);
+  CHECK(wc[0].status == CONDUIT_WC_WR_FLUSH_ERR);
+  CHECK(wc[0].qp_num == qp.qpn());
+  rc = 0;  // then the daemon is gone
+  while (rc == 0 && std::chrono::steady_clock::now() - t0 < 5s) {
+    rc = conduit_poll_cq(cq.get(), 4, wc);
+  }
+  CHECK(rc == -ECONNRESET);
+}
+
 TEST_CASE("control plane without an engine still serves and says so", "[lib][control]") {
   Daemon d(Daemon::small_limits(), /*with_engine=*/false);
   conduit::Context ctx(d.path);

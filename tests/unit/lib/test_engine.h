@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -37,6 +38,12 @@ class TestEngine {
   void reply_to(control::EngineOp op, const control::EngineEvent& ev) {
     std::lock_guard lock(mu_);
     replies_.push_back({op, ev});
+  }
+  // Runs fn on the engine thread for each command, before its ack (the engine's work on
+  // it: e.g. the flush completions a kRemoveQp writes into the client's CQ ring).
+  void before_ack(std::function<void(const control::EngineCommand&)> fn) {
+    std::lock_guard lock(mu_);
+    before_ack_ = std::move(fn);
   }
   // The connection id kCmConnect acks carry.
   static constexpr uint32_t kCmConn = 77;
@@ -108,10 +115,13 @@ class TestEngine {
       }
       uint32_t n = ch_.poll_commands(cmd, 16);
       for (uint32_t i = 0; i < n; ++i) {
+        std::function<void(const control::EngineCommand&)> hook;
         {
           std::lock_guard lock(mu_);
           log_.push_back(cmd[i]);
+          hook = before_ack_;
         }
+        if (hook) hook(cmd[i]);
         control::EngineEvent ev;
         ev.cookie = cmd[i].cookie;
         ev.kind = control::EngineEventKind::kAck;
@@ -140,6 +150,7 @@ class TestEngine {
   std::vector<control::EngineCommand> log_;
   std::vector<control::EngineEvent> inject_;
   std::vector<std::pair<control::EngineOp, control::EngineEvent>> replies_;
+  std::function<void(const control::EngineCommand&)> before_ack_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
