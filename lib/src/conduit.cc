@@ -434,8 +434,10 @@ int conduit_destroy_cq(conduit_cq* cq) {
   return 0;
 }
 
-int conduit_poll_cq(conduit_cq* cq, int max, conduit_wc* wc) {
-  if (cq == nullptr || wc == nullptr || max < 0) return -EINVAL;
+namespace {
+
+// Moves up to max completions from the CQ ring into wc; how many.
+int take_completions(conduit_cq* cq, int max, conduit_wc* wc) {
   int done = 0;
   conduit_shm_cqe buf[32];
   while (done < max) {
@@ -456,6 +458,14 @@ int conduit_poll_cq(conduit_cq* cq, int max, conduit_wc* wc) {
     done += static_cast<int>(n);
     if (n < want) break;
   }
+  return done;
+}
+
+}  // namespace
+
+int conduit_poll_cq(conduit_cq* cq, int max, conduit_wc* wc) {
+  if (cq == nullptr || wc == nullptr || max < 0) return -EINVAL;
+  int done = take_completions(cq, max, wc);
   if (done > 0) {
     cq->empty_polls = 0;
     return done;
@@ -467,6 +477,11 @@ int conduit_poll_cq(conduit_cq* cq, int max, conduit_wc* wc) {
   // of letting a busy-polling caller spin forever.
   if (cq->ctx->daemon_gone.load(std::memory_order_relaxed) ||
       (++cq->empty_polls % kEmptyPollsPerHangupCheck == 0 && daemon_hung_up(cq->ctx))) {
+    // conduitd closes the socket after its engine wrote the flush completions of the
+    // client's QPs: those that landed after the dequeue above are in the ring now, and
+    // come before the error (a caller that stops at it would never see them).
+    done = take_completions(cq, max, wc);
+    if (done > 0) return done;
     return set_error(-ECONNRESET, kDaemonGoneMsg);
   }
   return 0;

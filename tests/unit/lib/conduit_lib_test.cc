@@ -1,10 +1,12 @@
 // libconduit against a real control server (daemon/control) on a temporary
 // socket, with a test engine thread on the command ring.
 #include <conduit/conduit.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -395,6 +398,26 @@ struct EngineCqSide {
   conduit_shm_wakeup* line = nullptr;
 };
 
+// conduit_poll_cq's hang-up check is a poll(2) of the control socket alone for POLLRDHUP.
+// A test arms a hook that runs once at that moment (what the engine did between the CQ's
+// empty dequeue and the check); every other poll(2) of this program goes to the kernel.
+namespace {
+std::function<void()> g_at_hangup_check;
+std::atomic<bool> g_at_hangup_check_armed{false};
+}  // namespace
+
+// glibc declares poll's array write-only (access attribute); it is read here as the kernel does.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+extern "C" int poll(pollfd* fds, nfds_t n, int timeout_ms) {
+  if (n == 1 && fds[0].events == POLLRDHUP && g_at_hangup_check_armed.exchange(false)) {
+    g_at_hangup_check();
+  }
+  timespec ts{timeout_ms / 1000, (timeout_ms % 1000) * 1'000'000L};
+  return static_cast<int>(::syscall(SYS_ppoll, fds, n, timeout_ms < 0 ? nullptr : &ts, nullptr, 0));
+}
+#pragma GCC diagnostic pop
+
 TEST_CASE("post and poll through the rings with the engine's side played by the test",
           "[lib][control]") {
   Daemon d;
@@ -717,6 +740,52 @@ TEST_CASE("daemon stopped: a busy poller gets its QPs' flush completions before 
     rc = conduit_poll_cq(cq.get(), 4, wc);
   }
   CHECK(rc == -ECONNRESET);
+}
+
+TEST_CASE("conduit_poll_cq returns a completion that landed just before it saw the hang-up",
+          "[lib][control]") {
+  // The daemon writes a QP's flush completions and then closes the socket; a poller's empty
+  // dequeue can come before the write and its hang-up check after the close. The completion
+  // is in the ring when the hang-up is seen: it comes first, then ECONNRESET.
+  Daemon d;
+  conduit::Context ctx(d.path);
+  auto cq = ctx.create_cq(4);
+  auto qp = ctx.create_qp(cq, cq);
+  control::EngineCommand add_client, add_cq;
+  REQUIRE(d.engine->wait_for(control::EngineOp::kAddClient, 0, 1s, &add_client));
+  REQUIRE(d.engine->wait_for(control::EngineOp::kAddCq, 0, 1s, &add_cq));
+  EngineCqSide engine_cq(add_client, add_cq);
+  // The engine keeps the client's region (acks its kRemoveClient) only once the test is
+  // done: the stop closes the socket after its budget, the daemon's mapping stays.
+  std::atomic<bool> done{false};
+  d.engine->before_ack([&](const control::EngineCommand& c) {
+    if (c.op != control::EngineOp::kRemoveClient) return;
+    const auto t0 = std::chrono::steady_clock::now();
+    while (!done && std::chrono::steady_clock::now() - t0 < 10s) std::this_thread::sleep_for(1ms);
+  });
+  d.server->stop();
+  g_at_hangup_check = [&] {
+    conduit_shm_cqe e{};
+    e.wr_id = 9;
+    e.status = CONDUIT_SHM_WC_WR_FLUSH_ERR;
+    e.opcode = CONDUIT_SHM_WC_RECV;
+    e.qp_num = qp.qpn();
+    engine_cq.publish(e);
+  };
+  g_at_hangup_check_armed = true;
+  conduit_wc wc[4];
+  int rc = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (rc == 0 && std::chrono::steady_clock::now() - t0 < 5s) {
+    rc = conduit_poll_cq(cq.get(), 4, wc);
+  }
+  CHECK_FALSE(g_at_hangup_check_armed);  // the hook ran
+  CHECK(rc == 1);
+  CHECK(wc[0].wr_id == 9);
+  CHECK(conduit_poll_cq(cq.get(), 4, wc) == -ECONNRESET);
+  done = true;
+  g_at_hangup_check_armed = false;
+  d.engine->before_ack({});
 }
 
 TEST_CASE("control plane without an engine still serves and says so", "[lib][control]") {
