@@ -1727,6 +1727,28 @@ TEST_CASE("cm: unsolicited replies are rate-limited by a token bucket", "[cm][ib
   CHECK(k == 500);
 }
 
+namespace {
+// The kernel's REQ (rdma_connect()) to a listener of owner 22 on B, with the REQ's local CM
+// response timeout and max CM retries as given (the kernel's own: 20, 15), accepted with a
+// 1024-byte MTU; B's REP is out. Returns B's connection id.
+uint32_t accept_kernel_req(IbPair& n, uint8_t timeout = 20, uint8_t retries = 15) {
+  REQUIRE(n.b.listen(7471, 22) == 0);
+  std::vector<uint8_t> req = mad_from_hex(kKernelReq);
+  REQUIRE(req[24 + 47] >> 3 == 20);  // the kernel's: local CM response timeout 20
+  REQUIRE(req[24 + 51] >> 4 == 15);  // max CM retries 15
+  req[24 + 47] = static_cast<uint8_t>(timeout << 3 | (req[24 + 47] & 0x7));
+  req[24 + 51] = static_cast<uint8_t>(retries << 4 | (req[24 + 51] & 0xF));
+  n.b.on_message(n.now, IbPair::kA, req.data(), req.size());
+  const std::vector<CmAction> out = drain(n.b);
+  REQUIRE(count_kind(out, CmAction::Kind::kRequest) == 1);
+  QpParams local = ib_params(0x20, 2, 1, 1);
+  local.pmtu_bytes = 1024;
+  REQUIRE(n.b.accept(n.now, 22, out[0].conn, local) == 0);
+  REQUIRE(mads(drain(n.b), 0x13).size() == 1);
+  return out[0].conn;
+}
+}  // namespace
+
 TEST_CASE("ib_cm: our REP is resent on the REQ's CM response timeout and retries, as Linux",
           "[cm][ib]") {
   // Linux's cm_req_handler keeps the REQ's local CM response timeout and max CM retries, and
@@ -1742,19 +1764,7 @@ TEST_CASE("ib_cm: our REP is resent on the REQ's CM response timeout and retries
                        Case{31, 2, 30'000'000'000ull}, Case{16, 0, 268'435'456ull}}) {
     CAPTURE(k.timeout, k.retries);
     IbPair n;
-    REQUIRE(n.b.listen(7471, 22) == 0);
-    std::vector<uint8_t> req = mad_from_hex(kKernelReq);
-    REQUIRE(req[24 + 47] >> 3 == 20);  // the kernel's: local CM response timeout 20
-    REQUIRE(req[24 + 51] >> 4 == 15);  // max CM retries 15
-    req[24 + 47] = static_cast<uint8_t>(k.timeout << 3 | (req[24 + 47] & 0x7));
-    req[24 + 51] = static_cast<uint8_t>(k.retries << 4 | (req[24 + 51] & 0xF));
-    n.b.on_message(n.now, IbPair::kA, req.data(), req.size());
-    const std::vector<CmAction> out = drain(n.b);
-    REQUIRE(count_kind(out, CmAction::Kind::kRequest) == 1);
-    QpParams local = ib_params(0x20, 2, 1, 1);
-    local.pmtu_bytes = 1024;
-    REQUIRE(n.b.accept(n.now, 22, out[0].conn, local) == 0);
-    REQUIRE(mads(drain(n.b), 0x13).size() == 1);
+    accept_kernel_req(n, k.timeout, k.retries);
     uint64_t resends = 0;
     bool failed = false;
     while (!failed) {
@@ -1847,18 +1857,7 @@ TEST_CASE("ib_cm: the passive side's DREQ is resent on the REQ's CM response tim
                        Case{31, 2, 30'000'000'000ull}, Case{16, 0, 268'435'456ull}}) {
     CAPTURE(k.timeout, k.retries);
     IbPair n;
-    REQUIRE(n.b.listen(7471, 22) == 0);
-    std::vector<uint8_t> req = mad_from_hex(kKernelReq);
-    req[24 + 47] = static_cast<uint8_t>(k.timeout << 3 | (req[24 + 47] & 0x7));
-    req[24 + 51] = static_cast<uint8_t>(k.retries << 4 | (req[24 + 51] & 0xF));
-    n.b.on_message(n.now, IbPair::kA, req.data(), req.size());
-    const std::vector<CmAction> out = drain(n.b);
-    REQUIRE(count_kind(out, CmAction::Kind::kRequest) == 1);
-    const uint32_t conn = out[0].conn;
-    QpParams local = ib_params(0x20, 2, 1, 1);
-    local.pmtu_bytes = 1024;
-    REQUIRE(n.b.accept(n.now, 22, conn, local) == 0);
-    REQUIRE(mads(drain(n.b), 0x13).size() == 1);
+    const uint32_t conn = accept_kernel_req(n, k.timeout, k.retries);
     n.b.on_qp_traffic(conn);  // as good as the RTU
     REQUIRE(count_kind(drain(n.b), CmAction::Kind::kEstablished) == 1);
     n.now += 1'000'000;
@@ -1892,16 +1891,7 @@ TEST_CASE(
   // every 4.3 s, 15 times) would hold the connection, and REJ(stale) a REQ from that QP, for
   // a minute after the client is gone.
   IbPair n;
-  REQUIRE(n.b.listen(7471, 22) == 0);
-  std::vector<uint8_t> req = mad_from_hex(kKernelReq);
-  n.b.on_message(n.now, IbPair::kA, req.data(), req.size());
-  const std::vector<CmAction> out = drain(n.b);
-  REQUIRE(count_kind(out, CmAction::Kind::kRequest) == 1);
-  const uint32_t conn = out[0].conn;
-  QpParams local = ib_params(0x20, 2, 1, 1);
-  local.pmtu_bytes = 1024;
-  REQUIRE(n.b.accept(n.now, 22, conn, local) == 0);
-  REQUIRE(mads(drain(n.b), 0x13).size() == 1);
+  const uint32_t conn = accept_kernel_req(n);
   n.b.on_qp_traffic(conn);
   REQUIRE(count_kind(drain(n.b), CmAction::Kind::kEstablished) == 1);
   n.now += 1'000'000;
@@ -1915,6 +1905,7 @@ TEST_CASE(
   // The same REQ again (the peer's QP reconnecting): a new request, not REJ(stale).
   REQUIRE(n.b.listen(7471, 23) == 0);
   n.now += 1'000'000;
+  const std::vector<uint8_t> req = mad_from_hex(kKernelReq);
   n.b.on_message(n.now, IbPair::kA, req.data(), req.size());
   const std::vector<CmAction> again = drain(n.b);
   CHECK(count_kind(again, CmAction::Kind::kRequest) == 1);
