@@ -407,8 +407,11 @@ std::atomic<bool> g_at_hangup_check_armed{false};
 }  // namespace
 
 // glibc declares poll's array write-only (access attribute); it is read here as the kernel does.
+// (GCC's warning: clang has no such group and refuses an unknown one under -Werror.)
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 extern "C" int poll(pollfd* fds, nfds_t n, int timeout_ms) {
   if (n == 1 && fds[0].events == POLLRDHUP && g_at_hangup_check_armed.exchange(false)) {
     g_at_hangup_check();
@@ -416,7 +419,9 @@ extern "C" int poll(pollfd* fds, nfds_t n, int timeout_ms) {
   timespec ts{timeout_ms / 1000, (timeout_ms % 1000) * 1'000'000L};
   return static_cast<int>(::syscall(SYS_ppoll, fds, n, timeout_ms < 0 ? nullptr : &ts, nullptr, 0));
 }
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 TEST_CASE("post and poll through the rings with the engine's side played by the test",
           "[lib][control]") {
@@ -757,11 +762,14 @@ TEST_CASE("conduit_poll_cq returns a completion that landed just before it saw t
   EngineCqSide engine_cq(add_client, add_cq);
   // The engine keeps the client's region (acks its kRemoveClient) only once the test is
   // done: the stop closes the socket after its budget, the daemon's mapping stays.
-  std::atomic<bool> done{false};
-  d.engine->before_ack([&](const control::EngineCommand& c) {
+  // (Shared with the engine's thread, which may still be in the hook when the test ends.)
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  d.engine->before_ack([done](const control::EngineCommand& c) {
     if (c.op != control::EngineOp::kRemoveClient) return;
     const auto t0 = std::chrono::steady_clock::now();
-    while (!done && std::chrono::steady_clock::now() - t0 < 10s) std::this_thread::sleep_for(1ms);
+    while (!*done && std::chrono::steady_clock::now() - t0 < 10s) {
+      std::this_thread::sleep_for(1ms);
+    }
   });
   d.server->stop();
   g_at_hangup_check = [&] {
@@ -783,8 +791,9 @@ TEST_CASE("conduit_poll_cq returns a completion that landed just before it saw t
   CHECK(rc == 1);
   CHECK(wc[0].wr_id == 9);
   CHECK(conduit_poll_cq(cq.get(), 4, wc) == -ECONNRESET);
-  done = true;
+  *done = true;
   g_at_hangup_check_armed = false;
+  g_at_hangup_check = nullptr;
   d.engine->before_ack({});
 }
 
