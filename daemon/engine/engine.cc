@@ -275,7 +275,7 @@ void Engine::run() {
   (void)::prctl(PR_SET_TIMERSLACK, kEngineTimerSlackNs, 0, 0, 0);
   IdleSpin spin(uint64_t{config_.idle_spin_min_us} * 1000,
                 uint64_t{config_.idle_spin_max_us} * 1000);
-  while (!stop_.load(std::memory_order_relaxed)) {
+  while (!stop_.load(std::memory_order_acquire)) {  // pairs with stop()'s release
     heartbeat_.store(counters_.loops, std::memory_order_relaxed);
     const uint64_t now = tsc_now_ns();
     const IdleMode mode = idle_mode_.load(std::memory_order_relaxed);

@@ -236,7 +236,9 @@ class Engine {
   // Any thread. Also ends an idle sleep (the control eventfd it polls), which would otherwise
   // keep run() until its timeout.
   void stop() {
-    stop_.store(true, std::memory_order_relaxed);
+    // Release, paired with run()'s acquire load: an engine that sees the stop also sees every
+    // command this thread put in its ring before (finish_stop() takes them).
+    stop_.store(true, std::memory_order_release);
     channel_.wake_engine();
   }
   // A policy reload's idle_mode; any thread may call it, run() takes it at its next loop.

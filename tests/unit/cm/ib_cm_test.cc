@@ -1747,6 +1747,27 @@ uint32_t accept_kernel_req(IbPair& n, uint8_t timeout = 20, uint8_t retries = 15
   REQUIRE(mads(drain(n.b), 0x13).size() == 1);
   return out[0].conn;
 }
+
+// Runs b's timers until it reports `end`, checking each wait is `interval_ns`; returns how
+// many times the MAD with attribute `attr` was resent meanwhile.
+uint64_t count_resends(ConnectionManager& b, uint64_t& now, uint8_t attr, CmAction::Kind end,
+                       uint64_t interval_ns) {
+  uint64_t resends = 0;
+  bool over = false;
+  while (!over) {
+    const uint64_t next = b.next_deadline_ns();
+    REQUIRE(next != UINT64_MAX);
+    CHECK(next - now == interval_ns);
+    now = next;
+    b.on_timer(now);
+    for (const auto& a : drain(b)) {
+      resends += a.kind == CmAction::Kind::kSend && a.bytes[17] == attr;
+      over |= a.kind == end;
+    }
+    REQUIRE(resends <= 16);
+  }
+  return resends;
+}
 }  // namespace
 
 TEST_CASE("ib_cm: our REP is resent on the REQ's CM response timeout and retries, as Linux",
@@ -1765,20 +1786,8 @@ TEST_CASE("ib_cm: our REP is resent on the REQ's CM response timeout and retries
     CAPTURE(k.timeout, k.retries);
     IbPair n;
     accept_kernel_req(n, k.timeout, k.retries);
-    uint64_t resends = 0;
-    bool failed = false;
-    while (!failed) {
-      const uint64_t next = n.b.next_deadline_ns();
-      REQUIRE(next != UINT64_MAX);
-      CHECK(next - n.now == k.interval_ns);
-      n.now = next;
-      n.b.on_timer(n.now);
-      for (const auto& a : drain(n.b)) {
-        resends += a.kind == CmAction::Kind::kSend && a.bytes[17] == 0x13;
-        failed |= a.kind == CmAction::Kind::kRejected;
-      }
-      REQUIRE(resends <= 16);
-    }
+    const uint64_t resends =
+        count_resends(n.b, n.now, 0x13, CmAction::Kind::kRejected, k.interval_ns);
     CHECK(resends == k.retries);
     CHECK(n.b.connection_count() == 0);
   }
@@ -1863,20 +1872,8 @@ TEST_CASE("ib_cm: the passive side's DREQ is resent on the REQ's CM response tim
     n.now += 1'000'000;
     REQUIRE(n.b.disconnect(n.now, 22, conn) == 0);
     REQUIRE(mads(drain(n.b), 0x15).size() == 1);
-    uint64_t resends = 0;
-    bool over = false;
-    while (!over) {
-      const uint64_t next = n.b.next_deadline_ns();
-      REQUIRE(next != UINT64_MAX);
-      CHECK(next - n.now == k.interval_ns);
-      n.now = next;
-      n.b.on_timer(n.now);
-      for (const auto& a : drain(n.b)) {
-        resends += a.kind == CmAction::Kind::kSend && a.bytes[17] == 0x15;
-        over |= a.kind == CmAction::Kind::kDisconnected;
-      }
-      REQUIRE(resends <= 16);
-    }
+    const uint64_t resends =
+        count_resends(n.b, n.now, 0x15, CmAction::Kind::kDisconnected, k.interval_ns);
     CHECK(resends == k.retries);
     CHECK(n.b.connection_count() == 0);
   }
@@ -1922,20 +1919,8 @@ TEST_CASE("ib_cm: the active side's DREQ keeps our own pace", "[cm][ib]") {
   REQUIRE(n.last(n.events_a, CmAction::Kind::kEstablished) != nullptr);
   REQUIRE(n.a.disconnect(n.now, 11, static_cast<uint32_t>(r.a_conn)) == 0);
   REQUIRE(mads(drain(n.a), 0x15).size() == 1);
-  uint64_t resends = 0;
-  bool over = false;
-  while (!over) {
-    const uint64_t next = n.a.next_deadline_ns();
-    REQUIRE(next != UINT64_MAX);
-    CHECK(next - n.now == CmConfig{}.retry_timeout_ns);
-    n.now = next;
-    n.a.on_timer(n.now);
-    for (const auto& a : drain(n.a)) {
-      resends += a.kind == CmAction::Kind::kSend && a.bytes[17] == 0x15;
-      over |= a.kind == CmAction::Kind::kDisconnected;
-    }
-    REQUIRE(resends <= 16);
-  }
+  const uint64_t resends =
+      count_resends(n.a, n.now, 0x15, CmAction::Kind::kDisconnected, CmConfig{}.retry_timeout_ns);
   CHECK(resends == CmConfig{}.max_retries);
 }
 
