@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Bad input from the wire while a transfer is in flight. Hosts a -- r -- b (a router namespace,
 # daemons in a and b routed through it, af_packet). conduit-perf send_bw --check runs a -> b;
-# meanwhile a scapy sender in r (raw socket on r's interface to b: a third position on the
-# path) injects at b's daemon, N frames of each kind:
+# meanwhile a sender in r (raw socket on r's interface to b: a third position on the path)
+# injects at b's daemon, N frames of each kind, built with scapy before the transfer starts (on a
+# loaded machine building them took longer than the transfer) and given the live QPN as sent:
 #   icrc        a well-formed SEND to the live QP from the right peer, ICRC wrong
 #   truncated   RDMA WRITE only whose RETH is cut short (valid ICRC over what is there)
 #   opcode      reserved RC opcode 0x1F                    (counted as opcode_unsupported, then
@@ -68,31 +69,10 @@ start_daemon a || fail "conduitd a did not start"
 start_daemon b || fail "conduitd b did not start"
 ctl_b() { netns_exec b "$ctl" --socket "$work/b.sock" "$@"; }
 
-echo "== send_bw a -> b with --check, 15 s"
-netns_exec b timeout 60 "$perf" send_bw --socket "$work/b.sock" -x 198.18.1.11 -W 30 -e \
-  >"$work/server.out" 2>"$work/server.err" &
-spid=$!
-sleep 0.3
-netns_exec a timeout 60 "$perf" send_bw 198.18.1.1 -s 4096 -D 15 --check -W 30 -e \
-  --socket "$work/a.sock" -x 198.18.0.11 >"$work/client.out" 2>"$work/client.err" &
-cpid=$!
-
-# Wait until b's QP receives, then take its QPN.
-qp=""
-for _ in $(seq 100); do
-  qp=$(ctl_b qps --json | /usr/bin/python3 -c '
-import json, sys
-q = [q for q in json.load(sys.stdin) if q["state"] == "RTS" and q["rx_bytes"] > 0]
-print(q[0]["qpn"] if q else "")')
-  [[ -z $qp ]] || break
-  sleep 0.1
-done
-[[ -n $qp ]] || fail "no QP in b received data within 10 s"
-echo "b's QP $qp is receiving; injecting $n frames of each kind from r"
-
-before=$(ctl_b stats --json)
+echo "== building the bad frames (scapy)"
 b_mac=$(netns_exec b cat /sys/class/net/eth0/address)
-netns_exec r /usr/bin/python3 - "$b_mac" "$qp" "$n" >"$work/inject.out" 2>&1 <<'PY' ||
+netns_exec r /usr/bin/python3 - "$b_mac" "$n" "$work/frames.json" >"$work/build.out" 2>&1 <<'PY' ||
+import json
 import sys
 import zlib
 from scapy.all import Ether, IP, IPv6, IPv6ExtHdrHopByHop, IPv6ExtHdrFragment, UDP, Raw, sendp, \
@@ -100,7 +80,10 @@ from scapy.all import Ether, IP, IPv6, IPv6ExtHdrHopByHop, IPv6ExtHdrFragment, U
 from scapy.layers.inet6 import ICMPv6ND_NS
 from scapy.contrib.roce import BTH
 
-b_mac, qpn, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+# Built before the transfer (scapy is slow to load and to build with, the more so on a loaded
+# machine), for a placeholder QPN the sender replaces with the live one.
+b_mac, n, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+qpn = 0
 conf.verb = 0
 PEER, DAEMON, STRANGER = "198.18.0.11", "198.18.1.11", "198.18.0.99"
 SEND_ONLY, WRITE_ONLY = 0x04, 0x0A
@@ -190,11 +173,87 @@ kinds = {
     "v6_gsi_icrc": lambda i: frame6(BTH(opcode=UD_SEND_ONLY, dqpn=1, psn=i), deth() + mad(i),
                                     valid_icrc=False),
 }
-for kind, make in kinds.items():
-    frames = [make(i) for i in range(n)]
-    # Build each once (the ICRC is computed in BTH.post_build), then send the bytes.
-    sendp([Ether(raw(f)) for f in frames], iface="tob", inter=0.002)
-    print(f"sent {n} x {kind}")
+# Which kinds carry the live QP's number (the rest keep theirs), and which were built with a valid
+# ICRC (the sender checks that its own ICRC agrees with scapy's on these before it patches them).
+live = {"icrc", "truncated", "opcode", "bth_version", "pkey", "pad_count", "wrong_peer", "window",
+        "v6_icrc", "v6_wrong_peer", "v6_ext_header", "v6_truncated"}
+bad_icrc = {"icrc", "gsi_icrc", "v6_icrc", "v6_ext_header", "v6_truncated", "v6_ndp_hops",
+            "v6_gsi_icrc"}
+json.dump([{"kind": kind, "qpn": "live" if kind in live else "other" if kind == "unknown_qp"
+            else None, "valid_icrc": kind not in bad_icrc,
+            "frames": [raw(make(i)).hex() for i in range(n)]} for kind, make in kinds.items()],
+          open(out, "w"))
+PY
+  fail "building the frames failed: $(cat "$work/build.out")"
+
+echo "== send_bw a -> b with --check, 15 s"
+netns_exec b timeout 60 "$perf" send_bw --socket "$work/b.sock" -x 198.18.1.11 -W 30 -e \
+  >"$work/server.out" 2>"$work/server.err" &
+spid=$!
+sleep 0.3
+netns_exec a timeout 60 "$perf" send_bw 198.18.1.1 -s 4096 -D 15 --check -W 30 -e \
+  --socket "$work/a.sock" -x 198.18.0.11 >"$work/client.out" 2>"$work/client.err" &
+cpid=$!
+
+# Wait until b's QP receives, then take its QPN.
+qp=""
+for _ in $(seq 100); do
+  qp=$(ctl_b qps --json | /usr/bin/python3 -c '
+import json, sys
+q = [q for q in json.load(sys.stdin) if q["state"] == "RTS" and q["rx_bytes"] > 0]
+print(q[0]["qpn"] if q else "")')
+  [[ -z $qp ]] || break
+  sleep 0.1
+done
+[[ -n $qp ]] || fail "no QP in b received data within 10 s"
+echo "b's QP $qp is receiving; injecting $n frames of each kind from r"
+
+before=$(ctl_b stats --json)
+# No scapy here: the frames are built; this puts the live QPN in them, renews each ICRC that was
+# valid, and sends them from r's interface to b with a raw socket.
+netns_exec r /usr/bin/python3 - "$work/frames.json" "$qp" >"$work/inject.out" 2>&1 <<'PY' ||
+import json, socket, struct, sys, time, zlib
+kinds, qpn = json.load(open(sys.argv[1])), int(sys.argv[2])
+
+def bth_offset(f):
+    # Where the BTH starts, or None when the frame is no UDP datagram to port 4791.
+    if f[12:14] == b"\x08\x00":
+        nh, off = f[23], 14 + (f[14] & 0x0F) * 4
+    else:
+        nh, off = f[20], 54  # IPv6: walk hop-by-hop (0) and fragment (44) headers
+        while nh in (0, 44):
+            nh, off = f[off], off + (8 if nh == 44 else (f[off + 1] + 1) * 8)
+    return off + 8 if nh == 17 and f[off + 2:off + 4] == b"\x12\xb7" else None
+
+def icrc(f):
+    # RoCEv2's ICRC: CRC-32 over 8 bytes of ones and the IP datagram with the variant fields
+    # set to ones (IPv4: TOS, TTL, header checksum; IPv6: traffic class, flow label, hop limit;
+    # UDP checksum; BTH byte 4), as rxe_icrc.c.
+    d, b = bytearray(f[14:-4]), bth_offset(f) - 14
+    if f[12:14] == b"\x08\x00":
+        d[1], d[8], d[10:12] = 0xFF, 0xFF, b"\xff\xff"
+    else:
+        d[0] |= 0x0F
+        d[1:4], d[7] = b"\xff\xff\xff", 0xFF
+    d[b - 2:b], d[b + 4] = b"\xff\xff", 0xFF
+    return struct.pack("<I", zlib.crc32(b"\xff" * 8 + bytes(d)) & 0xFFFFFFFF)
+
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind(("tob", 0))
+for k in kinds:
+    for h in k["frames"]:
+        f = bytearray.fromhex(h)
+        if bth_offset(f) and k["valid_icrc"] != (icrc(f) == bytes(f[-4:])):
+            sys.exit(f"{k['kind']}: scapy's ICRC and this one disagree; the test is broken")
+        if k["qpn"]:
+            dqpn = qpn if k["qpn"] == "live" else (qpn ^ 0x5A5A5A) or 3
+            o = bth_offset(f)
+            f[o + 5:o + 8] = dqpn.to_bytes(3, "big")
+            if k["valid_icrc"]:
+                f[-4:] = icrc(f)
+        s.send(f)
+        time.sleep(0.002)
+    print(f"sent {len(k['frames'])} x {k['kind']}", flush=True)
 PY
   fail "the injector failed: $(cat "$work/inject.out")"
 cat "$work/inject.out"
