@@ -265,16 +265,20 @@ int ConnectionManager::accept(uint64_t now_ns, uint64_t owner, uint32_t conn, co
 void ConnectionManager::pace_as_requested(Conn& c) const {
   c.retry_ns = 0;
   c.max_retries = cfg_.max_retries;
-  if (!c.peer.ib || c.active) return;
-  // As Linux's ib_cm: cm_req_handler keeps the REQ's local CM response timeout (timeout_ms)
-  // and max CM retries (max_cm_retries), and the passive id sends its REP and DREQ with them
-  // (ib_send_cm_rep, cm_send_dreq_locked; cm_alloc_msg sets the retries): the requester said
-  // how soon it answers and how often we may resend. Bounded, so a REQ cannot make us resend
-  // every few microseconds or wait hours between resends.
-  const uint64_t asked_ns = uint64_t{4096} << c.req_local_response_timeout;  // 4.096 us * 2^n
+  if (!c.peer.ib) return;
+  // As Linux's ib_cm, which sends every later MAD of an id (cm_alloc_msg: max_cm_retries,
+  // and msg->timeout_ms = timeout_ms) with the pace it set from the REQ: the passive id from
+  // the REQ it got (cm_req_handler: its local CM response timeout and max CM retries; its REP
+  // and DREQ go so, ib_send_cm_rep, cm_send_dreq_locked), the active id from the REQ it sent
+  // (ib_send_cm_req: the remote CM response timeout, plus twice the path's packet life time we
+  // have no path record for, and the ULP's max CM retries; cm_rep_handler changes neither):
+  // its DREQ goes so. Bounded, so a REQ cannot make us resend every few microseconds or wait
+  // hours between resends.
+  const uint8_t timeout = c.active ? kIbReqRemoteCmResponseTimeout : c.req_local_response_timeout;
+  const uint64_t asked_ns = uint64_t{4096} << timeout;  // 4.096 us * 2^n
   c.retry_ns = std::clamp(asked_ns, cfg_.retry_timeout_ns,
                           std::max(cfg_.retry_timeout_ns, cfg_.max_ib_rep_timeout_ns));
-  c.max_retries = c.req_max_retries;
+  c.max_retries = c.active ? kIbReqMaxCmRetries : c.req_max_retries;
 }
 
 int ConnectionManager::reject(uint64_t /*now_ns*/, uint64_t owner, uint32_t conn,
@@ -304,9 +308,10 @@ int ConnectionManager::disconnect(uint64_t now_ns, uint64_t owner, uint32_t conn
       c.state = State::kDreqSent;
       c.dreq_tid = c.peer.ib ? new_tid(conn) : 0;
       c.retries = 0;
-      // A new message: no MRA of our REQ or REP stretches it. At our own pace, or (passive,
-      // IB) at the REQ's, as our REP was: Linux's passive id sends every later MAD, its DREQ
-      // too, with the timeout and retries cm_req_handler took from the REQ.
+      // A new message: no MRA of our REQ or REP stretches it. At our own pace (native), or
+      // over the IB CM at the REQ's, as Linux's id sends every later MAD, its DREQ too, with
+      // the timeout and retries it took from the REQ: the one it got (passive, as our REP
+      // was) or the one it sent (active: what our REQ advertised).
       pace_as_requested(c);
       c.deadline_ns = now_ns + retry_ns(c);
       send(c, conn, CmType::kDreq);

@@ -42,13 +42,6 @@ constexpr size_t kRejPrivateAt = 84;
 constexpr size_t kRejPrivateBytes = 148;
 constexpr uint8_t kRdmaCmVersion = 0x00;
 constexpr uint16_t kPermissiveLid = 0xFFFF;
-// CM response timeouts in a REQ, 4.096 us * 2^n. Remote: how long we wait for the REP (about
-// our retry budget, 1.07 s). Local: how soon we answer a REP (at once; 268 ms): the Linux
-// ib_cm resends a lost REP after it and ignores resent REQs meanwhile, so rdma_cm's 20 (4.3 s)
-// would outlast our budget whenever a REP is lost.
-constexpr uint8_t kRemoteCmResponseTimeout = 18;
-constexpr uint8_t kLocalCmResponseTimeout = 16;
-constexpr uint8_t kMaxCmRetries = 15;
 constexpr uint8_t kTargetAckDelay = 15;
 constexpr uint8_t kRate10Gbps = 3;
 
@@ -336,12 +329,12 @@ size_t build_ib_cm_mad(const CmMessage& m, const IbCmBuildContext& ctx, uint8_t*
       put24(b + 32, p.qpn);
       b[35] = p.responder_resources;
       b[39] = p.initiator_depth;
-      b[43] = static_cast<uint8_t>(kRemoteCmResponseTimeout << 3 | 1);  // RC, e2e flow control
+      b[43] = static_cast<uint8_t>(kIbReqRemoteCmResponseTimeout << 3 | 1);  // RC, e2e flow control
       put24(b + 44, p.psn);
-      b[47] = static_cast<uint8_t>(kLocalCmResponseTimeout << 3 | (p.retry_cnt & 0x7));
+      b[47] = static_cast<uint8_t>(kIbReqLocalCmResponseTimeout << 3 | (p.retry_cnt & 0x7));
       put16(b + 48, 0xFFFF);  // the default P_Key
       b[50] = static_cast<uint8_t>(ib_mtu_enum(p.pmtu_bytes) << 4 | (p.rnr_retry & 0x7));
-      b[51] = static_cast<uint8_t>(kMaxCmRetries << 4);
+      b[51] = static_cast<uint8_t>(kIbReqMaxCmRetries << 4);
       put16(b + 52, kPermissiveLid);
       put16(b + 54, kPermissiveLid);
       std::memcpy(b + 56, ctx.local_addr.data(), 16);

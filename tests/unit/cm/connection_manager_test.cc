@@ -336,6 +336,46 @@ TEST_CASE("disconnecting from a dead peer ends after the retry budget") {
   CHECK(n.a.connection_count() == 0);
 }
 
+TEST_CASE("a native DREQ is resent every retry_timeout_ns, max_retries times, on either side") {
+  // Only the IB CM paces its DREQs by the REQ's fields; between two conduitd both sides keep
+  // the configured pace.
+  for (const bool active : {true, false}) {
+    CAPTURE(active);
+    CmConfig c;
+    c.retry_timeout_ns = 300 * kMs;
+    c.max_retries = 4;
+    Net n(c);
+    REQUIRE(n.b.listen(42, kOwnerB) == 0);
+    const int64_t id = n.a.connect(n.now, kOwnerA, kB, 42, params(100));
+    n.run();
+    n.accept_all();
+    REQUIRE(Net::count(n.events_a, CmAction::Kind::kEstablished) == 1);
+    REQUIRE(Net::count(n.events_b, CmAction::Kind::kEstablished) == 1);
+    ConnectionManager& side = active ? n.a : n.b;
+    std::vector<CmAction>& events = active ? n.events_a : n.events_b;
+    const uint32_t conn = active ? static_cast<uint32_t>(id)
+                                 : Net::find(n.events_b, CmAction::Kind::kEstablished)->conn;
+    n.filter = [](bool, const CmAction&) { return false; };  // the peer is gone
+    n.now += kMs;
+    REQUIRE(side.disconnect(n.now, active ? kOwnerA : kOwnerB, conn) == 0);
+    n.run();
+    uint32_t resends = 0;
+    while (Net::count(events, CmAction::Kind::kDisconnected) == 0) {
+      const uint64_t next = side.next_deadline_ns();
+      REQUIRE(next != UINT64_MAX);
+      CHECK(next - n.now == c.retry_timeout_ns);
+      n.now = next;
+      const uint64_t before = side.counters().retransmits;
+      side.on_timer(n.now);
+      resends += static_cast<uint32_t>(side.counters().retransmits - before);
+      n.run();
+      REQUIRE(resends <= 16);
+    }
+    CHECK(resends == c.max_retries);
+    CHECK(side.connection_count() == 0);
+  }
+}
+
 TEST_CASE("an owner that goes away: listeners dropped, connections torn down silently") {
   Net n;
   REQUIRE(n.b.listen(42, kOwnerB) == 0);

@@ -1435,11 +1435,12 @@ TEST_CASE("ib_cm: after an MRA every later resend of that message waits as the M
   }
   CHECK(resends == 5);  // max_retries, as without an MRA
   CHECK(n.a.connection_count() == 0);
-  // A DREQ is a new message: an MRA of the REQ does not stretch its resends.
+  // A DREQ is a new message: an MRA of the REQ does not stretch its resends, which go at
+  // our REQ's remote CM response timeout (4.096 us x 2^18).
   IbPair m;
   const Connected c = connect_pair(m);
   REQUIRE(m.a.disconnect(m.now, 11, c.a_conn) == 0);
-  CHECK(m.a.next_deadline_ns() - m.now == 200'000'000ull);
+  CHECK(m.a.next_deadline_ns() - m.now == 1'073'741'824ull);
 }
 
 TEST_CASE("ib_cm: an MRA keeps the resends already made: the retry budget is the REQ's, as Linux",
@@ -1909,19 +1910,53 @@ TEST_CASE(
   CHECK(mads(again, 0x12).empty());
 }
 
-TEST_CASE("ib_cm: the active side's DREQ keeps our own pace", "[cm][ib]") {
-  // Our REQ's fields pace the peer, not us: an active connection's DREQ is resent every
-  // retry_timeout_ns, max_retries times (the REQ's timing applies to the passive side only).
-  IbPair n;
-  const Requested r = request(n, ib_params(0x10, 1, 1, 1));
-  REQUIRE(n.b.accept(n.now, 22, r.b_conn, ib_params(0x20, 2, 1, 1)) == 0);
-  n.run();
-  REQUIRE(n.last(n.events_a, CmAction::Kind::kEstablished) != nullptr);
-  REQUIRE(n.a.disconnect(n.now, 11, static_cast<uint32_t>(r.a_conn)) == 0);
-  REQUIRE(mads(drain(n.a), 0x15).size() == 1);
-  const uint64_t resends =
-      count_resends(n.a, n.now, 0x15, CmAction::Kind::kDisconnected, CmConfig{}.retry_timeout_ns);
-  CHECK(resends == CmConfig{}.max_retries);
+TEST_CASE(
+    "ib_cm: the active side's DREQ is resent on our REQ's remote CM response timeout and "
+    "retries, as Linux",
+    "[cm][ib]") {
+  // Linux's ib_send_cm_req sets the requesting id's timeout_ms from the REQ's remote CM
+  // response timeout (plus twice the path's packet life time, which conduit has no path record
+  // for) and its max_cm_retries from the ULP's (rdma_cm: 20 and 15, as its REQ says);
+  // cm_rep_handler changes neither, and cm_send_dreq_locked sends the DREQ with that timeout
+  // (cm_alloc_msg: those retries). Ours go at what our REQ advertised: 18 (4.096 us x 2^18,
+  // 1.07 s) and 15 retries, bounded as the passive side's.
+  struct Case {
+    uint64_t retry_timeout_ns;
+    uint64_t max_ib_rep_timeout_ns;
+    uint64_t interval_ns;
+  };
+  const CmConfig defaults;
+  for (const Case k :
+       {Case{defaults.retry_timeout_ns, defaults.max_ib_rep_timeout_ns, 1'073'741'824ull},
+        Case{2'000'000'000ull, defaults.max_ib_rep_timeout_ns, 2'000'000'000ull},
+        Case{defaults.retry_timeout_ns, 500'000'000ull, 500'000'000ull}}) {
+    CAPTURE(k.retry_timeout_ns, k.max_ib_rep_timeout_ns);
+    IbPair n;
+    CmConfig cfg = IbPair::config(IbPair::kA.addr, 0x1000);
+    cfg.retry_timeout_ns = k.retry_timeout_ns;
+    cfg.max_ib_rep_timeout_ns = k.max_ib_rep_timeout_ns;
+    n.a = ConnectionManager(cfg);
+    REQUIRE(n.b.listen(7471, 22) == 0);
+    const int64_t a_conn = n.a.connect(n.now, 11, IbPair::kB, 7471, ib_params(0x10, 1, 1, 1));
+    REQUIRE(a_conn > 0);
+    const auto reqs = mads(drain(n.a), 0x10);
+    REQUIRE(reqs.size() == 1);
+    CHECK(reqs[0][24 + 43] >> 3 == 18);  // what our REQ advertised: remote CM response timeout
+    CHECK(reqs[0][24 + 51] >> 4 == 15);  // and max CM retries
+    n.b.on_message(n.now, IbPair::kA, reqs[0].data(), reqs[0].size());
+    n.run();
+    const CmAction* req = n.last(n.events_b, CmAction::Kind::kRequest);
+    REQUIRE(req != nullptr);
+    REQUIRE(n.b.accept(n.now, 22, req->conn, ib_params(0x20, 2, 1, 1)) == 0);
+    n.run();
+    REQUIRE(n.last(n.events_a, CmAction::Kind::kEstablished) != nullptr);
+    REQUIRE(n.a.disconnect(n.now, 11, static_cast<uint32_t>(a_conn)) == 0);
+    REQUIRE(mads(drain(n.a), 0x15).size() == 1);
+    const uint64_t resends =
+        count_resends(n.a, n.now, 0x15, CmAction::Kind::kDisconnected, k.interval_ns);
+    CHECK(resends == 15);
+    CHECK(n.a.connection_count() == 0);
+  }
 }
 
 TEST_CASE("ib_cm: a REJ with more than 64 bytes of private data: the first 64, and said so",
