@@ -628,6 +628,94 @@ __attribute__((target("avx512f,vpclmulqdq,avx,pclmul,ssse3,sse2"))) uint32_t icr
   return raw_icrc_stream<true, true>(d, n);
 }
 
+// An IPv4 datagram split after the UDP header (parse_roce's two spans when
+// the headers are apart, and the GSI parser's): the 28 header bytes at
+// `ip_udp`, then the m bytes from the BTH on at b, in another buffer. By the
+// identity above the stream is 4 x 0xFF, the 28 header bytes (two blocks,
+// h0 and h1) and the m bytes, behind 16 - m % 16 zero bytes (a whole zero
+// block when m % 16 is 0) so that it ends on a whole block: with e = m % 16,
+// the blocks are h0's first e bytes (behind zeros), h0's last 16 - e and
+// h1's first e, h1's last 16 - e and b's first e, then whole blocks from
+// b + e. The headers are shifted into place in registers (byte shuffles
+// with controls from one table by e) and their variant fields ORed to ones
+// there, so nothing is copied and no length has a table tail. m is 16 or
+// more, or exactly 12 (a BTH alone).
+//
+// Shuffle controls: from kSplitPlace + e, a register's first e bytes moved
+// to its end (zeros before); from kSplitPlace + 16 + e, its last 16 - e
+// bytes moved to its front (zeros after). 0x80 selects a zero. 48 bytes in
+// one cache line.
+constexpr std::array<uint8_t, 48> make_split_place() {
+  std::array<uint8_t, 48> t{};
+  for (size_t i = 0; i < t.size(); ++i)
+    t[i] = i >= 16 && i < 32 ? static_cast<uint8_t>(i - 16) : 0x80;
+  return t;
+}
+alignas(64) constexpr auto kSplitPlace = make_split_place();
+
+template <bool kUseAvx512>
+[[gnu::always_inline]] CONDUIT_CLMUL_SSSE3 inline uint32_t raw_icrc_split28(const uint8_t* ip_udp,
+                                                                            const uint8_t* b,
+                                                                            size_t m) {
+  // h0: the four 0xFF, then header bytes 0..11 with 1 (ToS), 8 (TTL) and
+  // 10-11 (IP checksum) at 4 + offset; h1: bytes 12..27, the UDP checksum
+  // (26-27) at 14-15; b0: b's first 16 bytes (12 when m is 12), BTH byte 4.
+  const __m128i m0 = _mm_setr_epi8(-1, -1, -1, -1, 0, -1, 0, 0, 0, 0, 0, 0, -1, 0, -1, -1);
+  const __m128i m1 = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, -1);
+  const __m128i mb = _mm_setr_epi8(0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m128i h0 = _mm_or_si128(_mm_slli_si128(load128(ip_udp), 4), m0);
+  const __m128i h1 = _mm_or_si128(load128(ip_udp + 12), m1);
+  __m128i b0;
+  if (m >= 16) {
+    b0 = load128(b);
+  } else {
+    uint64_t bth_lo;  // BTH bytes 0-7
+    uint32_t bth_hi;  // BTH bytes 8-11
+    std::memcpy(&bth_lo, b, 8);
+    std::memcpy(&bth_hi, b + 8, 4);
+    b0 = _mm_unpacklo_epi64(_mm_cvtsi64_si128(static_cast<long long>(bth_lo)),
+                            _mm_cvtsi32_si128(static_cast<int>(bth_hi)));
+  }
+  b0 = _mm_or_si128(b0, mb);
+  const size_t e = m & 15;
+  const __m128i to_end = load128(kSplitPlace.data() + e);         // first e bytes to the end
+  const __m128i to_front = load128(kSplitPlace.data() + 16 + e);  // last 16 - e to the front
+  const __m128i s0 = _mm_shuffle_epi8(h0, to_end);
+  const __m128i s1 = _mm_or_si128(_mm_shuffle_epi8(h0, to_front), _mm_shuffle_epi8(h1, to_end));
+  const __m128i s2 = _mm_or_si128(_mm_shuffle_epi8(h1, to_front), _mm_shuffle_epi8(b0, to_end));
+  if (m < 16) {  // the three blocks are the stream
+    return reduce128(_mm_xor_si128(
+        _mm_xor_si128(fold(s0, constants(kFold256)), fold(s1, constants(kFold128))), s2));
+  }
+  // The first whole block of b, then the rest. BTH byte 4 is in it when
+  // e <= 4, at 4 - e: where to_front moves mb's byte 4 (for e > 4, nowhere).
+  const __m128i s3 = _mm_or_si128(load128(b + e), _mm_shuffle_epi8(mb, to_front));
+  const __m128i x =
+      _mm_xor_si128(_mm_xor_si128(fold(s0, constants(kFold384)), fold(s1, constants(kFold256))),
+                    _mm_xor_si128(fold(s2, constants(kFold128)), s3));
+  const uint8_t* p = b + e + 16;
+  const size_t left = m - e - 16;  // whole blocks
+  if (left < 64) return reduce128(fold_blocks(x, p, left / 16));
+  return raw_icrc_stream_long<kUseAvx512>(x, p, left);
+}
+
+// The ICRC (inverted, unlike the streams: the dispatch tail-jumps here) of
+// the split datagram; for m >= 16 or m == 12 (split_length_ok).
+using IcrcSplitFn = uint32_t (*)(const uint8_t* ip_udp, const uint8_t* b, size_t m);
+constexpr bool split_length_ok(size_t m) { return m >= 16 || m == 12; }
+CONDUIT_CLMUL_SSSE3 uint32_t icrc_split28_sse(const uint8_t* ip_udp, const uint8_t* b, size_t m) {
+  return ~raw_icrc_split28<false>(ip_udp, b, m);
+}
+__attribute__((target("avx,pclmul,ssse3,sse2"))) uint32_t icrc_split28_avx(const uint8_t* ip_udp,
+                                                                           const uint8_t* b,
+                                                                           size_t m) {
+  return ~raw_icrc_split28<false>(ip_udp, b, m);
+}
+__attribute__((target("avx512f,vpclmulqdq,avx,pclmul,ssse3,sse2"))) uint32_t icrc_split28_avx512(
+    const uint8_t* ip_udp, const uint8_t* b, size_t m) {
+  return ~raw_icrc_split28<true>(ip_udp, b, m);
+}
+
 // crc32_update()'s AVX-512 path (AVX512BW/VL/VBMI + VPCLMULQDQ): every length
 // from 16 bytes on as whole 64-byte registers (one 32-byte register up to 32
 // bytes), with no tail and no table step. The message is read as if it had o = (-n) mod 64 zero
@@ -815,6 +903,16 @@ IcrcStreamFn pick_icrc_stream(bool ipv6) {
 const IcrcStreamFn kIcrcStream = pick_icrc_stream(false);
 const IcrcStreamFn kIcrc6Stream = pick_icrc_stream(true);
 
+// The same for the IPv4 split fold (nullptr where the streams are).
+IcrcSplitFn pick_icrc_split() {
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("pclmul") || !__builtin_cpu_supports("ssse3")) return nullptr;
+  if (detect_vpclmul() && __builtin_cpu_supports("avx")) return icrc_split28_avx512;
+  if (__builtin_cpu_supports("avx")) return icrc_split28_avx;
+  return icrc_split28_sse;
+}
+const IcrcSplitFn kIcrcSplit = pick_icrc_split();
+
 bool detect_vpclmul() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("vpclmulqdq") &&
@@ -972,6 +1070,19 @@ __attribute__((noinline)) uint32_t icrc_ipv4_general(std::span<const uint8_t> fi
 #endif
   return icrc_ipv4_tail_slice8(s, head, head_len, first, second);
 }
+// Every case but one span of a stream length: two spans split after the UDP
+// header (as parse_roce and the GSI parser pass them) take the split fold,
+// the rest the general path. Apart from icrc_ipv4_general, whose frame is
+// set up before any test: both calls here are tail jumps.
+__attribute__((noinline)) uint32_t icrc_ipv4_spans(std::span<const uint8_t> first,
+                                                   std::span<const uint8_t> second) {
+#if CONDUIT_WIRE_HAVE_CLMUL
+  if (first.size() == kIpv4UdpBytes && kIcrcSplit != nullptr && split_length_ok(second.size())) {
+    return kIcrcSplit(first.data(), second.data(), second.size());
+  }
+#endif
+  return icrc_ipv4_general(first, second);
+}
 // The stream entry (the raw register, as the carry-less streams return it)
 // on a CPU without them: every datagram from 40 bytes.
 uint32_t icrc_stream_general(const uint8_t* datagram, size_t len_bytes) {
@@ -1043,7 +1154,7 @@ uint32_t icrc_ipv4(std::span<const uint8_t> first, std::span<const uint8_t> seco
     return ~kIcrcStream(first.data(), first.size());
   }
 #endif
-  return icrc_ipv4_general(first, second);
+  return icrc_ipv4_spans(first, second);
 }
 
 uint32_t icrc_ipv6(std::span<const uint8_t> first, std::span<const uint8_t> second) {
@@ -1085,6 +1196,31 @@ bool icrc_with(bool ipv6, IcrcIsa isa, std::span<const uint8_t> datagram, uint32
 
 bool icrc_ipv4_with(IcrcIsa isa, std::span<const uint8_t> datagram, uint32_t& icrc) {
   return icrc_with(false, isa, datagram, icrc);
+}
+
+bool icrc_ipv4_split_with(IcrcIsa isa, std::span<const uint8_t> ip_udp,
+                          std::span<const uint8_t> rest, uint32_t& icrc) {
+#if CONDUIT_WIRE_HAVE_CLMUL
+  if (kIcrcSplit == nullptr || ip_udp.size() != kIpv4UdpBytes || !split_length_ok(rest.size())) {
+    return false;
+  }
+  IcrcSplitFn fn = icrc_split28_sse;
+  if (isa == IcrcIsa::kAvx) {
+    if (!__builtin_cpu_supports("avx")) return false;
+    fn = icrc_split28_avx;
+  } else if (isa == IcrcIsa::kAvx512) {
+    if (!kHaveVpclmul || !__builtin_cpu_supports("avx")) return false;
+    fn = icrc_split28_avx512;
+  }
+  icrc = fn(ip_udp.data(), rest.data(), rest.size());
+  return true;
+#else
+  (void)isa;
+  (void)ip_udp;
+  (void)rest;
+  (void)icrc;
+  return false;
+#endif
 }
 bool icrc_ipv6_with(IcrcIsa isa, std::span<const uint8_t> datagram, uint32_t& icrc) {
   return icrc_with(true, isa, datagram, icrc);

@@ -50,6 +50,10 @@ uint32_t icrc_begin_ipv4(std::span<const uint8_t, kIcrcMaskedHeaderBytes> ip_udp
 // headers and the UDP payload when they are not contiguous). Requires at
 // least 40 bytes in all (returns 0 otherwise). Faster than icrc_begin_ipv4()
 // + crc32_update() because header and payload go through one CRC stream.
+// With PCLMULQDQ and SSSE3, one span of a stream length and two spans split
+// after the UDP header (`first` the 28 header bytes, `second` from the BTH
+// on: at least 16 bytes, or the BTH alone) mask the variant fields in
+// registers, with no copy and no table tail; other splits copy the headers.
 uint32_t icrc_ipv4(std::span<const uint8_t> first, std::span<const uint8_t> second = {});
 namespace detail {
 using IcrcStreamFn = uint32_t (*)(const uint8_t* datagram, size_t len_bytes);
@@ -92,6 +96,16 @@ uint32_t icrc_ipv4_slice8(std::span<const uint8_t> first, std::span<const uint8_
 // the stream (under 40 bytes, or 16k + 13..15 bytes).
 enum class IcrcIsa : uint8_t { kSse, kAvx, kAvx512 };
 bool icrc_ipv4_with(IcrcIsa isa, std::span<const uint8_t> datagram, uint32_t& icrc);
+
+// icrc_ipv4() of a datagram split after the UDP header (`ip_udp` its 28
+// IPv4 + UDP header bytes, `rest` the BTH up to the ICRC, as parse_roce and
+// the GSI parser pass them) takes a fold that shifts and masks the headers
+// in registers, with no copy; this runs one instruction set's build of it.
+// False (and `icrc` untouched) when the CPU lacks it or the spans do not
+// suit it (`ip_udp` not 28 bytes, `rest` under 16 bytes and not exactly 12).
+inline constexpr size_t kIpv4UdpBytes = 20 + 8;
+bool icrc_ipv4_split_with(IcrcIsa isa, std::span<const uint8_t> ip_udp,
+                          std::span<const uint8_t> rest, uint32_t& icrc);
 
 // ICRC over IPv6 (RoCEv2 over IPv6): the same recipe with the IPv6 header's
 // variant fields masked to all-ones: traffic class, flow label and hop limit

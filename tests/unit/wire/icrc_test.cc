@@ -543,3 +543,176 @@ TEST_CASE("icrc: the IPv6 stream reads nothing outside the datagram, next to unm
     }
   }
 }
+
+namespace {
+
+// The IPv4 ICRC one bit at a time, no tables and no library CRC: 8 x 0xFF,
+// then the datagram with its variant bytes (ToS, TTL, IP checksum; UDP
+// checksum; BTH byte 4) taken as 0xFF.
+uint32_t icrc4_bitwise(std::span<const uint8_t> dgram) {
+  uint32_t s = 0xFFFFFFFF;
+  for (int i = 0; i < 8; ++i) s = bitwise_step(s, 0xFF);
+  for (size_t i = 0; i < dgram.size(); ++i) {
+    const bool variant = i == 1 || i == 8 || i == 10 || i == 11 || i == 26 || i == 27 || i == 32;
+    s = bitwise_step(s, variant ? 0xFF : dgram[i]);
+  }
+  return ~s;
+}
+
+// Which instruction sets' builds of the IPv4 split fold (headers apart) this
+// CPU runs; WARNs the ones a test skips.
+std::vector<IcrcIsa> icrc_split_isas_here() {
+  std::vector<IcrcIsa> here;
+  const std::vector<uint8_t> headers(kIpv4UdpBytes);
+  const std::vector<uint8_t> rest(16);
+  const char* names[] = {"SSE (PCLMULQDQ + SSSE3)", "AVX", "AVX-512 (VPCLMULQDQ)"};
+  for (const IcrcIsa isa : {IcrcIsa::kSse, IcrcIsa::kAvx, IcrcIsa::kAvx512}) {
+    uint32_t unused = 0;
+    if (icrc_ipv4_split_with(isa, headers, rest, unused)) {
+      here.push_back(isa);
+    } else {
+      WARN("IPv4 split ICRC: skipped the " << names[static_cast<int>(isa)]
+                                           << " build (this CPU lacks it)");
+    }
+  }
+  return here;
+}
+
+}  // namespace
+
+TEST_CASE("icrc: IPv4, every entry point and ISA against a bit-by-bit reference, any split") {
+  // Random datagrams (random headers, version 4) of every payload length 0..320 after the
+  // 40 header bytes, and some longer ones past the AVX-512 bulk loop; each as one exact-size
+  // span through every entry point and each ISA's stream build, and split into two spans
+  // (each an exact-size buffer of its own) after the UDP header, as parse_roce and the GSI
+  // parser split it (through icrc_ipv4 and each ISA's build of the split fold), after the
+  // BTH, and at random points.
+  const std::vector<IcrcIsa> isas = icrc_isas_here(false);
+  const std::vector<IcrcIsa> split_isas = icrc_split_isas_here();
+  std::mt19937 rng(67);
+  std::vector<size_t> payloads;
+  for (size_t p = 0; p <= 320; ++p) payloads.push_back(p);
+  for (size_t p = 321; p <= 4200; p += 53) payloads.push_back(p);
+  size_t checked = 0;
+  size_t split_fold_runs = 0;
+  for (const size_t payload : payloads) {
+    for (int rep = 0; rep < 3; ++rep) {
+      std::vector<uint8_t> d(40 + payload);
+      for (auto& b : d) b = static_cast<uint8_t>(rng());
+      d[0] = 0x45;
+      const uint32_t ref = icrc4_bitwise(d);
+      INFO("payload " << payload << " datagram " << d.size() << " rep " << rep);
+      REQUIRE(icrc_ipv4(d) == ref);
+      REQUIRE(icrc_ipv4_datagram(d.data(), d.size()) == ref);
+      REQUIRE(icrc_datagram(d.data(), d.size()) == ref);
+      REQUIRE(icrc_ipv4_slice8(d) == ref);
+      if (d.size() % 4 == 0) REQUIRE(icrc_ipv4_datagram_words(d.data(), d.size()) == ref);
+      for (const IcrcIsa isa : isas) {
+        uint32_t got = ~ref;
+        const bool ran = icrc_ipv4_with(isa, d, got);
+        INFO("isa " << static_cast<int>(isa));
+        REQUIRE(ran == (((d.size() + 4) & 15) - 1 >= 3));
+        if (ran) REQUIRE(got == ref);
+      }
+      const size_t splits[] = {kIpv4UdpBytes, 40, rng() % (d.size() + 1), rng() % (d.size() + 1),
+                               rng() % 41};
+      for (const size_t split : splits) {
+        const std::vector<uint8_t> a(d.begin(), d.begin() + static_cast<std::ptrdiff_t>(split));
+        const std::vector<uint8_t> b(d.begin() + static_cast<std::ptrdiff_t>(split), d.end());
+        INFO("split " << split);
+        REQUIRE(icrc_ipv4(a, b) == ref);
+        REQUIRE(icrc_ipv4_slice8(a, b) == ref);
+        if (split != kIpv4UdpBytes) continue;
+        for (const IcrcIsa isa : split_isas) {
+          uint32_t got = ~ref;
+          const bool ran = icrc_ipv4_split_with(isa, a, b, got);
+          INFO("split fold isa " << static_cast<int>(isa));
+          // From the BTH on: 16 bytes or more, or the BTH alone.
+          REQUIRE(ran == (b.size() >= 16 || b.size() == 12));
+          if (ran) {
+            REQUIRE(got == ref);
+            ++split_fold_runs;
+          }
+        }
+      }
+      ++checked;
+    }
+  }
+  CHECK(checked == 3 * payloads.size());
+  if (!split_isas.empty()) CHECK(split_fold_runs > 3 * payloads.size());
+  // Too short for the headers: 0, as before.
+  const std::vector<uint8_t> short39(39, 0x45);
+  CHECK(icrc_ipv4(short39) == 0u);
+  CHECK(icrc_ipv4_slice8(short39) == 0u);
+  CHECK(icrc_ipv4(std::span<const uint8_t>(short39).first(kIpv4UdpBytes),
+                  std::span<const uint8_t>(short39).subspan(kIpv4UdpBytes)) == 0u);
+  uint32_t untouched = 0x1234;
+  const std::span<const uint8_t> s39(short39);
+  CHECK_FALSE(icrc_ipv4_split_with(IcrcIsa::kSse, s39.first(28), s39.subspan(28), untouched));
+  CHECK_FALSE(icrc_ipv4_split_with(IcrcIsa::kSse, s39.first(27), s39.subspan(27), untouched));
+  CHECK(untouched == 0x1234u);
+}
+
+TEST_CASE("icrc: IPv4 split after the UDP header: which bits it covers, in every ISA build") {
+  // Every bit of the first 64 bytes flipped alone in a datagram split after the UDP header:
+  // the variant bytes leave the ICRC as it is, every other bit changes it; for each payload
+  // length mod 16 (the split fold shifts the headers by it) and the BTH alone.
+  const std::vector<IcrcIsa> split_isas = icrc_split_isas_here();
+  std::mt19937 rng(71);
+  for (const size_t payload : {size_t{0}, size_t{4}, size_t{8}, size_t{12}, size_t{24}, size_t{60},
+                               size_t{64}, size_t{65}, size_t{66}, size_t{67}, size_t{69},
+                               size_t{70}, size_t{71}, size_t{73}, size_t{74}, size_t{75}}) {
+    std::vector<uint8_t> d(40 + payload);
+    for (auto& b : d) b = static_cast<uint8_t>(rng());
+    d[0] = 0x45;
+    const uint32_t base = icrc4_bitwise(d);
+    for (size_t byte = 0; byte < std::min<size_t>(64, d.size()); ++byte) {
+      for (int bit = 0; bit < 8; ++bit) {
+        d[byte] ^= static_cast<uint8_t>(1u << bit);
+        const bool variant = byte == 1 || byte == 8 || byte == 10 || byte == 11 || byte == 26 ||
+                             byte == 27 || byte == 32;
+        const std::vector<uint8_t> a(d.begin(), d.begin() + kIpv4UdpBytes);
+        const std::vector<uint8_t> b(d.begin() + kIpv4UdpBytes, d.end());
+        INFO("payload " << payload << " byte " << byte << " bit " << bit);
+        CHECK((icrc_ipv4(a, b) == base) == variant);
+        for (const IcrcIsa isa : split_isas) {
+          uint32_t got = ~base;
+          if (icrc_ipv4_split_with(isa, a, b, got)) {
+            INFO("isa " << static_cast<int>(isa));
+            CHECK((got == base) == variant);
+          }
+        }
+        d[byte] ^= static_cast<uint8_t>(1u << bit);
+      }
+    }
+  }
+}
+
+TEST_CASE("icrc: the IPv4 split fold reads nothing outside its spans, next to unmapped pages") {
+  // The 28 header bytes start one page (a read before them faults), and the rest from the
+  // BTH on ends another (a read past it faults), for every length of the rest.
+  const std::vector<IcrcIsa> split_isas = icrc_split_isas_here();
+  const GuardedPage heads(37);
+  const GuardedPage rests(41);
+  const std::span<const uint8_t> ip_udp(heads.data(), kIpv4UdpBytes);
+  const size_t max_rest = std::min<size_t>(rests.size(), 600);
+  for (size_t m = 12; m <= max_rest; ++m) {
+    const std::span<const uint8_t> rest(rests.data() + rests.size() - m, m);
+    std::vector<uint8_t> d(ip_udp.begin(), ip_udp.end());
+    d.insert(d.end(), rest.begin(), rest.end());
+    const uint32_t ref = icrc4_bitwise(d);
+    INFO("rest " << m);
+    REQUIRE(icrc_ipv4(ip_udp, rest) == ref);
+    for (const IcrcIsa isa : split_isas) {
+      uint32_t got = ~ref;
+      if (icrc_ipv4_split_with(isa, ip_udp, rest, got)) REQUIRE(got == ref);
+    }
+    // The headers at the end of a page and the rest at the start of one.
+    const std::span<const uint8_t> ip_udp_end(heads.data() + heads.size() - kIpv4UdpBytes,
+                                              kIpv4UdpBytes);
+    const std::span<const uint8_t> rest_start(rests.data(), m);
+    std::vector<uint8_t> e(ip_udp_end.begin(), ip_udp_end.end());
+    e.insert(e.end(), rest_start.begin(), rest_start.end());
+    REQUIRE(icrc_ipv4(ip_udp_end, rest_start) == icrc4_bitwise(e));
+  }
+}
