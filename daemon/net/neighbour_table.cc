@@ -39,6 +39,7 @@ NeighbourTableT<Addr>::NeighbourTableT(const NeighbourConfig& config) : config_(
   }
   if (config_.reachable_ns == 0) throw std::invalid_argument("ARP reachable time must be > 0");
   rng_state_ = config_.random_seed;
+  reachable_time_ns_ = draw_reachable_ns();
   entries_.resize(config_.capacity);
   free_.reserve(config_.capacity);
   for (size_t i = config_.capacity; i-- > 0;) free_.push_back(static_cast<int32_t>(i));
@@ -171,26 +172,50 @@ uint64_t NeighbourTableT<Addr>::draw_random() {
 }
 
 template <class Addr>
-uint64_t NeighbourTableT<Addr>::lifetime_ns(uint64_t draw) const {
+uint64_t NeighbourTableT<Addr>::draw_reachable_ns() {
   const uint64_t base = config_.reachable_ns;
   if (!config_.randomize_reachable || base < 2) return base;
-  // The draw scaled to [0, base) without a division.
+  // A draw scaled to [0, base) without a division: [base / 2, 3 * base / 2) in all, as Linux's
+  // neigh_rand_reach_time.
   __extension__ using u128 = unsigned __int128;
-  const auto offset = static_cast<uint64_t>((static_cast<u128>(draw) * base) >> 64);
+  const auto offset = static_cast<uint64_t>((static_cast<u128>(draw_random()) * base) >> 64);
   return base / 2 + offset;
+}
+
+template <class Addr>
+bool NeighbourTableT<Addr>::redraw_if_due(uint64_t now_ns) {
+  if (!config_.randomize_reachable) return false;  // nothing to draw: no timer for it
+  const bool due = redraw_started_ && now_ns >= redraw_ns_;
+  if (redraw_started_ && !due) return false;
+  // Linux's neigh_periodic_work: the next draw kReachableRedrawNs after this one (or after the
+  // first time the table is given).
+  redraw_started_ = true;
+  redraw_ns_ = now_ns > UINT64_MAX - kReachableRedrawNs ? UINT64_MAX : now_ns + kReachableRedrawNs;
+  arm(redraw_ns_);
+  if (due) set_reachable_time(draw_reachable_ns(), now_ns);
+  return due;
+}
+
+template <class Addr>
+void NeighbourTableT<Addr>::set_reachable_time(uint64_t ns, uint64_t now_ns) {
+  reachable_time_ns_ = ns;
+  for (Entry& e : entries_) {
+    if (!e.in_use || !e.confirmed || e.state != NeighbourState::kReachable) continue;
+    // Its timer stays; when it runs, the entry lives on to confirmed + the reachable time of
+    // then.
+    e.deadline_ns = std::max(e.timer_ns, e.confirmed_ns + ns);
+    // Out of its last window again: a use there probes afresh, and an unused end keeps it.
+    if (e.deadline_ns > now_ns + config_.refresh_window_ns) e.refresh_sent = false;
+  }
 }
 
 template <class Addr>
 void NeighbourTableT<Addr>::set_reachable_ns(uint64_t ns, uint64_t now_ns) {
   if (ns == 0 || ns == config_.reachable_ns) return;
   config_.reachable_ns = ns;
-  for (Entry& e : entries_) {
-    if (!e.in_use || !e.confirmed || e.state != NeighbourState::kReachable) continue;
-    // Its timer stays; when it runs, the entry lives on to confirmed + the lifetime of then.
-    e.deadline_ns = std::max(e.timer_ns, e.confirmed_ns + lifetime_ns(e.draw));
-    // Out of its last window again: a use there probes afresh, and an unused end keeps it.
-    if (e.deadline_ns > now_ns + config_.refresh_window_ns) e.refresh_sent = false;
-  }
+  // Drawn from the new base at once (Linux's ndisc_router_discovery), unless the periodic draw
+  // was due and just did; the period runs on.
+  if (!redraw_if_due(now_ns)) set_reachable_time(draw_reachable_ns(), now_ns);
 }
 
 template <class Addr>
@@ -274,6 +299,7 @@ NeighbourResolveResult NeighbourTableT<Addr>::resolve(const Addr& ip, uint64_t n
 template <class Addr>
 void NeighbourTableT<Addr>::learn(const Addr& ip, MacAddr mac, uint64_t now_ns, bool create,
                                   std::vector<Event>& events, bool override, NeighbourProof proof) {
+  redraw_if_due(now_ns);  // a confirmation lives the reachable time current now
   if (!is_unicast_ip(ip) || !is_unicast_mac(mac)) return;
   int32_t idx = lookup(ip);
   if (idx < 0) {
@@ -319,8 +345,7 @@ void NeighbourTableT<Addr>::learn(const Addr& ip, MacAddr mac, uint64_t now_ns, 
     e.deadline_ns = now_ns + config_.refresh_window_ns;
   } else {
     e.confirmed_ns = now_ns;
-    e.draw = draw_random();
-    e.deadline_ns = now_ns + lifetime_ns(e.draw);
+    e.deadline_ns = now_ns + reachable_time_ns_;
     e.timer_ns = e.deadline_ns;
   }
   if (stale) ++counters_.learned_stale;
@@ -389,8 +414,9 @@ bool NeighbourTableT<Addr>::remove(const Addr& ip, std::vector<Event>& events) {
 
 template <class Addr>
 void NeighbourTableT<Addr>::poll(uint64_t now_ns, std::vector<Event>& events) {
+  redraw_if_due(now_ns);
   if (now_ns < next_deadline_ns_) return;
-  uint64_t next = UINT64_MAX;
+  uint64_t next = redraw_started_ ? redraw_ns_ : UINT64_MAX;
   for (size_t i = 0; i < entries_.size(); ++i) {
     Entry& e = entries_[i];
     if (!e.in_use || e.state == NeighbourState::kStatic || e.stale) continue;

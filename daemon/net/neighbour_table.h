@@ -43,6 +43,18 @@
 // evicted while their lifetime runs, until the caller release()s one that is no
 // longer its next hop.
 //
+// Lifetimes: the table keeps one reachable time (RFC 4861 section 6.3.2's ReachableTime,
+// Linux's neigh_parms reachable_time: one per interface and family), drawn uniformly from
+// [reachable_ns / 2, 3 * reachable_ns / 2) (reachable_ns is the base, BASE_REACHABLE_TIME),
+// so hosts and ports configured alike neither age out nor refresh in step. It is drawn at
+// construction, again every kReachableRedrawNs (300 s, Linux's neigh_periodic_work; the period
+// starts with the first time learn(), poll() or set_reachable_ns() is given, and a draw due is
+// made by the first of them given a time past it; next_deadline_ns() has it) and when the base
+// changes (set_reachable_ns: an RA's Reachable Time, as Linux's ndisc_router_discovery). A
+// confirmed entry lives the reachable time current at its confirmation; when the time changes, it
+// keeps the end it was given and lives on to its confirmation plus the new time if that is later
+// (see set_reachable_ns).
+//
 // Generation: a counter that moves whenever a MAC the table handed out (resolve()
 // returned it, or frames waiting for it were released to it) may no longer be the
 // one to use: such an entry's MAC changed (learn, add_static), it was put in doubt
@@ -69,6 +81,8 @@
 namespace conduit::net {
 
 using FrameHandle = uint64_t;
+// How often the table draws its reachable time again (Linux's neigh_periodic_work: 300 s).
+inline constexpr uint64_t kReachableRedrawNs = 300'000'000'000;
 // resolve() without a frame: start (or use) resolution only.
 inline constexpr FrameHandle kNoFrame = ~FrameHandle{0};
 
@@ -77,18 +91,18 @@ struct NeighbourConfig {
   size_t max_pending_per_hop = 16;             // frames queued per unresolved next hop
   uint32_t max_requests = 3;                   // requests sent before a resolution fails
   uint64_t retry_interval_ns = 1'000'000'000;  // between requests
-  uint64_t reachable_ns = 60'000'000'000;      // lifetime of a learned entry
+  uint64_t reachable_ns = 60'000'000'000;      // base of a confirmed entry's lifetime
   uint64_t refresh_window_ns = 5'000'000'000;  // refresh when used this close to expiry
   // learn() without override: another MAC this soon after the entry's last change (resolved,
   // or a new MAC) is ignored, so of several ARP replies back to back (proxy agents) the first
   // wins and the entry does not flap; Linux's neigh locktime, 1 s for ARP.
   uint64_t locktime_ns = 1'000'000'000;
-  // Each time an entry is confirmed, its lifetime is drawn from [reachable_ns / 2,
+  // The table's reachable time (a confirmed entry's lifetime) is drawn from [reachable_ns / 2,
   // 3 * reachable_ns / 2) (RFC 4861 section 6.3.2's ReachableTime; Linux's
-  // neigh_rand_reach_time), so entries confirmed together neither age out nor get refreshed in
-  // step. The draws come from a generator seeded with random_seed: pure, and the same for the
-  // same seed and calls (NetStack mixes its port MAC in, so hosts differ). false: every
-  // lifetime is reachable_ns exactly.
+  // neigh_rand_reach_time), again every kReachableRedrawNs and when reachable_ns changes (see
+  // "Lifetimes" above). The draws come from a generator seeded with random_seed: pure, and the
+  // same for the same seed and calls (NetStack mixes its port MAC in, so hosts differ). false:
+  // the reachable time is reachable_ns exactly, never drawn.
   bool randomize_reachable = true;
   uint64_t random_seed = 0;
 };
@@ -207,15 +221,16 @@ class NeighbourTableT {
 
   // The neighbour parameters a Router Advertisement sets (RFC 4861 section 6.3.4; Linux's
   // BASE_REACHABLE_TIME and RETRANS_TIME): the base of the lifetimes, and the interval between
-  // requests. 0 (unspecified) changes nothing; the caller bounds the values. The reachable time
-  // applies to the entries reachable now as it does in Linux, where an RA changes
-  // parms->reachable_time and no entry's timer: a reachable entry keeps the end its
-  // confirmation gave it (its timer), and when that comes neigh_timer_handler compares
-  // confirmed + the reachable time of then: an entry still within it lives on to that end, else
-  // it goes STALE. So a shorter time takes no entry's time away, a longer one lengthens it (here
-  // at once: find()'s deadline is the end as it stands; each entry's lifetime is its draw from
-  // the new base, the same fraction of it). Entries in their STALE window keep it. The retry
-  // interval is used from each entry's next request on (neigh_timer_handler again).
+  // requests. 0 (unspecified) changes nothing; the caller bounds the values. A new base draws
+  // the reachable time from it at once (the same base again draws nothing), as Linux's
+  // ndisc_router_discovery does. A new reachable time (this one, or a periodic draw) applies to
+  // the entries reachable now as it does in Linux, where parms->reachable_time changes and no
+  // entry's timer: a reachable entry keeps the end its confirmation gave it (its timer), and
+  // when that comes neigh_timer_handler compares confirmed + the reachable time of then: an
+  // entry still within it lives on to that end, else it goes STALE. So a shorter time takes no
+  // entry's time away, a longer one lengthens it (here at once: find()'s deadline is the end as
+  // it stands). Entries in their STALE window keep it. The retry interval is used from each
+  // entry's next request on (neigh_timer_handler again).
   void set_reachable_ns(uint64_t ns, uint64_t now_ns);
   void set_retry_interval_ns(uint64_t ns);
 
@@ -236,7 +251,7 @@ class NeighbourTableT {
   bool remove(const Addr& ip, std::vector<Event>& events);
 
   // Sends due retries, fails exhausted resolutions, ages out entries probed and not
-  // confirmed, keeps the others STALE.
+  // confirmed, keeps the others STALE; draws the reachable time again when due.
   void poll(uint64_t now_ns, std::vector<Event>& events);
   // No timer is due before this time (may be early, never late); UINT64_MAX if none.
   uint64_t next_deadline_ns() const { return next_deadline_ns_; }
@@ -247,6 +262,8 @@ class NeighbourTableT {
   size_t size() const { return size_; }
   const NeighbourCounters& counters() const { return counters_; }
   const NeighbourConfig& config() const { return config_; }
+  // The reachable time a confirmation gives an entry now (see "Lifetimes" above).
+  uint64_t reachable_time_ns() const { return reachable_time_ns_; }
 
  private:
   struct Entry {
@@ -264,12 +281,11 @@ class NeighbourTableT {
     uint64_t changed_ns = 0;    // became reachable or took a new MAC (the locktime's start)
     bool handed_out = false;    // its MAC went to a caller (see "Generation" above)
     bool stale = false;         // kept STALE past its lifetime (no deadline)
-    // Confirmed: deadline_ns is the later of timer_ns and confirmed_ns + lifetime(draw) (see
-    // set_reachable_ns). timer_ns is when Linux's neigh timer runs: confirmed_ns + the
-    // lifetime of the confirmation's time, then each new end it finds.
+    // Confirmed: deadline_ns is the later of timer_ns and confirmed_ns + the table's reachable
+    // time (see set_reachable_ns). timer_ns is when Linux's neigh timer runs: confirmed_ns +
+    // the reachable time of the confirmation, then each new end it finds.
     bool confirmed = false;
     uint64_t confirmed_ns = 0;
-    uint64_t draw = 0;  // the random draw of its lifetime (see lifetime_ns)
     uint64_t timer_ns = 0;
     // When poll() must look at it.
     uint64_t due_ns() const { return confirmed ? timer_ns : deadline_ns; }
@@ -284,10 +300,12 @@ class NeighbourTableT {
   void arm(uint64_t deadline_ns);
   void release_pending(Entry& e, int32_t idx, std::vector<Event>& events);
   void drop_pending(Entry& e, int32_t idx, std::vector<Event>& events);
-  // A confirmed entry's lifetime (see NeighbourConfig::randomize_reachable): a draw, and the
-  // lifetime it gives with the current base.
+  // The reachable time (see "Lifetimes" above): a draw from the current base; the periodic
+  // draw when due (and the period's start); a new time applied to the reachable entries.
   uint64_t draw_random();
-  uint64_t lifetime_ns(uint64_t draw) const;
+  uint64_t draw_reachable_ns();
+  bool redraw_if_due(uint64_t now_ns);  // true: drew
+  void set_reachable_time(uint64_t ns, uint64_t now_ns);
 
   NeighbourConfig config_;
   std::vector<Entry> entries_;        // pool, capacity entries
@@ -298,6 +316,9 @@ class NeighbourTableT {
   uint64_t next_deadline_ns_ = UINT64_MAX;
   uint64_t generation_ = 0;
   uint64_t rng_state_ = 0;  // SplitMix64
+  uint64_t reachable_time_ns_ = 0;
+  bool redraw_started_ = false;  // the period started: the next draw is due at redraw_ns_
+  uint64_t redraw_ns_ = UINT64_MAX;
   NeighbourCounters counters_;
 };
 

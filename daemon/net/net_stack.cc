@@ -26,7 +26,7 @@ bool is_unicast_ip(Ipv4Addr ip) { return ip.is_unicast(); }
 size_t event_reserve(const NeighbourConfig& n) { return 64 + 2 * n.max_pending_per_hop; }
 
 // Each table's random seed: the configured one with the port MAC and the family mixed in, so
-// hosts given the same seed (the default) still draw different lifetimes.
+// hosts given the same seed (the default) still draw different reachable times.
 uint64_t table_seed(const NetStackConfig& c, uint64_t family) {
   uint64_t mac = 0;
   for (uint8_t b : c.mac.bytes) mac = mac << 8 | b;
@@ -1161,10 +1161,10 @@ void NetStack::learn_ra_options(std::span<const uint8_t> opts, uint64_t now_ns) 
 }
 
 void NetStack::learn_ra_timers(uint32_t reachable_ms, uint32_t retrans_ms, uint64_t now_ns) {
-  // Section 6.3.4: a nonzero Reachable Time is the new BaseReachableTime (lifetimes are drawn
-  // around it) and a nonzero Retrans Timer the new RetransTimer, as Linux's
-  // ndisc_router_discovery sets the interface's neighbour parameters. Bounded: see
-  // kRaReachableMaxNs and friends.
+  // Section 6.3.4: a nonzero Reachable Time is the new BaseReachableTime (the table draws its
+  // ReachableTime from it at once and every 300 s) and a nonzero Retrans Timer the new
+  // RetransTimer, as Linux's ndisc_router_discovery sets the interface's neighbour parameters.
+  // Bounded: see kRaReachableMaxNs and friends.
   const auto take = [this](uint32_t ms, uint64_t lo, uint64_t hi, uint64_t now, auto set) {
     if (ms == 0) return;  // unspecified
     const uint64_t asked = uint64_t{ms} * 1'000'000;

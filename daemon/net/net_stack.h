@@ -330,7 +330,8 @@ class NetStack {
   uint32_t link_mtu6() const { return ra_mtu6_; }
 
   // An RA's nonzero Reachable Time and Retrans Timer become the IPv6 table's reachable_ns
-  // (the base lifetimes are drawn around) and retry_interval_ns (neighbours6().config()),
+  // (the base its reachable time is drawn from: neighbours6().reachable_time_ns()) and
+  // retry_interval_ns (neighbours6().config()),
   // bounded: the reachable time to [ra_reachable_min_ns(), kRaReachableMaxNs] and the retrans
   // timer to [kRaRetransMinNs, kRaRetransMaxNs] (counted in ra_timers_clamped).
   static constexpr uint64_t kRaReachableMaxNs = 3'600'000'000'000;  // RFC 4861 MAX_REACHABLE_TIME

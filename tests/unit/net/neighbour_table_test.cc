@@ -699,61 +699,144 @@ TEST_CASE(
   CHECK(ev[0].mac == kGwMac);
 }
 
-namespace {
-// The lifetimes `n` entries confirmed at 0 get in a table of config c (reachable 30 s).
-std::vector<uint64_t> lifetimes_drawn(NeighbourConfig c, size_t n) {
-  c.capacity = n;
-  NeighbourTable t(c);
-  std::vector<NeighbourEvent> ev;
-  std::vector<uint64_t> out;
-  for (size_t i = 0; i < n; ++i) {
-    const Ipv4Addr ip = Ipv4Addr::from_octets(198, 18, static_cast<uint8_t>(1 + i / 250),
-                                              static_cast<uint8_t>(1 + i % 250));
-    t.resolve(ip, 0, kNoFrame, ev);
-    t.learn(ip, kPeerMac, 0, false, ev);
-    out.push_back(t.find(ip)->deadline_ns);
-  }
-  return out;
-}
-}  // namespace
-
-TEST_CASE("Each confirmed entry lives a time drawn from [0.5, 1.5) x reachable_ns, repeatably",
-          "[neigh]") {
-  // RFC 4861 6.3.2 / Linux's neigh_rand_reach_time: entries confirmed together must not age
-  // out (and be refreshed) in step.
+TEST_CASE(
+    "One reachable time per table, drawn from [0.5, 1.5) x reachable_ns: every entry "
+    "confirmed until the next draw lives it",
+    "[neigh][reach-time]") {
+  // RFC 4861 6.3.2's ReachableTime; Linux keeps one per neigh_parms (an interface's ARP or NDP
+  // parameters), drawn by neigh_rand_reach_time, and neigh_update arms a confirmed entry's
+  // timer for it: entries are not drawn one by one.
   NeighbourConfig c = small_config();  // reachable 30 s
   c.randomize_reachable = true;
   c.random_seed = 42;
-  const std::vector<uint64_t> a = lifetimes_drawn(c, 400);
-  uint64_t lo = UINT64_MAX;
-  uint64_t hi = 0;
-  double sum = 0;
-  for (uint64_t d : a) {
-    CHECK(d >= 15 * kSec);
-    CHECK(d < 45 * kSec);
-    lo = std::min(lo, d);
-    hi = std::max(hi, d);
-    sum += static_cast<double>(d);
-  }
-  // Spread over the range (400 uniform draws: the extremes within 1 s of its ends).
-  CHECK(lo < 16 * kSec);
-  CHECK(hi > 44 * kSec);
-  CHECK(sum / 400 > 28.5 * kSec);
-  CHECK(sum / 400 < 31.5 * kSec);
-  // The same seed draws the same lifetimes; another seed others.
-  CHECK(lifetimes_drawn(c, 400) == a);
-  c.random_seed = 43;
-  CHECK(lifetimes_drawn(c, 400) != a);
-  // A refresh draws again.
   NeighbourTable t(c);
+  const uint64_t drawn = t.reachable_time_ns();
+  CHECK(drawn >= 15 * kSec);
+  CHECK(drawn < 45 * kSec);
   std::vector<NeighbourEvent> ev;
-  t.resolve(kPeerIp, 0, kNoFrame, ev);
-  std::set<uint64_t> lifetimes;
-  for (uint64_t now = 0; now < 10 * kSec; now += kSec) {
-    t.learn(kPeerIp, kPeerMac, now, false, ev);
-    lifetimes.insert(t.find(kPeerIp)->deadline_ns - now);
+  const auto ip = [](uint8_t i) { return Ipv4Addr::from_octets(198, 18, 1, i); };
+  for (uint8_t i = 1; i <= 4; ++i) {
+    const uint64_t now = i * kSec;
+    t.resolve(ip(i), now, kNoFrame, ev);
+    t.learn(ip(i), kPeerMac, now, false, ev);
+    CHECK(t.find(ip(i))->deadline_ns == now + drawn);
   }
-  CHECK(lifetimes.size() == 10);
+  // Confirmed again: the same time from then.
+  t.learn(ip(1), kPeerMac, 10 * kSec, false, ev);
+  CHECK(t.find(ip(1))->deadline_ns == 10 * kSec + drawn);
+  CHECK(t.reachable_time_ns() == drawn);
+  // Without randomisation the time is the base exactly.
+  c.randomize_reachable = false;
+  CHECK(NeighbourTable(c).reachable_time_ns() == 30 * kSec);
+}
+
+TEST_CASE("The table's reachable time is redrawn every 300 s, uniformly and repeatably",
+          "[neigh][reach-time]") {
+  // Linux's neigh_periodic_work draws each neigh_parms' reachable_time again from its
+  // BASE_REACHABLE_TIME once 300 s have passed since the last draw.
+  NeighbourConfig c = small_config();  // reachable 30 s
+  c.randomize_reachable = true;
+  c.random_seed = 42;
+  STATIC_REQUIRE(kReachableRedrawNs == 300 * kSec);
+  SECTION("the period starts with the first time the table is given; a draw has a timer") {
+    NeighbourTable t(c);
+    std::vector<NeighbourEvent> ev;
+    const uint64_t first = t.reachable_time_ns();
+    t.resolve(kPeerIp, 10 * kSec, kNoFrame, ev);
+    t.learn(kPeerIp, kPeerMac, 10 * kSec, false, ev);
+    REQUIRE(t.find(kPeerIp)->deadline_ns == 10 * kSec + first);
+    t.poll(10 * kSec + first, ev);  // unused: kept STALE, no timer of its own
+    REQUIRE(t.find(kPeerIp)->stale);
+    CHECK(t.next_deadline_ns() == 310 * kSec);  // the draw's
+    t.poll(310 * kSec - 1, ev);
+    CHECK(t.reachable_time_ns() == first);
+    t.poll(310 * kSec, ev);
+    const uint64_t second = t.reachable_time_ns();
+    CHECK(second != first);
+    CHECK(second >= 15 * kSec);
+    CHECK(second < 45 * kSec);
+    CHECK(t.next_deadline_ns() == 610 * kSec);
+    // A confirmation from now on lives the new time.
+    t.learn(kPeerIp, kPeerMac, 311 * kSec, false, ev);
+    CHECK(t.find(kPeerIp)->deadline_ns == 311 * kSec + second);
+    // A confirmation past the draw's time draws first (no poll in between).
+    t.learn(kPeerIp, kPeerMac, 700 * kSec, false, ev);
+    CHECK(t.reachable_time_ns() != second);
+    CHECK(t.find(kPeerIp)->deadline_ns == 700 * kSec + t.reachable_time_ns());
+    CHECK(t.next_deadline_ns() <= 1000 * kSec);
+  }
+  SECTION(
+      "a reachable entry keeps the end it was given, or lives to its confirmation plus the "
+      "new time when that is later") {
+    // As with an RA's new time: Linux's timer for the entry stays, and neigh_timer_handler
+    // compares confirmed + the reachable time of then when it runs.
+    NeighbourTable t(c);
+    std::vector<NeighbourEvent> ev;
+    t.poll(0, ev);  // the period starts: draws at 300 s, 600 s, ...
+    bool longer = false;
+    bool shorter = false;
+    for (uint64_t k = 1; k <= 20; ++k) {
+      const uint64_t draw_at = k * kReachableRedrawNs;
+      const uint64_t before = t.reachable_time_ns();
+      t.learn(kPeerIp, kPeerMac, draw_at - 5 * kSec, /*create=*/true, ev);
+      t.keep(kPeerIp);
+      REQUIRE(t.find(kPeerIp)->deadline_ns == draw_at - 5 * kSec + before);
+      t.poll(draw_at, ev);
+      const uint64_t after = t.reachable_time_ns();
+      (after > before ? longer : shorter) = true;
+      CHECK(t.find(kPeerIp)->deadline_ns == draw_at - 5 * kSec + std::max(before, after));
+      t.poll(draw_at - 5 * kSec + std::max(before, after) - 1, ev);
+      CHECK_FALSE(t.find(kPeerIp)->stale);
+      t.poll(draw_at - 5 * kSec + std::max(before, after), ev);
+      CHECK(t.find(kPeerIp)->stale);
+    }
+    CHECK(longer);
+    CHECK(shorter);
+  }
+  SECTION("the draws spread over [0.5, 1.5) x reachable_ns, the same for the same seed") {
+    const auto draws = [](NeighbourConfig cc) {
+      NeighbourTable t(cc);
+      std::vector<NeighbourEvent> ev;
+      std::vector<uint64_t> out;
+      for (uint64_t k = 0; k < 400; ++k) {
+        t.poll(k * kReachableRedrawNs, ev);
+        out.push_back(t.reachable_time_ns());
+      }
+      return out;
+    };
+    const std::vector<uint64_t> a = draws(c);
+    uint64_t lo = UINT64_MAX;
+    uint64_t hi = 0;
+    double sum = 0;
+    for (uint64_t d : a) {
+      CHECK(d >= 15 * kSec);
+      CHECK(d < 45 * kSec);
+      lo = std::min(lo, d);
+      hi = std::max(hi, d);
+      sum += static_cast<double>(d);
+    }
+    // 400 draws (the first at construction): the extremes within 1 s of the ends.
+    CHECK(std::set<uint64_t>(a.begin(), a.end()).size() == 400);
+    CHECK(lo < 16 * kSec);
+    CHECK(hi > 44 * kSec);
+    CHECK(sum / 400 > 28.5 * kSec);
+    CHECK(sum / 400 < 31.5 * kSec);
+    CHECK(draws(c) == a);
+    c.random_seed = 43;
+    CHECK(draws(c) != a);
+  }
+  SECTION("without randomisation nothing is drawn and there is no timer for it") {
+    c.randomize_reachable = false;
+    NeighbourTable t(c);
+    std::vector<NeighbourEvent> ev;
+    t.resolve(kPeerIp, 0, kNoFrame, ev);
+    t.learn(kPeerIp, kPeerMac, 0, false, ev);
+    t.poll(30 * kSec, ev);
+    REQUIRE(t.find(kPeerIp)->stale);
+    CHECK(t.next_deadline_ns() == UINT64_MAX);
+    t.poll(1000 * kSec, ev);
+    CHECK(t.reachable_time_ns() == 30 * kSec);
+  }
 }
 
 TEST_CASE(
@@ -844,27 +927,44 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("A new reachable time keeps each entry's random draw", "[neigh][ra-timers]") {
+TEST_CASE("A new base reachable time draws the table's reachable time again at once",
+          "[neigh][ra-timers][reach-time]") {
+  // Linux's ndisc_router_discovery: an RA's Reachable Time other than BASE_REACHABLE_TIME
+  // becomes it, and reachable_time is drawn from it then (neigh_rand_reach_time).
   NeighbourConfig c = small_config();
   c.randomize_reachable = true;
   c.random_seed = 7;
-  NeighbourTable t(c);  // reachable 30 s: lifetimes in [15, 45) s
+  NeighbourTable t(c);  // reachable 30 s: drawn from [15, 45) s
   std::vector<NeighbourEvent> ev;
+  const Ipv4Addr later = Ipv4Addr::from_octets(198, 18, 1, 2);
+  const uint64_t first = t.reachable_time_ns();
   t.resolve(kPeerIp, 0, kNoFrame, ev);
   t.learn(kPeerIp, kPeerMac, 2 * kSec, false, ev);
-  const uint64_t lifetime = t.find(kPeerIp)->deadline_ns - 2 * kSec;
-  REQUIRE(lifetime >= 15 * kSec);
-  REQUIRE(lifetime < 45 * kSec);
-  // Twice the base: twice the lifetime, from the same confirmation (to the nanosecond, up to
-  // the scaling's rounding).
+  REQUIRE(t.find(kPeerIp)->deadline_ns == 2 * kSec + first);
+  // Twice the base: drawn from [30, 90) s; the entry lives to its confirmation plus that, when
+  // later than the end it was given.
   t.set_reachable_ns(60 * kSec, 3 * kSec);
-  const uint64_t now_lifetime = t.find(kPeerIp)->deadline_ns - 2 * kSec;
-  CHECK(now_lifetime >= 2 * lifetime - 2);
-  CHECK(now_lifetime <= 2 * lifetime + 2);
-  // Half the old base: the lifetime given at the confirmation stays (the entry is judged
-  // against the new time only then).
-  t.set_reachable_ns(15 * kSec, 4 * kSec);
-  CHECK(t.find(kPeerIp)->deadline_ns == 2 * kSec + lifetime);
+  CHECK(t.config().reachable_ns == 60 * kSec);
+  const uint64_t second = t.reachable_time_ns();
+  CHECK(second >= 30 * kSec);
+  CHECK(second < 90 * kSec);
+  CHECK(t.find(kPeerIp)->deadline_ns == 2 * kSec + std::max(first, second));
+  // Confirmed from now on: the new draw.
+  t.resolve(later, 4 * kSec, kNoFrame, ev);
+  t.learn(later, kPeerMac, 4 * kSec, false, ev);
+  CHECK(t.find(later)->deadline_ns == 4 * kSec + second);
+  // Half the old base: drawn from [7.5, 22.5) s; each entry keeps the end its confirmation gave
+  // it (it is judged against the new time only then).
+  t.set_reachable_ns(15 * kSec, 5 * kSec);
+  const uint64_t third = t.reachable_time_ns();
+  CHECK(third >= 7500 * 1'000'000ull);
+  CHECK(third < 22500 * 1'000'000ull);
+  CHECK(t.find(kPeerIp)->deadline_ns == 2 * kSec + first);
+  CHECK(t.find(later)->deadline_ns == 4 * kSec + second);
+  // The same base again (or 0, unspecified): no new draw.
+  t.set_reachable_ns(15 * kSec, 6 * kSec);
+  t.set_reachable_ns(0, 6 * kSec);
+  CHECK(t.reachable_time_ns() == third);
 }
 
 TEST_CASE("An entry whose MAC was never given out goes or changes without moving the generation",

@@ -1389,8 +1389,9 @@ TEST_CASE(
   CHECK(s.counters().ra_timers_set == 6);
 }
 
-TEST_CASE("Entries' lifetimes are drawn per host: the port MAC seeds each table", "[stack6][ndp]") {
-  // Two hosts with the default seed still draw differently, each the same every run.
+TEST_CASE("Reachable times are drawn per host: the port MAC seeds each table", "[stack6][ndp]") {
+  // Two hosts with the default seed still draw differently (so their entries do not age out in
+  // step), each the same every run.
   const auto lifetime = [](MacAddr mac) {
     NetStackConfig c = config6();
     c.mac = mac;
@@ -1415,6 +1416,31 @@ TEST_CASE("Entries' lifetimes are drawn per host: the port MAC seeds each table"
     CHECK(d >= NeighbourConfig{}.reachable_ns / 2);
     CHECK(d < NeighbourConfig{}.reachable_ns * 3 / 2);
   }
+}
+
+TEST_CASE(
+    "Each family's table draws its reachable time again every 300 s, on its own: the stack's "
+    "deadline has the draws",
+    "[stack6][ndp]") {
+  // Linux's neigh_periodic_work, per neighbour table (ARP's, NDP's).
+  NetStackConfig c = config6();
+  c.neighbour.randomize_reachable = true;
+  NetStack s(c);
+  s.resolve6(kPeerIp6, 0);
+  receive(s, na_frame(0x60000000u, kPeerIp6, lla_option(2, kPeerMac), Ip6Opts{}), 0);
+  const uint64_t v6 = s.neighbours6().reachable_time_ns();
+  const uint64_t v4 = s.neighbours().reachable_time_ns();
+  REQUIRE(s.neighbours6().find(kPeerIp6)->deadline_ns == v6);
+  s.poll_timers(v6);  // unused: kept STALE; the IPv4 table's period starts
+  REQUIRE(s.neighbours6().find(kPeerIp6)->stale);
+  CHECK(s.next_deadline_ns() == 300 * kSec);  // the IPv6 table's draw
+  s.poll_timers(300 * kSec);
+  CHECK(s.neighbours6().reachable_time_ns() != v6);
+  CHECK(s.neighbours().reachable_time_ns() == v4);
+  CHECK(s.next_deadline_ns() == v6 + 300 * kSec);  // the IPv4 table's
+  s.poll_timers(v6 + 300 * kSec);
+  CHECK(s.neighbours().reachable_time_ns() != v4);
+  CHECK(s.next_deadline_ns() == 600 * kSec);
 }
 
 TEST_CASE(
