@@ -180,8 +180,6 @@ constexpr PerftestOnlyOption kPerftestOnly[] = {
      "the buffers are in conduitd's shared memory region, which conduitd allocates"},
     {nullptr, "--use_old_post_send", false, PerftestOnly::kNote,
      "conduit has one post call (conduit_post_send)"},
-    {nullptr, "--disable_pcie_relaxed", false, PerftestOnly::kNote,
-     "conduit has no PCIe device to order writes for"},
     {nullptr, "--perform_warm_up", false, PerftestOnly::kNote,
      "no warm-up round is run before the measured one"},
     {nullptr, "--ipv6", false, PerftestOnly::kNote,
@@ -560,6 +558,13 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
     }
     if (is("--report-both", nullptr)) {
       if (!flag(o.report_both)) return fail("option " + name + " takes no value");
+      continue;
+    }
+    if (is("--disable_pcie_relaxed", nullptr)) {
+      if (!flag(o.disable_pcie_relaxed)) return fail("option " + name + " takes no value");
+      r.notes.push_back(
+          "option --disable_pcie_relaxed: conduit has no PCIe device to order writes for; the "
+          "--perftest header says \"PCIe relax order: OFF\", as perftest's");
       continue;
     }
     if (is("-C", "--report-cycles")) {
@@ -1392,8 +1397,9 @@ cycles), -L (perftest's raw Ethernet hop limit) and --run_infinitely (give -D).
 Every other option of perftest 4.5's ib_* tests is taken, ignored with a note or
 refused saying why (its value is never taken for the server): taken as they mean
 the same here, --source_ip ADDR (-x ADDR), --force-link Ethernet, --pkey_index 0,
---flow_label 0; ignored with a note, as nothing the peer sees changes: --mr_per_qp,
---odp, --use_hugepages, --use_old_post_send, --disable_pcie_relaxed,
+--flow_label 0, --disable_pcie_relaxed (the header's "PCIe relax order: OFF"; ON
+without it, as Debian's perftest); ignored with a note, as nothing the peer sees
+changes: --mr_per_qp, --odp, --use_hugepages, --use_old_post_send,
 --perform_warm_up, --ipv6, --wait_destroy, --retry_count, --inline_recv,
 --use-srq (send tests), -X (with -e), --recv_post_list (bw tests); refused:
 -z (give -R on both sides or neither), --tclass (give --class NAME), -g/-M

@@ -220,14 +220,21 @@ struct PerftestRunValues {
   uint32_t out_reads = 0;    // READs and atomics our QPs serve at once (READ, atomic tests)
   std::string peer_version;  // from the version message (not with --dont_xchg_versions)
 };
+// The GID index perftest 4.5 prints on RoCE (" GID index       : %d" after the link type, and
+// "GID_index" in --out_json's file): it prints it whenever its gid_index is not -1, and on an
+// Ethernet link check_link_and_mtu() makes an unset one (no -x) 0, so a RoCE run always has
+// one. conduitd's port has no GID table to index: its GID is the address -x names (or the TCP
+// exchange's local address), IPv4-mapped or IPv6. 0 is what perftest prints for the equivalent
+// run (perftest without -x), and the gid_index conduit-perf puts in its -R connection records.
+inline constexpr int kPerftestGidIndex = 0;
 // The header perftest 4.5 prints before a run (ctx_print_test_info), field by field as it
 // prints them for the test, side and options, with the values of `v`: the title, with -e the
 // events line ("conduitd_comp0": the device, one completion vector), dual-port,
 // device ("conduitd"), QPs, transport, connection type, SRQ, PCIe relaxed ordering
-// ("Unsupported"), ibv_wr* API (OFF: conduit's own post call), TX depth (client or -b), Post
-// List (-l above 1), RX depth (SEND tests: server or -b), CQ Moderation (bandwidth tests), Mtu,
-// Link type, Max inline data or Outstand reads, rdma_cm QPs, Data ex. method. No GID index line
-// (conduit addresses its port by the address, -x). With -e, after the title, perftest's
+// (Debian's build: ON, OFF with --disable_pcie_relaxed), ibv_wr* API (OFF: conduit's own post
+// call), TX depth (client or -b), Post List (-l above 1), RX depth (SEND tests: server or -b),
+// CQ Moderation (bandwidth tests), Mtu, Link type, GID index (kPerftestGidIndex), Max inline
+// data or Outstand reads, rdma_cm QPs, Data ex. method. With -e, after the title, perftest's
 // " Test with events. Using conduitd_comp0" (the session sleeps on its CQ's one wake-up).
 // Then conduit-perf's own lines: the iterations or the duration, the peer's version; with -R
 // on the server, perftest's "Waiting for client rdma_cm QP to connect" after a rule (printed

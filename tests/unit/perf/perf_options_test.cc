@@ -758,13 +758,21 @@ TEST_CASE("perftest's options that conduit has no use for: refused with the reas
   refused({"--report-histogrm"}, "latency summary");
   // Taken with a note: what they change stays inside perftest.
   for (const char* o : {"--mr_per_qp", "--odp", "--use_hugepages", "--use_old_post_send",
-                        "--disable_pcie_relaxed", "--perform_warm_up", "--ipv6", "--use-srq"}) {
+                        "--perform_warm_up", "--ipv6", "--use-srq"}) {
     const auto p = parse_notes({"send_bw", "h", "--perftest", "-x", "198.18.0.1", o});
     INFO(o << ": " << p.error);
     REQUIRE(p.ok);
     REQUIRE(p.notes.size() == 1);
     CHECK(p.notes[0].find(std::string("option ") + o + " ignored") != std::string::npos);
   }
+  // --disable_pcie_relaxed: taken for the header's "PCIe relax order: OFF", with a note.
+  const auto pcie =
+      parse_notes({"send_bw", "h", "--perftest", "-x", "198.18.0.1", "--disable_pcie_relaxed"});
+  REQUIRE(pcie.ok);
+  CHECK(pcie.o.disable_pcie_relaxed);
+  REQUIRE(pcie.notes.size() == 1);
+  CHECK(pcie.notes[0].find("PCIe relax order: OFF") != std::string::npos);
+  CHECK(!parse({"send_bw", "h", "--perftest", "-x", "198.18.0.1", "--disable_pcie_relaxed=1"}).ok);
   const auto w = parse_notes({"send_bw", "--perftest", "-x", "198.18.0.1", "--wait_destroy", "5",
                               "--inline_recv", "64", "h"});
   REQUIRE(w.ok);

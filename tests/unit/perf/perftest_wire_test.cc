@@ -829,13 +829,14 @@ TEST_CASE("--perftest's header: perftest 4.5's test info, field by field, with o
                                         " Dual-port       : OFF\t\tDevice         : conduitd\n"
                                         " Number of qps   : 2\t\tTransport type : IB\n"
                                         " Connection type : RC\t\tUsing SRQ      : OFF\n"
-                                        " PCIe relax order: Unsupported\n"
+                                        " PCIe relax order: ON\n"
                                         " ibv_wr* API     : OFF\n"
                                         " TX depth        : 128\n"
                                         " Post List       : 4\n"
                                         " CQ Moderation   : 4\n"
                                         " Mtu             : 1024[B]\n"
                                         " Link type       : Ethernet\n"
+                                        " GID index       : 0\n"
                                         " Max inline data : 0[B]\n"
                                         " rdma_cm QPs\t : OFF\n"
                                         " Data ex. method : Ethernet\n"
@@ -860,6 +861,16 @@ TEST_CASE("--perftest's header: perftest 4.5's test info, field by field, with o
   CHECK(info.find("Post List") == std::string::npos);
   CHECK(info.find(" Max inline data : 64[B]\n") != std::string::npos);
   CHECK(info.find(" Iterations      : 5000\n") != std::string::npos);
+  // Debian's perftest 4.5 (built with libpci): relaxed ordering ON unless
+  // --disable_pcie_relaxed; the GID index on RoCE, after the link type, on every side and test.
+  CHECK(info.find(" PCIe relax order: ON\n ibv_wr* API     : OFF\n") != std::string::npos);
+  CHECK(info.find(" Link type       : Ethernet\n GID index       : 0\n Max inline data") !=
+        std::string::npos);
+  o = perftest_options({"send_bw", "--perftest", "-x", "198.18.0.1", "--disable_pcie_relaxed"});
+  CHECK(o.disable_pcie_relaxed);
+  info = perftest_test_info(o, v);
+  CHECK(info.find(" PCIe relax order: OFF\n ibv_wr* API     : OFF\n") != std::string::npos);
+  CHECK(info.find("Unsupported") == std::string::npos);
   // write_bw -b -D: "Bidirectional", TX depth on both sides, no RX depth (not SEND).
   o = perftest_options({"write_bw", "--perftest", "-x", "198.18.0.1", "-b", "-D", "4"});
   v.server = true;
@@ -878,8 +889,8 @@ TEST_CASE("--perftest's header: perftest 4.5's test info, field by field, with o
   CHECK(info.find("                    RDMA_Read Latency Test\n") != std::string::npos);
   CHECK(info.find("CQ Moderation") == std::string::npos);
   CHECK(info.find(" TX depth        : 1\n Mtu") != std::string::npos);
-  CHECK(info.find(" Outstand reads  : 16\n rdma_cm QPs\t : ON\n Data ex. method : rdma_cm\n") !=
-        std::string::npos);
+  CHECK(info.find(" Link type       : Ethernet\n GID index       : 0\n Outstand reads  : 16\n "
+                  "rdma_cm QPs\t : ON\n Data ex. method : rdma_cm\n") != std::string::npos);
   CHECK(info.find("Max inline") == std::string::npos);
   CHECK(info.find(" Peer version    : not exchanged") == std::string::npos);  // it was
   o = perftest_options({"atomic_bw", "h", "--perftest", "-x", "198.18.0.1", "-A", "CMP_AND_SWAP",
