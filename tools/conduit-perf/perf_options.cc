@@ -97,8 +97,6 @@ constexpr const char* kWhyRawEth =
 constexpr const char* kWhyRate =
     "conduit-perf does not pace its sends: their rate is conduit's congestion control's (DCQCN) "
     "within the traffic class's policy";
-constexpr const char* kWhyJsonFile =
-    "conduit-perf writes no JSON file (its own mode's -J prints JSON lines; not with --perftest)";
 constexpr const char* kWhyLimit =
     "conduit-perf does not fail a run below a limit: compare the line's BW average or MsgRate "
     "column instead";
@@ -129,8 +127,6 @@ constexpr PerftestOnlyOption kPerftestOnly[] = {
     {nullptr, "--typical_pkt_size", true, PerftestOnly::kRefuse, kWhyRate},
     {nullptr, "--latency_gap", true, PerftestOnly::kRefuse,
      "conduit-perf runs the ping-pong's exchanges back to back, with no gap between them"},
-    {nullptr, "--out_json", false, PerftestOnly::kRefuse, kWhyJsonFile},
-    {nullptr, "--out_json_file", true, PerftestOnly::kRefuse, kWhyJsonFile},
     {nullptr, "--mmap", true, PerftestOnly::kRefuse, kWhyMmap},
     {nullptr, "--mmap-offset", true, PerftestOnly::kRefuse, kWhyMmap},
     {nullptr, "--dlid", true, PerftestOnly::kRefuse,
@@ -461,6 +457,7 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
   };
   bool have_test = false;
   bool have_size = false;
+  bool have_json_file = false;  // --out_json_file
   // perftest's -S SL and -T TOS are numbers; ours are a socket path and a class name. A number
   // after the short spelling is perftest's meaning when --perftest is given (anywhere on the
   // line): refused after the loop, saying what to write. The long spellings are ours as given.
@@ -558,6 +555,10 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
     }
     if (is("--report-both", nullptr)) {
       if (!flag(o.report_both)) return fail("option " + name + " takes no value");
+      continue;
+    }
+    if (is("--out_json", nullptr)) {
+      if (!flag(o.out_json)) return fail("option " + name + " takes no value");
       continue;
     }
     if (is("--disable_pcie_relaxed", nullptr)) {
@@ -692,7 +693,8 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
         {"--pkey_index", nullptr},
         {"--source_ip", nullptr},
         {"--flow_label", nullptr},
-        {"--output", nullptr}};
+        {"--output", nullptr},
+        {"--out_json_file", nullptr}};
     bool valued = false;
     for (const auto& v : kValued) valued = valued || is(v[0], v[1]);
     if (!valued) return fail("unknown option '" + name + "' (conduit-perf --help lists them)");
@@ -906,6 +908,10 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
                     ": perftest: \"Invalid verbosity level output flag. Please use bandwidth, "
                     "latency, message_rate\"");
       }
+    } else if (is("--out_json_file", nullptr)) {
+      if (value.empty()) return fail("option --out_json_file needs a file name");
+      o.out_json_file = std::string(value);
+      have_json_file = true;
     } else if (is("--flow_label", nullptr)) {
       uint32_t label = 0;
       if (!parse_uint_in<uint32_t>(value, 0, 0xFFFFF, label)) {
@@ -1081,6 +1087,16 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
     r.notes.push_back(
         "option --report-both ignored without --perftest: conduit-perf's own -b report gives "
         "the sum of both directions");
+  }
+  if ((o.out_json || have_json_file) && !o.perftest) {
+    return fail(std::string(o.out_json ? "--out_json" : "--out_json_file") +
+                " is perftest's: it runs with --perftest (conduit-perf's own mode: -J for JSON "
+                "lines)");
+  }
+  if (have_json_file && !o.out_json) {
+    // perftest's --out_json_file only names the file: nothing is written without --out_json.
+    r.notes.push_back("option --out_json_file " + o.out_json_file +
+                      ": no file is written without --out_json, as perftest's");
   }
   if (o.output != PerftestOutput::kFull) {
     if (!o.perftest) {
@@ -1389,6 +1405,13 @@ perftest's options, taken so that perftest command lines run:
                          BW average, in MB/sec or with --report_gbits Gb/sec) or
                          message_rate (Mpps) for bw tests, latency (t_avg, usec)
                          for latency tests
+  --out_json             --perftest: each result also written to a file, as
+                         perftest 4.5 writes it (its key: value lines, not strict
+                         JSON: test_info with the header's fields, results with
+                         the line's numbers), rewritten at each result: the last
+                         stays (with -a the last size)
+  --out_json_file PATH   --perftest --out_json: the file (default perftest_out.json
+                         in the working directory, as perftest's)
   --report-both          --perftest -b: after the sum of both directions, this
                          side's and the peer's own lines ("Local results",
                          "Remote results"), as perftest; nothing without -b
@@ -1404,7 +1427,7 @@ changes: --mr_per_qp, --odp, --use_hugepages, --use_old_post_send,
 --use-srq (send tests), -X (with -e), --recv_post_list (bw tests); refused:
 -z (give -R on both sides or neither), --tclass (give --class NAME), -g/-M
 (multicast), -O/--report-per-port (one port), --reversed, -w/-y (limits), the
-rate limiter's, --out_json, --mmap, --dlid, DC, AES-XTS and raw
+rate limiter's, --mmap, --dlid, DC, AES-XTS and raw
 Ethernet options (-B -E -j -J -k -K -v -P -Z ...).
 With --perftest, -a and -s together run every size, as perftest's -a (a note says
 -s is ignored); conduit-perf's own mode refuses the pair. perftest's -x GID_INDEX, -S SL, -T TOS and -W COUNTERS are not

@@ -137,6 +137,12 @@ struct PerfOptions {
   // --disable_pcie_relaxed with --perftest: the header's "PCIe relax order" is OFF instead of ON,
   // as Debian's perftest 4.5 prints it (nothing else changes: conduit has no PCIe device).
   bool disable_pcie_relaxed = false;
+  // --out_json with --perftest: each result perftest 4.5 prints is also written to
+  // out_json_file (--out_json_file PATH; perftest's default, perftest_out.json in the working
+  // directory), as perftest's print_full_bw_report / print_report_lat write it: truncated and
+  // written again at each one, so the last one stays (perftest_json_*() in perftest_wire.h).
+  bool out_json = false;
+  std::string out_json_file = "perftest_out.json";
   bool help = false;
   bool version = false;
 

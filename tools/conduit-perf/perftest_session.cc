@@ -442,6 +442,18 @@ class Session {
     v.peer_version = peer_version;
     return v;
   }
+  // --out_json: the file perftest writes where it prints a result (the last one stays).
+  void write_json(const std::string& text) const {
+    if (!o_.out_json) return;
+    if (!perftest_write_json_file(o_.out_json_file, text)) {
+      std::fprintf(stderr, "failed to open %s\n", o_.out_json_file.c_str());  // perftest's
+    }
+  }
+  // A bandwidth result: its line (or --output's number) and, with --out_json, its file.
+  void report_bw(const PerftestReport& r) const {
+    print_bw_result(r, o_.report_gbits, o_.cpu_util, cpu_util_, o_.output);
+    write_json(perftest_json_bw(o_, values_, r, o_.cpu_util ? cpu_util_ : -1));
+  }
   void post_receive(size_t qi, uint64_t size);
   // False when the send queue is full (reap first).
   bool post_one_send(size_t qi, uint64_t size, uint64_t seq, bool signaled);
@@ -548,7 +560,8 @@ class Session {
   uint64_t rx_last_ns_ = 0;     // when the last message arrived
   uint64_t handshake_ns_ = 0;   // when we sent our latest handshake record
   uint64_t last_progress_ns_ = 0;
-  double cpu_util_ = 0;  // --cpu_util: this side's, over its last -D sample
+  double cpu_util_ = 0;       // --cpu_util: this side's, over its last -D sample
+  PerftestRunValues values_;  // the header's values (run_values()), for --out_json's too
   // -D, latency, once the sampled part is over: an error completion means the peer has gone
   // (ib_write_lat 4.5 exits at its time, its QP with it), which ends our run instead of
   // failing it.
@@ -1174,14 +1187,16 @@ int Session::run() {
   if (rdma_cm_) {
     // As perftest's -R: the header first (on the server ending "Waiting for client rdma_cm QP
     // to connect"), then the test QPs' connections. The QPs were opened before the exchange.
+    values_ = run_values(mtu, peer_version);
     if (full) {
-      std::printf("%s", perftest_test_info(o_, run_values(mtu, peer_version)).c_str());
+      std::printf("%s", perftest_test_info(o_, values_).c_str());
       std::fflush(stdout);
     }
     cm_connect_qps(mtu);
   } else {
     open_resources(max_size);
-    if (full) std::printf("%s", perftest_test_info(o_, run_values(mtu, peer_version)).c_str());
+    values_ = run_values(mtu, peer_version);
+    if (full) std::printf("%s", perftest_test_info(o_, values_).c_str());
   }
 
   size_t next_rx = 0, next_traffic = 0;
@@ -1249,6 +1264,9 @@ int Session::run() {
               : duration_ ? lat_duration_line(r.duration).c_str()
                           : perftest_lat_line(r.iters).c_str());
           std::fflush(stdout);
+          const double cpu = o_.cpu_util ? cpu_util_ : -1;
+          write_json(duration_ ? perftest_json_lat_duration(o_, values_, r.duration, cpu)
+                               : perftest_json_lat(o_, values_, r.iters, cpu));
         } else if (duplex_) {
           // -b: both sides send; the line comes with the reports (mine plus the peer's).
           last = o_.test == TestKind::kSendBw ? bw_duplex_send(size) : bw_client(size);
@@ -1256,7 +1274,7 @@ int Session::run() {
         } else {
           last = client_ ? bw_client(size) : bw_server(size);
           if (perftest_no_peak(o_, !client_)) last.bw_peak = 0;
-          print_bw_result(last, o_.report_gbits, o_.cpu_util, cpu_util_, o_.output);
+          report_bw(last);
           if (!duration_ && last.iterations != total_iters()) {
             fail("received " + std::to_string(last.iterations) + " messages of " +
                  std::to_string(size) + " B, expected " + std::to_string(total_iters()));
@@ -1281,12 +1299,17 @@ int Session::run() {
           both.bw_peak += theirs.bw_peak;
           both.bw_avg += theirs.bw_avg;
           both.msg_rate_mpps += theirs.msg_rate_mpps;
-          print_bw_result(both, o_.report_gbits, o_.cpu_util, cpu_util_, o_.output);
+          report_bw(both);
           if (o_.report_both && full) {
             std::printf("%s", perftest_report_both_text(last, theirs, o_.report_gbits, kRule,
                                                         o_.cpu_util ? cpu_util_ : -1)
                                   .c_str());
             std::fflush(stdout);
+          }
+          if (o_.report_both) {
+            // perftest prints the local and the remote line through print_full_bw_report, each
+            // rewriting the file (whatever --output says): the remote one stays.
+            write_json(perftest_json_bw(o_, values_, theirs, o_.cpu_util ? cpu_util_ : -1));
           }
           break;
         }
@@ -1303,7 +1326,7 @@ int Session::run() {
           last = theirs;
           if (full) std::printf("%s", kRule);
           print_bw_header(o_.report_gbits, o_.cpu_util, o_.output);
-          print_bw_result(last, o_.report_gbits, o_.cpu_util, cpu_util_, o_.output);
+          report_bw(last);
           // -D: the client's count is its own; only the size is ours to compare.
           if ((!duration_ && last.iterations != total_iters()) ||
               last.size_bytes != sizes_.back()) {

@@ -1,6 +1,11 @@
 #include "perftest_wire.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -548,6 +553,129 @@ std::string perftest_report_both_text(const PerftestReport& mine, const Perftest
          perftest_cpu_util_column(cpu, cpu_util) + "\n";
   }
   return t;
+}
+
+namespace {
+
+// printf into a string (the JSON file's lines are perftest's dprintf()s).
+template <class... Args>
+std::string format(const char* fmt, Args... args) {
+  char b[256];
+  std::snprintf(b, sizeof(b), fmt, args...);
+  return b;
+}
+
+// perftest's "CPU_util: %.2f," (REPORT_EXT_CPU_UTIL_JSON) with --cpu_util, else nothing.
+std::string json_cpu_util(double cpu_util) {
+  return cpu_util >= 0 ? format("CPU_util: %.2f,\n", cpu_util) : std::string();
+}
+
+// The whole file around one result's "results: {" .. "},".
+std::string json_file(const PerfOptions& o, const PerftestRunValues& v, const std::string& r) {
+  return "{\n" + perftest_json_test_info(o, v) + "results: {\n" + r + "},\n}\n";
+}
+
+}  // namespace
+
+std::string perftest_json_test_info(const PerfOptions& o, const PerftestRunValues& v) {
+  const bool lat = is_latency(o.test);
+  const bool send = o.test == TestKind::kSendBw || o.test == TestKind::kSendLat;
+  const bool reads =
+      o.test == TestKind::kReadBw || o.test == TestKind::kReadLat || is_atomic(o.test);
+  std::string s = "test_info: {\n";
+  s += "test: ";
+  s += perftest_verb_name(o.test);
+  s += "_";
+  if (is_atomic(o.test)) s += o.atomic_cas ? "CMP_AND_SWAP_" : "FETCH_AND_ADD_";
+  if (lat) {
+    s += "Latency_";
+  } else {
+    if (o.bidirectional) s += "Bidirectional_";
+    if (v.post_list > 1) s += "Post_List_";
+    s += "BW_";
+  }
+  s += "Test,\n";
+  if (o.events) s += format("Test with events: Using_%s_comp%d,\n", "conduitd", 0);
+  s += format("Dual_port: %s,\nDevice: \"%s\",\n", "OFF", "conduitd");
+  s += format("Number_of_qps: %u,\nTransport_type: %s,\n", o.qps, "IB");
+  s += format("Connection_type: %s,\nUsing_SRQ: %s,\n", "RC", "OFF");
+  s += format("PCIe_relax_order: %s,\n", o.disable_pcie_relaxed ? "OFF" : "ON");
+  s += format("ibv_wr_API: %s,\n", "OFF");
+  if (!v.server || o.bidirectional) s += format("TX_depth : %u,\n", v.tx_depth);
+  if (v.post_list > 1) s += format("Post_List: %u,\n", v.post_list);
+  if (send && (v.server || o.bidirectional)) s += format("RX_depth: %u,\n", v.rx_depth);
+  if (!lat) s += format("CQ_Moderation: %u,\n", v.cq_mod);
+  s += format("Mtu: %u,\n", v.mtu);
+  s += format("Link_type: %s,\n", "Ethernet");
+  s += format("GID_index: %d,\n", kPerftestGidIndex);
+  s += reads ? format("Outstand_reads: %u,\n", v.out_reads)
+             : format("Max_inline_data: %u,\n", v.inline_size);
+  s += format("rdma_cm_QPs: %s,\n", o.perftest_rdma_cm ? "ON" : "OFF");
+  s += format("Data_ex_method: %s,\n", o.perftest_rdma_cm ? "rdma_cm" : "Ethernet");
+  return s + "},\n";
+}
+
+std::string perftest_json_bw(const PerfOptions& o, const PerftestRunValues& v,
+                             const PerftestReport& r, double cpu_util) {
+  std::string t;
+  if (o.output == PerftestOutput::kBandwidth) {
+    t = format("bw_avg: %lf,\n", r.bw_avg);
+  } else if (o.output == PerftestOutput::kMessageRate) {
+    t = format("msgRate_avg: %lf,\n", r.msg_rate_mpps);
+  } else {
+    // REPORT_FMT_EXT_JSON where the line is REPORT_FMT_EXT (inc_accuracy), else REPORT_FMT_JSON.
+    const bool fine = o.report_gbits && r.bw_avg < 0.1;
+    t = format(fine ? "MsgSize: %llu,\nn_iterations: %llu,\nBW_peak: %.6lf,\nBW_average: %.6lf,\n"
+                      "MsgRate: %.6lf,\n"
+                    : "MsgSize: %llu,\nn_iterations: %llu,\nBW_peak: %.2lf,\nBW_average: %.2lf,\n"
+                      "MsgRate: %.6lf,\n",
+               static_cast<unsigned long long>(r.size_bytes),
+               static_cast<unsigned long long>(r.iterations), r.bw_peak, r.bw_avg, r.msg_rate_mpps);
+  }
+  // perftest writes the CPU utilization with --output too.
+  return json_file(o, v, t + json_cpu_util(cpu_util));
+}
+
+std::string perftest_json_lat(const PerfOptions& o, const PerftestRunValues& v, const LatResult& r,
+                              double cpu_util) {
+  if (o.output == PerftestOutput::kLatency) {
+    return json_file(o, v, format("avg_lat: %lf,\n", r.avg_us));
+  }
+  return json_file(
+      o, v,
+      format("MsgSize: %llu,\nn_iterations: %llu,\nt_min: %.2f,\nt_max: %.2f,\nt_typical: %.2f,\n"
+             "t_avg: %.2f,\nt_stdev: %.2f,\npercentile_99: %.2f,\npercentile_99.9: %.2f,\n",
+             static_cast<unsigned long long>(r.size_bytes),
+             static_cast<unsigned long long>(r.iterations), r.min_us, r.max_us, r.typical_us,
+             r.avg_us, r.stdev_us, r.p99_us, r.p999_us) +
+          json_cpu_util(cpu_util));
+}
+
+std::string perftest_json_lat_duration(const PerfOptions& o, const PerftestRunValues& v,
+                                       const LatDurationResult& r, double cpu_util) {
+  if (o.output == PerftestOutput::kLatency) {
+    return json_file(o, v, format("t_avg: %lf\n", r.avg_us));
+  }
+  return json_file(o, v,
+                   format("MsgSize: %llu,\nn_iterations: %llu,\nt_avg: %.2f,\ntps_average: %.2f,\n",
+                          static_cast<unsigned long long>(r.size_bytes),
+                          static_cast<unsigned long long>(r.iterations), r.avg_us, r.tps) +
+                       json_cpu_util(cpu_util));
+}
+
+bool perftest_write_json_file(const std::string& path, const std::string& text) {
+  const int fd = ::open(path.c_str(), O_CREAT | O_RDWR | O_TRUNC | O_CLOEXEC, S_IRUSR | S_IWUSR);
+  if (fd < 0) return false;
+  // perftest's dprintf()s ignore a short write; so does this (the file is a side report).
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return true;
 }
 
 bool parse_perftest_report(const std::array<PerftestU64, kPerftestReportFields>& m,

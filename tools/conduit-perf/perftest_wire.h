@@ -275,6 +275,38 @@ std::string perftest_cpu_util_column(bool on, double util);
 std::string perftest_report_both_text(const PerftestReport& mine, const PerftestReport& theirs,
                                       bool gbits, const std::string& rule, double cpu_util = -1);
 std::array<PerftestU64, kPerftestReportFields> perftest_report_messages(const PerftestReport& r);
+
+// --out_json: the file perftest 4.5 writes (Debian's 4.5-0.17 byte for byte: its dprintf()s),
+// whole: "{", the test info, the results, "}". It is not JSON: the keys are bare words ("MsgSize:
+// 65536,"), every value but Device's is unquoted, commas trail. perftest writes it where it
+// prints a result (print_full_bw_report, print_report_lat, print_report_lat_duration), the file
+// truncated each time, so the last result printed stays (with -a the last size; with
+// --report-both the peer's own line).
+// The test info ("test_info: {" .. "},"), in ctx_print_test_info's order with the header's
+// values (perftest_test_info()): test (verb, atomic type, Bidirectional, Post_List, BW or
+// Latency, "_"-joined), the -e line, Dual_port, Device (quoted), Number_of_qps, Transport_type,
+// Connection_type, Using_SRQ, PCIe_relax_order, ibv_wr_API, "TX_depth :" (perftest's space),
+// Post_List, RX_depth, CQ_Moderation, Mtu (bytes), Link_type, GID_index, Max_inline_data or
+// Outstand_reads, rdma_cm_QPs, Data_ex_method.
+std::string perftest_json_test_info(const PerfOptions& o, const PerftestRunValues& v);
+// A bandwidth result: MsgSize, n_iterations, BW_peak, BW_average (%.2lf, or %.6lf where the
+// line has 6 decimals: Gb/sec below 0.1), MsgRate (%.6lf); with --output only bw_avg or
+// msgRate_avg (%lf). Then "CPU_util: %.2f," with --cpu_util (cpu_util >= 0).
+std::string perftest_json_bw(const PerfOptions& o, const PerftestRunValues& v,
+                             const PerftestReport& r, double cpu_util = -1);
+// A latency result: MsgSize, n_iterations, t_min, t_max, t_typical, t_avg, t_stdev,
+// percentile_99, percentile_99.9 (%.2f), CPU_util with cpu_util >= 0; --output latency:
+// "avg_lat: %lf," only.
+std::string perftest_json_lat(const PerfOptions& o, const PerftestRunValues& v, const LatResult& r,
+                              double cpu_util = -1);
+// A latency result of -D: MsgSize, n_iterations, t_avg, tps_average (%.2f), CPU_util with
+// cpu_util >= 0; --output latency: "t_avg: %lf" only (no comma: perftest's).
+std::string perftest_json_lat_duration(const PerfOptions& o, const PerftestRunValues& v,
+                                       const LatDurationResult& r, double cpu_util = -1);
+// Writes `text` to `path` as perftest's open_file_write(): created mode 0600, truncated,
+// O_CLOEXEC. False when it cannot be opened (perftest then prints "failed to open PATH" on
+// stderr and runs on).
+bool perftest_write_json_file(const std::string& path, const std::string& text);
 // False when a value is impossible (negative or not finite rates, size 0 or > 1 GiB).
 bool parse_perftest_report(const std::array<PerftestU64, kPerftestReportFields>& m,
                            PerftestReport& out);

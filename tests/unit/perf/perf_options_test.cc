@@ -745,7 +745,6 @@ TEST_CASE("perftest's options that conduit has no use for: refused with the reas
   refused({"--reversed"}, "swap the two sides");
   refused({"-w", "10"}, "does not fail a run below a limit");
   refused({"--rate_limit", "5"}, "does not pace");
-  refused({"--out_json"}, "no JSON file");
   refused({"--mmap", "/dev/shm/x"}, "not a file's pages");
   refused({"--dlid", "3"}, "no LIDs");
   refused({"-B", "00:11:22:33:44:55"}, "raw Ethernet");
@@ -792,6 +791,51 @@ TEST_CASE("perftest's options that conduit has no use for: refused with the reas
     const auto p = parse_notes(a);
     INFO(ok[0] << ": " << p.error);
     CHECK(p.ok);
+  }
+}
+
+TEST_CASE("--out_json and --out_json_file: perftest 4.5's report file, with --perftest") {
+  // perftest 4.5 (Debian's ib_write_bw): --out_json takes no argument ("option '--out_json'
+  // doesn't allow an argument"), --out_json_file requires one; the default file is
+  // perftest_out.json in the working directory.
+  auto p = parse_notes({"send_bw", "h", "--perftest", "-x", "198.18.0.1", "--out_json"});
+  INFO(p.error);
+  REQUIRE(p.ok);
+  CHECK(p.o.out_json);
+  CHECK(p.o.out_json_file == "perftest_out.json");
+  CHECK(p.notes.empty());
+  CHECK(p.o.server == "h");
+  p = parse_notes({"write_lat", "--perftest", "-x", "198.18.0.1", "--out_json_file", "/tmp/r.json",
+                   "--out_json", "h"});
+  REQUIRE(p.ok);
+  CHECK(p.o.out_json);
+  CHECK(p.o.out_json_file == "/tmp/r.json");  // its value is not the server
+  CHECK(p.o.server == "h");
+  p = parse_notes(
+      {"send_bw", "h", "--perftest", "-x", "198.18.0.1", "--out_json_f=x.json", "--out_json"});
+  REQUIRE(p.ok);
+  CHECK(p.o.out_json_file == "x.json");
+  // --out_json_file alone names the file; perftest writes nothing without --out_json.
+  p = parse_notes({"send_bw", "h", "--perftest", "-x", "198.18.0.1", "--out_json_file=x.json"});
+  REQUIRE(p.ok);
+  CHECK_FALSE(p.o.out_json);
+  REQUIRE(p.notes.size() == 1);
+  CHECK(p.notes[0].find("no file is written without --out_json") != std::string::npos);
+  CHECK(parse({"send_bw", "h", "--perftest", "-x", "198.18.0.1", "--out_json=1"})
+            .error.find("--out_json takes no value") != std::string::npos);
+  CHECK(parse({"send_bw", "h", "--perftest", "-x", "198.18.0.1", "--out_json_file"})
+            .error.find("needs a value") != std::string::npos);
+  CHECK(parse({"send_bw", "h", "--perftest", "-x", "198.18.0.1", "--out_json_file="})
+            .error.find("needs a file name") != std::string::npos);
+  CHECK(parse({"send_bw", "h", "--perftest", "-x", "198.18.0.1", "--out_jso"})
+            .error.find("ambiguous") != std::string::npos);
+  // conduit-perf's own mode has -J.
+  for (const char* j : {"--out_json", "--out_json_file=x"}) {
+    const auto own = parse({"send_bw", "h", j});
+    INFO(j);
+    CHECK_FALSE(own.ok);
+    CHECK(own.error.find("is perftest's: it runs with --perftest") != std::string::npos);
+    CHECK(own.error.find("-J") != std::string::npos);
   }
 }
 

@@ -4,9 +4,14 @@
 
 #include "transport/qp_attr.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <vector>
@@ -808,6 +813,184 @@ TEST_CASE("perftest's -Q: taken by the bandwidth tests, refused where perftest r
   CHECK(o.cq_mod == 0);
   REQUIRE(l.notes.size() == 1);
   CHECK(l.notes[0].find("a latency test signals every message") != std::string::npos);
+}
+
+TEST_CASE("--out_json: perftest 4.5's file, byte for byte, for bandwidth and latency tests") {
+  // Debian's ib_write_bw 4.5-0.17 writes it with dprintf(): "{", write_test_info_to_file's
+  // "test_info: {" .. "},", "results: {" .. "},", "}". Bare keys, trailing commas, only the
+  // device quoted; "TX_depth :" has its space.
+  auto o = perftest_options({"write_bw", "h", "--perftest", "-x", "198.18.0.1", "--out_json"});
+  PerftestRunValues v;
+  v.mtu = 1024;
+  v.tx_depth = 128;
+  v.rx_depth = 256;
+  v.cq_mod = 100;
+  const std::string info =
+      "test_info: {\n"
+      "test: RDMA_Write_BW_Test,\n"
+      "Dual_port: OFF,\n"
+      "Device: \"conduitd\",\n"
+      "Number_of_qps: 1,\n"
+      "Transport_type: IB,\n"
+      "Connection_type: RC,\n"
+      "Using_SRQ: OFF,\n"
+      "PCIe_relax_order: ON,\n"
+      "ibv_wr_API: OFF,\n"
+      "TX_depth : 128,\n"
+      "CQ_Moderation: 100,\n"
+      "Mtu: 1024,\n"
+      "Link_type: Ethernet,\n"
+      "GID_index: 0,\n"
+      "Max_inline_data: 0,\n"
+      "rdma_cm_QPs: OFF,\n"
+      "Data_ex_method: Ethernet,\n"
+      "},\n";
+  CHECK(perftest_json_test_info(o, v) == info);
+  PerftestReport r;
+  r.size_bytes = 65536;
+  r.iterations = 5000;
+  r.bw_peak = 11234.56;
+  r.bw_avg = 11000.5;
+  r.msg_rate_mpps = 0.176008;
+  CHECK(perftest_json_bw(o, v, r) == "{\n" + info +
+                                         "results: {\n"
+                                         "MsgSize: 65536,\n"
+                                         "n_iterations: 5000,\n"
+                                         "BW_peak: 11234.56,\n"
+                                         "BW_average: 11000.50,\n"
+                                         "MsgRate: 0.176008,\n"
+                                         "},\n"
+                                         "}\n");
+  // --cpu_util: after the numbers; with --output too.
+  CHECK(perftest_json_bw(o, v, r, 37.5).find("MsgRate: 0.176008,\nCPU_util: 37.50,\n},\n}\n") !=
+        std::string::npos);
+  o.output = PerftestOutput::kBandwidth;
+  CHECK(perftest_json_bw(o, v, r, 37.5)
+            .find("results: {\nbw_avg: 11000.500000,\nCPU_util: "
+                  "37.50,\n},\n}\n") != std::string::npos);
+  o.output = PerftestOutput::kMessageRate;
+  CHECK(perftest_json_bw(o, v, r).find("results: {\nmsgRate_avg: 0.176008,\n},\n}\n") !=
+        std::string::npos);
+  // Gb/sec below 0.1: 6 decimals, as the line (REPORT_FMT_EXT_JSON).
+  o = perftest_options(
+      {"write_bw", "h", "--perftest", "-x", "198.18.0.1", "--out_json", "--report_gbits"});
+  r.bw_peak = 0.06;
+  r.bw_avg = 0.05;
+  CHECK(perftest_json_bw(o, v, r).find("BW_peak: 0.060000,\nBW_average: 0.050000,\n") !=
+        std::string::npos);
+
+  // The server of send_lat: RX depth, no TX depth, no CQ moderation; the latency results.
+  o = perftest_options({"send_lat", "--perftest", "-x", "198.18.0.1", "--out_json", "-I", "64"});
+  v = PerftestRunValues{};
+  v.server = true;
+  v.mtu = 4096;
+  v.tx_depth = 1;
+  v.rx_depth = 16;
+  v.inline_size = 64;
+  const std::string lat_info =
+      "test_info: {\n"
+      "test: Send_Latency_Test,\n"
+      "Dual_port: OFF,\n"
+      "Device: \"conduitd\",\n"
+      "Number_of_qps: 1,\n"
+      "Transport_type: IB,\n"
+      "Connection_type: RC,\n"
+      "Using_SRQ: OFF,\n"
+      "PCIe_relax_order: ON,\n"
+      "ibv_wr_API: OFF,\n"
+      "RX_depth: 16,\n"
+      "Mtu: 4096,\n"
+      "Link_type: Ethernet,\n"
+      "GID_index: 0,\n"
+      "Max_inline_data: 64,\n"
+      "rdma_cm_QPs: OFF,\n"
+      "Data_ex_method: Ethernet,\n"
+      "},\n";
+  LatResult l;
+  l.size_bytes = 2;
+  l.iterations = 1000;
+  l.min_us = 1.5;
+  l.max_us = 20.25;
+  l.typical_us = 2;
+  l.avg_us = 2.5;
+  l.stdev_us = 0.75;
+  l.p99_us = 5;
+  l.p999_us = 19;
+  CHECK(perftest_json_lat(o, v, l) == "{\n" + lat_info +
+                                          "results: {\n"
+                                          "MsgSize: 2,\n"
+                                          "n_iterations: 1000,\n"
+                                          "t_min: 1.50,\n"
+                                          "t_max: 20.25,\n"
+                                          "t_typical: 2.00,\n"
+                                          "t_avg: 2.50,\n"
+                                          "t_stdev: 0.75,\n"
+                                          "percentile_99: 5.00,\n"
+                                          "percentile_99.9: 19.00,\n"
+                                          "},\n"
+                                          "}\n");
+  LatDurationResult d;
+  d.size_bytes = 2;
+  d.iterations = 12345;
+  d.avg_us = 3.25;
+  d.tps = 153846.15;
+  CHECK(perftest_json_lat_duration(o, v, d) == "{\n" + lat_info +
+                                                   "results: {\n"
+                                                   "MsgSize: 2,\n"
+                                                   "n_iterations: 12345,\n"
+                                                   "t_avg: 3.25,\n"
+                                                   "tps_average: 153846.15,\n"
+                                                   "},\n"
+                                                   "}\n");
+  // --output latency: the average alone (print_report_lat's "avg_lat", with its comma;
+  // print_report_lat_duration's "t_avg", without).
+  o.output = PerftestOutput::kLatency;
+  CHECK(perftest_json_lat(o, v, l, 12.5) ==
+        "{\n" + lat_info + "results: {\navg_lat: 2.500000,\n},\n}\n");
+  CHECK(perftest_json_lat_duration(o, v, d) ==
+        "{\n" + lat_info + "results: {\nt_avg: 3.250000\n},\n}\n");
+
+  // The title's parts, -e, -l, -R, READs' outstanding reads, --disable_pcie_relaxed.
+  o = perftest_options({"read_bw", "h", "--perftest", "-x", "198.18.0.1", "-b", "-R", "-e",
+                        "--disable_pcie_relaxed"});
+  v = PerftestRunValues{};
+  v.tx_depth = 64;
+  v.cq_mod = 1;
+  v.out_reads = 16;
+  std::string t = perftest_json_test_info(o, v);
+  CHECK(t.find("test: RDMA_Read_Bidirectional_BW_Test,\nTest with events: Using_conduitd_comp0,\n"
+               "Dual_port: OFF,\n") != std::string::npos);
+  CHECK(t.find("PCIe_relax_order: OFF,\n") != std::string::npos);
+  CHECK(
+      t.find(
+          "GID_index: 0,\nOutstand_reads: 16,\nrdma_cm_QPs: ON,\nData_ex_method: rdma_cm,\n},\n") !=
+      std::string::npos);
+  CHECK(t.find("Max_inline_data") == std::string::npos);
+  o = perftest_options({"write_bw", "h", "--perftest", "-x", "198.18.0.1", "-l", "4", "-q", "2"});
+  v.post_list = 4;
+  v.cq_mod = 4;
+  t = perftest_json_test_info(o, v);
+  CHECK(t.find("test: RDMA_Write_Post_List_BW_Test,\n") != std::string::npos);
+  CHECK(t.find("Number_of_qps: 2,\n") != std::string::npos);
+  CHECK(t.find("TX_depth : 64,\nPost_List: 4,\nCQ_Moderation: 4,\n") != std::string::npos);
+  o = perftest_options({"atomic_lat", "h", "--perftest", "-x", "198.18.0.1", "-A", "CMP_AND_SWAP"});
+  CHECK(perftest_json_test_info(o, v).find("test: Atomic_CMP_AND_SWAP_Latency_Test,\n") !=
+        std::string::npos);
+}
+
+TEST_CASE("--out_json's file is written as perftest's open_file_write: 0600, truncated") {
+  const std::string path = "/tmp/conduit-perf-unit-" + std::to_string(::getpid()) + ".json";
+  REQUIRE(perftest_write_json_file(path, "a longer first report\n"));
+  REQUIRE(perftest_write_json_file(path, "{\nlast\n}\n"));  // the last one stays
+  std::ifstream in(path);
+  const std::string got((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(got == "{\nlast\n}\n");
+  struct stat st {};
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  ::unlink(path.c_str());
+  // perftest prints "failed to open PATH" and runs on: the caller's to say.
+  CHECK_FALSE(perftest_write_json_file("/nonexistent-dir-conduit/x.json", "x"));
 }
 
 TEST_CASE("--perftest's header: perftest 4.5's test info, field by field, with our values") {
