@@ -217,8 +217,10 @@ int64_t ConnectionManager::connect(uint64_t now_ns, uint64_t owner, CmPeer peer,
   c.local = local;
   c.private_len = static_cast<uint8_t>(private_len);
   if (private_len > 0) std::memcpy(c.private_data.data(), private_data, private_len);
-  c.max_retries = cfg_.max_retries;
-  c.deadline_ns = now_ns + cfg_.retry_timeout_ns;
+  // Natively every retry_timeout_ns, max_retries times; over the IB CM at the pace our REQ
+  // advertises, as Linux's ib_send_cm_req sends its REQ (an MRA stretches it: on_for_conn).
+  pace_as_requested(c);
+  c.deadline_ns = now_ns + retry_ns(c);
   send(c, id, CmType::kReq);
   return id;
 }
@@ -266,14 +268,14 @@ void ConnectionManager::pace_as_requested(Conn& c) const {
   c.retry_ns = 0;
   c.max_retries = cfg_.max_retries;
   if (!c.peer.ib) return;
-  // As Linux's ib_cm, which sends every later MAD of an id (cm_alloc_msg: max_cm_retries,
-  // and msg->timeout_ms = timeout_ms) with the pace it set from the REQ: the passive id from
-  // the REQ it got (cm_req_handler: its local CM response timeout and max CM retries; its REP
-  // and DREQ go so, ib_send_cm_rep, cm_send_dreq_locked), the active id from the REQ it sent
+  // As Linux's ib_cm, which sends every MAD of an id (cm_alloc_msg: max_cm_retries, and
+  // msg->timeout_ms = timeout_ms) with the pace it set from the REQ: the passive id from the
+  // REQ it got (cm_req_handler: its local CM response timeout and max CM retries; its REP and
+  // DREQ go so, ib_send_cm_rep, cm_send_dreq_locked), the active id from the REQ it sends
   // (ib_send_cm_req: the remote CM response timeout, plus twice the path's packet life time we
   // have no path record for, and the ULP's max CM retries; cm_rep_handler changes neither):
-  // its DREQ goes so. Bounded, so a REQ cannot make us resend every few microseconds or wait
-  // hours between resends.
+  // the REQ itself and its DREQ go so. Bounded, so a REQ cannot make us resend every few
+  // microseconds or wait hours between resends.
   const uint8_t timeout = c.active ? kIbReqRemoteCmResponseTimeout : c.req_local_response_timeout;
   const uint64_t asked_ns = uint64_t{4096} << timeout;  // 4.096 us * 2^n
   c.retry_ns = std::clamp(asked_ns, cfg_.retry_timeout_ns,

@@ -11,16 +11,18 @@
 //
 // Lost messages: the active side resends its REQ until a REP or REJ arrives,
 // the passive side resends its REP until an RTU arrives (or the QP sees the
-// peer's traffic: on_qp_traffic()), both every retry_timeout_ns and at most
-// max_retries times; then the connection fails with RejectReason::kTimeout.
-// Over the IB CM the DREQ, and the passive side's REP, go at the REQ's pace, as Linux's
-// ib_cm sends every MAD after the REQ (its cm_alloc_msg and timeout_ms): the passive side's
-// every "local CM response timeout" of the REQ it got, at most its "max CM retries" times
-// (cm_req_handler); the active side's DREQ every "remote CM response timeout" of the REQ we
-// sent (1.07 s), at most its max CM retries (15) times (ib_send_cm_req, which adds twice the
-// path's packet life time, conduit having no path record; cm_rep_handler keeps both). Either
-// timeout bounded by retry_timeout_ns and max_ib_rep_timeout_ns. Our REQ itself and native
-// connections keep retry_timeout_ns and max_retries.
+// peer's traffic: on_qp_traffic()), natively both every retry_timeout_ns and at
+// most max_retries times (1.2 s by default); then the connection fails with
+// RejectReason::kTimeout.
+// Over the IB CM every message we resend goes at the REQ's pace, as Linux's ib_cm sends
+// every MAD of a connection (its cm_alloc_msg and timeout_ms): the active side's REQ and
+// DREQ every "remote CM response timeout" of the REQ we send (1.07 s), at most its "max CM
+// retries" (15) times, so an unanswered REQ fails after 16 x 1.07 s = 17.2 s
+// (ib_send_cm_req, which adds twice the path's packet life time, conduit having no path
+// record; cm_rep_handler keeps both; cm_process_send_error ends the request, no REJ sent);
+// the passive side's REP and DREQ every "local CM response timeout" of the REQ it got, at
+// most its max CM retries times (cm_req_handler). Either timeout bounded by
+// retry_timeout_ns and max_ib_rep_timeout_ns; an MRA stretches it (below).
 // Duplicates are answered again (a REP for a repeated REQ, an RTU for a
 // repeated REP, a DREP for a DREQ naming no connection) and never create a second
 // connection.
@@ -91,9 +93,9 @@ struct CmPeer {
 };
 
 struct CmConfig {
-  uint64_t retry_timeout_ns = 200'000'000;  // between resends of REQ, REP or DREQ (IB: REP and
-                                            // DREQ at the REQ's pace, see above)
-  uint32_t max_retries = 5;                 // resends before the connection fails
+  uint64_t retry_timeout_ns = 200'000'000;  // between resends of REQ, REP or DREQ (IB: at
+                                            // the REQ's pace, see above)
+  uint32_t max_retries = 5;                 // resends before the connection fails (native)
   uint32_t max_connections = 4096;          // in any state; a REQ beyond it gets REJ(quota)
   uint32_t max_listeners = 1024;
   uint32_t first_conn_id = 1;  // seed: a restarted daemon should not reuse ids
@@ -104,11 +106,11 @@ struct CmConfig {
   // its REQ (its REQ says how long), at most this long; this long once we sent an MRA for
   // it (the requester resent its REQ: we ask it to wait).
   uint64_t max_ib_request_wait_ns = 120'000'000'000;
-  // IB CM: our REP and DREQ are resent as Linux's ib_cm resends them: passive, on the REQ's
-  // local CM response timeout (rdma_cm: 2^20 x 4.096 us, 4.3 s) and at most its max CM
-  // retries (rdma_cm: 15) times; active (the DREQ), on our REQ's remote CM response timeout
-  // (2^18 x 4.096 us, 1.07 s) and max CM retries (15). The timeout taken no shorter than
-  // retry_timeout_ns and no longer than this.
+  // IB CM: our REQ, REP and DREQ are resent as Linux's ib_cm resends them: passive (REP,
+  // DREQ), on the REQ's local CM response timeout (rdma_cm: 2^20 x 4.096 us, 4.3 s) and at
+  // most its max CM retries (rdma_cm: 15) times; active (REQ, DREQ), on our REQ's remote CM
+  // response timeout (2^18 x 4.096 us, 1.07 s) and max CM retries (15). The timeout taken no
+  // shorter than retry_timeout_ns and no longer than this.
   uint64_t max_ib_rep_timeout_ns = 30'000'000'000;
   // Requests handed out and not yet answered, per source address (any port) and in all;
   // a REQ beyond either gets REJ(quota): one sender cannot fill the connection table. A
@@ -302,10 +304,10 @@ class ConnectionManager {
   void on_refused_req(uint64_t now_ns, CmPeer from, const CmMessage& m);
   // IB CM: a resent REQ the owner has not answered yet gets an MRA, as Linux's.
   void send_request_mra(uint32_t id, Conn& c);
-  // The pace of a new message in flight (REP, DREQ): ours (retry_timeout_ns, max_retries)
-  // natively; over the IB CM the REQ's, as Linux's: passive, the local CM response timeout
-  // and max CM retries of the REQ we got; active, the remote CM response timeout and max CM
-  // retries our REQ advertised (the timeout bounded by retry_timeout_ns and
+  // The pace of a new message in flight (REQ, REP, DREQ): ours (retry_timeout_ns,
+  // max_retries) natively; over the IB CM the REQ's, as Linux's: passive, the local CM
+  // response timeout and max CM retries of the REQ we got; active, the remote CM response
+  // timeout and max CM retries our REQ advertises (the timeout bounded by retry_timeout_ns and
   // max_ib_rep_timeout_ns).
   void pace_as_requested(Conn& c) const;
   // The token bucket of unsolicited replies: true when one may be sent now (and takes it).

@@ -87,11 +87,12 @@ inline constexpr size_t kRdmaCmHeaderBytes = 36;
 // (CM_MRA_SETTING in cm.c, CMA_CM_MRA_SETTING's low bits before): 4.096 us * 2^24, 68.7 s.
 inline constexpr uint8_t kIbMraServiceTimeout = 24;
 // What our REQ advertises (4.096 us * 2^n). Remote CM response timeout: how long we wait for
-// the REP (about our REQ's retry budget, 1.07 s); our active side's DREQ is resent on it too,
-// as Linux's requester resends every later MAD on the timeout it took from its REQ. Local: how
-// soon we answer a REP (at once; 268 ms): the Linux ib_cm resends a lost REP after it and
-// ignores resent REQs meanwhile, so rdma_cm's 20 (4.3 s) would outlast our budget whenever a
-// REP is lost. Max CM retries: rdma_cm's 15; our active DREQ is resent that many times.
+// the REP before we resend the REQ (1.07 s); our REQ and our active side's DREQ are resent on
+// it, as Linux's requester resends its REQ and every later MAD on the timeout it took from its
+// REQ. Local: how soon we answer a REP (at once; 268 ms): the Linux ib_cm resends a lost REP
+// after it and ignores resent REQs meanwhile, so rdma_cm's 20 (4.3 s) would hold up for 4.3 s
+// every connection whose REP is lost. Max CM retries: rdma_cm's 15; our REQ and active DREQ
+// are resent that many times (an unanswered REQ fails after 16 x 1.07 s, 17.2 s).
 inline constexpr uint8_t kIbReqRemoteCmResponseTimeout = 18;
 inline constexpr uint8_t kIbReqLocalCmResponseTimeout = 16;
 inline constexpr uint8_t kIbReqMaxCmRetries = 15;

@@ -332,7 +332,10 @@ CONDUIT_API int conduit_post_recv(struct conduit_qp* qp, struct conduit_recv_wr*
  * daemon's IPv4 or IPv6 address (IPv6 needs port.address6) and the service.
  * The daemons exchange REQ / REP / RTU over UDP (policy port.cm_udp_port, 4792
  * by default; over IPv6 with a UDP checksum), with retries: a peer
- * that does not answer fails the connection after about 1.2 s (ETIMEDOUT).
+ * that does not answer fails the connection after about 1.2 s (ETIMEDOUT); over
+ * the IB CM (CONDUIT_CM_RDMA_CM) the REQ is resent as Linux's ib_cm resends it,
+ * every 1.07 s and 15 times, so after about 17 s (longer when the peer asked to
+ * wait with an MRA, as rdma_cm does while its application decides).
  * QPN and start PSNs are exchanged, the path MTU is the smaller of the two
  * offers, selective repeat is used only when both offer it. The QP must be in
  * RESET or INIT; when the call returns 0 it is in RTS, connected.

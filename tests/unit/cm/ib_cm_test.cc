@@ -587,7 +587,7 @@ TEST_CASE("ib_cm: two managers connect, agree on PSNs and depths, disconnect", "
   CHECK(b_local.psn == 100);   // B sends where A asked
   CHECK(b_remote.psn == 200);  // and expects what its REP names
   n.run();
-  n.now += 250'000'000;
+  n.now += 1'100'000'000;  // past our REQ's remote CM response timeout, 2^18 x 4.096 us
   n.a.on_timer(n.now);
   n.run();
   const CmAction* ea = n.last(n.events_a, CmAction::Kind::kEstablished);
@@ -658,7 +658,7 @@ TEST_CASE("ib_cm: an MRA makes the requester wait as asked, then resend", "[cm][
   CHECK(back.ib.mra_timeout == 24);
   n.a.on_message(n.now, IbPair::kB, buf.data(), buf.size());
   CHECK(n.a.counters().mra_received == 1);
-  // Without it A would have given up after 1.2 s; now it waits ~68.7 s (capped at 30 s).
+  // Without it A would have resent after 1.07 s; now it waits ~68.7 s (capped at 30 s).
   const uint64_t asked = n.a.next_deadline_ns() - n.now;
   CHECK(asked == 30'000'000'000ull + 200'000'000ull);
   CHECK(n.a.counters().retransmits == 0);
@@ -1431,9 +1431,9 @@ TEST_CASE("ib_cm: after an MRA every later resend of that message waits as the M
       resends += a.kind == CmAction::Kind::kSend && a.bytes[17] == 0x10;
       failed |= a.kind == CmAction::Kind::kRejected;
     }
-    REQUIRE(resends <= 5);
+    REQUIRE(resends <= 15);
   }
-  CHECK(resends == 5);  // max_retries, as without an MRA
+  CHECK(resends == 15);  // our REQ's max CM retries, as without an MRA
   CHECK(n.a.connection_count() == 0);
   // A DREQ is a new message: an MRA of the REQ does not stretch its resends, which go at
   // our REQ's remote CM response timeout (4.096 us x 2^18).
@@ -1452,7 +1452,7 @@ TEST_CASE("ib_cm: an MRA keeps the resends already made: the retry budget is the
   IbPair n;
   const RequestAndMra started = request_and_mra(n);
   n.now = n.a.next_deadline_ns();
-  n.a.on_timer(n.now);  // the first resend, 200 ms after the REQ
+  n.a.on_timer(n.now);  // the first resend, 1.07 s after the REQ
   REQUIRE(mads(drain(n.a), 0x10).size() == 1);
   REQUIRE(n.a.counters().retransmits == 1);
   n.a.on_message(n.now, IbPair::kB, started.mra.data(), started.mra.size());
@@ -1468,10 +1468,10 @@ TEST_CASE("ib_cm: an MRA keeps the resends already made: the retry budget is the
       resends += a.kind == CmAction::Kind::kSend && a.bytes[17] == 0x10;
       failed |= a.kind == CmAction::Kind::kRejected;
     }
-    REQUIRE(resends <= 6);
+    REQUIRE(resends <= 16);
   }
-  CHECK(resends == 5);  // max_retries in all, the one before the MRA included
-  CHECK(n.a.counters().retransmits == 5);
+  CHECK(resends == 15);  // our REQ's max CM retries in all, the one before the MRA included
+  CHECK(n.a.counters().retransmits == 15);
   CHECK(n.a.connection_count() == 0);
 }
 
@@ -1530,7 +1530,7 @@ TEST_CASE("ib_cm: a resent REQ the owner has not answered gets an MRA, as Linux'
   local.pmtu_bytes = 1024;
   REQUIRE(n.b.accept(n.now, 22, conn, local) == 0);
   CHECK(mads(drain(n.b), 0x13).size() == 1);
-  // Between two conduits: A's REQ is resent after 200 ms, B's MRA makes it wait (30 s cap).
+  // Between two conduits: A's REQ is resent after 1.07 s, B's MRA makes it wait (30 s cap).
   IbPair p;
   const Requested r = request(p, ib_params(0x10, 1, 1, 1));
   p.now = p.a.next_deadline_ns();
@@ -1957,6 +1957,113 @@ TEST_CASE(
     CHECK(resends == 15);
     CHECK(n.a.connection_count() == 0);
   }
+}
+
+TEST_CASE(
+    "ib_cm: our REQ is resent on the remote CM response timeout and max CM retries it "
+    "advertises, as Linux's ib_send_cm_req",
+    "[cm][ib]") {
+  // Linux's ib_send_cm_req sends its REQ MAD with timeout_ms = the REQ's remote CM response
+  // timeout (plus twice the path's packet life time, which conduit has no path record for)
+  // and retries = its max CM retries (cm_alloc_msg); when they run out, cm_process_send_error
+  // reports IB_CM_REQ_ERROR (rdma_cm: UNREACHABLE, -ETIMEDOUT) and sends nothing. Ours goes
+  // at what it advertises, 18 (4.096 us x 2^18, 1.07 s) and 15, bounded as the DREQ's: a
+  // responder that neither answers nor MRAs (cm_dup_req_handler drops a resent REQ in
+  // REQ_RCVD) is waited for 16 x 1.07 s, not 6 x 200 ms.
+  struct Case {
+    uint64_t retry_timeout_ns;
+    uint64_t max_ib_rep_timeout_ns;
+    uint64_t interval_ns;
+  };
+  const CmConfig defaults;
+  for (const Case k :
+       {Case{defaults.retry_timeout_ns, defaults.max_ib_rep_timeout_ns, 1'073'741'824ull},
+        Case{2'000'000'000ull, defaults.max_ib_rep_timeout_ns, 2'000'000'000ull},
+        Case{defaults.retry_timeout_ns, 500'000'000ull, 500'000'000ull}}) {
+    CAPTURE(k.retry_timeout_ns, k.max_ib_rep_timeout_ns);
+    CmConfig cfg = IbPair::config(IbPair::kA.addr, 0x1000);
+    cfg.retry_timeout_ns = k.retry_timeout_ns;
+    cfg.max_ib_rep_timeout_ns = k.max_ib_rep_timeout_ns;
+    ConnectionManager a(cfg);
+    const uint64_t t0 = 1'000'000'000;
+    uint64_t now = t0;
+    const int64_t conn = a.connect(now, 11, IbPair::kB, 7471, ib_params(0x10, 1, 1, 1));
+    REQUIRE(conn > 0);
+    const auto reqs = mads(drain(a), 0x10);
+    REQUIRE(reqs.size() == 1);
+    CHECK(reqs[0][24 + 43] >> 3 == 18);  // remote CM response timeout
+    CHECK(reqs[0][24 + 51] >> 4 == 15);  // max CM retries
+    uint64_t resends = 0;
+    const CmAction* failed = nullptr;
+    std::vector<CmAction> out;
+    while (failed == nullptr) {
+      const uint64_t next = a.next_deadline_ns();
+      REQUIRE(next != UINT64_MAX);
+      CHECK(next - now == k.interval_ns);
+      now = next;
+      a.on_timer(now);
+      out = drain(a);
+      for (const auto& r : mads(out, 0x10)) {
+        ++resends;
+        CHECK(r == reqs[0]);  // the same REQ, its TID too
+      }
+      CHECK(mads(out, kAttrRej).empty());  // as Linux: no REJ when the retries run out
+      for (const auto& e : out) {
+        if (e.kind == CmAction::Kind::kRejected) failed = &e;
+      }
+      REQUIRE(resends <= 16);
+    }
+    CHECK(resends == 15);
+    CHECK(failed->conn == static_cast<uint32_t>(conn));
+    CHECK(failed->reason == RejectReason::kTimeout);
+    CHECK(now - t0 == 16 * k.interval_ns);
+    CHECK(a.counters().retransmits == 15);
+    CHECK(a.counters().timeouts == 1);
+    CHECK(a.connection_count() == 0);
+    CHECK(a.next_deadline_ns() == UINT64_MAX);
+  }
+}
+
+TEST_CASE(
+    "ib_cm: our REQ resent at its pace, an MRA stretches the next; abandoned, the listener "
+    "gets REJ(timeout)",
+    "[cm][ib]") {
+  // B's owner takes its time: A resends its REQ after 1.07 s, B answers the resend with an
+  // MRA (as Linux's cm_dup_req_handler in MRA_REQ_SENT), A then waits as asked (capped); A's
+  // owner gives up meanwhile: REJ(timeout) with the REQ's TID, and B drops the request (as
+  // Linux's cm_destroy_id in MRA_REQ_RCVD).
+  IbPair n;
+  const uint64_t t0 = n.now;
+  const Requested r = request(n, ib_params(0x10, 1, 1, 1));
+  CHECK(n.a.next_deadline_ns() - t0 == 1'073'741'824ull);
+  n.now = t0 + 500'000'000;
+  n.a.on_timer(n.now);
+  CHECK(drain(n.a).empty());  // nothing resent before the REQ's timeout
+  n.now = n.a.next_deadline_ns();
+  n.a.on_timer(n.now);
+  const auto resent = mads(drain(n.a), 0x10);
+  REQUIRE(resent.size() == 1);
+  n.b.on_message(n.now, IbPair::kA, resent[0].data(), resent[0].size());
+  const auto mras = mads(drain(n.b), 0x11);
+  REQUIRE(mras.size() == 1);
+  n.a.on_message(n.now, IbPair::kB, mras[0].data(), mras[0].size());
+  CHECK(n.a.counters().mra_received == 1);
+  CHECK(n.a.next_deadline_ns() - n.now == 30'000'000'000ull + 200'000'000ull);
+  n.now += 10'000'000'000ull;
+  n.a.on_timer(n.now);
+  CHECK(mads(drain(n.a), 0x10).empty());
+  REQUIRE(n.a.disconnect(n.now, 11, static_cast<uint32_t>(r.a_conn)) == 0);
+  const auto rejs = mads(drain(n.a), kAttrRej);
+  REQUIRE(rejs.size() == 1);
+  CHECK(rej_code(rejs[0]) == kIbRejTimeout);
+  CHECK(be64_at(rejs[0], 8) == be64_at(resent[0], 8));  // the REQ's TID
+  CHECK(be32_at(rejs[0], 24 + 0) == uint32_t(r.a_conn));
+  CHECK(be32_at(rejs[0], 24 + 4) == 0);
+  CHECK(n.a.connection_count() == 0);
+  n.b.on_message(n.now, IbPair::kA, rejs[0].data(), rejs[0].size());
+  CHECK(count_kind(drain(n.b), CmAction::Kind::kRejected) == 1);
+  CHECK(n.b.connection_count() == 0);
+  CHECK(n.b.accept(n.now, 22, r.b_conn, ib_params(0x20, 2, 1, 1)) == -ENOENT);
 }
 
 TEST_CASE("ib_cm: a REJ with more than 64 bytes of private data: the first 64, and said so",
