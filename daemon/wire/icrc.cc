@@ -212,9 +212,10 @@ CONDUIT_VPCLMUL inline __m512i fold512(__m512i x, __m512i k, __m512i next) {
                                    _mm512_clmulepi64_epi128(x, k, 0x11), next, 0x96);
 }
 
-// n >= 256. Consumes 64-byte blocks (four 128-bit lanes per register, four
-// registers per 256-byte round) until fewer than 64 bytes remain; returns
-// the 128-bit remainder of everything consumed. `carry_in` (128 bits) is
+// n >= 64 (kVpclmulMinBytes; the four-register rounds start at 256). Consumes
+// 64-byte blocks (four 128-bit lanes per register, four registers per 256-byte
+// round) until fewer than 64 bytes remain; returns the 128-bit remainder of
+// everything consumed. `carry_in` (128 bits) is
 // XORed into the first block: the running CRC register, or the remainder of
 // earlier data moved one block ahead.
 CONDUIT_VPCLMUL __m128i fold_bulk_avx512(__m128i carry_in, const uint8_t*& p, size_t& n) {
