@@ -1414,7 +1414,9 @@ perftest's options, taken so that perftest command lines run:
                          in the working directory, as perftest's)
   --report-both          --perftest -b: after the sum of both directions, this
                          side's and the peer's own lines ("Local results",
-                         "Remote results"), as perftest; nothing without -b
+                         "Remote results"), as perftest: with one size (-s), not
+                         with -a, and with --output too (its numbers); nothing
+                         without -b
 Refused, saying why: -U and -H (the latency summary only), -C (microseconds, not
 cycles), -L (perftest's raw Ethernet hop limit) and --run_infinitely (give -D).
 Every other option of perftest 4.5's ib_* tests is taken, ignored with a note or

@@ -126,7 +126,8 @@ struct PerfOptions {
   // sends them to a peer whose version it does not know. Both sides must be given it.
   bool dont_xchg_versions = false;
   // --report-both with --perftest -b: after the sum line, each direction's own (this side's
-  // and the peer's report), as perftest's "Local results" / "Remote results".
+  // and the peer's report), as perftest's "Local results" / "Remote results": with one size
+  // only, whatever --output says (perftest_report_both_printed()).
   bool report_both = false;
   // --cpu_util with --perftest -D, bandwidth tests: perftest's CPU_Util[%] column (/proc/stat's
   // user time over user + idle during the sample). parse_args() clears it, with a note, where

@@ -1300,15 +1300,14 @@ int Session::run() {
           both.bw_avg += theirs.bw_avg;
           both.msg_rate_mpps += theirs.msg_rate_mpps;
           report_bw(both);
-          if (o_.report_both && full) {
+          if (perftest_report_both_printed(o_)) {
+            // One size only (not -a), whatever --output says, as perftest's.
             std::printf("%s", perftest_report_both_text(last, theirs, o_.report_gbits, kRule,
-                                                        o_.cpu_util ? cpu_util_ : -1)
+                                                        o_.cpu_util ? cpu_util_ : -1, o_.output)
                                   .c_str());
             std::fflush(stdout);
-          }
-          if (o_.report_both) {
             // perftest prints the local and the remote line through print_full_bw_report, each
-            // rewriting the file (whatever --output says): the remote one stays.
+            // rewriting the file: the remote one stays.
             write_json(perftest_json_bw(o_, values_, theirs, o_.cpu_util ? cpu_util_ : -1));
           }
           break;

@@ -542,15 +542,23 @@ std::string perftest_cpu_util_column(bool on, double util) {
   return b;
 }
 
+bool perftest_report_both_printed(const PerfOptions& o) {
+  return o.perftest && o.report_both && o.bidirectional && !o.sweep;
+}
+
 std::string perftest_report_both_text(const PerftestReport& mine, const PerftestReport& theirs,
-                                      bool gbits, const std::string& rule, double cpu_util) {
+                                      bool gbits, const std::string& rule, double cpu_util,
+                                      PerftestOutput output) {
   const bool cpu = cpu_util >= 0;
+  const bool full = output == PerftestOutput::kFull;
   std::string t;
   for (const auto& [title, r] :
        {std::pair{" Local results: ", &mine}, std::pair{" Remote results: ", &theirs}}) {
     t += rule + "\n" + title + "\n" + rule + perftest_bw_header(gbits) +
-         perftest_cpu_util_header(cpu) + "\n" + perftest_bw_line(*r, gbits) +
-         perftest_cpu_util_column(cpu, cpu_util) + "\n";
+         perftest_cpu_util_header(cpu) + "\n" +
+         (full ? perftest_bw_line(*r, gbits) + perftest_cpu_util_column(cpu, cpu_util)
+               : perftest_bw_output(*r, output)) +
+         "\n";
   }
   return t;
 }

@@ -269,11 +269,21 @@ double perftest_cpu_util(const CpuTimes& begin, const CpuTimes& end);  // 0 when
 std::string perftest_cpu_util_header(bool on);
 std::string perftest_cpu_util_column(bool on, double util);
 
+// Whether perftest 4.5 prints --report-both's lines (and, through print_full_bw_report, writes
+// --out_json's file with each of them): with -b, in the single-size branch of its bw tests'
+// main() (RUN_REGULAR: -s) only. With -a (RUN_ALL) its loop prints each size's sum line and
+// nothing more, so neither do we; the sum of the last size is then --out_json's last result.
+bool perftest_report_both_printed(const PerfOptions& o);
 // --report-both (-b): what perftest prints after the sum line: `rule`, " Local results: ", rule,
 // the header and this side's line, rule, " Remote results: ", rule, the header and the peer's.
 // `cpu_util` (< 0: no --cpu_util) goes after each line, as perftest's calc_cpu_util (its own).
+// perftest prints this block whatever --output says (its printf()s there do not look at it):
+// with --output the rules, titles and headers stay and each line is the one number
+// (perftest_bw_output()), without the CPU column (print_full_bw_report prints that only in
+// full verbosity; the header still has its CPU_Util[%] title).
 std::string perftest_report_both_text(const PerftestReport& mine, const PerftestReport& theirs,
-                                      bool gbits, const std::string& rule, double cpu_util = -1);
+                                      bool gbits, const std::string& rule, double cpu_util = -1,
+                                      PerftestOutput output = PerftestOutput::kFull);
 std::array<PerftestU64, kPerftestReportFields> perftest_report_messages(const PerftestReport& r);
 
 // --out_json: the file perftest 4.5 writes (Debian's 4.5-0.17 byte for byte: its dprintf()s),

@@ -678,6 +678,48 @@ TEST_CASE("--report-both: each direction's line after the sum, as perftest's -b"
   CHECK(r.notes[0].find("--report-both ignored without --perftest") != std::string::npos);
 }
 
+TEST_CASE("--report-both: one size only (not -a), and with --output its numbers") {
+  // perftest 4.5 (Debian's ib_write_bw, ib_read_bw, ib_send_bw): the Local/Remote block is in
+  // main()'s single-size branch (RUN_REGULAR) only; its -a loop prints each size's sum.
+  CHECK(perftest_report_both_printed(perftest_options(
+      {"write_bw", "h", "--perftest", "-x", "198.18.0.1", "-b", "--report-both"})));
+  CHECK(perftest_report_both_printed(perftest_options(
+      {"send_bw", "--perftest", "-x", "198.18.0.1", "-b", "--report-both", "-s", "4096"})));
+  CHECK_FALSE(perftest_report_both_printed(perftest_options(
+      {"write_bw", "h", "--perftest", "-x", "198.18.0.1", "-b", "--report-both", "-a"})));
+  CHECK_FALSE(perftest_report_both_printed(perftest_options(
+      {"send_bw", "--perftest", "-x", "198.18.0.1", "-b", "--report-both", "-a"})));
+  CHECK_FALSE(perftest_report_both_printed(
+      perftest_options({"write_bw", "h", "--perftest", "-x", "198.18.0.1", "--report-both"})));
+  CHECK_FALSE(perftest_report_both_printed(
+      perftest_options({"write_bw", "h", "--perftest", "-x", "198.18.0.1", "-b"})));
+  // --output: perftest's printf()s of the rules, titles and headers do not look at it; each
+  // line is print_full_bw_report's number ("%lf"), without the CPU column (full verbosity
+  // only), the header with its CPU_Util[%] title.
+  PerftestReport mine, theirs;
+  mine.size_bytes = theirs.size_bytes = 65536;
+  mine.iterations = theirs.iterations = 5000;
+  mine.bw_avg = 1000;
+  mine.msg_rate_mpps = 0.016;
+  theirs.bw_avg = 900;
+  theirs.msg_rate_mpps = 0.0144;
+  const std::string bw =
+      perftest_report_both_text(mine, theirs, false, "----\n", -1, PerftestOutput::kBandwidth);
+  CHECK(bw == "----\n\n Local results: \n----\n" + perftest_bw_header(false) +
+                  "\n1000.000000\n----\n\n Remote results: \n----\n" + perftest_bw_header(false) +
+                  "\n900.000000\n");
+  const std::string mr =
+      perftest_report_both_text(mine, theirs, true, "-\n", 12.5, PerftestOutput::kMessageRate);
+  CHECK(mr == "-\n\n Local results: \n-\n" + perftest_bw_header(true) +
+                  "    CPU_Util[%]\n0.016000\n-\n\n Remote results: \n-\n" +
+                  perftest_bw_header(true) + "    CPU_Util[%]\n0.014400\n");
+  // Full output: unchanged (the lines, with the CPU column).
+  CHECK(perftest_report_both_text(mine, theirs, false, "-\n", 12.5, PerftestOutput::kFull) ==
+        perftest_report_both_text(mine, theirs, false, "-\n", 12.5));
+  CHECK(perftest_report_both_text(mine, theirs, false, "-\n", 12.5).find("\t    12.50\n") !=
+        std::string::npos);
+}
+
 TEST_CASE("--cpu_util: perftest's CPU_Util[%] column on the bandwidth tests' -D lines") {
   auto o = perftest_options(
       {"write_bw", "h", "--perftest", "-x", "198.18.0.1", "-D", "4", "--cpu_util"});
