@@ -1074,13 +1074,13 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
     return fail("option -T " + perftest_tos + ": " + perftest_tos_advice(perftest_tos) +
                 " (a class named by a number: --class " + perftest_tos + ")");
   }
-  if (o.cpu_util && (!o.perftest || o.duration_s == 0 || is_latency(o.test))) {
-    // perftest: " CPU Utilization works only with Duration mode." (and it runs on).
+  if (o.cpu_util && (!o.perftest || o.duration_s == 0)) {
+    // perftest: " CPU Utilization works only with Duration mode." (and it runs on). With -D it
+    // measures on every test, the latency ones too (force_dependecies sets
+    // cpu_util_data.enable for any -D run).
     r.notes.push_back(std::string("option --cpu_util ignored: ") +
                       (!o.perftest ? "it is perftest's (--perftest)"
-                       : o.duration_s == 0
-                           ? "CPU utilization works only with -D, as perftest's"
-                           : "conduit-perf gives it on the bandwidth tests' -D lines"));
+                                   : "CPU utilization works only with -D, as perftest's"));
     o.cpu_util = false;
   }
   if (o.report_both && !o.perftest) {
@@ -1397,9 +1397,11 @@ perftest's options, taken so that perftest command lines run:
                          both sides' lines and in the report they exchange (give
                          both sides the same); conduit-perf's own report is in
                          Gb/sec anyway
-  --cpu_util             --perftest -D, bandwidth tests: perftest's CPU_Util[%] column
-                         (/proc/stat's user time over user + idle during the sample,
-                         as perftest computes it); ignored, with a note, elsewhere
+  --cpu_util             --perftest -D: perftest's CPU_Util[%] column on the
+                         bandwidth and latency lines, and CPU_util in --out_json's
+                         file (/proc/stat's user time over user + idle during the
+                         sample, as perftest computes it); ignored, with a note,
+                         without -D
   --output WHAT          --perftest, as perftest's: each result as one number
                          (printf's %lf) and nothing else on stdout: bandwidth (the
                          BW average, in MB/sec or with --report_gbits Gb/sec) or

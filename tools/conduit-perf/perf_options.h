@@ -129,9 +129,9 @@ struct PerfOptions {
   // and the peer's report), as perftest's "Local results" / "Remote results": with one size
   // only, whatever --output says (perftest_report_both_printed()).
   bool report_both = false;
-  // --cpu_util with --perftest -D, bandwidth tests: perftest's CPU_Util[%] column (/proc/stat's
-  // user time over user + idle during the sample). parse_args() clears it, with a note, where
-  // perftest measures nothing (without -D; here also the latency tests).
+  // --cpu_util with --perftest -D: perftest's CPU_Util[%] column (/proc/stat's user time over
+  // user + idle during the sample) on the bandwidth and latency lines. parse_args() clears it,
+  // with a note, where perftest measures nothing (without -D).
   bool cpu_util = false;
   // --output with --perftest, as perftest's: no header, no addresses, no rules, only the number.
   PerftestOutput output = PerftestOutput::kFull;

@@ -560,7 +560,7 @@ class Session {
   uint64_t rx_last_ns_ = 0;     // when the last message arrived
   uint64_t handshake_ns_ = 0;   // when we sent our latest handshake record
   uint64_t last_progress_ns_ = 0;
-  double cpu_util_ = 0;       // --cpu_util: this side's, over its last -D sample
+  double cpu_util_ = 0;       // --cpu_util: this side's, over its last -D sample (bw or latency)
   PerftestRunValues values_;  // the header's values (run_values()), for --out_json's too
   // -D, latency, once the sampled part is over: an error completion means the peer has gone
   // (ib_write_lat 4.5 exits at its time, its QP with it), which ends our run instead of
@@ -918,8 +918,12 @@ PerftestReport Session::bw_duplex_send(uint64_t size) {
 
 bool Session::lat_running(std::optional<DurationSample>& sample, bool start, uint64_t count) {
   if (!duration_) return true;
-  if (!sample && start)
-    sample.emplace(perftest_duration_window(now_ns(), o_.duration_s, perftest_margin_s(o_)));
+  if (!sample && start) {
+    // --cpu_util: /proc/stat where the sample begins and ends, as perftest's catch_alarm does
+    // for the latency tests too.
+    sample.emplace(perftest_duration_window(now_ns(), o_.duration_s, perftest_margin_s(o_)),
+                   o_.cpu_util);
+  }
   if (!sample) return true;
   const bool open = sample->update(now_ns(), count);
   peer_may_go_ = sample->sampled();
@@ -991,6 +995,7 @@ Session::LatOutcome Session::latency(uint64_t size) {
     // Time is up. perftest does not wait for its last messages' completions (ib_write_lat 4.5
     // exits at once): neither do we; the QP goes with the session.
     const uint64_t n = sample ? sample->count() : 0;
+    cpu_util_ = sample ? sample->cpu_util() : 0;
     return {{}, make_lat_duration_result(size, n, sample ? sample->nanoseconds() : 0)};
   }
   while (q0.tx_outstanding > 0) {
@@ -1034,6 +1039,7 @@ Session::LatOutcome Session::read_latency(uint64_t size) {
   LatOutcome out;
   if (duration_) {
     out.duration = make_lat_duration_result(size, sample->count(), sample->nanoseconds(), true);
+    cpu_util_ = sample->cpu_util();
     return out;
   }
   posted_at.push_back(now_ns());
@@ -1249,8 +1255,9 @@ int Session::run() {
         if (!header && full) {
           std::printf("%s", kRule);
           if (lat) {
-            std::printf("%s\n",
-                        (duration_ ? lat_duration_header() : perftest_lat_header()).c_str());
+            std::printf("%s\n", (duration_ ? perftest_lat_duration_header(o_.cpu_util)
+                                           : perftest_lat_header())
+                                    .c_str());
           } else {
             print_bw_header(o_.report_gbits, o_.cpu_util, o_.output);
           }
@@ -1261,7 +1268,7 @@ int Session::run() {
           std::printf(
               "%s\n",
               !full ? perftest_lat_output(duration_ ? r.duration.avg_us : r.iters.avg_us).c_str()
-              : duration_ ? lat_duration_line(r.duration).c_str()
+              : duration_ ? perftest_lat_duration_line(r.duration, o_.cpu_util, cpu_util_).c_str()
                           : perftest_lat_line(r.iters).c_str());
           std::fflush(stdout);
           const double cpu = o_.cpu_util ? cpu_util_ : -1;

@@ -546,6 +546,14 @@ bool perftest_report_both_printed(const PerfOptions& o) {
   return o.perftest && o.report_both && o.bidirectional && !o.sweep;
 }
 
+std::string perftest_lat_duration_header(bool cpu) {
+  return lat_duration_header() + perftest_cpu_util_header(cpu);
+}
+
+std::string perftest_lat_duration_line(const LatDurationResult& r, bool cpu, double util) {
+  return lat_duration_line(r) + perftest_cpu_util_column(cpu, util);
+}
+
 std::string perftest_report_both_text(const PerftestReport& mine, const PerftestReport& theirs,
                                       bool gbits, const std::string& rule, double cpu_util,
                                       PerftestOutput output) {

@@ -255,9 +255,10 @@ std::string perftest_bw_line(const PerftestReport& r, bool gbits);
 std::string perftest_lat_header();
 std::string perftest_lat_line(const LatResult& r);
 
-// --cpu_util (-D, bandwidth tests): perftest reads /proc/stat's first line ("cpu  USER NICE
-// SYSTEM IDLE ...") when its sample begins and ends, and reports USER's share of USER + IDLE
-// over it (calc_cpu_util), as a column after the message rate.
+// --cpu_util (-D): perftest reads /proc/stat's first line ("cpu  USER NICE SYSTEM IDLE ...")
+// when its sample begins and ends (catch_alarm, which every -D test runs, bandwidth and latency),
+// and reports USER's share of USER + IDLE over it (calc_cpu_util), as a column after the line's
+// last number: the message rate, or on a latency -D line the tps average.
 struct CpuTimes {
   uint64_t user = 0;
   uint64_t idle = 0;
@@ -268,6 +269,11 @@ double perftest_cpu_util(const CpuTimes& begin, const CpuTimes& end);  // 0 when
 // "" without it.
 std::string perftest_cpu_util_header(bool on);
 std::string perftest_cpu_util_column(bool on, double util);
+// A latency test's -D header and line (RESULT_FMT_LAT_DUR, REPORT_FMT_LAT_DUR: conduit-perf's
+// lat_duration_header() and lat_duration_line()), with --cpu_util (`cpu`) perftest 4.5's
+// CPU_Util[%] title and its column (print_report_lat_duration prints REPORT_EXT_CPU_UTIL).
+std::string perftest_lat_duration_header(bool cpu);
+std::string perftest_lat_duration_line(const LatDurationResult& r, bool cpu, double util);
 
 // Whether perftest 4.5 prints --report-both's lines (and, through print_full_bw_report, writes
 // --out_json's file with each of them): with -b, in the single-size branch of its bw tests'

@@ -744,12 +744,11 @@ TEST_CASE("--cpu_util: perftest's CPU_Util[%] column on the bandwidth tests' -D 
   r.iterations = 100;
   CHECK(perftest_report_both_text(r, r, false, "-\n", 12.5).find("CPU_Util[%]\n") !=
         std::string::npos);
-  // perftest: " CPU Utilization works only with Duration mode." Latency lines have no column
-  // here. A note each, and no column.
+  // perftest: " CPU Utilization works only with Duration mode." A note each, and no column.
   for (std::vector<const char*> args :
        {std::vector<const char*>{"conduit-perf", "write_bw", "--perftest", "-x1.2.3.4",
                                  "--cpu_util"},
-        std::vector<const char*>{"conduit-perf", "send_lat", "--perftest", "-x1.2.3.4", "-D", "4",
+        std::vector<const char*>{"conduit-perf", "send_lat", "--perftest", "-x1.2.3.4",
                                  "--cpu_util"},
         std::vector<const char*>{"conduit-perf", "write_bw", "-D", "4", "--cpu_util"}}) {
     PerfOptions n;
@@ -759,6 +758,38 @@ TEST_CASE("--cpu_util: perftest's CPU_Util[%] column on the bandwidth tests' -D 
     REQUIRE(pr.notes.size() == 1);
     CHECK(pr.notes[0].find("--cpu_util ignored") != std::string::npos);
   }
+}
+
+TEST_CASE("--cpu_util on the latency tests' -D lines, as perftest 4.5's") {
+  // perftest 4.5 (Debian's ib_write_lat): force_dependecies enables the measurement for any -D
+  // run, catch_alarm reads /proc/stat where the sample begins and ends on every test, and
+  // print_report_lat_duration prints REPORT_EXT_CPU_UTIL after the tps average; main() prints
+  // RESULT_EXT_CPU_UTIL after RESULT_FMT_LAT_DUR.
+  for (const char* t : {"write_lat", "send_lat", "read_lat", "atomic_lat"}) {
+    PerfOptions o;
+    const char* args[] = {"conduit-perf", t,    "h", "--perftest",
+                          "-x1.2.3.4",    "-D", "4", "--cpu_util"};
+    const ParseResult r = parse_args(8, args, o);
+    INFO(t << ": " << r.error);
+    REQUIRE(r.ok);
+    CHECK(o.cpu_util);
+    CHECK(r.notes.empty());
+  }
+  CHECK(perftest_lat_duration_header(true) ==
+        " #bytes        #iterations       t_avg[usec]    tps average    CPU_Util[%]");
+  CHECK(perftest_lat_duration_header(false) == lat_duration_header());
+  LatDurationResult d;
+  d.size_bytes = 2;
+  d.iterations = 300000;
+  d.avg_us = 3.33;
+  d.tps = 150150.15;
+  CHECK(perftest_lat_duration_line(d, true, 42.5) == lat_duration_line(d) + "\t    42.50");
+  CHECK(perftest_lat_duration_line(d, false, 42.5) == lat_duration_line(d));
+  // --out_json: "CPU_util: %.2f," after the numbers (write_report_lat_duration_to_file).
+  const auto o = perftest_options(
+      {"write_lat", "h", "--perftest", "-x", "198.18.0.1", "-D", "4", "--cpu_util", "--out_json"});
+  CHECK(perftest_json_lat_duration(o, PerftestRunValues{}, d, 42.5).find("CPU_util: 42.50,\n") !=
+        std::string::npos);
 }
 
 TEST_CASE("perftest's latency report lines, byte for byte") {
