@@ -466,7 +466,7 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
   // perftest's --use-srq, -X (--vector), --recv_post_list and --source_ip: checked after the loop.
   bool use_srq = false;
   bool have_vector = false;
-  uint32_t recv_post_list = 1;
+  uint32_t& recv_post_list = o.recv_post_list;
   std::string source_ip;
 
   // --perftest anywhere on the line (also after a mistake the loop stops at) sets the exit
@@ -1236,8 +1236,16 @@ ParseResult parse_args(int argc, const char* const* argv, PerfOptions& out) {
                   " is not a multiple of it (perftest: \"Number of iterations must be a multiple "
                   "of receive post list size\")");
     }
-    r.notes.push_back("option " + l +
-                      " ignored: receives are posted one at a time (the peer sees no difference)");
+    if (!o.perftest) {
+      r.notes.push_back(
+          "option " + l +
+          " ignored: receives are posted one at a time (the peer sees no difference)");
+      o.recv_post_list = 1;
+    } else if (o.test != TestKind::kSendBw) {
+      r.notes.push_back("option " + l + ": " + test_name(o.test) +
+                        " posts no receives (nor does perftest's): only the header's \"Recv "
+                        "Post List\" shows it");
+    }
   }
   // Here, not after a server has waited for its client: perftest's records carry GIDs, so our
   // port's address cannot be taken from the TCP connection.
@@ -1428,7 +1436,8 @@ the same here, --source_ip ADDR (-x ADDR), --force-link Ethernet, --pkey_index 0
 without it, as Debian's perftest); ignored with a note, as nothing the peer sees
 changes: --mr_per_qp, --odp, --use_hugepages, --use_old_post_send,
 --perform_warm_up, --ipv6, --wait_destroy, --retry_count, --inline_recv,
---use-srq (send tests), -X (with -e), --recv_post_list (bw tests); refused:
+--use-srq (send tests), -X (with -e); --recv_post_list N (bw tests) posts send_bw's
+receives in lists of N and is shown in the header, as perftest's; refused:
 -z (give -R on both sides or neither), --tclass (give --class NAME), -g/-M
 (multicast), -O/--report-per-port (one port), --reversed, -w/-y (limits), the
 rate limiter's, --mmap, --dlid, DC, AES-XTS and raw

@@ -138,6 +138,11 @@ struct PerfOptions {
   // --disable_pcie_relaxed with --perftest: the header's "PCIe relax order" is OFF instead of ON,
   // as Debian's perftest 4.5 prints it (nothing else changes: conduit has no PCIe device).
   bool disable_pcie_relaxed = false;
+  // --recv_post_list N with --perftest (bandwidth tests): the SEND tests post their receives in
+  // lists of N, chained in one conduit_post_recv, as perftest's; the header's "Recv Post List"
+  // and --out_json's Recv_Post_List show it above 1 (WRITE, READ and atomic tests post no
+  // receives, as perftest's: there it is only shown).
+  uint32_t recv_post_list = 1;
   // --out_json with --perftest: each result perftest 4.5 prints is also written to
   // out_json_file (--out_json_file PATH; perftest's default, perftest_out.json in the working
   // directory), as perftest's print_full_bw_report / print_report_lat write it: truncated and

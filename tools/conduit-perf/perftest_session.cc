@@ -359,6 +359,7 @@ class Session {
     QpRecord peer{};
     uint64_t rx_posted = 0;  // receives of this size posted, and completed
     uint64_t rx_done = 0;
+    uint64_t rx_idle = 0;         // completed and not posted again yet (--recv_post_list: in lists)
     uint64_t tx_posted = 0;       // bandwidth client: messages of this size posted
     uint64_t tx_outstanding = 0;  // sends posted whose completion has not been seen
     // Per signaled send in flight, the sends its completion stands for (itself and the
@@ -454,7 +455,8 @@ class Session {
     print_bw_result(r, o_.report_gbits, o_.cpu_util, cpu_util_, o_.output);
     write_json(perftest_json_bw(o_, values_, r, o_.cpu_util ? cpu_util_ : -1));
   }
-  void post_receive(size_t qi, uint64_t size);
+  // Posts n receives of `size` on QP qi, chained in one conduit_post_recv (--recv_post_list).
+  void post_receives(size_t qi, uint64_t size, uint32_t n);
   // False when the send queue is full (reap first).
   bool post_one_send(size_t qi, uint64_t size, uint64_t seq, bool signaled);
   // -l: posts n WRs (messages first_seq ..) chained in one conduit_post_send, signaled as
@@ -553,6 +555,9 @@ class Session {
   std::vector<QpSide> qps_;                // -q of them (latency: one)
   std::vector<conduit_send_wr> list_wrs_;  // -l: the list being posted, and its SGEs
   std::vector<conduit_sge> list_sges_;
+  std::vector<conduit_recv_wr> recv_wrs_;  // --recv_post_list: the receives being posted
+  std::vector<conduit_sge> recv_sges_;
+  uint32_t recv_list_ = 1;  // --recv_post_list, within the receives posted per QP
   // The size being received, and its receives completed on all QPs.
   uint64_t rx_size_ = 0;
   uint64_t rx_done_total_ = 0;
@@ -648,16 +653,22 @@ void Session::connect(QpSide& q, uint32_t mtu_bytes) {
   if (rc < 0) fail(std::string("conduit_connect_qp: ") + conduit_strerror(rc));
 }
 
-void Session::post_receive(size_t qi, uint64_t size) {
+void Session::post_receives(size_t qi, uint64_t size, uint32_t n) {
   QpSide& q = qps_[qi];
-  conduit_sge sge{reinterpret_cast<uint64_t>(rx_area()), static_cast<uint32_t>(size), mr_->lkey};
-  conduit_recv_wr wr{};
-  wr.wr_id = uint64_t{qi} << kWrIdQpShift | q.rx_posted;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  const int rc = conduit_post_recv(q.qp, &wr, nullptr);
+  recv_sges_.assign(n, conduit_sge{reinterpret_cast<uint64_t>(rx_area()),
+                                   static_cast<uint32_t>(size), mr_->lkey});
+  recv_wrs_.assign(n, conduit_recv_wr{});
+  for (uint32_t i = 0; i < n; ++i) {
+    conduit_recv_wr& wr = recv_wrs_[i];
+    wr.wr_id = uint64_t{qi} << kWrIdQpShift | (q.rx_posted + i);
+    wr.sg_list = &recv_sges_[i];
+    wr.num_sge = 1;
+    wr.next = i + 1 < n ? &recv_wrs_[i + 1] : nullptr;
+  }
+  conduit_recv_wr* bad = nullptr;
+  const int rc = conduit_post_recv(q.qp, recv_wrs_.data(), &bad);
   if (rc < 0) fail(std::string("conduit_post_recv: ") + conduit_strerror(rc));
-  ++q.rx_posted;
+  q.rx_posted += n;
 }
 
 bool Session::post_one_send(size_t qi, uint64_t size, uint64_t seq, bool signaled) {
@@ -760,8 +771,14 @@ int Session::reap() {
         rx_last_ns_ = now_ns();
         ++q.rx_done;
         ++rx_done_total_;
-        // Each QP's peer sends -n, or (-D) until its time is up.
-        if (duration_ || q.rx_posted < iters_) post_receive(qi, rx_size_);
+        // Each QP's peer sends -n, or (-D) until its time is up: posted again one by one, or
+        // with --recv_post_list in lists.
+        ++q.rx_idle;
+        if (const uint32_t n =
+                perftest_recv_list_to_post(q.rx_idle, q.rx_posted, iters_, recv_list_, duration_)) {
+          post_receives(qi, rx_size_, n);
+          q.rx_idle -= n;
+        }
       } else if (!q.tx_batches.empty()) {
         // A signaled send: it and the unsignaled ones before it are done (perftest counts
         // cq_mod per completion).
@@ -1243,10 +1260,17 @@ int Session::run() {
         rx_done_total_ = 0;
         const uint64_t depth = std::min<uint64_t>(
             {duration_ ? UINT64_MAX : iters_, o_.effective_rx_depth(), uint64_t{cq_share()}});
+        // --recv_post_list: in lists of N, as perftest's ctx_set_recv_wqes (N within the
+        // depth, so that the lists can be posted again before the receives run out).
+        recv_list_ = static_cast<uint32_t>(std::clamp<uint64_t>(o_.recv_post_list, 1, depth));
         for (size_t qi = 0; qi < qps_.size(); ++qi) {
           QpSide& q = qps_[qi];
-          q.rx_posted = q.rx_done = 0;
-          while (q.rx_posted < depth) post_receive(qi, rx_size_);
+          q.rx_posted = q.rx_done = q.rx_idle = 0;
+          while (q.rx_posted < depth) {
+            post_receives(
+                qi, rx_size_,
+                static_cast<uint32_t>(std::min<uint64_t>(recv_list_, depth - q.rx_posted)));
+          }
         }
         break;
       }

@@ -282,6 +282,15 @@ uint32_t perftest_next_list(uint64_t posted, uint64_t iters, uint64_t outstandin
   return static_cast<uint32_t>(std::min(list, iters - posted));
 }
 
+uint32_t perftest_recv_list_to_post(uint64_t idle, uint64_t posted, uint64_t iters, uint32_t list,
+                                    bool unbounded) {
+  const uint64_t l = std::max<uint32_t>(list, 1);
+  const uint64_t left = unbounded ? UINT64_MAX : posted < iters ? iters - posted : 0;
+  if (left == 0 || idle == 0) return 0;
+  if (idle >= l) return static_cast<uint32_t>(std::min(l, left));
+  return idle >= left ? static_cast<uint32_t>(left) : 0;  // the last ones of -n
+}
+
 uint32_t perftest_cq_mod(const PerfOptions& o) {
   if (is_latency(o.test)) return 1;
   // perftest's DEF_CQ_MOD, MSG_SIZE_CQ_MOD_LIMIT and DISABLED_CQ_MOD_VALUE.
@@ -432,6 +441,7 @@ std::string perftest_test_info(const PerfOptions& o, const PerftestRunValues& v)
   line(" ibv_wr* API     : %s\n", "OFF");
   if (!v.server || o.bidirectional) line(" TX depth        : %u\n", v.tx_depth);
   if (v.post_list > 1) line(" Post List       : %u\n", v.post_list);
+  if (o.recv_post_list > 1) line(" Recv Post List  : %u\n", o.recv_post_list);
   if (send && (v.server || o.bidirectional)) line(" RX depth        : %u\n", v.rx_depth);
   if (!lat) line(" CQ Moderation   : %u\n", v.cq_mod);
   line(" Mtu             : %u[B]\n", v.mtu);
@@ -619,6 +629,7 @@ std::string perftest_json_test_info(const PerfOptions& o, const PerftestRunValue
   s += format("ibv_wr_API: %s,\n", "OFF");
   if (!v.server || o.bidirectional) s += format("TX_depth : %u,\n", v.tx_depth);
   if (v.post_list > 1) s += format("Post_List: %u,\n", v.post_list);
+  if (o.recv_post_list > 1) s += format("Recv_Post_List: %u,\n", o.recv_post_list);
   if (send && (v.server || o.bidirectional)) s += format("RX_depth: %u,\n", v.rx_depth);
   if (!lat) s += format("CQ_Moderation: %u,\n", v.cq_mod);
   s += format("Mtu: %u,\n", v.mtu);

@@ -154,6 +154,13 @@ DurationWindow perftest_duration_window(uint64_t start_ns, uint32_t duration_s, 
 // last ones of -n (`posted` of `iters`; `unbounded`, -D: no end).
 uint32_t perftest_next_list(uint64_t posted, uint64_t iters, uint64_t outstanding, uint32_t window,
                             uint32_t post_list, bool unbounded);
+// --recv_post_list N (SEND bandwidth tests): how many receives a QP posts again now, chained in
+// one conduit_post_recv (0: none yet), as perftest posts its receives in lists of N. `idle`
+// receives have completed and not been posted again; `posted` of `iters` are posted for the
+// size (`unbounded`, -D: no end). A list of `list` once that many have completed; the last ones
+// of -n however many are left. `list` 1 is a receive per completion.
+uint32_t perftest_recv_list_to_post(uint64_t idle, uint64_t posted, uint64_t iters, uint32_t list,
+                                    bool unbounded);
 
 // perftest 4.5's CQ moderation for the bandwidth tests (force_dependecies): -Q, or 100 without
 // it; without -Q, messages of more than 8192 bytes (one -s, not -a, not -e) get 1, every send
@@ -232,7 +239,8 @@ inline constexpr int kPerftestGidIndex = 0;
 // events line ("conduitd_comp0": the device, one completion vector), dual-port,
 // device ("conduitd"), QPs, transport, connection type, SRQ, PCIe relaxed ordering
 // (Debian's build: ON, OFF with --disable_pcie_relaxed), ibv_wr* API (OFF: conduit's own post
-// call), TX depth (client or -b), Post List (-l above 1), RX depth (SEND tests: server or -b),
+// call), TX depth (client or -b), Post List (-l above 1), Recv Post List (--recv_post_list above
+// 1, the option's value, on either side), RX depth (SEND tests: server or -b),
 // CQ Moderation (bandwidth tests), Mtu, Link type, GID index (kPerftestGidIndex), Max inline
 // data or Outstand reads, rdma_cm QPs, Data ex. method. With -e, after the title, perftest's
 // " Test with events. Using conduitd_comp0" (the session sleeps on its CQ's one wake-up).
@@ -302,8 +310,8 @@ std::array<PerftestU64, kPerftestReportFields> perftest_report_messages(const Pe
 // values (perftest_test_info()): test (verb, atomic type, Bidirectional, Post_List, BW or
 // Latency, "_"-joined), the -e line, Dual_port, Device (quoted), Number_of_qps, Transport_type,
 // Connection_type, Using_SRQ, PCIe_relax_order, ibv_wr_API, "TX_depth :" (perftest's space),
-// Post_List, RX_depth, CQ_Moderation, Mtu (bytes), Link_type, GID_index, Max_inline_data or
-// Outstand_reads, rdma_cm_QPs, Data_ex_method.
+// Post_List, Recv_Post_List, RX_depth, CQ_Moderation, Mtu (bytes), Link_type, GID_index,
+// Max_inline_data or Outstand_reads, rdma_cm_QPs, Data_ex_method.
 std::string perftest_json_test_info(const PerfOptions& o, const PerftestRunValues& v);
 // A bandwidth result: MsgSize, n_iterations, BW_peak, BW_average (%.2lf, or %.6lf where the
 // line has 6 decimals: Gb/sec below 0.1), MsgRate (%.6lf); with --output only bw_avg or

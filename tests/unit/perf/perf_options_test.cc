@@ -794,6 +794,33 @@ TEST_CASE("perftest's options that conduit has no use for: refused with the reas
   }
 }
 
+TEST_CASE("--recv_post_list: send_bw posts its receives in lists, as perftest's") {
+  // With --perftest the value is kept (the header's Recv Post List, the session's lists): no
+  // note on send_bw; the WRITE, READ and atomic tests post no receives, nor does perftest's.
+  auto p = parse_notes(
+      {"send_bw", "--perftest", "-x", "198.18.0.1", "--recv_post_list", "4", "-n", "100"});
+  REQUIRE(p.ok);
+  CHECK(p.o.recv_post_list == 4);
+  CHECK(p.notes.empty());
+  p = parse_notes({"send_bw", "h", "--perftest", "-x", "198.18.0.1", "--recv_post_list=8"});
+  REQUIRE(p.ok);
+  CHECK(p.o.recv_post_list == 8);
+  CHECK(p.notes.empty());
+  p = parse_notes({"write_bw", "h", "--perftest", "-x", "198.18.0.1", "--recv_post_list", "4"});
+  REQUIRE(p.ok);
+  CHECK(p.o.recv_post_list == 4);
+  REQUIRE(p.notes.size() == 1);
+  CHECK(p.notes[0].find("write_bw posts no receives") != std::string::npos);
+  CHECK(p.notes[0].find("Recv Post List") != std::string::npos);
+  // conduit-perf's own mode: ignored, as before.
+  p = parse_notes({"send_bw", "h", "--recv_post_list", "4", "-n", "100"});
+  REQUIRE(p.ok);
+  CHECK(p.o.recv_post_list == 1);
+  REQUIRE(p.notes.size() == 1);
+  CHECK(p.notes[0].find("ignored") != std::string::npos);
+  CHECK(PerfOptions{}.recv_post_list == 1);
+}
+
 TEST_CASE("--out_json and --out_json_file: perftest 4.5's report file, with --perftest") {
   // perftest 4.5 (Debian's ib_write_bw): --out_json takes no argument ("option '--out_json'
   // doesn't allow an argument"), --out_json_file requires one; the default file is

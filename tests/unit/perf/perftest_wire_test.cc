@@ -1051,6 +1051,54 @@ TEST_CASE("--out_json: perftest 4.5's file, byte for byte, for bandwidth and lat
         std::string::npos);
 }
 
+TEST_CASE("--recv_post_list: perftest 4.5's Recv Post List line and entry, and lists posted") {
+  // Debian's perftest 4.5: " Recv Post List  : %d" after Post List (before RX depth) and
+  // "Recv_Post_List: %d," after Post_List, both when it is above 1, on either side.
+  auto o = perftest_options(
+      {"send_bw", "--perftest", "-x", "198.18.0.1", "--recv_post_list", "8", "-n", "1000"});
+  PerftestRunValues v;
+  v.server = true;
+  v.mtu = 1024;
+  v.rx_depth = 512;
+  v.cq_mod = 100;
+  std::string t = perftest_test_info(o, v);
+  CHECK(t.find(" ibv_wr* API     : OFF\n Recv Post List  : 8\n RX depth        : 512\n") !=
+        std::string::npos);
+  std::string j = perftest_json_test_info(o, v);
+  CHECK(j.find("ibv_wr_API: OFF,\nRecv_Post_List: 8,\nRX_depth: 512,\n") != std::string::npos);
+  o = perftest_options(
+      {"write_bw", "h", "--perftest", "-x", "198.18.0.1", "-l", "4", "--recv_post_list", "2"});
+  v = PerftestRunValues{};
+  v.tx_depth = 128;
+  v.post_list = 4;
+  v.cq_mod = 4;
+  t = perftest_test_info(o, v);
+  CHECK(t.find(" TX depth        : 128\n Post List       : 4\n Recv Post List  : 2\n"
+               " CQ Moderation   : 4\n") != std::string::npos);
+  j = perftest_json_test_info(o, v);
+  CHECK(j.find("TX_depth : 128,\nPost_List: 4,\nRecv_Post_List: 2,\nCQ_Moderation: 4,\n") !=
+        std::string::npos);
+  // 1 (the default): neither.
+  o = perftest_options({"send_bw", "--perftest", "-x", "198.18.0.1", "--recv_post_list", "1"});
+  CHECK(perftest_test_info(o, v).find("Recv Post List") == std::string::npos);
+  CHECK(perftest_json_test_info(o, v).find("Recv_Post_List") == std::string::npos);
+  // The receives posted again: a list of N once N have completed, the last ones of -n as they
+  // are; one per completion without the option; -D has no end.
+  CHECK(perftest_recv_list_to_post(1, 512, 1000, 8, false) == 0);
+  CHECK(perftest_recv_list_to_post(7, 512, 1000, 8, false) == 0);
+  CHECK(perftest_recv_list_to_post(8, 512, 1000, 8, false) == 8);
+  CHECK(perftest_recv_list_to_post(8, 996, 1000, 8, false) == 4);  // 4 left to post
+  CHECK(perftest_recv_list_to_post(3, 997, 1000, 8, false) == 3);
+  CHECK(perftest_recv_list_to_post(2, 997, 1000, 8, false) == 0);
+  CHECK(perftest_recv_list_to_post(8, 1000, 1000, 8, false) == 0);
+  CHECK(perftest_recv_list_to_post(8, 5000, 0, 8, true) == 8);
+  CHECK(perftest_recv_list_to_post(7, 5000, 0, 8, true) == 0);
+  CHECK(perftest_recv_list_to_post(1, 10, 1000, 1, false) == 1);
+  CHECK(perftest_recv_list_to_post(1, 10, 1000, 0, false) == 1);
+  CHECK(perftest_recv_list_to_post(0, 10, 1000, 1, false) == 0);
+  CHECK(perftest_recv_list_to_post(1, 1000, 1000, 1, false) == 0);
+}
+
 TEST_CASE("--out_json's file is written as perftest's open_file_write: 0600, truncated") {
   const std::string path = "/tmp/conduit-perf-unit-" + std::to_string(::getpid()) + ".json";
   REQUIRE(perftest_write_json_file(path, "a longer first report\n"));
