@@ -10,7 +10,8 @@
 #   3. read_bw, one size; atomic_bw (fetch-and-add; compare-and-swap on 2 QPs); atomic_lat;
 #   4. perftest's -q: send_bw, write_bw and read_bw on 4 QPs (-n per QP);
 #   5. perftest's -D: send_bw and write_bw for 4 s on 2 QPs (1 s margins: 2 s sampled);
-#   6. perftest's -b: send_bw and read_bw on 2 QPs, write_bw -a (both print the sum);
+#   6. perftest's -b: send_bw and read_bw on 2 QPs, write_bw -a (both print the sum); send_bw's
+#      receives posted in lists of 8 (--recv_post_list);
 #   7. the latency tests' -a (2 B .. 8 MiB, 5 round trips per size: 23 result lines on each
 #      side that prints) and -D: write_lat and send_lat for 4 s, 64 B (perftest's duration
 #      report on both sides);
@@ -120,6 +121,12 @@ for t in send_bw read_bw; do
   check_side "$t -b" client 4096 400 1
   check_side "$t -b" server 4096 400 1
 done
+echo "== send_bw --perftest --recv_post_list 8 -q 2 -s 4096 -n 200 (receives posted in lists)"
+perf_pair 60 send_bw --perftest --recv_post_list 8 -q 2 -s 4096 -n 200 -W 20 >/dev/null ||
+  fail "send_bw --recv_post_list 8 failed"
+grep -q "Recv Post List  : 8" "$work/server.out" || fail "send_bw --recv_post_list 8: no header line"
+check_side "send_bw --recv_post_list 8" client 4096 400 1
+check_side "send_bw --recv_post_list 8" server 4096 400 1
 echo "== write_bw --perftest -b -a -n 5"
 perf_pair 120 write_bw --perftest -b -a -n 5 -t 16 -W 20 >/dev/null || fail "write_bw -b -a failed"
 check_side "write_bw -b -a" client 8388608 5 23
