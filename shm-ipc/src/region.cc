@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -330,6 +331,9 @@ void Region::reset_qp_rings(uint32_t qp_slot, uint32_t start_index) const {
 void Region::reset_cq_ring(uint32_t cq_slot, uint32_t start_index) const {
   if (cq_slot >= layout_.max_cqs) return;
   reset_ring(cq(cq_slot).ctrl, start_index);
+  // The slot's previous CQ may have lost completions: the new one starts with none (the
+  // engine's count for it starts at 0 too).
+  std::atomic_ref<uint32_t>(cq_wakeup(cq_slot)->cqes_lost).store(0, std::memory_order_relaxed);
 }
 
 }  // namespace conduit::shm

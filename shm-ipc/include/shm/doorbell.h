@@ -62,6 +62,20 @@ inline bool producer_should_kick(conduit_shm_wakeup* w) {
   return flag.exchange(0, std::memory_order_relaxed) != 0;
 }
 
+// A CQ overrun (conduit_shm_wakeup.cqes_lost, layout.h). The engine, after an enqueue
+// that found the ring full: stores its own running count of the CQ's lost completions
+// (never read back from the region: the client can write anything there), with release,
+// before its producer_should_kick (whose fence then orders it before the flag check, as
+// (P1) is: a client that armed the line sees the count or is kicked).
+inline void producer_store_lost(conduit_shm_wakeup* w, uint32_t lost_total) {
+  std::atomic_ref<uint32_t>(w->cqes_lost).store(lost_total, std::memory_order_release);
+}
+// The client: acquire, paired with the store above. Load it before looking at the ring:
+// if the ring is empty then, every completion the engine wrote before the loss was taken.
+inline uint32_t consumer_load_lost(conduit_shm_wakeup* w) {
+  return std::atomic_ref<uint32_t>(w->cqes_lost).load(std::memory_order_acquire);
+}
+
 // A descriptor closed with its owner. Move-only.
 class OwnedFd {
  public:

@@ -31,6 +31,8 @@
  *             to any SQ/RQ and sees it set kicks the client's doorbell eventfd.
  *    [1 + c]  CQ slot c: set by the client before it blocks on the CQ's
  *             eventfd; the engine kicks that eventfd after publishing a CQE.
+ *             The line also holds the CQ's lost-completion count (cqes_lost,
+ *             engine-written: a CQ overrun).
  *
  *  Sections start on 128-byte boundaries; each ring's control block holds the
  *  producer index and the consumer index on separate 128-byte lines (two
@@ -66,7 +68,10 @@ extern "C" {
 
 /* "CNDTSHM1" read as a little-endian uint64_t. */
 #define CONDUIT_SHM_MAGIC UINT64_C(0x314D485354444E43)
-/* Bumped on any change to a struct in layout.h or entries.h. */
+/* Bumped on any change to a struct in layout.h or entries.h that an older peer
+ * would misread. A field carved from padding that was always zero, whose zero
+ * means what the padding meant and which either side may ignore, keeps it
+ * (conduit_shm_wakeup.cqes_lost). */
 #define CONDUIT_SHM_ABI_VERSION 1u
 
 #define CONDUIT_SHM_HEADER_BYTES 4096u
@@ -138,10 +143,33 @@ struct conduit_shm_ring_ctrl {
 
 /* One needs-wakeup flag on its own 128-byte line. Written by the sleeper
  * (1 before sleeping, 0 after waking), read and cleared by the waker.
- * See doorbell.h for the Dekker-style protocol. */
+ * See doorbell.h for the Dekker-style protocol.
+ *
+ * cqes_lost (CQ lines only; zero in the engine's line): how many completions
+ * the engine could not write into this CQ because its ring was full, free
+ * running (wraps at 2^32). Completions of the transport wait for room; those
+ * that cannot wait are lost: a WR the engine rejected, and the WR_FLUSH_ERR
+ * completions of a QP's outstanding WRs when the QP is removed (destroyed,
+ * its client released, conduitd stopping). The verbs equivalent is a CQ
+ * overrun (IBV_EVENT_CQ_ERR). Written by the engine only, with a release
+ * store after the failed enqueue and before the kick (so a client that loads
+ * it with acquire and then finds the ring empty has taken every completion
+ * written before the loss); the control thread zeroes it when the CQ slot is
+ * (re)created. The engine keeps its own count and never reads this field:
+ * whatever a client writes here is ignored. It sits on the second 64-byte
+ * half of the line, away from needs_wakeup, which both sides write on every
+ * sleep: an empty poll's load of it is not invalidated by those writes.
+ *
+ * ABI: carved from padding that was always zero, and zero means "nothing
+ * lost", as before; a client built before it ignores it, a daemon built
+ * before it never writes it (such a client sees no overrun, as before). Both
+ * directions work unchanged, so CONDUIT_SHM_ABI_VERSION stays 1 (a bump
+ * would refuse every existing client for a field each side may ignore). */
 struct conduit_shm_wakeup {
   uint32_t needs_wakeup;
-  uint8_t pad[CONDUIT_SHM_INDEX_LINE_BYTES - 4];
+  uint8_t pad0[CONDUIT_SHM_INDEX_LINE_BYTES / 2 - 4];
+  uint32_t cqes_lost;
+  uint8_t pad1[CONDUIT_SHM_INDEX_LINE_BYTES / 2 - 4];
 };
 
 CONDUIT_SHM_STATIC_ASSERT(sizeof(struct conduit_shm_header) == CONDUIT_SHM_HEADER_BYTES,
@@ -166,6 +194,10 @@ CONDUIT_SHM_STATIC_ASSERT(offsetof(struct conduit_shm_ring_ctrl, cons) ==
                           "producer and consumer indices on separate lines");
 CONDUIT_SHM_STATIC_ASSERT(sizeof(struct conduit_shm_wakeup) == CONDUIT_SHM_INDEX_LINE_BYTES,
                           "one wakeup flag per line");
+CONDUIT_SHM_STATIC_ASSERT(offsetof(struct conduit_shm_wakeup, needs_wakeup) == 0, "abi");
+CONDUIT_SHM_STATIC_ASSERT(offsetof(struct conduit_shm_wakeup, cqes_lost) ==
+                              CONDUIT_SHM_INDEX_LINE_BYTES / 2,
+                          "the lost count on the line's second 64 bytes, apart from the flag");
 
 #ifdef __cplusplus
 } /* extern "C" */

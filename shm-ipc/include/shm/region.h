@@ -142,7 +142,7 @@ class Region {
 
   // Control thread: empties the rings of a QP / CQ slot before reuse.
   void reset_qp_rings(uint32_t qp_slot, uint32_t start_index) const;
-  void reset_cq_ring(uint32_t cq_slot, uint32_t start_index) const;
+  void reset_cq_ring(uint32_t cq_slot, uint32_t start_index) const;  // and its lost count
 
  private:
   void release();

@@ -30,6 +30,10 @@ size_t conduit_shm_c_probe(int which) {
       return offsetof(struct conduit_shm_cqe, src_qp);
     case 9:
       return sizeof(struct conduit_shm_ring_desc);
+    case 10:
+      return sizeof(struct conduit_shm_wakeup);
+    case 11:
+      return offsetof(struct conduit_shm_wakeup, cqes_lost);
     default:
       return 0;
   }

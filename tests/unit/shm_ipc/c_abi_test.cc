@@ -19,4 +19,8 @@ TEST_CASE("C and C++ agree on the shared-memory ABI", "[abi]") {
   CHECK(conduit_shm_c_probe(7) == sizeof(conduit_shm_cqe));
   CHECK(conduit_shm_c_probe(8) == offsetof(conduit_shm_cqe, src_qp));
   CHECK(conduit_shm_c_probe(9) == sizeof(conduit_shm_ring_desc));
+  CHECK(conduit_shm_c_probe(10) == sizeof(conduit_shm_wakeup));
+  CHECK(conduit_shm_c_probe(11) == offsetof(conduit_shm_wakeup, cqes_lost));
+  // The lost count sits where the padding was zero, on the line's second 64 bytes.
+  CHECK(offsetof(conduit_shm_wakeup, cqes_lost) == 64);
 }

@@ -10,6 +10,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "shm/doorbell.h"
 #include "shm/region.h"
 
 using namespace conduit::shm;
@@ -121,6 +122,26 @@ TEST_CASE("create: sealed memfd, header written, client attach sees the same lay
   CHECK(std::memcmp(daemon.arena() + 100, "hello", 5) == 0);
   CHECK(client.cq_wakeup(1) != client.engine_wakeup());
   CHECK(client.cq_wakeup(1)->needs_wakeup == 0u);
+}
+
+TEST_CASE("a CQ slot's reset zeroes its lost-completion count, seen through both mappings",
+          "[region]") {
+  // The engine counts a CQ's lost completions from 0 and stores its count in the CQ's
+  // wakeup line (cqes_lost). A slot reused after its previous CQ lost some must start at 0
+  // too, or the new CQ's client would see the engine's first loss as a huge jump (or none).
+  Region daemon;
+  REQUIRE(Region::create(small_config(), &daemon) == 0);
+  Region client;
+  REQUIRE(Region::attach(::dup(daemon.fd()), &client) == 0);
+  CHECK(client.cq_wakeup(1)->cqes_lost == 0u);
+  producer_store_lost(daemon.cq_wakeup(1), 9);
+  CHECK(consumer_load_lost(client.cq_wakeup(1)) == 9u);
+  CHECK(consumer_load_lost(client.cq_wakeup(0)) == 0u);  // one count per CQ line
+  CHECK(client.engine_wakeup()->cqes_lost == 0u);
+  client.cq_wakeup(1)->needs_wakeup = 1;
+  daemon.reset_cq_ring(1, 0);
+  CHECK(consumer_load_lost(client.cq_wakeup(1)) == 0u);
+  CHECK(client.cq_wakeup(1)->needs_wakeup == 1u);  // the client's flag is its own
 }
 
 TEST_CASE("region views for out-of-range slots are inert", "[region]") {
