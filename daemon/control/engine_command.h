@@ -15,7 +15,9 @@
 //                  ERROR, complete outstanding WRs with WR_FLUSH_ERR (their CQs
 //                  are going away too, so this is best effort), fail peers'
 //                  requests, forget its CQs/MRs, and stop touching `region`.
-//                  The control thread unmaps the region only after the ack.
+//                  The control thread unmaps the region only after the ack, whose
+//                  `cqes_lost` totals the flush completions its QPs' removals
+//                  lost to full CQs (conduitd's stop warns of them).
 //   kAddCq         CQ slot `cq_slot` of `client_id` is live; `event_fd` (or -1)
 //                  is the CQ's wakeup pipe to kick after publishing CQEs when
 //                  the CQ's wakeup line is armed (shm/doorbell.h).
@@ -26,6 +28,9 @@
 //                  the RESET->INIT->RTR->RTS rules in QpStateMachine). Moving to
 //                  ERROR flushes outstanding WRs with WR_FLUSH_ERR.
 //   kRemoveQp      to ERROR, flush, forget; ack before the slot/QPN is reused.
+//                  Flush completions a full CQ cannot take are lost: counted in
+//                  the CQ's wakeup line (the client's overrun) and the ack's
+//                  `cqes_lost`.
 //                  `owner_gone`: the owning client hung up or detached with the
 //                  QP still live; a QP of this host connected to it is moved to
 //                  ERROR as well, so its WRs complete with errors at once
@@ -251,6 +256,9 @@ struct EngineEvent {
   uint64_t retransmits = 0;
   uint64_t tx_bytes = 0;
   uint64_t rx_bytes = 0;
+  // kAck of kRemoveQp: the completions lost to full CQs as the QP's WRs were flushed; of
+  // kRemoveClient: the client's total over all its QPs' removals (conduitd's stop warns).
+  uint32_t cqes_lost = 0;
   CmEventInfo cm;     // kCmEvent; kAck of kCmConnect: cm.conn
   QpErrorInfo error;  // kQpState
 };

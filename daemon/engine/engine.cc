@@ -358,12 +358,13 @@ void Engine::handle_command(const control::EngineCommand& cmd, uint64_t now_ns) 
   ++counters_.commands;
   int status = 0;
   uint32_t conn = 0;
+  uint32_t lost = 0;
   switch (cmd.op) {
     case control::EngineOp::kAddClient:
       status = add_client(cmd);
       break;
     case control::EngineOp::kRemoveClient:
-      remove_client(cmd.client_id, now_ns);
+      lost = remove_client(cmd.client_id, now_ns);
       break;
     case control::EngineOp::kAddCq:
       status = add_cq(cmd);
@@ -384,7 +385,7 @@ void Engine::handle_command(const control::EngineCommand& cmd, uint64_t now_ns) 
       status = modify_qp(cmd, now_ns);
       break;
     case control::EngineOp::kRemoveQp:
-      remove_qp(cmd.qpn, cmd.owner_gone);
+      lost = remove_qp(cmd.qpn, cmd.owner_gone);
       break;
     case control::EngineOp::kAddMr: {
       Client* c = find_client(cmd.client_id);
@@ -433,6 +434,7 @@ void Engine::handle_command(const control::EngineCommand& cmd, uint64_t now_ns) 
   ev.status = status;
   ev.qpn = cmd.qpn;
   ev.cm.conn = conn;
+  ev.cqes_lost = lost;
   post_event(ev);
 }
 
@@ -461,9 +463,9 @@ int Engine::add_client(const control::EngineCommand& cmd) {
   return 0;
 }
 
-void Engine::remove_client(uint32_t client_id, uint64_t now_ns) {
+uint32_t Engine::remove_client(uint32_t client_id, uint64_t now_ns) {
   Client* c = find_client(client_id);
-  if (c == nullptr) return;
+  if (c == nullptr) return 0;
   // Its listeners go, its connections end (DREQ to established peers), and
   // requests it never answered are dropped: the peers' REQs time out.
   cm_.forget_owner(now_ns, client_id);
@@ -472,7 +474,9 @@ void Engine::remove_client(uint32_t client_id, uint64_t now_ns) {
   }
   const std::vector<uint32_t> qpns = c->qpns;
   for (uint32_t qpn : qpns) remove_qp(qpn, /*owner_gone=*/true);
+  const uint32_t lost = c->flush_lost;
   clients_.erase(client_id);
+  return lost;
 }
 
 int Engine::add_cq(const control::EngineCommand& cmd) {
@@ -772,10 +776,11 @@ int Engine::set_peer6(QpCtx& q, const net::Ipv6Addr& peer, uint64_t now_ns) {
   return 0;
 }
 
-void Engine::remove_qp(uint32_t qpn, bool owner_gone) {
+uint32_t Engine::remove_qp(uint32_t qpn, bool owner_gone) {
   auto it = qps_.find(qpn);
-  if (it == qps_.end()) return;
+  if (it == qps_.end()) return 0;
   QpCtx* q = it->second.get();
+  const uint64_t dropped_before = counters_.cqe_dropped;
   send_final_ack(*q, tsc_now_ns());
   if (q->cm_conn != 0) {
     // A QP destroyed with its connection up: the peer gets a DREQ.
@@ -803,9 +808,13 @@ void Engine::remove_qp(uint32_t qpn, bool owner_gone) {
     drain_sends(*q);
     drain_recvs(*q);
   }
-  // Best effort: flushed WRs reach the CQ if it is still there and has room.
+  // Flushed WRs reach the CQ if it is still there and has room; those a full CQ cannot take
+  // are lost, and counted in the CQ's wakeup line for its client to see (a CQ overrun).
   while (deliver_completions(*q)) {
   }
+  push_leftover_completions(*q);
+  const auto lost = static_cast<uint32_t>(counters_.cqe_dropped - dropped_before);
+  q->client->flush_lost += lost;
   add_qp_counters(retired_qp_counters_, q->qp->counters());
   pacer_.remove_flow(q->flow);
   flow_qp_[q->flow] = nullptr;
@@ -825,6 +834,7 @@ void Engine::remove_qp(uint32_t qpn, bool owner_gone) {
   qpns.erase(std::remove(qpns.begin(), qpns.end(), qpn), qpns.end());
   qp_list_.erase(std::remove(qp_list_.begin(), qp_list_.end(), q), qp_list_.end());
   qps_.erase(it);
+  return lost;
 }
 
 void Engine::post_qp_state(QpCtx& q, uint64_t now_ns) {
@@ -1989,24 +1999,25 @@ bool Engine::deliver_completions(QpCtx& q) {
   static_assert(sizeof(done_scratch_) / sizeof(done_scratch_[0]) >= kRingBurst);
   auto& done = done_scratch_;
   const size_t n = q.qp->poll_cq(std::span(done, room));
-  for (size_t i = 0; i < n; ++i) {
-    const transport::Completion& d = done[i];
-    conduit_shm_cqe cqe{};
-    cqe.wr_id = d.wr_id;
-    cqe.byte_len = d.len_bytes;
-    cqe.imm_data = d.imm;
-    cqe.qp_num = q.qpn;
-    cqe.status = to_shm_status(d.status);
-    cqe.opcode = to_shm_opcode(d.opcode);
-    cqe.flags = d.has_imm ? CONDUIT_SHM_WC_WITH_IMM : 0;
-    if (is_receive(d.opcode)) {
-      cqe.src_qp = q.qp->attr().dest_qpn;
-      push_cqe(c, q.recv_cq, cqe);
-    } else {
-      push_cqe(c, q.send_cq, cqe);
-    }
-  }
+  for (size_t i = 0; i < n; ++i) push_completion(q, done[i]);
   return n > 0;
+}
+
+void Engine::push_completion(QpCtx& q, const transport::Completion& d) {
+  conduit_shm_cqe cqe{};
+  cqe.wr_id = d.wr_id;
+  cqe.byte_len = d.len_bytes;
+  cqe.imm_data = d.imm;
+  cqe.qp_num = q.qpn;
+  cqe.status = to_shm_status(d.status);
+  cqe.opcode = to_shm_opcode(d.opcode);
+  cqe.flags = d.has_imm ? CONDUIT_SHM_WC_WITH_IMM : 0;
+  if (is_receive(d.opcode)) {
+    cqe.src_qp = q.qp->attr().dest_qpn;
+    push_cqe(*q.client, q.recv_cq, cqe);
+  } else {
+    push_cqe(*q.client, q.send_cq, cqe);
+  }
 }
 
 void Engine::push_cqe(Client& c, uint32_t cq_slot, const conduit_shm_cqe& cqe) {
@@ -2014,12 +2025,25 @@ void Engine::push_cqe(Client& c, uint32_t cq_slot, const conduit_shm_cqe& cqe) {
   CqCtx& cq = c.cqs[cq_slot];
   if (!cq.live) return;
   // Transport completions wait for room (deliver_completions); a rejected WR's
-  // completion cannot wait (the WR is gone): a full CQ loses it, counted.
-  if (!cq.ring.try_enqueue(cqe)) ++counters_.cqe_dropped;
+  // completion cannot wait (the WR is gone), nor can a removed QP's: a full CQ
+  // loses it, counted, and the CQ's client is told (its wakeup line's count,
+  // then the kick below, which wakes it if it sleeps on the CQ).
+  if (!cq.ring.try_enqueue(cqe)) {
+    ++counters_.cqe_dropped;
+    ++cq.lost;
+    if (cq.wakeup != nullptr) shm::producer_store_lost(cq.wakeup, cq.lost);
+  }
   client_progress_ = true;
   if (!cq.kick_pending) {
     cq.kick_pending = true;
     kicks_.push_back({c.id, cq_slot});
+  }
+}
+
+void Engine::push_leftover_completions(QpCtx& q) {
+  if (q.client->broken) return;  // cut off: its rings are not written any more
+  for (size_t n; (n = q.qp->poll_cq(std::span(done_scratch_))) > 0;) {
+    for (size_t i = 0; i < n; ++i) push_completion(q, done_scratch_[i]);
   }
 }
 

@@ -203,7 +203,10 @@ struct EngineCounters {
   // Frames that were in the pacer when their QP's next hop changed MAC, given the new MAC as
   // they left (Engine::restamp_dst_mac).
   uint64_t tx_restamped = 0;
-  uint64_t cqe_dropped = 0;  // error completions of rejected WRs lost to a full CQ
+  // Completions that cannot wait for room lost to a full CQ: a rejected WR's, and the
+  // WR_FLUSH_ERR completions of a removed QP's outstanding WRs. Each CQ's own count is in
+  // its wakeup line (conduit_shm_wakeup.cqes_lost), where its client sees the overrun.
+  uint64_t cqe_dropped = 0;
   uint64_t commands = 0;
   uint64_t policy_updates = 0;  // kSetPolicy commands applied
   uint64_t stalls = 0;          // loops that came over 1 ms late (descheduled, or a sleep overran)
@@ -259,6 +262,9 @@ class Engine {
     conduit_shm_wakeup* wakeup = nullptr;
     int event_fd = -1;
     bool kick_pending = false;
+    // Completions lost to this CQ's full ring; the engine's own count, stored into the
+    // wakeup line's cqes_lost on each loss (never read back: the client may write there).
+    uint32_t lost = 0;
   };
   struct Client;
   struct QpCtx;
@@ -266,14 +272,17 @@ class Engine {
   // Commands.
   void handle_command(const control::EngineCommand& cmd, uint64_t now_ns);
   int add_client(const control::EngineCommand& cmd);
-  void remove_client(uint32_t client_id, uint64_t now_ns);
+  // Returns the client's flush_lost: completions lost to full CQs as its QPs were removed.
+  uint32_t remove_client(uint32_t client_id, uint64_t now_ns);
   int add_cq(const control::EngineCommand& cmd);
   int add_qp(const control::EngineCommand& cmd, uint64_t now_ns);
   int modify_qp(const control::EngineCommand& cmd, uint64_t now_ns);
   int set_policy(PolicyUpdate* u, uint64_t now_ns);
   // q's frame marking (DSCP, ECN, VLAN priority) from its class.
   void mark_qp(QpCtx& q) const;
-  void remove_qp(uint32_t qpn, bool owner_gone);
+  // Returns the completions lost to full CQs while the QP's outstanding WRs were flushed
+  // (also added to its client's flush_lost).
+  uint32_t remove_qp(uint32_t qpn, bool owner_gone);
   void post_qp_state(QpCtx& q, uint64_t now_ns);
   void post_qp_stats(uint64_t cookie, uint32_t qpn);
   void snapshot(const control::EngineCommand& cmd);
@@ -375,7 +384,14 @@ class Engine {
   void flush_tx();
   void finish_stop();
   bool deliver_completions(QpCtx& q);
+  // Writes cqe into the client's CQ if it has room, else counts it lost (cqe_dropped, the
+  // CQ's cqes_lost); kicks the CQ either way. Only for completions that cannot wait.
   void push_cqe(Client& c, uint32_t cq_slot, const conduit_shm_cqe& cqe);
+  // One of q's completions into its send or receive CQ (push_cqe).
+  void push_completion(QpCtx& q, const transport::Completion& d);
+  // A removed QP's completions that deliver_completions() could not place (a CQ full):
+  // each written where there is room, the rest counted lost.
+  void push_leftover_completions(QpCtx& q);
   void kick_cqs();
   // True if the pacer decided (a sleep timed to its next departure that ran
   // to it, or no sleep because that departure is near): the idle spin window

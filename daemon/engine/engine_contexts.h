@@ -24,6 +24,9 @@ struct Engine::Client {
   std::vector<uint32_t> qpns;
   conduit_shm_wakeup* engine_wakeup = nullptr;
   bool broken = false;
+  // Completions lost to full CQs while its QPs were removed (their WR_FLUSH_ERR ones,
+  // mostly): the kRemoveClient ack reports it, for conduitd's log at stop.
+  uint32_t flush_lost = 0;
 
   std::span<uint8_t> bytes() const { return {region, layout.region_size}; }
   shm::ArenaBounds arena() const { return {layout.arena_offset, layout.arena_size}; }

@@ -720,6 +720,128 @@ TEST_CASE("engine: WRs posted before their QP's removal was taken complete flush
   CHECK(f.a.engine->counters().tx_frames == tx_before);
 }
 
+namespace {
+
+// The acks h's engine posted since the last call, by command cookie.
+std::map<uint64_t, control::EngineEvent> take_acks(Host& h) {
+  std::map<uint64_t, control::EngineEvent> acks;
+  control::EngineEvent ev[64];
+  for (uint32_t n; (n = h.channel->poll_events(ev, 64)) > 0;) {
+    for (uint32_t i = 0; i < n; ++i) {
+      if (ev[i].kind == control::EngineEventKind::kAck) acks[ev[i].cookie] = ev[i];
+    }
+  }
+  return acks;
+}
+
+}  // namespace
+
+TEST_CASE("engine: completions a full CQ loses are counted in its wakeup line for the client",
+          "[engine]") {
+  // Completions that cannot wait for room (a rejected WR's; the WR_FLUSH_ERR ones of a
+  // removed QP's outstanding WRs, as conduitd's stop removes every QP) are lost when the CQ
+  // ring is full. They were counted only in the engine (cqe_dropped; a removal's not even
+  // there), so the client never learnt that some WRs would never complete. Now the CQ's
+  // wakeup line counts them (cqes_lost, the client's conduit_poll_cq -EOVERFLOW) and the CQ
+  // is kicked; the removal's ack reports them, the client's release's ack the total.
+  need_eal();
+  Host h;
+  make_loopback_pair(h, "net_ring_ovr0");
+  const uint32_t depth = h.region.layout().cq_depth;
+  conduit_shm_wakeup* line = h.region.cq_wakeup(0);
+  REQUIRE(line->cqes_lost == 0u);
+  shm::WakeFd ours, efd;
+  REQUIRE(shm::WakeFd::create(shm::WakeFd::Kind::kPipe, &ours, &efd) == 0);
+  control::EngineCommand c;
+  c.op = control::EngineOp::kAddCq;  // the CQ again, now with a wakeup pipe to kick
+  c.cq_slot = 0;
+  c.event_fd = ours.fd();
+  h.submit(c);
+  // QP 0x32 holds four receives: outstanding WRs its removal flushes.
+  auto rq1 = h.region.rq(1).producer(0);
+  for (uint64_t i = 0; i < 4; ++i) {
+    conduit_shm_recv_wr rwr{};
+    rwr.wr_id = 1000 + i;
+    rwr.num_sge = 1;
+    rwr.sg_list[0] = {i * 4096, 4096, kLkey};
+    REQUIRE(rq1.try_enqueue(rwr));
+  }
+  for (int i = 0; i < 10; ++i) h.engine->poll_once(engine::tsc_now_ns());
+  expect_acks_ok(h);
+  REQUIRE(h.region.rq(1).ctrl->cons == 4u);  // taken by the QP
+
+  // Sends with an unknown lkey: each rejected, its error completion written at once.
+  auto post_bad = [&](uint32_t n, uint64_t first_id) {
+    for (uint32_t i = 0; i < n;) {
+      conduit_shm_send_wr wr{};
+      wr.wr_id = first_id + i;
+      wr.opcode = CONDUIT_SHM_WR_SEND;
+      wr.flags = CONDUIT_SHM_SEND_SIGNALED;
+      wr.num_sge = 1;
+      wr.u.sg_list[0] = {0, 64, 0xBAD00};
+      if (h.sq.try_enqueue(wr)) {
+        ++i;
+      } else {
+        h.engine->poll_once(engine::tsc_now_ns());
+      }
+    }
+    for (int i = 0; i < 10; ++i) h.engine->poll_once(engine::tsc_now_ns());
+  };
+  post_bad(depth, 0);  // the CQ is full now, nothing lost yet
+  CHECK(h.engine->counters().wr_rejected == depth);
+  CHECK(h.engine->counters().cqe_dropped == 0);
+  CHECK(line->cqes_lost == 0u);
+  efd.drain();
+  shm::consumer_arm_wakeup(line);  // the client sleeps on the full CQ
+  post_bad(3, depth);
+  CHECK(h.engine->counters().wr_rejected == depth + 3);
+  CHECK(h.engine->counters().cqe_dropped == 3);
+  CHECK(line->cqes_lost == 3u);
+  CHECK(efd.drain() >= 1);  // kicked: the overrun wakes it
+  CHECK(line->needs_wakeup == 0u);
+
+  // The client may write anything there: the engine keeps its own count.
+  line->cqes_lost = 0xDEADBEEF;
+  // QP 0x32 removed as at conduitd's stop: its four flushed receives find the CQ full.
+  c = {};
+  c.op = control::EngineOp::kRemoveQp;
+  c.qpn = 0x32;
+  c.qp_slot = 1;
+  c.owner_gone = true;
+  h.submit(c);
+  const uint64_t remove_qp_cookie = h.cookie;
+  shm::consumer_arm_wakeup(line);
+  for (int i = 0; i < 10; ++i) h.engine->poll_once(engine::tsc_now_ns());
+  CHECK(h.engine->counters().cqe_dropped == 3 + 4);
+  CHECK(line->cqes_lost == 3u + 4u);
+  CHECK(efd.drain() >= 1);
+  auto acks = take_acks(h);
+  REQUIRE(acks.count(remove_qp_cookie) == 1);
+  CHECK(acks[remove_qp_cookie].status == 0);
+  CHECK(acks[remove_qp_cookie].cqes_lost == 4u);
+
+  // The ring holds the first depth rejections, in order, and nothing else.
+  conduit_shm_cqe cqe{};
+  uint64_t next = 0;
+  while (h.cq.try_dequeue(&cqe)) {
+    CHECK(cqe.wr_id == next);
+    ++next;
+  }
+  CHECK(next == depth);
+
+  // With room again, the removal of QP 0x31 (its peer failed it: no WR outstanding) loses
+  // nothing; the client's release reports its total.
+  c = {};
+  c.op = control::EngineOp::kRemoveClient;
+  h.submit(c);
+  const uint64_t remove_client_cookie = h.cookie;
+  for (int i = 0; i < 10; ++i) h.engine->poll_once(engine::tsc_now_ns());
+  acks = take_acks(h);
+  REQUIRE(acks.count(remove_client_cookie) == 1);
+  CHECK(acks[remove_client_cookie].cqes_lost == 4u);
+  CHECK(h.engine->counters().cqe_dropped == 3 + 4);
+}
+
 TEST_CASE("engine: impossible ring indices cut the client off and tell the control thread",
           "[engine]") {
   need_eal();
