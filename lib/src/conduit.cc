@@ -153,6 +153,10 @@ struct conduit_cq {
   shm::SpscConsumer<conduit_shm_cqe> ring;
   conduit_shm_wakeup* wake;
   uint32_t empty_polls = 0;  // poller thread only
+  // The engine's count of completions it lost to this CQ's full ring (the wakeup line's
+  // cqes_lost) when conduit_poll_cq last reported it: a different count is an overrun not
+  // yet reported. Written by the poller thread only; a waiter on another thread reads it.
+  std::atomic<uint32_t> lost_reported{0};
 };
 
 struct conduit_qp {
@@ -252,6 +256,8 @@ const char* conduit_strerror(int err) {
       return "ABI mismatch between libconduit and conduitd";
     case ECONNRESET:
       return "conduitd closed the connection";
+    case EOVERFLOW:
+      return "CQ overrun: conduitd lost completions to the CQ's full ring";
     default:
       break;
   }
@@ -417,6 +423,9 @@ int conduit_create_cq(conduit_context* ctx, uint32_t entries, conduit_cq** out) 
   auto view = ctx->region.cq(r.cq_id);
   cq->ring = view.consumer(shm::load_cons(view.ctrl));
   cq->wake = ctx->region.cq_wakeup(r.cq_id);
+  // conduitd zeroed the count when it made the slot's CQ; what it holds now, if anything,
+  // was lost before this CQ existed.
+  cq->lost_reported.store(shm::consumer_load_lost(cq->wake), std::memory_order_relaxed);
   ctx->cqs.insert(cq.get());
   *out = cq.release();
   return 0;
@@ -461,6 +470,33 @@ int take_completions(conduit_cq* cq, int max, conduit_wc* wc) {
   return done;
 }
 
+// True when the engine lost completions to this CQ's full ring since the last report.
+bool overrun_unreported(const conduit_cq* cq) {
+  return shm::consumer_load_lost(cq->wake) != cq->lost_reported.load(std::memory_order_relaxed);
+}
+
+// With the ring found empty: the CQ's unreported overrun, if any. The count is loaded
+// (acquire) before the ring is looked at again, so every completion the engine wrote before
+// its loss comes first: their count (> 0), then, on the call that finds the ring empty,
+// -EOVERFLOW once. 0: no overrun to report.
+int report_overrun(conduit_cq* cq, int max, conduit_wc* wc) {
+  const uint32_t lost = shm::consumer_load_lost(cq->wake);
+  const uint32_t reported = cq->lost_reported.load(std::memory_order_relaxed);
+  if (lost == reported) return 0;
+  if (cq->ring.available() > 0) return take_completions(cq, max, wc);  // 0 only if max is
+  const uint32_t n = lost - reported;  // free running: wraps at 2^32
+  cq->lost_reported.store(lost, std::memory_order_relaxed);
+  return set_error(-EOVERFLOW,
+                   "CQ overrun: conduitd lost " + std::to_string(n) +
+                       " completion(s) because this CQ's ring was full (error completions of "
+                       "rejected work requests, or the flush completions of a destroyed QP's "
+                       "outstanding ones): some posted work requests will never complete; "
+                       "poll it sooner, or keep fewer work requests outstanding on the QPs "
+                       "that share it (it holds " +
+                       std::to_string(cq->ctx->region.layout().cq_depth) +
+                       " completions: clients.quotas.max_cqe)");
+}
+
 }  // namespace
 
 int conduit_poll_cq(conduit_cq* cq, int max, conduit_wc* wc) {
@@ -473,13 +509,17 @@ int conduit_poll_cq(conduit_cq* cq, int max, conduit_wc* wc) {
   if (cq->ring.broken()) {
     return set_error(-EPIPE, "CQ ring indices are corrupt; the context is unusable");
   }
+  // The ring is empty: a CQ overrun not yet reported is, once.
+  if (const int rc = report_overrun(cq, max, wc); rc != 0) return rc;
   // Nothing to poll: if conduitd is gone, nothing ever will be. Say so instead
   // of letting a busy-polling caller spin forever.
   if (cq->ctx->daemon_gone.load(std::memory_order_relaxed) ||
       (++cq->empty_polls % kEmptyPollsPerHangupCheck == 0 && daemon_hung_up(cq->ctx))) {
     // conduitd closes the socket after its engine wrote the flush completions of the
     // client's QPs: those that landed after the dequeue above are in the ring now, and
-    // come before the error (a caller that stops at it would never see them).
+    // come before the error (a caller that stops at it would never see them), and so does
+    // the overrun of those that did not fit.
+    if (const int rc = report_overrun(cq, max, wc); rc != 0) return rc;
     done = take_completions(cq, max, wc);
     if (done > 0) return done;
     return set_error(-ECONNRESET, kDaemonGoneMsg);
@@ -489,12 +529,13 @@ int conduit_poll_cq(conduit_cq* cq, int max, conduit_wc* wc) {
 
 namespace {
 
-// How many of the n CQs have completions; -EPIPE when one's indices are corrupt.
+// How many of the n CQs have completions or an overrun to report; -EPIPE when one's
+// indices are corrupt.
 int ready_cqs(conduit_cq* const* cqs, int n) {
   int ready = 0;
   for (int i = 0; i < n; ++i) {
     if (cqs[i]->ring.broken()) return -EPIPE;
-    if (cqs[i]->ring.available() > 0) ++ready;
+    if (cqs[i]->ring.available() > 0 || overrun_unreported(cqs[i])) ++ready;
   }
   return ready;
 }
@@ -559,7 +600,10 @@ int wait_cqs(conduit_cq* const* cqs, int n, int timeout_ms) {
 int conduit_wait_cq(conduit_cq* cq, int timeout_ms) {
   if (cq == nullptr) return -EINVAL;
   const int r = wait_cqs(&cq, 1, timeout_ms);
-  return r > 0 ? static_cast<int>(cq->ring.available()) : r;
+  if (r <= 0) return r;
+  // At least 1: an overrun alone is something to poll (conduit_poll_cq's -EOVERFLOW).
+  const uint32_t n = cq->ring.available();
+  return n > 0 ? static_cast<int>(n) : 1;
 }
 
 int conduit_wait_cqs(conduit_cq* const* cqs, int n, int timeout_ms) {

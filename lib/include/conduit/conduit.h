@@ -154,16 +154,40 @@ CONDUIT_API int conduit_destroy_cq(struct conduit_cq* cq);
  * A thread that shares its core with a spinning conduitd engine must not spin
  * on this: poll and sched_yield() between polls, or sleep in conduit_wait_cq.
  * The engine gives its core up once after it has completed something for a
- * client (a completion, or an RDMA WRITE's data in registered memory). */
+ * client (a completion, or an RDMA WRITE's data in registered memory).
+ *
+ * Errors, each after every completion the CQ holds has been returned:
+ *   -EOVERFLOW   CQ overrun (verbs: IBV_EVENT_CQ_ERR): conduitd had completions
+ *                for this CQ that could not wait for room and found its ring
+ *                (conduit_query_context's max_cqe entries) full, so it lost
+ *                them: the error completion of a work request it rejected, or
+ *                the WR_FLUSH_ERR completions of a QP's outstanding work
+ *                requests when the QP was destroyed or released (conduitd
+ *                stopping, for one). Some work requests posted to QPs that
+ *                complete into this CQ will never complete; which ones cannot
+ *                be told. Returned once per overrun, after the completions
+ *                written before it; conduit_strerror() says how many were
+ *                lost. The CQ stays usable: the next call carries on (0,
+ *                completions, or -ECONNRESET). Successful completions of the
+ *                transport are never lost (they wait for room), and conduitd's
+ *                log says how many flush completions a stop lost, per client.
+ *   -ECONNRESET  conduitd is gone (stopped or restarted): no more completions
+ *                will come; open a new context. Remembered: every later call
+ *                returns it too. A stop's flush completions, and its overrun,
+ *                come first.
+ *   -EPIPE       the CQ ring's indices are corrupt; the context is unusable. */
 CONDUIT_API int conduit_poll_cq(struct conduit_cq* cq, int max, struct conduit_wc* wc);
-/* Blocks until the CQ has completions or timeout_ms passes (-1: forever).
- * Returns the number available (> 0), 0 on timeout, or -errno. */
+/* Blocks until the CQ has completions, or an overrun conduit_poll_cq has not
+ * reported yet (it never sleeps through one), or timeout_ms passes (-1:
+ * forever). Returns the number of completions available, 1 for an overrun
+ * alone (> 0: poll), 0 on timeout, or -errno (-ECONNRESET: conduitd is gone). */
 CONDUIT_API int conduit_wait_cq(struct conduit_cq* cq, int timeout_ms);
 /* Blocks until one of n CQs (1..CONDUIT_MAX_WAIT_CQS, all of one context) has
- * completions or timeout_ms passes (-1: forever), like a verbs completion
- * channel shared by several CQs. Returns how many of them have completions
- * (> 0; poll each), 0 on timeout, or -errno. As with conduit_wait_cq, one
- * thread at a time may wait on a given CQ. */
+ * completions or an unreported overrun, or timeout_ms passes (-1: forever),
+ * like a verbs completion channel shared by several CQs. Returns how many of
+ * them have completions or an overrun (> 0; poll each), 0 on timeout, or
+ * -errno. As with conduit_wait_cq, one thread at a time may wait on a given
+ * CQ. */
 #define CONDUIT_MAX_WAIT_CQS 64
 CONDUIT_API int conduit_wait_cqs(struct conduit_cq* const* cqs, int n, int timeout_ms);
 

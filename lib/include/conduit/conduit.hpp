@@ -71,7 +71,9 @@ class MemoryRegion {
 class CompletionQueue {
  public:
   explicit CompletionQueue(conduit_cq* cq) : cq_(cq) {}
-  // Fills wc (up to its size) and shrinks it to what arrived.
+  // Fills wc (up to its size) and shrinks it to what arrived. A CQ overrun throws
+  // Error with code() -EOVERFLOW once, after the completions before it (see
+  // conduit_poll_cq: some posted WRs will never complete); the CQ stays usable.
   size_t poll(std::vector<conduit_wc>& wc) {
     int n = detail::check(conduit_poll_cq(cq_.get(), static_cast<int>(wc.size()), wc.data()),
                           "conduit_poll_cq");
@@ -81,7 +83,7 @@ class CompletionQueue {
   int poll(conduit_wc* wc, int max) {
     return detail::check(conduit_poll_cq(cq_.get(), max, wc), "conduit_poll_cq");
   }
-  // True when completions are ready, false on timeout.
+  // True when completions (or an overrun, which poll() reports) are ready, false on timeout.
   bool wait(int timeout_ms) {
     return detail::check(conduit_wait_cq(cq_.get(), timeout_ms), "conduit_wait_cq") > 0;
   }

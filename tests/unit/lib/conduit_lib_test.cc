@@ -393,6 +393,13 @@ struct EngineCqSide {
     if (shm::producer_should_kick(line)) shm::WakeFd::kick_pipe(event_fd);
     return true;
   }
+  // n completions that found the ring full: counted in the CQ's line, then the kick.
+  void lose(uint32_t n) {
+    lost += n;
+    shm::producer_store_lost(line, lost);
+    if (shm::producer_should_kick(line)) shm::WakeFd::kick_pipe(event_fd);
+  }
+  uint32_t lost = 0;
   int event_fd;
   std::optional<shm::SpscProducer<conduit_shm_cqe>> ring;
   conduit_shm_wakeup* line = nullptr;
@@ -551,6 +558,96 @@ TEST_CASE("post and poll through the rings with the engine's side played by the 
   CHECK(wc[0].opcode == CONDUIT_WC_RDMA_WRITE);
   CHECK(wc[0].qp_num == qp.qpn());
   CHECK_FALSE(cq.wait(20));  // nothing more: times out
+}
+
+namespace {
+conduit_shm_cqe flush_cqe(uint64_t wr_id, uint32_t qpn) {
+  conduit_shm_cqe e{};
+  e.wr_id = wr_id;
+  e.status = CONDUIT_SHM_WC_WR_FLUSH_ERR;
+  e.opcode = CONDUIT_SHM_WC_RECV;
+  e.qp_num = qpn;
+  return e;
+}
+}  // namespace
+
+TEST_CASE("conduit_poll_cq reports a CQ overrun once, after the completions before it",
+          "[lib][control]") {
+  // The engine loses completions that cannot wait for room (a rejected WR's, a removed QP's
+  // flush completions) when the CQ ring is full, and counts them in the CQ's wakeup line.
+  // conduit_poll_cq returned 0 for ever after: the application never learnt that WRs it
+  // posted would not complete (verbs: a CQ overrun, IBV_EVENT_CQ_ERR).
+  Daemon d;
+  conduit::Context ctx(d.path, 1 << 20, "overrun");
+  auto cq = ctx.create_cq(16);
+  auto qp = ctx.create_qp(cq, cq);
+  control::EngineCommand add_client, add_cq;
+  REQUIRE(d.engine->wait_for(control::EngineOp::kAddClient, 0, 1s, &add_client));
+  REQUIRE(d.engine->wait_for(control::EngineOp::kAddCq, 0, 1s, &add_cq));
+  EngineCqSide engine_cq(add_client, add_cq);
+  conduit_wc wc[4];
+  CHECK(conduit_poll_cq(cq.get(), 4, wc) == 0);
+
+  // Three completions written, then two lost: the three first (in two polls), then the
+  // overrun once, then the CQ carries on.
+  for (uint64_t i = 1; i <= 3; ++i) REQUIRE(engine_cq.publish(flush_cqe(i, qp.qpn())));
+  engine_cq.lose(2);
+  CHECK(conduit_poll_cq(cq.get(), 2, wc) == 2);
+  CHECK(wc[0].wr_id == 1);
+  CHECK(wc[1].wr_id == 2);
+  CHECK(conduit_poll_cq(cq.get(), 4, wc) == 1);
+  CHECK(wc[0].wr_id == 3);
+  int rc = conduit_poll_cq(cq.get(), 4, wc);
+  CHECK(rc == -EOVERFLOW);
+  const std::string msg = conduit_strerror(rc);
+  CHECK(msg.find("lost 2 completion") != std::string::npos);
+  CHECK(msg.find("will never complete") != std::string::npos);
+  CHECK(conduit_poll_cq(cq.get(), 4, wc) == 0);  // once
+  CHECK(conduit_poll_cq(cq.get(), 4, wc) == 0);
+  REQUIRE(engine_cq.publish(flush_cqe(4, qp.qpn())));
+  CHECK(conduit_poll_cq(cq.get(), 4, wc) == 1);
+  CHECK(conduit_poll_cq(cq.get(), 4, wc) == 0);
+
+  // A waiter does not sleep through an overrun: the kick wakes it, and it returns > 0 so
+  // that the caller polls and sees it.
+  CHECK(conduit_wait_cq(cq.get(), 20) == 0);
+  std::thread loser([&] {
+    std::this_thread::sleep_for(50ms);
+    engine_cq.lose(1);
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK(conduit_wait_cq(cq.get(), 5000) == 1);
+  loser.join();
+  CHECK(std::chrono::steady_clock::now() - t0 < 4s);
+  CHECK(conduit_wait_cq(cq.get(), 0) == 1);  // still unreported: no sleep
+  conduit_cq* one[1] = {cq.get()};
+  CHECK(conduit_wait_cqs(one, 1, 0) == 1);
+  rc = conduit_poll_cq(cq.get(), 4, wc);
+  CHECK(rc == -EOVERFLOW);
+  CHECK(std::string(conduit_strerror(rc)).find("lost 1 completion") != std::string::npos);
+  CHECK(conduit_wait_cq(cq.get(), 20) == 0);  // reported: a waiter sleeps again
+  CHECK(conduit_wait_cqs(one, 1, 20) == 0);
+
+  // The C++ wrapper throws it as an Error, once.
+  engine_cq.lose(1);
+  std::vector<conduit_wc> v(4);
+  try {
+    cq.poll(v);
+    FAIL("no overrun reported");
+  } catch (const conduit::Error& e) {
+    CHECK(e.code() == -EOVERFLOW);
+  }
+  CHECK(cq.poll(v) == 0);
+
+  // The count is free running: it wraps.
+  engine_cq.lost = UINT32_MAX;
+  engine_cq.lose(0);
+  CHECK(conduit_poll_cq(cq.get(), 4, wc) == -EOVERFLOW);
+  engine_cq.lose(2);  // wraps to 1
+  rc = conduit_poll_cq(cq.get(), 4, wc);
+  CHECK(rc == -EOVERFLOW);
+  CHECK(std::string(conduit_strerror(rc)).find("lost 2 completion") != std::string::npos);
+  CHECK(conduit_poll_cq(cq.get(), 4, wc) == 0);
 }
 
 TEST_CASE("conduit_wait_cqs wakes for a completion on any of several CQs", "[lib][control]") {
@@ -745,6 +842,45 @@ TEST_CASE("daemon stopped: a busy poller gets its QPs' flush completions before 
     rc = conduit_poll_cq(cq.get(), 4, wc);
   }
   CHECK(rc == -ECONNRESET);
+}
+
+TEST_CASE("daemon stopped: a poller gets the flush completions, then the overrun, then ECONNRESET",
+          "[lib][control]") {
+  // conduitd's stop removes the client's QPs: the flush completions its full CQ cannot take
+  // are lost (counted in the CQ's line) before the engine acks and the socket closes. A
+  // poller that stops at its first error must see the overrun before ECONNRESET: some WRs
+  // will never complete, which ECONNRESET alone does not say of those it already had.
+  Daemon d;
+  conduit::Context ctx(d.path);
+  auto cq = ctx.create_cq(4);
+  auto qp = ctx.create_qp(cq, cq);
+  control::EngineCommand add_client, add_cq;
+  REQUIRE(d.engine->wait_for(control::EngineOp::kAddClient, 0, 1s, &add_client));
+  REQUIRE(d.engine->wait_for(control::EngineOp::kAddCq, 0, 1s, &add_cq));
+  EngineCqSide engine_cq(add_client, add_cq);
+  d.engine->before_ack([&](const control::EngineCommand& c) {
+    if (c.op != control::EngineOp::kRemoveQp) return;
+    engine_cq.publish(flush_cqe(5, c.qpn));
+    engine_cq.lose(3);
+  });
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(50ms);
+    d.server->stop();
+  });
+  conduit_wc wc[4];
+  std::vector<int> rcs;  // every non-zero result, in order
+  const auto t0 = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - t0 < 5s) {
+    const int rc = conduit_poll_cq(cq.get(), 4, wc);
+    if (rc == 0) continue;
+    rcs.push_back(rc);
+    if (rc == 1) CHECK(wc[0].wr_id == 5);
+    if (rc == -ECONNRESET) break;
+  }
+  stopper.join();
+  d.engine->before_ack({});
+  CHECK(rcs == std::vector<int>{1, -EOVERFLOW, -ECONNRESET});
+  CHECK(conduit_poll_cq(cq.get(), 4, wc) == -ECONNRESET);
 }
 
 TEST_CASE("conduit_poll_cq returns a completion that landed just before it saw the hang-up",
