@@ -388,6 +388,7 @@ struct ControlServer::Impl {
     timer.cancel();
     if (metrics) metrics->stop();
     auto all = sessions;
+    service.begin_stop();
     for (auto& [p, s] : all) release_client(*s, "daemon stopping");
     // The engine runs until this returns (main stops it after the server): every release
     // must be in its ring by then. Then each connection closes once the engine has acked its

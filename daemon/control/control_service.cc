@@ -689,6 +689,9 @@ void ControlService::remove_client(Client& c) {
   p.region = std::move(c.region);
   p.doorbell = std::move(c.doorbell);
   p.since_ns = now_ns();
+  p.pid = c.cred.pid;
+  p.name = c.name;
+  p.at_stop = stopping_;
 }
 
 void ControlService::close_client(uint32_t client_id) {
@@ -766,6 +769,17 @@ void ControlService::process_engine_events() {
         const bool region = p.kind == Pending::kRegion;
         const uint32_t client_id = p.client_id;
         const uint64_t since_ns = p.since_ns;
+        if (region && e.cqes_lost > 0) {
+          // Once per client: the engine's ack of its release carries the total over its
+          // QPs' removals. At a stop the client is still there, polling: its WRs will never
+          // complete (its CQ reports the overrun: conduit_poll_cq's -EOVERFLOW).
+          spdlog::log(p.at_stop ? spdlog::level::warn : spdlog::level::info,
+                      "control: client {} (pid {}, '{}'): {} flush completions of its "
+                      "outstanding WRs lost{}: its CQ was full; those WRs will never complete "
+                      "(the CQ reports an overrun)",
+                      client_id, p.pid, p.name, e.cqes_lost,
+                      p.at_stop ? " at the daemon's stop" : " at its release");
+        }
         pending_.erase(it);  // unmaps a region, closes fds
         if (region) {
           spdlog::info(

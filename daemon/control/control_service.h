@@ -124,6 +124,10 @@ class ControlService {
   // when EngineChannel::control_wake_fd() is readable and periodically.
   void process_engine_events();
 
+  // The daemon is stopping: the releases from now on are its own (the clients are still
+  // there to poll their CQs), so flush completions their CQs could not hold, which the
+  // engine reports in each release's ack, are logged as a warning (else: info).
+  void begin_stop() { stopping_ = true; }
   // The daemon stopping, every client released: hands the engine, which still runs, the
   // commands its full ring refused (their QPs' DREQs and final ACKs, each client's release),
   // waiting for room up to timeout_ms. The engine's own stop (finish_stop) takes only what
@@ -239,6 +243,11 @@ class ControlService {
     RegionPtr region;    // for kRegion
     proto::UniqueFd doorbell;
     uint64_t since_ns = 0;  // kRegion: when the client was released (for the log)
+    // kRegion, for the log of flush completions lost to full CQs: who, and whether the
+    // daemon's stop released it.
+    pid_t pid = 0;
+    std::string name;
+    bool at_stop = false;
   };
 
   using Result = std::pair<int, std::string>;  // status, reason
@@ -321,6 +330,7 @@ class ControlService {
   uint64_t errors_ = 0;
   uint64_t attaches_ = 0;
   uint64_t disconnects_ = 0;
+  bool stopping_ = false;  // begin_stop()
   uint64_t refused_clients_ = 0;
   uint64_t engine_ring_full_ = 0;
   uint64_t region_faults_ = 0;

@@ -2,6 +2,7 @@
 // buggy or hostile client could send), plus the QP state rules and peer checks.
 #include <fcntl.h>
 #include <poll.h>
+#include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -11,6 +12,7 @@
 #include <catch2/catch.hpp>
 #include <cerrno>
 #include <chrono>
+#include <sstream>
 #include <thread>
 
 #include "control/control_server.h"
@@ -518,10 +520,15 @@ namespace {
 // A stand-in for the engine: takes every command and acks it, after `delay` for each
 // kRemoveQp (the engine's work on a removal: the flush completions of the QP's outstanding
 // WRs written into the client's CQ ring, counted in `flushed_qps`, before the ack). With
-// `never_ack`, takes commands and acks none (a stuck engine).
+// `never_ack`, takes commands and acks none (a stuck engine). With `lost_per_qp`, acks each
+// kRemoveQp as the engine does when that many of the QP's flush completions found its CQ
+// full, and each kRemoveClient with the client's total.
 struct FakeEngine {
-  FakeEngine(EngineChannel& ch, std::chrono::milliseconds delay, bool never_ack = false)
-      : ch(ch), delay(delay), never_ack(never_ack), t([this] { run(); }) {}
+  FakeEngine(EngineChannel& ch, std::chrono::milliseconds delay, bool never_ack = false,
+             uint32_t lost_per_qp = 0)
+      : ch(ch), delay(delay), never_ack(never_ack), lost_per_qp(lost_per_qp), t([this] {
+          run();
+        }) {}
   ~FakeEngine() {
     quit = true;
     t.join();
@@ -540,6 +547,13 @@ struct FakeEngine {
         e.kind = EngineEventKind::kAck;
         e.cookie = cmds[i].cookie;
         e.qpn = cmds[i].qpn;
+        // As the engine: each removal's flush completions its full CQ lost, and the
+        // client's total in its release's ack.
+        if (cmds[i].op == EngineOp::kRemoveQp) {
+          e.cqes_lost = lost_per_qp;
+          lost_total += lost_per_qp;
+        }
+        if (cmds[i].op == EngineOp::kRemoveClient) e.cqes_lost = lost_total;
         while (!ch.post_event(e) && !quit) std::this_thread::yield();
       }
       if (n == 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
@@ -548,6 +562,8 @@ struct FakeEngine {
   EngineChannel& ch;
   std::chrono::milliseconds delay;
   bool never_ack;
+  uint32_t lost_per_qp;
+  uint32_t lost_total = 0;  // engine thread only
   std::atomic<bool> quit{false};
   std::atomic<int> flushed_qps{0};
   std::thread t;
@@ -598,6 +614,61 @@ TEST_CASE("a stop closes a client's socket only once the engine has released its
   CHECK(closed);
   CHECK(flushed_at_close == 4);
   CHECK(c.hung_up());
+}
+
+TEST_CASE("a stop warns once per client of the flush completions its full CQs lost",
+          "[control][server]") {
+  // The engine acks a client's release with the flush completions its QPs' removals could
+  // not write into a full CQ. They were only counted (engine.cqe_dropped): nothing said
+  // which client lost completions at the stop, nor how many.
+  std::ostringstream log;
+  auto logger =
+      std::make_shared<spdlog::logger>("t", std::make_shared<spdlog::sinks::ostream_sink_mt>(log));
+  logger->set_pattern("%l %v");
+  const auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::info);
+  struct Restore {
+    std::shared_ptr<spdlog::logger> l;
+    ~Restore() {
+      spdlog::set_default_logger(l);
+      spdlog::set_level(spdlog::level::off);
+    }
+  } restore{previous};
+  std::unique_ptr<EngineChannel> ch;
+  REQUIRE(EngineChannel::create(64, &ch) == 0);
+  FakeEngine engine(*ch, std::chrono::milliseconds(0), false, /*lost_per_qp=*/3);
+  ControlLimits l;
+  l.max_qps = 4;
+  l.max_cqs = 2;
+  l.default_region_bytes = 1 << 20;
+  l.huge_pages = shm::HugePages::kNever;
+  ServiceHooks hooks;
+  hooks.version = "test";
+  const std::string path = "/tmp/conduit-ctl-stop4-test-" + std::to_string(::getpid()) + ".sock";
+  ControlServer server(ServerConfig{path, 0600, {}, {}, {}}, l, hooks, ch.get());
+  std::string err;
+  REQUIRE(server.start(err) == 0);
+  RawClient c(path);
+  REQUIRE(c.request(proto::AttachRequest{CONDUIT_SHM_ABI_VERSION, 0, "lossy"}).status == 0);
+  auto cq = c.request(proto::CreateCqRequest{16, false});
+  REQUIRE(cq.status == 0);
+  const uint32_t cq_id = std::get<proto::CreateCqReply>(cq.body).cq_id;
+  for (int k = 0; k < 2; ++k) {
+    REQUIRE(c.request(proto::CreateQpRequest{cq_id, cq_id, 4, 4, ""}).status == 0);
+  }
+  server.stop();
+  CHECK(c.hung_up());
+  const std::string text = log.str();
+  INFO(text);
+  const auto at = text.find("6 flush completions");
+  REQUIRE(at != std::string::npos);
+  CHECK(text.find("6 flush completions", at + 1) == std::string::npos);  // once
+  const std::string line =
+      text.substr(text.rfind('\n', at) + 1, text.find('\n', at) - text.rfind('\n', at) - 1);
+  CHECK(line.rfind("warning ", 0) == 0);
+  CHECK(line.find("'lossy'") != std::string::npos);
+  CHECK(line.find("daemon's stop") != std::string::npos);
 }
 
 TEST_CASE("a stop waits for an engine that never acks the releases only so long",
