@@ -1060,7 +1060,8 @@ __attribute__((noinline)) uint32_t icrc_ipv4_general(std::span<const uint8_t> fi
   uint8_t head[kHeadBytes];
   const size_t head_len = total < kHeadBytes ? total : kHeadBytes;
   const size_t from_first = first.size() < head_len ? first.size() : head_len;
-  std::memcpy(head, first.data(), from_first);
+  // An empty span's data() may be null, which memcpy must not get even for 0 bytes.
+  if (from_first != 0) std::memcpy(head, first.data(), from_first);
   if (head_len > from_first) std::memcpy(head + from_first, second.data(), head_len - from_first);
   first = first.subspan(from_first);
   second = second.subspan(head_len - from_first);
@@ -1251,7 +1252,7 @@ uint32_t icrc_ipv4_slice8(std::span<const uint8_t> first, std::span<const uint8_
   if (total < kIcrcMaskedHeaderBytes) return 0;
   uint8_t head[kIcrcMaskedHeaderBytes];
   const size_t from_first = first.size() < sizeof head ? first.size() : sizeof head;
-  std::memcpy(head, first.data(), from_first);
+  if (from_first != 0) std::memcpy(head, first.data(), from_first);  // (null when empty)
   if (from_first < sizeof head) {
     std::memcpy(head + from_first, second.data(), sizeof head - from_first);
   }
