@@ -1769,6 +1769,44 @@ uint64_t count_resends(ConnectionManager& b, uint64_t& now, uint8_t attr, CmActi
   }
   return resends;
 }
+
+// The active side's resend pace (our REQ's, then our DREQ's): what our REQ advertises, 18
+// (4.096 us x 2^18, 1.07 s) and 15 retries, bounded by A's retry_timeout_ns below and its
+// max_ib_rep_timeout_ns above. The default, floor and cap cases, with the interval expected.
+struct ActivePace {
+  uint64_t retry_timeout_ns;
+  uint64_t max_ib_rep_timeout_ns;
+  uint64_t interval_ns;
+};
+std::vector<ActivePace> active_paces() {
+  const CmConfig defaults;
+  return {{defaults.retry_timeout_ns, defaults.max_ib_rep_timeout_ns, 1'073'741'824ull},
+          {2'000'000'000ull, defaults.max_ib_rep_timeout_ns, 2'000'000'000ull},
+          {defaults.retry_timeout_ns, 500'000'000ull, 500'000'000ull}};
+}
+
+// A, configured for the pace `k`, connects (owner 11) to B's service 7471 and sends its REQ,
+// which advertises the remote CM response timeout 18 and max CM retries 15. Returns A's
+// connection id and the REQ (drained from A, not delivered).
+struct PacedReq {
+  int64_t conn = 0;
+  std::vector<uint8_t> mad;
+};
+PacedReq connect_paced(IbPair& n, const ActivePace& k) {
+  CmConfig cfg = IbPair::config(IbPair::kA.addr, 0x1000);
+  cfg.retry_timeout_ns = k.retry_timeout_ns;
+  cfg.max_ib_rep_timeout_ns = k.max_ib_rep_timeout_ns;
+  n.a = ConnectionManager(cfg);
+  PacedReq r;
+  r.conn = n.a.connect(n.now, 11, IbPair::kB, 7471, ib_params(0x10, 1, 1, 1));
+  REQUIRE(r.conn > 0);
+  const auto reqs = mads(drain(n.a), 0x10);
+  REQUIRE(reqs.size() == 1);
+  CHECK(reqs[0][24 + 43] >> 3 == 18);  // remote CM response timeout
+  CHECK(reqs[0][24 + 51] >> 4 == 15);  // max CM retries
+  r.mad = reqs[0];
+  return r;
+}
 }  // namespace
 
 TEST_CASE("ib_cm: our REP is resent on the REQ's CM response timeout and retries, as Linux",
@@ -1920,37 +1958,19 @@ TEST_CASE(
   // cm_rep_handler changes neither, and cm_send_dreq_locked sends the DREQ with that timeout
   // (cm_alloc_msg: those retries). Ours go at what our REQ advertised: 18 (4.096 us x 2^18,
   // 1.07 s) and 15 retries, bounded as the passive side's.
-  struct Case {
-    uint64_t retry_timeout_ns;
-    uint64_t max_ib_rep_timeout_ns;
-    uint64_t interval_ns;
-  };
-  const CmConfig defaults;
-  for (const Case k :
-       {Case{defaults.retry_timeout_ns, defaults.max_ib_rep_timeout_ns, 1'073'741'824ull},
-        Case{2'000'000'000ull, defaults.max_ib_rep_timeout_ns, 2'000'000'000ull},
-        Case{defaults.retry_timeout_ns, 500'000'000ull, 500'000'000ull}}) {
+  for (const ActivePace& k : active_paces()) {
     CAPTURE(k.retry_timeout_ns, k.max_ib_rep_timeout_ns);
     IbPair n;
-    CmConfig cfg = IbPair::config(IbPair::kA.addr, 0x1000);
-    cfg.retry_timeout_ns = k.retry_timeout_ns;
-    cfg.max_ib_rep_timeout_ns = k.max_ib_rep_timeout_ns;
-    n.a = ConnectionManager(cfg);
     REQUIRE(n.b.listen(7471, 22) == 0);
-    const int64_t a_conn = n.a.connect(n.now, 11, IbPair::kB, 7471, ib_params(0x10, 1, 1, 1));
-    REQUIRE(a_conn > 0);
-    const auto reqs = mads(drain(n.a), 0x10);
-    REQUIRE(reqs.size() == 1);
-    CHECK(reqs[0][24 + 43] >> 3 == 18);  // what our REQ advertised: remote CM response timeout
-    CHECK(reqs[0][24 + 51] >> 4 == 15);  // and max CM retries
-    n.b.on_message(n.now, IbPair::kA, reqs[0].data(), reqs[0].size());
+    const PacedReq ours = connect_paced(n, k);
+    n.b.on_message(n.now, IbPair::kA, ours.mad.data(), ours.mad.size());
     n.run();
     const CmAction* req = n.last(n.events_b, CmAction::Kind::kRequest);
     REQUIRE(req != nullptr);
     REQUIRE(n.b.accept(n.now, 22, req->conn, ib_params(0x20, 2, 1, 1)) == 0);
     n.run();
     REQUIRE(n.last(n.events_a, CmAction::Kind::kEstablished) != nullptr);
-    REQUIRE(n.a.disconnect(n.now, 11, static_cast<uint32_t>(a_conn)) == 0);
+    REQUIRE(n.a.disconnect(n.now, 11, static_cast<uint32_t>(ours.conn)) == 0);
     REQUIRE(mads(drain(n.a), 0x15).size() == 1);
     const uint64_t resends =
         count_resends(n.a, n.now, 0x15, CmAction::Kind::kDisconnected, k.interval_ns);
@@ -1970,42 +1990,24 @@ TEST_CASE(
   // at what it advertises, 18 (4.096 us x 2^18, 1.07 s) and 15, bounded as the DREQ's: a
   // responder that neither answers nor MRAs (cm_dup_req_handler drops a resent REQ in
   // REQ_RCVD) is waited for 16 x 1.07 s, not 6 x 200 ms.
-  struct Case {
-    uint64_t retry_timeout_ns;
-    uint64_t max_ib_rep_timeout_ns;
-    uint64_t interval_ns;
-  };
-  const CmConfig defaults;
-  for (const Case k :
-       {Case{defaults.retry_timeout_ns, defaults.max_ib_rep_timeout_ns, 1'073'741'824ull},
-        Case{2'000'000'000ull, defaults.max_ib_rep_timeout_ns, 2'000'000'000ull},
-        Case{defaults.retry_timeout_ns, 500'000'000ull, 500'000'000ull}}) {
+  for (const ActivePace& k : active_paces()) {
     CAPTURE(k.retry_timeout_ns, k.max_ib_rep_timeout_ns);
-    CmConfig cfg = IbPair::config(IbPair::kA.addr, 0x1000);
-    cfg.retry_timeout_ns = k.retry_timeout_ns;
-    cfg.max_ib_rep_timeout_ns = k.max_ib_rep_timeout_ns;
-    ConnectionManager a(cfg);
-    const uint64_t t0 = 1'000'000'000;
-    uint64_t now = t0;
-    const int64_t conn = a.connect(now, 11, IbPair::kB, 7471, ib_params(0x10, 1, 1, 1));
-    REQUIRE(conn > 0);
-    const auto reqs = mads(drain(a), 0x10);
-    REQUIRE(reqs.size() == 1);
-    CHECK(reqs[0][24 + 43] >> 3 == 18);  // remote CM response timeout
-    CHECK(reqs[0][24 + 51] >> 4 == 15);  // max CM retries
+    IbPair n;  // B never hears of it
+    const uint64_t t0 = n.now;
+    const PacedReq ours = connect_paced(n, k);
     uint64_t resends = 0;
     const CmAction* failed = nullptr;
     std::vector<CmAction> out;
     while (failed == nullptr) {
-      const uint64_t next = a.next_deadline_ns();
+      const uint64_t next = n.a.next_deadline_ns();
       REQUIRE(next != UINT64_MAX);
-      CHECK(next - now == k.interval_ns);
-      now = next;
-      a.on_timer(now);
-      out = drain(a);
+      CHECK(next - n.now == k.interval_ns);
+      n.now = next;
+      n.a.on_timer(n.now);
+      out = drain(n.a);
       for (const auto& r : mads(out, 0x10)) {
         ++resends;
-        CHECK(r == reqs[0]);  // the same REQ, its TID too
+        CHECK(r == ours.mad);  // the same REQ, its TID too
       }
       CHECK(mads(out, kAttrRej).empty());  // as Linux: no REJ when the retries run out
       for (const auto& e : out) {
@@ -2014,13 +2016,13 @@ TEST_CASE(
       REQUIRE(resends <= 16);
     }
     CHECK(resends == 15);
-    CHECK(failed->conn == static_cast<uint32_t>(conn));
+    CHECK(failed->conn == static_cast<uint32_t>(ours.conn));
     CHECK(failed->reason == RejectReason::kTimeout);
-    CHECK(now - t0 == 16 * k.interval_ns);
-    CHECK(a.counters().retransmits == 15);
-    CHECK(a.counters().timeouts == 1);
-    CHECK(a.connection_count() == 0);
-    CHECK(a.next_deadline_ns() == UINT64_MAX);
+    CHECK(n.now - t0 == 16 * k.interval_ns);
+    CHECK(n.a.counters().retransmits == 15);
+    CHECK(n.a.counters().timeouts == 1);
+    CHECK(n.a.connection_count() == 0);
+    CHECK(n.a.next_deadline_ns() == UINT64_MAX);
   }
 }
 
