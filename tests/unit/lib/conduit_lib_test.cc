@@ -770,11 +770,27 @@ TEST_CASE("daemon stopped: a waiting client gets an error, not a hang", "[lib][c
   CHECK(rc < 0);
 }
 
-TEST_CASE("daemon stopped: a busy poller gets an error from conduit_poll_cq", "[lib][control]") {
+namespace {
+// A client of a running daemon, to be stopped: its context, a CQ of 4 and a QP on it, and the
+// CQ as the engine sees it (from the kAddClient and kAddCq the engine got), where a test
+// plays the engine's side (its flush completions, the completions it loses).
+struct StoppingClient {
+  static EngineCqSide engine_side_of(Daemon& daemon) {
+    control::EngineCommand add_client, add_cq;
+    REQUIRE(daemon.engine->wait_for(control::EngineOp::kAddClient, 0, 1s, &add_client));
+    REQUIRE(daemon.engine->wait_for(control::EngineOp::kAddCq, 0, 1s, &add_cq));
+    return EngineCqSide(add_client, add_cq);
+  }
   Daemon d;
-  conduit::Context ctx(d.path);
-  auto cq = ctx.create_cq(4);
-  auto qp = ctx.create_qp(cq, cq);
+  conduit::Context ctx{d.path};
+  conduit::CompletionQueue cq = ctx.create_cq(4);
+  conduit::QueuePair qp = ctx.create_qp(cq, cq);
+  EngineCqSide engine_cq = engine_side_of(d);
+};
+}  // namespace
+
+TEST_CASE_METHOD(StoppingClient, "daemon stopped: a busy poller gets an error from conduit_poll_cq",
+                 "[lib][control]") {
   conduit_wc wc[4];
   CHECK(conduit_poll_cq(cq.get(), 4, wc) == 0);  // alive: nothing to poll, no error
   std::thread stopper([&] {
@@ -796,29 +812,17 @@ TEST_CASE("daemon stopped: a busy poller gets an error from conduit_poll_cq", "[
   CHECK(conduit_post_recv(qp.get(), &rwr, nullptr) == -ECONNRESET);
 }
 
-TEST_CASE("daemon stopped: a busy poller gets its QPs' flush completions before ECONNRESET",
-          "[lib][control]") {
+TEST_CASE_METHOD(StoppingClient,
+                 "daemon stopped: a busy poller gets its QPs' flush completions before ECONNRESET",
+                 "[lib][control]") {
   // conduitd's stop releases every client: the engine's kRemoveQp writes WR_FLUSH_ERR
   // completions for the QP's outstanding WRs into its CQ ring. conduit_poll_cq returns what
   // the ring holds before it reports the hang-up, so a client that stops at its first error
   // sees them only if the daemon closes the socket after the engine wrote them.
-  Daemon d;
-  conduit::Context ctx(d.path);
-  auto cq = ctx.create_cq(4);
-  auto qp = ctx.create_qp(cq, cq);
-  control::EngineCommand add_client, add_cq;
-  REQUIRE(d.engine->wait_for(control::EngineOp::kAddClient, 0, 1s, &add_client));
-  REQUIRE(d.engine->wait_for(control::EngineOp::kAddCq, 0, 1s, &add_cq));
-  EngineCqSide engine_cq(add_client, add_cq);
   d.engine->before_ack([&](const control::EngineCommand& c) {
     if (c.op != control::EngineOp::kRemoveQp) return;
     std::this_thread::sleep_for(20ms);  // an engine busy with its other QPs
-    conduit_shm_cqe e{};
-    e.wr_id = 5;
-    e.status = CONDUIT_SHM_WC_WR_FLUSH_ERR;
-    e.opcode = CONDUIT_SHM_WC_RECV;
-    e.qp_num = c.qpn;
-    engine_cq.publish(e);
+    engine_cq.publish(flush_cqe(5, c.qpn));
   });
   conduit_wc wc[4];
   CHECK(conduit_poll_cq(cq.get(), 4, wc) == 0);
@@ -844,20 +848,14 @@ TEST_CASE("daemon stopped: a busy poller gets its QPs' flush completions before 
   CHECK(rc == -ECONNRESET);
 }
 
-TEST_CASE("daemon stopped: a poller gets the flush completions, then the overrun, then ECONNRESET",
-          "[lib][control]") {
+TEST_CASE_METHOD(
+    StoppingClient,
+    "daemon stopped: a poller gets the flush completions, then the overrun, then ECONNRESET",
+    "[lib][control]") {
   // conduitd's stop removes the client's QPs: the flush completions its full CQ cannot take
   // are lost (counted in the CQ's line) before the engine acks and the socket closes. A
   // poller that stops at its first error must see the overrun before ECONNRESET: some WRs
   // will never complete, which ECONNRESET alone does not say of those it already had.
-  Daemon d;
-  conduit::Context ctx(d.path);
-  auto cq = ctx.create_cq(4);
-  auto qp = ctx.create_qp(cq, cq);
-  control::EngineCommand add_client, add_cq;
-  REQUIRE(d.engine->wait_for(control::EngineOp::kAddClient, 0, 1s, &add_client));
-  REQUIRE(d.engine->wait_for(control::EngineOp::kAddCq, 0, 1s, &add_cq));
-  EngineCqSide engine_cq(add_client, add_cq);
   d.engine->before_ack([&](const control::EngineCommand& c) {
     if (c.op != control::EngineOp::kRemoveQp) return;
     engine_cq.publish(flush_cqe(5, c.qpn));
@@ -883,19 +881,12 @@ TEST_CASE("daemon stopped: a poller gets the flush completions, then the overrun
   CHECK(conduit_poll_cq(cq.get(), 4, wc) == -ECONNRESET);
 }
 
-TEST_CASE("conduit_poll_cq returns a completion that landed just before it saw the hang-up",
-          "[lib][control]") {
+TEST_CASE_METHOD(StoppingClient,
+                 "conduit_poll_cq returns a completion that landed just before it saw the hang-up",
+                 "[lib][control]") {
   // The daemon writes a QP's flush completions and then closes the socket; a poller's empty
   // dequeue can come before the write and its hang-up check after the close. The completion
   // is in the ring when the hang-up is seen: it comes first, then ECONNRESET.
-  Daemon d;
-  conduit::Context ctx(d.path);
-  auto cq = ctx.create_cq(4);
-  auto qp = ctx.create_qp(cq, cq);
-  control::EngineCommand add_client, add_cq;
-  REQUIRE(d.engine->wait_for(control::EngineOp::kAddClient, 0, 1s, &add_client));
-  REQUIRE(d.engine->wait_for(control::EngineOp::kAddCq, 0, 1s, &add_cq));
-  EngineCqSide engine_cq(add_client, add_cq);
   // The engine keeps the client's region (acks its kRemoveClient) only once the test is
   // done: the stop closes the socket after its budget, the daemon's mapping stays.
   // (Shared with the engine's thread, which may still be in the hook when the test ends.)
@@ -908,14 +899,7 @@ TEST_CASE("conduit_poll_cq returns a completion that landed just before it saw t
     }
   });
   d.server->stop();
-  g_at_hangup_check = [&] {
-    conduit_shm_cqe e{};
-    e.wr_id = 9;
-    e.status = CONDUIT_SHM_WC_WR_FLUSH_ERR;
-    e.opcode = CONDUIT_SHM_WC_RECV;
-    e.qp_num = qp.qpn();
-    engine_cq.publish(e);
-  };
+  g_at_hangup_check = [&] { engine_cq.publish(flush_cqe(9, qp.qpn())); };
   g_at_hangup_check_armed = true;
   conduit_wc wc[4];
   int rc = 0;
