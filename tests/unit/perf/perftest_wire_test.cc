@@ -33,6 +33,42 @@ std::array<uint8_t, 8> hex8(uint64_t v) {
   return a;
 }
 
+// perftest 4.5's --out_json test_info block (Debian's write_test_info_to_file) for one RC QP
+// on conduitd, no SRQ, relaxed ordering on, no events, no rdma_cm: the title, the depth lines
+// (`depth_lines`, as "TX_depth : 128,\n"), the MTU and the inline size are the test's. Its
+// output is checked against a whole file spelled out in the --out_json test.
+std::string json_test_info(const std::string& test, const std::string& depth_lines, uint32_t mtu,
+                           uint32_t max_inline) {
+  std::string info = "test_info: {\n";
+  info += "test: " + test + ",\n";
+  info +=
+      "Dual_port: OFF,\n"
+      "Device: \"conduitd\",\n"
+      "Number_of_qps: 1,\n"
+      "Transport_type: IB,\n"
+      "Connection_type: RC,\n"
+      "Using_SRQ: OFF,\n"
+      "PCIe_relax_order: ON,\n"
+      "ibv_wr_API: OFF,\n";
+  info += depth_lines;
+  info += "Mtu: " + std::to_string(mtu) + ",\n";
+  info +=
+      "Link_type: Ethernet,\n"
+      "GID_index: 0,\n";
+  info += "Max_inline_data: " + std::to_string(max_inline) + ",\n";
+  info +=
+      "rdma_cm_QPs: OFF,\n"
+      "Data_ex_method: Ethernet,\n"
+      "},\n";
+  return info;
+}
+
+// The whole --out_json file around a test_info block: "{", it, "results: {", the result lines
+// (each with its own ending), "},", "}".
+std::string json_file(const std::string& test_info, const std::string& results) {
+  return "{\n" + test_info + "results: {\n" + results + "},\n}\n";
+}
+
 }  // namespace
 
 TEST_CASE("perftest version message: 16 bytes, \"6.06\" and NULs, as rxe's perftest sends") {
@@ -898,7 +934,16 @@ TEST_CASE("--out_json: perftest 4.5's file, byte for byte, for bandwidth and lat
   v.tx_depth = 128;
   v.rx_depth = 256;
   v.cq_mod = 100;
-  const std::string info =
+  PerftestReport r;
+  r.size_bytes = 65536;
+  r.iterations = 5000;
+  r.bw_peak = 11234.56;
+  r.bw_avg = 11000.5;
+  r.msg_rate_mpps = 0.176008;
+  // The whole file, spelled out: the builders json_test_info() and json_file() must give
+  // these very bytes too (checked below), so that a slip in them cannot hide one in ours.
+  const std::string write_bw_file =
+      "{\n"
       "test_info: {\n"
       "test: RDMA_Write_BW_Test,\n"
       "Dual_port: OFF,\n"
@@ -917,23 +962,22 @@ TEST_CASE("--out_json: perftest 4.5's file, byte for byte, for bandwidth and lat
       "Max_inline_data: 0,\n"
       "rdma_cm_QPs: OFF,\n"
       "Data_ex_method: Ethernet,\n"
-      "},\n";
+      "},\n"
+      "results: {\n"
+      "MsgSize: 65536,\n"
+      "n_iterations: 5000,\n"
+      "BW_peak: 11234.56,\n"
+      "BW_average: 11000.50,\n"
+      "MsgRate: 0.176008,\n"
+      "},\n"
+      "}\n";
+  CHECK(perftest_json_bw(o, v, r) == write_bw_file);
+  const std::string info =
+      json_test_info("RDMA_Write_BW_Test", "TX_depth : 128,\nCQ_Moderation: 100,\n", 1024, 0);
+  CHECK(json_file(info,
+                  "MsgSize: 65536,\nn_iterations: 5000,\nBW_peak: 11234.56,\n"
+                  "BW_average: 11000.50,\nMsgRate: 0.176008,\n") == write_bw_file);
   CHECK(perftest_json_test_info(o, v) == info);
-  PerftestReport r;
-  r.size_bytes = 65536;
-  r.iterations = 5000;
-  r.bw_peak = 11234.56;
-  r.bw_avg = 11000.5;
-  r.msg_rate_mpps = 0.176008;
-  CHECK(perftest_json_bw(o, v, r) == "{\n" + info +
-                                         "results: {\n"
-                                         "MsgSize: 65536,\n"
-                                         "n_iterations: 5000,\n"
-                                         "BW_peak: 11234.56,\n"
-                                         "BW_average: 11000.50,\n"
-                                         "MsgRate: 0.176008,\n"
-                                         "},\n"
-                                         "}\n");
   // --cpu_util: after the numbers; with --output too.
   CHECK(perftest_json_bw(o, v, r, 37.5).find("MsgRate: 0.176008,\nCPU_util: 37.50,\n},\n}\n") !=
         std::string::npos);
@@ -960,25 +1004,7 @@ TEST_CASE("--out_json: perftest 4.5's file, byte for byte, for bandwidth and lat
   v.tx_depth = 1;
   v.rx_depth = 16;
   v.inline_size = 64;
-  const std::string lat_info =
-      "test_info: {\n"
-      "test: Send_Latency_Test,\n"
-      "Dual_port: OFF,\n"
-      "Device: \"conduitd\",\n"
-      "Number_of_qps: 1,\n"
-      "Transport_type: IB,\n"
-      "Connection_type: RC,\n"
-      "Using_SRQ: OFF,\n"
-      "PCIe_relax_order: ON,\n"
-      "ibv_wr_API: OFF,\n"
-      "RX_depth: 16,\n"
-      "Mtu: 4096,\n"
-      "Link_type: Ethernet,\n"
-      "GID_index: 0,\n"
-      "Max_inline_data: 64,\n"
-      "rdma_cm_QPs: OFF,\n"
-      "Data_ex_method: Ethernet,\n"
-      "},\n";
+  const std::string lat_info = json_test_info("Send_Latency_Test", "RX_depth: 16,\n", 4096, 64);
   LatResult l;
   l.size_bytes = 2;
   l.iterations = 1000;
@@ -989,39 +1015,29 @@ TEST_CASE("--out_json: perftest 4.5's file, byte for byte, for bandwidth and lat
   l.stdev_us = 0.75;
   l.p99_us = 5;
   l.p999_us = 19;
-  CHECK(perftest_json_lat(o, v, l) == "{\n" + lat_info +
-                                          "results: {\n"
-                                          "MsgSize: 2,\n"
-                                          "n_iterations: 1000,\n"
-                                          "t_min: 1.50,\n"
-                                          "t_max: 20.25,\n"
-                                          "t_typical: 2.00,\n"
-                                          "t_avg: 2.50,\n"
-                                          "t_stdev: 0.75,\n"
-                                          "percentile_99: 5.00,\n"
-                                          "percentile_99.9: 19.00,\n"
-                                          "},\n"
-                                          "}\n");
+  CHECK(perftest_json_lat(o, v, l) == json_file(lat_info,
+                                                "MsgSize: 2,\n"
+                                                "n_iterations: 1000,\n"
+                                                "t_min: 1.50,\n"
+                                                "t_max: 20.25,\n"
+                                                "t_typical: 2.00,\n"
+                                                "t_avg: 2.50,\n"
+                                                "t_stdev: 0.75,\n"
+                                                "percentile_99: 5.00,\n"
+                                                "percentile_99.9: 19.00,\n"));
   LatDurationResult d;
   d.size_bytes = 2;
   d.iterations = 12345;
   d.avg_us = 3.25;
   d.tps = 153846.15;
-  CHECK(perftest_json_lat_duration(o, v, d) == "{\n" + lat_info +
-                                                   "results: {\n"
-                                                   "MsgSize: 2,\n"
-                                                   "n_iterations: 12345,\n"
-                                                   "t_avg: 3.25,\n"
-                                                   "tps_average: 153846.15,\n"
-                                                   "},\n"
-                                                   "}\n");
+  CHECK(perftest_json_lat_duration(o, v, d) ==
+        json_file(lat_info,
+                  "MsgSize: 2,\nn_iterations: 12345,\nt_avg: 3.25,\ntps_average: 153846.15,\n"));
   // --output latency: the average alone (print_report_lat's "avg_lat", with its comma;
   // print_report_lat_duration's "t_avg", without).
   o.output = PerftestOutput::kLatency;
-  CHECK(perftest_json_lat(o, v, l, 12.5) ==
-        "{\n" + lat_info + "results: {\navg_lat: 2.500000,\n},\n}\n");
-  CHECK(perftest_json_lat_duration(o, v, d) ==
-        "{\n" + lat_info + "results: {\nt_avg: 3.250000\n},\n}\n");
+  CHECK(perftest_json_lat(o, v, l, 12.5) == json_file(lat_info, "avg_lat: 2.500000,\n"));
+  CHECK(perftest_json_lat_duration(o, v, d) == json_file(lat_info, "t_avg: 3.250000\n"));
 
   // The title's parts, -e, -l, -R, READs' outstanding reads, --disable_pcie_relaxed.
   o = perftest_options({"read_bw", "h", "--perftest", "-x", "198.18.0.1", "-b", "-R", "-e",
