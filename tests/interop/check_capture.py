@@ -13,18 +13,21 @@ Usage: check_capture.py PCAP CONDUIT_IP PEER_IP [--need-opcodes N,N,...] [--want
   spread over the capture, to the bytes on the wire;
 - with --conduit-ip6, RoCEv2 over IPv6 too: frames between that address and one IPv6 peer
   (rxe's GID, e.g. its link-local one) are accepted, IPv6 frames must go both ways, and their
-  ICRCs (which scapy does not compute for IPv6) are recomputed here with zlib's CRC-32 over
-  the masked pseudo-header (traffic class, flow label, hop limit, UDP checksum, BTH byte 4);
+  ICRCs (which scapy does not compute for IPv6) are recomputed with tests/common/roce_icrc.py
+  (zlib's CRC-32 over the masked pseudo-header: traffic class, flow label, hop limit, UDP
+  checksum, BTH byte 4);
 - per direction: retransmitted request packets (a destination QP and PSN seen before) and NAKs;
   with --want-retransmit both directions must have retransmitted (go-back-N exercised).
 Prints a summary per direction and opcode. Exit 0 pass, 1 fail, 77 when tshark/scapy is missing.
 """
 import collections
+import os
 import shutil
-import struct
 import subprocess
 import sys
-import zlib
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import roce_icrc  # noqa: E402
 
 SKIP = 77
 SAMPLE_PER_CLASS = 30
@@ -36,18 +39,6 @@ RC_OPCODES = {
     17: "ACK", 18: "ATOMIC_ACK", 19: "COMPARE_SWAP", 20: "FETCH_ADD", 0x81: "CNP",
     0x64: "UD_SEND_ONLY",  # the GSI (QP 1): connection-manager MADs
 }
-
-
-def icrc_ipv6(frame):
-    """The RoCEv2 ICRC of an untagged Ethernet/IPv6/UDP frame, as it goes on the wire (the
-    CRC-32 stored least-significant byte first), from the frame's bytes before its ICRC."""
-    dgram = bytearray(frame[14:-4])
-    dgram[0] |= 0x0F                    # traffic class (high nibble)
-    dgram[1:4] = b"\xff\xff\xff"        # traffic class (low nibble), flow label
-    dgram[7] = 0xFF                     # hop limit
-    dgram[46:48] = b"\xff\xff"          # UDP checksum
-    dgram[52] = 0xFF                    # BTH: FECN, BECN, reserved
-    return struct.pack("<I", zlib.crc32(b"\xff" * 8 + bytes(dgram)) & 0xFFFFFFFF)
 
 
 def udp_payloads(pcap, reader):
@@ -240,8 +231,8 @@ def main():
         if data[12:14] == b"\x86\xdd":
             if len(data) < 14 + 48 + 12 + 4 or data[14 + 6] != 17:
                 fail(f"frame {i}: IPv6 frame without a UDP header after the IPv6 header")
-            elif icrc_ipv6(data) != data[-4:]:
-                fail(f"frame {i}: IPv6 ICRC {data[-4:].hex()} != {icrc_ipv6(data).hex()} "
+            elif roce_icrc.icrc(data) != data[-4:]:
+                fail(f"frame {i}: IPv6 ICRC {data[-4:].hex()} != {roce_icrc.icrc(data).hex()} "
                      "recomputed")
             checked6 += 1
             continue
