@@ -97,21 +97,22 @@ far_psn = lambda i: (0x7FFFFF + i * 7919) & 0xFFFFFF
 DAEMON6, STRANGER6 = "fe80::c0:b1", "fe80::99"
 
 def frame6(bth, payload=b"", ext=None, valid_icrc=False):
-    # scapy computes no ICRC over IPv6 (it writes 0): with valid_icrc the bytes get the real
-    # one (rxe_icrc.c's masking: traffic class, flow label, hop limit, UDP checksum, BTH byte 4).
+    # scapy computes no ICRC over IPv6 (it writes 0): with valid_icrc the frame gets the one
+    # scapy's IPv4 recipe (compute_icrc) gives over IPv6, its pseudo-header built by scapy with
+    # the variant fields set to ones by name (traffic class, flow label, hop limit; UDP
+    # checksum; FECN, BECN, reserved): like scapy's IPv4 ICRCs, independent of
+    # tests/common/roce_icrc.py, which the sender checks against it.
     ip = IPv6(src=STRANGER6, dst=DAEMON6, tc=0x6A, hlim=64)
     if ext is not None:
         ip = ip / ext
-    b = bytearray(raw(Ether(dst=b_mac) / ip / UDP(sport=0xC0DE, dport=4791, chksum=0) / bth /
-                      Raw(payload)))
+    pkt = Ether(dst=b_mac) / ip / UDP(sport=0xC0DE, dport=4791, chksum=0) / bth / Raw(payload)
+    b = bytearray(raw(pkt))
     if valid_icrc:
-        d = bytearray(b[14:-4])
-        d[0] |= 0x0F
-        d[1:4] = b"\xff\xff\xff"
-        d[7] = 0xFF
-        d[46:48] = b"\xff\xff"
-        d[52] = 0xFF
-        b[-4:] = struct.pack("<I", zlib.crc32(b"\xff" * 8 + bytes(d)) & 0xFFFFFFFF)
+        ps = pkt[IPv6].copy()
+        ps.tc, ps.fl, ps.hlim = 0xFF, 0xFFFFF, 0xFF
+        ps[UDP].chksum = 0xFFFF
+        ps[BTH].fecn, ps[BTH].becn, ps[BTH].resv6 = 1, 1, 0x3F
+        b[-4:] = struct.pack("<I", zlib.crc32(b"\xff" * 8 + raw(ps)[:-4]) & 0xFFFFFFFF)
     return Ether(bytes(b))
 
 def truncated6(i):
@@ -174,7 +175,8 @@ kinds = {
                                     valid_icrc=False),
 }
 # Which kinds carry the live QP's number (the rest keep theirs), and which were built with a valid
-# ICRC (the sender checks that its own ICRC agrees with scapy's on these before it patches them).
+# ICRC (the sender checks that its own ICRC agrees with scapy's on these before it patches them,
+# and disagrees on the others).
 live = {"icrc", "truncated", "opcode", "bth_version", "pkey", "pad_count", "wrong_peer", "window",
         "v6_icrc", "v6_wrong_peer", "v6_ext_header", "v6_truncated"}
 bad_icrc = {"icrc", "gsi_icrc", "v6_icrc", "v6_ext_header", "v6_truncated", "v6_ndp_hops",
@@ -210,33 +212,13 @@ echo "b's QP $qp is receiving; injecting $n frames of each kind from r"
 
 before=$(ctl_b stats --json)
 # No scapy here: the frames are built; this puts the live QPN in them, renews each ICRC that was
-# valid, and sends them from r's interface to b with a raw socket.
-netns_exec r /usr/bin/python3 - "$work/frames.json" "$qp" >"$work/inject.out" 2>&1 <<'PY' ||
-import json, socket, struct, sys, time, zlib
+# valid (tests/common/roce_icrc.py, checked first against the ICRC scapy gave each frame), and
+# sends them from r's interface to b with a raw socket.
+netns_exec r env PYTHONPATH="$src/tests/common" /usr/bin/python3 - "$work/frames.json" "$qp" \
+  >"$work/inject.out" 2>&1 <<'PY' ||
+import json, socket, sys, time
+from roce_icrc import bth_offset, icrc
 kinds, qpn = json.load(open(sys.argv[1])), int(sys.argv[2])
-
-def bth_offset(f):
-    # Where the BTH starts, or None when the frame is no UDP datagram to port 4791.
-    if f[12:14] == b"\x08\x00":
-        nh, off = f[23], 14 + (f[14] & 0x0F) * 4
-    else:
-        nh, off = f[20], 54  # IPv6: walk hop-by-hop (0) and fragment (44) headers
-        while nh in (0, 44):
-            nh, off = f[off], off + (8 if nh == 44 else (f[off + 1] + 1) * 8)
-    return off + 8 if nh == 17 and f[off + 2:off + 4] == b"\x12\xb7" else None
-
-def icrc(f):
-    # RoCEv2's ICRC: CRC-32 over 8 bytes of ones and the IP datagram with the variant fields
-    # set to ones (IPv4: TOS, TTL, header checksum; IPv6: traffic class, flow label, hop limit;
-    # UDP checksum; BTH byte 4), as rxe_icrc.c.
-    d, b = bytearray(f[14:-4]), bth_offset(f) - 14
-    if f[12:14] == b"\x08\x00":
-        d[1], d[8], d[10:12] = 0xFF, 0xFF, b"\xff\xff"
-    else:
-        d[0] |= 0x0F
-        d[1:4], d[7] = b"\xff\xff\xff", 0xFF
-    d[b - 2:b], d[b + 4] = b"\xff\xff", 0xFF
-    return struct.pack("<I", zlib.crc32(b"\xff" * 8 + bytes(d)) & 0xFFFFFFFF)
 
 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
 s.bind(("tob", 0))
