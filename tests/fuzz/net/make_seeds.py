@@ -7,14 +7,16 @@ Ethernet frame built with scapy, so the seeds come from an independent
 implementation.
 """
 import os
-import struct
-import zlib
+import sys
 from scapy.all import ARP, Dot1Q, Ether, ICMP, IP, UDP, Raw
 from scapy.contrib.roce import BTH
 from scapy.layers.inet6 import (IPv6, ICMPv6EchoRequest, ICMPv6ND_NA, ICMPv6ND_NS, ICMPv6ND_RA,
                                 ICMPv6NDOptDstLLAddr, ICMPv6NDOptMTU, ICMPv6NDOptPrefixInfo,
                                 ICMPv6NDOptSrcLLAddr, IPv6ExtHdrFragment,
                                 IPv6ExtHdrHopByHop)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "common"))
+import roce_icrc  # noqa: E402
 
 OUR_MAC, PEER_MAC = "02:00:00:00:00:01", "02:00:00:00:00:02"
 OUR_IP, PEER_IP = "198.18.0.1", "198.18.0.2"
@@ -27,17 +29,10 @@ def eth(vlan, dst=OUR_MAC):
     return e / Dot1Q(vlan=100) if vlan else e
 
 
-def with_icrc6(frame, l2):
-    """An Ethernet/IPv6/UDP/BTH frame with its last 4 bytes replaced by the RoCEv2 ICRC (rxe's
-    IPv6 masking, zlib's CRC-32 stored least-significant byte first): scapy's BTH computes it
-    for IPv4 only."""
-    dgram = bytearray(frame[l2:-4])
-    dgram[0] |= 0x0F                    # traffic class (high nibble)
-    dgram[1:4] = b"\xff\xff\xff"        # traffic class (low nibble), flow label
-    dgram[7] = 0xFF                     # hop limit
-    dgram[46:48] = b"\xff\xff"          # UDP checksum
-    dgram[52] = 0xFF                    # BTH: FECN, BECN, reserved
-    return frame[:-4] + struct.pack("<I", zlib.crc32(b"\xff" * 8 + bytes(dgram)) & 0xFFFFFFFF)
+def with_icrc6(frame):
+    """An Ethernet/IPv6/UDP/BTH frame with its last 4 bytes replaced by the RoCEv2 ICRC
+    (tests/common/roce_icrc.py): scapy's BTH computes it for IPv4 only."""
+    return frame[:-4] + roce_icrc.icrc(frame)
 
 
 def frames(vlan):
@@ -104,7 +99,7 @@ def frames6(vlan):
     send6 = eth(vlan) / IPv6(src=PEER_IP6, dst=OUR_IP6, tc=2, fl=0x12345) / UDP(
         sport=49152, dport=4791, chksum=0) / BTH(opcode=4, dqpn=0x11, psn=5, ackreq=1,
                                                  icrc=0) / Raw(bytes(range(64)))
-    yield "roce6_send", Raw(with_icrc6(bytes(send6), 18 if vlan else 14))
+    yield "roce6_send", Raw(with_icrc6(bytes(send6)))
     yield "udp6_cm_csum", eth(vlan) / to_us / UDP(sport=18515, dport=18515) / Raw(b"conduit-cm")
     yield "hop_by_hop", eth(vlan) / to_us / IPv6ExtHdrHopByHop() / UDP(dport=4791) / Raw(bytes(16))
     yield "fragment6", eth(vlan) / to_us / IPv6ExtHdrFragment(m=1) / UDP(dport=4791) / Raw(
