@@ -270,14 +270,15 @@ void ConnectionManager::pace_as_requested(Conn& c) const {
   if (!c.peer.ib) return;
   // As Linux's ib_cm, which sends every MAD of an id (cm_alloc_msg: max_cm_retries, and
   // msg->timeout_ms = timeout_ms) with the pace it set from the REQ: the passive id from the
-  // REQ it got (cm_req_handler: its local CM response timeout and max CM retries; its REP and
-  // DREQ go so, ib_send_cm_rep, cm_send_dreq_locked), the active id from the REQ it sends
-  // (ib_send_cm_req: the remote CM response timeout, plus twice the path's packet life time we
-  // have no path record for, and the ULP's max CM retries; cm_rep_handler changes neither):
-  // the REQ itself and its DREQ go so. Bounded, so a REQ cannot make us resend every few
-  // microseconds or wait hours between resends.
-  const uint8_t timeout = c.active ? kIbReqRemoteCmResponseTimeout : c.req_local_response_timeout;
-  const uint64_t asked_ns = uint64_t{4096} << timeout;  // 4.096 us * 2^n
+  // REQ it got (cm_req_handler: cm_convert_to_ms of its local CM response timeout, no packet
+  // life time added, and its max CM retries; its REP and DREQ go so, ib_send_cm_rep,
+  // cm_send_dreq_locked), the active id from the REQ it sends (ib_send_cm_req: the remote CM
+  // response timeout, plus twice the path's packet life time we have no path record for, and
+  // the ULP's max CM retries; cm_rep_handler changes neither): the REQ itself and its DREQ go
+  // so. Bounded, so a REQ cannot make us resend every few microseconds or wait hours between
+  // resends.
+  const uint64_t asked_ns = c.active ? uint64_t{4096} << kIbReqRemoteCmResponseTimeout
+                                     : ib_cm_timeout_ns(c.req_local_response_timeout);
   c.retry_ns = std::clamp(asked_ns, cfg_.retry_timeout_ns,
                           std::max(cfg_.retry_timeout_ns, cfg_.max_ib_rep_timeout_ns));
   c.max_retries = c.active ? kIbReqMaxCmRetries : c.req_max_retries;
@@ -367,7 +368,7 @@ void ConnectionManager::forget_owner(uint64_t now_ns, uint64_t owner) {
     // An IB peer gets that one DREQ, unrepeated: as Linux's cm_destroy_id, which sends the
     // DREQ of an established id and puts it in timewait at once (a DREP or a resent DREQ
     // from the peer then finds no connection and is answered as one). Resending it on the
-    // REQ's pace (up to 15 x 4.3 s from rdma_cm) would hold the peer's QPN here, and a new
+    // REQ's pace (up to 15 x 4.1 s from rdma_cm) would hold the peer's QPN here, and a new
     // REQ from it REJ(stale), for a minute after the owner is gone. A native peer keeps the
     // resends: it has no other way to learn.
     auto it = conns_.find(id);

@@ -20,9 +20,10 @@
 // retries" (15) times, so an unanswered REQ fails after 16 x 1.07 s = 17.2 s
 // (ib_send_cm_req, which adds twice the path's packet life time, conduit having no path
 // record; cm_rep_handler keeps both; cm_process_send_error ends the request, no REJ sent);
-// the passive side's REP and DREQ every "local CM response timeout" of the REQ it got, at
-// most its max CM retries times (cm_req_handler). Either timeout bounded by
-// retry_timeout_ns and max_ib_rep_timeout_ns; an MRA stretches it (below).
+// the passive side's REP and DREQ every "local CM response timeout" of the REQ it got, as
+// Linux's cm_convert_to_ms rounds it (2^(n-8) ms: rdma_cm's 20, 4.096 s; no packet life
+// time added on this side), at most its max CM retries times (cm_req_handler). Either
+// timeout bounded by retry_timeout_ns and max_ib_rep_timeout_ns; an MRA stretches it (below).
 // Duplicates are answered again (a REP for a repeated REQ, an RTU for a
 // repeated REP, a DREP for a DREQ naming no connection) and never create a second
 // connection.
@@ -107,10 +108,10 @@ struct CmConfig {
   // it (the requester resent its REQ: we ask it to wait).
   uint64_t max_ib_request_wait_ns = 120'000'000'000;
   // IB CM: our REQ, REP and DREQ are resent as Linux's ib_cm resends them: passive (REP,
-  // DREQ), on the REQ's local CM response timeout (rdma_cm: 2^20 x 4.096 us, 4.3 s) and at
-  // most its max CM retries (rdma_cm: 15) times; active (REQ, DREQ), on our REQ's remote CM
-  // response timeout (2^18 x 4.096 us, 1.07 s) and max CM retries (15). The timeout taken no
-  // shorter than retry_timeout_ns and no longer than this.
+  // DREQ), on the REQ's local CM response timeout (rdma_cm: 20, which Linux takes as 2^12 ms,
+  // 4.096 s) and at most its max CM retries (rdma_cm: 15) times; active (REQ, DREQ), on our REQ's
+  // remote CM response timeout (2^18 x 4.096 us, 1.07 s) and max CM retries (15). The timeout taken
+  // no shorter than retry_timeout_ns and no longer than this.
   uint64_t max_ib_rep_timeout_ns = 30'000'000'000;
   // Requests handed out and not yet answered, per source address (any port) and in all;
   // a REQ beyond either gets REJ(quota): one sender cannot fill the connection table. A

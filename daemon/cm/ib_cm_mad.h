@@ -89,13 +89,21 @@ inline constexpr uint8_t kIbMraServiceTimeout = 24;
 // What our REQ advertises (4.096 us * 2^n). Remote CM response timeout: how long we wait for
 // the REP before we resend the REQ (1.07 s); our REQ and our active side's DREQ are resent on
 // it, as Linux's requester resends its REQ and every later MAD on the timeout it took from its
-// REQ. Local: how soon we answer a REP (at once; 268 ms): the Linux ib_cm resends a lost REP
-// after it and ignores resent REQs meanwhile, so rdma_cm's 20 (4.3 s) would hold up for 4.3 s
-// every connection whose REP is lost. Max CM retries: rdma_cm's 15; our REQ and active DREQ
-// are resent that many times (an unanswered REQ fails after 16 x 1.07 s, 17.2 s).
+// REQ. Local: how soon we answer a REP (at once; 256 ms as Linux counts it, ib_cm_timeout_ns):
+// the Linux ib_cm resends a lost REP after it and ignores resent REQs meanwhile, so rdma_cm's
+// 20 (4.1 s) would hold up for 4.1 s every connection whose REP is lost. Max CM retries:
+// rdma_cm's 15; our REQ and active DREQ are resent that many times (an unanswered REQ fails
+// after 16 x 1.07 s, 17.2 s).
 inline constexpr uint8_t kIbReqRemoteCmResponseTimeout = 18;
 inline constexpr uint8_t kIbReqLocalCmResponseTimeout = 16;
 inline constexpr uint8_t kIbReqMaxCmRetries = 15;
+// An IB CM timeout field (4.096 us * 2^n) as Linux's ib_cm waits it: cm_convert_to_ms rounds
+// it to 2^(n-8) ms, 1 ms for n up to 8 (4.096 us * 2^n is 1.024 ms * 2^(n-8), 2.4% more).
+// n is a 5-bit field: only its low 5 bits count.
+constexpr uint64_t ib_cm_timeout_ns(uint8_t n) {
+  const unsigned field = n & 0x1Fu;
+  return uint64_t{1'000'000} << (field > 8 ? field - 8 : 0);
+}
 // Private data an rdma_cm REQ leaves the application after its header.
 inline constexpr size_t kRdmaCmReqPrivateBytes = 92 - kRdmaCmHeaderBytes;
 

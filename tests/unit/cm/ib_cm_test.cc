@@ -1811,17 +1811,20 @@ PacedReq connect_paced(IbPair& n, const ActivePace& k) {
 
 TEST_CASE("ib_cm: our REP is resent on the REQ's CM response timeout and retries, as Linux",
           "[cm][ib]") {
-  // Linux's cm_req_handler keeps the REQ's local CM response timeout and max CM retries, and
-  // ib_send_cm_rep sends the REP with them: rdma_cm's REQ (20: 4.3 s, 15 retries) has its
-  // REP resent every 4.3 s, 15 times, before the passive side gives up. Bounded here: no
-  // faster than retry_timeout_ns, no slower than max_ib_rep_timeout_ns.
+  // Linux's cm_req_handler keeps the REQ's local CM response timeout (timeout_ms =
+  // cm_convert_to_ms(n) = 2^(n-8) ms, 1 ms below 9: not 4.096 us x 2^n) and max CM retries, and
+  // ib_send_cm_rep sends the REP with them: rdma_cm's REQ (20: 4096 ms, 15 retries) has its
+  // REP resent every 4.096 s, 15 times, before the passive side gives up. No packet life time
+  // is added on this side (the REQ's, 18 in the kernel's REQ, would make it 6.1 s). Bounded
+  // here: no faster than retry_timeout_ns, no slower than max_ib_rep_timeout_ns.
   struct Case {
     uint8_t timeout;
     uint8_t retries;
     uint64_t interval_ns;
   };
-  for (const Case k : {Case{20, 15, 4'294'967'296ull}, Case{0, 3, 200'000'000ull},
-                       Case{31, 2, 30'000'000'000ull}, Case{16, 0, 268'435'456ull}}) {
+  for (const Case k :
+       {Case{20, 15, 4'096'000'000ull}, Case{0, 3, 200'000'000ull}, Case{31, 2, 30'000'000'000ull},
+        Case{16, 0, 256'000'000ull}, Case{19, 1, 2'048'000'000ull}}) {
     CAPTURE(k.timeout, k.retries);
     IbPair n;
     accept_kernel_req(n, k.timeout, k.retries);
@@ -1894,15 +1897,17 @@ TEST_CASE("ib_cm: the passive side's DREQ is resent on the REQ's CM response tim
   // Linux's cm_req_handler sets the passive id's timeout_ms from the REQ's local CM response
   // timeout and its max_cm_retries from the REQ's max CM retries; cm_send_dreq_locked sends
   // the DREQ with that timeout (cm_alloc_msg: those retries), as it did the REP. rdma_cm's
-  // REQ (20, 15) has the DREQ of an accepted connection resent every 4.3 s, 15 times. Bounded
-  // as the REP's: no faster than retry_timeout_ns, no slower than max_ib_rep_timeout_ns.
+  // REQ (20, 15) has the DREQ of an accepted connection resent every 4.096 s (cm_convert_to_ms:
+  // 2^(20-8) ms), 15 times. Bounded as the REP's: no faster than retry_timeout_ns, no slower
+  // than max_ib_rep_timeout_ns.
   struct Case {
     uint8_t timeout;
     uint8_t retries;
     uint64_t interval_ns;
   };
-  for (const Case k : {Case{20, 15, 4'294'967'296ull}, Case{0, 3, 200'000'000ull},
-                       Case{31, 2, 30'000'000'000ull}, Case{16, 0, 268'435'456ull}}) {
+  for (const Case k :
+       {Case{20, 15, 4'096'000'000ull}, Case{0, 3, 200'000'000ull}, Case{31, 2, 30'000'000'000ull},
+        Case{16, 0, 256'000'000ull}, Case{19, 1, 2'048'000'000ull}}) {
     CAPTURE(k.timeout, k.retries);
     IbPair n;
     const uint32_t conn = accept_kernel_req(n, k.timeout, k.retries);
