@@ -269,15 +269,17 @@ void ConnectionManager::pace_as_requested(Conn& c) const {
   c.max_retries = cfg_.max_retries;
   if (!c.peer.ib) return;
   // As Linux's ib_cm, which sends every MAD of an id (cm_alloc_msg: max_cm_retries, and
-  // msg->timeout_ms = timeout_ms) with the pace it set from the REQ: the passive id from the
-  // REQ it got (cm_req_handler: cm_convert_to_ms of its local CM response timeout, no packet
-  // life time added, and its max CM retries; its REP and DREQ go so, ib_send_cm_rep,
-  // cm_send_dreq_locked), the active id from the REQ it sends (ib_send_cm_req: the remote CM
-  // response timeout, plus twice the path's packet life time we have no path record for, and
-  // the ULP's max CM retries; cm_rep_handler changes neither): the REQ itself and its DREQ go
-  // so. Bounded, so a REQ cannot make us resend every few microseconds or wait hours between
-  // resends.
-  const uint64_t asked_ns = c.active ? uint64_t{4096} << kIbReqRemoteCmResponseTimeout
+  // msg->timeout_ms = timeout_ms) with the pace it set from the REQ, each timeout field taken
+  // as cm_convert_to_ms rounds it (ib_cm_timeout_ns): the passive id from the REQ it got
+  // (cm_req_handler: its local CM response timeout alone, no packet life time added, and its
+  // max CM retries; its REP and DREQ go so, ib_send_cm_rep, cm_send_dreq_locked), the active
+  // id from the REQ it sends (ib_send_cm_req: the remote CM response timeout plus twice the
+  // primary path's packet life time, and the ULP's max CM retries; cm_rep_handler changes
+  // neither): the REQ itself and its DREQ go so. Our REQ's packet life time is the one its
+  // primary local ACK timeout (our QP's) stands for, as the responder reads it. Bounded, so a
+  // REQ cannot make us resend every few microseconds or wait hours between resends.
+  const uint64_t asked_ns = c.active ? ib_req_resend_ns(kIbReqRemoteCmResponseTimeout,
+                                                        ib_req_packet_life_time(c.local.timeout))
                                      : ib_cm_timeout_ns(c.req_local_response_timeout);
   c.retry_ns = std::clamp(asked_ns, cfg_.retry_timeout_ns,
                           std::max(cfg_.retry_timeout_ns, cfg_.max_ib_rep_timeout_ns));

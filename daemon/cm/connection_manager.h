@@ -15,11 +15,13 @@
 // most max_retries times (1.2 s by default); then the connection fails with
 // RejectReason::kTimeout.
 // Over the IB CM every message we resend goes at the REQ's pace, as Linux's ib_cm sends
-// every MAD of a connection (its cm_alloc_msg and timeout_ms): the active side's REQ and
-// DREQ every "remote CM response timeout" of the REQ we send (1.07 s), at most its "max CM
-// retries" (15) times, so an unanswered REQ fails after 16 x 1.07 s = 17.2 s
-// (ib_send_cm_req, which adds twice the path's packet life time, conduit having no path
-// record; cm_rep_handler keeps both; cm_process_send_error ends the request, no REJ sent);
+// every MAD of a connection (its cm_alloc_msg and timeout_ms), each timeout field taken as
+// its cm_convert_to_ms rounds 4.096 us x 2^n (2^(n-8) ms): the active side's REQ and DREQ
+// every "remote CM response timeout" of the REQ we send (18: 1024 ms) plus twice the packet
+// life time its primary local ACK timeout stands for (that minus 1; our QPs' default 14:
+// 2 x 32 ms), 1.088 s, at most its "max CM retries" (15) times, so an unanswered REQ fails
+// after 16 x 1.088 s = 17.4 s (ib_send_cm_req; cm_rep_handler keeps both;
+// cm_process_send_error ends the request, no REJ sent);
 // the passive side's REP and DREQ every "local CM response timeout" of the REQ it got, as
 // Linux's cm_convert_to_ms rounds it (2^(n-8) ms: rdma_cm's 20, 4.096 s; no packet life
 // time added on this side), at most its max CM retries times (cm_req_handler). Either
@@ -109,9 +111,10 @@ struct CmConfig {
   uint64_t max_ib_request_wait_ns = 120'000'000'000;
   // IB CM: our REQ, REP and DREQ are resent as Linux's ib_cm resends them: passive (REP,
   // DREQ), on the REQ's local CM response timeout (rdma_cm: 20, which Linux takes as 2^12 ms,
-  // 4.096 s) and at most its max CM retries (rdma_cm: 15) times; active (REQ, DREQ), on our REQ's
-  // remote CM response timeout (2^18 x 4.096 us, 1.07 s) and max CM retries (15). The timeout taken
-  // no shorter than retry_timeout_ns and no longer than this.
+  // 4.096 s) and at most its max CM retries (rdma_cm: 15) times; active (REQ, DREQ), on our
+  // REQ's remote CM response timeout (18: 1024 ms) plus twice its packet life time (1.088 s
+  // for our QPs' default ACK timeout 14) and max CM retries (15). The timeout taken no shorter
+  // than retry_timeout_ns and no longer than this.
   uint64_t max_ib_rep_timeout_ns = 30'000'000'000;
   // Requests handed out and not yet answered, per source address (any port) and in all;
   // a REQ beyond either gets REJ(quota): one sender cannot fill the connection table. A
@@ -308,8 +311,8 @@ class ConnectionManager {
   // The pace of a new message in flight (REQ, REP, DREQ): ours (retry_timeout_ns,
   // max_retries) natively; over the IB CM the REQ's, as Linux's: passive, the local CM
   // response timeout and max CM retries of the REQ we got; active, the remote CM response
-  // timeout and max CM retries our REQ advertises (the timeout bounded by retry_timeout_ns and
-  // max_ib_rep_timeout_ns).
+  // timeout plus twice the packet life time, and the max CM retries, our REQ advertises (the
+  // timeout bounded by retry_timeout_ns and max_ib_rep_timeout_ns).
   void pace_as_requested(Conn& c) const;
   // The token bucket of unsolicited replies: true when one may be sent now (and takes it).
   bool unsolicited_reply_ok(uint64_t now_ns);

@@ -87,13 +87,14 @@ inline constexpr size_t kRdmaCmHeaderBytes = 36;
 // (CM_MRA_SETTING in cm.c, CMA_CM_MRA_SETTING's low bits before): 4.096 us * 2^24, 68.7 s.
 inline constexpr uint8_t kIbMraServiceTimeout = 24;
 // What our REQ advertises (4.096 us * 2^n). Remote CM response timeout: how long we wait for
-// the REP before we resend the REQ (1.07 s); our REQ and our active side's DREQ are resent on
-// it, as Linux's requester resends its REQ and every later MAD on the timeout it took from its
-// REQ. Local: how soon we answer a REP (at once; 256 ms as Linux counts it, ib_cm_timeout_ns):
-// the Linux ib_cm resends a lost REP after it and ignores resent REQs meanwhile, so rdma_cm's
-// 20 (4.1 s) would hold up for 4.1 s every connection whose REP is lost. Max CM retries:
-// rdma_cm's 15; our REQ and active DREQ are resent that many times (an unanswered REQ fails
-// after 16 x 1.07 s, 17.2 s).
+// the REP (1024 ms as Linux counts it, ib_cm_timeout_ns); our REQ and our active side's DREQ
+// are resent after it plus twice the packet life time the REQ's primary local ACK timeout
+// stands for (ib_req_resend_ns: 1088 ms for our QPs' default ACK timeout 14), as Linux's
+// requester resends its REQ and every later MAD on the timeout it took from its REQ. Local:
+// how soon we answer a REP (at once; 256 ms): the Linux ib_cm resends a lost REP after it and
+// ignores resent REQs meanwhile, so rdma_cm's 20 (4.1 s) would hold up for 4.1 s every
+// connection whose REP is lost. Max CM retries: rdma_cm's 15; our REQ and active DREQ are
+// resent that many times (an unanswered REQ fails after 16 x 1.088 s, 17.4 s).
 inline constexpr uint8_t kIbReqRemoteCmResponseTimeout = 18;
 inline constexpr uint8_t kIbReqLocalCmResponseTimeout = 16;
 inline constexpr uint8_t kIbReqMaxCmRetries = 15;
@@ -103,6 +104,17 @@ inline constexpr uint8_t kIbReqMaxCmRetries = 15;
 constexpr uint64_t ib_cm_timeout_ns(uint8_t n) {
   const unsigned field = n & 0x1Fu;
   return uint64_t{1'000'000} << (field > 8 ? field - 8 : 0);
+}
+// The packet life time a REQ's primary local ACK timeout stands for, as the responder reads it
+// (Linux's cm_format_paths_from_req: that minus 1, 0 stays 0).
+constexpr uint8_t ib_req_packet_life_time(uint8_t local_ack_timeout) {
+  return static_cast<uint8_t>(local_ack_timeout - (local_ack_timeout > 0 ? 1 : 0));
+}
+// How often a requester resends its REQ (and, active, its DREQ): Linux's ib_send_cm_req sets
+// timeout_ms = 2 x cm_convert_to_ms(path packet life time) + cm_convert_to_ms(remote CM
+// response timeout), the MAD layer's wait before each of its max CM retries resends.
+constexpr uint64_t ib_req_resend_ns(uint8_t remote_cm_response_timeout, uint8_t packet_life_time) {
+  return 2 * ib_cm_timeout_ns(packet_life_time) + ib_cm_timeout_ns(remote_cm_response_timeout);
 }
 // Private data an rdma_cm REQ leaves the application after its header.
 inline constexpr size_t kRdmaCmReqPrivateBytes = 92 - kRdmaCmHeaderBytes;

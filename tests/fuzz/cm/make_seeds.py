@@ -139,7 +139,8 @@ SEEDS = {
                                            + b"\x80\x0a\xe4\x00\x10\x10\x78\xe0"))
     + bytes([5, 50]),
     # We connect to an rdma_cm port nobody answers: the REQ is resent on the timeout it
-    # advertises (1.07 s), 15 times, then fails (a timer tick every 1.1 s); we connect again,
+    # advertises (1024 ms + 2 x 32 ms for the QP's ACK timeout 14: 1.088 s), 15 times, then
+    # fails (a timer tick every 1.1 s); we connect again,
     # its REP, we disconnect and nobody answers the DREQ, resent at that pace until it ends too.
     "ib_req_dreq_timeouts": bytes([8, 10, 1, 1]) + bytes([5, 110] * 17)
     + bytes([8, 11, 1, 1]) + ib(1, ib_ids(0x13, 0x8D4E3F, 2, bytes(4)

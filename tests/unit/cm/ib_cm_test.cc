@@ -587,7 +587,7 @@ TEST_CASE("ib_cm: two managers connect, agree on PSNs and depths, disconnect", "
   CHECK(b_local.psn == 100);   // B sends where A asked
   CHECK(b_remote.psn == 200);  // and expects what its REP names
   n.run();
-  n.now += 1'100'000'000;  // past our REQ's remote CM response timeout, 2^18 x 4.096 us
+  n.now += 1'100'000'000;  // past our REQ's timeout, 1024 ms + 2 x 32 ms
   n.a.on_timer(n.now);
   n.run();
   const CmAction* ea = n.last(n.events_a, CmAction::Kind::kEstablished);
@@ -658,7 +658,7 @@ TEST_CASE("ib_cm: an MRA makes the requester wait as asked, then resend", "[cm][
   CHECK(back.ib.mra_timeout == 24);
   n.a.on_message(n.now, IbPair::kB, buf.data(), buf.size());
   CHECK(n.a.counters().mra_received == 1);
-  // Without it A would have resent after 1.07 s; now it waits ~68.7 s (capped at 30 s).
+  // Without it A would have resent after 1.088 s; now it waits ~68.7 s (capped at 30 s).
   const uint64_t asked = n.a.next_deadline_ns() - n.now;
   CHECK(asked == 30'000'000'000ull + 200'000'000ull);
   CHECK(n.a.counters().retransmits == 0);
@@ -1436,11 +1436,11 @@ TEST_CASE("ib_cm: after an MRA every later resend of that message waits as the M
   CHECK(resends == 15);  // our REQ's max CM retries, as without an MRA
   CHECK(n.a.connection_count() == 0);
   // A DREQ is a new message: an MRA of the REQ does not stretch its resends, which go at
-  // our REQ's remote CM response timeout (4.096 us x 2^18).
+  // our REQ's pace (its remote CM response timeout, 1024 ms, plus twice its packet life time).
   IbPair m;
   const Connected c = connect_pair(m);
   REQUIRE(m.a.disconnect(m.now, 11, c.a_conn) == 0);
-  CHECK(m.a.next_deadline_ns() - m.now == 1'073'741'824ull);
+  CHECK(m.a.next_deadline_ns() - m.now == 1'088'000'000ull);
 }
 
 TEST_CASE("ib_cm: an MRA keeps the resends already made: the retry budget is the REQ's, as Linux",
@@ -1452,7 +1452,7 @@ TEST_CASE("ib_cm: an MRA keeps the resends already made: the retry budget is the
   IbPair n;
   const RequestAndMra started = request_and_mra(n);
   n.now = n.a.next_deadline_ns();
-  n.a.on_timer(n.now);  // the first resend, 1.07 s after the REQ
+  n.a.on_timer(n.now);  // the first resend, 1.088 s after the REQ
   REQUIRE(mads(drain(n.a), 0x10).size() == 1);
   REQUIRE(n.a.counters().retransmits == 1);
   n.a.on_message(n.now, IbPair::kB, started.mra.data(), started.mra.size());
@@ -1530,7 +1530,7 @@ TEST_CASE("ib_cm: a resent REQ the owner has not answered gets an MRA, as Linux'
   local.pmtu_bytes = 1024;
   REQUIRE(n.b.accept(n.now, 22, conn, local) == 0);
   CHECK(mads(drain(n.b), 0x13).size() == 1);
-  // Between two conduits: A's REQ is resent after 1.07 s, B's MRA makes it wait (30 s cap).
+  // Between two conduits: A's REQ is resent after 1.088 s, B's MRA makes it wait (30 s cap).
   IbPair p;
   const Requested r = request(p, ib_params(0x10, 1, 1, 1));
   p.now = p.a.next_deadline_ns();
@@ -1776,18 +1776,26 @@ uint64_t count_resends(ConnectionManager& b, uint64_t& now, uint8_t attr, CmActi
 struct ActivePace {
   uint64_t retry_timeout_ns;
   uint64_t max_ib_rep_timeout_ns;
+  uint8_t qp_timeout;  // our REQ's primary local ACK timeout
   uint64_t interval_ns;
 };
+// Linux's ib_send_cm_req timeout_ms: cm_convert_to_ms(18) = 1024 ms plus twice that of the
+// packet life time our REQ's local ACK timeout stands for (it minus 1, 1 ms below 9), bounded
+// by retry_timeout_ns (below) and max_ib_rep_timeout_ns (above).
 std::vector<ActivePace> active_paces() {
   const CmConfig defaults;
-  return {{defaults.retry_timeout_ns, defaults.max_ib_rep_timeout_ns, 1'073'741'824ull},
-          {2'000'000'000ull, defaults.max_ib_rep_timeout_ns, 2'000'000'000ull},
-          {defaults.retry_timeout_ns, 500'000'000ull, 500'000'000ull}};
+  const uint64_t lo = defaults.retry_timeout_ns;
+  const uint64_t hi = defaults.max_ib_rep_timeout_ns;
+  return {{lo, hi, 14, 1'088'000'000ull},        {lo, hi, 17, 1'536'000'000ull},
+          {lo, hi, 19, 3'072'000'000ull},        {lo, hi, 0, 1'026'000'000ull},
+          {lo, hi, 9, 1'026'000'000ull},         {lo, hi, 10, 1'028'000'000ull},
+          {lo, hi, 31, 30'000'000'000ull},       {2'000'000'000ull, hi, 14, 2'000'000'000ull},
+          {lo, 500'000'000ull, 14, 500'000'000ull}};
 }
 
 // A, configured for the pace `k`, connects (owner 11) to B's service 7471 and sends its REQ,
-// which advertises the remote CM response timeout 18 and max CM retries 15. Returns A's
-// connection id and the REQ (drained from A, not delivered).
+// which advertises the remote CM response timeout 18, max CM retries 15 and k's local ACK
+// timeout. Returns A's connection id and the REQ (drained from A, not delivered).
 struct PacedReq {
   int64_t conn = 0;
   std::vector<uint8_t> mad;
@@ -1798,12 +1806,15 @@ PacedReq connect_paced(IbPair& n, const ActivePace& k) {
   cfg.max_ib_rep_timeout_ns = k.max_ib_rep_timeout_ns;
   n.a = ConnectionManager(cfg);
   PacedReq r;
-  r.conn = n.a.connect(n.now, 11, IbPair::kB, 7471, ib_params(0x10, 1, 1, 1));
+  QpParams local = ib_params(0x10, 1, 1, 1);
+  local.timeout = k.qp_timeout;
+  r.conn = n.a.connect(n.now, 11, IbPair::kB, 7471, local);
   REQUIRE(r.conn > 0);
   const auto reqs = mads(drain(n.a), 0x10);
   REQUIRE(reqs.size() == 1);
-  CHECK(reqs[0][24 + 43] >> 3 == 18);  // remote CM response timeout
-  CHECK(reqs[0][24 + 51] >> 4 == 15);  // max CM retries
+  CHECK(reqs[0][24 + 43] >> 3 == 18);            // remote CM response timeout
+  CHECK(reqs[0][24 + 51] >> 4 == 15);            // max CM retries
+  CHECK(reqs[0][24 + 95] >> 3 == k.qp_timeout);  // primary local ACK timeout
   r.mad = reqs[0];
   return r;
 }
@@ -1958,13 +1969,15 @@ TEST_CASE(
     "retries, as Linux",
     "[cm][ib]") {
   // Linux's ib_send_cm_req sets the requesting id's timeout_ms from the REQ's remote CM
-  // response timeout (plus twice the path's packet life time, which conduit has no path record
-  // for) and its max_cm_retries from the ULP's (rdma_cm: 20 and 15, as its REQ says);
-  // cm_rep_handler changes neither, and cm_send_dreq_locked sends the DREQ with that timeout
-  // (cm_alloc_msg: those retries). Ours go at what our REQ advertised: 18 (4.096 us x 2^18,
-  // 1.07 s) and 15 retries, bounded as the passive side's.
+  // response timeout plus twice the path's packet life time, each through cm_convert_to_ms
+  // (2^(n-8) ms, 1 ms below 9), and its max_cm_retries from the ULP's (rdma_cm: 20 and 15, as
+  // its REQ says); cm_rep_handler changes neither, and cm_send_dreq_locked sends the DREQ with
+  // that timeout (cm_alloc_msg: those retries). Ours go at what our REQ advertised: remote CM
+  // response timeout 18 (1024 ms), packet life time its primary local ACK timeout minus 1 (as
+  // the responder reads it, cm_format_paths_from_req: 13 for our QPs' default 14, 32 ms), so
+  // 1024 + 2 x 32 = 1088 ms, and 15 retries, bounded as the passive side's.
   for (const ActivePace& k : active_paces()) {
-    CAPTURE(k.retry_timeout_ns, k.max_ib_rep_timeout_ns);
+    CAPTURE(k.retry_timeout_ns, k.max_ib_rep_timeout_ns, k.qp_timeout);
     IbPair n;
     REQUIRE(n.b.listen(7471, 22) == 0);
     const PacedReq ours = connect_paced(n, k);
@@ -1989,14 +2002,17 @@ TEST_CASE(
     "advertises, as Linux's ib_send_cm_req",
     "[cm][ib]") {
   // Linux's ib_send_cm_req sends its REQ MAD with timeout_ms = the REQ's remote CM response
-  // timeout (plus twice the path's packet life time, which conduit has no path record for)
-  // and retries = its max CM retries (cm_alloc_msg); when they run out, cm_process_send_error
-  // reports IB_CM_REQ_ERROR (rdma_cm: UNREACHABLE, -ETIMEDOUT) and sends nothing. Ours goes
-  // at what it advertises, 18 (4.096 us x 2^18, 1.07 s) and 15, bounded as the DREQ's: a
-  // responder that neither answers nor MRAs (cm_dup_req_handler drops a resent REQ in
-  // REQ_RCVD) is waited for 16 x 1.07 s, not 6 x 200 ms.
+  // timeout plus twice the primary path's packet life time, each through cm_convert_to_ms
+  // (2^(n-8) ms, 1 ms below 9), and retries = its max CM retries (cm_alloc_msg); when they run
+  // out, cm_process_send_error reports IB_CM_REQ_ERROR (rdma_cm: UNREACHABLE, -ETIMEDOUT) and
+  // sends nothing. Ours goes at what it advertises: 18 (1024 ms), twice the packet life time
+  // its primary local ACK timeout stands for (that minus 1, as the responder's
+  // cm_format_paths_from_req reads it: 13 for our QPs' default 14, 2 x 32 ms), and 15
+  // retries, bounded as the DREQ's: a responder that neither answers nor MRAs
+  // (cm_dup_req_handler drops a resent REQ in REQ_RCVD) is waited for 16 x 1.088 s, not
+  // 6 x 200 ms.
   for (const ActivePace& k : active_paces()) {
-    CAPTURE(k.retry_timeout_ns, k.max_ib_rep_timeout_ns);
+    CAPTURE(k.retry_timeout_ns, k.max_ib_rep_timeout_ns, k.qp_timeout);
     IbPair n;  // B never hears of it
     const uint64_t t0 = n.now;
     const PacedReq ours = connect_paced(n, k);
@@ -2035,14 +2051,14 @@ TEST_CASE(
     "ib_cm: our REQ resent at its pace, an MRA stretches the next; abandoned, the listener "
     "gets REJ(timeout)",
     "[cm][ib]") {
-  // B's owner takes its time: A resends its REQ after 1.07 s, B answers the resend with an
+  // B's owner takes its time: A resends its REQ after 1.088 s, B answers the resend with an
   // MRA (as Linux's cm_dup_req_handler in MRA_REQ_SENT), A then waits as asked (capped); A's
   // owner gives up meanwhile: REJ(timeout) with the REQ's TID, and B drops the request (as
   // Linux's cm_destroy_id in MRA_REQ_RCVD).
   IbPair n;
   const uint64_t t0 = n.now;
   const Requested r = request(n, ib_params(0x10, 1, 1, 1));
-  CHECK(n.a.next_deadline_ns() - t0 == 1'073'741'824ull);
+  CHECK(n.a.next_deadline_ns() - t0 == 1'088'000'000ull);
   n.now = t0 + 500'000'000;
   n.a.on_timer(n.now);
   CHECK(drain(n.a).empty());  // nothing resent before the REQ's timeout
