@@ -527,11 +527,15 @@ void ConnectionManager::on_req(uint64_t now_ns, CmPeer from, const CmMessage& m)
   c.remote_private_truncated = m.private_truncated;
   // The owner gets as long as the requester keeps resending; then the request
   // expires, so REQs nobody answers (or a flood of them) do not pile up. An IB
-  // requester says how long: its response timeout times its retries + 1 (rdma_cm:
-  // 4.3 s x 16); expiring sooner would make its next resend a new request.
+  // requester says how long: it resends every remote CM response timeout plus twice its
+  // path's packet life time (the one the REQ's primary local ACK timeout stands for), as
+  // Linux's ib_send_cm_req counts them (rdma_cm's REQ over RoCE in 6.1: 20 and 18, 6.144 s),
+  // its max CM retries times (rdma_cm: 15, so 16 x 6.144 s = 98.3 s); expiring sooner would
+  // make its next resend a new request.
   uint64_t wait_ns = uint64_t{cfg_.max_retries + 1} * cfg_.retry_timeout_ns;
   if (from.ib) {
-    const uint64_t resend_ns = uint64_t{4096} << m.ib.req_response_timeout;  // 4.096 us * 2^n
+    const uint64_t resend_ns =
+        ib_req_resend_ns(m.ib.req_response_timeout, ib_req_packet_life_time(m.params.timeout));
     wait_ns = std::max(
         wait_ns, std::min(resend_ns * (m.ib.req_max_retries + 1u), cfg_.max_ib_request_wait_ns));
   }

@@ -462,9 +462,10 @@ CONDUIT_API int conduit_unlisten(struct conduit_context* ctx, uint64_t service);
 /* Waits up to timeout_ms (-1: forever) for the next request to any service this
  * context listens on. 0 and *out filled, or -ETIMEDOUT. A request not answered
  * within about 1.2 s expires (the requester gives up); one from a verbs peer
- * (CONDUIT_CM_RDMA_CM) lives as long as its REQ's resends last (rdma_cm: about
- * 69 s), and up to 120 s once the requester resent it (conduitd asks it to wait,
- * with an MRA, as Linux's rdma_cm does). */
+ * (CONDUIT_CM_RDMA_CM) lives as long as its REQ's resends last (rdma_cm on rxe:
+ * about 98 s from Linux 6.1, less from later kernels, whose RoCE packet life
+ * time is shorter), and up to 120 s once the requester resent it (conduitd asks
+ * it to wait, with an MRA, as Linux's rdma_cm does). */
 CONDUIT_API int conduit_get_request(struct conduit_context* ctx, int timeout_ms,
                                     struct conduit_cm_request* out);
 /* Accepts req with qp and waits up to timeout_ms (-1: until the connection

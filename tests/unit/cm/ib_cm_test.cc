@@ -790,21 +790,25 @@ TEST_CASE("ib_cm: a REJ names the message it rejects: the REQ, or (after our REP
 
 TEST_CASE("ib_cm: a pending request outlives the requester's REQ resends, then REJ(timeout)",
           "[cm][ib]") {
-  // rdma_cm's REQ: remote CM response timeout 20 (4.3 s), 15 CM retries: it resends for
-  // 16 x 4.3 s = 68.7 s. Each resend is the same request, not a new one.
+  // The kernel's REQ (rdma_cm on rxe): remote CM response timeout 20, primary local ACK
+  // timeout 19 (packet life time 18, CMA_IBOE_PACKET_LIFETIME in 6.1), 15 CM retries. Its
+  // ib_send_cm_req resends it every cm_convert_to_ms(20) + 2 x cm_convert_to_ms(18) = 4096 +
+  // 2 x 1024 ms = 6.144 s, so for 16 x 6.144 s = 98.3 s (not 16 x 4.3 s = 68.7 s: a resend
+  // after that would be taken for a new request). Each resend is the same request.
   IbPair n;
   REQUIRE(n.b.listen(7471, 22) == 0);
   const std::vector<uint8_t> req_mad = mad_from_hex(kKernelReq);
+  REQUIRE(req_mad[24 + 43] >> 3 == 20);
+  REQUIRE(req_mad[24 + 95] >> 3 == 19);
   n.b.on_message(n.now, IbPair::kA, req_mad.data(), req_mad.size());
   std::vector<CmAction> out = drain(n.b);
   REQUIRE(count_kind(out, CmAction::Kind::kRequest) == 1);
   const uint32_t conn = out[0].conn;
   const uint64_t t0 = n.now;
   const uint64_t wait = n.b.next_deadline_ns() - t0;
-  CHECK(wait >= 16 * 4'294'967'296ull);
-  CHECK(wait <= 120'000'000'000ull);
+  CHECK(wait == 16 * 6'144'000'000ull);
   for (int i = 1; i <= 15; ++i) {
-    n.now = t0 + uint64_t(i) * 4'294'967'296ull;
+    n.now = t0 + uint64_t(i) * 6'144'000'000ull;
     n.b.on_timer(n.now);
     n.b.on_message(n.now, IbPair::kA, req_mad.data(), req_mad.size());
     out = drain(n.b);
@@ -832,7 +836,19 @@ TEST_CASE("ib_cm: a pending request outlives the requester's REQ resends, then R
   slow[24 + 3] ^= 1;  // another comm id
   n.b.on_message(n.now, IbPair::kA, slow.data(), slow.size());
   REQUIRE(count_kind(drain(n.b), CmAction::Kind::kRequest) == 1);
-  CHECK(n.b.next_deadline_ns() - n.now <= 120'000'000'000ull);
+  CHECK(n.b.next_deadline_ns() - n.now == 120'000'000'000ull);
+  // One with the RoCE packet life time of Linux after 6.1 (16: local ACK timeout 17) and a
+  // 1 s response timeout (18), 3 retries: 4 x (1024 + 2 x 256) ms. No shorter than our own
+  // native budget, (max_retries + 1) x retry_timeout_ns = 1.2 s.
+  std::vector<uint8_t> quick = req_mad;
+  quick[24 + 43] = static_cast<uint8_t>(18 << 3 | (quick[24 + 43] & 0x7));
+  quick[24 + 95] = static_cast<uint8_t>(17 << 3 | (quick[24 + 95] & 0x7));
+  quick[24 + 51] = static_cast<uint8_t>(3 << 4 | (quick[24 + 51] & 0xF));
+  quick[24 + 3] ^= 4;   // another comm id
+  quick[24 + 34] ^= 4;  // and QP
+  n.b.on_message(n.now, IbPair::kA, quick.data(), quick.size());
+  REQUIRE(count_kind(drain(n.b), CmAction::Kind::kRequest) == 1);
+  CHECK(n.b.next_deadline_ns() - n.now == 4 * 1'536'000'000ull);
 
   // An accepted, established connection: a late resend of its REQ is no new request either.
   slow[24 + 3] ^= 2;
@@ -1479,7 +1495,7 @@ TEST_CASE("ib_cm: a resent REQ the owner has not answered gets an MRA, as Linux'
           "[cm][ib]") {
   // rdma_cm queues ib_cm's delayed MRA for a REQ its application has not accepted yet
   // (IB_CM_MRA_FLAG_DELAY); cm_dup_req_handler sends it for each resent REQ: the requester
-  // then waits as asked instead of resending every 4.3 s and giving up after 68.7 s. Linux's
+  // then waits as asked instead of resending every 6.1 s and giving up after 98.3 s. Linux's
   // MRA always asks for 2^24 x 4.096 us (68.7 s: CM_MRA_SETTING, CMA_CM_MRA_SETTING before),
   // whatever the request has left; so does ours. The MRA makes the request live
   // max_ib_request_wait_ns.
@@ -1491,9 +1507,9 @@ TEST_CASE("ib_cm: a resent REQ the owner has not answered gets an MRA, as Linux'
   std::vector<CmAction> out = drain(n.b);
   REQUIRE(count_kind(out, CmAction::Kind::kRequest) == 1);
   const uint32_t conn = out[0].conn;
-  CHECK(n.b.next_deadline_ns() - t0 < 70'000'000'000ull);  // the REQ's own 68.7 s
-  // The first resend, 4.3 s later.
-  n.now = t0 + 4'294'967'296ull;
+  CHECK(n.b.next_deadline_ns() - t0 == 98'304'000'000ull);  // the REQ's own 16 x 6.144 s
+  // The first resend, 6.144 s later.
+  n.now = t0 + 6'144'000'000ull;
   n.b.on_message(n.now, IbPair::kA, req_mad.data(), req_mad.size());
   out = drain(n.b);
   REQUIRE(out.size() == 1);
@@ -1507,7 +1523,7 @@ TEST_CASE("ib_cm: a resent REQ the owner has not answered gets an MRA, as Linux'
   CHECK(mra[24 + 8] >> 6 == 0);                         // it acknowledges the REQ
   const uint8_t timeout = mra[24 + 9] >> 3;
   CHECK(timeout == kIbMraServiceTimeout);
-  CHECK(timeout == 24);  // 68.7 s, as Linux's, not the 115.7 s the request has left
+  CHECK(timeout == 24);  // 68.7 s, as Linux's, not the 113.9 s the request has left
   CHECK(n.b.next_deadline_ns() == t0 + 120'000'000'000ull);
   const CmMessage back = parse_ok(mra);
   CHECK(back.type == CmType::kMra);
@@ -1522,7 +1538,7 @@ TEST_CASE("ib_cm: a resent REQ the owner has not answered gets an MRA, as Linux'
   REQUIRE(mras.size() == 1);
   CHECK(mras[0][24 + 9] >> 3 == 24);
   CHECK(n.b.counters().mra_sent == 2);
-  // The owner answers after the REQ's own 68.7 s, within the MRA's wait: the REP goes out.
+  // The owner answers after the REQ's own 98.3 s, within the MRA's wait: the REP goes out.
   n.now = t0 + 100'000'000'000ull;
   n.b.on_timer(n.now);
   CHECK(count_kind(drain(n.b), CmAction::Kind::kRejected) == 0);
