@@ -1802,10 +1802,10 @@ std::vector<ActivePace> active_paces() {
   const CmConfig defaults;
   const uint64_t lo = defaults.retry_timeout_ns;
   const uint64_t hi = defaults.max_ib_rep_timeout_ns;
-  return {{lo, hi, 14, 1'088'000'000ull},        {lo, hi, 17, 1'536'000'000ull},
-          {lo, hi, 19, 3'072'000'000ull},        {lo, hi, 0, 1'026'000'000ull},
-          {lo, hi, 9, 1'026'000'000ull},         {lo, hi, 10, 1'028'000'000ull},
-          {lo, hi, 31, 30'000'000'000ull},       {2'000'000'000ull, hi, 14, 2'000'000'000ull},
+  return {{lo, hi, 14, 1'088'000'000ull},          {lo, hi, 17, 1'536'000'000ull},
+          {lo, hi, 19, 3'072'000'000ull},          {lo, hi, 0, 1'026'000'000ull},
+          {lo, hi, 9, 1'026'000'000ull},           {lo, hi, 10, 1'028'000'000ull},
+          {lo, hi, 31, 30'000'000'000ull},         {2'000'000'000ull, hi, 14, 2'000'000'000ull},
           {lo, 500'000'000ull, 14, 500'000'000ull}};
 }
 
