@@ -700,20 +700,27 @@ void ConnectionManager::on_for_conn(uint64_t now_ns, CmPeer from, const CmMessag
       }
       return;
     case CmType::kMra:
-      // The peer got our REQ (REP) and asks for time, as rdma_cm does while
-      // its application decides: wait what it asks (capped) before this and every later
-      // resend of the message, as Linux (ib_modify_mad: the MAD's timeout becomes the
-      // service timeout plus the packet life time for its remaining retries). Once: as
-      // Linux (MRA_REQ_RCVD / MRA_REP_RCVD), a repeated MRA (the peer answers each
-      // resend with one) is ignored. The resends already made still count (ib_modify_mad
-      // changes the timeout only): the retry budget ends the wait, as Linux's.
+      // The peer got our REQ (REP) and asks for time, as rdma_cm does while its application
+      // decides: wait as Linux's cm_mra_handler does, cm_convert_to_ms of the MRA's service
+      // timeout plus that of the path's av.timeout (ib_mra_wait_ns: for our REQ the packet
+      // life time our QP's ACK timeout stands for, + 1; for our REP the one the peer's REQ's
+      // does), from now and before every later resend of the message (ib_modify_mad sets the
+      // MAD's timeout for its remaining retries; the 2024 rdma-next MAD series applies it to
+      // the next resend only). No shorter than retry_timeout_ns, as every IB pace here; no
+      // longer than max_mra_wait_ns, which honours Linux's own MRA (24: 65.5 s plus the
+      // path's) in full and keeps a peer's 31 (2^23 ms, 2.3 h per resend) from holding the
+      // connection for hours. Once: as Linux (MRA_REQ_RCVD / MRA_REP_RCVD), a repeated MRA
+      // (the peer answers each resend with one) is ignored. The resends already made still
+      // count (ib_modify_mad changes the timeout only): the retry budget ends the wait, as
+      // Linux's.
       if (!c.mra_seen && ((c.state == State::kReqSent && m.ib.mra_message == kIbMsgReq) ||
                           (c.state == State::kRepSent && m.ib.mra_message == kIbMsgRep))) {
         ++counters_.mra_received;
         c.mra_seen = true;
-        const uint64_t wait =
-            std::min<uint64_t>(uint64_t{4096} << m.ib.mra_timeout, cfg_.max_mra_wait_ns);
-        c.retry_ns = wait + cfg_.retry_timeout_ns;
+        const uint8_t ack_timeout = c.active ? c.local.timeout : c.remote.timeout;
+        c.retry_ns =
+            std::clamp(ib_mra_wait_ns(m.ib.mra_timeout, ack_timeout), cfg_.retry_timeout_ns,
+                       std::max(cfg_.retry_timeout_ns, cfg_.max_mra_wait_ns));
         c.deadline_ns = now_ns + c.retry_ns;
       } else {
         ++counters_.rx_unexpected;

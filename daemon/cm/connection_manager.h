@@ -40,15 +40,21 @@
 // does; so is a REP naming such a QP (REJ of the REP; our request fails with
 // kRefused). No timewait: as Linux's, an ended connection's QPN is free at once.
 // IB CM, as Linux: a resent REQ the owner has not answered yet gets an MRA with Linux's
-// service timeout, 2^24 x 4.096 us (68.7 s, the requester's wait before each later resend);
-// the request then lives max_ib_request_wait_ns.
+// service timeout 24 (4.096 us x 2^24, which a Linux requester waits as cm_convert_to_ms rounds
+// it, 2^16 ms = 65.5 s, plus its path's timeout, before each later resend); the request then
+// lives max_ib_request_wait_ns.
 // As Linux's cm_dreq_handler: a DREQ for a request the owner has not answered yet is
 // dropped (counted), one while our REQ has no answer is answered as for no connection
 // (DREP, the request goes on); after our REP it ends the connection.
-// IB CM, as Linux: a DREQ must name our QP or it is dropped; an MRA stretches
-// every later resend of the message it acknowledges (capped); a UC/XRC REQ or one
-// with an rdma_cm header we cannot read gets REJ 'consumer defined' (a listener)
-// or 'invalid service id'; a Get/Set MAD gets GetResp 'unsupported'.
+// IB CM, as Linux: a DREQ must name our QP or it is dropped; a peer's MRA of our REQ (REP)
+// stretches the wait before this and every later resend of it to what Linux's cm_mra_handler
+// waits: cm_convert_to_ms of its service timeout plus that of the path's timeout (the packet
+// life time + 1: for our REQ the one our QP's ACK timeout stands for, for our REP the one the
+// peer's REQ's does), at least retry_timeout_ns and at most max_mra_wait_ns (120 s; Linux's
+// own MRA: 65.6 s with our QPs' default ACK timeout 14), one MRA per connection, the retry
+// budget unchanged; a UC/XRC REQ or one with an rdma_cm header we cannot read gets REJ
+// 'consumer defined' (a listener) or 'invalid service id'; a Get/Set MAD gets GetResp
+// 'unsupported'.
 // Replies to messages that name no connection of ours (REJ of such a REQ,
 // SIDR_REP, DREP for no connection, GetResp) are rate-limited (token bucket).
 // A REJ ends a connection in any state: one already established here (the
@@ -103,8 +109,12 @@ struct CmConfig {
   uint32_t max_listeners = 1024;
   uint32_t first_conn_id = 1;  // seed: a restarted daemon should not reuse ids
   // IB CM: the longest an MRA makes us wait before each resend of the message it
-  // acknowledges (rdma_cm asks for 68 s; Linux waits that before every later retry).
-  uint64_t max_mra_wait_ns = 30'000'000'000;
+  // acknowledges (Linux's cm_mra_handler: 2^(n-8) ms for its service timeout n plus that of
+  // the path's timeout). Linux's own MRA (24: 65.5 s, plus 64 ms for our QPs' default ACK
+  // timeout, 2 s for rdma_cm's REQ over RoCE in 6.1) is honoured in full, with any path whose
+  // ACK timeout is up to 23 (98.3 s); a peer's 31 (2^23 ms, 2.3 h) waits this long. As long as
+  // max_ib_request_wait_ns, the longest we keep a peer's request waiting for our owner.
+  uint64_t max_mra_wait_ns = 120'000'000'000;
   // IB CM: a request the owner has not answered lives as long as the requester resends
   // its REQ (its REQ says how long), at most this long; this long once we sent an MRA for
   // it (the requester resent its REQ: we ask it to wait).

@@ -84,7 +84,9 @@ inline constexpr uint64_t kRdmaCmServiceTcp = 0x0000000001060000;  // RDMA_PS_TC
 inline constexpr uint64_t kRdmaCmServiceIb = 0x00000000013F0000;   // RDMA_PS_IB << 16
 inline constexpr size_t kRdmaCmHeaderBytes = 36;
 // The service timeout of the MRA we send for a REQ the owner has not answered yet: Linux's
-// (CM_MRA_SETTING in cm.c, CMA_CM_MRA_SETTING's low bits before): 4.096 us * 2^24, 68.7 s.
+// (CM_MRA_SETTING in cm.c, CMA_CM_MRA_SETTING's low bits before): 4.096 us * 2^24 (68.7 s), which
+// Linux's requester waits as cm_convert_to_ms rounds it, 2^16 ms (65.5 s), plus its path's
+// timeout (ib_mra_wait_ns).
 inline constexpr uint8_t kIbMraServiceTimeout = 24;
 // What our REQ advertises (4.096 us * 2^n). Remote CM response timeout: how long we wait for
 // the REP (1024 ms as Linux counts it, ib_cm_timeout_ns); our REQ and our active side's DREQ
@@ -115,6 +117,22 @@ constexpr uint8_t ib_req_packet_life_time(uint8_t local_ack_timeout) {
 // response timeout), the MAD layer's wait before each of its max CM retries resends.
 constexpr uint64_t ib_req_resend_ns(uint8_t remote_cm_response_timeout, uint8_t packet_life_time) {
   return 2 * ib_cm_timeout_ns(packet_life_time) + ib_cm_timeout_ns(remote_cm_response_timeout);
+}
+// The timeout Linux's ib_cm keeps for a connection's path, cm_av.timeout: its packet life time
+// plus 1 (cm_init_av_by_path), that life time the one a REQ's primary local ACK timeout stands
+// for (for our REQ: our QP's; for our REP: the peer's REQ's, as cm_format_paths_from_req reads
+// it). 0 and 1 stand for 1, n for n otherwise.
+constexpr uint8_t ib_path_av_timeout(uint8_t local_ack_timeout) {
+  return static_cast<uint8_t>(ib_req_packet_life_time(local_ack_timeout & 0x1F) + 1);
+}
+// How long Linux's cm_mra_handler makes the requester (MRA of the REQ) or responder (of the REP)
+// wait after an MRA: cm_convert_to_ms of its service timeout plus that of the path's av.timeout
+// (ib_modify_mad: for every later resend too, until the 2024 rdma-next MAD series). Linux's own
+// MRA, service timeout 24 (kIbMraServiceTimeout), with our QPs' default ACK timeout 14: 65.536 s +
+// 64 ms.
+constexpr uint64_t ib_mra_wait_ns(uint8_t service_timeout, uint8_t local_ack_timeout) {
+  return ib_cm_timeout_ns(service_timeout) +
+         ib_cm_timeout_ns(ib_path_av_timeout(local_ack_timeout));
 }
 // Private data an rdma_cm REQ leaves the application after its header.
 inline constexpr size_t kRdmaCmReqPrivateBytes = 92 - kRdmaCmHeaderBytes;

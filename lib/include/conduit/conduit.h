@@ -360,7 +360,9 @@ CONDUIT_API int conduit_post_recv(struct conduit_qp* qp, struct conduit_recv_wr*
  * the IB CM (CONDUIT_CM_RDMA_CM) the REQ is resent as Linux's ib_cm resends it,
  * every 1.024 s plus twice the packet life time the QP's ACK timeout stands for
  * (1.088 s with the default 14), 15 times, so after about 17 s (longer when the
- * peer asked to wait with an MRA, as rdma_cm does while its application decides).
+ * peer asked to wait with an MRA, as rdma_cm does while its application decides:
+ * each later resend then waits as Linux's would, at most 120 s: 65.6 s for rdma_cm's
+ * MRA with the default ACK timeout, about 16 minutes in all).
  * QPN and start PSNs are exchanged, the path MTU is the smaller of the two
  * offers, selective repeat is used only when both offer it. The QP must be in
  * RESET or INIT; when the call returns 0 it is in RTS, connected.

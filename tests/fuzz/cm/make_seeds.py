@@ -112,12 +112,13 @@ SEEDS = {
     + ib(1, ib_ids(0x14, 0x38D4E3E, 1))
     + ib(1, ib_ids(0x15, 0x38D4E3E, 1, b"\x00\x01\xf5"))
     + ib(1, ib_ids(0x15, 0x38D4E3E, 1, b"\x00\x01\xf4")) + bytes([5, 50]),
-    # We connect to an rdma_cm port; the peer's MRA of our REQ (service timeout 24); the timers
-    # run through the stretched resends; then we connect again and its REP names QP 0x12, which
-    # the first connection's REP named too (stale once the first is established).
+    # We connect to an rdma_cm port; the peer's MRA of our REQ (service timeout 24: Linux's
+    # cm_mra_handler wait, 2^16 ms plus 64 ms for the QP's ACK timeout 14, 65.6 s); the timers
+    # run through a stretched resend (27 x 2.55 s); then we connect again and its REP names QP
+    # 0x12, which the first connection's REP named too (stale once the first is established).
     "ib_mra_stale_rep": bytes([8, 10, 1, 1])
     + ib(1, ib_ids(0x11, 0x8D4E3E, 1, bytes([0x00, 24 << 3])))
-    + bytes([5, 255] * 14)
+    + bytes([5, 255] * 27)
     + bytes([8, 11, 1, 1]) + ib(1, ib_ids(0x13, 0x8D4E3E, 2, bytes(4)
                                            + b"\x00\x00\x12\x00" + bytes(4)
                                            + b"\x80\x0a\xe4\x00\x10\x10\x78\xe0"))

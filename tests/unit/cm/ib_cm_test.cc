@@ -544,19 +544,25 @@ struct RequestAndMra {
   uint32_t b_conn = 0;  // B's, for the request
   std::vector<uint8_t> mra;
 };
+// An MRA from comm id src to dst acknowledging `message` (kIbMsgReq, kIbMsgRep) with
+// `service_timeout`, as a MAD.
+std::vector<uint8_t> mra_mad(uint32_t src, uint32_t dst, uint8_t message, uint8_t service_timeout) {
+  CmMessage mra;
+  mra.type = CmType::kMra;
+  mra.src_conn = src;
+  mra.dst_conn = dst;
+  mra.ib.mra_message = message;
+  mra.ib.mra_timeout = service_timeout;
+  std::vector<uint8_t> out(kMadBytes);
+  REQUIRE(build_ib_cm_mad(mra, IbCmBuildContext{}, out.data()) == kMadBytes);
+  return out;
+}
 RequestAndMra request_and_mra(IbPair& n) {
   RequestAndMra r;
   const Requested req = request(n, ib_params(0x10, 5, 1, 1));
   r.conn = req.a_conn;
   r.b_conn = req.b_conn;
-  CmMessage mra;
-  mra.type = CmType::kMra;
-  mra.src_conn = req.b_conn;
-  mra.dst_conn = static_cast<uint32_t>(r.conn);
-  mra.ib.mra_message = 0;
-  mra.ib.mra_timeout = 24;
-  r.mra.resize(kMadBytes);
-  REQUIRE(build_ib_cm_mad(mra, IbCmBuildContext{}, r.mra.data()) == kMadBytes);
+  r.mra = mra_mad(req.b_conn, static_cast<uint32_t>(r.conn), kIbMsgReq, 24);
   return r;
 }
 
@@ -658,9 +664,10 @@ TEST_CASE("ib_cm: an MRA makes the requester wait as asked, then resend", "[cm][
   CHECK(back.ib.mra_timeout == 24);
   n.a.on_message(n.now, IbPair::kB, buf.data(), buf.size());
   CHECK(n.a.counters().mra_received == 1);
-  // Without it A would have resent after 1.088 s; now it waits ~68.7 s (capped at 30 s).
+  // Without it A would have resent after 1.088 s; now it waits as Linux's cm_mra_handler:
+  // 2^16 ms for the service timeout 24 plus 64 ms for its path (our QP's ACK timeout 14).
   const uint64_t asked = n.a.next_deadline_ns() - n.now;
-  CHECK(asked == 30'000'000'000ull + 200'000'000ull);
+  CHECK(asked == 65'600'000'000ull);
   CHECK(n.a.counters().retransmits == 0);
   n.now += 5'000'000'000ull;
   n.a.on_timer(n.now);
@@ -1429,12 +1436,13 @@ TEST_CASE("ib_cm: after an MRA every later resend of that message waits as the M
           "[cm][ib]") {
   // Linux's cm_mra_handler stretches the MAD's timeout (ib_modify_mad) for all its remaining
   // retries, not the next one only: the responder's application is known to be deciding, so
-  // a lost answer is waited for at the MRA's pace. Ours: capped at max_mra_wait_ns (30 s)
-  // each, the retry budget unchanged, so a responder that never decides still fails us.
+  // a lost answer is waited for at the MRA's pace (65.536 s + 64 ms for Linux's 24 and our
+  // QPs' default ACK timeout 14; at most max_mra_wait_ns each), the retry budget unchanged, so
+  // a responder that never decides still fails us.
   IbPair n;
   const RequestAndMra started = request_and_mra(n);
   n.a.on_message(n.now, IbPair::kB, started.mra.data(), started.mra.size());
-  constexpr uint64_t kWait = 30'000'000'000ull + 200'000'000ull;
+  constexpr uint64_t kWait = 65'600'000'000ull;
   uint64_t resends = 0;
   bool failed = false;
   while (!failed) {
@@ -1459,12 +1467,94 @@ TEST_CASE("ib_cm: after an MRA every later resend of that message waits as the M
   CHECK(m.a.next_deadline_ns() - m.now == 1'088'000'000ull);
 }
 
+namespace {
+
+// After an MRA: Linux's cm_mra_handler hands ib_modify_mad cm_convert_to_ms(the MRA's service
+// timeout) + cm_convert_to_ms(the id's av.timeout), the path's packet life time + 1
+// (cm_init_av_by_path): for our REQ the one its primary local ACK timeout stands for, for our
+// REP the one the peer's REQ's does (cm_format_paths_from_req: that minus 1). Ours, no shorter
+// than retry_timeout_ns (200 ms) and no longer than max_mra_wait_ns (120 s).
+struct MraWait {
+  uint8_t ack_timeout;  // the REQ's primary local ACK timeout (the active QP's)
+  uint8_t service_timeout;
+  uint64_t wait_ns;
+};
+std::vector<MraWait> mra_waits() {
+  return {
+      // ACK timeout 14 (our QPs' default): av.timeout 14, 64 ms.
+      {14, 0, 200'000'000ull},  // 1 ms + 64 ms, under the floor
+      {14, 9, 200'000'000ull},  // 2 ms + 64 ms, under the floor
+      {14, 16, 320'000'000ull},
+      {14, 24, 65'600'000'000ull},   // Linux's own MRA (CM_MRA_SETTING): 65.536 s + 64 ms
+      {14, 31, 120'000'000'000ull},  // 2^23 ms (2.3 h) asked: the cap
+      // ACK timeout 19 (rdma_cm's over RoCE in Linux 6.1): av.timeout 19, 2048 ms.
+      {19, 0, 2'049'000'000ull},
+      {19, 9, 2'050'000'000ull},
+      {19, 16, 2'304'000'000ull},
+      {19, 24, 67'584'000'000ull},
+      {19, 31, 120'000'000'000ull},
+      // ACK timeout 0: packet life time 0, av.timeout 1, 1 ms.
+      {0, 24, 65'537'000'000ull},
+      // ACK timeout 23: av.timeout 23, 2^15 ms; Linux's MRA still honoured in full.
+      {23, 24, 98'304'000'000ull},
+      {31, 24, 120'000'000'000ull},  // av.timeout 31, 2^23 ms: the cap
+  };
+}
+
+}  // namespace
+
+TEST_CASE(
+    "ib_cm: an MRA makes us wait cm_convert_to_ms of its service timeout plus that of the "
+    "path's timeout, as Linux's cm_mra_handler, for our REQ and our REP",
+    "[cm][ib]") {
+  for (const MraWait& k : mra_waits()) {
+    CAPTURE(k.ack_timeout, k.service_timeout, k.wait_ns);
+    {
+      INFO("our REQ: the path's timeout is the one our REQ's ACK timeout stands for");
+      IbPair n;
+      QpParams q = ib_params(0x10, 5, 1, 1);
+      q.timeout = k.ack_timeout;
+      const Requested r = request(n, q);
+      const std::vector<uint8_t> mra =
+          mra_mad(r.b_conn, static_cast<uint32_t>(r.a_conn), kIbMsgReq, k.service_timeout);
+      n.now += 300'000'000;  // the wait counts from the MRA
+      n.a.on_message(n.now, IbPair::kB, mra.data(), mra.size());
+      REQUIRE(n.a.counters().mra_received == 1);
+      CHECK(n.a.next_deadline_ns() - n.now == k.wait_ns);
+      // And before each later resend of the REQ.
+      n.now = n.a.next_deadline_ns();
+      n.a.on_timer(n.now);
+      CHECK(mads(drain(n.a), 0x10).size() == 1);
+      CHECK(n.a.next_deadline_ns() - n.now == k.wait_ns);
+    }
+    {
+      INFO("our REP: the path's timeout is the one the peer's REQ's ACK timeout stands for");
+      IbPair n;
+      QpParams q = ib_params(0x10, 5, 1, 1);
+      q.timeout = k.ack_timeout;
+      const Requested r = request(n, q);
+      REQUIRE(n.b.accept(n.now, 22, r.b_conn, ib_params(0x20, 2, 1, 1)) == 0);
+      REQUIRE(mads(drain(n.b), 0x13).size() == 1);  // the REP, lost
+      const std::vector<uint8_t> mra =
+          mra_mad(static_cast<uint32_t>(r.a_conn), r.b_conn, kIbMsgRep, k.service_timeout);
+      n.now += 300'000'000;
+      n.b.on_message(n.now, IbPair::kA, mra.data(), mra.size());
+      REQUIRE(n.b.counters().mra_received == 1);
+      CHECK(n.b.next_deadline_ns() - n.now == k.wait_ns);
+      n.now = n.b.next_deadline_ns();
+      n.b.on_timer(n.now);
+      CHECK(mads(drain(n.b), 0x13).size() == 1);
+      CHECK(n.b.next_deadline_ns() - n.now == k.wait_ns);
+    }
+  }
+}
+
 TEST_CASE("ib_cm: an MRA keeps the resends already made: the retry budget is the REQ's, as Linux",
           "[cm][ib]") {
   // Linux's ib_cm sends its delayed MRA in answer to a resent REQ, so the requester has
   // resent at least once when the MRA arrives. cm_mra_handler only changes the MAD's timeout
   // (ib_modify_mad); the retries it made still count. Starting over at 0 would give a
-  // responder that keeps saying "wait" one resend (and one 30 s wait) more per MRA.
+  // responder that keeps saying "wait" one resend (and one 65.6 s wait) more per MRA.
   IbPair n;
   const RequestAndMra started = request_and_mra(n);
   n.now = n.a.next_deadline_ns();
@@ -1473,7 +1563,7 @@ TEST_CASE("ib_cm: an MRA keeps the resends already made: the retry budget is the
   REQUIRE(n.a.counters().retransmits == 1);
   n.a.on_message(n.now, IbPair::kB, started.mra.data(), started.mra.size());
   REQUIRE(n.a.counters().mra_received == 1);
-  CHECK(n.a.next_deadline_ns() - n.now == 30'000'000'000ull + 200'000'000ull);
+  CHECK(n.a.next_deadline_ns() - n.now == 65'600'000'000ull);
   uint64_t resends = 1;
   bool failed = false;
   while (!failed) {
@@ -1496,9 +1586,9 @@ TEST_CASE("ib_cm: a resent REQ the owner has not answered gets an MRA, as Linux'
   // rdma_cm queues ib_cm's delayed MRA for a REQ its application has not accepted yet
   // (IB_CM_MRA_FLAG_DELAY); cm_dup_req_handler sends it for each resent REQ: the requester
   // then waits as asked instead of resending every 6.1 s and giving up after 98.3 s. Linux's
-  // MRA always asks for 2^24 x 4.096 us (68.7 s: CM_MRA_SETTING, CMA_CM_MRA_SETTING before),
-  // whatever the request has left; so does ours. The MRA makes the request live
-  // max_ib_request_wait_ns.
+  // MRA always asks for 2^24 x 4.096 us (CM_MRA_SETTING, CMA_CM_MRA_SETTING before; its
+  // cm_mra_handler waits it as 2^16 ms, 65.5 s, plus its path's timeout), whatever the request
+  // has left; so does ours. The MRA makes the request live max_ib_request_wait_ns.
   IbPair n;
   REQUIRE(n.b.listen(7471, 22) == 0);
   const std::vector<uint8_t> req_mad = mad_from_hex(kKernelReq);
@@ -1523,7 +1613,7 @@ TEST_CASE("ib_cm: a resent REQ the owner has not answered gets an MRA, as Linux'
   CHECK(mra[24 + 8] >> 6 == 0);                         // it acknowledges the REQ
   const uint8_t timeout = mra[24 + 9] >> 3;
   CHECK(timeout == kIbMraServiceTimeout);
-  CHECK(timeout == 24);  // 68.7 s, as Linux's, not the 113.9 s the request has left
+  CHECK(timeout == 24);  // 65.5 s as Linux waits it, not the 113.9 s the request has left
   CHECK(n.b.next_deadline_ns() == t0 + 120'000'000'000ull);
   const CmMessage back = parse_ok(mra);
   CHECK(back.type == CmType::kMra);
@@ -1546,7 +1636,7 @@ TEST_CASE("ib_cm: a resent REQ the owner has not answered gets an MRA, as Linux'
   local.pmtu_bytes = 1024;
   REQUIRE(n.b.accept(n.now, 22, conn, local) == 0);
   CHECK(mads(drain(n.b), 0x13).size() == 1);
-  // Between two conduits: A's REQ is resent after 1.088 s, B's MRA makes it wait (30 s cap).
+  // Between two conduits: A's REQ is resent after 1.088 s, B's MRA makes it wait 65.6 s.
   IbPair p;
   const Requested r = request(p, ib_params(0x10, 1, 1, 1));
   p.now = p.a.next_deadline_ns();
@@ -1554,7 +1644,7 @@ TEST_CASE("ib_cm: a resent REQ the owner has not answered gets an MRA, as Linux'
   p.run();
   CHECK(p.b.counters().mra_sent == 1);
   CHECK(p.a.counters().mra_received == 1);
-  CHECK(p.a.next_deadline_ns() - p.now == 30'000'000'000ull + 200'000'000ull);
+  CHECK(p.a.next_deadline_ns() - p.now == 65'600'000'000ull);
   REQUIRE(p.b.accept(p.now, 22, r.b_conn, ib_params(0x20, 2, 1, 1)) == 0);
   p.run();
   CHECK(p.last(p.events_a, CmAction::Kind::kEstablished) != nullptr);
@@ -2087,7 +2177,7 @@ TEST_CASE(
   REQUIRE(mras.size() == 1);
   n.a.on_message(n.now, IbPair::kB, mras[0].data(), mras[0].size());
   CHECK(n.a.counters().mra_received == 1);
-  CHECK(n.a.next_deadline_ns() - n.now == 30'000'000'000ull + 200'000'000ull);
+  CHECK(n.a.next_deadline_ns() - n.now == 65'600'000'000ull);
   n.now += 10'000'000'000ull;
   n.a.on_timer(n.now);
   CHECK(mads(drain(n.a), 0x10).empty());
