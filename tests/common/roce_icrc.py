@@ -9,7 +9,9 @@ stored least-significant byte first.
 
 A frame is Ethernet (untagged, or with one 802.1Q tag), IPv4 (any IHL) or IPv6 (through
 hop-by-hop and fragment headers, which the ICRC covers as they are), UDP to port 4791, then the
-BTH; its last 4 bytes are where the ICRC goes (never read), whatever the IP length says.
+BTH; the ICRC is the datagram's last 4 bytes, where the IP length says the datagram ends: a
+frame shorter than Ethernet's 60 bytes (a zero-length SEND over IPv4 is 58) arrives padded, and
+the padding is neither covered nor the ICRC.
 """
 import struct
 import zlib
@@ -45,13 +47,30 @@ def bth_offset(frame):
     return off + 8
 
 
+def datagram_end(frame):
+    """Where the IP datagram ends in the frame (its IPv4 total length, or 40 + its IPv6 payload
+    length, past the IP header), or None when that is past the frame's end."""
+    ip = ip_offset(frame)
+    if ip is None:
+        return None
+    v4 = frame[ip - 2:ip] == ETH_IPV4
+    if len(frame) < ip + (20 if v4 else 40):
+        return None
+    if v4:
+        end = ip + int.from_bytes(frame[ip + 2:ip + 4], "big")
+    else:
+        end = ip + 40 + int.from_bytes(frame[ip + 4:ip + 6], "big")
+    return end if end <= len(frame) else None
+
+
 def icrc(frame):
-    """The 4 ICRC bytes of a RoCEv2 frame as they go on the wire, from its bytes before its last
-    4. ValueError when the frame is no RoCEv2 frame (see bth_offset)."""
-    ip, bth = ip_offset(frame), bth_offset(frame)
-    if bth is None or bth + 12 + 4 > len(frame):
+    """The 4 ICRC bytes of a RoCEv2 frame as they go on the wire, from its datagram's bytes
+    before its last 4 (datagram_end). ValueError when the frame is no RoCEv2 frame (see
+    bth_offset) or its IP length runs past the frame."""
+    ip, bth, end = ip_offset(frame), bth_offset(frame), datagram_end(frame)
+    if bth is None or end is None or bth + 12 + 4 > end:
         raise ValueError("not a RoCEv2 frame (IPv4/IPv6, UDP port 4791, a BTH and an ICRC)")
-    d, bth = bytearray(frame[ip:-4]), bth - ip
+    d, bth = bytearray(frame[ip:end - 4]), bth - ip
     if frame[ip - 2:ip] == ETH_IPV4:
         d[1] = 0xFF                    # TOS (DSCP, ECN)
         d[8] = 0xFF                    # TTL
@@ -65,6 +84,15 @@ def icrc(frame):
     return struct.pack("<I", zlib.crc32(b"\xff" * 8 + bytes(d)) & 0xFFFFFFFF)
 
 
+def icrc_offset(frame):
+    """Where the ICRC stands in the frame: 4 bytes before datagram_end (ValueError as icrc)."""
+    end = datagram_end(frame)
+    if end is None:
+        raise ValueError("the IP length runs past the frame")
+    return end - 4
+
+
 def icrc_valid(frame):
-    """Whether a RoCEv2 frame's last 4 bytes are its ICRC (ValueError as icrc)."""
-    return icrc(frame) == bytes(frame[-4:])
+    """Whether a RoCEv2 frame carries its ICRC where its datagram ends (ValueError as icrc)."""
+    o = icrc_offset(frame)
+    return icrc(frame) == bytes(frame[o:o + 4])

@@ -207,6 +207,28 @@ def main():
             f, want = built_v6(*values, payload, vlan)
             check_frame(f"built IPv6 {values}{tag}", f, want)
 
+    # Ethernet padding: a zero-length SEND only over IPv4 is 58 bytes and arrives padded to 60
+    # (a NIC pads it; its padding bytes may be anything). The ICRC is where the IP length says
+    # the datagram ends, not the frame's last 4 bytes, and the padding is not covered.
+    f, want = built_v4(0x02, 64, 0x1111, 0, 0, b"")
+    unpadded = f[:-4] + want
+    check(len(unpadded) == 58, f"zero-length SEND only: {len(unpadded)} bytes, expected 58")
+    for pad in (b"\0\0", b"\xa5\x5a"):
+        padded = unpadded + pad
+        name = f"zero-length SEND only padded with {pad.hex()}"
+        check(roce_icrc.icrc_offset(padded) == 54, f"{name}: ICRC at {roce_icrc.icrc_offset(padded)}")
+        check(roce_icrc.icrc(padded) == want, f"{name}: ICRC {roce_icrc.icrc(padded).hex()}")
+        check(valid(padded), f"{name}: not valid")
+        check(not valid(flipped(padded, 42)), f"{name}: a BTH opcode bit flipped, still valid")
+        check(not valid(flipped(padded, 54)), f"{name}: its ICRC flipped, still valid")
+    # An IP length past the frame's end: no ICRC to find.
+    short = unpadded[:14 + 2] + struct.pack(">H", 60) + unpadded[14 + 4:]
+    try:
+        roce_icrc.icrc(short)
+        check(False, "an IPv4 total length past the frame: icrc() gave an ICRC")
+    except ValueError:
+        check(True, "")
+
     # Every RoCE frame Linux's rxe sent in the reference captures has a valid ICRC.
     expected = {"rxe-perftest-send-write.pcap": 20, "rxe-rc-pingpong.pcap": 12}
     for name, count in expected.items():

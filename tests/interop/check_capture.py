@@ -228,12 +228,14 @@ def main():
     for i, (data, _meta) in enumerate(RawPcapReader(pcap), 1):
         if i not in sample:
             continue
-        if data[12:14] == b"\x86\xdd":
-            if len(data) < 14 + 48 + 12 + 4 or data[14 + 6] != 17:
-                fail(f"frame {i}: IPv6 frame without a UDP header after the IPv6 header")
-            elif roce_icrc.icrc(data) != data[-4:]:
-                fail(f"frame {i}: IPv6 ICRC {data[-4:].hex()} != {roce_icrc.icrc(data).hex()} "
-                     "recomputed")
+        ip = roce_icrc.ip_offset(data)  # past a VLAN tag too
+        if ip is not None and data[ip - 2:ip] == roce_icrc.ETH_IPV6:
+            if roce_icrc.bth_offset(data) is None or roce_icrc.datagram_end(data) is None:
+                fail(f"frame {i}: IPv6 frame without a UDP datagram to port 4791 in it")
+            elif not roce_icrc.icrc_valid(data):
+                o = roce_icrc.icrc_offset(data)
+                fail(f"frame {i}: IPv6 ICRC {data[o:o + 4].hex()} != "
+                     f"{roce_icrc.icrc(data).hex()} recomputed")
             checked6 += 1
             continue
         pkt = Ether(data)
