@@ -8,7 +8,8 @@
 #   4. RoCEv2 over IPv6 (the daemons also own fe80::c0:11 and fe80::c0:12, port.address6):
 #      a's kernel pings b's conduitd over IPv6 (neighbour discovery, ICMPv6 echo), and SEND,
 #      WRITE and READ with IPv6 GIDs arrive byte-exact, also on QPs connected through the
-#      native connection manager and through the IB CM (rdma_cm's dialect) over IPv6;
+#      native connection manager and through the IB CM (rdma_cm's dialect) over IPv6, and
+#      conduit-perf's perftest -R mode (exchange and QP through rdma_cm) over IPv6;
 #   5. a Router Advertisement from b's side of the link (a router at fe80::c0:fe with an on-link
 #      prefix and an MTU option) reaches conduitd a and a's kernel alike: over af_packet both
 #      receive the frame, over af_xdp the XDP program leaves it to the kernel and conduitd reads
@@ -150,6 +151,11 @@ wait "$rping_server" || { cat "$work/rping-server.out"; fail "the conduit-rping 
 grep -h "connected to" "$work/rping-client.out" "$work/rping-server.out"
 grep -q "connected to fe80::c0:12 .*(IB CM)" "$work/rping-client.out" ||
   fail "conduit-rping did not connect to fe80::c0:12 through the IB CM"
+echo "== perftest's -R over IPv6: the exchange and the test QP on rdma_cm connections"
+PERF_OOB_ADDR=$PERF_SERVER_ADDR perf_pair 60 write_bw --perftest -R -s 4096 -n 20 -W 20 ||
+  { cat "$work/client.err" "$work/server.err"; fail "write_bw --perftest -R over IPv6 failed"; }
+grep -E '^ *4096 +20 ' "$work/client.out" >/dev/null ||
+  fail "write_bw --perftest -R over IPv6: no result line for 4096 B x 20"
 for h in a b; do
   stats=$(netns_exec "$h" "$ctl" --socket "$work/$h.sock" stats)
   grep -E '^cm\.(gsi_rx|gsi_tx|gsi_rx_dropped|rx_datagrams|tx_datagrams|established) ' <<<"$stats" |
