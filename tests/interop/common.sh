@@ -86,13 +86,23 @@ interop_cleanup() {
   return "$rc"
 }
 
+# INTEROP_MTU (default 1500): the MTU of the whole path, host c's eth0, the bridge in vmh, the
+# tap and the VM's eth0 (rxe's active MTU follows it: 4096 from 4200 up), and conduitd's port
+# (its path MTU 4096 from 4200 up, else 1024).
 interop_start_c() {
+  local mtu=${INTEROP_MTU:-1500} pmtu=1024
+  ((mtu < 4200)) || pmtu=4096
   "$(rxe_vm_bin)" --build -q || fail "VM image build failed"
   rxe_topology
+  if ((mtu != 1500)); then
+    netns_exec c ip link set eth0 mtu "$mtu"
+    netns_exec vmh ip link set up0 mtu "$mtu"
+    netns_exec vmh ip link set br0 mtu "$mtu"
+  fi
   netns_exec c ip addr flush dev eth0
   netns_exec c ip addr add "$kernel_ip/24" dev eth0
-  conduitd_config "$work/c.yaml" "$work/c.sock" "$(conduitd_vdev af_packet eth0)" \
-    "$conduit_ip/24" 0 "$1$$"
+  conduitd_config "$work/c.yaml" "$work/c.sock" "$(conduitd_vdev af_packet eth0 "$mtu")" \
+    "$conduit_ip/24" 0 "$1$$" "$mtu" "$pmtu"
   conduitd_start c "$work/c.yaml" "$work/conduitd.log" || fail "conduitd did not start"
 }
 
@@ -220,7 +230,7 @@ interop_run() {
   netns_exec vmh tcpdump -i up0 -w "$work/rc.pcap" -U 'udp port 4791' >"$work/tcpdump.log" 2>&1 &
   tcpdump_pid=$!
   t1=$SECONDS
-  rxe_vm_start "$work/vm" --file "$work/vm.sh:/vm.sh" -- "sh /vm.sh"
+  rxe_vm_start "$work/vm" --mtu "${INTEROP_MTU:-1500}" --file "$work/vm.sh:/vm.sh" -- "sh /vm.sh"
   rxe_vm_wait_ready "$work/vm" 200 || fail "the VM did not get ready (see vm.console)"
   echo "VM ready (rxe0 up) after $((SECONDS - t1)) s"
   for p in "${plan[@]}"; do

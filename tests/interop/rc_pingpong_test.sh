@@ -8,6 +8,9 @@
 #   RoCEv2 over IPv6: both roles with 64 B and 10000 B messages, the VM on rxe's GID index 0
 #   (its link-local address, `ibv_rc_pingpong -g 0`), conduit on port.address6 fe80::c0:1
 #   (conduit_ip6; neighbour discovery both ways);
+#   jumbo frames: the whole path runs at MTU 9000 (INTEROP_MTU), so both roles also run 20000 B
+#   messages at PMTU 4096 (5 packets of up to 4096 B, rxe's active MTU 4096), as on a RoCE
+#   fabric with jumbo frames;
 #   with RC_PINGPONG_LOSS_PPM (default 10000 = 1 %) > 0, the same runs again with that share of
 #   the RoCE frames dropped both ways by the tc eBPF drop program on the bridge port next to
 #   host c (go-back-N both ways: rxe and conduit each retransmit what the other did not get).
@@ -26,6 +29,7 @@ build=${1:-${CONDUIT_BUILD:-$src/build}}
 pingpong=$build/lib/examples/conduit-rc-pingpong
 interop_init rcpp "$build" "$pingpong"
 loss_ppm=${RC_PINGPONG_LOSS_PPM:-10000}
+export INTEROP_MTU=${INTEROP_MTU:-9000}
 ((loss_ppm == 0)) || interop_need_drop
 drop_flags=1 # DROP_SPARE_ACKS (read by interop_run)
 export drop_flags
@@ -60,6 +64,7 @@ for loss in "${losses[@]}"; do
       for size in 64 10000; do
         plan+=("ipv6-vm$role-$size $role 0 $size 1024 6")
       done
+      plan+=("jumbo-vm$role-20000 $role 0 20000 4096")
     fi
   done
 done
@@ -85,4 +90,12 @@ echo "--- capture check (tshark, scapy)"
   "$RXE_VM_IP" --need-opcodes 0,1,2,4,17 --conduit-ip6 "$conduit_ip6" \
   $( ((loss_ppm == 0)) || echo --want-retransmit) ||
   fail "capture check failed"
+# The jumbo steps ran at PMTU 4096 both ways: full 4096-byte packets (4154-byte frames) from
+# each side, 4 per 20000 B message, 20 messages each way in each of the two steps.
+for from in "$conduit_ip" "$RXE_VM_IP"; do
+  big=$(tcpdump -r "$work/rc.pcap" -nn "src host $from and udp port 4791 and greater 4150" \
+    2>/dev/null | wc -l)
+  echo "frames of a 4096-byte payload from $from: $big"
+  ((big >= 160)) || fail "PMTU 4096: $big frames of 4150 B or more from $from, expected 160"
+done
 echo "PASS: ${#plan[@]} steps in one VM boot, total $((SECONDS - t0)) s"
