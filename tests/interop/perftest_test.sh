@@ -34,6 +34,9 @@
 #   7b. RoCEv2 over IPv6: PERFTEST_IPV6_TESTS (default send_bw write_bw read_bw) in both roles,
 #      PERFTEST_SIZE B x PERFTEST_ITERS, perftest on rxe's GID index 0 (its link-local address,
 #      -x 0), conduit-perf on port.address6 fe80::c0:1 (conduit_ip6);
+#   7c. jumbo frames: the whole path runs at MTU 9000 (INTEROP_MTU), and PERFTEST_JUMBO_TESTS
+#      (default write_bw read_bw) run in both roles at -m 4096, 64 KiB x PERFTEST_ITERS (16
+#      packets a message; READ responses of 4096 B both ways);
 #   8. with PERFTEST_LOSS_PPM (default 10000 = 1 %) > 0, step 1 and atomic_bw's fetch-and-add
 #      again with that share of the
 #      RoCE frames (ACKs included) dropped both ways by the tc eBPF drop program next to c.
@@ -101,9 +104,10 @@ interop_vm_step() { # NAME ROLE LOSS TEST SIZE ITERS [QPS [-b | --atomic_type=..
   # perftest's latency tests refuse -q, even -q 1 (the compare-and-swap steps give 1 to
   # reach the extra argument).
   [[ $4 == *_lat && $qps == 1 ]] && qps=
-  local gidx=1
+  local gidx=1 mtu=1024
   [[ $1 == ipv6-* ]] && gidx=0 # rxe's link-local GID
-  echo "$1 $2 ib_$4 -d rxe0 -x $gidx -F -m 1024 -u 17$size_arg $(iter_args "$6")${qps:+ -q $qps}${8:+ $8}"
+  [[ $1 == jumbo-* ]] && mtu=4096
+  echo "$1 $2 ib_$4 -d rxe0 -x $gidx -F -m $mtu -u 17$size_arg $(iter_args "$6")${qps:+ -q $qps}${8:+ $8}"
 }
 interop_host_step() { # NAME ROLE LOSS TEST SIZE ITERS [QPS [-b]]
   # -t 16: at most 64 packets in flight. A go-back-N round of perftest's 128 x 4 packets floods
@@ -117,9 +121,10 @@ interop_host_step() { # NAME ROLE LOSS TEST SIZE ITERS [QPS [-b]]
   [[ $5 == all ]] && sizes=(-a)
   local iters
   read -ra iters <<<"$(iter_args "$6")"
-  local addr=$conduit_ip
+  local addr=$conduit_ip mtu=1024
   [[ $1 == ipv6-* ]] && addr=$conduit_ip6
-  local args=("$4" --perftest -S "$work/c.sock" -x "$addr" "${sizes[@]}" "${iters[@]}" -m 1024
+  [[ $1 == jumbo-* ]] && mtu=4096
+  local args=("$4" --perftest -S "$work/c.sock" -x "$addr" "${sizes[@]}" "${iters[@]}" -m "$mtu"
     -t 16 -u 18 -W 40)
   [[ -z ${7:-} ]] || args+=(-q "$7")
   [[ -z ${8:-} ]] || args+=("$8")
@@ -131,6 +136,8 @@ t0=$SECONDS
 conduit_ip6=fe80::c0:1
 export CONDUITD_ADDRESS6=$conduit_ip6/64
 ipv6_tests=${PERFTEST_IPV6_TESTS-send_bw write_bw read_bw}
+jumbo_tests=${PERFTEST_JUMBO_TESTS-write_bw read_bw}
+export INTEROP_MTU=${INTEROP_MTU:-9000}
 interop_start_c pftst
 # both_roles PREFIX LOSS "ARGS" TEST...: for each test, a step with the VM as server and one
 # with it as client ("PREFIX-TEST-vmROLE ROLE LOSS TEST ARGS...").
@@ -178,6 +185,10 @@ for loss in "${losses[@]}"; do
   ((loss == 0)) || continue
   # shellcheck disable=SC2086
   both_roles ipv6 "$loss" "$size $iters" $ipv6_tests
+  # PMTU 4096 over the MTU-9000 path (INTEROP_MTU): 64 KiB WRITEs and READs, 16 packets each
+  # (READ responses of 4096 B both ways).
+  # shellcheck disable=SC2086
+  both_roles jumbo "$loss" "65536 $iters" $jumbo_tests
 done
 interop_run
 
@@ -259,4 +270,14 @@ done
   "$RXE_VM_IP" --need-opcodes "$need" ${ipv6_tests:+--conduit-ip6 "$conduit_ip6"} \
   $( ((loss_ppm == 0)) || echo --want-retransmit) ||
   fail "capture check failed"
+if [[ -n $jumbo_tests ]]; then
+  # The jumbo steps ran at PMTU 4096: full 4096-byte packets (4154-byte frames or more) from
+  # each side, which writes in one role of write_bw and answers READs in one role of read_bw.
+  for from in "$conduit_ip" "$RXE_VM_IP"; do
+    big=$(tcpdump -r "$work/rc.pcap" -nn "src host $from and udp port 4791 and greater 4150" \
+      2>/dev/null | wc -l)
+    echo "frames of a 4096-byte payload from $from: $big"
+    ((big >= 100)) || fail "PMTU 4096: $big frames of 4150 B or more from $from"
+  done
+fi
 echo "PASS: ${#plan[@]} steps in one VM boot, total $((SECONDS - t0)) s"
