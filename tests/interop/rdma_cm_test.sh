@@ -189,6 +189,15 @@ for ((r = 1; r <= rounds; ++r)); do
     grep -q "connected to $RXE_VM_IP .*(IB CM)" "$work/$s-$r.host" || fail "$s-$r: not an IB CM connection"
   done
 done
+# The path MTU each IB CM connection runs: the kernel's rdma_cm offers rxe's active MTU (1024 on
+# a 1500-byte path, 4096 from 4200 up: INTEROP_MTU), and conduit runs what the REQ says.
+want_mtu=1024
+((${INTEROP_MTU:-1500} < 4200)) || want_mtu=4096
+ib_conns=$(cat "$work"/*.host | grep -c "connected to .* (IB CM)")
+ib_at_mtu=$(cat "$work"/*.host | grep -c "connected to .*, MTU $want_mtu (IB CM)")
+echo "IB CM connections: $ib_conns, at path MTU $want_mtu: $ib_at_mtu"
+((ib_conns > 0 && ib_at_mtu == ib_conns)) ||
+  fail "$((ib_conns - ib_at_mtu)) of $ib_conns IB CM connections not at path MTU $want_mtu"
 grep -A3 "=== vmrefused begin" "$work/vm.out" | grep -qi "rdma_connect\|refused\|reject" ||
   fail "the VM's rdma_client did not report the reject"
 ! grep -q "=== vmrefused rc=0" "$work/vm.out" || fail "rdma_client to a port nobody listens on succeeded"
