@@ -63,11 +63,14 @@ def datagram_end(frame):
     return end if end <= len(frame) else None
 
 
-def icrc(frame):
+def icrc(frame, at_frame_end=False):
     """The 4 ICRC bytes of a RoCEv2 frame as they go on the wire, from its datagram's bytes
     before its last 4 (datagram_end). ValueError when the frame is no RoCEv2 frame (see
-    bth_offset) or its IP length runs past the frame."""
-    ip, bth, end = ip_offset(frame), bth_offset(frame), datagram_end(frame)
+    bth_offset) or its IP length runs past the frame. at_frame_end: the ICRC is the frame's
+    last 4 bytes whatever the IP length says (for a test that sends frames whose lengths
+    disagree on purpose, with a valid ICRC)."""
+    ip, bth = ip_offset(frame), bth_offset(frame)
+    end = len(frame) if at_frame_end and ip is not None else datagram_end(frame)
     if bth is None or end is None or bth + 12 + 4 > end:
         raise ValueError("not a RoCEv2 frame (IPv4/IPv6, UDP port 4791, a BTH and an ICRC)")
     d, bth = bytearray(frame[ip:end - 4]), bth - ip

@@ -221,6 +221,11 @@ def main():
         check(valid(padded), f"{name}: not valid")
         check(not valid(flipped(padded, 42)), f"{name}: a BTH opcode bit flipped, still valid")
         check(not valid(flipped(padded, 54)), f"{name}: its ICRC flipped, still valid")
+    # at_frame_end (the wire-inject sender's frames, whose lengths may disagree on purpose):
+    # the ICRC over everything before the frame's last 4 bytes.
+    check(roce_icrc.icrc(unpadded, True) == want, "at_frame_end: an unpadded frame's ICRC differs")
+    check(roce_icrc.icrc(unpadded + b"\0\0", True) != want,
+          "at_frame_end: the padding was not covered")
     # An IP length past the frame's end: no ICRC to find.
     short = unpadded[:14 + 2] + struct.pack(">H", 60) + unpadded[14 + 4:]
     try:
