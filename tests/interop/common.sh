@@ -106,6 +106,19 @@ interop_start_c() {
   conduitd_start c "$work/c.yaml" "$work/conduitd.log" || fail "conduitd did not start"
 }
 
+# interop_check_full_frames MIN: the capture holds at least MIN frames of a full 4096-byte
+# payload (4154 bytes or more on the wire) from each side, so the steps at PMTU 4096 ran at it
+# both ways.
+interop_check_full_frames() {
+  local min=$1 from big
+  for from in "$conduit_ip" "$RXE_VM_IP"; do
+    big=$(tcpdump -r "$work/rc.pcap" -nn "src host $from and udp port 4791 and greater 4150" \
+      2>/dev/null | wc -l)
+    echo "frames of a 4096-byte payload from $from: $big"
+    ((big >= min)) || fail "PMTU 4096: $big frames of 4150 B or more from $from, expected $min"
+  done
+}
+
 # The VM's script: one step per plan entry, in order. A VM client retries its TCP connect while
 # host c does not listen yet, which keeps both sides in step.
 interop_write_vm_script() {

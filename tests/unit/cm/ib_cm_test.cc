@@ -1509,6 +1509,19 @@ TEST_CASE(
     "[cm][ib]") {
   for (const MraWait& k : mra_waits()) {
     CAPTURE(k.ack_timeout, k.service_timeout, k.wait_ns);
+    // `cm` gets the MRA from `from` 300 ms after its message went (the wait counts from the
+    // MRA), waits k.wait_ns, resends the message (MAD attribute `attr`) and waits as long again.
+    const auto expect_waits = [&k](IbPair& n, ConnectionManager& cm, const auto& from,
+                                   const std::vector<uint8_t>& mra, uint8_t attr) {
+      n.now += 300'000'000;
+      cm.on_message(n.now, from, mra.data(), mra.size());
+      REQUIRE(cm.counters().mra_received == 1);
+      CHECK(cm.next_deadline_ns() - n.now == k.wait_ns);
+      n.now = cm.next_deadline_ns();
+      cm.on_timer(n.now);
+      CHECK(mads(drain(cm), attr).size() == 1);
+      CHECK(cm.next_deadline_ns() - n.now == k.wait_ns);
+    };
     {
       INFO("our REQ: the path's timeout is the one our REQ's ACK timeout stands for");
       IbPair n;
@@ -1517,15 +1530,7 @@ TEST_CASE(
       const Requested r = request(n, q);
       const std::vector<uint8_t> mra =
           mra_mad(r.b_conn, static_cast<uint32_t>(r.a_conn), kIbMsgReq, k.service_timeout);
-      n.now += 300'000'000;  // the wait counts from the MRA
-      n.a.on_message(n.now, IbPair::kB, mra.data(), mra.size());
-      REQUIRE(n.a.counters().mra_received == 1);
-      CHECK(n.a.next_deadline_ns() - n.now == k.wait_ns);
-      // And before each later resend of the REQ.
-      n.now = n.a.next_deadline_ns();
-      n.a.on_timer(n.now);
-      CHECK(mads(drain(n.a), 0x10).size() == 1);
-      CHECK(n.a.next_deadline_ns() - n.now == k.wait_ns);
+      expect_waits(n, n.a, IbPair::kB, mra, 0x10);
     }
     {
       INFO("our REP: the path's timeout is the one the peer's REQ's ACK timeout stands for");
@@ -1537,14 +1542,7 @@ TEST_CASE(
       REQUIRE(mads(drain(n.b), 0x13).size() == 1);  // the REP, lost
       const std::vector<uint8_t> mra =
           mra_mad(static_cast<uint32_t>(r.a_conn), r.b_conn, kIbMsgRep, k.service_timeout);
-      n.now += 300'000'000;
-      n.b.on_message(n.now, IbPair::kA, mra.data(), mra.size());
-      REQUIRE(n.b.counters().mra_received == 1);
-      CHECK(n.b.next_deadline_ns() - n.now == k.wait_ns);
-      n.now = n.b.next_deadline_ns();
-      n.b.on_timer(n.now);
-      CHECK(mads(drain(n.b), 0x13).size() == 1);
-      CHECK(n.b.next_deadline_ns() - n.now == k.wait_ns);
+      expect_waits(n, n.b, IbPair::kA, mra, 0x13);
     }
   }
 }

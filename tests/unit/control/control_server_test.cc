@@ -86,6 +86,32 @@ struct RawClient {
 
 proto::AttachRequest attach_req() { return proto::AttachRequest{CONDUIT_SHM_ABI_VERSION, 0, "t"}; }
 
+// A started ControlServer whose engine is at the other end of `ch` (the stop tests' fake
+// engines): room for 4 QPs and 2 CQs, 1 MiB regions, on a socket of its own named by `tag`.
+ControlLimits engine_server_limits() {
+  ControlLimits l;
+  l.max_qps = 4;
+  l.max_cqs = 2;
+  l.default_region_bytes = 1 << 20;
+  l.huge_pages = shm::HugePages::kNever;
+  return l;
+}
+ServiceHooks test_hooks() {
+  ServiceHooks hooks;
+  hooks.version = "test";
+  return hooks;
+}
+struct EngineServer {
+  EngineServer(const std::string& tag, EngineChannel* ch)
+      : path("/tmp/conduit-ctl-" + tag + "-test-" + std::to_string(::getpid()) + ".sock"),
+        server(ServerConfig{path, 0600, {}, {}, {}}, engine_server_limits(), test_hooks(), ch) {
+    std::string err;
+    REQUIRE(server.start(err) == 0);
+  }
+  std::string path;
+  ControlServer server;
+};
+
 }  // namespace
 
 TEST_CASE("attach hands over the region and doorbell; ABI mismatch is explained",
@@ -476,17 +502,9 @@ TEST_CASE("a stop hands the engine the releases its full command ring refused",
     }
   } join{quit, engine};
 
-  ControlLimits l;
-  l.max_qps = 4;
-  l.max_cqs = 2;
-  l.default_region_bytes = 1 << 20;
-  l.huge_pages = shm::HugePages::kNever;
-  ServiceHooks hooks;
-  hooks.version = "test";
-  const std::string path = "/tmp/conduit-ctl-stop-test-" + std::to_string(::getpid()) + ".sock";
-  ControlServer server(ServerConfig{path, 0600, {}, {}, {}}, l, hooks, ch.get());
-  std::string err;
-  REQUIRE(server.start(err) == 0);
+  EngineServer s("stop", ch.get());
+  const std::string& path = s.path;
+  ControlServer& server = s.server;
   RawClient c(path);
   REQUIRE(c.request(attach_req()).status == 0);
   for (int i = 0; i < 2; ++i) {
@@ -588,17 +606,9 @@ TEST_CASE("a stop closes a client's socket only once the engine has released its
   std::unique_ptr<EngineChannel> ch;
   REQUIRE(EngineChannel::create(64, &ch) == 0);
   FakeEngine engine(*ch, std::chrono::milliseconds(20));
-  ControlLimits l;
-  l.max_qps = 4;
-  l.max_cqs = 2;
-  l.default_region_bytes = 1 << 20;
-  l.huge_pages = shm::HugePages::kNever;
-  ServiceHooks hooks;
-  hooks.version = "test";
-  const std::string path = "/tmp/conduit-ctl-stop2-test-" + std::to_string(::getpid()) + ".sock";
-  ControlServer server(ServerConfig{path, 0600, {}, {}, {}}, l, hooks, ch.get());
-  std::string err;
-  REQUIRE(server.start(err) == 0);
+  EngineServer s("stop2", ch.get());
+  const std::string& path = s.path;
+  ControlServer& server = s.server;
   RawClient c(path);
   REQUIRE(c.request(attach_req()).status == 0);
   auto cq = c.request(proto::CreateCqRequest{16, false});
@@ -638,17 +648,9 @@ TEST_CASE("a stop warns once per client of the flush completions its full CQs lo
   std::unique_ptr<EngineChannel> ch;
   REQUIRE(EngineChannel::create(64, &ch) == 0);
   FakeEngine engine(*ch, std::chrono::milliseconds(0), false, /*lost_per_qp=*/3);
-  ControlLimits l;
-  l.max_qps = 4;
-  l.max_cqs = 2;
-  l.default_region_bytes = 1 << 20;
-  l.huge_pages = shm::HugePages::kNever;
-  ServiceHooks hooks;
-  hooks.version = "test";
-  const std::string path = "/tmp/conduit-ctl-stop4-test-" + std::to_string(::getpid()) + ".sock";
-  ControlServer server(ServerConfig{path, 0600, {}, {}, {}}, l, hooks, ch.get());
-  std::string err;
-  REQUIRE(server.start(err) == 0);
+  EngineServer s("stop4", ch.get());
+  const std::string& path = s.path;
+  ControlServer& server = s.server;
   RawClient c(path);
   REQUIRE(c.request(proto::AttachRequest{CONDUIT_SHM_ABI_VERSION, 0, "lossy"}).status == 0);
   auto cq = c.request(proto::CreateCqRequest{16, false});
@@ -677,17 +679,9 @@ TEST_CASE("a stop waits for an engine that never acks the releases only so long"
   std::unique_ptr<EngineChannel> ch;
   REQUIRE(EngineChannel::create(64, &ch) == 0);
   FakeEngine engine(*ch, std::chrono::milliseconds(0), /*never_ack=*/true);
-  ControlLimits l;
-  l.max_qps = 4;
-  l.max_cqs = 2;
-  l.default_region_bytes = 1 << 20;
-  l.huge_pages = shm::HugePages::kNever;
-  ServiceHooks hooks;
-  hooks.version = "test";
-  const std::string path = "/tmp/conduit-ctl-stop3-test-" + std::to_string(::getpid()) + ".sock";
-  ControlServer server(ServerConfig{path, 0600, {}, {}, {}}, l, hooks, ch.get());
-  std::string err;
-  REQUIRE(server.start(err) == 0);
+  EngineServer s("stop3", ch.get());
+  const std::string& path = s.path;
+  ControlServer& server = s.server;
   RawClient c(path);
   REQUIRE(c.request(attach_req()).status == 0);
   auto cq = c.request(proto::CreateCqRequest{16, false});

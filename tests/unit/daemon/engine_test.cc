@@ -271,6 +271,17 @@ void expect_acks_ok(Host& h) {
   }
 }
 
+// Adds CQ 0 of `h` again, now with a wakeup pipe for the engine to kick: `ours` is the end it
+// writes, `theirs` the client's (both stay the caller's).
+void add_cq0_wakeup(Host& h, shm::WakeFd& ours, shm::WakeFd& theirs) {
+  REQUIRE(shm::WakeFd::create(shm::WakeFd::Kind::kPipe, &ours, &theirs) == 0);
+  control::EngineCommand c;
+  c.op = control::EngineOp::kAddCq;
+  c.cq_slot = 0;
+  c.event_fd = ours.fd();
+  h.submit(c);
+}
+
 struct Fixture {
   rte_ring* ab = nullptr;
   rte_ring* ba = nullptr;
@@ -751,12 +762,8 @@ TEST_CASE("engine: completions a full CQ loses are counted in its wakeup line fo
   conduit_shm_wakeup* line = h.region.cq_wakeup(0);
   REQUIRE(line->cqes_lost == 0u);
   shm::WakeFd ours, efd;
-  REQUIRE(shm::WakeFd::create(shm::WakeFd::Kind::kPipe, &ours, &efd) == 0);
+  add_cq0_wakeup(h, ours, efd);
   control::EngineCommand c;
-  c.op = control::EngineOp::kAddCq;  // the CQ again, now with a wakeup pipe to kick
-  c.cq_slot = 0;
-  c.event_fd = ours.fd();
-  h.submit(c);
   // QP 0x32 holds four receives: outstanding WRs its removal flushes.
   auto rq1 = h.region.rq(1).producer(0);
   for (uint64_t i = 0; i < 4; ++i) {
@@ -1537,12 +1544,7 @@ TEST_CASE("engine: after it completes work for a client the engine yields its co
   expect_acks_ok(f.a);
   expect_acks_ok(f.b);
   shm::WakeFd ours, efd;
-  REQUIRE(shm::WakeFd::create(shm::WakeFd::Kind::kPipe, &ours, &efd) == 0);
-  control::EngineCommand c;
-  c.op = control::EngineOp::kAddCq;  // the CQ again, now with a wakeup pipe to kick
-  c.cq_slot = 0;
-  c.event_fd = ours.fd();
-  f.a.submit(c);
+  add_cq0_wakeup(f.a, ours, efd);
   REQUIRE(run_until(
               f.a, f.b, [] { return false; }, 5) == false);
   expect_acks_ok(f.a);
