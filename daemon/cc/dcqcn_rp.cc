@@ -103,7 +103,9 @@ uint64_t DcqcnRp::on_cnp(uint64_t now_ns) {
   }
   settle_alpha(now_ns);
   cnp_in_alpha_period_ = true;
-  if (monitor_ns_ == 0 || !has_cut_ || now_ns - last_cut_ns_ >= monitor_ns_) {
+  // now_ns - last_cut_ns_ would wrap for a CNP stamped before the last cut (a caller's
+  // older timestamp): that one is inside the period.
+  if (monitor_ns_ == 0 || !has_cut_ || now_ns >= last_cut_ns_ + monitor_ns_) {
     cut(now_ns);
   } else if (pending_cut_ns_ == kNoDeadline) {
     pending_cut_ns_ = last_cut_ns_ + monitor_ns_;

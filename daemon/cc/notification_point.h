@@ -29,7 +29,8 @@ class NotificationPoint {
   // caller must send one CNP to the flow's sender now.
   bool on_ce_marked(uint64_t now_ns) {
     ++marks_;
-    if (sent_any_ && now_ns - last_cnp_ns_ < interval_ns_) return false;
+    // Not now_ns - last_cnp_ns_, which wraps for a mark stamped before the last CNP.
+    if (sent_any_ && interval_ns_ != 0 && now_ns < last_cnp_ns_ + interval_ns_) return false;
     sent_any_ = true;
     last_cnp_ns_ = now_ns;
     ++cnps_;

@@ -298,3 +298,19 @@ TEST_CASE("reconfigure keeps a congested flow's state and clamps it to the new b
   rp.reconfigure(p, 40 * kG, 20 * kUs);
   CHECK(rp.rate_bps() == 40 * kG);
 }
+
+TEST_CASE("a CNP stamped before the last cut is coalesced, not taken for a new period") {
+  // Times come from the caller; one that reads its clock earlier than the cut's (a
+  // caller's older timestamp) must not wrap now - last_cut into a huge gap and cut again.
+  DcqcnParams p = DcqcnParams::mlx5_defaults();  // rate_reduce_monitor_period 4 us
+  p.rpg_time_reset = 10'000;
+  DcqcnRp rp(p, 100 * kG, 0);
+  rp.on_cnp(10 * kUs);
+  const uint64_t after_first = rp.rate_bps();
+  rp.on_cnp(9 * kUs);
+  CHECK(rp.cuts() == 1);
+  CHECK(rp.rate_bps() == after_first);
+  CHECK(rp.next_deadline_ns() == 14 * kUs);  // one deferred cut at the period's end
+  rp.on_timer(14 * kUs);
+  CHECK(rp.cuts() == 2);
+}

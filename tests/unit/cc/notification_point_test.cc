@@ -31,3 +31,14 @@ TEST_CASE("NP: an interval of zero sends a CNP for every mark") {
   NotificationPoint np(p);
   for (int i = 0; i < 5; ++i) CHECK(np.on_ce_marked(7));
 }
+
+TEST_CASE("NP: a mark stamped before the last CNP is inside the interval") {
+  NpParams p;
+  p.min_time_between_cnps = 4;
+  NotificationPoint np(p);
+  CHECK(np.on_ce_marked(10'000));
+  CHECK_FALSE(np.on_ce_marked(9'000));  // an older timestamp: no second CNP
+  CHECK_FALSE(np.on_ce_marked(13'999));
+  CHECK(np.on_ce_marked(14'000));
+  CHECK(np.cnps() == 2);
+}
