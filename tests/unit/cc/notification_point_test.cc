@@ -42,3 +42,11 @@ TEST_CASE("NP: a mark stamped before the last CNP is inside the interval") {
   CHECK(np.on_ce_marked(14'000));
   CHECK(np.cnps() == 2);
 }
+
+TEST_CASE("NP: the mlx5 preset spaces CNPs 2 us apart, as the brief's knob table and the policy") {
+  // roce-dcqcn-brief.md: min_time_between_cnps 2 (firmware-dependent) us; config/POLICY.md
+  // and policy::CnpSection default to 2us as well.
+  CHECK(NpParams::mlx5_defaults().min_time_between_cnps == 2);
+  CHECK(NpParams{}.min_time_between_cnps == 2);
+  CHECK(NpParams::paper().min_time_between_cnps == 50);
+}
