@@ -26,6 +26,9 @@ DcqcnParams DcqcnParams::paper() {
 const char* validate(const DcqcnParams& p) {
   if (p.rpg_time_reset == 0) return "rpg_time_reset must be at least 1 us";
   if (p.rpg_threshold > 31) return "rpg_threshold must be in 0..31";
+  // A step of 0 would hold RT below the ceiling for good: the episode never ends.
+  if (p.rpg_ai_rate == 0) return "rpg_ai_rate must be at least 1 Mbit/s";
+  if (p.rpg_hai_rate == 0) return "rpg_hai_rate must be at least 1 Mbit/s";
   if (p.rpg_gd > 31) return "rpg_gd must be in 0..31";
   if (p.rpg_min_dec_fac > 100) return "rpg_min_dec_fac is a percentage (0..100)";
   if (p.rpg_min_rate == 0) return "rpg_min_rate must be at least 1 Mbit/s";

@@ -20,9 +20,9 @@ struct DcqcnParams {
   uint32_t rpg_byte_reset = 32767;
   // F: increase events of one kind before leaving fast recovery. Count.
   uint32_t rpg_threshold = 1;
-  // Additive-increase step of the target rate, Mbit/s.
+  // Additive-increase step of the target rate, Mbit/s; at least 1.
   uint32_t rpg_ai_rate = 5;
-  // Hyper-increase step of the target rate, Mbit/s.
+  // Hyper-increase step of the target rate, Mbit/s; at least 1.
   uint32_t rpg_hai_rate = 50;
   // Rate cut is RC·(1 − α_fx / 2^rpg_gd), α_fx = α·1024; 11 gives RC·(1 − α/2).
   uint32_t rpg_gd = 11;

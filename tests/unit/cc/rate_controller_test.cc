@@ -117,3 +117,23 @@ TEST_CASE("reconfigure_controller: in place for the same algorithm, a new one ot
   CHECK(c.get() == rp);
   CHECK(c->rate_bps() == cut);
 }
+
+TEST_CASE("validate refuses increase steps of 0 (a flow would stay below its ceiling for good)") {
+  // With R_AI or R_HAI 0 the target rate stops growing in that phase: RC settles at RT
+  // below the ceiling, the episode never ends, and every rpg_time_reset of a stalled
+  // engine is one more loop step. The policy refuses both below 1mbit too.
+  auto names = [](const DcqcnParams& p, const char* knob) {
+    const char* why = validate(p);
+    return why != nullptr && std::string(why).find(knob) != std::string::npos;
+  };
+  DcqcnParams p = DcqcnParams::mlx5_defaults();
+  p.rpg_ai_rate = 0;
+  CHECK(names(p, "rpg_ai_rate"));
+  CHECK_FALSE(make_controller({ControllerKind::kDcqcn, 0, p}, 1'000'000'000, 0));
+  p = DcqcnParams::mlx5_defaults();
+  p.rpg_hai_rate = 0;
+  CHECK(names(p, "rpg_hai_rate"));
+  p.rpg_hai_rate = 1;
+  p.rpg_ai_rate = 1;
+  CHECK(validate(p) == nullptr);
+}
