@@ -152,11 +152,13 @@ void DcqcnRp::increase(bool from_timer) {
     byte_inc_since_cut_ = true;
   }
   if (rc_bps_ >= max_rate_bps_) {
-    // Back at full speed: the episode ends and the flow needs no timers.
     rc_bps_ = rt_bps_ = max_rate_bps_;
-    limited_ = false;
-    next_increase_ns_ = kNoDeadline;
-    pending_cut_ns_ = kNoDeadline;
+    // Back at full speed: the episode ends and the flow needs no timers, unless a
+    // coalesced CNP still owes its cut at the end of the monitor period.
+    if (pending_cut_ns_ == kNoDeadline) {
+      limited_ = false;
+      next_increase_ns_ = kNoDeadline;
+    }
   }
 }
 

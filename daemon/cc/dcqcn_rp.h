@@ -4,7 +4,7 @@
 // counter and their stage counts (brief §3). A flow starts unlimited at the
 // maximum rate with no timers; the first CNP starts a congestion episode
 // (α = initial_alpha_value, timers start); the episode ends, and the timers
-// stop, when RC climbs back to the maximum.
+// stop, when RC climbs back to the maximum with no coalesced cut still owed.
 //
 // Event semantics (documented choices where the references differ):
 //  * Cut: if clamping applies, RT ← RC; then RC ← max(RC·max(1 − α·1024/2^gd,

@@ -314,3 +314,27 @@ TEST_CASE("a CNP stamped before the last cut is coalesced, not taken for a new p
   rp.on_timer(14 * kUs);
   CHECK(rp.cuts() == 2);
 }
+
+TEST_CASE("a coalesced CNP still cuts when increases reach the ceiling before its period ends") {
+  // A CNP inside rate_reduce_monitor_period is owed one cut at the period's end; the
+  // flow climbing back to the ceiling in between must not drop it (mlx5 checks for CNPs
+  // every period whatever the rate did meanwhile).
+  DcqcnParams p = DcqcnParams::mlx5_defaults();
+  p.rpg_min_dec_fac = 99;  // each cut keeps 99 %: 100 G -> 99 G
+  p.rate_reduce_monitor_period = 100;
+  p.rpg_time_reset = 1;
+  p.rpg_byte_reset = 0;
+  DcqcnRp rp(p, 100 * kG, 0);
+  CHECK(rp.on_cnp(0) == 99 * kG);
+  rp.on_cnp(500);         // coalesced: one cut owed at 100 us
+  rp.on_timer(99 * kUs);  // fast recovery and additive increase reach 100 G by then
+  CHECK(rp.rate_bps() == 100 * kG);
+  rp.on_timer(100 * kUs);
+  CHECK(rp.cuts() == 2);
+  CHECK(rp.rate_bps() == 99 * kG);
+  CHECK(rp.rate_limited());
+  // With nothing owed, reaching the ceiling ends the episode as before.
+  while (rp.rate_limited()) rp.on_timer(rp.next_deadline_ns());
+  CHECK(rp.rate_bps() == 100 * kG);
+  CHECK(rp.next_deadline_ns() == kNoDeadline);
+}
