@@ -31,10 +31,21 @@ class NotificationPoint {
     ++marks_;
     // Not now_ns - last_cnp_ns_, which wraps for a mark stamped before the last CNP.
     if (sent_any_ && interval_ns_ != 0 && now_ns < last_cnp_ns_ + interval_ns_) return false;
+    prev_sent_any_ = sent_any_;
+    prev_cnp_ns_ = last_cnp_ns_;
     sent_any_ = true;
     last_cnp_ns_ = now_ns;
     ++cnps_;
     return true;
+  }
+
+  // The CNP on_ce_marked() just asked for could not be sent (the sender's address not
+  // resolved yet, no buffer): the next marked packet asks again at once, and cnps() counts
+  // only CNPs that went. Only right after on_ce_marked() returned true.
+  void cnp_not_sent() {
+    sent_any_ = prev_sent_any_;
+    last_cnp_ns_ = prev_cnp_ns_;
+    --cnps_;
   }
 
   uint64_t marks() const { return marks_; }
@@ -44,6 +55,8 @@ class NotificationPoint {
   uint64_t interval_ns_;
   uint64_t last_cnp_ns_ = 0;
   bool sent_any_ = false;
+  uint64_t prev_cnp_ns_ = 0;  // before the last CNP asked for (cnp_not_sent)
+  bool prev_sent_any_ = false;
   uint64_t marks_ = 0;
   uint64_t cnps_ = 0;
 };

@@ -1319,7 +1319,7 @@ void Engine::rx_roce_accepted(QpCtx& q, const wire::RoceView& pf, uint8_t tos, u
   }
   if ((tos & 3) == wire::kEcnCe) {
     ++counters_.rx_ce_marked;
-    if (q.np.on_ce_marked(now_ns)) send_cnp(q, now_ns);
+    if (q.np.on_ce_marked(now_ns) && !send_cnp(q, now_ns)) q.np.cnp_not_sent();
   }
 }
 
@@ -1824,12 +1824,12 @@ void Engine::loopback(rte_mbuf* m, const QpCtx& q, uint64_t now_ns) {
   rte_pktmbuf_free(m);
 }
 
-void Engine::send_cnp(QpCtx& q, uint64_t now_ns) {
-  if (!q.peer_resolved || !resolve_peer(q, now_ns)) return;  // (a MAC still current)
+bool Engine::send_cnp(QpCtx& q, uint64_t now_ns) {
+  if (!q.peer_resolved || !resolve_peer(q, now_ns)) return false;  // (a MAC still current)
   rte_mbuf* m = port_.alloc_mbuf();
   if (m == nullptr) {
     ++counters_.tx_no_mbuf;
-    return;
+    return false;
   }
   wire::FrameAddr a = q.addr;
   a.dscp = config_.np.cnp_dscp;
@@ -1844,12 +1844,13 @@ void Engine::send_cnp(QpCtx& q, uint64_t now_ns) {
   if (!b.ok()) {
     ++counters_.tx_build_errors;
     rte_pktmbuf_free(m);
-    return;
+    return false;
   }
   m->data_len = m->pkt_len = static_cast<uint32_t>(b.len_bytes);
+  if (!transmit_now(m)) return false;  // the device full: counted, and the next mark asks again
   ++counters_.tx_cnps;
   ++q.cnps_tx;
-  transmit_now(m);
+  return true;
 }
 
 // An ACK or NAK the QP has just built leaves at once instead of through the pacer: the

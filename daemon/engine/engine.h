@@ -370,7 +370,7 @@ class Engine {
   // A departing frame of q: if it was queued before q's MAC changed, give it the new one.
   void restamp_dst_mac(QpCtx& q, rte_mbuf* m);
   bool tx(uint64_t now_ns);
-  void send_cnp(QpCtx& q, uint64_t now_ns);
+  bool send_cnp(QpCtx& q, uint64_t now_ns);  // false: not sent (no MAC, no mbuf)
   void send_final_ack(QpCtx& q, uint64_t now_ns);
   // q's frames waiting in the pacer, taken out (send_final_ack): its answers (READ
   // responses, atomic ACKs) sent at once in their order, its own requests freed (the QP

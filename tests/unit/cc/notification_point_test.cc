@@ -50,3 +50,22 @@ TEST_CASE("NP: the mlx5 preset spaces CNPs 2 us apart, as the brief's knob table
   CHECK(NpParams{}.min_time_between_cnps == 2);
   CHECK(NpParams::paper().min_time_between_cnps == 50);
 }
+
+TEST_CASE("NP: a CNP that could not be sent does not hold the next mark's CNP back") {
+  NpParams p;
+  p.min_time_between_cnps = 4;
+  NotificationPoint np(p);
+  CHECK(np.on_ce_marked(10'000));
+  np.cnp_not_sent();  // e.g. the sender's MAC not resolved yet, or no buffer
+  CHECK(np.cnps() == 0);
+  CHECK(np.on_ce_marked(10'500));  // the next mark asks again at once
+  CHECK_FALSE(np.on_ce_marked(14'499));
+  CHECK(np.on_ce_marked(14'500));  // spaced from the CNP that went
+  CHECK(np.cnps() == 2);
+  CHECK(np.marks() == 4);
+  // Before any CNP went: the first mark after a failed one still sends at once.
+  NotificationPoint fresh(p);
+  CHECK(fresh.on_ce_marked(1'000));
+  fresh.cnp_not_sent();
+  CHECK(fresh.on_ce_marked(1'001));
+}
