@@ -281,6 +281,7 @@ Status Qp::modify(const QpAttr& a, uint32_t mask) {
   if (attrs & kAttrRqPsn) {
     attr_.rq_psn = a.rq_psn;
     epsn_ = a.rq_psn;
+    ack_psn_ = wire::psn_add(a.rq_psn, wire::kPsnMask);  // nothing taken yet
   }
   if (attrs & kAttrSqPsn) {
     attr_.sq_psn = a.sq_psn;

@@ -331,6 +331,7 @@ class Qp {
     uint32_t start_psn = 0;  // where the current (re)play began: its FIRST packet
     uint32_t next_psn = 0;   // next response packet to emit
     uint32_t msn = 0;        // MSN after this READ, carried in its AETHs
+    uint32_t ack_psn = 0;    // ack_psn_ when it was taken: final_ack()'s PSN while it is unsent
     uint32_t gen = 0;        // bumped on every (re)play: older FIFO items go stale
     bool active = false;     // response packets left to emit
     bool replay = false;     // the current play answers a duplicate request
@@ -708,6 +709,12 @@ class Qp {
   // Responder.
   uint32_t epsn_ = 0;
   uint32_t msn_ = 0;
+  // The PSN of the last SEND/WRITE packet taken (rq_psn - 1 before any): what an ACK that
+  // answers no request of its own carries (a duplicate's, the final ACK). Never a READ's or
+  // atomic's PSN: rxe's completer completes a READ or atomic WR with an ACK of its last PSN,
+  // its data or result never written (rxe's own responder acknowledges duplicates with the
+  // same PSN, its resp.ack_psn).
+  uint32_t ack_psn_ = 0;
   bool nak_seq_sent_ = false;
   InMessage in_msg_ = InMessage::kNone;
   uint32_t recv_offset_ = 0;      // bytes placed into the head RQ WQE

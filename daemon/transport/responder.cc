@@ -128,6 +128,7 @@ RxResult Qp::responder_rx(const wire::RoceHeader& hdr, std::span<const uint8_t> 
   scatter(r.seg, r.num_sge, recv_offset_, payload);
   recv_offset_ += static_cast<uint32_t>(payload.size());
   epsn_ = wire::psn_next(epsn_);
+  ack_psn_ = psn;
   nak_seq_sent_ = false;
   if (flags & wire::kOpLast) {
     Completion c;
@@ -190,6 +191,7 @@ RxResult Qp::responder_write(const wire::RoceHeader& hdr, std::span<const uint8_
   }
   write_offset_ += static_cast<uint32_t>(payload.size());
   epsn_ = wire::psn_next(epsn_);
+  ack_psn_ = psn;
   nak_seq_sent_ = false;
   if (last) {
     if (imm) {
@@ -299,6 +301,7 @@ RxResult Qp::start_response(ReadResource& r, uint32_t psn, uint32_t npkts) {
   r.npkts = npkts;
   r.start_psn = r.next_psn = psn;
   r.msn = msn_;
+  r.ack_psn = ack_psn_;
   ++r.gen;
   r.active = true;
   r.replay = false;
@@ -392,6 +395,7 @@ bool Qp::sr_advance() {
       }
     }
     s = SrSlot{};
+    ack_psn_ = epsn_;  // slots are SEND/WRITE packets (READs and atomics are taken in order)
     epsn_ = wire::psn_next(epsn_);
   }
 }
@@ -544,7 +548,9 @@ RxResult Qp::responder_duplicate(const wire::RoceHeader& hdr) {
     }
     return RxResult::kDuplicate;  // too old to replay: the requester has it already
   }
-  queue_ack(Aeth::ack(msn_), wire::psn_add(epsn_, wire::kPsnMask));  // ePSN - 1
+  // The last SEND/WRITE PSN taken, at or after this one (ePSN - 1 may be a READ's or an
+  // atomic's PSN: see ack_psn_).
+  queue_ack(Aeth::ack(msn_), ack_psn_);
   return RxResult::kDuplicate;
 }
 
@@ -660,7 +666,7 @@ void Qp::final_ack(TxPacket& out) const {
   h.bth = wire::Bth{};
   h.bth.opcode = static_cast<uint8_t>(Opcode::kAcknowledge);
   h.bth.dest_qp = attr_.dest_qpn;
-  h.bth.psn = wire::psn_add(epsn_, wire::kPsnMask);  // ePSN - 1
+  h.bth.psn = ack_psn_;  // the last SEND/WRITE taken, never a READ's or atomic's PSN
   h.aeth = Aeth::ack(msn_);
   const uint32_t i = first_unsent_answer();
   if (i != resp_tail_) {
@@ -668,7 +674,7 @@ void Qp::final_ack(TxPacket& out) const {
     // (PSN and MSN before it), as the queue would have sent it. It goes ahead of the
     // answers, which a stopping QP drops (stop_responses).
     const ReadResource& r = reads_[resp_fifo_[i & (kRespFifoSlots - 1)].read_index];
-    h.bth.psn = wire::psn_add(r.first_psn, wire::kPsnMask);
+    h.bth.psn = r.ack_psn;
     h.aeth = Aeth::ack(wire::psn_add(r.msn, wire::kPsnMask));
   }
   out.payload_parts = 0;
@@ -825,6 +831,7 @@ size_t Qp::recv_run(std::span<const wire::RoceView> pkts, RxResult* results) {
     rq_head_ = rq_head + count;
     cq_tail_ = cq_tail + count;
     epsn_ = wire::psn_add(epsn, count);
+    ack_psn_ = wire::psn_add(epsn, count - 1);
     msn_ = wire::psn_add(msn, count);
     recv_offset_ = static_cast<uint32_t>(pkts[i - 1].payload.size());
     nak_seq_sent_ = false;

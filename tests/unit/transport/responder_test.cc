@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "qp_pair.h"
+#include "wire/byte_order.h"
 #include "wire/psn.h"
 
 using namespace conduit::transport;
@@ -905,5 +906,85 @@ TEST_CASE(
     auto cb = p.b.drain_cq();
     REQUIRE(cb.size() == 1);
     CHECK(cb[0].status == WcStatus::kLocalProtectionError);
+  }
+}
+
+// rxe's completer completes a READ or atomic WR with an ACKNOWLEDGE whose PSN is that WR's last
+// PSN (COMPST_WRITE_SEND -> COMP_ACK): its data or result never written. So an ACK we send for
+// anything but the request it answers carries the PSN of the last SEND/WRITE packet taken, as
+// rxe's own responder does since "IB/rxe: fix for duplicate request processing and ack psns".
+TEST_CASE("responder: an ACK for a duplicate or a stop never carries a READ's or atomic's PSN") {
+  Responder r;
+  REQUIRE(r.e.qp.post_recv(make_recv(1, 0x8000, 64)) == Status::kOk);
+  REQUIRE(r.e.qp.post_recv(make_recv(2, 0x9000, 64)) == Status::kOk);
+
+  SECTION("a duplicate WRITE behind a READ: the WRITE's PSN") {
+    REQUIRE(r.rx(Opcode::kWriteOnly, 100, bytes(16), true, reth(0x4000, 16)) ==
+            RxResult::kAccepted);
+    REQUIRE(r.rx(Opcode::kReadRequest, 101, {}, true, reth(0, 2048)) == RxResult::kAccepted);
+    REQUIRE(r.tx().size() == 3);  // ACK 100, READ responses 101 and 102
+    // The requester lost the ACK and the READ's responses and goes back to PSN 100.
+    CHECK(r.rx(Opcode::kWriteOnly, 100, bytes(16), true, reth(0x4000, 16)) == RxResult::kDuplicate);
+    auto t = r.tx();
+    REQUIRE(t.size() == 1);
+    CHECK(t[0].hdr.bth.opcode == op(Opcode::kAcknowledge));
+    CHECK(t[0].hdr.bth.psn == 100);  // not 102, the READ's last PSN
+    CHECK(t[0].hdr.aeth.type() == AethType::kAck);
+    CHECK(t[0].hdr.aeth.msn == 2);
+    // The final ACK of a QP that stops says the same.
+    TxPacket fin;
+    r.e.qp.final_ack(fin);
+    CHECK(fin.hdr.bth.psn == 100);
+    CHECK(fin.hdr.aeth.msn == 2);
+  }
+  SECTION("a duplicate SEND behind an atomic: the SEND's PSN") {
+    REQUIRE(r.rx(Opcode::kSendOnly, 100, bytes(8)) == RxResult::kAccepted);
+    REQUIRE(rx_atomic(r, Opcode::kFetchAdd, 101, 64, 1) == RxResult::kAccepted);
+    REQUIRE(r.tx().size() == 2);
+    CHECK(r.rx(Opcode::kSendOnly, 100, bytes(8)) == RxResult::kDuplicate);
+    auto t = r.tx();
+    REQUIRE(t.size() == 1);
+    CHECK(t[0].hdr.bth.opcode == op(Opcode::kAcknowledge));
+    CHECK(t[0].hdr.bth.psn == 100);  // not 101, the atomic's
+    TxPacket fin;
+    r.e.qp.final_ack(fin);
+    CHECK(fin.hdr.bth.psn == 100);
+  }
+  SECTION("SENDs and READs interleaved, and a burst of SEND onlys") {
+    REQUIRE(r.rx(Opcode::kSendOnly, 100, bytes(8)) == RxResult::kAccepted);
+    REQUIRE(r.rx(Opcode::kReadRequest, 101, {}, true, reth(0, 16)) == RxResult::kAccepted);
+    REQUIRE(r.rx(Opcode::kReadRequest, 102, {}, true, reth(0, 16)) == RxResult::kAccepted);
+    (void)r.tx();
+    CHECK(r.rx(Opcode::kSendOnly, 100, bytes(8)) == RxResult::kDuplicate);
+    auto t = r.tx();
+    REQUIRE(t.size() == 1);
+    CHECK(t[0].hdr.bth.psn == 100);  // not 102
+    // Two SEND onlys through the burst call, then a READ: the second SEND's PSN.
+    std::vector<std::vector<uint8_t>> frames;
+    std::vector<conduit::wire::RoceView> views;
+    for (uint32_t psn : {103u, 104u}) {
+      uint8_t* f = frames.emplace_back(conduit::wire::kBthBytes + 8, 0).data();
+      f[0] = op(Opcode::kSendOnly);
+      conduit::wire::put_be32(f + 4, 0x22);
+      conduit::wire::put_be32(f + 8, 0x80000000u | psn);
+    }
+    for (auto& f : frames) {
+      conduit::wire::RoceView v{};
+      v.bth = f.data();
+      v.info = &conduit::wire::opcode_info(Opcode::kSendOnly);
+      v.payload = std::span<const uint8_t>(f.data() + conduit::wire::kBthBytes, 8);
+      views.push_back(v);
+    }
+    REQUIRE(r.e.qp.post_recv(make_recv(3, 0xA000, 64)) == Status::kOk);
+    RxResult res[2];
+    r.e.qp.on_packets(r.now_ns, views, res);
+    REQUIRE(res[0] == RxResult::kAccepted);
+    REQUIRE(res[1] == RxResult::kAccepted);
+    REQUIRE(r.rx(Opcode::kReadRequest, 105, {}, true, reth(0, 16)) == RxResult::kAccepted);
+    (void)r.tx();
+    CHECK(r.rx(Opcode::kSendOnly, 103, bytes(8)) == RxResult::kDuplicate);
+    t = r.tx();
+    REQUIRE(t.size() == 1);
+    CHECK(t[0].hdr.bth.psn == 104);  // not 105
   }
 }
