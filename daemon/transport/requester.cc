@@ -241,7 +241,9 @@ bool Qp::build_request(SendWqe& w, uint32_t psn, TxPacket& out) {
   }
   if (last) {
     h.imm = w.wr.imm;
-    h.bth.solicited = w.wr.solicited;
+    // SE means something on a SEND's or a WRITE with immediate's last packet only (what
+    // completes a receive); rxe sets it nowhere else.
+    h.bth.solicited = w.wr.solicited && (imm || w.wr.opcode == WrOpcode::kSend);
   }
   ++pkts_since_ack_req_;
   if (last || pkts_since_ack_req_ >= config_.ack_req_every_packets) {

@@ -446,3 +446,26 @@ TEST_CASE("requester: a WR behind the head whose region is gone is looked up onc
     CHECK(p.a.mrs.local_lookups() - before == 2);  // at the head it fails on what it knows
   }
 }
+
+// IBTA: the solicited event bit is only meaningful on the last packet of a SEND or of an RDMA
+// WRITE with immediate (what raises a receive completion); rxe's requester sets it nowhere else.
+TEST_CASE("requester: SE only on the last packet of a SEND or a WRITE with immediate") {
+  QpPair p;
+  for (uint64_t i = 0; i < 3; ++i) REQUIRE(p.b.qp.post_recv(make_recv(i, 0, 4096)) == Status::kOk);
+  std::vector<SendWr> wrs = {make_wr(WrOpcode::kSend, 1, 0, 2000),
+                             make_wr(WrOpcode::kSendImm, 2, 0, 8),
+                             make_wr(WrOpcode::kWrite, 3, 0, 2000, 0x4000),
+                             make_wr(WrOpcode::kWriteImm, 4, 0, 2000, 0x4000),
+                             make_wr(WrOpcode::kWrite, 5, 0, 8, 0x4000),
+                             make_wr(WrOpcode::kRead, 6, 0x8000, 8, 0x4000)};
+  for (SendWr& w : wrs) {
+    w.solicited = true;
+    REQUIRE(p.a.qp.post_send(w) == Status::kOk);
+  }
+  p.pump();
+  REQUIRE(p.a_to_b.size() == 9);
+  std::vector<bool> se;
+  for (const Packet& pk : p.a_to_b) se.push_back(pk.hdr.bth.solicited);
+  // SEND first/last, SEND only+imm, WRITE first/last, WRITE first/last+imm, WRITE only, READ.
+  CHECK(se == std::vector<bool>{false, true, true, false, false, false, true, false, false});
+}
