@@ -26,6 +26,7 @@ ClassId TxScheduler::add_class(const ClassConfig& config) {
   c.config = config;
   c.quantum = uint64_t{config.weight} * config_.dwrr_quantum_bytes;
   classes_.push_back(c);
+  shaper_last_.emplace_back();
   order_classes();
   return id;
 }
@@ -33,6 +34,13 @@ ClassId TxScheduler::add_class(const ClassConfig& config) {
 bool TxScheduler::set_class(ClassId id, const ClassConfig& config) {
   if (id >= classes_.size() || (!config.strict && config.weight == 0)) return false;
   Class& c = classes_[id];
+  // The shaper's gap after the class's last capped packet is re-derived at the new
+  // max rate: a cap raised (or lifted and set again) does not keep the class
+  // waiting out a gap of the old, slower one.
+  const ShaperLast& last = shaper_last_[id];
+  if (config.max_rate_bps != 0 && config.max_rate_bps != c.config.max_rate_bps && last.valid) {
+    c.next_tx = last.tx.plus_ps(wire_time_ps(last.len, config.max_rate_bps));
+  }
   c.config = config;
   c.quantum = uint64_t{config.weight} * config_.dwrr_quantum_bytes;
   for (Class& k : classes_) k.deficit = 0;
@@ -260,6 +268,7 @@ bool TxScheduler::dequeue(uint64_t now_ns, Departure* out) {
   f.next_tx = t.plus_ps(wire_time_ps(p.len_bytes, f.rate_bps));
   if (c.config.max_rate_bps != 0) {
     const FineTime ct = std::max(c.next_tx, lag_floor(now_ns));
+    shaper_last_[cid] = ShaperLast{ct, p.len_bytes, true};
     c.next_tx = ct.plus_ps(wire_time_ps(p.len_bytes, c.config.max_rate_bps));
   }
   if (!c.config.strict) c.deficit -= p.len_bytes;

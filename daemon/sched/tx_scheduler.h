@@ -77,7 +77,8 @@ class TxScheduler {
   size_t take_queued(FlowId flow, PacketRef* out, size_t max);
   // A policy reload. set_class gives class `cls` a new configuration (false,
   // and nothing changed, for an unknown class or a weight of 0); its flows and
-  // their queues stay, the DWRR round starts over. move_flow puts a flow, with
+  // their queues stay, the DWRR round starts over. A new max rate applies to
+  // the class's next packet, as set_rate does to a flow's. move_flow puts a flow, with
   // its queued packets, into another class (false for an unknown flow or
   // class); a flow that was ready is ready in the new class, at its back.
   bool set_class(ClassId cls, const ClassConfig& config);
@@ -122,6 +123,13 @@ class TxScheduler {
     uint64_t quantum = 0;
     FineTime next_tx;  // max-rate shaper
   };
+  // A class's last packet sent under a max rate, for a reload's new max rate (set_class).
+  // Apart from Class, which stays 64 bytes for the per-packet path.
+  struct ShaperLast {
+    FineTime tx;  // its shaper time
+    uint32_t len = 0;
+    bool valid = false;
+  };
 
   bool due(FineTime t, uint64_t now_ns) const { return t.ns / slot_ns_ <= now_ns / slot_ns_; }
   FineTime lag_floor(uint64_t now_ns) const;
@@ -139,8 +147,9 @@ class TxScheduler {
   std::vector<Flow> flows_;
   std::vector<FlowId> free_ids_;
   std::vector<Class> classes_;
-  std::vector<ClassId> strict_order_;  // by rank
-  std::vector<ClassId> weighted_;      // DWRR ring
+  std::vector<ShaperLast> shaper_last_;  // per class
+  std::vector<ClassId> strict_order_;    // by rank
+  std::vector<ClassId> weighted_;        // DWRR ring
   size_t rr_ = 0;
   bool fresh_visit_ = true;
   uint64_t enqueue_drops_ = 0;

@@ -334,3 +334,28 @@ TEST_CASE("idle time earns no burst; a late poll catches up by at most max_lag_n
   CHECK_FALSE(s.dequeue(1'028'000, &d));
   CHECK(s.next_wakeup_ns(1'028'000) == 1'031'936);  // 1'024'000 + 8'000, slot-floored
 }
+
+TEST_CASE("a reload's new max_rate applies to the class's next packet, as set_rate does") {
+  TxScheduler s;
+  const ClassId a = s.add_class({false, 0, 1, 1'000'000});  // 9000 B: 72 ms apart
+  const FlowId f = s.add_flow(a, 1'000'000'000'000);
+  for (uint32_t tag = 0; tag < 4; ++tag) s.enqueue(f, {9000, tag}, 0);
+  Departure d;
+  REQUIRE(s.dequeue(0, &d));
+  CHECK(s.next_wakeup_ns(1000) == 72'000'000);
+  // 1 Mbit/s -> 10 Gbit/s: the next packet is 7.2 us after the last, not 72 ms.
+  REQUIRE(s.set_class(a, {false, 0, 1, 10'000'000'000}));
+  CHECK(s.next_wakeup_ns(1000) == 7168);  // 7200, slot-floored
+  CHECK(s.dequeue(7168, &d));
+  CHECK(d.packet.tag == 1);
+  // Capped again at 1 Mbit/s, then uncapped, then capped at 10 Gbit/s: the cap an
+  // uncapped spell left behind (72 ms after packet 1) is not kept either.
+  REQUIRE(s.set_class(a, {false, 0, 1, 1'000'000}));
+  CHECK(s.next_wakeup_ns(8000) == 72'007'168);  // 72'007'200, slot-floored
+  REQUIRE(s.set_class(a, {false, 0, 1, 0}));
+  CHECK(s.next_wakeup_ns(8000) == 8000);
+  REQUIRE(s.set_class(a, {false, 0, 1, 10'000'000'000}));
+  CHECK(s.next_wakeup_ns(8000) == 14'336);  // 7200 + 7200, slot-floored
+  CHECK(s.dequeue(14'336, &d));
+  CHECK(d.packet.tag == 2);
+}
