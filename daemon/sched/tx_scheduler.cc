@@ -128,6 +128,12 @@ FineTime TxScheduler::lag_floor(uint64_t now_ns) const {
 void TxScheduler::push_ready(FlowId id) {
   Flow& f = flows_[id];
   Class& c = classes_[f.cls];
+  // A class without an eligible packet is idle, and idle time earns its shaper no
+  // credit (as a flow's earns it none): its next packet may go when it became
+  // eligible, not max_lag_ns before.
+  if (c.config.max_rate_bps != 0 && c.head == kInvalidId && c.next_tx < f.next_tx) {
+    c.next_tx = f.next_tx;
+  }
   f.state = State::kReady;
   f.next = kInvalidId;
   f.prev = c.tail;

@@ -12,8 +12,9 @@
 // leave up to one wheel slot (slot_ns, <= 1 us) before its exact time, so
 // several small packets of a fast flow leave together (burst-friendly). A
 // flow that falls behind (polled late) catches up by at most max_lag_ns of its
-// rate, so the engine's poll interval should stay below max_lag_ns. A rate
-// change applies to the flow's next packet.
+// rate, so the engine's poll interval should stay below max_lag_ns. Idle time
+// (a flow with nothing queued, a class with no eligible packet) earns no such
+// credit. A rate change applies to the flow's next packet.
 //
 // Use from the engine:  enqueue() packets as the transport produces them;
 // when the port can take packets, dequeue()/dequeue_burst() at now_ns; when

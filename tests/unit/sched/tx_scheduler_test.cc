@@ -359,3 +359,36 @@ TEST_CASE("a reload's new max_rate applies to the class's next packet, as set_ra
   CHECK(s.dequeue(14'336, &d));
   CHECK(d.packet.tag == 2);
 }
+
+TEST_CASE("an idle class earns no burst under its max rate; a late poll catches up by max_lag_ns") {
+  SchedulerConfig cfg;
+  cfg.max_lag_ns = 50'000;  // the engine's
+  TxScheduler s(cfg);
+  const ClassId a = s.add_class({false, 0, 1, 1'000'000'000});  // 1000 B = 8 us
+  const FlowId f = s.add_flow(a, 1'000'000'000'000);
+  Departure d[16];
+  s.enqueue(f, {1000, 0}, 0);
+  REQUIRE(s.dequeue_burst(0, d, 16) == 1);
+  // Idle for 1 ms, then ten packets: one goes now, the next 8 us later, not a
+  // burst of 50 us worth (7 packets) at once.
+  for (uint32_t tag = 1; tag <= 10; ++tag) s.enqueue(f, {1000, tag}, 1'000'000);
+  CHECK(s.dequeue_burst(1'000'000, d, 16) == 1);
+  CHECK(s.dequeue_burst(1'004'000, d, 16) == 0);
+  CHECK(s.next_wakeup_ns(1'004'000) == 1'007'872);  // 1'008'000, slot-floored
+  CHECK(s.dequeue_burst(1'007'872, d, 16) == 1);
+  // Backlogged and polled 30 us late: it catches up (the lag allowance is for that).
+  CHECK(s.dequeue_burst(1'046'000, d, 16) == 4);  // 1016, 1024, 1032, 1040 us
+  // A flow paced below the cap keeps its class idle between its packets: that
+  // idle time earns the class nothing either.
+  TxScheduler t(cfg);
+  const ClassId b = t.add_class({false, 0, 1, 1'000'000'000});
+  const FlowId slow = t.add_flow(b, 100'000'000);  // 1000 B = 80 us
+  for (uint32_t tag = 0; tag < 3; ++tag) t.enqueue(slow, {1000, tag}, 0);
+  REQUIRE(t.dequeue_burst(0, d, 16) == 1);
+  CHECK(t.next_wakeup_ns(0) == 79'872);  // 80'000, slot-floored
+  CHECK(t.dequeue_burst(79'872, d, 16) == 1);
+  t.set_rate(slow, 1'000'000'000'000, 81'000);  // the flow no longer limits; the class does
+  CHECK(t.dequeue_burst(81'000, d, 16) == 0);   // 8 us after packet 1, not at once
+  CHECK(t.next_wakeup_ns(81'000) == 87'808);    // 88'000, slot-floored
+  CHECK(t.dequeue_burst(87'808, d, 16) == 1);
+}
