@@ -37,7 +37,8 @@ bool TxScheduler::set_class(ClassId id, const ClassConfig& config) {
   // The shaper's gap after the class's last capped packet is re-derived at the new
   // max rate: a cap raised (or lifted and set again) does not keep the class
   // waiting out a gap of the old, slower one.
-  const ShaperLast& last = shaper_last_[id];
+  ShaperLast& last = shaper_last_[id];
+  if (config.max_rate_bps != c.config.max_rate_bps) last.frac = 0;
   if (config.max_rate_bps != 0 && config.max_rate_bps != c.config.max_rate_bps && last.valid) {
     c.next_tx = last.tx.plus_ps(wire_time_ps(last.len, config.max_rate_bps));
   }
@@ -178,6 +179,7 @@ void TxScheduler::set_rate(FlowId id, uint64_t rate_bps, uint64_t now_ns) {
   rate_bps = std::max<uint64_t>(rate_bps, 1);
   if (f.state == State::kFree || rate_bps == f.rate_bps) return;
   f.rate_bps = rate_bps;
+  f.frac = 0;
   if (!f.has_last) return;
   // The gap after the last packet is re-derived at the new rate.
   f.next_tx = f.last_tx.plus_ps(wire_time_ps(f.last_len, rate_bps));
@@ -271,11 +273,14 @@ bool TxScheduler::dequeue(uint64_t now_ns, Departure* out) {
   f.last_tx = t;
   f.last_len = p.len_bytes;
   f.has_last = true;
-  f.next_tx = t.plus_ps(wire_time_ps(p.len_bytes, f.rate_bps));
+  f.next_tx = t.plus_ps(wire_time_ps(p.len_bytes, f.rate_bps, &f.frac));
   if (c.config.max_rate_bps != 0) {
     const FineTime ct = std::max(c.next_tx, lag_floor(now_ns));
-    shaper_last_[cid] = ShaperLast{ct, p.len_bytes, true};
-    c.next_tx = ct.plus_ps(wire_time_ps(p.len_bytes, c.config.max_rate_bps));
+    ShaperLast& last = shaper_last_[cid];
+    last.tx = ct;
+    last.len = p.len_bytes;
+    last.valid = true;
+    c.next_tx = ct.plus_ps(wire_time_ps(p.len_bytes, c.config.max_rate_bps, &last.frac));
   }
   if (!c.config.strict) c.deficit -= p.len_bytes;
 

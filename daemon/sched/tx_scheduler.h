@@ -108,8 +108,9 @@ class TxScheduler {
     PacketRing queue;
     ClassId cls = kInvalidId;
     uint64_t rate_bps = 1;
-    FineTime next_tx;  // when the head packet may leave
-    FineTime last_tx;  // scheduled time of the last packet released
+    uint64_t frac = 0;  // wire_time_ps's carry at rate_bps
+    FineTime next_tx;   // when the head packet may leave
+    FineTime last_tx;   // scheduled time of the last packet released
     uint32_t last_len = 0;
     bool has_last = false;
     State state = State::kFree;
@@ -124,12 +125,14 @@ class TxScheduler {
     uint64_t quantum = 0;
     FineTime next_tx;  // max-rate shaper
   };
-  // A class's last packet sent under a max rate, for a reload's new max rate (set_class).
-  // Apart from Class, which stays 64 bytes for the per-packet path.
+  // A class's last packet sent under a max rate, for a reload's new max rate (set_class),
+  // and the shaper's rounding carry. Apart from Class, which stays 64 bytes for the
+  // per-packet path.
   struct ShaperLast {
     FineTime tx;  // its shaper time
     uint32_t len = 0;
     bool valid = false;
+    uint64_t frac = 0;  // wire_time_ps's carry at the max rate
   };
 
   bool due(FineTime t, uint64_t now_ns) const { return t.ns / slot_ns_ <= now_ns / slot_ns_; }

@@ -392,3 +392,74 @@ TEST_CASE("an idle class earns no burst under its max rate; a late poll catches 
   CHECK(t.next_wakeup_ns(81'000) == 87'808);    // 88'000, slot-floored
   CHECK(t.dequeue_burst(87'808, d, 16) == 1);
 }
+
+namespace {
+
+// One backlogged flow of len-byte packets served exactly when the scheduler
+// asks, for `packets` packets; the flow's rate steps through `rates`, each
+// change right after a departure (so it applies to the next gap). Returns how
+// many packets left outside the slot of their exact time (the sum of the gaps
+// before them, in ps, without rounding).
+// With class_cap, the flow is faster and its class's max rate (rates.front(),
+// never changed) paces it instead.
+size_t packets_off_schedule(const std::vector<uint64_t>& rates, uint32_t len, size_t packets,
+                            bool class_cap = false) {
+  SchedulerConfig cfg;
+  cfg.slot_ns = rates.front() >= 1'000'000'000 ? 1 : 1000;
+  cfg.num_slots = cfg.slot_ns == 1 ? 8192 : 1u << 17;
+  TxScheduler s(cfg);
+  const FlowId f = class_cap
+                       ? s.add_flow(s.add_class({false, 0, 1, rates.front()}), 4 * rates.front())
+                       : s.add_flow(s.add_class({}), rates.front());
+  const size_t per_rate = packets / rates.size();
+  uint64_t now = 0;
+  long double exact_ps = 0;
+  uint64_t rate = rates.front();
+  size_t off = 0;
+  Departure d;
+  for (size_t k = 0; k < packets; ++k) {
+    while (s.queued_packets(f) < 16) s.enqueue(f, {len, 0}, now);
+    while (!s.dequeue(now, &d)) now = s.next_wakeup_ns(now);
+    const long double at_ps = static_cast<long double>(now) * 1000;
+    // Released in the slot of its exact time (a 1-ps tolerance per rate change).
+    const long double tol = 1.0L + static_cast<long double>(k / per_rate);
+    if (at_ps > exact_ps + tol || exact_ps >= at_ps + cfg.slot_ns * 1000.0L + tol) ++off;
+    if (k + 1 < packets && (k + 1) % per_rate == 0) {
+      rate = rates[std::min((k + 1) / per_rate, rates.size() - 1)];
+      s.set_rate(f, rate, now);
+    }
+    exact_ps += static_cast<long double>(len) * 8e12L / static_cast<long double>(rate);
+  }
+  return off;
+}
+
+}  // namespace
+
+TEST_CASE("pacing is exact in the long run: 10^5 packets, 1 Mbit/s .. 400 Gbit/s, 64 .. 9000 B") {
+  // Round rates, and the uneven ones a congestion controller picks.
+  const uint64_t rates[] = {1'000'000,      1'234'567,       1'000'000'000,   3'141'592'653,
+                            37'512'345'678, 100'000'000'000, 399'718'947'615, 400'000'000'000};
+  for (uint64_t r : rates) {
+    for (uint32_t len : {64u, 1500u, 4096u, 9000u}) {
+      INFO("rate " << r << " len " << len);
+      // 2*10^4 where a gap is over 10 us: the wheel's scans make those slow.
+      const size_t packets = uint64_t{len} * 8'000'000'000 / r > 10'000 ? 20'000 : 100'000;
+      CHECK(packets_off_schedule({r}, len, packets) == 0);
+    }
+  }
+  // Rate changes mid-stream (each applies to the next packet).
+  for (uint32_t len : {64u, 1500u, 9000u}) {
+    INFO("len " << len);
+    CHECK(packets_off_schedule(
+              {1'000'000'000, 37'512'345'678, 399'718'947'615, 3'141'592'653, 100'000'000'000}, len,
+              100'000) == 0);
+    CHECK(packets_off_schedule({1'000'000, 1'234'567, 2'000'000}, len, 20'000) == 0);
+  }
+  // A class's max rate, the same.
+  for (uint64_t r : {3'141'592'653ull, 37'512'345'678ull, 399'718'947'615ull}) {
+    for (uint32_t len : {64u, 1500u}) {
+      INFO("class max rate " << r << " len " << len);
+      CHECK(packets_off_schedule({r}, len, 100'000, true) == 0);
+    }
+  }
+}
