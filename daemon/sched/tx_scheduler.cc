@@ -181,8 +181,11 @@ void TxScheduler::set_rate(FlowId id, uint64_t rate_bps, uint64_t now_ns) {
   f.rate_bps = rate_bps;
   f.frac = 0;
   if (!f.has_last) return;
-  // The gap after the last packet is re-derived at the new rate.
-  f.next_tx = f.last_tx.plus_ps(wire_time_ps(f.last_len, rate_bps));
+  // The gap after the last packet is re-derived at the new rate, but a raise does
+  // not date the next packet back before now (or before it was due, if it was
+  // already): time spent waiting out the old rate's gap earns no burst.
+  const FineTime floor = std::min(f.next_tx, FineTime::from_ns(now_ns));
+  f.next_tx = std::max(f.last_tx.plus_ps(wire_time_ps(f.last_len, rate_bps)), floor);
   if (f.state == State::kWaiting) {
     wheel_.remove(id);
     place(id, now_ns);

@@ -14,7 +14,8 @@
 // flow that falls behind (polled late) catches up by at most max_lag_ns of its
 // rate, so the engine's poll interval should stay below max_lag_ns. Idle time
 // (a flow with nothing queued, a class with no eligible packet) earns no such
-// credit. A rate change applies to the flow's next packet.
+// credit. A rate change applies to the flow's next packet (the gap after its
+// last one), not earlier than the change.
 //
 // Use from the engine:  enqueue() packets as the transport produces them;
 // when the port can take packets, dequeue()/dequeue_burst() at now_ns; when

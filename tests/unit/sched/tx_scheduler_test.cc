@@ -463,3 +463,29 @@ TEST_CASE("pacing is exact in the long run: 10^5 packets, 1 Mbit/s .. 400 Gbit/s
     }
   }
 }
+
+TEST_CASE("a rate raised while a flow waits earns it no burst for the time it waited") {
+  SchedulerConfig cfg;
+  cfg.max_lag_ns = 50'000;  // the engine's
+  TxScheduler s(cfg);
+  const FlowId f = s.add_flow(s.add_class({}), 1'000'000);  // 9000 B: 72 ms apart
+  for (uint32_t tag = 0; tag < 100; ++tag) s.enqueue(f, {9000, tag}, 0);
+  Departure d[128];
+  REQUIRE(s.dequeue_burst(0, d, 128) == 1);
+  // 1 ms later the controller raises the rate to 100 Gbit/s (720 ns apart): the
+  // next packet goes now and the ones after 720 ns apart from now, not 50 us worth
+  // (70 packets) at once as if the flow had been polled late.
+  s.set_rate(f, 100'000'000'000, 1'000'000);
+  CHECK(s.next_wakeup_ns(1'000'000) == 1'000'000);
+  CHECK(s.dequeue_burst(1'000'000, d, 128) == 1);
+  CHECK(s.next_wakeup_ns(1'000'000) == 1'000'704);  // 1'000'720, slot-floored
+  CHECK(s.dequeue_burst(1'000'704, d, 128) == 1);
+  // A raise that leaves the next packet in the future still applies to it (a cut
+  // and a raise within one gap: 1.44 us after the last one, at 1'000'720).
+  s.set_rate(f, 1'000'000, 1'000'800);
+  CHECK(s.next_wakeup_ns(1'000'800) > 3'000'000);  // 73'000'720 (parked at the horizon)
+  s.set_rate(f, 50'000'000'000, 1'000'800);
+  CHECK(s.next_wakeup_ns(1'000'800) == 1'001'984);  // 1'002'160, slot-floored
+  CHECK(s.dequeue_burst(1'001'984, d, 128) == 1);
+  CHECK(s.dequeue_burst(1'001'984, d, 128) == 0);
+}
