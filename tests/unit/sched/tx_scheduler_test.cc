@@ -489,3 +489,82 @@ TEST_CASE("a rate raised while a flow waits earns it no burst for the time it wa
   CHECK(s.dequeue_burst(1'001'984, d, 128) == 1);
   CHECK(s.dequeue_burst(1'001'984, d, 128) == 0);
 }
+
+// Behaviour the sched audit checked and found as documented; kept as regression tests.
+TEST_CASE(
+    "DWRR shares bytes 1:3 for 64 B against 4096 B packets; a max rate caps a class's flows "
+    "together") {
+  TxScheduler s;
+  const uint64_t fast = 1'000'000'000'000;
+  const ClassId a = s.add_class({false, 0, 1, 0});
+  const ClassId b = s.add_class({false, 0, 3, 0});
+  const FlowId fa = s.add_flow(a, fast);
+  const FlowId fb = s.add_flow(b, fast);
+  auto bytes = run_link(s, {{fa, 64}, {fb, 4096}}, 100'000'000'000, 5 * kMs);
+  CHECK(static_cast<double>(bytes[b]) / static_cast<double>(bytes[a]) == Approx(3.0).epsilon(0.02));
+  // Three flows of 8 Gbit/s each in a class capped at 10 Gbit/s: 10 in all, a third each.
+  TxScheduler t;
+  const ClassId c = t.add_class({false, 0, 1, 10'000'000'000});
+  std::vector<std::pair<FlowId, uint32_t>> flows;
+  for (int i = 0; i < 3; ++i) flows.emplace_back(t.add_flow(c, 8'000'000'000), 4096);
+  std::map<FlowId, uint64_t> per_flow;
+  uint64_t total = 0;
+  for (uint64_t now = 0; now < 10 * kMs; now += 1000) {
+    for (auto [f, len] : flows) {
+      while (t.queued_packets(f) < 8) t.enqueue(f, {len, 0}, now);
+    }
+    Departure d[64];
+    const size_t n = t.dequeue_burst(now, d, 64);
+    for (size_t i = 0; i < n; ++i) {
+      per_flow[d[i].flow] += d[i].packet.len_bytes;
+      total += d[i].packet.len_bytes;
+    }
+  }
+  CHECK(static_cast<double>(total) * 8 / 10e-3 == Approx(10e9).epsilon(0.01));
+  for (auto [f, len] : flows) {
+    CHECK(static_cast<double>(per_flow[f]) / static_cast<double>(total) ==
+          Approx(1.0 / 3).epsilon(0.01));
+  }
+}
+
+TEST_CASE("time going backwards releases nothing early and asks for no wake-up in the past") {
+  TxScheduler s;                                                // max_lag_ns 4000
+  const FlowId f = s.add_flow(s.add_class({}), 1'000'000'000);  // 1000 B = 8 us
+  for (uint32_t tag = 0; tag < 100; ++tag) s.enqueue(f, {1000, tag}, 0);
+  Departure d[128];
+  REQUIRE(s.dequeue_burst(10 * kMs, d, 128) == 1);  // late: no more than the lag allows
+  CHECK(s.dequeue_burst(5 * kMs, d, 128) == 0);     // backwards
+  CHECK(s.dequeue_burst(0, d, 128) == 0);
+  CHECK(s.next_wakeup_ns(0) == 10'003'968);       // 10 ms - 4 us + 8 us, slot-floored
+  CHECK(s.next_wakeup_ns(20 * kMs) == 20 * kMs);  // overdue: now, not a time in the past
+  CHECK(s.dequeue_burst(20 * kMs, d, 128) == 1);
+}
+
+TEST_CASE("a flow removed on the wheel or ready leaves no trace; its id is reused clean") {
+  TxScheduler s;
+  const ClassId c = s.add_class({});
+  const FlowId waiting = s.add_flow(c, 1'000);  // 1 kbit/s: 9000 B is 72 s, far past the horizon
+  const FlowId ready = s.add_flow(c, 1'000'000'000);
+  const FlowId other = s.add_flow(c, 1'000'000'000);
+  for (uint32_t tag = 0; tag < 3; ++tag) {
+    s.enqueue(waiting, {9000, tag}, 0);
+    s.enqueue(ready, {1000, 10 + tag}, 0);
+    s.enqueue(other, {1000, 20 + tag}, 0);
+  }
+  Departure d[8];
+  REQUIRE(s.dequeue_burst(0, d, 8) == 3);  // one each; waiting is parked on the wheel
+  REQUIRE(s.dequeue_burst(8000, d, 8) == 2);
+  CHECK(s.remove_flow(waiting) == 2);
+  CHECK(s.remove_flow(ready) == 1);  // ready again at 16 us
+  const FlowId again = s.add_flow(c, 1'000'000'000);
+  CHECK((again == waiting || again == ready));
+  CHECK(s.queued_packets(again) == 0);
+  CHECK(s.enqueue(again, {1000, 99}, 16'000));
+  std::map<uint32_t, int> seen;
+  for (uint64_t now = 16'000; now < 200 * kMs; now = s.next_wakeup_ns(now)) {
+    const size_t n = s.dequeue_burst(now, d, 8);
+    for (size_t i = 0; i < n; ++i) ++seen[d[i].packet.tag];
+    if (s.next_wakeup_ns(now) == kNever) break;
+  }
+  CHECK(seen == std::map<uint32_t, int>{{22, 1}, {99, 1}});
+}
