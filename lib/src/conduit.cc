@@ -766,14 +766,21 @@ int conduit_connect_qp(conduit_qp* qp, const conduit_qp_connect_attr* c) {
 
 namespace {
 
-// Turns SGEs (process pointers) into shm SGEs (lkey + offset in the MR).
-int translate_sges(conduit_context* ctx, const conduit_sge* sg, int num, conduit_shm_sge* out,
-                   uint64_t wr_id) {
+// num_sge within 0..CONDUIT_MAX_SGE and an sg_list to read them from, for every WR
+// (inline ones too: verbs refuses num_sge above max_send_sge whatever the flags).
+int check_sge_list(const conduit_sge* sg, int num, uint64_t wr_id) {
   if (num < 0 || num > static_cast<int>(CONDUIT_SHM_MAX_SGE)) {
     return set_error(-EINVAL, "WR " + std::to_string(wr_id) + ": num_sge " + std::to_string(num) +
                                   " is outside 0.." + std::to_string(CONDUIT_SHM_MAX_SGE));
   }
   if (num > 0 && sg == nullptr) return set_error(-EINVAL, "sg_list is NULL");
+  return 0;
+}
+
+// Turns SGEs (process pointers) into shm SGEs (lkey + offset in the MR).
+int translate_sges(conduit_context* ctx, const conduit_sge* sg, int num, conduit_shm_sge* out,
+                   uint64_t wr_id) {
+  if (const int rc = check_sge_list(sg, num, wr_id); rc < 0) return rc;
   std::shared_lock lock(ctx->mr_mu);
   for (int i = 0; i < num; ++i) {
     auto it = ctx->mrs.find(sg[i].lkey);
@@ -850,9 +857,12 @@ int conduit_post_send(conduit_qp* qp, conduit_send_wr* wr, conduit_send_wr** bad
         rc = set_error(-EINVAL, "WR " + std::to_string(wr->wr_id) + ": RDMA READ cannot be inline");
         break;
       }
+      rc = check_sge_list(wr->sg_list, wr->num_sge, wr->wr_id);
+      if (rc < 0) break;
       uint32_t total = 0;
       for (int i = 0; i < wr->num_sge && rc == 0; ++i) {
-        if (total + wr->sg_list[i].length > CONDUIT_SHM_MAX_INLINE) {
+        // Against the room left, never total + length: that sum wraps at 2^32.
+        if (wr->sg_list[i].length > CONDUIT_SHM_MAX_INLINE - total) {
           rc = set_error(-EINVAL, "WR " + std::to_string(wr->wr_id) + ": inline data over " +
                                       std::to_string(CONDUIT_SHM_MAX_INLINE) + " bytes");
           break;

@@ -1222,3 +1222,97 @@ TEST_CASE("connection manager: requests, rejects with reasons, established", "[l
   CHECK(conduit_connect_service(qp6, "fe80::zz", 7, nullptr, 100, nullptr) == -EINVAL);
   conduit_close(ctx);
 }
+
+namespace {
+// The engine's side of a QP's send queue (in the daemon's own mapping of the region).
+shm::SpscConsumer<conduit_shm_send_wr> engine_sq(const control::EngineCommand& add_client,
+                                                 const control::EngineCommand& add_qp) {
+  const shm::RegionLayout& layout = *add_client.layout;
+  auto desc = layout.ring_desc(layout.sq_ring(add_qp.qp_slot));
+  auto* ctrl = reinterpret_cast<conduit_shm_ring_ctrl*>(add_client.region + desc.ctrl_offset);
+  auto* slots = reinterpret_cast<conduit_shm_send_wr*>(add_client.region + desc.slots_offset);
+  return shm::SpscConsumer<conduit_shm_send_wr>(ctrl, slots, desc.capacity, shm::load_cons(ctrl));
+}
+}  // namespace
+
+TEST_CASE("inline sends: the byte count cannot wrap, num_sge is within the limit, bad_wr",
+          "[lib][control]") {
+  // The inline check summed the SGE lengths in 32 bits: 8 + 0xFFFFFFF8 wrapped to 0, passed
+  // the 96-byte limit and copied 4 GiB into the 96-byte entry on the stack. num_sge was not
+  // checked at all on the inline path (7 SGEs were taken, a NULL sg_list was read).
+  Daemon d;
+  conduit::Context ctx(d.path, 1 << 20, "inline");
+  auto cq = ctx.create_cq(16);
+  auto qp = ctx.create_qp(cq, cq);
+  control::EngineCommand add_client, add_qp;
+  REQUIRE(d.engine->wait_for(control::EngineOp::kAddClient, 0, 1s, &add_client));
+  REQUIRE(d.engine->wait_for(control::EngineOp::kAddQp, 0, 1s, &add_qp));
+  auto sq = engine_sq(add_client, add_qp);
+
+  uint8_t payload[CONDUIT_SHM_MAX_INLINE + 8];
+  for (size_t i = 0; i < sizeof(payload); ++i) payload[i] = static_cast<uint8_t>(i);
+  const auto at = [&](size_t off) { return reinterpret_cast<uint64_t>(payload + off); };
+  conduit_sge sges[CONDUIT_MAX_SGE + 1];
+  for (int i = 0; i <= CONDUIT_MAX_SGE; ++i) {
+    sges[i] = conduit_sge{at(static_cast<size_t>(i)), 1, 0};
+  }
+  conduit_send_wr wr{};
+  wr.wr_id = 1;
+  wr.opcode = CONDUIT_WR_SEND;
+  wr.send_flags = CONDUIT_SEND_INLINE | CONDUIT_SEND_SIGNALED;
+  wr.sg_list = sges;
+
+  // Up to CONDUIT_MAX_SGE SGEs, as for any other send.
+  wr.num_sge = CONDUIT_MAX_SGE + 1;
+  conduit_send_wr* bad = nullptr;
+  int rc = conduit_post_send(qp.get(), &wr, &bad);
+  CHECK(rc == -EINVAL);
+  CHECK(bad == &wr);
+  CHECK(std::string(conduit_strerror(rc)).find("num_sge 7") != std::string::npos);
+  CHECK(sq.available() == 0);
+  wr.num_sge = CONDUIT_MAX_SGE;
+  CHECK(conduit_post_send(qp.get(), &wr, &bad) == 0);
+  conduit_shm_send_wr got{};
+  REQUIRE(sq.try_dequeue(&got));
+  CHECK(got.inline_len == CONDUIT_MAX_SGE);
+  CHECK(got.u.inline_data[5] == 5);
+
+  // A chain whose middle WR is bad: the one before it is posted, bad_wr is the bad one.
+  conduit_sge first{at(0), CONDUIT_SHM_MAX_INLINE, 0};
+  conduit_sge wrapping[2] = {{at(0), 8, 0}, {at(8), 0xFFFFFFF8u, 0}};
+  conduit_sge after{at(0), 4, 0};
+  conduit_send_wr w3 = wr;
+  w3.wr_id = 3;
+  w3.sg_list = &after;
+  w3.num_sge = 1;
+  conduit_send_wr w2 = wr;
+  w2.wr_id = 2;
+  w2.sg_list = wrapping;
+  w2.num_sge = 2;
+  w2.next = &w3;
+  conduit_send_wr w1 = wr;
+  w1.sg_list = &first;
+  w1.num_sge = 1;
+  w1.next = &w2;
+  rc = conduit_post_send(qp.get(), &w1, &bad);
+  CHECK(rc == -EINVAL);
+  CHECK(bad == &w2);
+  CHECK(std::string(conduit_strerror(rc)).find("inline data over 96 bytes") != std::string::npos);
+  REQUIRE(sq.available() == 1);
+  REQUIRE(sq.try_dequeue(&got));
+  CHECK(got.wr_id == 1);
+  CHECK(got.inline_len == CONDUIT_SHM_MAX_INLINE);
+  CHECK(std::memcmp(got.u.inline_data, payload, CONDUIT_SHM_MAX_INLINE) == 0);
+
+  // One byte over, and a NULL sg_list, are refused too.
+  conduit_sge over{at(0), CONDUIT_SHM_MAX_INLINE + 1, 0};
+  w2.sg_list = &over;
+  w2.num_sge = 1;
+  w2.next = nullptr;
+  CHECK(conduit_post_send(qp.get(), &w2, &bad) == -EINVAL);
+  w2.sg_list = nullptr;
+  rc = conduit_post_send(qp.get(), &w2, &bad);
+  CHECK(rc == -EINVAL);
+  CHECK(std::string(conduit_strerror(rc)).find("sg_list is NULL") != std::string::npos);
+  CHECK(sq.available() == 0);
+}
