@@ -500,7 +500,11 @@ int report_overrun(conduit_cq* cq, int max, conduit_wc* wc) {
 }  // namespace
 
 int conduit_poll_cq(conduit_cq* cq, int max, conduit_wc* wc) {
-  if (cq == nullptr || wc == nullptr || max < 0) return -EINVAL;
+  if (cq == nullptr || wc == nullptr || max < 0) {
+    return set_error(-EINVAL, cq == nullptr   ? "conduit_poll_cq: cq is NULL"
+                              : wc == nullptr ? "conduit_poll_cq: wc is NULL"
+                                              : "conduit_poll_cq: max is negative");
+  }
   int done = take_completions(cq, max, wc);
   if (done > 0) {
     cq->empty_polls = 0;
@@ -598,7 +602,7 @@ int wait_cqs(conduit_cq* const* cqs, int n, int timeout_ms) {
 }  // namespace
 
 int conduit_wait_cq(conduit_cq* cq, int timeout_ms) {
-  if (cq == nullptr) return -EINVAL;
+  if (!valid_ptr(cq, "cq")) return -EINVAL;
   const int r = wait_cqs(&cq, 1, timeout_ms);
   if (r <= 0) return r;
   // At least 1: an overrun alone is something to poll (conduit_poll_cq's -EOVERFLOW).
@@ -811,7 +815,7 @@ extern "C" {
 
 int conduit_post_send(conduit_qp* qp, conduit_send_wr* wr, conduit_send_wr** bad_wr) {
   if (bad_wr != nullptr) *bad_wr = wr;
-  if (qp == nullptr) return -EINVAL;
+  if (!valid_ptr(qp, "qp")) return -EINVAL;
   if (qp->ctx->daemon_gone.load(std::memory_order_relaxed)) {
     return set_error(-ECONNRESET, kDaemonGoneMsg);
   }
@@ -895,7 +899,7 @@ int conduit_post_send(conduit_qp* qp, conduit_send_wr* wr, conduit_send_wr** bad
 
 int conduit_post_recv(conduit_qp* qp, conduit_recv_wr* wr, conduit_recv_wr** bad_wr) {
   if (bad_wr != nullptr) *bad_wr = wr;
-  if (qp == nullptr) return -EINVAL;
+  if (!valid_ptr(qp, "qp")) return -EINVAL;
   if (qp->ctx->daemon_gone.load(std::memory_order_relaxed)) {
     return set_error(-ECONNRESET, kDaemonGoneMsg);
   }

@@ -1316,3 +1316,40 @@ TEST_CASE("inline sends: the byte count cannot wrap, num_sge is within the limit
   CHECK(std::string(conduit_strerror(rc)).find("sg_list is NULL") != std::string::npos);
   CHECK(sq.available() == 0);
 }
+TEST_CASE("conduit_strerror describes the call that just failed, not an older failure",
+          "[lib][control]") {
+  // Argument checks that returned a bare -EINVAL left the thread's message of an earlier
+  // -EINVAL in place: conduit_strerror then described that older call.
+  Daemon d;
+  conduit::Context ctx(d.path, 1 << 20, "strerror");
+  auto cq = ctx.create_cq(16);
+  auto qp = ctx.create_qp(cq, cq);
+  conduit_send_wr wr{};
+  wr.wr_id = 5;
+  wr.opcode = 99;
+  conduit_recv_wr rwr{};
+  conduit_wc wc[1];
+  const auto stale = [&] {
+    const int rc = conduit_post_send(qp.get(), &wr, nullptr);
+    REQUIRE(rc == -EINVAL);
+    REQUIRE(std::string(conduit_strerror(rc)).find("unknown opcode") != std::string::npos);
+  };
+  const auto fresh = [](int rc) {
+    CHECK(rc == -EINVAL);
+    const std::string msg = conduit_strerror(rc);
+    INFO(msg);
+    CHECK(msg.find("unknown opcode") == std::string::npos);
+  };
+  stale();
+  fresh(conduit_poll_cq(nullptr, 1, wc));
+  stale();
+  fresh(conduit_poll_cq(cq.get(), 1, nullptr));
+  stale();
+  fresh(conduit_poll_cq(cq.get(), -1, wc));
+  stale();
+  fresh(conduit_wait_cq(nullptr, 0));
+  stale();
+  fresh(conduit_post_send(nullptr, &wr, nullptr));
+  stale();
+  fresh(conduit_post_recv(nullptr, &rwr, nullptr));
+}
