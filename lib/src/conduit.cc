@@ -81,6 +81,7 @@ class ArenaAllocator {
   }
   // Returns the region offset, or UINT64_MAX when nothing fits.
   uint64_t alloc(uint64_t len) {
+    if (len > UINT64_MAX - (kMrAlign - 1)) return UINT64_MAX;  // rounding up would wrap to 0
     len = (len + kMrAlign - 1) & ~(kMrAlign - 1);
     for (auto it = free_.begin(); it != free_.end(); ++it) {
       if (it->second < len) continue;

@@ -1353,3 +1353,23 @@ TEST_CASE("conduit_strerror describes the call that just failed, not an older fa
   stale();
   fresh(conduit_post_recv(nullptr, &rwr, nullptr));
 }
+TEST_CASE("conduit_alloc_mr: a length the region cannot hold is -ENOMEM, whatever its size",
+          "[lib][control]") {
+  // The arena allocator rounded the length up to pages in 64 bits: the 4095 largest lengths
+  // wrapped to 0 and "fit", and conduitd's refusal of the wrapping registration came back
+  // as -EINVAL instead of the documented -ENOMEM.
+  Daemon d;
+  conduit_context* ctx = open_ctx(d.path, 1 << 20);
+  conduit_mr* mr = nullptr;
+  for (const size_t len : {SIZE_MAX, SIZE_MAX - 4094, SIZE_MAX - 4095, size_t{(1 << 20) + 1}}) {
+    INFO(len);
+    const int rc = conduit_alloc_mr(ctx, len, CONDUIT_ACCESS_LOCAL_WRITE, &mr);
+    CHECK(rc == -ENOMEM);
+    CHECK(std::string(conduit_strerror(rc)).find("no free block") != std::string::npos);
+  }
+  // The whole arena is still there.
+  REQUIRE(conduit_alloc_mr(ctx, 1 << 20, CONDUIT_ACCESS_LOCAL_WRITE, &mr) == 0);
+  CHECK(conduit_alloc_mr(ctx, 1, CONDUIT_ACCESS_LOCAL_WRITE, &mr) == -ENOMEM);
+  CHECK(conduit_alloc_mr(ctx, 0, CONDUIT_ACCESS_LOCAL_WRITE, &mr) == -EINVAL);
+  CHECK(conduit_close(ctx) == 0);
+}
