@@ -1373,3 +1373,100 @@ TEST_CASE("conduit_alloc_mr: a length the region cannot hold is -ENOMEM, whateve
   CHECK(conduit_alloc_mr(ctx, 0, CONDUIT_ACCESS_LOCAL_WRITE, &mr) == -EINVAL);
   CHECK(conduit_close(ctx) == 0);
 }
+namespace {
+size_t open_fds() {
+  size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    (void)e;
+    ++n;
+  }
+  return n;
+}
+}  // namespace
+
+TEST_CASE("failing opens and creates leave no descriptor behind", "[lib][control]") {
+  Daemon d;
+  const size_t base = open_fds();
+  // At most as many as before: a leak adds one. (Fewer is fine: a descriptor an earlier
+  // test case left to a thread may be closed meanwhile.)
+  const auto settled = [](size_t want) {
+    eventually([&] { return open_fds() <= want; }, 1s);
+    return open_fds();
+  };
+  conduit_context* ctx = nullptr;
+  conduit_context_attr attr{};
+  attr.socket_path = "/nonexistent/conduitd.sock";
+  CHECK(conduit_open(&attr, &ctx) < 0);
+  CHECK(settled(base) <= base);
+  attr.socket_path = d.path.c_str();
+  attr.region_bytes = 64 << 20;  // over quota: refused by conduitd
+  CHECK(conduit_open(&attr, &ctx) == -EDQUOT);
+  CHECK(settled(base) <= base);
+
+  ctx = open_ctx(d.path, 1 << 20);
+  const size_t opened = open_fds();
+  conduit_cq* cqs[4] = {};
+  conduit_cq* extra = nullptr;
+  CHECK(conduit_create_cq(ctx, 1u << 20, &extra) == -EINVAL);  // deeper than max_cqe
+  CHECK(settled(opened) <= opened);
+  for (auto& c : cqs) REQUIRE(conduit_create_cq(ctx, 4, &c) == 0);
+  const size_t with_cqs = open_fds();
+  CHECK(conduit_create_cq(ctx, 4, &extra) == -EDQUOT);
+  CHECK(settled(with_cqs) <= with_cqs);
+  conduit_qp_init_attr qa{};
+  qa.send_cq = cqs[0];
+  qa.recv_cq = cqs[1];
+  qa.max_send_wr = 1u << 20;  // deeper than the rings
+  conduit_qp* qp = nullptr;
+  CHECK(conduit_create_qp(ctx, &qa, &qp) == -EINVAL);
+  qa.max_send_wr = 0;
+  qa.traffic_class = "nosuchclass";
+  CHECK(conduit_create_qp(ctx, &qa, &qp) == -ENOENT);
+  CHECK(settled(with_cqs) <= with_cqs);
+  conduit_mr* mr = nullptr;
+  CHECK(conduit_alloc_mr(ctx, 1 << 21, CONDUIT_ACCESS_LOCAL_WRITE, &mr) == -ENOMEM);
+  CHECK(conduit_alloc_mr(ctx, 4096, 1u << 20, &mr) == -EINVAL);  // unknown access bit
+  CHECK(settled(with_cqs) <= with_cqs);
+  CHECK(conduit_close(ctx) == 0);
+  CHECK(settled(base) <= base);
+}
+
+TEST_CASE("a corrupt CQ producer index is -EPIPE, never a read outside the ring",
+          "[lib][control]") {
+  Daemon d;
+  conduit::Context ctx(d.path, 1 << 20, "cq-index");
+  auto cq = ctx.create_cq(16);
+  control::EngineCommand add_client, add_cq;
+  REQUIRE(d.engine->wait_for(control::EngineOp::kAddClient, 0, 1s, &add_client));
+  REQUIRE(d.engine->wait_for(control::EngineOp::kAddCq, 0, 1s, &add_cq));
+  EngineCqSide engine_cq(add_client, add_cq);
+  conduit_shm_cqe e{};
+  e.wr_id = 9;
+  REQUIRE(engine_cq.publish(e));
+  conduit_wc wc[4];
+  REQUIRE(conduit_poll_cq(cq.get(), 4, wc) == 1);
+  // One past a full ring ahead of the consumer: more entries than slots.
+  const shm::RegionLayout& layout = *add_client.layout;
+  auto desc = layout.ring_desc(layout.cq_ring(add_cq.cq_slot));
+  auto* ctrl = reinterpret_cast<conduit_shm_ring_ctrl*>(add_client.region + desc.ctrl_offset);
+  std::atomic_ref<uint32_t>(ctrl->prod)
+      .store(shm::load_cons(ctrl) + desc.capacity + 1, std::memory_order_release);
+  int rc = conduit_poll_cq(cq.get(), 4, wc);
+  CHECK(rc == -EPIPE);
+  CHECK(std::string(conduit_strerror(rc)).find("corrupt") != std::string::npos);
+  CHECK(conduit_poll_cq(cq.get(), 4, wc) == -EPIPE);  // sticky
+  CHECK(conduit_wait_cq(cq.get(), 0) == -EPIPE);
+  CHECK(conduit_wait_cq(cq.get(), -1) == -EPIPE);  // no sleep on a broken ring
+  // Behind the consumer is as impossible (the index wraps, the check is modulo 2^32).
+  auto cq2 = ctx.create_cq(16);
+  const auto added = d.engine->wait_for_n(control::EngineOp::kAddCq, 2, 1s);
+  REQUIRE(added.size() == 2);
+  const control::EngineCommand& add_cq2 = added[1];
+  auto desc2 = layout.ring_desc(layout.cq_ring(add_cq2.cq_slot));
+  auto* ctrl2 = reinterpret_cast<conduit_shm_ring_ctrl*>(add_client.region + desc2.ctrl_offset);
+  std::atomic_ref<uint32_t>(ctrl2->prod)
+      .store(shm::load_cons(ctrl2) - 1, std::memory_order_release);
+  conduit_cq* both[2] = {cq2.get(), cq.get()};
+  CHECK(conduit_wait_cqs(both, 2, 100) == -EPIPE);
+  CHECK(conduit_poll_cq(cq2.get(), 4, wc) == -EPIPE);
+}
