@@ -199,18 +199,29 @@ int call(conduit_context* ctx, proto::Request body, proto::ReplyMessage& reply,
   }
   std::vector<uint8_t> buf;
   std::vector<UniqueFd> fds;
-  ssize_t n = proto::recv_datagram(ctx->sock.get(), buf, fds);
-  if (n == 0) {
-    return set_error(-ECONNRESET, "conduitd closed the connection (stopped or restarted?)");
-  }
-  if (n == -EAGAIN || n == -EWOULDBLOCK) {
-    return set_error(-ETIMEDOUT, "conduitd did not answer within " +
-                                     std::to_string(kReplyTimeoutS) + " s on " + ctx->socket_path);
-  }
-  if (n < 0) return set_error(static_cast<int>(n), "receiving from conduitd failed");
-  proto::CodecError err;
-  if (!proto::decode_reply(buf, reply, err)) {
-    return set_error(err.code, "bad reply from conduitd: " + err.reason);
+  for (;;) {
+    ssize_t n = proto::recv_datagram(ctx->sock.get(), buf, fds);
+    if (n == 0) {
+      return set_error(-ECONNRESET, "conduitd closed the connection (stopped or restarted?)");
+    }
+    if (n == -EAGAIN || n == -EWOULDBLOCK) {
+      return set_error(-ETIMEDOUT, "conduitd did not answer within " +
+                                       std::to_string(kReplyTimeoutS) + " s on " +
+                                       ctx->socket_path);
+    }
+    if (n < 0) return set_error(static_cast<int>(n), "receiving from conduitd failed");
+    proto::CodecError err;
+    if (!proto::decode_reply(buf, reply, err)) {
+      return set_error(err.code, "bad reply from conduitd: " + err.reason);
+    }
+    // The late answer to an earlier call that gave up (-ETIMEDOUT): skip it (its
+    // descriptors are closed), or this call and every later one would read the reply of
+    // the call before it.
+    if (static_cast<int32_t>(reply.seq - req.seq) < 0) {
+      fds.clear();
+      continue;
+    }
+    break;
   }
   if (reply.seq != req.seq || reply.type != req.type()) {
     return set_error(-EPROTO, "conduitd answered a different request");

@@ -5,8 +5,10 @@
 #include <signal.h>
 #include <spawn.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,7 +23,10 @@
 #include <string>
 
 #include "control/control_server.h"
+#include "proto/control_codec.h"
+#include "proto/seqpacket.h"
 #include "shm/doorbell.h"
+#include "shm/region.h"
 #include "test_engine.h"
 
 using namespace conduit;
@@ -1469,4 +1474,92 @@ TEST_CASE("a corrupt CQ producer index is -EPIPE, never a read outside the ring"
   conduit_cq* both[2] = {cq2.get(), cq.get()};
   CHECK(conduit_wait_cqs(both, 2, 100) == -EPIPE);
   CHECK(conduit_poll_cq(cq2.get(), 4, wc) == -EPIPE);
+}
+
+TEST_CASE("a reply that comes after its call timed out is skipped, not taken for the next call's",
+          "[lib][control]") {
+  // A control call gives conduitd 10 s (SO_RCVTIMEO) and returns -ETIMEDOUT. conduitd's late
+  // reply then sat in the socket: the next call read it, found the wrong sequence number and
+  // failed with -EPROTO, leaving its own reply for the call after it, and so on: every later
+  // control call of the context failed. Replies older than the call's request are skipped.
+  // A fake conduitd plays it without the 10 s: it answers the CQ creation with a stale reply
+  // (sequence number one less, carrying a descriptor as a CQ reply does) before the right one.
+  const std::string path = temp_socket_path();
+  proto::UniqueFd listener(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  REQUIRE(listener.valid());
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path.c_str());
+  REQUIRE(::bind(listener.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0);
+  REQUIRE(::listen(listener.get(), 1) == 0);
+  shm::RegionConfig cfg;
+  cfg.max_qps = 1;
+  cfg.max_cqs = 2;
+  cfg.sq_depth = cfg.rq_depth = cfg.cq_depth = 16;
+  cfg.arena_bytes = 1 << 16;
+  cfg.huge_pages = shm::HugePages::kNever;
+  shm::Region region;
+  REQUIRE(shm::Region::create(cfg, &region) == 0);
+  std::vector<proto::MsgType> served;
+  std::thread server([&] {
+    proto::UniqueFd s(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    if (!s.valid()) return;
+    shm::WakeFd doorbell_w, doorbell_r, cm_w, cm_r, cq_w, cq_r;
+    shm::WakeFd::create(shm::WakeFd::Kind::kSocket, &doorbell_w, &doorbell_r);
+    shm::WakeFd::create(shm::WakeFd::Kind::kPipe, &cm_w, &cm_r);
+    shm::WakeFd::create(shm::WakeFd::Kind::kPipe, &cq_w, &cq_r);
+    const auto answer = [&](uint32_t seq, proto::MsgType type, proto::ReplyBody body,
+                            std::vector<int> fds) {
+      proto::ReplyMessage r;
+      r.seq = seq;
+      r.type = type;
+      r.body = std::move(body);
+      proto::send_datagram(s.get(), proto::encode_reply(r), fds);
+    };
+    for (;;) {
+      std::vector<uint8_t> buf;
+      std::vector<proto::UniqueFd> fds;
+      if (proto::recv_datagram(s.get(), buf, fds) <= 0) return;
+      proto::RequestMessage req;
+      proto::CodecError err;
+      if (!proto::decode_request(buf, req, err)) return;
+      served.push_back(req.type());
+      switch (req.type()) {
+        case proto::MsgType::kAttach: {
+          proto::AttachReply a;
+          a.client_id = 1;
+          a.shm_abi_version = CONDUIT_SHM_ABI_VERSION;
+          a.region_bytes = region.layout().region_size;
+          answer(req.seq, req.type(), a, {region.fd(), doorbell_r.fd(), cm_r.fd()});
+          break;
+        }
+        case proto::MsgType::kCreateCq:
+          answer(req.seq - 1, req.type(), proto::CreateCqReply{0, 16}, {cq_r.fd()});
+          answer(req.seq, req.type(), proto::CreateCqReply{1, 16}, {cq_r.fd()});
+          break;
+        case proto::MsgType::kDestroyCq:
+          answer(req.seq, req.type(), proto::DestroyCqReply{}, {});
+          break;
+        case proto::MsgType::kDetach:
+          answer(req.seq, req.type(), proto::DetachReply{}, {});
+          return;
+        default:
+          proto::send_datagram(s.get(), proto::encode_reply(proto::make_error_reply(
+                                            req.type(), req.seq, -ENOSYS, "not in this test")));
+      }
+    }
+  });
+  conduit_context* ctx = open_ctx(path);
+  conduit_cq* cq = nullptr;
+  const size_t fds_before = open_fds();
+  int rc = conduit_create_cq(ctx, 4, &cq);
+  INFO(conduit_strerror(rc));
+  CHECK(rc == 0);
+  CHECK(open_fds() == fds_before + 1);  // the stale reply's descriptor was closed
+  CHECK(conduit_destroy_cq(cq) == 0);   // and the call after it gets its own reply
+  CHECK(conduit_close(ctx) == 0);
+  server.join();
+  CHECK(served == std::vector<proto::MsgType>{proto::MsgType::kAttach, proto::MsgType::kCreateCq,
+                                              proto::MsgType::kDestroyCq, proto::MsgType::kDetach});
+  ::unlink(path.c_str());
 }
