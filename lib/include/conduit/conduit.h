@@ -98,7 +98,8 @@ struct conduit_mr {
 };
 
 /* Allocates `length` bytes (page aligned, zeroed) in the shared region and
- * registers them. -EDQUOT: quota exceeded; -ENOMEM: the region is full. */
+ * registers them. -EDQUOT: quota exceeded; -ENOMEM: the region has no free
+ * block that large; -EINVAL: length 0 or an unknown access flag. */
 CONDUIT_API int conduit_alloc_mr(struct conduit_context* ctx, size_t length, uint32_t access,
                                  struct conduit_mr** out);
 /* Deregisters and frees the memory. */
@@ -149,6 +150,7 @@ CONDUIT_API const char* conduit_wc_status_str(uint32_t status);
 /* entries: at least this many completions fit (the daemon's depth may be larger). */
 CONDUIT_API int conduit_create_cq(struct conduit_context* ctx, uint32_t entries,
                                   struct conduit_cq** out);
+/* -EBUSY: a QP still uses it (destroy the QPs first); the CQ stays. */
 CONDUIT_API int conduit_destroy_cq(struct conduit_cq* cq);
 /* Copies up to max completions into wc; returns how many (0 if none).
  * A thread that shares its core with a spinning conduitd engine must not spin
@@ -341,8 +343,10 @@ struct conduit_recv_wr {
 };
 
 /* Posts a list of WRs. On failure *bad_wr is the first one not posted (those
- * before it are posted). -ENOMEM: the send queue is full; -EINVAL: a WR is
- * malformed (conduit_strerror says which field). */
+ * before it are posted). -ENOMEM: the queue is full; -EINVAL: a WR is
+ * malformed (conduit_strerror says which field: num_sge above CONDUIT_MAX_SGE,
+ * an SGE outside its MR, inline data above max_inline_data, ...);
+ * -ECONNRESET: conduitd is gone; -EPIPE: the queue's ring indices are corrupt. */
 CONDUIT_API int conduit_post_send(struct conduit_qp* qp, struct conduit_send_wr* wr,
                                   struct conduit_send_wr** bad_wr);
 CONDUIT_API int conduit_post_recv(struct conduit_qp* qp, struct conduit_recv_wr* wr,
