@@ -642,6 +642,12 @@ int conduit_wait_cqs(conduit_cq* const* cqs, int n, int timeout_ms) {
 int conduit_create_qp(conduit_context* ctx, const conduit_qp_init_attr* attr, conduit_qp** out) {
   if (!valid_ptr(ctx, "ctx") || !valid_ptr(attr, "attr") || !valid_ptr(out, "out")) return -EINVAL;
   if (!valid_ptr(attr->send_cq, "send_cq") || !valid_ptr(attr->recv_cq, "recv_cq")) return -EINVAL;
+  // conduitd knows a CQ by its slot in this context's region: another context's CQ would
+  // name whichever CQ of ours sits in the same slot.
+  if (attr->send_cq->ctx != ctx || attr->recv_cq->ctx != ctx) {
+    return set_error(-EINVAL, std::string(attr->send_cq->ctx != ctx ? "send_cq" : "recv_cq") +
+                                  " belongs to another context");
+  }
   const auto& l = ctx->region.layout();
   proto::CreateQpRequest req;
   req.send_cq = attr->send_cq->id;

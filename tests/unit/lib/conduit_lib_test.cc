@@ -1563,3 +1563,34 @@ TEST_CASE("a reply that comes after its call timed out is skipped, not taken for
                                               proto::MsgType::kDestroyCq, proto::MsgType::kDetach});
   ::unlink(path.c_str());
 }
+
+TEST_CASE("a QP's CQs must belong to its context", "[lib][control]") {
+  // conduit_create_qp sent the CQs' slot numbers without looking at whose they were: a CQ of
+  // another context named this context's CQ in the same slot, and the QP completed into a
+  // CQ the caller never gave it (verbs refuses a CQ of another context with EINVAL).
+  Daemon d;
+  conduit_context* a = open_ctx(d.path, 1 << 20);
+  conduit_context* b = open_ctx(d.path, 1 << 20);
+  conduit_cq* cq_a = nullptr;
+  conduit_cq* cq_b = nullptr;
+  REQUIRE(conduit_create_cq(a, 4, &cq_a) == 0);
+  REQUIRE(conduit_create_cq(b, 4, &cq_b) == 0);
+  conduit_qp_init_attr qa{};
+  qa.send_cq = cq_a;
+  qa.recv_cq = cq_b;
+  conduit_qp* qp = nullptr;
+  int rc = conduit_create_qp(b, &qa, &qp);
+  CHECK(rc == -EINVAL);
+  CHECK(std::string(conduit_strerror(rc)).find("another context") != std::string::npos);
+  if (rc == 0) CHECK(conduit_destroy_qp(qp) == 0);
+  qa.send_cq = cq_b;
+  qa.recv_cq = cq_a;
+  rc = conduit_create_qp(b, &qa, &qp);
+  CHECK(rc == -EINVAL);
+  if (rc == 0) CHECK(conduit_destroy_qp(qp) == 0);
+  qa.recv_cq = cq_b;
+  REQUIRE(conduit_create_qp(b, &qa, &qp) == 0);
+  CHECK(conduit_destroy_qp(qp) == 0);
+  CHECK(conduit_close(b) == 0);
+  CHECK(conduit_close(a) == 0);
+}
