@@ -523,6 +523,10 @@ ControlService::Outcome ControlService::reg_mr(Client& c, const proto::RegMrRequ
   return ok(t, seq, proto::RegMrReply{mr.lkey, mr.rkey, mr.offset});
 }
 
+// How long a deregistration waits for the engine to drop the MR (it takes commands every
+// loop: microseconds, or one idle sleep).
+constexpr uint32_t kMrAckWaitMs = 1000;
+
 ControlService::Outcome ControlService::dereg_mr(Client& c, const proto::DeregMrRequest& r,
                                                  uint32_t seq) {
   auto it = c.mrs.find(r.lkey);
@@ -535,11 +539,25 @@ ControlService::Outcome ControlService::dereg_mr(Client& c, const proto::DeregMr
   cmd.client_id = c.id;
   cmd.lkey = it->second.lkey;
   cmd.rkey = it->second.rkey;
-  to_engine(cmd);
-  // Key indices are not reused until 2^24 registrations later, so no ack wait.
+  // The reply waits for the engine's ack: libconduit hands the MR's memory out again as soon
+  // as it has the reply, and until the engine drops the MR a peer's WRITE to the old rkey
+  // still lands there (ibv_dereg_mr, too, returns once the device has dropped the MR).
+  int rc = 0;
+  if (engine_ != nullptr) {
+    EngineEvent ack;
+    rc = engine_call(cmd, kMrAckWaitMs, &ack);
+  }
+  // Gone from the service either way: a late ack only confirms it. (Key indices are not
+  // reused until 2^24 registrations later.)
   key_owner_.erase(it->second.lkey >> 8);
   c.mr_bytes -= it->second.length;
   c.mrs.erase(it);
+  if (rc == -ETIMEDOUT) {
+    return fail(MsgType::kDeregMr, seq, -ETIMEDOUT,
+                "the engine did not confirm the memory region's removal within " +
+                    std::to_string(kMrAckWaitMs) +
+                    " ms: until it does, peers' RDMA may still reach that memory");
+  }
   return ok(MsgType::kDeregMr, seq, proto::DeregMrReply{});
 }
 

@@ -102,7 +102,11 @@ struct conduit_mr {
  * block that large; -EINVAL: length 0 or an unknown access flag. */
 CONDUIT_API int conduit_alloc_mr(struct conduit_context* ctx, size_t length, uint32_t access,
                                  struct conduit_mr** out);
-/* Deregisters and frees the memory. */
+/* Deregisters and frees the memory. It returns once conduitd's engine has dropped
+ * the MR: no peer's RDMA reaches the memory after that, so it may be handed out
+ * again at once. -ETIMEDOUT: the engine did not confirm within a second (it is
+ * stuck or stopping); the MR is freed here all the same, and conduit_strerror()
+ * says so. */
 CONDUIT_API int conduit_free_mr(struct conduit_mr* mr);
 
 /* ---- completion queues ---------------------------------------------------- */

@@ -537,7 +537,8 @@ namespace {
 
 // A stand-in for the engine: takes every command and acks it, after `delay` for each
 // kRemoveQp (the engine's work on a removal: the flush completions of the QP's outstanding
-// WRs written into the client's CQ ring, counted in `flushed_qps`, before the ack). With
+// WRs written into the client's CQ ring, counted in `flushed_qps`, before the ack) and each
+// kRemoveMr (counted in `removed_mrs`). With
 // `never_ack`, takes commands and acks none (a stuck engine). With `lost_per_qp`, acks each
 // kRemoveQp as the engine does when that many of the QP's flush completions found its CQ
 // full, and each kRemoveClient with the client's total.
@@ -559,6 +560,10 @@ struct FakeEngine {
         if (cmds[i].op == EngineOp::kRemoveQp) {
           std::this_thread::sleep_for(delay);
           ++flushed_qps;
+        }
+        if (cmds[i].op == EngineOp::kRemoveMr) {
+          std::this_thread::sleep_for(delay);
+          ++removed_mrs;
         }
         if (never_ack) continue;
         EngineEvent e;
@@ -584,6 +589,7 @@ struct FakeEngine {
   uint32_t lost_total = 0;  // engine thread only
   std::atomic<bool> quit{false};
   std::atomic<int> flushed_qps{0};
+  std::atomic<int> removed_mrs{0};
   std::thread t;
 };
 
@@ -694,4 +700,51 @@ TEST_CASE("a stop waits for an engine that never acks the releases only so long"
   const auto took = std::chrono::steady_clock::now() - t0;
   CHECK(took < std::chrono::milliseconds(ControlService::kStopBacklogMs + 1000));
   CHECK(c.hung_up());
+}
+
+TEST_CASE("a deregistration is answered only once the engine has dropped the MR",
+          "[control][server]") {
+  // libconduit hands a freed MR's memory out again as soon as conduit_free_mr returns. The
+  // reply went out as the removal was handed to the engine, so a peer's WRITE to the old
+  // rkey could still land in that memory (then another MR of the client) for as long as
+  // the engine took to get to the command. ibv_dereg_mr returns once the device dropped it.
+  spdlog::set_level(spdlog::level::off);
+  std::unique_ptr<EngineChannel> ch;
+  REQUIRE(EngineChannel::create(64, &ch) == 0);
+  FakeEngine engine(*ch, std::chrono::milliseconds(30));
+  EngineServer s("dereg", ch.get());
+  RawClient c(s.path);
+  REQUIRE(c.request(attach_req()).status == 0);
+  shm::Region region;
+  REQUIRE(shm::Region::attach(c.rx_fds[0].release(), &region) == 0);
+  const auto& l = region.layout();
+  for (int i = 0; i < 2; ++i) {
+    auto r = c.request(proto::RegMrRequest{l.arena_offset, 4096, 0});
+    REQUIRE(r.status == 0);
+    const uint32_t lkey = std::get<proto::RegMrReply>(r.body).lkey;
+    REQUIRE(c.request(proto::DeregMrRequest{lkey}).status == 0);
+    CHECK(engine.removed_mrs.load() == i + 1);  // the engine took it before the reply
+  }
+  CHECK(c.request(proto::DeregMrRequest{12345}).status == -ENOENT);
+}
+
+TEST_CASE("a deregistration the engine does not confirm says so", "[control][server]") {
+  spdlog::set_level(spdlog::level::off);
+  std::unique_ptr<EngineChannel> ch;
+  REQUIRE(EngineChannel::create(64, &ch) == 0);
+  FakeEngine engine(*ch, std::chrono::milliseconds(0), /*never_ack=*/true);
+  EngineServer s("dereg2", ch.get());
+  RawClient c(s.path);
+  REQUIRE(c.request(attach_req()).status == 0);
+  shm::Region region;
+  REQUIRE(shm::Region::attach(c.rx_fds[0].release(), &region) == 0);
+  const auto& l = region.layout();
+  auto r = c.request(proto::RegMrRequest{l.arena_offset, 4096, 0});
+  REQUIRE(r.status == 0);
+  const uint32_t lkey = std::get<proto::RegMrReply>(r.body).lkey;
+  r = c.request(proto::DeregMrRequest{lkey});
+  CHECK(r.status == -ETIMEDOUT);
+  CHECK(r.reason.find("did not confirm") != std::string::npos);
+  // The MR is gone from the service all the same (the engine drops it when it gets there).
+  CHECK(c.request(proto::DeregMrRequest{lkey}).status == -ENOENT);
 }
