@@ -7,6 +7,7 @@
 #include <net/if.h>
 #include <rte_bus.h>
 #include <rte_dev.h>
+#include <rte_devargs.h>
 #include <rte_errno.h>
 #include <rte_mbuf_pool_ops.h>
 #include <sys/ioctl.h>
@@ -63,6 +64,14 @@ std::string available_ports() {
       out += (out.empty() ? "" : ", ") + std::string(name);
   }
   return out.empty() ? "none" : out;
+}
+
+// Unplugs the device a device string names, through its bus (vdev, pci, ...).
+void unplug(const std::string& device) {
+  rte_devargs da{};
+  if (rte_devargs_parse(&da, device.c_str()) != 0) return;
+  if (da.bus != nullptr) rte_eal_hotplug_remove(rte_bus_name(da.bus), da.name);
+  std::free(da.data);  // what rte_devargs_reset() does (experimental in DPDK 22.11)
 }
 
 }  // namespace
@@ -301,6 +310,15 @@ uint16_t Port::find_or_probe() {
     }
     probed_by_us_ = true;
     if (rte_eth_dev_get_port_by_name(name_.c_str(), &id) != 0) {
+      // The device was probed already (by EAL, -a/--vdev) and its port closed by an
+      // earlier Port: rte_dev_probe() accepts that without a port, and a closed port
+      // comes back only when the device is unplugged and probed again.
+      unplug(dev);
+      if (int rc = rte_dev_probe(dev.c_str()); rc != 0) {
+        throw DpdkError(dpdk_reason("cannot probe device \"" + dev + "\" again", rc));
+      }
+    }
+    if (rte_eth_dev_get_port_by_name(name_.c_str(), &id) != 0) {
       throw DpdkError("device \"" + dev + "\" probed but no ethdev port named \"" + name_ +
                       "\" appeared (ports present: " + available_ports() + ")");
     }
@@ -344,8 +362,8 @@ void Port::release() {
     }
     port_id_ = RTE_MAX_ETHPORTS;
   } else if (probed_by_us_ && !name_.empty()) {
-    // Probed but no port found: unplug by name through the bus.
-    rte_eal_hotplug_remove("vdev", name_.c_str());
+    // Probed but no port found: unplug through the device's bus.
+    unplug(config_.device);
   }
   probed_by_us_ = false;
   rx_wait_fds_.clear();

@@ -360,3 +360,25 @@ TEST_CASE("af_xdp vdev strings get conduit's XDP steering program unless they na
   CHECK(with_xdp_program("net_af_xdp0", prog) == "net_af_xdp0");
   CHECK(with_xdp_program("net_af_xdp0,iface=eth0", "") == "net_af_xdp0,iface=eth0");
 }
+
+// conduitd's PCI ports (and --vdev ones) are probed by EAL, not hot-plugged by
+// the Port; closing the port releases it but leaves the device probed. A start
+// that failed, or a port that was closed, must leave such a device usable: a
+// second start in the same process works.
+TEST_CASE("A device probed before the port can be started again after a failed start", "[dpdk]") {
+  need_eal();
+  REQUIRE(rte_dev_probe("net_ring9") == 0);  // as EAL does for -a/--vdev
+  PortConfig c = small_port("net_ring9");
+  c.rx_queues = 200;
+  std::string e = error_of(c);
+  INFO(e);
+  CHECK(e.find("RX queues") != std::string::npos);
+  c = small_port("net_ring9");
+  c.mtu_bytes = 40;
+  e = error_of(c);
+  CHECK(e.find("MTU") != std::string::npos);
+  for (int round = 0; round < 2; ++round) {
+    e = error_of(small_port("net_ring9"));
+    CHECK(e.empty());
+  }
+}
