@@ -124,26 +124,27 @@ struct MetricsServer::Impl : std::enable_shared_from_this<MetricsServer::Impl> {
 
   void answer(const std::shared_ptr<Conn>& c, const metrics::RequestHead& h) {
     using metrics::HeadStatus;
+    // RFC 9110 9.3.2: the answer to HEAD has no content, whatever its status.
+    const bool head_only = h.method == "HEAD";
     if (h.status != HeadStatus::kOk) {
       ++bad_requests;
       const int status = metrics::http_status_for(h.status);
       spdlog::debug("metrics: refused a request ({}): {}", status, h.why);
-      c->out = plain(status, h.why);
+      c->out = plain(status, h.why, head_only);
     } else if (h.method != "GET" && h.method != "HEAD") {
       ++bad_requests;
       c->out = plain(405, "only GET and HEAD are served", false, "Allow: GET, HEAD\r\n");
     } else if (h.has_body) {
       ++bad_requests;
-      c->out = plain(400, "a GET or HEAD request has no body");
+      c->out = plain(400, "a GET or HEAD request has no body", head_only);
     } else if (h.path == "/metrics") {
       ++scrapes;
-      c->out =
-          response(200, "text/plain; version=0.0.4; charset=utf-8", page(), h.method == "HEAD");
+      c->out = response(200, "text/plain; version=0.0.4; charset=utf-8", page(), head_only);
     } else if (h.path == "/") {
-      c->out = plain(200, "conduitd: Prometheus metrics are at /metrics", h.method == "HEAD");
+      c->out = plain(200, "conduitd: Prometheus metrics are at /metrics", head_only);
     } else {
       ++not_found;
-      c->out = plain(404, "not found: conduitd serves /metrics", h.method == "HEAD");
+      c->out = plain(404, "not found: conduitd serves /metrics", head_only);
     }
     asio::async_write(c->sock, asio::buffer(c->out),
                       [self = shared_from_this(), c](boost::system::error_code, size_t) {

@@ -100,21 +100,27 @@ RequestHead parse_request_head(std::string_view buf) {
   const std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
   const std::string_view version = line.substr(sp2 + 1);
   if (!is_token(method)) return refuse(HeadStatus::kBad, "method is not a token");
+  // From here a refusal keeps the method: the answer to a HEAD has no body, refusals included.
+  h.method = std::string(method);
+  const auto refuse_request = [&h](HeadStatus s, std::string why) {
+    RequestHead r = refuse(s, std::move(why));
+    r.method = h.method;
+    return r;
+  };
   if (target.empty() || !std::all_of(target.begin(), target.end(), is_vchar)) {
-    return refuse(HeadStatus::kBad, "request target is empty or has control characters");
+    return refuse_request(HeadStatus::kBad, "request target is empty or has control characters");
   }
   if (version.size() != 8 || version.substr(0, 5) != "HTTP/" || version[6] != '.' ||
       version[5] < '0' || version[5] > '9' || version[7] < '0' || version[7] > '9') {
-    return refuse(HeadStatus::kBad, "malformed HTTP version");
+    return refuse_request(HeadStatus::kBad, "malformed HTTP version");
   }
   if (version[5] != '1')
-    return refuse(HeadStatus::kVersion, "only HTTP/1.0 and HTTP/1.1 are served");
+    return refuse_request(HeadStatus::kVersion, "only HTTP/1.0 and HTTP/1.1 are served");
   h.minor_version = version[7] == '0' ? 0 : 1;  // HTTP/1.2 and later are read as 1.1
   if (target.front() != '/') {
-    return refuse(HeadStatus::kBad, "request target must be a path (origin form)");
+    return refuse_request(HeadStatus::kBad, "request target must be a path (origin form)");
   }
   const size_t q = target.find_first_of("?#");
-  h.method = std::string(method);
   h.path = std::string(target.substr(0, q));
 
   size_t fields = 0;
@@ -122,29 +128,30 @@ RequestHead parse_request_head(std::string_view buf) {
   while (pos < head.size()) {
     next_line(line);
     if (++fields > kMaxHeaderFields) {
-      return refuse(HeadStatus::kTooLarge, "more than 64 header fields");
+      return refuse_request(HeadStatus::kTooLarge, "more than 64 header fields");
     }
     if (!line.empty() && (line.front() == ' ' || line.front() == '\t')) {
-      return refuse(HeadStatus::kBad, "obsolete line folding in a header field");
+      return refuse_request(HeadStatus::kBad, "obsolete line folding in a header field");
     }
     const size_t colon = line.find(':');
     if (colon == std::string_view::npos)
-      return refuse(HeadStatus::kBad, "header field without ':'");
+      return refuse_request(HeadStatus::kBad, "header field without ':'");
     const std::string_view name = line.substr(0, colon);
-    if (!is_token(name)) return refuse(HeadStatus::kBad, "header field name is not a token");
+    if (!is_token(name))
+      return refuse_request(HeadStatus::kBad, "header field name is not a token");
     const std::string_view value = trim_ows(line.substr(colon + 1));
     for (char c : value) {
       if (!is_vchar(c) && c != ' ' && c != '\t') {
-        return refuse(HeadStatus::kBad, "control character in a header field value");
+        return refuse_request(HeadStatus::kBad, "control character in a header field value");
       }
     }
     if (iequals(name, "Host")) {
-      if (host) return refuse(HeadStatus::kBad, "more than one Host field");
+      if (host) return refuse_request(HeadStatus::kBad, "more than one Host field");
       host = true;
     } else if (iequals(name, "Content-Length")) {
       if (value.empty() ||
           !std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-        return refuse(HeadStatus::kBad, "Content-Length is not a number");
+        return refuse_request(HeadStatus::kBad, "Content-Length is not a number");
       }
       if (value.find_first_not_of('0') != std::string_view::npos) h.has_body = true;
     } else if (iequals(name, "Transfer-Encoding")) {
@@ -153,7 +160,7 @@ RequestHead parse_request_head(std::string_view buf) {
   }
   // RFC 9112 3.2: an HTTP/1.1 request without a Host field is answered with 400.
   if (h.minor_version >= 1 && !host)
-    return refuse(HeadStatus::kBad, "HTTP/1.1 request without Host");
+    return refuse_request(HeadStatus::kBad, "HTTP/1.1 request without Host");
   h.status = HeadStatus::kOk;
   h.head_bytes = lead + end + 4;
   return h;

@@ -27,7 +27,7 @@ enum class HeadStatus {
 
 struct RequestHead {
   HeadStatus status = HeadStatus::kIncomplete;
-  std::string method;  // as sent (methods are case-sensitive)
+  std::string method;  // as sent (case-sensitive); refusals keep it once the request line is read
   std::string path;    // the target's path, without "?query"; origin form only
   int minor_version = 1;
   bool has_body = false;  // Content-Length > 0 or Transfer-Encoding present

@@ -171,6 +171,30 @@ TEST_CASE("metrics server: wrong paths, methods and malformed heads get their st
                     "HTTP/1.1 200 "));
 }
 
+// RFC 9110 9.3.2: the answer to HEAD never has content, whatever its status (the
+// Content-Length says what a GET would have got).
+TEST_CASE("metrics server: an answer to HEAD has no body, refusals included") {
+  Fixture f;
+  const auto ends_at_head = [](const std::string& r) {
+    return r.size() >= 4 && r.substr(r.size() - 4) == "\r\n\r\n";
+  };
+  const std::string with_body =
+      http_exchange(f.port, "HEAD /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc");
+  INFO(with_body);
+  CHECK(starts_with(with_body, "HTTP/1.1 400 "));
+  CHECK(ends_at_head(with_body));
+  const std::string missing = http_exchange(f.port, "HEAD /nope HTTP/1.1\r\nHost: x\r\n\r\n");
+  INFO(missing);
+  CHECK(starts_with(missing, "HTTP/1.1 404 "));
+  CHECK(ends_at_head(missing));
+  // Refused by the parser after the request line (HTTP/1.1 without Host): still HEAD.
+  const std::string no_host = http_exchange(f.port, "HEAD /metrics HTTP/1.1\r\n\r\n");
+  INFO(no_host);
+  CHECK(starts_with(no_host, "HTTP/1.1 400 "));
+  CHECK(ends_at_head(no_host));
+  CHECK(f.pages == 0);
+}
+
 TEST_CASE("metrics server: idle connections are closed at the deadline; a flood is refused 503") {
   Fixture f(300);
   // One that sends half a request and stops: closed without an answer.

@@ -131,3 +131,21 @@ TEST_CASE("http_request: the verdict does not depend on how the bytes were split
   REQUIRE(h.status == HeadStatus::kOk);
   CHECK(h.minor_version == 1);
 }
+
+// A refusal after a well-formed request line keeps the method, so the server
+// answers a HEAD without a body (RFC 9110 9.3.2) even when it refuses it.
+TEST_CASE("http_request: a refused head keeps its method once the request line was read") {
+  RequestHead h = parse_request_head("HEAD /metrics HTTP/1.1\r\n\r\n");  // no Host
+  CHECK(h.status == HeadStatus::kBad);
+  CHECK(h.method == "HEAD");
+  h = parse_request_head("HEAD /metrics HTTP/1.1\r\nHost: x\r\nbad field\r\n\r\n");
+  CHECK(h.status == HeadStatus::kBad);
+  CHECK(h.method == "HEAD");
+  h = parse_request_head("HEAD /metrics HTTP/2.0\r\nHost: x\r\n\r\n");
+  CHECK(h.status == HeadStatus::kVersion);
+  CHECK(h.method == "HEAD");
+  // Before the request line is whole there is no method to keep.
+  h = parse_request_head("HEAD  /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+  CHECK(h.status == HeadStatus::kBad);
+  CHECK(h.method.empty());
+}
