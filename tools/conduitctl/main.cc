@@ -47,7 +47,8 @@ constexpr const char* kUsage =
     "  --version       conduitctl's version (status shows the daemon's)\n"
     "\n"
     "The socket is --socket, else $CONDUIT_SOCKET, else /run/conduit/conduitd.sock.\n"
-    "Exit status: 0 done, 1 the daemon could not be reached or refused, 2 usage.\n";
+    "Exit status: 0 done, 1 the daemon could not be reached or refused (or the output\n"
+    "could not be written), 2 usage.\n";
 
 constexpr int kReplyTimeoutSeconds = 10;
 
@@ -230,9 +231,7 @@ int usage_error(const std::string& what) {
   return 2;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   const char* env = std::getenv("CONDUIT_SOCKET");
   std::string socket = env != nullptr && *env != '\0' ? env : "/run/conduit/conduitd.sock";
@@ -303,4 +302,19 @@ int main(int argc, char** argv) {
       break;
   }
   return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int rc = run(argc, argv);
+  // Output that did not reach its file (a full disk under `stats --json > f`) is a failure,
+  // not exit 0 with the output cut short.
+  errno = 0;
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0) {
+    std::fprintf(stderr, "conduitctl: writing the output: %s\n",
+                 errno != 0 ? std::strerror(errno) : "write error");
+    return rc == 0 ? 1 : rc;
+  }
+  return rc;
 }

@@ -47,6 +47,18 @@ one_line policy
 one_line status --json
 one_line --frob status
 one_line status --socket
+# Output that cannot be written (a full disk under `conduitctl stats --json > f`) is an
+# error, not a silent exit 0 with the output cut short.
+if [[ -w /dev/full ]]; then
+  rc=0
+  "$ctl" --help >/dev/full 2>"$dir/err" || rc=$?
+  if [[ $rc -ne 1 || $(<"$dir/err") != *"writing the output"* ]]; then
+    echo "FAIL: conduitctl --help >/dev/full: status $rc, stderr:"
+    sed 's/^/    /' "$dir/err"
+    echo "  wanted status 1 and 'writing the output'"
+    fails=$((fails + 1))
+  fi
+fi
 touch "$dir/file"
 expect 1 "$dir/file is not a socket" --socket "$dir/file" status
 expect 1 "there is no socket at $dir/none.sock" --socket "$dir/none.sock" status
