@@ -28,6 +28,19 @@ constexpr std::array<std::string_view, 16> kGauges = {
     "metrics.connections",
 };
 
+// The families the page writes itself, after the stats: a stats name that maps onto one of
+// them is left out like any other clash (Prometheus refuses a family declared twice).
+const std::string kBuildInfo = "conduit_build_info";
+const std::string kQpOmitted = "conduit_qp_series_omitted";
+const std::string kQpInfo = "conduit_qp_info";
+const std::string kQpRate = "conduit_qp_rate_bits_per_second";
+const std::string kQpAlpha = "conduit_qp_dcqcn_alpha";
+const std::string kQpCnpsRx = "conduit_qp_cnps_received_total";
+const std::string kQpCnpsTx = "conduit_qp_cnps_sent_total";
+const std::string kQpRetx = "conduit_qp_retransmits_total";
+const std::string kQpTxBytes = "conduit_qp_tx_bytes_total";
+const std::string kQpRxBytes = "conduit_qp_rx_bytes_total";
+
 void family(std::string& out, const std::string& name, std::string_view type,
             std::string_view help) {
   out += "# HELP ";
@@ -135,10 +148,11 @@ std::string escape_label_value(std::string_view v) {
 std::string format_exposition(const Exposition& e) {
   std::string out;
   out.reserve(4096 + e.stats.size() * 96 + e.qps.size() * 700);
-  family(out, "conduit_build_info", "gauge", "conduitd's version; always 1");
-  sample(out, "conduit_build_info", label("version", e.version), "1");
+  family(out, kBuildInfo, "gauge", "conduitd's version; always 1");
+  sample(out, kBuildInfo, label("version", e.version), "1");
 
-  std::set<std::string> seen = {"conduit_build_info"};
+  std::set<std::string> seen = {kBuildInfo, kQpOmitted, kQpInfo, kQpRate,    kQpAlpha,
+                                kQpCnpsRx,  kQpCnpsTx,  kQpRetx, kQpTxBytes, kQpRxBytes};
   for (const StatSample& s : e.stats) {
     const bool gauge = is_gauge(s.name);
     std::string name = metric_name(s.name, gauge);
@@ -148,10 +162,10 @@ std::string format_exposition(const Exposition& e) {
   }
 
   const std::vector<QpSample> q = exported_qps(e.qps, e.max_qps);
-  family(out, "conduit_qp_series_omitted", "gauge",
+  family(out, kQpOmitted, "gauge",
          "QPs left out of the per-QP series (daemon.metrics_max_qps); conduitctl qps lists all");
-  sample(out, "conduit_qp_series_omitted", "", std::to_string(e.qps.size() - q.size()));
-  family(out, "conduit_qp_info", "gauge",
+  sample(out, kQpOmitted, "", std::to_string(e.qps.size() - q.size()));
+  family(out, kQpInfo, "gauge",
          "One per queue pair (conduitctl qps); its labels say what the QP is");
   for (const QpSample& s : q) {
     std::string l = label("qpn", std::to_string(s.qpn));
@@ -161,26 +175,24 @@ std::string format_exposition(const Exposition& e) {
     l += ',' + label("class", s.traffic_class);
     l += ',' + label("peer", s.peer);
     l += ',' + label("peer_qpn", s.peer_qpn == 0 ? "" : std::to_string(s.peer_qpn));
-    sample(out, "conduit_qp_info", l, "1");
+    sample(out, kQpInfo, l, "1");
   }
-  qp_family(out, q, "conduit_qp_rate_bits_per_second", "gauge",
+  qp_family(out, q, kQpRate, "gauge",
             "The QP's current sending rate (DCQCN or the class's fixed rate)",
             [](const QpSample& s) {
               return s.rate_bps == 0 ? std::string() : std::to_string(s.rate_bps);
             });
-  qp_family(out, q, "conduit_qp_dcqcn_alpha", "gauge", "The QP's DCQCN alpha, 0..1",
+  qp_family(out, q, kQpAlpha, "gauge", "The QP's DCQCN alpha, 0..1",
             [](const QpSample& s) { return ppm_fraction(s.alpha_ppm); });
-  qp_family(out, q, "conduit_qp_cnps_received_total", "counter",
-            "CNPs received: congestion on the way to the peer",
+  qp_family(out, q, kQpCnpsRx, "counter", "CNPs received: congestion on the way to the peer",
             [](const QpSample& s) { return std::to_string(s.cnps_rx); });
-  qp_family(out, q, "conduit_qp_cnps_sent_total", "counter",
-            "CNPs sent: CE-marked packets from the peer",
+  qp_family(out, q, kQpCnpsTx, "counter", "CNPs sent: CE-marked packets from the peer",
             [](const QpSample& s) { return std::to_string(s.cnps_tx); });
-  qp_family(out, q, "conduit_qp_retransmits_total", "counter", "Packets the QP sent again",
+  qp_family(out, q, kQpRetx, "counter", "Packets the QP sent again",
             [](const QpSample& s) { return std::to_string(s.retransmits); });
-  qp_family(out, q, "conduit_qp_tx_bytes_total", "counter", "Payload bytes the QP sent",
+  qp_family(out, q, kQpTxBytes, "counter", "Payload bytes the QP sent",
             [](const QpSample& s) { return std::to_string(s.tx_bytes); });
-  qp_family(out, q, "conduit_qp_rx_bytes_total", "counter", "Payload bytes the QP received",
+  qp_family(out, q, kQpRxBytes, "counter", "Payload bytes the QP received",
             [](const QpSample& s) { return std::to_string(s.rx_bytes); });
   return out;
 }

@@ -64,9 +64,10 @@ std::string metric_name(std::string_view stats_name, bool gauge);
 // A label value with '\', '"' and newline escaped.
 std::string escape_label_value(std::string_view v);
 
-// The whole page. A stats name that maps to a metric name already written is
-// left out (the first one wins), so the page never declares a family twice. At
-// most e.max_qps QPs get per-QP series.
+// The whole page. A stats name that maps to a metric name already written, or to
+// one of the page's own families (conduit_build_info, conduit_qp_*), is left out
+// (the first one wins), so the page never declares a family twice. At most
+// e.max_qps QPs get per-QP series.
 std::string format_exposition(const Exposition& e);
 
 }  // namespace conduit::metrics

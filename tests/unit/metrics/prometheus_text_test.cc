@@ -106,6 +106,24 @@ TEST_CASE("prometheus_text: the page declares each family once, with HELP and TY
   CHECK(page.back() == '\n');
 }
 
+// A stats name that maps onto a family the page writes itself (the per-QP counters)
+// is left out like any other clash: Prometheus rejects a page that declares a family twice.
+TEST_CASE("prometheus_text: a stats name never redeclares the page's own families") {
+  Exposition e;
+  e.stats = {{"qp.tx_bytes", 1}, {"qp_retransmits", 2}, {"port.rx_packets", 4}};
+  QpSample q;
+  q.qpn = 17;
+  q.tx_bytes = 99;
+  e.qps = {q};
+  const std::string page = format_exposition(e);
+  INFO(page);
+  CHECK(count(page, "# TYPE conduit_qp_tx_bytes_total ") == 1);
+  CHECK(count(page, "# TYPE conduit_qp_retransmits_total ") == 1);
+  CHECK(page.find("conduit_qp_tx_bytes_total 1\n") == std::string::npos);
+  CHECK(page.find("conduit_qp_tx_bytes_total{qpn=\"17\"} 99\n") != std::string::npos);
+  CHECK(page.find("conduit_port_rx_packets_total 4\n") != std::string::npos);
+}
+
 TEST_CASE("prometheus_text: an empty daemon still gives a valid page") {
   const std::string page = format_exposition({});
   CHECK(page.find("conduit_build_info{version=\"\"} 1\n") != std::string::npos);
