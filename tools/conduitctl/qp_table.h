@@ -2,7 +2,8 @@
 //
 // Columns are as wide as their widest cell, header included (as ip and ss size
 // theirs), so IPv6 peers and long class names keep the table aligned; one space
-// between columns, none after the last. Numbers are right-aligned, names left.
+// between columns, none after the last. Counts and rates are right-aligned; names and the
+// QPN, PID and peer QPN columns (identifiers) left.
 #pragma once
 
 #include <cstdint>
